@@ -1,0 +1,141 @@
+"""Encoding of Python values as MLIR attributes, constants and types, and back."""
+import torch
+
+from thunder.core import dtypes
+from thunder.dialects.mlir import arith, ir
+
+
+# ---- tensor types
+def tensor_type(shape, dtype, device):
+    elt = ir.Type.parse(dtypes.to_mlir_name(dtype))
+    device = torch.device(device)
+    if device.type == "cpu":
+        return ir.RankedTensorType.get(list(shape), elt)
+    return ir.RankedTensorType.get(list(shape), elt, encoding=ir.StringAttr.get(str(device)))
+
+
+def tensor_meta(t):
+    """(shape, dtype, device) of an MLIR tensor type."""
+    t = ir.RankedTensorType(t)
+    device = torch.device(ir.StringAttr(t.encoding).value) if t.encoding is not None else torch.device("cpu")
+    return tuple(t.shape), dtypes.from_mlir_name(str(t.element_type)), device
+
+
+def is_tensor_type(t):
+    return isinstance(t, ir.RankedTensorType)
+
+
+# ---- numbers: operands of scalar type
+def number_type(value):
+    if isinstance(value, bool):
+        return ir.IntegerType.get_signless(1)
+    if isinstance(value, int):
+        return ir.IntegerType.get_signless(64)
+    if isinstance(value, float):
+        return ir.F64Type.get()
+    raise NotImplementedError(f"thunder: numbers of type {type(value).__name__} are not supported")
+
+
+def constant(value):
+    t = number_type(value)
+    if isinstance(value, float):
+        attr = ir.FloatAttr.get(t, value)
+    else:
+        attr = ir.IntegerAttr.get(t, int(value))
+    return arith.ConstantOp(t, attr).result
+
+
+def constant_value(value: ir.Value):
+    """The Python number an arith.constant stands for, or raise ValueError."""
+    owner = value.owner
+    if not isinstance(owner, ir.OpView) or owner.name != "arith.constant":
+        raise ValueError("not a constant")
+    attr = owner.attributes["value"]
+    if isinstance(attr, ir.FloatAttr):
+        return ir.FloatAttr(attr).value
+    t = ir.IntegerType(ir.IntegerAttr(attr).type)
+    v = ir.IntegerAttr(attr).value
+    return bool(v) if t.width == 1 else v
+
+
+# ---- attributes, by parameter kind
+def _i64(v):
+    return ir.IntegerAttr.get(ir.IntegerType.get_signless(64), v)
+
+
+def _encode_index_entry(e):
+    if e is None:
+        return ir.UnitAttr.get()
+    if e is Ellipsis:
+        return ir.StringAttr.get("...")
+    if isinstance(e, bool):
+        return ir.BoolAttr.get(e)
+    if isinstance(e, int):
+        return _i64(e)
+    if isinstance(e, slice):
+        return ir.DictAttr.get({k: _i64(getattr(e, k)) for k in ("start", "stop", "step")
+                                if getattr(e, k) is not None})
+    raise NotImplementedError(f"thunder: index of type {type(e).__name__} is not supported")
+
+
+def _decode_index_entry(a):
+    if isinstance(a, ir.UnitAttr):
+        return None
+    if isinstance(a, ir.StringAttr):
+        return Ellipsis
+    if isinstance(a, ir.BoolAttr):
+        return ir.BoolAttr(a).value
+    if isinstance(a, ir.IntegerAttr):
+        return ir.IntegerAttr(a).value
+    d = ir.DictAttr(a)
+    return slice(*(ir.IntegerAttr(d[k]).value if k in d else None for k in ("start", "stop", "step")))
+
+
+def encode(kind, value):
+    if value is None:
+        return ir.UnitAttr.get()
+    k = kind.base_name
+    if k == "int":
+        return _i64(value)
+    if k == "float":
+        return ir.FloatAttr.get(ir.F64Type.get(), float(value))
+    if k == "bool":
+        return ir.BoolAttr.get(value)
+    if k == "str":
+        return ir.StringAttr.get(value)
+    if k == "Ints" or (k == "Dims" and isinstance(value, tuple)):
+        return ir.DenseI64ArrayAttr.get(list(value))
+    if k == "Dims":
+        return _i64(value)
+    if k == "dtype":
+        return ir.TypeAttr.get(ir.Type.parse(dtypes.to_mlir_name(value)))
+    if k == "device":
+        return ir.StringAttr.get(str(torch.device(value)))
+    if k == "Index":
+        return ir.ArrayAttr.get([_encode_index_entry(e) for e in value])
+    raise TypeError(f"no attribute encoding for parameter kind {kind}")
+
+
+def decode(kind, attr):
+    if isinstance(attr, ir.UnitAttr):
+        return None
+    k = kind.base_name
+    if k == "int":
+        return ir.IntegerAttr(attr).value
+    if k == "float":
+        return ir.FloatAttr(attr).value
+    if k == "bool":
+        return ir.BoolAttr(attr).value
+    if k == "str":
+        return ir.StringAttr(attr).value
+    if k in ("Ints", "Dims"):
+        if isinstance(attr, ir.DenseI64ArrayAttr):
+            return tuple(ir.DenseI64ArrayAttr(attr))
+        return ir.IntegerAttr(attr).value
+    if k == "dtype":
+        return dtypes.from_mlir_name(str(ir.TypeAttr(attr).value))
+    if k == "device":
+        return torch.device(ir.StringAttr(attr).value)
+    if k == "Index":
+        return tuple(_decode_index_entry(a) for a in ir.ArrayAttr(attr))
+    raise TypeError(f"no attribute encoding for parameter kind {kind}")

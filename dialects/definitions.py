@@ -1,0 +1,153 @@
+"""The ltorch and thunder dialects, defined with IRDL (dialects.ext) from the op registry.
+
+For every registered op: tensor and number parameters become operands (in signature order),
+the other parameters attributes, the results a variadic group. Ops are Pure unless they draw
+random numbers. The verifier runs the op's meta function on the operand types and attributes
+and checks the result types against it, so a lit test can show a wrong shape being rejected.
+"""
+from typing import Any, Sequence
+
+from thunder.core import trace as tracing
+from thunder.dialects import attrs
+from thunder.dialects.mlir import ext, ir
+from thunder.ops import registry
+
+# OpView properties that an IRDL field must not shadow
+_RESERVED = {"name", "operation", "operands", "results", "result", "attributes", "location",
+             "context", "regions", "parent", "type", "verify", "opview"}
+
+
+def field_name(param_name):
+    return param_name + "_" if param_name in _RESERVED else param_name
+
+
+class LTorch(ext.Dialect, name="ltorch"):
+    pass
+
+
+class Thunder(ext.Dialect, name="thunder"):
+    pass
+
+
+_DIALECTS = {"ltorch": LTorch, "thunder": Thunder}
+
+
+def operand_params(op):
+    return [p for p in op.params if p.kind.operand]
+
+
+def attribute_params(op):
+    return [p for p in op.params if not p.kind.operand]
+
+
+def needs_segments(op):
+    return any(p.kind.variadic or p.kind.optional for p in operand_params(op))
+
+
+def _define(op):
+    ann, ns = {}, {}
+    for p in operand_params(op):
+        f = field_name(p.name)
+        if p.kind.variadic:
+            ann[f], ns[f] = Sequence[ext.Operand[Any]], ext.operand(kw_only=True)
+        elif p.kind.optional:
+            ann[f], ns[f] = ext.Operand[Any] | None, None
+        else:
+            ann[f], ns[f] = ext.Operand[Any], ext.operand(kw_only=True)
+    for p in attribute_params(op):
+        f = field_name(p.name)
+        ann[f], ns[f] = Any, ext.attribute(kw_only=True)
+    ann["outs"], ns["outs"] = Sequence[ext.Result[Any]], ext.result(kw_only=True)
+    ns["__annotations__"] = ann
+    ns["verify_invariants"] = _verifier(op)
+    traits = [] if op.random else [ext.Pure]
+    cls_name = "".join(w.capitalize() for w in op.name.split("_")) + "Op"
+    return type(cls_name, (_DIALECTS[op.dialect].Operation,), ns, name=op.name, traits=traits)
+
+
+def decode_op(operation, tensor_of):
+    """(OpDef, {param: value}) of an ltorch/thunder operation. tensor_of maps an ir.Value of
+    tensor type to what stands for it (a proxy, a name); numbers come from their constants."""
+    op = registry.OPS[operation.name]
+    operands = list(operation.operands)
+    if needs_segments(op):
+        sizes = list(ir.DenseI32ArrayAttr(operation.attributes["operandSegmentSizes"]))
+    else:
+        sizes = [1] * len(operand_params(op))
+    values, i = {}, 0
+    for p, n in zip(operand_params(op), sizes):
+        group = operands[i:i + n]
+        i += n
+        conv = [tensor_of(v) if attrs.is_tensor_type(v.type) else attrs.constant_value(v) for v in group]
+        values[p.name] = tuple(conv) if p.kind.variadic else (conv[0] if conv else None)
+    for p in attribute_params(op):
+        values[p.name] = attrs.decode(p.kind, operation.attributes[p.name])
+    return op, values
+
+
+def _verifier(op):
+    def verify_invariants(self):
+        from thunder.core.proxies import TensorProxy
+
+        operation = self.operation
+        with operation.context, operation.location:
+            return _verify(op, operation)
+
+    return verify_invariants
+
+
+def _verify(op, operation):
+        from thunder.core.proxies import TensorProxy
+
+        try:
+            with tracing.not_tracing():
+                _, values = decode_op(operation, lambda v: TensorProxy(*attrs.tensor_meta(v.type), name="v"))
+                out = op.meta(**values)
+        except Exception as e:  # the meta function's own check, e.g. shapes that do not broadcast
+            operation.location.emit_error(f"'{op.qualname}' op invalid operands: {e}")
+            return False
+        outs = list(out) if isinstance(out, (tuple, list)) else [out]
+        expected = [str(attrs.tensor_type(o.shape, o.dtype, o.device)) for o in outs]
+        got = [str(r.type) for r in operation.results]
+        if expected != got:
+            operation.location.emit_error(
+                f"'{op.qualname}' op result types ({', '.join(got)}) do not match the inferred "
+                f"types ({', '.join(expected)})")
+            return False
+        return True
+
+
+_defined = False
+_context = None
+
+
+def define_all():
+    global _defined
+    if not _defined:
+        import thunder.ops  # noqa: F401  (registers every op)
+
+        for op in registry.OPS.values():
+            _define(op)
+        _defined = True
+
+
+def context() -> ir.Context:
+    """The MLIR context with our dialects loaded (one per process)."""
+    global _context
+    if _context is None:
+        define_all()
+        ctx = ir.Context()
+        with ctx, ir.Location.unknown():
+            LTorch.load()
+            Thunder.load()
+        _context = ctx
+    return _context
+
+
+def op_class(qualname):
+    define_all()
+    for d in _DIALECTS.values():
+        for cls in d.operations:
+            if cls.OPERATION_NAME == qualname:
+                return cls
+    raise KeyError(qualname)

@@ -1,0 +1,49 @@
+"""Emission: a recorded trace becomes an MLIR module with `func.func @computation`."""
+from thunder.dialects import attrs
+from thunder.dialects.definitions import attribute_params, context, needs_segments, operand_params
+from thunder.dialects.mlir import func, ir
+
+
+def location(name, where=None):
+    if where:
+        return ir.Location.name(name, childLoc=ir.Location.file(where[0], where[1], 0))
+    return ir.Location.name(name)
+
+
+def emit(trace, outputs, fn_name="computation") -> ir.Module:
+    """trace: a TraceCtx (inputs and symbols, tensors as Refs); outputs: the Refs returned."""
+    with context(), ir.Location.unknown():
+        module = ir.Module.create()
+        arg_types = [attrs.tensor_type(r.shape, r.dtype, r.device) for r in trace.inputs]
+        out_types = [attrs.tensor_type(r.shape, r.dtype, r.device) for r in outputs]
+        with ir.InsertionPoint(module.body):
+            f = func.FuncOp(fn_name, (arg_types, out_types))
+        block = f.add_entry_block([location(r.name) for r in trace.inputs])
+        values = {r.name: a for r, a in zip(trace.inputs, block.arguments)}
+        with ir.InsertionPoint(block):
+            for bsym in trace.symbols:
+                emit_symbol(bsym.op, bsym.args, bsym.outputs, values, bsym.location)
+            func.ReturnOp([values[r.name] for r in outputs])
+    return module
+
+
+def emit_symbol(op, args, outputs, values, where=None):
+    """Insert one op at the current insertion point. values maps tensor names to ir.Values and
+    gets the op's results."""
+    operands, segments = [], []
+    for p in operand_params(op):
+        v = args[p.name]
+        group = [] if v is None else list(v) if p.kind.variadic else [v]
+        for x in group:
+            operands.append(values[x.name] if hasattr(x, "name") else attrs.constant(x))
+        segments.append(len(group))
+    attributes = {p.name: attrs.encode(p.kind, args[p.name]) for p in attribute_params(op)}
+    if needs_segments(op):
+        attributes["operandSegmentSizes"] = ir.DenseI32ArrayAttr.get(segments)
+    result_types = [attrs.tensor_type(r.shape, r.dtype, r.device) for r in outputs]
+    names = ",".join(r.name for r in outputs) or op.name  # codegen splits on ","
+    operation = ir.Operation.create(op.qualname, results=result_types, operands=operands,
+                                    attributes=attributes, loc=location(names, where))
+    for r, res in zip(outputs, operation.results):
+        values[r.name] = res
+    return operation

@@ -1,0 +1,4 @@
+"""The one place that imports the MLIR Python bindings (from the torch-mlir wheel), so the
+provider can be swapped for upstream `mlir` packages later."""
+from torch_mlir import ir, passmanager  # noqa: F401
+from torch_mlir.dialects import arith, ext, func  # noqa: F401

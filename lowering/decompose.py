@@ -1,0 +1,84 @@
+"""thunder-decompose: replace ltorch ops by their decompositions into thunder prims.
+
+Each ltorch op's decomposition (registered with @op.decompose) is run on proxies built from the
+op's operand types; what it records is emitted in place of the op. Decompositions may use other
+ltorch ops, so the pass repeats until no decomposable op is left. `keep` names ops an executor
+claims (they stay)."""
+from thunder.core import trace as tracing
+from thunder.core.proxies import TensorProxy
+from thunder.dialects import attrs
+from thunder.dialects.definitions import decode_op
+from thunder.dialects.emit import emit_symbol
+from thunder.dialects.mlir import ir
+from thunder.ops import registry
+
+
+def _loc_name(loc):
+    try:
+        return ir.NameLoc(loc).name_str.split(",")[0]
+    except (ValueError, TypeError):
+        return "d"
+
+
+def _file_loc(loc):
+    try:
+        child = ir.FileLineColLoc(ir.NameLoc(loc).child_loc)
+        return (child.filename, child.start_line)
+    except (ValueError, TypeError):
+        return None
+
+
+def _decomposable(operation, keep):
+    op = registry.OPS.get(operation.name)
+    return op is not None and op.dialect == "ltorch" and op.decomposition is not None and op.name not in keep
+
+
+def decompose_op(operation):
+    """Replace one ltorch operation by its decomposition."""
+    base = _loc_name(operation.location)
+    ctx = tracing.TraceCtx(prefix=f"{base}_")
+    values = {}  # proxy name -> ir.Value
+
+    def proxy_of(v):
+        p = TensorProxy(*attrs.tensor_meta(v.type), name=ctx.new_name())
+        values[p.name] = v
+        return p
+
+    with tracing.tracing(ctx):
+        op, args = decode_op(operation, proxy_of)
+        out = op.decomposition(**args)
+    outs = list(out) if isinstance(out, (tuple, list)) else [out]
+    where = _file_loc(operation.location)
+    with ir.InsertionPoint(operation), operation.location:
+        for bsym in ctx.symbols:
+            emit_symbol(bsym.op, bsym.args, bsym.outputs, values, where)
+    if len(outs) != len(operation.results):
+        raise RuntimeError(f"decomposition of {op.qualname} returned {len(outs)} values, expected "
+                           f"{len(operation.results)}")
+    for res, o in zip(operation.results, outs):
+        new = values[o.name]
+        if new.type != res.type:
+            raise RuntimeError(f"decomposition of {op.qualname} gives {new.type}, expected {res.type}")
+        res.replace_all_uses_with(new)
+    operation.erase()
+
+
+def decompose_module(module_op, keep=()):
+    changed = True
+    while changed:
+        changed = False
+        todo = []
+
+        def collect(o):
+            if _decomposable(o, keep):
+                todo.append(o)
+            return ir.WalkResult.ADVANCE
+
+        module_op.walk(collect)
+        for o in todo:
+            decompose_op(o)
+            changed = True
+
+
+def decompose_pass(op, pass_):
+    decompose_module(op)

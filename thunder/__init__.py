@@ -1,0 +1,1 @@
+"""Thunder on MLIR."""

@@ -1,0 +1,129 @@
+"""torch dtypes: their MLIR element types, their categories, and PyTorch's type promotion."""
+import torch
+
+# torch dtype <-> MLIR element type (text form). Signless integers are torch's signed ones.
+_MLIR_NAMES = {
+    torch.float64: "f64",
+    torch.float32: "f32",
+    torch.float16: "f16",
+    torch.bfloat16: "bf16",
+    torch.int64: "i64",
+    torch.int32: "i32",
+    torch.int16: "i16",
+    torch.int8: "i8",
+    torch.uint8: "ui8",
+    torch.bool: "i1",
+    torch.complex64: "complex<f32>",
+    torch.complex128: "complex<f64>",
+}
+_FROM_MLIR = {v: k for k, v in _MLIR_NAMES.items()}
+
+
+def to_mlir_name(dtype: torch.dtype) -> str:
+    try:
+        return _MLIR_NAMES[dtype]
+    except KeyError:
+        raise NotImplementedError(f"thunder: dtype {dtype} is not supported") from None
+
+
+def from_mlir_name(name: str) -> torch.dtype:
+    try:
+        return _FROM_MLIR[name]
+    except KeyError:
+        raise ValueError(f"thunder: MLIR element type {name!r} is not a torch dtype") from None
+
+
+def is_float(dtype):
+    return dtype.is_floating_point
+
+
+def is_complex(dtype):
+    return dtype.is_complex
+
+
+def is_int(dtype):
+    return not dtype.is_floating_point and not dtype.is_complex and dtype is not torch.bool
+
+
+def is_bool(dtype):
+    return dtype is torch.bool
+
+
+# Category order used by promotion: bool < integer < floating < complex.
+def _category(dtype):
+    if dtype is torch.bool:
+        return 0
+    if dtype.is_complex:
+        return 3
+    if dtype.is_floating_point:
+        return 2
+    return 1
+
+
+def _scalar_category(value):
+    if isinstance(value, bool):
+        return 0
+    if isinstance(value, int):
+        return 1
+    if isinstance(value, float):
+        return 2
+    if isinstance(value, complex):
+        return 3
+    raise TypeError(f"expected a number, got {type(value).__name__}")
+
+
+def scalar_dtype(value):
+    """The dtype a Python number takes part in type promotion with."""
+    cat = _scalar_category(value)
+    if cat == 3:
+        return torch.complex128 if torch.get_default_dtype() is torch.float64 else torch.complex64
+    return (torch.bool, torch.int64, torch.get_default_dtype())[cat]
+
+
+def _join(a, b):
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return torch.promote_types(a, b)
+
+
+def _to_complex(dtype):
+    return {torch.float64: torch.complex128, torch.float32: torch.complex64,
+            torch.float16: torch.complex32, torch.bfloat16: torch.complex64}.get(dtype, dtype)
+
+
+def _combine(higher, lower):
+    # torch's combine_categories: a lower-priority operand only wins by being of a higher category.
+    if higher is None:
+        return lower
+    if lower is None:
+        return higher
+    if higher.is_complex:
+        return higher
+    if lower.is_complex:
+        return _to_complex(higher) if higher.is_floating_point else lower
+    if higher.is_floating_point:
+        return higher
+    if higher is torch.bool or lower.is_floating_point:
+        return torch.promote_types(higher, lower)
+    return higher
+
+
+def promote(*operands):
+    """Result dtype of an elementwise op, following torch.result_type.
+
+    operands are objects with .dtype and .ndim (tensors or proxies) or Python numbers (None is
+    skipped). Dimensioned tensors beat 0-d tensors, which beat Python numbers, unless the lower
+    priority operand is of a higher category (bool < int < float < complex)."""
+    dim_result = zero_result = number_result = None
+    for x in operands:
+        if x is None:
+            continue
+        if isinstance(x, (bool, int, float, complex)):
+            number_result = _join(number_result, scalar_dtype(x))
+        elif x.ndim == 0:
+            zero_result = _join(zero_result, x.dtype)
+        else:
+            dim_result = _join(dim_result, x.dtype)
+    return _combine(dim_result, _combine(zero_result, number_result))

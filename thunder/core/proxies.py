@@ -1,0 +1,231 @@
+"""Proxies: what the interpreter passes around in place of tensors while it records a trace."""
+import functools
+
+import torch
+
+from thunder.core import trace as tracing
+
+
+class _Registry:
+    # thunder.ops imports this module; look the registry up on first use
+    def __getattr__(self, name):
+        from thunder.ops import registry as r
+
+        return getattr(r, name)
+
+
+registry = _Registry()
+
+
+class DataDependentError(NotImplementedError):
+    """Python control flow needs a tensor's values, which a trace does not have."""
+
+
+def _where():
+    loc = tracing.current_location()
+    return f" at {loc[0]}:{loc[1]}" if loc else ""
+
+
+class TensorProxy:
+    """Stands for a tensor: it knows shape, dtype, device and requires_grad, not values."""
+
+    __slots__ = ("name", "shape", "dtype", "device", "requires_grad", "is_view", "has_views", "is_input")
+
+    def __init__(self, shape, dtype, device, requires_grad=False, name=None):
+        self.shape = torch.Size(shape)
+        self.dtype = dtype
+        self.device = device if isinstance(device, torch.device) else torch.device(device)
+        self.requires_grad = requires_grad
+        self.name = name if name is not None else tracing.new_name()
+        self.is_view = False
+        self.has_views = False
+        self.is_input = False
+
+    __hash__ = object.__hash__
+
+    @classmethod
+    def like(cls, t, *, shape=None, dtype=None, device=None):
+        return cls(t.shape if shape is None else shape, t.dtype if dtype is None else dtype,
+                   t.device if device is None else device)
+
+    def __repr__(self):
+        dims = ", ".join(str(d) for d in self.shape)
+        return f"<TensorProxy {self.name}: {self.device.type} {self.dtype} [{dims}]>"
+
+    # --- metadata, answered without recording anything
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    def dim(self):
+        return len(self.shape)
+
+    ndimension = dim
+
+    def size(self, dim=None):
+        if dim is None:
+            return self.shape
+        return self.shape[dim]
+
+    def numel(self):
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    nelement = numel
+
+    def element_size(self):
+        return self.dtype.itemsize
+
+    def is_floating_point(self):
+        return self.dtype.is_floating_point
+
+    def is_complex(self):
+        return self.dtype.is_complex
+
+    @property
+    def is_cuda(self):
+        return self.device.type == "cuda"
+
+    @property
+    def is_cpu(self):
+        return self.device.type == "cpu"
+
+    @property
+    def layout(self):
+        return torch.strided
+
+    @property
+    def T(self):
+        return self.permute(tuple(reversed(range(self.ndim))))
+
+    @property
+    def mT(self):
+        return self.transpose(-2, -1)
+
+    def __len__(self):
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def __iter__(self):
+        if not self.shape:
+            raise TypeError("iteration over a 0-d tensor")
+        return iter([self[i] for i in range(self.shape[0])])
+
+    # --- values: not known while tracing
+    def _data_dependent(self, what):
+        raise DataDependentError(
+            f"thunder: {what} of tensor {self.name}{_where()} needs its values, which are not known "
+            "while tracing (data-dependent control flow). Workaround: compute the condition outside "
+            "the jitted function, or use torch.where instead of Python if/while."
+        )
+
+    def __bool__(self):
+        self._data_dependent("bool()")
+
+    def __int__(self):
+        self._data_dependent("int()")
+
+    def __float__(self):
+        self._data_dependent("float()")
+
+    def __index__(self):
+        self._data_dependent("using as an index")
+
+    def item(self):
+        self._data_dependent(".item()")
+
+    def tolist(self):
+        self._data_dependent(".tolist()")
+
+    def numpy(self):
+        self._data_dependent(".numpy()")
+
+    # --- torch-level calls
+    def __getattr__(self, name):
+        op = registry.METHODS.get(name)
+        if op is not None:
+            return functools.partial(op, self)
+        if name.endswith("_") and not name.startswith("_") and name[:-1] in registry.METHODS:
+            return functools.partial(_inplace, registry.METHODS[name[:-1]], name, self)
+        if hasattr(torch.Tensor, name):
+            raise NotImplementedError(
+                f"thunder: torch.Tensor.{name}{_where()} is not supported yet. "
+                "Workaround: run it outside the jitted function."
+            )
+        raise AttributeError(f"'Tensor' object has no attribute '{name}'")
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        # torch functions called with proxies from code the interpreter runs natively
+        op = registry.lookup_callable(func)
+        if op is None:
+            raise NotImplementedError(f"thunder: {_callable_name(func)}{_where()} is not supported yet")
+        return op(*args, **(kwargs or {}))
+
+
+def _callable_name(fn):
+    mod = getattr(fn, "__module__", None) or ""
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", repr(fn))
+    if mod.startswith("torch._C") or not mod:
+        mod = "torch"
+    return f"{mod}.{name}"
+
+
+def _inplace(op, method_name, self, *args, **kwargs):
+    # In-place updates are recorded functionally: correct only when nothing else can observe the
+    # old tensor. Inputs and views (whose mutation shows elsewhere in eager) are refused.
+    if self.is_input or self.is_view or self.has_views:
+        what = "an input" if self.is_input else "a view" if self.is_view else "a tensor that has views"
+        raise NotImplementedError(
+            f"thunder: in-place {method_name}() on {what} ({self.name}){_where()} is not supported yet. "
+            f"Workaround: use the out-of-place {method_name[:-1]}() and use its result."
+        )
+    out = op(self, *args, **kwargs)
+    if out.dtype != self.dtype or out.shape != self.shape:
+        out = out.to(self.dtype) if out.shape == self.shape else out
+    # from now on this proxy's name refers to the updated value
+    tracing.rebind(self, out)
+    return self
+
+
+def _dunder(name):
+    def method(self, *args):
+        op = registry.DUNDERS.get(name)
+        if op is None:
+            raise NotImplementedError(f"thunder: the operator {name}{_where()} on tensors is not supported yet")
+        # reflected operators too are called with the proxy first: their ops take it so
+        return op(self, *args)
+
+    method.__name__ = name
+    return method
+
+
+_OPERATORS = [
+    "add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and", "or", "xor",
+    "lshift", "rshift",
+]
+for _n in _OPERATORS:
+    setattr(TensorProxy, f"__{_n}__", _dunder(f"__{_n}__"))
+    setattr(TensorProxy, f"__r{_n}__", _dunder(f"__r{_n}__"))
+for _n in ["eq", "ne", "lt", "le", "gt", "ge", "neg", "pos", "abs", "invert", "getitem"]:
+    setattr(TensorProxy, f"__{_n}__", _dunder(f"__{_n}__"))
+
+
+def _inplace_dunder(name):
+    def method(self, other):
+        return _inplace(registry.DUNDERS[f"__{name}__"], f"__i{name}__", self, other)
+
+    return method
+
+
+for _n in _OPERATORS:
+    setattr(TensorProxy, f"__i{_n}__", _inplace_dunder(_n))
+
+
+def proxy_for(t: torch.Tensor, name=None, *, input=True):
+    p = TensorProxy(t.shape, t.dtype, t.device, t.requires_grad, name=name)
+    p.is_input = input
+    return p

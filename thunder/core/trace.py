@@ -1,0 +1,130 @@
+"""Recording: the context that collects ops while the interpreter runs a function."""
+import contextlib
+import contextvars
+from dataclasses import dataclass
+
+_current = contextvars.ContextVar("thunder_trace", default=None)
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A recorded use of a tensor: the proxy's name and metadata at the time of the call
+    (a proxy can be rebound by an in-place op later)."""
+
+    name: str
+    shape: tuple
+    dtype: object
+    device: object
+
+
+@dataclass
+class BoundSymbol:
+    op: object  # registry.OpDef
+    args: dict  # param name -> value, tensors as Ref, tuples of Ref for tensor lists
+    outputs: list  # Refs, flat
+    location: tuple | None  # (filename, lineno) of the user's source line
+
+
+class TraceCtx:
+    def __init__(self, prefix="t"):
+        self.symbols: list[BoundSymbol] = []
+        self.inputs: list = []  # Refs of the input tensors, in order
+        self._counter = 0
+        self._prefix = prefix
+        self._used = set()
+
+    def new_name(self, hint=None):
+        if hint is not None:
+            name, i = hint, 0
+            while name in self._used:
+                i += 1
+                name = f"{hint}_{i}"
+        else:
+            while True:
+                name = f"{self._prefix}{self._counter}"
+                self._counter += 1
+                if name not in self._used:
+                    break
+        self._used.add(name)
+        return name
+
+
+def current():
+    return _current.get()
+
+
+@contextlib.contextmanager
+def tracing(ctx: TraceCtx):
+    token = _current.set(ctx)
+    try:
+        yield ctx
+    finally:
+        _current.reset(token)
+
+
+@contextlib.contextmanager
+def not_tracing():
+    token = _current.set(None)
+    try:
+        yield
+    finally:
+        _current.reset(token)
+
+
+def new_name(hint=None):
+    ctx = _current.get()
+    return ctx.new_name(hint) if ctx is not None else None
+
+
+def current_location():
+    """(filename, lineno) of the user's line being interpreted, if any."""
+    try:
+        from thunder.interpreter import current_source_location
+    except ImportError:
+        return None
+    loc = current_source_location()
+    return (loc[0], loc[1]) if loc else None
+
+
+def ref(p):
+    return Ref(p.name, tuple(p.shape), p.dtype, p.device)
+
+
+def _to_refs(v):
+    from thunder.core.proxies import TensorProxy
+
+    if isinstance(v, TensorProxy):
+        return ref(v)
+    if isinstance(v, tuple) and any(isinstance(x, TensorProxy) for x in v):
+        return tuple(_to_refs(x) for x in v)
+    return v
+
+
+def record_op(op, values):
+    """Run op's meta function on proxies and record the call in the current trace; without a
+    trace (plain tensors, no jit) run it with torch."""
+    ctx = _current.get()
+    if ctx is None:
+        from thunder.ops.execute import run_eagerly
+
+        return run_eagerly(op, values)
+    out = op.meta(**values)
+    outs = list(out) if isinstance(out, (tuple, list)) else [out]
+    if getattr(op, "is_view", False):
+        from thunder.core.proxies import TensorProxy
+
+        for o in outs:
+            o.is_view = True
+        for v in values.values():
+            if isinstance(v, TensorProxy):
+                v.has_views = True
+    ctx.symbols.append(BoundSymbol(op, {k: _to_refs(v) for k, v in values.items()},
+                                   [ref(o) for o in outs], current_location()))
+    return tuple(outs) if isinstance(out, (tuple, list)) else out
+
+
+def rebind(proxy, new):
+    """After an in-place op the proxy object stands for the op's result."""
+    proxy.name = new.name
+    proxy.shape = new.shape
+    proxy.dtype = new.dtype

@@ -1,0 +1,30 @@
+"""Helpers that decompositions share: make broadcasting and type promotion explicit in prims."""
+from thunder.core import dtypes
+from thunder.ops import prims
+from thunder.ops.meta_utils import broadcast_shapes, is_tensor
+
+
+def to_dtype(a, dtype):
+    if is_tensor(a):
+        return a if a.dtype is dtype else prims.convert_element_type(a, dtype)
+    if dtype is not None and dtype.is_floating_point:
+        return float(a)
+    if dtype is not None and dtype is not __import__("torch").bool and not dtype.is_complex:
+        return int(a)
+    return a
+
+
+def expand_to(a, shape):
+    """broadcast_in_dim a (right-aligned, numpy rules) to shape; numbers pass through."""
+    if not is_tensor(a) or tuple(a.shape) == tuple(shape):
+        return a
+    offset = len(shape) - a.ndim
+    return prims.broadcast_in_dim(a, tuple(shape), tuple(range(offset, len(shape))))
+
+
+def elementwise_args(*args, compute_dtype=None):
+    """Broadcast the tensor args to one shape and convert everything to one dtype (the promoted
+    dtype unless compute_dtype is given). Returns (converted args, shape, dtype)."""
+    shape = broadcast_shapes(*(a.shape for a in args if is_tensor(a)))
+    dtype = compute_dtype or dtypes.promote(*args)
+    return [expand_to(to_dtype(a, dtype), shape) for a in args], shape, dtype

@@ -1,0 +1,265 @@
+"""The op registry: one entry per op holds everything known about it.
+
+An op is defined by decorating its meta function:
+
+    @ltorch("torch.add", methods=("add",), dunders=("__add__",), rdunders=("__radd__",))
+    def add(input: Tensor, other: Tensor | Number, *, alpha: Number = 1):
+        return elementwise(input, other)          # shapes/dtypes/devices of the outputs
+
+    @add.decompose                                 # into thunder prims
+    def _(input, other, *, alpha=1): ...
+
+The annotations are parameter kinds (below); they decide what becomes an MLIR operand (tensors and
+numbers) and what becomes an attribute (dims, dtypes, flags). The interpreter, the proxies, the
+MLIR dialects, the verifier, the Python code generator, the passes and docs/dialect.md all read
+these entries.
+"""
+import inspect
+from dataclasses import dataclass, field
+from typing import Callable
+
+# --------------------------------------------------------------------------------------------
+# Parameter kinds
+
+
+class Kind:
+    """The kind of one op parameter. `Kind | None` makes it optional (None allowed)."""
+
+    def __init__(self, name, *, operand=False, variadic=False, optional=False, accepts=None):
+        self.name = name
+        self.operand = operand  # an MLIR operand (tensor or number), else an attribute
+        self.variadic = variadic
+        self.optional = optional
+        self._accepts = accepts
+
+    def accepts(self, value):
+        if value is None:
+            return self.optional
+        return self._accepts(value)
+
+    def __or__(self, other):
+        if other is None:
+            k = Kind(self.name + "?", operand=self.operand, variadic=self.variadic, optional=True,
+                     accepts=self._accepts)
+            k.base = self
+            return k
+        if isinstance(other, Kind):
+            k = Kind(f"{self.name}|{other.name}", operand=self.operand or other.operand,
+                     variadic=self.variadic, optional=self.optional or other.optional,
+                     accepts=lambda v: self.accepts(v) or other.accepts(v))
+            k.members = (self, other)
+            return k
+        return NotImplemented
+
+    def __ror__(self, other):
+        return self.__or__(other)
+
+    def __repr__(self):
+        return self.name
+
+    @property
+    def base_name(self):
+        return self.name.rstrip("?")
+
+
+def _is_tensor(v):
+    from thunder.core.proxies import TensorProxy
+
+    return isinstance(v, TensorProxy)
+
+
+def _is_number(v):
+    return isinstance(v, (bool, int, float)) and not _is_tensor(v)
+
+
+def _is_int(v):
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_ints(v):
+    return isinstance(v, (tuple, list)) and all(_is_int(x) for x in v)
+
+
+def _is_dtype(v):
+    import torch
+
+    return isinstance(v, torch.dtype)
+
+
+def _is_device(v):
+    import torch
+
+    return isinstance(v, (torch.device, str))
+
+
+Tensor = Kind("Tensor", operand=True, accepts=_is_tensor)
+Tensors = Kind("Tensors", operand=True, variadic=True,
+               accepts=lambda v: isinstance(v, (tuple, list)) and all(_is_tensor(x) for x in v))
+Number = Kind("Number", operand=True, accepts=_is_number)
+TensorOrNumber = Kind("TensorOrNumber", operand=True, accepts=lambda v: _is_tensor(v) or _is_number(v))
+Int = Kind("int", accepts=_is_int)
+Float = Kind("float", accepts=lambda v: isinstance(v, (int, float)) and not isinstance(v, bool))
+Bool = Kind("bool", accepts=lambda v: isinstance(v, bool))
+Str = Kind("str", accepts=lambda v: isinstance(v, str))
+Ints = Kind("Ints", accepts=_is_ints)  # a tuple of ints: a shape, a permutation
+Dims = Kind("Dims", accepts=lambda v: _is_int(v) or _is_ints(v))  # an int or a tuple of ints
+DType = Kind("dtype", accepts=_is_dtype)
+Device = Kind("device", accepts=_is_device)
+Index = Kind("Index", accepts=lambda v: True)  # a __getitem__ key without tensors
+
+KINDS = [Tensor, Tensors, Number, TensorOrNumber, Int, Float, Bool, Str, Ints, Dims, DType, Device, Index]
+
+
+@dataclass
+class Param:
+    name: str
+    kind: Kind
+    default: object = inspect.Parameter.empty
+    kw_only: bool = False
+
+    @property
+    def has_default(self):
+        return self.default is not inspect.Parameter.empty
+
+
+# --------------------------------------------------------------------------------------------
+# Ops
+
+
+@dataclass
+class OpDef:
+    name: str
+    dialect: str  # "ltorch" or "thunder"
+    meta: Callable
+    params: list
+    torch_name: str  # how the generated Python runs it, e.g. "torch.add"
+    methods: tuple = ()
+    dunders: tuple = ()
+    rdunders: tuple = ()  # reflected operators (__radd__): called as op(proxy, other), so the op
+    # must compute `other <op> proxy` (rsub, a reflected division, ...)
+    aliases: tuple = ()  # torch callables that are this op (torch.add, torch.Tensor.add, ...)
+    varargs: str | None = None  # a parameter that may also be passed as *args (x.view(2, 3))
+    returns_sequence: bool = False  # a tuple of tensors (split, chunk) rather than one tensor
+    decomposition: Callable | None = None
+    random: bool = False  # not Pure: draws from the random generator
+    is_view: bool = False  # the result shares memory with the input in eager (in-place safety)
+    doc: str = ""
+    signature: inspect.Signature = field(default=None, repr=False)
+
+    @property
+    def qualname(self):
+        return f"{self.dialect}.{self.name}"
+
+    def decompose(self, fn):
+        self.decomposition = fn
+        return fn
+
+    def bind(self, args, kwargs):
+        """Normalize a call into {param name: value}, with torch's errors for bad calls."""
+        if self.varargs is not None:
+            args, kwargs = _gather_varargs(self, args, kwargs)
+        try:
+            bound = self.signature.bind(*args, **kwargs)
+        except TypeError as e:
+            raise TypeError(f"{self.torch_name}(): {e}") from None
+        bound.apply_defaults()
+        values = dict(bound.arguments)
+        for p in self.params:
+            v = values[p.name]
+            if isinstance(v, list) and p.kind.base_name in ("Ints", "Dims", "Tensors"):
+                v = values[p.name] = tuple(v)
+            if not p.kind.accepts(v):
+                # torch.Size and other int sequences count as Ints
+                if p.kind.base_name in ("Ints", "Dims") and _is_ints(tuple(v) if isinstance(v, (tuple, list)) else v):
+                    values[p.name] = tuple(v)
+                    continue
+                raise TypeError(
+                    f"{self.torch_name}(): argument '{p.name}' must be {p.kind.name}, "
+                    f"not {type(v).__name__}"
+                )
+        return values
+
+    def __call__(self, *args, **kwargs):
+        from thunder.core.trace import record_op
+
+        return record_op(self, self.bind(args, kwargs))
+
+
+def _gather_varargs(op, args, kwargs):
+    # x.view(2, 3) and x.view((2, 3)) are the same call; so are torch.zeros(2, 3) and zeros((2, 3))
+    names = [p.name for p in op.params]
+    i = names.index(op.varargs)
+    if op.varargs in kwargs or len(args) <= i:
+        return args, kwargs
+    rest = args[i:]
+    if len(rest) == 1 and (isinstance(rest[0], (tuple, list)) or not _is_int(rest[0])):
+        return args, kwargs
+    # following positional params are keyword-only in torch when varargs are used
+    return (*args[:i], tuple(rest)), kwargs
+
+
+OPS: dict[str, OpDef] = {}  # "ltorch.add" -> OpDef
+BY_CALLABLE: dict = {}  # torch.add -> OpDef (the interpreter's and __torch_function__'s lookup)
+METHODS: dict[str, OpDef] = {}  # TensorProxy method name -> OpDef
+DUNDERS: dict[str, OpDef] = {}  # "__add__" -> OpDef, called as op(proxy, other)
+
+
+def _params_of(fn):
+    params = []
+    for p in inspect.signature(fn).parameters.values():
+        if not isinstance(p.annotation, Kind):
+            raise TypeError(f"op {fn.__name__}: parameter {p.name} needs a Kind annotation")
+        params.append(Param(p.name, p.annotation, p.default, p.kind is inspect.Parameter.KEYWORD_ONLY))
+    return params
+
+
+def _register(dialect, torch_name, *, methods=(), dunders=(), rdunders=(), aliases=(), varargs=None,
+              returns_sequence=False, random=False, view=False, name=None):
+    def decorator(meta):
+        op = OpDef(
+            name=name or meta.__name__.rstrip("_"),
+            dialect=dialect,
+            meta=meta,
+            params=_params_of(meta),
+            torch_name=torch_name,
+            methods=tuple(methods),
+            dunders=tuple(dunders),
+            rdunders=tuple(rdunders),
+            aliases=tuple(aliases),
+            varargs=varargs,
+            returns_sequence=returns_sequence,
+            random=random,
+            is_view=view,
+            doc=inspect.getdoc(meta) or "",
+            signature=inspect.signature(meta).replace(return_annotation=inspect.Signature.empty),
+        )
+        if op.qualname in OPS:
+            raise ValueError(f"op {op.qualname} is defined twice")
+        OPS[op.qualname] = op
+        if dialect == "ltorch":
+            for c in aliases:
+                BY_CALLABLE[c] = op
+            for m in methods:
+                METHODS[m] = op
+            for d in (*dunders, *rdunders):
+                DUNDERS[d] = op
+        return op
+
+    return decorator
+
+
+def ltorch(torch_name, **kw):
+    """Define a torch-level op (dialect ltorch). torch_name is how the torch executor calls it."""
+    return _register("ltorch", torch_name, **kw)
+
+
+def prim(torch_name, **kw):
+    """Define a primitive (dialect thunder)."""
+    return _register("thunder", torch_name, **kw)
+
+
+def lookup_callable(fn):
+    try:
+        return BY_CALLABLE.get(fn)
+    except TypeError:  # unhashable callables
+        return None

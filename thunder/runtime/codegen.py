@@ -1,0 +1,150 @@
+"""Code generation: an MLIR trace module becomes a Python function that calls torch."""
+import torch
+
+from thunder.dialects import attrs
+from thunder.dialects.definitions import decode_op
+from thunder.dialects.mlir import ir
+from thunder.ops.execute import NAMESPACE, call_args
+
+
+def py_repr(v):
+    """Python source for a value in a generated program."""
+    if isinstance(v, Name):
+        return v.name
+    if isinstance(v, torch.dtype):
+        return str(v)  # torch.float32
+    if isinstance(v, torch.device):
+        return f"torch.device({str(v)!r})"
+    if isinstance(v, float):
+        if v != v or v in (float("inf"), float("-inf")):
+            return f"float({str(v)!r})"
+        return repr(v)
+    if isinstance(v, tuple):
+        inner = ", ".join(py_repr(x) for x in v)
+        return f"({inner},)" if len(v) == 1 else f"({inner})"
+    if isinstance(v, list):
+        return "[" + ", ".join(py_repr(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{py_repr(k)}: {py_repr(x)}" for k, x in v.items()) + "}"
+    if isinstance(v, slice):
+        return f"slice({py_repr(v.start)}, {py_repr(v.stop)}, {py_repr(v.step)})"
+    if v is Ellipsis:
+        return "..."
+    return repr(v)
+
+
+class Name:
+    __slots__ = ("name",)
+
+    def __init__(self, name):
+        self.name = name
+
+
+def _loc_names(loc):
+    try:
+        return ir.NameLoc(loc).name_str.split(",")
+    except (ValueError, TypeError):
+        return None
+
+
+def _loc_line(loc):
+    try:
+        child = ir.NameLoc(loc).child_loc
+        f = ir.FileLineColLoc(child)
+        return f"{f.filename}:{f.start_line}"
+    except (ValueError, TypeError, AttributeError):
+        return None
+
+
+class _Namer:
+    def __init__(self):
+        self.names = {}  # ir.Value -> str
+        self.used = set()
+        self.counter = 0
+
+    def assign(self, value, wanted=None):
+        name = wanted
+        if not name or not name.isidentifier() or name in self.used:
+            base = name if name and name.isidentifier() else "t"
+            i = 0 if base != "t" else self.counter
+            while True:
+                name = f"{base}_{i}" if base != "t" else f"t{i}"
+                i += 1
+                if name not in self.used:
+                    break
+            if base == "t":
+                self.counter = i
+        self.used.add(name)
+        self.names[value] = name
+        return name
+
+
+def python_source(module, fn_name="computation", output_spec=None, comments=True, header=None):
+    """Python source of func @fn_name. output_spec, when given, rebuilds the user's output
+    structure from the flat results (see thunder.runtime.structure)."""
+    with module.context:
+        f = _find_func(module, fn_name)
+        block = f.regions[0].blocks[0]
+        namer = _Namer()
+        params = [namer.assign(a, (_loc_names(a.location) or [None])[0]) for a in block.arguments]
+        lines = []
+        if header:
+            lines += [f"# {h}" for h in header.splitlines()]
+        lines.append(f"def {fn_name}({', '.join(params)}):")
+        if comments:
+            for p, a in zip(params, block.arguments):
+                lines.append(f"  # {p}: {_describe(a.type)}")
+        for operation in block.operations:
+            name = operation.operation.name
+            if name == "arith.constant":
+                continue  # numbers are written inline where they are used
+            if name == "func.return":
+                flat = [namer.names[v] for v in operation.operands]
+                lines.append("  return " + _return_expr(flat, output_spec))
+                continue
+            op, values = decode_op(operation.operation, lambda v: Name(namer.names[v]))
+            args, kwargs = call_args(op, values)
+            call = ", ".join([py_repr(a) for a in args] + [f"{k}={py_repr(v)}" for k, v in kwargs.items()])
+            wanted = _loc_names(operation.location) or []
+            outs = [namer.assign(r, wanted[i] if i < len(wanted) else None)
+                    for i, r in enumerate(operation.results)]
+            if op.returns_sequence:
+                target = ", ".join(outs) + ("," if len(outs) == 1 else "")
+            else:
+                target = outs[0]
+            line = f"  {target} = {op.torch_name}({call})"
+            if comments:
+                types = ", ".join(_describe(r.type) for r in operation.results)
+                line += f"  # {types}"
+                src = _loc_line(operation.location)
+                if src:
+                    line += f" ({src})"
+            lines.append(line)
+    return "\n".join(lines) + "\n"
+
+
+def _describe(t):
+    shape, dtype, device = attrs.tensor_meta(t)
+    return f"{device.type} {str(dtype).replace('torch.', '')}[{', '.join(map(str, shape))}]"
+
+
+def _return_expr(flat, output_spec):
+    if output_spec is None:
+        return "(" + ", ".join(flat) + ("," if len(flat) == 1 else "") + ")" if len(flat) != 1 else flat[0]
+    from thunder.runtime.structure import rebuild_source
+
+    return rebuild_source(output_spec, flat)
+
+
+def _find_func(module, fn_name):
+    for op in module.body.operations:
+        if op.operation.name == "func.func" and ir.StringAttr(op.attributes["sym_name"]).value == fn_name:
+            return op
+    raise KeyError(f"no func @{fn_name} in the module")
+
+
+def compile_source(source, fn_name="computation", filename="<thunder>"):
+    ns = dict(NAMESPACE)
+    code = compile(source, filename, "exec")
+    exec(code, ns)
+    return ns[fn_name]
