@@ -1,1 +1,104 @@
-"""Thunder on MLIR."""
+"""Thunder on MLIR: a source-to-source compiler for PyTorch programs.
+
+    jfn = thunder.jit(fn)
+    jfn(x)                              # same result as fn(x)
+    thunder.last_traces(jfn)[-1]        # the program that ran, as Python
+    thunder.last_traces(jfn)[0].to_mlir()
+"""
+from thunder import functional
+from thunder.runtime.jit import CACHE_OPTIONS, CompileStats, DebugOptions, ThunderFunction, make_compile_data
+
+__all__ = [
+    "jit", "functional", "compile_data", "compile_stats", "last_traces", "last_prologue_traces",
+    "cache_option", "cache_hits", "cache_misses", "list_transforms", "last_interpreted_instructions",
+    "last_interpreter_log", "last_compile_options", "DebugOptions", "CompileStats",
+]
+
+
+def jit(fn, /, *, executors=None, cache=None, sharp_edges=None, disable_torch_autograd=False,
+        transforms=None, debug_options=None, **compile_options):
+    """Compile fn (a function) with thunder. Returns a callable with fn's behaviour.
+
+    cache: "constant values" (default: recompile when shapes, dtypes, devices, requires_grad or
+    Python scalar values change), "same input" (assume every call matches the first: no checks),
+    "no caching" (recompile on every call). transforms: MLIR pass names (ours or upstream) or
+    callables on the trace module, run after the default passes."""
+    cd = make_compile_data(fn, executors=executors, cache=cache, sharp_edges=sharp_edges,
+                           disable_torch_autograd=disable_torch_autograd, transforms=transforms,
+                           debug_options=debug_options, **compile_options)
+    return ThunderFunction(cd)
+
+
+def _jitted(fn, what):
+    if not isinstance(fn, ThunderFunction):
+        raise TypeError(f"thunder.{what} expects a function returned by thunder.jit, got {type(fn).__name__}")
+    return fn
+
+
+def _called(fn, what):
+    fn = _jitted(fn, what)
+    if fn._cs.calls == 0:
+        raise TypeError(f"thunder.{what}: the jitted function has not been called yet")
+    return fn
+
+
+def compile_data(fn):
+    """The options fn was jitted with (CompileData)."""
+    return _jitted(fn, "compile_data")._cd
+
+
+def compile_stats(fn):
+    """Calls, cache hits/misses, compile time per stage and the last miss reason (CompileStats)."""
+    return _jitted(fn, "compile_stats")._cs
+
+
+def last_traces(fn):
+    """The traces of the last call, from acquisition to the execution trace that ran."""
+    return list(_called(fn, "last_traces")._cs.last_traces)
+
+
+def last_prologue_traces(fn):
+    """The prologue (input checks and unpacking) of the last call's cache entry."""
+    return list(_called(fn, "last_prologue_traces")._cs.last_prologue_traces)
+
+
+def cache_option(fn):
+    return _jitted(fn, "cache_option")._cd.cache_option
+
+
+def cache_hits(fn):
+    return _jitted(fn, "cache_hits")._cs.cache_hits
+
+
+def cache_misses(fn):
+    return _jitted(fn, "cache_misses")._cs.cache_misses
+
+
+def list_transforms(fn):
+    return list(_jitted(fn, "list_transforms")._cd.transforms)
+
+
+def last_compile_options(fn):
+    """The keyword options fn was jitted with."""
+    return dict(_jitted(fn, "last_compile_options")._cd.compile_options)
+
+
+def _interpreter_record(fn, what, attr):
+    fn = _called(fn, what)
+    value = getattr(fn._cs, attr)
+    if value is None:
+        raise TypeError(
+            f"thunder.{what}: nothing was recorded. Jit with "
+            "debug_options=thunder.DebugOptions(record_interpreter_history=True) and call it "
+            "(the record is of the last cache miss)")
+    return value
+
+
+def last_interpreted_instructions(fn):
+    """The bytecode instructions the interpreter ran in the last cache miss."""
+    return list(_interpreter_record(fn, "last_interpreted_instructions", "last_interpreted_instructions"))
+
+
+def last_interpreter_log(fn):
+    """Call and return events of the interpreter in the last cache miss."""
+    return list(_interpreter_record(fn, "last_interpreter_log", "last_interpreter_log"))

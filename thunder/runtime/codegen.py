@@ -79,7 +79,7 @@ class _Namer:
         return name
 
 
-def python_source(module, fn_name="computation", output_spec=None, comments=True, header=None):
+def python_source(module, fn_name="computation", output_spec=None, comments=True, header=None, constants=None):
     """Python source of func @fn_name. output_spec, when given, rebuilds the user's output
     structure from the flat results (see thunder.runtime.structure)."""
     with module.context:
@@ -100,7 +100,7 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
                 continue  # numbers are written inline where they are used
             if name == "func.return":
                 flat = [namer.names[v] for v in operation.operands]
-                lines.append("  return " + _return_expr(flat, output_spec))
+                lines.append("  return " + _return_expr(flat, output_spec, constants))
                 continue
             op, values = decode_op(operation.operation, lambda v: Name(namer.names[v]))
             args, kwargs = call_args(op, values)
@@ -128,12 +128,12 @@ def _describe(t):
     return f"{device.type} {str(dtype).replace('torch.', '')}[{', '.join(map(str, shape))}]"
 
 
-def _return_expr(flat, output_spec):
+def _return_expr(flat, output_spec, constants):
     if output_spec is None:
         return "(" + ", ".join(flat) + ("," if len(flat) == 1 else "") + ")" if len(flat) != 1 else flat[0]
     from thunder.runtime.structure import rebuild_source
 
-    return rebuild_source(output_spec, flat)
+    return rebuild_source(output_spec, flat, constants)
 
 
 def _find_func(module, fn_name):
@@ -143,8 +143,9 @@ def _find_func(module, fn_name):
     raise KeyError(f"no func @{fn_name} in the module")
 
 
-def compile_source(source, fn_name="computation", filename="<thunder>"):
+def compile_source(source, fn_name="computation", filename="<thunder>", constants=None):
     ns = dict(NAMESPACE)
+    ns.update(constants or {})
     code = compile(source, filename, "exec")
     exec(code, ns)
     return ns[fn_name]

@@ -1,0 +1,97 @@
+"""Our MLIR passes, registered by name, and pipelines that mix them with upstream passes.
+
+A pipeline is MLIR's textual form, e.g. `builtin.module(thunder-decompose,cse,canonicalize)`.
+Upstream passes go to MLIR as text; ours are Python passes added by callable (MLIR's textual
+parser does not know Python-defined passes)."""
+from dataclasses import dataclass
+from typing import Callable
+
+from thunder.dialects.mlir import ir, passmanager
+
+
+@dataclass
+class PassInfo:
+    name: str
+    run: Callable  # run(module_op) -> None
+    description: str
+
+
+PASSES: dict[str, PassInfo] = {}
+
+
+def register_pass(name, description):
+    def decorator(fn):
+        PASSES[name] = PassInfo(name, fn, description)
+        return fn
+
+    return decorator
+
+
+def _load_passes():
+    from thunder.lowering import decompose
+
+    if "thunder-decompose" not in PASSES:
+        register_pass("thunder-decompose", "Replace ltorch ops by their decompositions into thunder prims")(
+            lambda module_op: decompose.decompose_module(module_op))
+
+
+def split_pipeline(pipeline: str):
+    """The pass names (with options) inside `builtin.module(...)`, split at top-level commas."""
+    text = pipeline.strip()
+    if text.startswith("builtin.module(") and text.endswith(")"):
+        text = text[len("builtin.module("):-1]
+    elif text.startswith("any(") and text.endswith(")"):
+        text = text[len("any("):-1]
+    parts, depth, cur = [], 0, ""
+    for ch in text:
+        if ch in "({":
+            depth += 1
+        elif ch in ")}":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    if cur.strip():
+        parts.append(cur.strip())
+    return parts
+
+
+def pass_name(element):
+    return element.split("{")[0].split("(")[0].strip()
+
+
+def build_pass_manager(pipeline: str, context=None):
+    """A PassManager for the pipeline; raises ValueError for an unknown pass."""
+    _load_passes()
+    pm = passmanager.PassManager("builtin.module", context=context)
+    for element in split_pipeline(pipeline):
+        info = PASSES.get(pass_name(element))
+        if info is not None:
+            pm.add(_as_external(info), name=info.name, argument=info.name, description=info.description)
+        else:
+            pm.add(element)
+    return pm
+
+
+def _as_external(info):
+    def run(op, pass_):
+        try:
+            info.run(op)
+        except Exception as e:  # report as a pass failure with the reason, like an MLIR pass
+            op.location.emit_error(f"{info.name}: {e}")
+            pass_.signal_pass_failure()
+
+    run.__name__ = info.name.replace("-", "_")
+    return run
+
+
+def run_pipeline(module, pipeline: str):
+    with module.context:
+        build_pass_manager(pipeline).run(module.operation)
+
+
+def list_passes():
+    _load_passes()
+    return dict((n, p.description) for n, p in sorted(PASSES.items()))

@@ -1,0 +1,284 @@
+"""thunder.jit: the jitted callable, its cache, and compilation on a cache miss."""
+import functools
+import inspect
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from thunder.core import trace as tracing
+from thunder.core.proxies import TensorProxy
+from thunder.dialects.emit import emit
+from thunder.lowering.passes import PASSES, build_pass_manager, pass_name, split_pipeline
+from thunder.ops import registry
+from thunder.runtime import structure
+from thunder.runtime.codegen import compile_source, python_source
+from thunder.runtime.prologue import MISS, compile_prologue, prologue_source
+from thunder.runtime.traces import Trace
+
+CACHE_OPTIONS = ("constant values", "no caching", "same input")
+EXECUTORS = ("torch",)
+SHARP_EDGES = ("allow", "warn", "error")
+DEFAULT_PASSES = ("cse", "canonicalize")
+
+
+@dataclass
+class DebugOptions:
+    record_interpreter_history: bool = False  # fills last_interpreted_instructions / _log
+
+
+@dataclass
+class CompileStats:
+    calls: int = 0
+    cache_hits: int = 0
+    cache_misses: int = 0
+    last_miss_reason: str | None = None
+    last_compile_time: float = 0.0  # seconds, whole cache miss
+    last_stage_times: dict = field(default_factory=dict)  # stage -> seconds
+    last_traces: list = field(default_factory=list)
+    last_prologue_traces: list = field(default_factory=list)
+    last_interpreted_instructions: list | None = None
+    last_interpreter_log: list | None = None
+
+    def __repr__(self):
+        return (f"CompileStats(calls={self.calls}, cache_hits={self.cache_hits}, "
+                f"cache_misses={self.cache_misses}, last_miss_reason={self.last_miss_reason!r}, "
+                f"last_compile_time={self.last_compile_time:.4f}s, stages={self.last_stage_times})")
+
+
+@dataclass
+class CompileData:
+    fn: object
+    cache_option: str
+    executors: tuple
+    sharp_edges: str
+    disable_torch_autograd: bool
+    transforms: tuple
+    debug_options: DebugOptions
+    strict: bool  # functional.jit: only the documented input types, no tensors from outside
+    compile_options: dict
+
+
+@dataclass
+class CacheEntry:
+    run: object  # entry(args, kwargs) -> result or MISS
+    traces: list
+    prologue_traces: list
+    description: list  # what the entry was compiled for, to explain later misses
+
+
+def _check_option(name, value, allowed):
+    if value not in allowed:
+        raise ValueError(f"thunder.jit: unknown {name} {value!r}; expected one of {', '.join(map(repr, allowed))}")
+
+
+def _normalize_transforms(transforms):
+    out = []
+    for t in transforms or ():
+        if isinstance(t, str):
+            for element in split_pipeline(t):
+                out.append(element)
+        elif callable(t):
+            out.append(t)
+        else:
+            raise TypeError(f"thunder.jit: a transform must be a pass name or a callable on the MLIR module, "
+                            f"got {type(t).__name__}")
+    return tuple(out)
+
+
+def make_compile_data(fn, *, executors=None, cache=None, sharp_edges=None, disable_torch_autograd=False,
+                      transforms=None, debug_options=None, strict=False, **compile_options):
+    if not callable(fn):
+        raise TypeError(f"thunder.jit expects a callable, got {type(fn).__name__}")
+    if isinstance(fn, torch.nn.Module):
+        raise NotImplementedError("thunder.jit of an nn.Module is not supported yet; jit a function "
+                                  "that calls the module's functional form instead")
+    cache = "constant values" if cache is None else cache
+    _check_option("cache option", cache, CACHE_OPTIONS)
+    executors = tuple(executors) if executors is not None else EXECUTORS
+    for e in executors:
+        _check_option("executor", getattr(e, "name", e), EXECUTORS)
+    sharp_edges = sharp_edges or "allow"
+    _check_option("sharp_edges option", sharp_edges, SHARP_EDGES)
+    if isinstance(debug_options, dict):
+        debug_options = DebugOptions(**debug_options)
+    if compile_options:
+        raise TypeError(f"thunder.jit got unexpected keyword arguments: {', '.join(compile_options)}")
+    return CompileData(fn, cache, executors, sharp_edges, bool(disable_torch_autograd),
+                       _normalize_transforms(transforms), debug_options or DebugOptions(), strict,
+                       dict(executors=executors, cache=cache, sharp_edges=sharp_edges,
+                            disable_torch_autograd=disable_torch_autograd, transforms=transforms,
+                            debug_options=debug_options))
+
+
+class ThunderFunction:
+    """What thunder.jit returns: call it like the original function."""
+
+    def __init__(self, cd: CompileData):
+        self._cd = cd
+        self._cs = CompileStats()
+        self._entries: list[CacheEntry] = []
+        self._last_entry = None
+        functools.update_wrapper(self, cd.fn, updated=())
+
+    def __call__(self, *args, **kwargs):
+        cs = self._cs
+        cs.calls += 1
+        for entry in self._entries:
+            result = entry.run(args, kwargs)
+            if result is not MISS:
+                cs.cache_hits += 1
+                if entry is not self._last_entry:
+                    self._last_entry = entry
+                    cs.last_traces, cs.last_prologue_traces = entry.traces, entry.prologue_traces
+                return result
+        return self._miss(args, kwargs)
+
+    def _miss(self, args, kwargs):
+        cs, cd = self._cs, self._cd
+        cs.cache_misses += 1
+        cs.last_miss_reason = _miss_reason(self._entries, args, kwargs) if self._entries else "first call"
+        entry = compile_entry(cd, cs, args, kwargs)
+        if cd.cache_option != "no caching":
+            self._entries.insert(0, entry)
+        self._last_entry = entry
+        cs.last_traces, cs.last_prologue_traces = entry.traces, entry.prologue_traces
+        result = entry.run(args, kwargs)
+        if result is MISS:  # a check the tracing could not foresee (a mutable object, say)
+            raise RuntimeError("thunder: internal error, a freshly compiled entry rejected its inputs")
+        return result
+
+    def __repr__(self):
+        return f"<thunder.jit of {getattr(self._cd.fn, '__qualname__', self._cd.fn)!r}>"
+
+
+def _describe_inputs(args, kwargs):
+    tensors, proxies = [], []
+    with tracing.not_tracing():
+        specs = [structure.flatten_inputs(a, "x", tensors, proxies, strict=False)[0] for a in args]
+        kspecs = [(k, structure.flatten_inputs(v, "x", tensors, proxies, strict=False)[0])
+                  for k, v in kwargs.items()]
+    meta = [(tuple(t.shape), t.dtype, t.device, t.requires_grad) for t in tensors]
+    return specs, kspecs, meta
+
+
+def _miss_reason(entries, args, kwargs):
+    """Which input changed compared to the most recent entry (slow path, misses only)."""
+    try:
+        now = _describe_inputs(args, kwargs)
+    except Exception as e:  # an input we cannot even describe
+        return f"inputs could not be described: {e}"
+    before = entries[0].description
+    if len(now[0]) != len(before[0]) or [k for k, _ in now[1]] != [k for k, _ in before[1]]:
+        return "different number of arguments or keyword names"
+    if now[2] != before[2]:
+        for i, (a, b) in enumerate(zip(now[2], before[2])):
+            if a != b:
+                fields = [n for n, x, y in zip(("shape", "dtype", "device", "requires_grad"), a, b) if x != y]
+                return f"tensor input {i}: {', '.join(fields)} changed ({b} -> {a})"
+        return "a different number of tensor inputs"
+    return "a non-tensor input changed (number, string, structure or object)"
+
+
+def _param_names(fn, args, kwargs):
+    try:
+        bound = inspect.signature(fn).bind(*args, **kwargs)
+    except (TypeError, ValueError):
+        return [f"arg{i}" for i in range(len(args))]
+    names = []
+    for name, value in bound.arguments.items():
+        param = bound.signature.parameters[name]
+        if param.kind is inspect.Parameter.VAR_POSITIONAL:
+            names += [f"{name}_{i}" for i in range(len(value))]
+        elif param.kind is not inspect.Parameter.VAR_KEYWORD:
+            names.append(name)
+    return names[:len(args)] + [f"arg{i}" for i in range(len(names), len(args))]
+
+
+def compile_entry(cd, cs, args, kwargs) -> CacheEntry:
+    from thunder.interpreter import interpret
+
+    times = {}
+    t_start = t = time.perf_counter()
+    ctx = tracing.TraceCtx()
+    tensors, proxies = [], []
+    names = _param_names(cd.fn, args, kwargs)
+    with tracing.tracing(ctx):
+        arg_specs, pargs = [], []
+        for a, name in zip(args, names):
+            s, p = structure.flatten_inputs(a, name, tensors, proxies, cd.strict)
+            arg_specs.append(s)
+            pargs.append(p)
+        kw_specs, pkwargs = [], {}
+        for k, v in kwargs.items():
+            s, p = structure.flatten_inputs(v, k, tensors, proxies, cd.strict)
+            kw_specs.append((k, s))
+            pkwargs[k] = p
+        ctx.inputs = [tracing.ref(p) for p in proxies]
+        record = cd.debug_options.record_interpreter_history
+        result = interpret(cd.fn, pargs, pkwargs, lookup=_lookup, on_load=_on_load(cd), record=record)
+    cs.last_interpreted_instructions = list(result.instructions) if record else None
+    cs.last_interpreter_log = list(result.log) if record else None
+    out_refs = []
+    out_spec = structure.flatten_outputs(result.value, out_refs)
+    times["interpretation"] = time.perf_counter() - t
+
+    t = time.perf_counter()
+    module = emit(ctx, out_refs)
+    traces = [Trace("interpreter (acquisition)", module, output_spec=out_spec)]
+    times["mlir emission"] = time.perf_counter() - t
+
+    t = time.perf_counter()
+    for element in (*DEFAULT_PASSES, *cd.transforms):
+        if callable(element):
+            with module.context:
+                element(module)
+            producer = getattr(element, "__name__", repr(element))
+        else:
+            with module.context:
+                build_pass_manager(f"builtin.module({element})").run(module.operation)
+            producer = pass_name(element)
+        traces.append(Trace(producer, module, output_spec=out_spec))
+    times["passes"] = time.perf_counter() - t
+
+    t = time.perf_counter()
+    constants = {}
+    source = python_source(module, output_spec=out_spec, constants=constants,
+                           header="produced by: torch executor (execution trace)")
+    computation = compile_source(source, constants=constants)
+    if cd.disable_torch_autograd:
+        computation = torch.no_grad()(computation)
+    traces.append(Trace("torch executor (execution trace)", module, python=source))
+    pro_src, pro_consts = prologue_source(arg_specs, kw_specs, tensors, [p.name for p in proxies],
+                                          check_metadata=cd.cache_option != "same input")
+    run = compile_prologue(pro_src, pro_consts, computation)
+    times["codegen"] = time.perf_counter() - t
+    cs.last_stage_times = times
+    cs.last_compile_time = time.perf_counter() - t_start
+    prologue_trace = Trace("prologue", python=pro_src)
+    return CacheEntry(run, traces, [prologue_trace], (arg_specs, kw_specs,
+                      [(tuple(x.shape), x.dtype, x.device, x.requires_grad) for x in tensors]))
+
+
+def _lookup(fn):
+    op = registry.lookup_callable(fn)
+    if op is not None:
+        return op
+    module = getattr(fn, "__module__", None) or ""
+    if module.startswith("thunder.") and not module.startswith("thunder.tests"):
+        return fn  # our own machinery (proxy methods, ops) runs natively
+    return None
+
+
+def _on_load(cd):
+    def on_load(value, provenance):
+        if isinstance(value, torch.Tensor) and not isinstance(value, TensorProxy):
+            where = f"{provenance.filename}:{provenance.lineno}"
+            kind = {"global": "global", "closure": "closure variable", "attr": "attribute"}[provenance.kind]
+            raise NotImplementedError(
+                f"thunder: {'functional.jit' if cd.strict else 'thunder.jit'} reads tensor "
+                f"'{provenance.name}' ({kind}, in {provenance.fn_name} at {where}) that is not an input "
+                "of the jitted function. Workaround: pass it as an argument.")
+        return value
+
+    return on_load

@@ -1,0 +1,123 @@
+"""Inputs and outputs: nested Python values <-> flat lists of tensors plus a spec of the rest.
+
+A spec is a small tree: ("tensor", i), ("const", value), ("object", value) (checked by
+identity), ("tuple"|"list", [specs]), ("dict", [(key, spec)]), ("namedtuple", type, [specs]),
+("dataclass"...) is left for later. Constants are Python scalars and the other values a cache
+entry is specialised on."""
+import dataclasses
+import torch
+
+from thunder.core import trace as tracing
+from thunder.core.proxies import TensorProxy, proxy_for
+
+CONSTANT_TYPES = (bool, int, float, complex, str, type(None), torch.dtype, torch.device, slice,
+                  type(Ellipsis), torch.Size)
+
+
+class UnpackError(ValueError):
+    pass
+
+
+def _is_namedtuple(x):
+    return isinstance(x, tuple) and hasattr(type(x), "_fields")
+
+
+def flatten_inputs(value, name, tensors, proxies, strict):
+    """Spec of an input value; tensors found are appended to `tensors` and a proxy for each
+    to `proxies` (named after where it sits: x, x_0, x_key)."""
+    if isinstance(value, torch.Tensor):
+        tensors.append(value)
+        p = proxy_for(value, tracing.new_name(name) or name)
+        proxies.append(p)
+        return ("tensor", len(tensors) - 1), p
+    if isinstance(value, torch.Size):
+        return ("const", value), value
+    if isinstance(value, CONSTANT_TYPES):
+        return ("const", value), value
+    if _is_namedtuple(value):
+        parts = [flatten_inputs(v, f"{name}_{f}", tensors, proxies, strict) for f, v in zip(value._fields, value)]
+        return ("namedtuple", type(value), [s for s, _ in parts]), type(value)(*(p for _, p in parts))
+    if isinstance(value, (tuple, list)):
+        parts = [flatten_inputs(v, f"{name}_{i}", tensors, proxies, strict) for i, v in enumerate(value)]
+        kind = "tuple" if isinstance(value, tuple) else "list"
+        proxy = tuple(p for _, p in parts)
+        return (kind, [s for s, _ in parts]), proxy if kind == "tuple" else list(proxy)
+    if isinstance(value, dict):
+        items = []
+        proxy = {}
+        for k, v in value.items():
+            if not isinstance(k, (str, int)):
+                raise UnpackError(f"Cannot unpack object of type {type(k).__name__} (a dict key)")
+            key_name = f"{name}_{k}" if isinstance(k, str) and k.isidentifier() else f"{name}_{len(items)}"
+            s, p = flatten_inputs(v, key_name, tensors, proxies, strict)
+            items.append((k, s))
+            proxy[k] = p
+        return ("dict", items), proxy
+    if strict:
+        raise UnpackError(
+            f"Cannot unpack object of type {type(value).__name__}. thunder.functional.jit accepts "
+            "tensors, numbers, strings, None, dtypes, devices, slices, torch.Size and nested "
+            "tuples/lists/dicts of those; use thunder.jit for other objects.")
+    return ("object", value), value
+
+
+def flatten_outputs(value, refs):
+    """Spec of the jitted function's return value; its tensor proxies are appended to refs."""
+    from thunder.core.trace import ref
+
+    if isinstance(value, TensorProxy):
+        refs.append(ref(value))
+        return ("tensor", len(refs) - 1)
+    if isinstance(value, torch.Tensor):
+        raise NotImplementedError(
+            "thunder: the jitted function returns a tensor that is not computed from its inputs "
+            "(a global or a constant); return it outside the jitted function or pass it as an input")
+    if isinstance(value, CONSTANT_TYPES):
+        return ("const", value)
+    if _is_namedtuple(value):
+        return ("namedtuple", type(value), [flatten_outputs(v, refs) for v in value])
+    if isinstance(value, (tuple, list)):
+        return ("tuple" if isinstance(value, tuple) else "list", [flatten_outputs(v, refs) for v in value])
+    if isinstance(value, dict):
+        return ("dict", [(k, flatten_outputs(v, refs)) for k, v in value.items()])
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        raise NotImplementedError(f"thunder: returning a {type(value).__name__} dataclass is not supported yet")
+    raise NotImplementedError(f"thunder: returning an object of type {type(value).__name__} is not supported")
+
+
+def rebuild_source(spec, flat, constants=None):
+    """A Python expression that rebuilds the output from the flat result names. Values that
+    have no literal form go into `constants` (name -> value) for the generated code's globals."""
+    kind = spec[0]
+    if kind == "tensor":
+        return flat[spec[1]]
+    if kind == "const":
+        v = spec[1]
+        if isinstance(v, (torch.Size, torch.dtype, torch.device)) or constants is not None and not _has_literal(v):
+            if constants is None:
+                return repr(v)
+            name = f"_const{len(constants)}"
+            constants[name] = v
+            return name
+        from thunder.runtime.codegen import py_repr
+
+        return py_repr(v)
+    if kind in ("tuple", "list"):
+        parts = [rebuild_source(s, flat, constants) for s in spec[1]]
+        if kind == "list":
+            return "[" + ", ".join(parts) + "]"
+        return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
+    if kind == "namedtuple":
+        parts = [rebuild_source(s, flat, constants) for s in spec[2]]
+        if constants is None:
+            return f"{spec[1].__name__}({', '.join(parts)})"
+        name = f"_const{len(constants)}"
+        constants[name] = spec[1]
+        return f"{name}({', '.join(parts)})"
+    if kind == "dict":
+        return "{" + ", ".join(f"{k!r}: {rebuild_source(s, flat, constants)}" for k, s in spec[1]) + "}"
+    raise ValueError(kind)
+
+
+def _has_literal(v):
+    return isinstance(v, (bool, int, str, type(None))) or isinstance(v, float) and v == v and abs(v) != float("inf")
