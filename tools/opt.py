@@ -1,0 +1,101 @@
+"""thunder-opt: run MLIR pass pipelines on traces in the ltorch and thunder dialects.
+
+    thunder-opt trace.mlir --pass-pipeline='builtin.module(thunder-decompose,cse,canonicalize)'
+    cat trace.mlir | thunder-opt - --pass-pipeline='builtin.module(cse)'
+    thunder-opt --list-passes
+"""
+import argparse
+import sys
+
+
+def _parser():
+    p = argparse.ArgumentParser(prog="thunder-opt", description=__doc__.splitlines()[0])
+    p.add_argument("input", nargs="?", default="-", help="MLIR file, or - for stdin (default)")
+    p.add_argument("--pass-pipeline", default="", help="e.g. 'builtin.module(thunder-decompose,cse)'")
+    p.add_argument("--list-passes", action="store_true", help="list thunder's passes and exit")
+    p.add_argument("--split-input-file", action="store_true",
+                   help="treat '// -----' lines as separators of independent inputs")
+    p.add_argument("--mlir-print-debuginfo", action="store_true", help="print locations")
+    p.add_argument("--to-python", action="store_true",
+                   help="print each func as the Python program thunder would run")
+    p.add_argument("-o", dest="output", default="-", help="output file (default stdout)")
+    return p
+
+
+def run_one(text, args, out):
+    from thunder.dialects.definitions import context
+    from thunder.dialects.mlir import ir
+    from thunder.lowering.passes import build_pass_manager
+
+    with context():
+        try:
+            module = ir.Module.parse(text)
+            if args.pass_pipeline:
+                build_pass_manager(args.pass_pipeline).run(module.operation)
+        except ir.MLIRError as e:
+            print(_format_error(e, args.input if args.input != '-' else '<stdin>'), file=sys.stderr)
+            return False
+        except ValueError as e:  # an unknown pass or a malformed pipeline
+            print(f"thunder-opt: {e}", file=sys.stderr)
+            return False
+        if args.to_python:
+            from thunder.runtime.codegen import python_source
+
+            for op in module.body.operations:
+                if op.operation.name == "func.func":
+                    name = ir.StringAttr(op.attributes["sym_name"]).value
+                    out.write(python_source(module, fn_name=name))
+        else:
+            out.write(module.operation.get_asm(enable_debug_info=args.mlir_print_debuginfo))
+            out.write("\n")
+    return True
+
+
+def _format_error(e, filename):
+    """MLIR's diagnostic format: file:line:col: error: message."""
+    lines = []
+    for d in getattr(e, "error_diagnostics", []) or []:
+        lines.append(f"{_where(d.location, filename)}: error: {d.message}")
+        for n in d.notes:
+            lines.append(f"{_where(n.location, filename)}: note: {n.message}")
+    return "\n".join(lines) if lines else str(e)
+
+
+def _where(loc, filename):
+    from thunder.dialects.mlir import ir
+
+    try:
+        f = ir.FileLineColLoc(loc)
+        name = filename if f.filename in ("-", "") else f.filename
+        return f"{name}:{f.start_line}:{f.start_col}"
+    except (ValueError, TypeError):
+        return str(loc)
+
+
+def main(argv=None):
+    args = _parser().parse_args(argv)
+    if args.list_passes:
+        from thunder.lowering.passes import list_passes
+
+        print("thunder passes (usable in --pass-pipeline with any upstream MLIR pass):")
+        for name, description in list_passes().items():
+            print(f"  {name:24s} {description}")
+        return 0
+    try:
+        text = sys.stdin.read() if args.input == "-" else open(args.input).read()
+    except OSError as e:
+        print(f"thunder-opt: cannot read {args.input}: {e.strerror}", file=sys.stderr)
+        return 1
+    chunks = text.split("// -----") if args.split_input_file else [text]
+    out = sys.stdout if args.output == "-" else open(args.output, "w")
+    ok = True
+    for i, chunk in enumerate(chunks):
+        if i:
+            out.write("// -----\n")
+        ok = run_one(chunk, args, out) and ok
+    out.flush()
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
