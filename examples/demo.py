@@ -1,0 +1,52 @@
+"""Demo: jit a small transformer-style MLP block, print its traces, time it against eager.
+
+    python examples/demo.py
+"""
+import timeit
+
+import torch
+import torch.nn.functional as F
+
+import thunder
+
+
+def mlp_block(x, ln_w, ln_b, w1, b1, w2, b2):
+    h = F.layer_norm(x, (x.shape[-1],), ln_w, ln_b)
+    h = F.gelu(F.linear(h, w1, b1), approximate="tanh")
+    h = F.linear(h, w2, b2)
+    return torch.softmax(x + h, dim=-1)
+
+
+def main():
+    torch.manual_seed(0)
+    d = 64
+    args = (torch.randn(8, 16, d), torch.ones(d), torch.zeros(d), torch.randn(4 * d, d) * 0.05,
+            torch.zeros(4 * d), torch.randn(d, 4 * d) * 0.05, torch.zeros(d))
+    jblock = thunder.jit(mlp_block)
+    out = jblock(*args)
+    expected = mlp_block(*args)
+    torch.testing.assert_close(out, expected)
+    print("thunder.jit result matches eager:", tuple(out.shape), out.dtype)
+
+    traces = thunder.last_traces(jblock)
+    print("\n=== acquired trace as MLIR (ltorch dialect) ===")
+    print(traces[0].to_mlir())
+    print("=== execution trace (the Python program that runs) ===")
+    print(traces[-1])
+    print("=== the same block decomposed into thunder prims (thunder-opt pass thunder-decompose) ===")
+    jdecomp = thunder.jit(mlp_block, transforms=["thunder-decompose"])
+    torch.testing.assert_close(jdecomp(*args), expected, rtol=1e-4, atol=1e-5)
+    print("\n".join(thunder.last_traces(jdecomp)[-2].to_mlir().splitlines()[:12]) + "\n  ...")
+
+    stats = thunder.compile_stats(jblock)
+    print(f"\ncompile time {stats.last_compile_time * 1e3:.1f} ms: "
+          + ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in stats.last_stage_times.items()))
+    n = 200
+    t_eager = min(timeit.repeat(lambda: mlp_block(*args), number=n, repeat=5)) / n * 1e6
+    t_thunder = min(timeit.repeat(lambda: jblock(*args), number=n, repeat=5)) / n * 1e6
+    print(f"eager {t_eager:.1f} us/call, thunder.jit {t_thunder:.1f} us/call "
+          f"({t_thunder / t_eager:.2f}x eager)")
+
+
+if __name__ == "__main__":
+    main()

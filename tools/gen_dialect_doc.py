@@ -1,0 +1,78 @@
+"""Writes docs/dialect.md from the op registry: `python -m thunder.tools.gen_dialect_doc`.
+tests/test_docs.py fails when the file is out of date."""
+import inspect
+import os
+import sys
+
+from thunder.dialects.definitions import attribute_params, operand_params
+from thunder.ops import registry
+
+HEADER = """# The ltorch and thunder dialects
+
+Generated from the op registry (`thunder/ops/`) by `python -m thunder.tools.gen_dialect_doc`;
+do not edit by hand.
+
+Each op is an IRDL operation. Tensor and number parameters are operands (numbers are
+`arith.constant` values of type i64, f64 or i1), the other parameters are attributes (ints as
+i64, int tuples as `array<i64: ...>`, dtypes as types, None as `unit`), and the results are one
+variadic group. Ops are Pure (CSE and DCE apply) unless marked random. The verifier runs the meta
+function on the operand types and attributes and checks the result types.
+
+- `ltorch`: one op per PyTorch function; the torch executor runs it as shown.
+- `thunder`: primitives that `thunder-decompose` lowers ltorch ops into.
+"""
+
+
+def _signature(op):
+    parts = []
+    for p in op.params:
+        s = f"{p.name}: {p.kind.name}"
+        if p.has_default:
+            s += f" = {p.default!r}"
+        parts.append(s)
+    kw = next((i for i, p in enumerate(op.params) if p.kw_only), None)
+    if kw is not None:
+        parts.insert(kw, "*")
+    return ", ".join(parts)
+
+
+def render():
+    lines = [HEADER]
+    for dialect in ("ltorch", "thunder"):
+        ops = sorted((o for o in registry.OPS.values() if o.dialect == dialect), key=lambda o: o.name)
+        lines.append(f"\n## {dialect} ({len(ops)} ops)\n")
+        lines.append("| op | signature | operands | attributes | runs as | decomposes | notes |")
+        lines.append("| --- | --- | --- | --- | --- | --- | --- |")
+        for op in ops:
+            notes = []
+            if op.random:
+                notes.append("random")
+            if op.is_view:
+                notes.append("view")
+            if op.methods:
+                notes.append("methods: " + ", ".join(op.methods))
+            if op.dunders or op.rdunders:
+                notes.append("operators: " + ", ".join(op.dunders + op.rdunders))
+            lines.append(
+                f"| `{op.qualname}` | `{_signature(op)}` | {', '.join(p.name for p in operand_params(op)) or '-'} "
+                f"| {', '.join(p.name for p in attribute_params(op)) or '-'} | `{op.torch_name}` "
+                f"| {'yes' if op.decomposition else 'no'} | {'; '.join(notes)} |")
+    return "\n".join(lines) + "\n"
+
+
+def doc_path():
+    return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(inspect.getfile(registry)))),
+                        "..", "docs", "dialect.md")
+
+
+def main():
+    import thunder.ops  # noqa: F401
+
+    path = sys.argv[1] if len(sys.argv) > 1 else os.path.normpath(doc_path())
+    with open(path, "w") as f:
+        f.write(render())
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
