@@ -1,0 +1,60 @@
+"""A CPython bytecode interpreter written in Python (3.11; 3.12 opcodes are added in compat.py).
+
+``interpret(fn, args, kwargs)`` runs ``fn``'s bytecode itself, frame by frame, recursing into every
+pure-Python callee, so that callers can observe and redirect what the program does:
+
+* ``lookup(callee) -> replacement | None`` is consulted at every call site (CALL, CALL_FUNCTION_EX,
+  with-statement ``__enter__``/``__exit__``, interpreted property getters) and again for the callable
+  found by unwrapping a bound method / functools.partial / class ``__new__``/``__init__`` / ``__call__``
+  of a callable object. A non-None replacement is called natively with the same arguments.
+  Otherwise Python functions are interpreted and everything else is called natively.
+* ``on_load(value, provenance) -> value`` sees every value read from a module global (LOAD_GLOBAL, not
+  builtins), a closure cell (LOAD_DEREF) or an attribute (LOAD_ATTR / LOAD_METHOD / super attribute).
+
+Not interpreted (run natively): generator functions (calling one returns a native generator), class
+bodies (``__build_class__``), callbacks invoked by native code (``map(f, xs)``, ``sorted(key=f)``),
+property getters with a custom ``__getattribute__``/``__getattr__`` and other descriptors.
+Unsupported (raises InterpreterError): coroutines / async generators / await, ``except*``.
+Known difference: native code calling ``sys.exc_info()`` does not see exceptions being handled by
+interpreted ``except`` blocks (interpreted code itself — bare ``raise``, chaining — does).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from thunder.interpreter.errors import InterpreterError
+from thunder.interpreter.frame import Provenance
+from thunder.interpreter.runtime import Runtime, current_frame
+
+__all__ = ["interpret", "InterpreterError", "Provenance", "InterpretResult", "current_source_location"]
+
+
+@dataclass
+class InterpretResult:
+    value: Any
+    instructions: list = field(default_factory=list)  # dis.Instructions executed (record=True)
+    log: list[str] = field(default_factory=list)  # "call f (file.py:12)", "return f", ... (record=True)
+
+
+def interpret(fn: Callable, args: tuple | list = (), kwargs: dict | None = None, *,
+              lookup: Callable[[Any], Callable | None] | None = None,
+              on_load: Callable[[Any, Provenance], Any] | None = None,
+              record: bool = False) -> InterpretResult:
+    """Runs ``fn(*args, **kwargs)`` in the interpreter and returns an InterpretResult.
+
+    Exceptions raised by the program propagate unchanged. ``lookup`` is not consulted for ``fn`` itself
+    (it is what the caller asked to interpret), only for the calls it makes (including the unwrapped
+    function of a bound method / partial passed as ``fn``)."""
+    rt = Runtime(lookup, on_load, record)
+    value = rt.call_unlooked(fn, tuple(args), dict(kwargs or {}), None)
+    return InterpretResult(value, rt.instructions, rt.log)
+
+
+def current_source_location() -> tuple[str, int | None, str] | None:
+    """(filename, lineno, function name) of the innermost interpreted frame executing on this thread,
+    or None when nothing is being interpreted."""
+    f = current_frame()
+    if f is None:
+        return None
+    return f.code.co_filename, f.lineno, f.code.co_name
