@@ -1,11 +1,16 @@
 """The ltorch and thunder dialects, defined with IRDL (dialects.ext) from the op registry.
 
 For every registered op: tensor and number parameters become operands (in signature order),
-the other parameters attributes, the results a variadic group. Ops are Pure unless they draw
-random numbers. The verifier runs the op's meta function on the operand types and attributes
+the other parameters attributes; one result, or result slots for ops returning several tensors.
+Ops are Pure unless they draw random numbers.
+
+IRDL gives each operand or result definition one constraint variable, so all values of a
+variadic group would have to share one type. A list of tensors (cat's inputs, split's outputs)
+has tensors of different shapes, so such a list is declared as MAX_LIST optional slots and the
+segment sizes say how many are used. The verifier runs the op's meta function on the operand types and attributes
 and checks the result types against it, so a lit test can show a wrong shape being rejected.
 """
-from typing import Any, Sequence
+from typing import Any
 
 from thunder.core import trace as tracing
 from thunder.dialects import attrs
@@ -32,6 +37,10 @@ class Thunder(ext.Dialect, name="thunder"):
 _DIALECTS = {"ltorch": LTorch, "thunder": Thunder}
 
 
+MAX_LIST = 32  # tensors in one list operand (cat, stack)
+MAX_RESULTS = 16  # results of one op (split, chunk, unbind, max with dim)
+
+
 def operand_params(op):
     return [p for p in op.params if p.kind.operand]
 
@@ -44,12 +53,33 @@ def needs_segments(op):
     return any(p.kind.variadic or p.kind.optional for p in operand_params(op))
 
 
+def operand_segments(op, values):
+    """operandSegmentSizes for a call: one entry per operand slot."""
+    sizes = []
+    for p in operand_params(op):
+        v = values[p.name]
+        if p.kind.variadic:
+            if len(v) > MAX_LIST:
+                raise NotImplementedError(f"thunder: {op.torch_name} of more than {MAX_LIST} tensors is not supported")
+            sizes += [1] * len(v) + [0] * (MAX_LIST - len(v))
+        else:
+            sizes.append(0 if v is None else 1)
+    return sizes
+
+
+def result_segments(op, n):
+    if n > MAX_RESULTS:
+        raise NotImplementedError(f"thunder: {op.torch_name} with more than {MAX_RESULTS} results is not supported")
+    return [1] * n + [0] * (MAX_RESULTS - n)
+
+
 def _define(op):
     ann, ns = {}, {}
     for p in operand_params(op):
         f = field_name(p.name)
         if p.kind.variadic:
-            ann[f], ns[f] = Sequence[ext.Operand[Any]], ext.operand(kw_only=True)
+            for i in range(MAX_LIST):
+                ann[f"{f}_{i}"], ns[f"{f}_{i}"] = ext.Operand[Any] | None, None
         elif p.kind.optional:
             ann[f], ns[f] = ext.Operand[Any] | None, None
         else:
@@ -57,7 +87,11 @@ def _define(op):
     for p in attribute_params(op):
         f = field_name(p.name)
         ann[f], ns[f] = Any, ext.attribute(kw_only=True)
-    ann["outs"], ns["outs"] = Sequence[ext.Result[Any]], ext.result(kw_only=True)
+    if op.returns_sequence:
+        for i in range(MAX_RESULTS):
+            ann[f"out_{i}"], ns[f"out_{i}"] = ext.Result[Any] | None, None
+    else:
+        ann["out"], ns["out"] = ext.Result[Any], ext.result(kw_only=True)
     ns["__annotations__"] = ann
     ns["verify_invariants"] = _verifier(op)
     traits = [] if op.random else [ext.Pure]
@@ -74,8 +108,11 @@ def decode_op(operation, tensor_of):
         sizes = list(ir.DenseI32ArrayAttr(operation.attributes["operandSegmentSizes"]))
     else:
         sizes = [1] * len(operand_params(op))
-    values, i = {}, 0
-    for p, n in zip(operand_params(op), sizes):
+    values, i, slot = {}, 0, 0
+    for p in operand_params(op):
+        slots = MAX_LIST if p.kind.variadic else 1
+        n = sum(sizes[slot:slot + slots])
+        slot += slots
         group = operands[i:i + n]
         i += n
         conv = [tensor_of(v) if attrs.is_tensor_type(v.type) else attrs.constant_value(v) for v in group]

@@ -1,6 +1,7 @@
 """Emission: a recorded trace becomes an MLIR module with `func.func @computation`."""
 from thunder.dialects import attrs
-from thunder.dialects.definitions import attribute_params, context, needs_segments, operand_params
+from thunder.dialects.definitions import (attribute_params, context, needs_segments, operand_params,
+                                         operand_segments, result_segments)
 from thunder.dialects.mlir import func, ir
 
 
@@ -30,16 +31,16 @@ def emit(trace, outputs, fn_name="computation") -> ir.Module:
 def emit_symbol(op, args, outputs, values, where=None):
     """Insert one op at the current insertion point. values maps tensor names to ir.Values and
     gets the op's results."""
-    operands, segments = [], []
+    operands = []
     for p in operand_params(op):
         v = args[p.name]
-        group = [] if v is None else list(v) if p.kind.variadic else [v]
-        for x in group:
+        for x in [] if v is None else list(v) if p.kind.variadic else [v]:
             operands.append(values[x.name] if hasattr(x, "name") else attrs.constant(x))
-        segments.append(len(group))
     attributes = {p.name: attrs.encode(p.kind, args[p.name]) for p in attribute_params(op)}
     if needs_segments(op):
-        attributes["operandSegmentSizes"] = ir.DenseI32ArrayAttr.get(segments)
+        attributes["operandSegmentSizes"] = ir.DenseI32ArrayAttr.get(operand_segments(op, args))
+    if op.returns_sequence:
+        attributes["resultSegmentSizes"] = ir.DenseI32ArrayAttr.get(result_segments(op, len(outputs)))
     result_types = [attrs.tensor_type(r.shape, r.dtype, r.device) for r in outputs]
     names = ",".join(r.name for r in outputs) or op.name  # codegen splits on ","
     operation = ir.Operation.create(op.qualname, results=result_types, operands=operands,

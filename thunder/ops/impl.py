@@ -52,3 +52,50 @@ def div_prim(a, b):
     if t.dtype.is_floating_point or t.dtype.is_complex:
         return torch.div(a, b)
     return torch.div(a, b, rounding_mode="trunc")
+
+
+# --- ops B (shape and nn ops)
+def squeeze(input, dim=None):
+    return torch.squeeze(input) if dim is None else torch.squeeze(input, dim)
+
+
+def rmatmul(input, other):
+    return torch.matmul(other, input)
+
+
+# --- ops A: elementwise, reduction and creation ops without a torch function of their signature
+def prod(input, dim=None, keepdim=False, *, dtype=None):
+    return torch.prod(input, dtype=dtype) if dim is None else torch.prod(input, dim, keepdim, dtype=dtype)
+
+
+def _var_std(fn):
+    def run(input, dim=None, unbiased=True, keepdim=False, *, correction=None):
+        return fn(input, dim, correction=int(unbiased) if correction is None else correction, keepdim=keepdim)
+
+    return run
+
+
+var = _var_std(torch.var)
+std = _var_std(torch.std)
+
+
+def _extremum(fn):
+    # always a tuple, as ops with returns_sequence: (value,) for a full reduction, else (values, indices)
+    def run(input, dim=None, keepdim=False):
+        return (fn(input),) if dim is None else tuple(fn(input, dim, keepdim))
+
+    return run
+
+
+max_reduction = _extremum(torch.max)
+min_reduction = _extremum(torch.min)
+
+
+def arange(start=0, end=None, step=1, *, dtype=None, device=None, requires_grad=False):
+    if end is None:
+        start, end = 0, start
+    return torch.arange(start, end, step, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+def to(input, dtype=None, non_blocking=False, copy=False, *, device=None):
+    return input.to(device=device, dtype=dtype, non_blocking=non_blocking, copy=copy)

@@ -1,1 +1,367 @@
-"""(being written)"""
+"""Neural-network ltorch ops: matrix products, softmax, layer_norm, dropout, embedding, attention.
+
+Decompositions use prims only. Half-precision inputs compute in float32 (as torch's CPU and CUDA
+kernels accumulate) and convert the result back."""
+import math
+
+import torch
+import torch.nn.functional as F
+
+from thunder.core.proxies import TensorProxy
+from thunder.ops import prims
+from thunder.ops.decomp_utils import expand_to, to_dtype
+from thunder.ops.meta_utils import broadcast_shapes, canonical_dim
+from thunder.ops.registry import Bool, DType, Float, Int, Ints, Tensor, ltorch
+
+T = torch.Tensor
+_HALF = (torch.float16, torch.bfloat16)
+
+
+def _compute_dtype(dtype):
+    return torch.float32 if dtype in _HALF else dtype
+
+
+def _keep(reduced, shape, dims):
+    """A reduction's result broadcast back over the reduced dims."""
+    return prims.broadcast_in_dim(reduced, tuple(shape), tuple(i for i in range(len(shape)) if i not in dims))
+
+
+# --------------------------------------------------------------------------------------------
+# matrix products
+
+
+def _same_dtype(a, b):
+    if a.dtype != b.dtype:
+        name = {torch.float32: "float", torch.float64: "double", torch.float16: "c10::Half",
+                torch.bfloat16: "c10::BFloat16"}
+        raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: {name.get(a.dtype, a.dtype)} != "
+                           f"{name.get(b.dtype, b.dtype)}")
+
+
+def _matmul_shape(a, b):
+    if a.ndim == 0 or b.ndim == 0:
+        raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are {a.ndim}D and {b.ndim}D")
+    _same_dtype(a, b)
+    k_a = a.shape[-1]
+    k_b = b.shape[0] if b.ndim == 1 else b.shape[-2]
+    if k_a != k_b:
+        if a.ndim == 1 and b.ndim == 1:
+            raise RuntimeError(f"inconsistent tensor size, expected tensor [{k_a}] and src [{k_b}] to have the same "
+                               f"number of elements, but got {k_a} and {k_b} elements respectively")
+        sa = "x".join(map(str, a.shape if a.ndim <= 2 else (math.prod(a.shape[:-1]), k_a)))
+        sb = "x".join(map(str, b.shape[-2:]))
+        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({sa} and {sb})")
+    m = a.shape[-2:-1]  # () for a 1-d input
+    n = b.shape[-1:] if b.ndim > 1 else ()
+    return (*broadcast_shapes(a.shape[:-2], b.shape[:-2]), *m, *n)
+
+
+def _matmul_decomp(a, b):
+    shape = _matmul_shape(a, b)
+    a2 = prims.reshape(a, (1, a.shape[0])) if a.ndim == 1 else a
+    b2 = prims.reshape(b, (b.shape[0], 1)) if b.ndim == 1 else b
+    batch = broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
+    a2 = expand_to(a2, (*batch, *a2.shape[-2:]))
+    b2 = expand_to(b2, (*batch, *b2.shape[-2:]))
+    out = prims.matmul(a2, b2)
+    return out if tuple(out.shape) == shape else prims.reshape(out, shape)
+
+
+@ltorch("torch.matmul", methods=("matmul",), dunders=("__matmul__",), aliases=(torch.matmul, T.matmul))
+def matmul(input: Tensor, other: Tensor):
+    return TensorProxy(_matmul_shape(input, other), input.dtype, input.device)
+
+
+matmul.decompose(lambda input, other: _matmul_decomp(input, other))
+
+
+@ltorch("impl.rmatmul", rdunders=("__rmatmul__",))
+def rmatmul(input: Tensor, other: Tensor):
+    """other @ input (the reflected operator)."""
+    return matmul.meta(other, input)
+
+
+rmatmul.decompose(lambda input, other: _matmul_decomp(other, input))
+
+
+def _mm_check(input, mat2):
+    for name, x in (("self", input), ("mat2", mat2)):
+        if x.ndim != 2:
+            raise RuntimeError(f"{name} must be a matrix")
+    _matmul_shape(input, mat2)
+
+
+@ltorch("torch.mm", methods=("mm",), aliases=(torch.mm, T.mm))
+def mm(input: Tensor, mat2: Tensor):
+    _mm_check(input, mat2)
+    return matmul.meta(input, mat2)
+
+
+def _bmm_check(input, mat2):
+    for name, x in (("batch1", input), ("batch2", mat2)):
+        if x.ndim != 3:
+            raise RuntimeError(f"{name} must be a 3D tensor")
+    if mat2.shape[:2] != (input.shape[0], input.shape[2]):
+        raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
+                           f"[{input.shape[0]}, {input.shape[2]}] but got: [{mat2.shape[0]}, {mat2.shape[1]}].")
+    _same_dtype(input, mat2)
+
+
+@ltorch("torch.bmm", methods=("bmm",), aliases=(torch.bmm, T.bmm))
+def bmm(input: Tensor, mat2: Tensor):
+    _bmm_check(input, mat2)
+    return matmul.meta(input, mat2)
+
+
+mm.decompose(lambda input, mat2: prims.matmul(input, mat2))
+bmm.decompose(lambda input, mat2: prims.matmul(input, mat2))
+
+
+def _linear_check(input, weight, bias):
+    if weight.ndim not in (1, 2):
+        raise RuntimeError(f"linear(): weight must be 1-D or 2-D, but got {weight.ndim}-D")
+    wt = weight if weight.ndim == 1 else TensorProxy(weight.shape[::-1], weight.dtype, weight.device)
+    out = matmul.meta(input, wt)
+    if bias is not None:
+        _same_dtype(out, bias)
+        broadcast_shapes(out.shape, bias.shape)
+    return out
+
+
+@ltorch("torch.nn.functional.linear", aliases=(F.linear,))
+def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None):
+    out = _linear_check(input, weight, bias)
+    return TensorProxy(broadcast_shapes(out.shape, bias.shape) if bias is not None else out.shape,
+                       out.dtype, out.device)
+
+
+@linear.decompose
+def _(input, weight, bias=None):
+    wt = weight if weight.ndim == 1 else prims.transpose(weight, (1, 0))
+    out = _matmul_decomp(input, wt)
+    if bias is None:
+        return out
+    shape = broadcast_shapes(out.shape, bias.shape)
+    return prims.add(expand_to(out, shape), expand_to(bias, shape))
+
+
+# --------------------------------------------------------------------------------------------
+# softmax
+
+
+def _softmax_args(input, dim, dtype):
+    d = canonical_dim(dim, input.ndim)
+    dt = dtype or input.dtype
+    if not dt.is_floating_point:
+        raise NotImplementedError(f'"softmax_lastdim_kernel_impl" not implemented for \'{dt}\'')
+    return d, dt
+
+
+def _softmax_meta(input, dim, dtype):
+    return TensorProxy(input.shape, _softmax_args(input, dim, dtype)[1], input.device)
+
+
+def _softmax_decomp(input, dim, dtype, log):
+    d, dt = _softmax_args(input, dim, dtype)
+    x = to_dtype(to_dtype(input, dt), _compute_dtype(dt))
+    shifted = prims.sub(x, _keep(prims.amax(x, (d,)), x.shape, (d,)))
+    e = prims.exp(shifted)
+    total = _keep(prims.sum(e, (d,)), x.shape, (d,))
+    out = prims.sub(shifted, prims.log(total)) if log else prims.div(e, total)
+    return to_dtype(out, dt)
+
+
+@ltorch("torch.softmax", methods=("softmax",), aliases=(torch.softmax, T.softmax, F.softmax))
+def softmax(input: Tensor, dim: Int, dtype: DType | None = None, *, _stacklevel: Int = 3):
+    """_stacklevel: what F.softmax passes on (and torch.softmax leaves out at its default)."""
+    return _softmax_meta(input, dim, dtype)
+
+
+@ltorch("torch.log_softmax", methods=("log_softmax",), aliases=(torch.log_softmax, T.log_softmax, F.log_softmax))
+def log_softmax(input: Tensor, dim: Int, dtype: DType | None = None, *, _stacklevel: Int = 3):
+    return _softmax_meta(input, dim, dtype)
+
+
+softmax.decompose(lambda input, dim, dtype=None, **_: _softmax_decomp(input, dim, dtype, log=False))
+log_softmax.decompose(lambda input, dim, dtype=None, **_: _softmax_decomp(input, dim, dtype, log=True))
+
+# --------------------------------------------------------------------------------------------
+# normalization, dropout, embedding
+
+
+def _layer_norm_check(input, normalized_shape, weight, bias):
+    ns = tuple(normalized_shape)
+    if not ns:
+        raise RuntimeError("Expected normalized_shape to be at least 1-dimensional, i.e., containing at least one "
+                           "element, but got normalized_shape = []")
+    for name, p in (("weight", weight), ("bias", bias)):
+        if p is not None and tuple(p.shape) != ns:
+            raise RuntimeError(f"Expected {name} to be of same shape as normalized_shape, but got {name} of shape "
+                               f"{list(p.shape)} and normalized_shape = {list(ns)}")
+    if input.ndim < len(ns) or tuple(input.shape[input.ndim - len(ns):]) != ns:
+        raise RuntimeError(f"Given normalized_shape={list(ns)}, expected input with shape [*, "
+                           f"{', '.join(map(str, ns))}], but got input of size{list(input.shape)}")
+    return tuple(range(input.ndim - len(ns), input.ndim))
+
+
+@ltorch("torch.nn.functional.layer_norm", aliases=(F.layer_norm,))
+def layer_norm(input: Tensor, normalized_shape: Ints, weight: Tensor | None = None, bias: Tensor | None = None,
+               eps: Float = 1e-5):
+    _layer_norm_check(input, normalized_shape, weight, bias)
+    return TensorProxy(input.shape, input.dtype, input.device)
+
+
+@layer_norm.decompose
+def _(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    dims = _layer_norm_check(input, normalized_shape, weight, bias)
+    cdt = _compute_dtype(input.dtype)
+    x = to_dtype(input, cdt)
+    n = float(math.prod(input.shape[d] for d in dims))
+    mean = _keep(prims.div(prims.sum(x, dims), n), x.shape, dims)
+    centered = prims.sub(x, mean)
+    var = prims.div(prims.sum(prims.mul(centered, centered), dims), n)
+    rstd = _keep(prims.rsqrt(prims.add(var, float(eps))), x.shape, dims)
+    out = prims.mul(centered, rstd)
+    if weight is not None:
+        out = prims.mul(out, expand_to(to_dtype(weight, cdt), x.shape))
+    if bias is not None:
+        out = prims.add(out, expand_to(to_dtype(bias, cdt), x.shape))
+    return to_dtype(out, input.dtype)
+
+
+def _dropout_check(p, inplace):
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if inplace:
+        raise NotImplementedError("thunder: F.dropout(inplace=True) is not supported yet. Workaround: use "
+                                  "inplace=False and use its result")
+
+
+def _dropout(x, p):
+    """Zero each element with probability p and scale the others by 1 / (1 - p)."""
+    u = prims.uniform(tuple(x.shape), 0.0, 1.0, dtype=_compute_dtype(x.dtype), device=x.device)
+    keep = prims.lt(u, 1.0 - p)  # never true for p == 1
+    scaled = prims.mul(x, to_dtype(1.0 / (1.0 - p) if p < 1 else 0.0, x.dtype))
+    return prims.where(keep, scaled, to_dtype(0, x.dtype))
+
+
+@ltorch("torch.nn.functional.dropout", random=True, aliases=(F.dropout,))
+def dropout(input: Tensor, p: Float = 0.5, training: Bool = True, inplace: Bool = False):
+    _dropout_check(p, inplace)
+    return TensorProxy(input.shape, input.dtype, input.device)
+
+
+@dropout.decompose
+def _(input, p=0.5, training=True, inplace=False):
+    _dropout_check(p, inplace)
+    return _dropout(input, p) if training and p > 0 else input
+
+
+def _embedding_check(input, weight, padding_idx, max_norm):
+    if input.dtype not in (torch.int64, torch.int32):
+        raise RuntimeError("Expected tensor for argument #1 'indices' to have one of the following scalar types: "
+                           f"Long, Int; but got {input.dtype} instead (while checking arguments for embedding)")
+    if weight.ndim != 2:
+        raise RuntimeError("'weight' must be 2-D")
+    if padding_idx is not None and not -weight.shape[0] <= padding_idx < weight.shape[0]:
+        raise AssertionError("Padding_idx must be within num_embeddings")
+    if max_norm is not None:
+        raise NotImplementedError("thunder: F.embedding(max_norm=...) renormalizes the weight in place, which is "
+                                  "not supported yet")
+
+
+@ltorch("torch.nn.functional.embedding", aliases=(F.embedding,))
+def embedding(input: Tensor, weight: Tensor, padding_idx: Int | None = None, max_norm: Float | None = None,
+              norm_type: Float = 2.0, scale_grad_by_freq: Bool = False, sparse: Bool = False):
+    _embedding_check(input, weight, padding_idx, max_norm)
+    return TensorProxy((*input.shape, weight.shape[1]), weight.dtype, weight.device)
+
+
+@embedding.decompose
+def _(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False, sparse=False):
+    out = embedding.meta(input, weight, padding_idx, max_norm)
+    rows = prims.take(weight, 0, prims.reshape(input, (input.numel(),)))
+    return prims.reshape(rows, tuple(out.shape))
+
+
+# --------------------------------------------------------------------------------------------
+# attention
+
+
+def _sdpa_check(query, key, value, attn_mask, dropout_p, is_causal, enable_gqa):
+    if min(query.ndim, key.ndim, value.ndim) < 2:
+        raise RuntimeError(f"Expected query, key, and value to all be  at least 2 dimensional, but got query.dim: "
+                           f"{query.ndim} key.dim: {key.ndim} and value.dim: {value.ndim} instead.")
+    if not query.dtype == key.dtype == value.dtype:
+        raise RuntimeError(f"Expected query, key, and value to have the same dtype, but got query.dtype: "
+                           f"{query.dtype} key.dtype: {key.dtype} and value.dtype: {value.dtype} instead.")
+    if attn_mask is not None and attn_mask.dtype not in (torch.bool, query.dtype):
+        raise RuntimeError(f"Expected attn_mask dtype to be bool or float or to match query dtype, but got "
+                           f"attn_mask.dtype: {attn_mask.dtype} and  query.dtype: {query.dtype} instead.")
+    if attn_mask is not None and is_causal:
+        raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be set when is_causal=True")
+    if not 0.0 <= dropout_p <= 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {dropout_p}")
+    if query.shape[-1] != key.shape[-1] or key.shape[-2] != value.shape[-2]:
+        raise RuntimeError(f"scaled_dot_product_attention: incompatible shapes query {list(query.shape)}, key "
+                           f"{list(key.shape)}, value {list(value.shape)}")
+    groups = 1
+    if enable_gqa and query.ndim >= 3:
+        hq, hk, hv = query.shape[-3], key.shape[-3], value.shape[-3]
+        if hk != hv or hq % hk:
+            raise RuntimeError("Number of heads in key and value must divide the number of heads in query")
+        groups = hq // hk
+    kv_batch = [(*x.shape[:-3], x.shape[-3] * groups) if x.ndim >= 3 else () for x in (key, value)]
+    batch = broadcast_shapes(query.shape[:-2], *kv_batch)
+    L, S = query.shape[-2], key.shape[-2]
+    if attn_mask is not None:
+        broadcast_shapes(attn_mask.shape, (*batch, L, S))
+    return batch, groups
+
+
+@ltorch("torch.nn.functional.scaled_dot_product_attention", random=True, aliases=(F.scaled_dot_product_attention,))
+def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = None,
+                                 dropout_p: Float = 0.0, is_causal: Bool = False, *, scale: Float | None = None,
+                                 enable_gqa: Bool = False):
+    """Random only with dropout_p > 0."""
+    batch, _ = _sdpa_check(query, key, value, attn_mask, dropout_p, is_causal, enable_gqa)
+    return TensorProxy((*batch, query.shape[-2], value.shape[-1]), query.dtype, query.device)
+
+
+def _repeat_heads(x, groups):
+    """repeat_interleave(x, groups, dim=-3)."""
+    if groups == 1:
+        return x
+    *b, h, s, e = x.shape
+    x = prims.broadcast_in_dim(x, (*b, h, groups, s, e), (*range(len(b) + 1), len(b) + 2, len(b) + 3))
+    return prims.reshape(x, (*b, h * groups, s, e))
+
+
+@scaled_dot_product_attention.decompose
+def _(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None, enable_gqa=False):
+    batch, groups = _sdpa_check(query, key, value, attn_mask, dropout_p, is_causal, enable_gqa)
+    cdt = _compute_dtype(query.dtype)
+    q, k, v = (to_dtype(x, cdt) for x in (query, key, value))
+    k, v = _repeat_heads(k, groups), _repeat_heads(v, groups)
+    L, S, E = q.shape[-2], k.shape[-2], q.shape[-1]
+    q, k, v = (expand_to(x, (*batch, *x.shape[-2:])) for x in (q, k, v))
+    n = len(batch)
+    scores = prims.matmul(q, prims.transpose(k, (*range(n), n + 1, n)))
+    scale = 1.0 / math.sqrt(E) if scale is None else scale
+    scores = prims.mul(scores, float(scale))
+    shape = tuple(scores.shape)
+    if is_causal:
+        rows = prims.iota(L, start=0, step=1, dtype=torch.int64, device=q.device)
+        cols = prims.iota(S, start=0, step=1, dtype=torch.int64, device=q.device)
+        attn_mask = prims.le(prims.broadcast_in_dim(cols, (L, S), (1,)), prims.broadcast_in_dim(rows, (L, S), (0,)))
+    if attn_mask is not None:
+        mask = expand_to(attn_mask, shape)
+        if mask.dtype is torch.bool:
+            scores = prims.where(mask, scores, float("-inf"))
+        else:
+            scores = prims.add(scores, to_dtype(mask, cdt))
+    probs = _softmax_decomp(scores, -1, None, log=False)
+    if dropout_p > 0:
+        probs = _dropout(probs, dropout_p)
+    out = prims.matmul(probs, v)
+    return to_dtype(out, query.dtype)

@@ -3,6 +3,8 @@
 Prims are strict: elementwise prims take tensors of one shape and dtype (or numbers), so
 decompositions make broadcasting (broadcast_in_dim) and type promotion (convert_element_type)
 explicit. Reductions take a tuple of dims and no keepdim."""
+import builtins
+
 import torch
 
 from thunder.core.proxies import TensorProxy
@@ -136,7 +138,7 @@ def slice(a: Tensor, start_indices: Ints, end_indices: Ints, strides: Ints):
 @prim("torch.cat")
 def cat(tensors: Tensors, dim: Int):
     ref = tensors[0]
-    size = sum(t.shape[dim] for t in tensors)
+    size = builtins.sum(t.shape[dim] for t in tensors)
     shape = list(ref.shape)
     shape[dim] = size
     return TensorProxy(shape, ref.dtype, ref.device)

@@ -1,1 +1,559 @@
-"""(being written)"""
+"""Shape ltorch ops: reshapes, permutations, broadcasting, joining, splitting and basic indexing.
+
+They decompose into prims.reshape / transpose / broadcast_in_dim / slice / cat. Generated code runs
+view-like ops with reshape-like torch functions (torch.reshape for view), so they stay correct when
+a pass changes an input's memory layout (contiguous() decomposes to the identity)."""
+import functools
+import math
+from builtins import slice as pyslice
+
+import torch
+
+from thunder.core.proxies import TensorProxy
+from thunder.ops import prims
+from thunder.ops.decomp_utils import expand_to, to_dtype
+from thunder.ops.meta_utils import canonical_dim, canonical_dims, is_tensor
+from thunder.ops.registry import Dims, Index, Int, Ints, OpDef, Tensor, Tensors, ltorch
+
+T = torch.Tensor
+
+# --------------------------------------------------------------------------------------------
+# helpers
+
+
+def _like(a, shape):
+    return TensorProxy(shape, a.dtype, a.device)
+
+
+def _infer_shape(shape, numel):
+    """shape with its -1 filled in, with torch's errors for shapes that do not fit numel."""
+    shape = list(shape)
+    free = [i for i, s in enumerate(shape) if s == -1]
+    if len(free) > 1:
+        raise RuntimeError("only one dimension can be inferred")
+    for i, s in enumerate(shape):
+        if s < -1:
+            raise RuntimeError(f"invalid shape dimension {s} at index {i} of shape {shape}")
+    known = math.prod(s for s in shape if s != -1)
+    if free:
+        if known == 0:
+            raise RuntimeError(f"cannot reshape tensor of {numel} elements into shape {shape} because the "
+                               "unspecified dimension size -1 can be any value and is ambiguous")
+        if numel % known == 0:
+            shape[free[0]] = numel // known
+    if math.prod(shape) != numel or any(s < 0 for s in shape):
+        raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {numel}")
+    return tuple(shape)
+
+
+def _reshape(a, shape):
+    """prims.reshape, skipped when the shape does not change."""
+    return a if tuple(a.shape) == tuple(shape) else prims.reshape(a, tuple(shape))
+
+
+def _slice_dim(a, dim, start, stop, step=1):
+    starts, stops, steps = [0] * a.ndim, list(a.shape), [1] * a.ndim
+    starts[dim], stops[dim], steps[dim] = start, stop, step
+    return prims.slice(a, tuple(starts), tuple(stops), tuple(steps))
+
+
+def _perm_transpose(ndim, d0, d1):
+    if ndim == 0:
+        return ()
+    perm = list(range(ndim))
+    perm[d0], perm[d1] = perm[d1], perm[d0]
+    return tuple(perm)
+
+
+# --------------------------------------------------------------------------------------------
+# reshapes
+
+
+def _reshape_meta(input, shape):
+    return _like(input, _infer_shape(shape, input.numel()))
+
+
+def _reshape_decomp(input, shape):
+    return _reshape(input, _infer_shape(shape, input.numel()))
+
+
+@ltorch("torch.reshape", methods=("reshape",), varargs="shape", view=True,
+        aliases=(torch.reshape, T.reshape))
+def reshape(input: Tensor, shape: Ints):
+    return _reshape_meta(input, shape)
+
+
+# view runs as torch.reshape: the same values, and no stride errors after layout-changing passes
+@ltorch("torch.reshape", methods=("view",), varargs="shape", view=True, aliases=(T.view,))
+def view(input: Tensor, shape: Ints):
+    return _reshape_meta(input, shape)
+
+
+reshape.decompose(_reshape_decomp)
+view.decompose(_reshape_decomp)
+
+
+@ltorch("torch.Tensor.reshape_as", methods=("reshape_as",), view=True, aliases=(T.reshape_as,))
+def reshape_as(input: Tensor, other: Tensor):
+    return _reshape_meta(input, other.shape)
+
+
+@ltorch("torch.Tensor.reshape_as", methods=("view_as",), view=True, aliases=(T.view_as,))
+def view_as(input: Tensor, other: Tensor):
+    return _reshape_meta(input, other.shape)
+
+
+reshape_as.decompose(lambda input, other: _reshape_decomp(input, other.shape))
+view_as.decompose(lambda input, other: _reshape_decomp(input, other.shape))
+
+
+def _flatten_shape(input, start_dim, end_dim):
+    s, e = canonical_dim(start_dim, input.ndim), canonical_dim(end_dim, input.ndim)
+    if s > e:
+        raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
+    if input.ndim == 0:
+        return (1,)
+    return (*input.shape[:s], math.prod(input.shape[s:e + 1]), *input.shape[e + 1:])
+
+
+@ltorch("torch.flatten", methods=("flatten",), view=True, aliases=(torch.flatten, T.flatten))
+def flatten(input: Tensor, start_dim: Int = 0, end_dim: Int = -1):
+    return _like(input, _flatten_shape(input, start_dim, end_dim))
+
+
+@flatten.decompose
+def _(input, start_dim=0, end_dim=-1):
+    return _reshape(input, _flatten_shape(input, start_dim, end_dim))
+
+
+@ltorch("torch.unflatten", methods=("unflatten",), view=True, aliases=(torch.unflatten, T.unflatten))
+def unflatten(input: Tensor, dim: Int, sizes: Ints):
+    return _like(input, _unflatten_shape(input, dim, sizes))
+
+
+def _unflatten_shape(input, dim, sizes):
+    d = canonical_dim(dim, input.ndim)
+    if not sizes:
+        raise RuntimeError("unflatten: sizes must be non-empty")
+    inner = _infer_shape(sizes, input.shape[d])
+    return (*input.shape[:d], *inner, *input.shape[d + 1:])
+
+
+unflatten.decompose(lambda input, dim, sizes: _reshape(input, _unflatten_shape(input, dim, sizes)))
+
+
+def _squeeze_shape(input, dim):
+    dims = range(input.ndim) if dim is None else canonical_dims(dim, input.ndim)
+    return tuple(s for i, s in enumerate(input.shape) if not (i in dims and s == 1))
+
+
+@ltorch("impl.squeeze", methods=("squeeze",), view=True, aliases=(torch.squeeze, T.squeeze))
+def squeeze(input: Tensor, dim: Dims | None = None):
+    return _like(input, _squeeze_shape(input, dim))
+
+
+squeeze.decompose(lambda input, dim=None: _reshape(input, _squeeze_shape(input, dim)))
+
+
+def _unsqueeze_shape(input, dim):
+    d = canonical_dim(dim, input.ndim + 1)
+    return (*input.shape[:d], 1, *input.shape[d:])
+
+
+@ltorch("torch.unsqueeze", methods=("unsqueeze",), view=True, aliases=(torch.unsqueeze, T.unsqueeze))
+def unsqueeze(input: Tensor, dim: Int):
+    return _like(input, _unsqueeze_shape(input, dim))
+
+
+unsqueeze.decompose(lambda input, dim: _reshape(input, _unsqueeze_shape(input, dim)))
+
+
+@ltorch("torch.Tensor.contiguous", methods=("contiguous",), view=True, aliases=(T.contiguous,))
+def contiguous(input: Tensor):
+    """memory_format is not supported (the trace has no strides)."""
+    return _like(input, input.shape)
+
+
+contiguous.decompose(lambda input: input)
+
+# --------------------------------------------------------------------------------------------
+# permutations
+
+
+def _permutation(input, dims):
+    if len(dims) != input.ndim:
+        raise RuntimeError("permute(sparse_coo): number of dimensions in the tensor input does not match the "
+                           "length of the desired ordering of dimensions i.e. input.dim() = "
+                           f"{input.ndim} is not equal to len(dims) = {len(dims)}")
+    perm = tuple(canonical_dim(d, input.ndim) for d in dims)
+    if len(set(perm)) != len(perm):
+        raise RuntimeError("permute(): duplicate dims are not allowed.")
+    return perm
+
+
+def _transposition(input, dim0, dim1):
+    return _perm_transpose(input.ndim, canonical_dim(dim0, input.ndim), canonical_dim(dim1, input.ndim))
+
+
+def _t_dims(input):
+    if input.ndim > 2:
+        raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {input.ndim}D")
+    return tuple(reversed(range(input.ndim)))
+
+
+def _permuted(input, perm):
+    return _like(input, tuple(input.shape[p] for p in perm))
+
+
+def _permute_decomp(input, perm):
+    return input if perm == tuple(range(input.ndim)) else prims.transpose(input, perm)
+
+
+def _movedim_perm(input, source, destination):
+    src, dst = canonical_dims(source, input.ndim), canonical_dims(destination, input.ndim)
+    if len(src) != len(dst):
+        raise RuntimeError(f"movedim: Invalid source or destination dims: source ({list(src)} dims) should "
+                           f"contain the same number of dims as destination ({list(dst)} dims)")
+    perm = [None] * input.ndim
+    for s, d in zip(src, dst):
+        perm[d] = s
+    rest = iter(i for i in range(input.ndim) if i not in src)
+    return tuple(p if p is not None else next(rest) for p in perm)
+
+
+@ltorch("torch.permute", methods=("permute",), varargs="dims", view=True, aliases=(torch.permute, T.permute))
+def permute(input: Tensor, dims: Ints):
+    return _permuted(input, _permutation(input, dims))
+
+
+@ltorch("torch.transpose", methods=("transpose", "swapdims"), view=True,
+        aliases=(torch.transpose, T.transpose, torch.swapdims, T.swapdims))
+def transpose(input: Tensor, dim0: Int, dim1: Int):
+    return _permuted(input, _transposition(input, dim0, dim1))
+
+
+@ltorch("torch.t", methods=("t",), view=True, aliases=(torch.t, T.t))
+def t(input: Tensor):
+    return _permuted(input, _t_dims(input))
+
+
+@ltorch("torch.movedim", methods=("movedim", "moveaxis"), view=True,
+        aliases=(torch.movedim, T.movedim, torch.moveaxis, T.moveaxis))
+def movedim(input: Tensor, source: Dims, destination: Dims):
+    return _permuted(input, _movedim_perm(input, source, destination))
+
+
+permute.decompose(lambda input, dims: _permute_decomp(input, _permutation(input, dims)))
+transpose.decompose(lambda input, dim0, dim1: _permute_decomp(input, _transposition(input, dim0, dim1)))
+t.decompose(lambda input: _permute_decomp(input, _t_dims(input)))
+movedim.decompose(lambda input, source, destination: _permute_decomp(input, _movedim_perm(input, source, destination)))
+
+# --------------------------------------------------------------------------------------------
+# broadcasting
+
+
+def _expand_shape(input, size):
+    size = tuple(size)
+    if len(size) < input.ndim:
+        raise RuntimeError(f"expand(torch.{input.dtype}{{{list(input.shape)}}}, size={list(size)}): the number of "
+                           f"sizes provided ({len(size)}) must be greater or equal to the number of dimensions "
+                           f"in the tensor ({input.ndim})")
+    lead = len(size) - input.ndim
+    out = []
+    for i, s in enumerate(size):
+        if i < lead:
+            if s < 0:
+                raise RuntimeError(f"The expanded size of the tensor ({s}) isn't allowed in a leading, "
+                                   f"non-existing dimension {i}")
+            out.append(s)
+            continue
+        have = input.shape[i - lead]
+        if s == -1:
+            s = have
+        if have != s and have != 1 or s < 0:
+            raise RuntimeError(f"The expanded size of the tensor ({s}) must match the existing size ({have}) at "
+                               f"non-singleton dimension {i}.  Target sizes: {list(size)}.  Tensor sizes: "
+                               f"{list(input.shape)}")
+        out.append(s)
+    return tuple(out)
+
+
+@ltorch("torch.Tensor.expand", methods=("expand",), varargs="size", view=True, aliases=(T.expand,))
+def expand(input: Tensor, size: Ints):
+    return _like(input, _expand_shape(input, size))
+
+
+expand.decompose(lambda input, size: expand_to(input, _expand_shape(input, size)))
+
+
+@ltorch("torch.broadcast_to", methods=("broadcast_to",), varargs="size", view=True,
+        aliases=(torch.broadcast_to, T.broadcast_to))
+def broadcast_to(input: Tensor, size: Ints):
+    return _like(input, _expand_shape(input, size))
+
+
+broadcast_to.decompose(lambda input, size: expand_to(input, _expand_shape(input, size)))
+
+
+@ltorch("torch.Tensor.expand_as", methods=("expand_as",), view=True, aliases=(T.expand_as,))
+def expand_as(input: Tensor, other: Tensor):
+    return _like(input, _expand_shape(input, other.shape))
+
+
+expand_as.decompose(lambda input, other: expand_to(input, _expand_shape(input, other.shape)))
+
+# --------------------------------------------------------------------------------------------
+# joining
+
+
+def _cat_meta(tensors, dim):
+    if not tensors:
+        raise ValueError("torch.cat(): expected a non-empty list of Tensors")
+    for i, x in enumerate(tensors):
+        if x.ndim == 0:
+            raise RuntimeError(f"zero-dimensional tensor (at position {i}) cannot be concatenated")
+    skipped = [x.ndim == 1 and x.shape[0] == 0 for x in tensors]  # legacy: 1-d empty tensors
+    kept = [x for x, skip in zip(tensors, skipped) if not skip] or [tensors[0]]
+    ref = kept[0]
+    d = canonical_dim(dim, ref.ndim)
+    for i, x in enumerate(tensors):
+        if skipped[i]:
+            continue
+        if x.ndim != ref.ndim:
+            raise RuntimeError(f"Tensors must have same number of dimensions: got {ref.ndim} and {x.ndim}")
+        for j in range(ref.ndim):
+            if j != d and x.shape[j] != ref.shape[j]:
+                raise RuntimeError(f"Sizes of tensors must match except in dimension {d}. Expected size "
+                                   f"{ref.shape[j]} but got size {x.shape[j]} for tensor number {i} in the list.")
+    shape = list(ref.shape)
+    shape[d] = sum(x.shape[d] for x in kept)
+    dtype = functools.reduce(torch.promote_types, [x.dtype for x in tensors])
+    return TensorProxy(shape, dtype, ref.device), kept, d
+
+
+@ltorch("torch.cat", aliases=(torch.cat, torch.concat))
+def cat(tensors: Tensors, dim: Int = 0):
+    return _cat_meta(tensors, dim)[0]
+
+
+@cat.decompose
+def _(tensors, dim=0):
+    out, kept, d = _cat_meta(tensors, dim)
+    kept = [to_dtype(x, out.dtype) for x in kept]
+    return kept[0] if len(kept) == 1 else prims.cat(tuple(kept), d)
+
+
+def _stack_check(tensors, dim):
+    if not tensors:
+        raise RuntimeError("stack expects a non-empty TensorList")
+    for i, x in enumerate(tensors):
+        if x.shape != tensors[0].shape:
+            raise RuntimeError(f"stack expects each tensor to be equal size, but got {list(tensors[0].shape)} at "
+                               f"entry 0 and {list(x.shape)} at entry {i}")
+    return canonical_dim(dim, tensors[0].ndim + 1)
+
+
+@ltorch("torch.stack", aliases=(torch.stack,))
+def stack(tensors: Tensors, dim: Int = 0):
+    d = _stack_check(tensors, dim)
+    shape = list(tensors[0].shape)
+    shape.insert(d, len(tensors))
+    return TensorProxy(shape, functools.reduce(torch.promote_types, [x.dtype for x in tensors]), tensors[0].device)
+
+
+@stack.decompose
+def _(tensors, dim=0):
+    out = stack.meta(tensors, dim)
+    d = _stack_check(tensors, dim)
+    parts = [_reshape(to_dtype(x, out.dtype), _unsqueeze_shape(x, d)) for x in tensors]
+    return parts[0] if len(parts) == 1 else prims.cat(tuple(parts), d)
+
+
+# --------------------------------------------------------------------------------------------
+# splitting: _*_pieces give (dim, [(start, stop) of each piece])
+
+
+def _split_pieces(tensor, split_size_or_sections, dim):
+    d = canonical_dim(dim, tensor.ndim)
+    n = tensor.shape[d]
+    if isinstance(split_size_or_sections, int):
+        s = split_size_or_sections
+        if s < 0:
+            raise RuntimeError(f"split expects split_size be non-negative, but got split_size={s}")
+        if s == 0 and n != 0:
+            raise RuntimeError(f"split_size can only be 0 if dimension size is 0, but got dimension size of {n}")
+        sizes = [s] * (n // s) + ([n % s] if n % s else []) if s else []
+        sizes = sizes or [n]
+    else:
+        sizes = list(split_size_or_sections)
+        if any(s < 0 for s in sizes):
+            raise RuntimeError(f"split_with_sizes expects split_sizes have only non-negative entries, but got "
+                               f"split_sizes={sizes}")
+        if sum(sizes) != n:
+            raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {n} (input tensor's size at "
+                               f"dimension {d}), but got split_sizes={sizes}")
+    starts = [sum(sizes[:i]) for i in range(len(sizes))]
+    return d, [(st, st + s) for st, s in zip(starts, sizes)]
+
+
+def _chunk_pieces(input, chunks, dim):
+    if chunks <= 0:
+        raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
+    d = canonical_dim(dim, input.ndim)
+    n = input.shape[d]
+    if n == 0:
+        return d, [(0, 0)] * chunks
+    return _split_pieces(input, -(-n // chunks), d)
+
+
+def _unbind_pieces(input, dim):
+    if input.ndim == 0:
+        raise IndexError("Dimension specified as 0 but tensor has no dimensions")
+    d = canonical_dim(dim, input.ndim)
+    return d, [(i, i + 1) for i in range(input.shape[d])]
+
+
+def _pieces_meta(input, d, pieces, squeeze=False):
+    shapes = [(*input.shape[:d], *(() if squeeze else (hi - lo,)), *input.shape[d + 1:]) for lo, hi in pieces]
+    return tuple(_like(input, s) for s in shapes)
+
+
+def _pieces_decomp(input, d, pieces, squeeze=False):
+    outs = _pieces_meta(input, d, pieces, squeeze)
+    return tuple(_reshape(_slice_dim(input, d, lo, hi), o.shape) for (lo, hi), o in zip(pieces, outs))
+
+
+@ltorch("torch.split", methods=("split",), returns_sequence=True, view=True, aliases=(torch.split, T.split))
+def split(tensor: Tensor, split_size_or_sections: Dims, dim: Int = 0):
+    return _pieces_meta(tensor, *_split_pieces(tensor, split_size_or_sections, dim))
+
+
+@ltorch("torch.chunk", methods=("chunk",), returns_sequence=True, view=True, aliases=(torch.chunk, T.chunk))
+def chunk(input: Tensor, chunks: Int, dim: Int = 0):
+    return _pieces_meta(input, *_chunk_pieces(input, chunks, dim))
+
+
+@ltorch("torch.unbind", methods=("unbind",), returns_sequence=True, view=True, aliases=(torch.unbind, T.unbind))
+def unbind(input: Tensor, dim: Int = 0):
+    return _pieces_meta(input, *_unbind_pieces(input, dim), squeeze=True)
+
+
+split.decompose(lambda tensor, split_size_or_sections, dim=0:
+                _pieces_decomp(tensor, *_split_pieces(tensor, split_size_or_sections, dim)))
+chunk.decompose(lambda input, chunks, dim=0: _pieces_decomp(input, *_chunk_pieces(input, chunks, dim)))
+unbind.decompose(lambda input, dim=0: _pieces_decomp(input, *_unbind_pieces(input, dim), squeeze=True))
+
+
+def _narrow_range(input, dim, start, length):
+    d = canonical_dim(dim, input.ndim)
+    n = input.shape[d]
+    if not -n <= start <= n:
+        raise IndexError(f"start out of range (expected to be in range of [{-n}, {n}], but got {start})")
+    start = start + n if start < 0 else start
+    if length < 0 or start + length > n:
+        raise RuntimeError(f"start ({start}) + length ({length}) exceeds dimension size ({n}).")
+    return d, start, start + length
+
+
+@ltorch("torch.narrow", methods=("narrow",), view=True, aliases=(torch.narrow, T.narrow))
+def narrow(input: Tensor, dim: Int, start: Int, length: Int):
+    d, _, _ = _narrow_range(input, dim, start, length)
+    shape = list(input.shape)
+    shape[d] = length
+    return _like(input, shape)
+
+
+narrow.decompose(lambda input, dim, start, length: _slice_dim(input, *_narrow_range(input, dim, start, length)))
+
+
+@ltorch("torch.select", methods=("select",), view=True, aliases=(torch.select, T.select))
+def select(input: Tensor, dim: Int, index: Int):
+    return getitem.meta(input, _select_key(input, dim, index))
+
+
+def _select_key(input, dim, index):
+    if input.ndim == 0:
+        raise IndexError("select() cannot be applied to a 0-dim tensor.")
+    return (pyslice(None),) * canonical_dim(dim, input.ndim) + (index,)
+
+
+select.decompose(lambda input, dim, index: _getitem_decomp(input, _select_key(input, dim, index)))
+
+# --------------------------------------------------------------------------------------------
+# basic indexing: x[1, ::2, None, ..., -1]
+
+
+def _index_plan(input, key):
+    """(per input dim: (start, stop, step), result shape) of a basic-indexing key."""
+    for e in key:
+        if is_tensor(e) or isinstance(e, (list, torch.Tensor)):
+            raise NotImplementedError("thunder: advanced indexing (with tensors or lists) is not supported yet. "
+                                      "Workaround: use torch.index_select or torch.gather")
+        if not (e is None or e is Ellipsis or isinstance(e, (int, pyslice))):
+            raise IndexError("only integers, slices (`:`), ellipsis (`...`), None and long or byte Variables "
+                             "are valid indices")
+    consumed = sum(1 for e in key if isinstance(e, pyslice) or (isinstance(e, int) and not isinstance(e, bool)))
+    if consumed > input.ndim:
+        if input.ndim == 0:
+            raise IndexError("invalid index of a 0-dim tensor. Use `tensor.item()` in Python or `tensor.item<T>()` "
+                             "in C++ to convert a 0-dim tensor to a number")
+        raise IndexError(f"too many indices for tensor of dimension {input.ndim}")
+    ranges, shape, dim = [], [], 0
+    ellipsis_dims = input.ndim - consumed  # as in torch, a second ellipsis stands for no dims
+    for e in key:
+        if e is Ellipsis:
+            ranges += [(0, n, 1) for n in input.shape[dim:dim + ellipsis_dims]]
+            shape += input.shape[dim:dim + ellipsis_dims]
+            dim, ellipsis_dims = dim + ellipsis_dims, 0
+        elif e is None or isinstance(e, bool):
+            shape.append(1 if e is None or e else 0)
+        elif isinstance(e, int):
+            n = input.shape[dim]
+            if not -n <= e < n:
+                raise IndexError(f"index {e} is out of bounds for dimension {dim} with size {n}")
+            ranges.append((e % n, e % n + 1, 1))
+            dim += 1
+        else:
+            if e.step is not None and e.step <= 0:
+                raise ValueError("step must be greater than zero")
+            start, stop, step = e.indices(input.shape[dim])
+            stop = max(start, stop)
+            ranges.append((start, stop, step))
+            shape.append(len(range(start, stop, step)))
+            dim += 1
+    for d in range(dim, input.ndim):
+        ranges.append((0, input.shape[d], 1))
+        shape.append(input.shape[d])
+    return ranges, tuple(shape)
+
+
+class _IndexOp(OpDef):
+    """x[k] and x[k0, k1] are both calls with a tuple key: the Index attribute is a tuple."""
+
+    def bind(self, args, kwargs):
+        if len(args) == 2 and not isinstance(args[1], tuple):
+            args = (args[0], (args[1],))
+        if "key" in kwargs and not isinstance(kwargs["key"], tuple):
+            kwargs = {**kwargs, "key": (kwargs["key"],)}
+        return super().bind(args, kwargs)
+
+
+@ltorch("operator.getitem", dunders=("__getitem__",), view=True, aliases=(T.__getitem__,))
+def getitem(input: Tensor, key: Index):
+    """Basic indexing: ints, slices (positive steps), None, Ellipsis and bools."""
+    key = key if isinstance(key, tuple) else (key,)
+    return _like(input, _index_plan(input, key)[1])
+
+
+getitem.__class__ = _IndexOp
+
+
+@getitem.decompose
+def _getitem_decomp(input, key):
+    key = key if isinstance(key, tuple) else (key,)
+    ranges, shape = _index_plan(input, key)
+    if math.prod(shape) == 0 and input.numel() != 0:
+        return prims.full(shape, to_dtype(0, input.dtype), dtype=input.dtype, device=input.device)
+    if any(r != (0, n, 1) for r, n in zip(ranges, input.shape)):
+        input = prims.slice(input, *(tuple(r[i] for r in ranges) for i in range(3)))
+    return _reshape(input, shape)

@@ -1,0 +1,233 @@
+"""NN ops (thunder/ops/nn.py) against eager, traced and decomposed."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from op_harness import check, trace_module
+
+f16, bf16, f64 = torch.float16, torch.bfloat16, torch.float64
+HALF_TOL = dict(rtol=2e-2, atol=2e-2)
+
+
+def r(*shape, dtype=torch.float32):
+    return torch.randn(shape).to(dtype)
+
+
+def params(cases):
+    """{id: (fn, *args) or (fn, *args, {check kwargs})} -> pytest params (fn, args, kwargs)."""
+    out = []
+    for k, v in cases.items():
+        kw = v[-1] if isinstance(v[-1], dict) else {}
+        args = v[1:-1] if kw else v[1:]
+        out.append(pytest.param(v[0], args, kw, id=k))
+    return out
+
+
+matmul = lambda a, b: torch.matmul(a, b)
+sdpa = F.scaled_dot_product_attention
+q4, k4, v4 = r(2, 3, 5, 8), r(2, 3, 6, 8), r(2, 3, 6, 4)
+
+CASES = {
+    # matmul in all its ranks
+    "matmul_1d_1d": (matmul, r(4), r(4)),
+    "matmul_2d_1d": (matmul, r(3, 4), r(4)),
+    "matmul_1d_2d": (matmul, r(4), r(4, 3)),
+    "matmul_2d_2d": (matmul, r(3, 4), r(4, 2)),
+    "matmul_1d_3d": (matmul, r(4), r(2, 4, 3)),
+    "matmul_3d_1d": (matmul, r(2, 3, 4), r(4)),
+    "matmul_3d_2d": (matmul, r(2, 3, 4), r(4, 5)),
+    "matmul_2d_3d": (matmul, r(3, 4), r(2, 4, 5)),
+    "matmul_broadcast": (matmul, r(2, 1, 3, 4), r(5, 4, 2)),
+    "matmul_f64": (matmul, r(2, 3, 4, dtype=f64), r(2, 4, 5, dtype=f64)),
+    "matmul_f16": (matmul, r(3, 4, dtype=f16), r(4, 2, dtype=f16), HALF_TOL),
+    "matmul_bf16": (matmul, r(2, 3, 4, dtype=bf16), r(4, 2, dtype=bf16), HALF_TOL),
+    "matmul_int": (matmul, torch.arange(6).reshape(2, 3), torch.arange(6).reshape(3, 2)),
+    "matmul_noncontig": (lambda a, b: a.matmul(b), r(4, 3).t(), r(2, 4).t()),
+    "matmul_operator": (lambda a, b: a @ b, r(2, 3, 4), r(4)),
+    "matmul_empty": (matmul, r(3, 0), r(0, 2)),
+    "mm": (lambda a, b: torch.mm(a, b), r(3, 4), r(4, 2)),
+    "mm_method": (lambda a, b: a.mm(b), r(4, 3).t(), r(4, 2)),
+    "bmm": (lambda a, b: torch.bmm(a, b), r(2, 3, 4), r(2, 4, 5)),
+    "bmm_method_f64": (lambda a, b: a.bmm(b), r(2, 3, 4, dtype=f64), r(2, 4, 5, dtype=f64)),
+    "linear": (lambda a, w, b: F.linear(a, w, b), r(2, 3, 4), r(5, 4), r(5)),
+    "linear_no_bias": (lambda a, w: F.linear(a, w), r(3, 4), r(5, 4)),
+    "linear_1d_input": (lambda a, w, b: F.linear(a, w, b), r(4), r(5, 4), r(5)),
+    "linear_1d_weight": (lambda a, w: F.linear(a, w), r(2, 4), r(4)),
+    "linear_kw_bias": (lambda a, w, b: F.linear(a, w, bias=b), r(2, 4), r(3, 4), r(3)),
+    "linear_f16": (lambda a, w, b: F.linear(a, w, b), r(2, 4, dtype=f16), r(3, 4, dtype=f16), r(3, dtype=f16),
+                   HALF_TOL),
+    # softmax
+    "softmax_F": (lambda a: F.softmax(a, dim=-1), r(3, 4, 5)),
+    "softmax_torch": (lambda a: torch.softmax(a, 1), r(3, 4, 5)),
+    "softmax_method": (lambda a: a.softmax(0), r(3, 4, 5)),
+    "softmax_dtype": (lambda a: F.softmax(a, -1, dtype=f64), r(3, 4)),
+    "softmax_1d": (lambda a: F.softmax(a, 0), r(7)),
+    "softmax_0d": (lambda a: F.softmax(a, 0), r()),
+    "softmax_large": (lambda a: F.softmax(a * 100, -1), r(2, 6)),
+    "softmax_f64": (lambda a: a.softmax(-2), r(3, 4, dtype=f64)),
+    "softmax_f16": (lambda a: a.softmax(-1), r(3, 8, dtype=f16), dict(rtol=1e-3, atol=1e-3)),
+    "softmax_bf16": (lambda a: torch.softmax(a, 0), r(3, 8, dtype=bf16), dict(rtol=1e-2, atol=1e-2)),
+    "softmax_f16_to_f32": (lambda a: F.softmax(a, -1, dtype=torch.float32), r(3, 8, dtype=f16)),
+    "softmax_noncontig": (lambda a: a.softmax(-1), r(5, 4).t()),
+    "log_softmax_F": (lambda a: F.log_softmax(a, dim=1), r(3, 4, 5)),
+    "log_softmax_torch": (lambda a: torch.log_softmax(a, -1), r(3, 4)),
+    "log_softmax_method_dtype": (lambda a: a.log_softmax(0, dtype=f64), r(3, 4)),
+    "log_softmax_0d": (lambda a: a.log_softmax(-1), r()),
+    "log_softmax_bf16": (lambda a: a.log_softmax(-1), r(3, 8, dtype=bf16), dict(rtol=1e-2, atol=1e-2)),
+    # layer_norm
+    "layer_norm": (lambda a: F.layer_norm(a, (5,)), r(3, 4, 5)),
+    "layer_norm_affine": (lambda a, w, b: F.layer_norm(a, (4, 5), w, b), r(3, 4, 5), r(4, 5), r(4, 5)),
+    "layer_norm_weight_only": (lambda a, w: F.layer_norm(a, [5], weight=w, eps=1e-2), r(3, 5), r(5)),
+    "layer_norm_bias_only": (lambda a, b: F.layer_norm(a, (5,), bias=b), r(3, 5), r(5)),
+    "layer_norm_shape_of_input": (lambda a: F.layer_norm(a, a.shape[-2:]), r(2, 3, 4)),
+    "layer_norm_1d": (lambda a: F.layer_norm(a, (6,)), r(6)),
+    "layer_norm_noncontig": (lambda a: F.layer_norm(a, (4,)), r(4, 3).t()),
+    "layer_norm_f64": (lambda a, w: F.layer_norm(a, (5,), w), r(3, 5, dtype=f64), r(5, dtype=f64)),
+    "layer_norm_f16": (lambda a, w, b: F.layer_norm(a, (8,), w, b), r(3, 8, dtype=f16), r(8, dtype=f16),
+                       r(8, dtype=f16), HALF_TOL),
+    "layer_norm_bf16": (lambda a: F.layer_norm(a, (8,)), r(3, 8, dtype=bf16), HALF_TOL),
+    # dropout (exact when it does nothing)
+    "dropout_eval": (lambda a: F.dropout(a, 0.3, training=False), r(3, 4)),
+    "dropout_p0": (lambda a: F.dropout(a, 0.0), r(3, 4)),
+    "dropout_eval_positional": (lambda a: F.dropout(a, 0.5, False), r(3, 4, dtype=f16)),
+    # embedding
+    "embedding": (lambda i, w: F.embedding(i, w), torch.tensor([[1, 2], [0, 3]]), r(4, 3)),
+    "embedding_int32": (lambda i, w: F.embedding(i, w), torch.tensor([3, 0, 3], dtype=torch.int32), r(4, 3)),
+    "embedding_0d": (lambda i, w: F.embedding(i, w), torch.tensor(2), r(4, 3)),
+    "embedding_padding": (lambda i, w: F.embedding(i, w, padding_idx=0, scale_grad_by_freq=True), torch.tensor([0, 1]),
+                          r(4, 3)),
+    "embedding_neg_padding_f64": (lambda i, w: F.embedding(i, w, padding_idx=-1), torch.tensor([[0], [1]]),
+                                  r(4, 3, dtype=f64)),
+    "embedding_empty": (lambda i, w: F.embedding(i, w), torch.zeros(0, 2, dtype=torch.int64), r(4, 3)),
+    # attention
+    "sdpa": (lambda q, k, v: sdpa(q, k, v), q4, k4, v4),
+    "sdpa_causal": (lambda q, k, v: sdpa(q, k, v, is_causal=True), q4, k4, v4),
+    "sdpa_causal_square_scale": (lambda q, k, v: sdpa(q, k, v, is_causal=True, scale=0.2), q4, r(2, 3, 5, 8),
+                                 r(2, 3, 5, 4)),
+    "sdpa_float_mask": (lambda q, k, v, m: sdpa(q, k, v, attn_mask=m), q4, k4, v4, r(5, 6)),
+    "sdpa_bool_mask": (lambda q, k, v, m: sdpa(q, k, v, m), q4, k4, v4,
+                       torch.cat([torch.ones(5, 1, dtype=torch.bool), r(5, 5) > 0], 1)),
+    "sdpa_batched_mask": (lambda q, k, v, m: sdpa(q, k, v, attn_mask=m), q4, k4, v4, r(2, 1, 5, 6)),
+    "sdpa_3d": (lambda q, k, v: sdpa(q, k, v), r(3, 5, 8), r(3, 6, 8), r(3, 6, 4)),
+    "sdpa_2d": (lambda q, k, v: sdpa(q, k, v, is_causal=True), r(5, 8), r(5, 8), r(5, 4)),
+    "sdpa_broadcast_batch": (lambda q, k, v: sdpa(q, k, v), q4, r(1, 3, 6, 8), r(2, 1, 6, 4)),
+    "sdpa_gqa": (lambda q, k, v: sdpa(q, k, v, enable_gqa=True), r(2, 4, 5, 8), r(2, 2, 6, 8), r(2, 2, 6, 4)),
+    "sdpa_dropout_eval": (lambda q, k, v: sdpa(q, k, v, dropout_p=0.0, is_causal=True), q4, r(2, 3, 5, 8),
+                          r(2, 3, 5, 4)),
+    "sdpa_noncontig": (lambda q, k, v: sdpa(q, k, v), r(2, 5, 3, 8).transpose(1, 2), r(2, 6, 3, 8).transpose(1, 2),
+                       r(2, 6, 3, 4).transpose(1, 2)),
+    "sdpa_f64": (lambda q, k, v: sdpa(q, k, v), r(2, 5, 8, dtype=f64), r(2, 6, 8, dtype=f64), r(2, 6, 4, dtype=f64)),
+    "sdpa_f16": (lambda q, k, v: sdpa(q, k, v, is_causal=True), r(2, 6, 8, dtype=f16), r(2, 6, 8, dtype=f16),
+                 r(2, 6, 4, dtype=f16), HALF_TOL),
+    "sdpa_bf16": (lambda q, k, v: sdpa(q, k, v), r(2, 5, 8, dtype=bf16), r(2, 6, 8, dtype=bf16),
+                  r(2, 6, 4, dtype=bf16), HALF_TOL),
+}
+
+
+@pytest.mark.parametrize("fn,args,kw", params(CASES))
+def test_matches_eager(fn, args, kw):
+    check(fn, *args, **kw)
+
+
+def test_rmatmul():
+    # `other @ x` with a non-proxy `other` ends in x.__rmatmul__(other)
+    m = check(lambda x, y: x.__rmatmul__(y), r(3, 4), r(2, 3))
+    assert '"ltorch.rmatmul"' in str(m)
+    check(lambda x, y: x.__rmatmul__(y), r(4), r(2, 5, 4))
+
+
+RANDOM = {
+    "dropout": (lambda a: F.dropout(a, 0.3), r(3, 4)),
+    "dropout_p1": (lambda a: F.dropout(a, 1.0), r(3, 4)),
+    "dropout_f16": (lambda a: F.dropout(a, p=0.5, training=True), r(4, 4, dtype=f16)),
+    "sdpa_dropout": (lambda q, k, v: sdpa(q, k, v, dropout_p=0.5), q4, k4, v4),
+}
+
+
+@pytest.mark.parametrize("fn,args,kw", params(RANDOM))
+def test_random_ops_shapes(fn, args, kw):
+    check(fn, *args, random=True, **kw)
+
+
+def test_dropout_decomposition_statistics():
+    """The decomposed dropout zeroes about p of the elements and scales the rest by 1 / (1 - p)."""
+    from thunder.dialects.definitions import context
+    from thunder.dialects.mlir import ir
+    from thunder.lowering.decompose import decompose_module
+    from thunder.runtime.codegen import compile_source, python_source
+
+    x = torch.ones(200, 100)
+    module = trace_module(lambda a: F.dropout(a, 0.25), x)
+    with context():
+        d = ir.Module.parse(str(module))
+        decompose_module(d.operation)
+        src = python_source(d)
+    assert "ltorch" not in str(d) and "impl.uniform" in src
+    out = compile_source(src)(x)
+    kept = out != 0
+    assert abs(kept.float().mean().item() - 0.75) < 0.02
+    torch.testing.assert_close(out[kept], torch.full_like(out[kept], 1 / 0.75))
+
+
+ERRORS = {
+    "matmul_0d": (matmul, r(), r(3)),
+    "matmul_1d_mismatch": (matmul, r(3), r(4)),
+    "matmul_2d_mismatch": (matmul, r(2, 3), r(4, 5)),
+    "matmul_mv_mismatch": (matmul, r(2, 3), r(4)),
+    "matmul_batch_mismatch": (matmul, r(2, 3, 4), r(3, 4, 5)),
+    "matmul_dtype": (matmul, r(2, 3), r(3, 2, dtype=f64)),
+    "mm_1d": (lambda a, b: torch.mm(a, b), r(3), r(3, 2)),
+    "mm_shapes": (lambda a, b: torch.mm(a, b), r(2, 3), r(2, 3)),
+    "bmm_2d": (lambda a, b: torch.bmm(a, b), r(3, 4), r(2, 4, 5)),
+    "bmm_batch": (lambda a, b: torch.bmm(a, b), r(2, 3, 4), r(3, 4, 5)),
+    "linear_shape": (lambda a, w: F.linear(a, w), r(2, 3), r(4, 4)),
+    "softmax_dim": (lambda a: F.softmax(a, 2), r(3, 4)),
+    "softmax_int": (lambda a: torch.softmax(a, 0), torch.arange(3)),
+    "log_softmax_dim": (lambda a: a.log_softmax(-3), r(3, 4)),
+    "layer_norm_shape": (lambda a: F.layer_norm(a, (3,)), r(3, 4)),
+    "layer_norm_weight": (lambda a, w: F.layer_norm(a, (4,), w), r(3, 4), r(3)),
+    "dropout_p": (lambda a: F.dropout(a, 1.5), r(3)),
+    "embedding_float_index": (lambda i, w: F.embedding(i, w), r(2), r(4, 3)),
+    "embedding_1d_weight": (lambda i, w: F.embedding(i, w), torch.tensor([1]), r(4)),
+    "embedding_padding": (lambda i, w: F.embedding(i, w, padding_idx=4), torch.tensor([1]), r(4, 3)),
+    "sdpa_dtype": (lambda q, k, v: sdpa(q, k, v), q4, k4.double(), v4),
+    "sdpa_1d": (lambda q, k, v: sdpa(q, k, v), r(8), r(6, 8), r(6, 4)),
+    "sdpa_mask_dtype": (lambda q, k, v, m: sdpa(q, k, v, m), q4, k4, v4, torch.ones(5, 6, dtype=torch.int64)),
+    "sdpa_mask_and_causal": (lambda q, k, v, m: sdpa(q, k, v, m, is_causal=True), q4, k4, v4, r(5, 6)),
+    "sdpa_gqa_heads": (lambda q, k, v: sdpa(q, k, v, enable_gqa=True), q4, r(2, 2, 6, 8), r(2, 2, 6, 4)),
+}
+
+
+@pytest.mark.parametrize("fn,args,kw", params(ERRORS))
+def test_errors_match_eager(fn, args, kw):
+    with pytest.raises(Exception) as eager:
+        fn(*args)
+    with pytest.raises(eager.type):
+        trace_module(fn, *args)
+
+
+def test_unsupported_arguments():
+    with pytest.raises(NotImplementedError, match="inplace"):
+        trace_module(lambda a: F.dropout(a, 0.5, inplace=True), r(3))
+    with pytest.raises(NotImplementedError, match="max_norm"):
+        trace_module(lambda i, w: F.embedding(i, w, max_norm=1.0), torch.tensor([1]), r(4, 3))
+
+
+NAMES = {
+    "matmul": (lambda a, b: a @ b, r(2, 3), r(3)),
+    "mm": (lambda a, b: a.mm(b), r(2, 3), r(3, 2)),
+    "bmm": (lambda a, b: a.bmm(b), r(2, 2, 3), r(2, 3, 2)),
+    "linear": (lambda a, w: F.linear(a, w), r(2, 3), r(4, 3)),
+    "softmax": (lambda a: a.softmax(-1), r(2, 3)),
+    "log_softmax": (lambda a: F.log_softmax(a, -1), r(2, 3)),
+    "layer_norm": (lambda a: F.layer_norm(a, (3,)), r(2, 3)),
+    "dropout": (lambda a: F.dropout(a, 0.5, False), r(2, 3)),
+    "embedding": (lambda i, w: F.embedding(i, w), torch.tensor([0, 1]), r(2, 3)),
+    "scaled_dot_product_attention": (lambda q, k, v: sdpa(q, k, v), r(2, 3), r(2, 3), r(2, 3)),
+}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_op_in_module(name):
+    fn, *args = NAMES[name]
+    assert f'"ltorch.{name}"' in str(check(fn, *args))

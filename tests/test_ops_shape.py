@@ -1,0 +1,250 @@
+"""Shape ops (thunder/ops/shape.py) against eager, traced and decomposed."""
+import pytest
+import torch
+
+from op_harness import check, trace_module
+
+# Known problems outside thunder/ops/shape.py (see the report): IRDL variadic operands/results
+# declared with `Any` must all have one type, and prims.cat's meta calls the shadowed `sum`.
+
+
+def r(*shape, dtype=torch.float32):
+    return torch.randn(shape).to(dtype)
+
+
+x3 = r(3, 4, 5)
+xt = r(5, 4).t()  # non-contiguous
+x0 = r()
+x1 = r(6)
+
+CASES = {
+    # reshape / view
+    "view_varargs": (lambda a: a.view(4, 15), x3),
+    "view_tuple_infer": (lambda a: a.view((-1, 5)), x3),
+    "view_infer_middle": (lambda a: a.view(2, -1, 5), r(4, 5, 2)),
+    "view_0d": (lambda a: a.view(1, 1), x0),
+    "view_to_0d": (lambda a: a.view(()), r(1)),
+    "view_noncontig_after_contiguous": (lambda a: a.contiguous().view(-1), xt),
+    "view_shape_of_other": (lambda a: a.view(a.shape[0], -1), x3),
+    "reshape_fn": (lambda a: torch.reshape(a, (5, -1)), x3),
+    "reshape_method_noncontig": (lambda a: a.reshape(-1), xt),
+    "reshape_empty": (lambda a: a.reshape(0, 3), r(3, 0)),
+    "reshape_f64": (lambda a: a.reshape(2, 2, 3), r(12, dtype=torch.float64)),
+    "reshape_int": (lambda a: a.reshape(3, 2), torch.arange(6)),
+    "view_as": (lambda a, b: a.view_as(b), r(6), r(2, 3)),
+    "reshape_as": (lambda a, b: a.reshape_as(b), xt, r(20)),
+    # flatten / unflatten
+    "flatten": (lambda a: a.flatten(), x3),
+    "flatten_range": (lambda a: torch.flatten(a, 1, 2), r(2, 3, 4, 5)),
+    "flatten_neg": (lambda a: a.flatten(-3, -2), r(2, 3, 4, 5)),
+    "flatten_0d": (lambda a: a.flatten(), x0),
+    "unflatten": (lambda a: a.unflatten(1, (2, -1)), x3),
+    # squeeze / unsqueeze
+    "squeeze_all": (lambda a: a.squeeze(), r(1, 3, 1, 2)),
+    "squeeze_dim": (lambda a: torch.squeeze(a, 2), r(1, 3, 1, 2)),
+    "squeeze_dim_not_1": (lambda a: a.squeeze(1), r(1, 3, 1, 2)),
+    "squeeze_tuple": (lambda a: a.squeeze((0, -2)), r(1, 3, 1, 2)),
+    "squeeze_0d": (lambda a: a.squeeze(0), x0),
+    "unsqueeze": (lambda a: a.unsqueeze(1), x3),
+    "unsqueeze_neg": (lambda a: torch.unsqueeze(a, -1), x3),
+    "unsqueeze_0d": (lambda a: a.unsqueeze(0), x0),
+    "contiguous": (lambda a: a.contiguous(), xt),
+    # permutations
+    "transpose": (lambda a: a.transpose(0, 2), x3),
+    "transpose_kw_neg": (lambda a: torch.transpose(a, dim0=-1, dim1=0), x3),
+    "transpose_same": (lambda a: a.transpose(1, 1), x3),
+    "transpose_0d": (lambda a: a.transpose(0, -1), x0),
+    "swapdims": (lambda a: torch.swapdims(a, 0, 1), x3),
+    "permute_varargs": (lambda a: a.permute(2, 0, 1), x3),
+    "permute_fn_neg": (lambda a: torch.permute(a, (-1, -3, -2)), x3),
+    "permute_noncontig": (lambda a: a.permute(1, 0), xt),
+    "t_2d": (lambda a: a.t(), xt),
+    "t_1d": (lambda a: torch.t(a), x1),
+    "T_mT": (lambda a, b: (a.mT, b.T), x3, xt),
+    "movedim": (lambda a: a.movedim(0, -1), x3),
+    "movedim_tuple": (lambda a: torch.movedim(a, (0, 1), (2, 0)), x3),
+    # broadcasting
+    "expand": (lambda a: a.expand(2, 3, 4), r(3, 1)),
+    "expand_minus1": (lambda a: a.expand(2, -1, 4), r(3, 1)),
+    "expand_tuple": (lambda a: a.expand((5, 6)), x1),
+    "expand_0d": (lambda a: a.expand(3, 2), x0),
+    "expand_as": (lambda a, b: a.expand_as(b), r(4, 1), r(2, 4, 3)),
+    "broadcast_to": (lambda a: torch.broadcast_to(a, (2, 6)), x1),
+    # joining
+    "cat_same": pytest.param(lambda a, b: torch.cat([a, b]), x3, x3),
+    "cat_single": (lambda a: torch.cat((a,), 1), x3),
+    "stack": pytest.param(lambda a, b: torch.stack([a, b]), x3, x3),
+    "stack_neg": pytest.param(lambda a, b: torch.stack((a, b), -1), xt, xt),
+    "stack_0d": pytest.param(lambda a, b: torch.stack([a, b]), x0, x0),
+    # splitting
+    "split_even": (lambda a: a.split(2, 1), x3),
+    "split_uneven": pytest.param(lambda a: torch.split(a, 2), r(5, 2)),
+    "split_sizes": pytest.param(lambda a: torch.split(a, [1, 3], 1), x3),
+    "split_sizes_equal": (lambda a: torch.split(a, [2, 2], -2), x3),
+    "split_empty": (lambda a: a.split(3), r(0, 2)),
+    "chunk_even": (lambda a: a.chunk(2, 1), x3),
+    "chunk_fewer": (lambda a: torch.chunk(a, 4), r(6)),
+    "chunk_uneven": pytest.param(lambda a: a.chunk(3, -1), x3),
+    "unbind": (lambda a: a.unbind(1), x3),
+    "unbind_fn_neg": (lambda a: torch.unbind(a, -1), xt),
+    "narrow": (lambda a: a.narrow(1, 1, 2), x3),
+    "narrow_neg_start": (lambda a: torch.narrow(a, -1, -3, 2), x3),
+    "narrow_empty": (lambda a: a.narrow(0, 3, 0), x3),
+    "select": (lambda a: a.select(1, -1), x3),
+    "select_fn": (lambda a: torch.select(a, 0, 2), x1),
+    # indexing
+    "getitem_int": (lambda a: a[1], x3),
+    "getitem_neg_int": (lambda a: a[-1, -2], x3),
+    "getitem_slices": (lambda a: a[1:, ::2, -3:-1], x3),
+    "getitem_step_past_end": (lambda a: a[::3, 10:, :100], x3),
+    "getitem_mixed": (lambda a: a[1, ::2, None, ..., -1], x3),
+    "getitem_ellipsis": (lambda a: a[..., 0], x3),
+    "getitem_ellipsis_only": (lambda a: a[...], x3),
+    "getitem_two_ellipses": (lambda a: (a[..., ...], a[..., 0, ...], a[..., None, ...]), x3),
+    "getitem_none": (lambda a: a[None, :, None], x3),
+    "getitem_bool": (lambda a: (a[True], a[False], a[None, True]), x3),
+    "getitem_0d": (lambda a: (a[None], a[...], a[True]), x0),
+    "getitem_noncontig": (lambda a: a[1:3, 0], xt),
+    "getitem_empty_slice": (lambda a: a[3:1], x3),
+    "getitem_f16": (lambda a: a[:, 1:3], r(3, 4, dtype=torch.float16)),
+    "getitem_bf16": (lambda a: a[0, ::2], r(3, 4, dtype=torch.bfloat16)),
+    "getitem_int_tensor": (lambda a: a[1:, 0], torch.arange(12).reshape(3, 4)),
+    "iterate": (lambda a: list(a), r(3, 2)),
+    "chain": (lambda a: a.reshape(2, 2, 15).transpose(0, 1).flatten(1)[..., 1:].unsqueeze(0), x3),
+}
+
+
+def params(cases):
+    """{id: (fn, *args) or pytest.param(fn, *args, marks=...)} -> pytest params (fn, args)."""
+    out = []
+    for k, v in cases.items():
+        marks = getattr(v, "marks", ())
+        v = getattr(v, "values", v)
+        out.append(pytest.param(v[0], v[1:], id=k, marks=marks))
+    return out
+
+
+@pytest.mark.parametrize("fn,args", params(CASES))
+def test_matches_eager(fn, args):
+    check(fn, *args)
+
+
+def _param(fn, *args, marks=()):
+    return pytest.param(fn, args, marks=marks)
+
+
+@pytest.mark.parametrize("fn,args", [
+    _param(lambda a, b: torch.cat([a, b], 1), x3, r(3, 2, 5)),
+    _param(lambda a, b: torch.cat([a, b], -1), r(2, 3), r(2, 3, dtype=torch.float64)),
+    _param(lambda a, b: torch.concat((a, b)), r(2, 3), r(0)),
+    _param(lambda a, b: torch.stack([a, b], 1), r(2, 3), r(2, 3, dtype=torch.float64)),
+    _param(lambda a, b: torch.cat([a, b]), x3, x3),
+    _param(lambda a, b: torch.stack([a, b], 2), x3, x3),
+])
+def test_join_known_core_issues(fn, args):
+    check(fn, *args)
+
+
+@pytest.mark.parametrize("fn,args", [
+    _param(lambda a, b: torch.cat([a, b]), x3, x3),
+    _param(lambda a, b: torch.stack([a, b], -2), x3, x3),
+    _param(lambda a, b: torch.cat([a, b, a], 1), xt, xt),
+])
+def test_join_not_decomposed(fn, args):
+    check(fn, *args, decompose=False)
+
+
+ERRORS = {
+    "view_numel": (lambda a: a.view(7, -1), x3),
+    "view_two_infer": (lambda a: a.view(-1, -1), x3),
+    "view_negative": (lambda a: a.reshape(-2, 30), x3),
+    "view_ambiguous": (lambda a: a.reshape(-1, 0), r(0, 3)),
+    "flatten_order": (lambda a: a.flatten(2, 0), x3),
+    "flatten_dim": (lambda a: a.flatten(0, 3), x3),
+    "squeeze_dim": (lambda a: a.squeeze(3), x3),
+    "unsqueeze_dim": (lambda a: a.unsqueeze(5), x3),
+    "transpose_dim": (lambda a: a.transpose(0, 3), x3),
+    "permute_len": (lambda a: a.permute(0, 1), x3),
+    "permute_dup": (lambda a: a.permute(0, 0, 1), x3),
+    "permute_range": (lambda a: a.permute(0, 1, 5), x3),
+    "t_3d": (lambda a: a.t(), x3),
+    "expand_mismatch": (lambda a: a.expand(4, 4), r(3, 1)),
+    "expand_too_few": (lambda a: a.expand(4), r(3, 1)),
+    "expand_leading_minus1": (lambda a: a.expand(-1, 3, 1), r(3, 1)),
+    "cat_empty": (lambda a: torch.cat([]), x3),
+    "cat_0d": (lambda a: torch.cat([a, a]), x0),
+    "cat_sizes": (lambda a, b: torch.cat([a, b], 0), x3, r(3, 2, 5)),
+    "cat_dim": (lambda a: torch.cat([a, a], 3), x3),
+    "stack_sizes": (lambda a, b: torch.stack([a, b]), x3, r(3, 4)),
+    "stack_dim": (lambda a: torch.stack([a, a], 4), x3),
+    "split_sum": (lambda a: torch.split(a, [1, 1]), x3),
+    "split_negative": (lambda a: a.split(-1), x3),
+    "split_zero": (lambda a: a.split(0), x3),
+    "chunk_zero": (lambda a: a.chunk(0), x3),
+    "unbind_0d": (lambda a: a.unbind(), x0),
+    "narrow_start": (lambda a: a.narrow(0, 4, 0), x3),
+    "narrow_length": (lambda a: a.narrow(0, 2, 2), x3),
+    "select_index": (lambda a: a.select(0, 3), x3),
+    "getitem_out_of_range": (lambda a: a[3], x3),
+    "getitem_neg_out_of_range": (lambda a: a[:, -5], x3),
+    "getitem_too_many": (lambda a: a[0, 0, 0, 0], x3),
+    "getitem_0d": (lambda a: a[0], x0),
+    "getitem_negative_step": (lambda a: a[::-1], x3),
+    "getitem_zero_step": (lambda a: a[::0], x3),
+}
+
+
+@pytest.mark.parametrize("fn,args", params(ERRORS))
+def test_errors_match_eager(fn, args):
+    with pytest.raises(Exception) as eager:
+        fn(*args)
+    with pytest.raises(eager.type):
+        trace_module(fn, *args)
+
+
+def test_advanced_indexing_is_not_supported_yet():
+    with pytest.raises(NotImplementedError, match="advanced indexing"):
+        trace_module(lambda a, i: a[i], x3, torch.tensor([0, 1]))
+    with pytest.raises(NotImplementedError, match="advanced indexing"):
+        trace_module(lambda a: a[[0, 2]], x3)
+
+
+NAMES = {
+    "reshape": (lambda a: a.reshape(-1), x3),
+    "view": (lambda a: a.view(-1), x3),
+    "view_as": (lambda a: a.view_as(a), x3),
+    "reshape_as": (lambda a: a.reshape_as(a), x3),
+    "flatten": (lambda a: a.flatten(), x3),
+    "unflatten": (lambda a: a.unflatten(0, (3, 1)), x3),
+    "transpose": (lambda a: a.transpose(0, 1), x3),
+    "permute": (lambda a: a.permute(1, 2, 0), x3),
+    "t": (lambda a: a.t(), xt),
+    "movedim": (lambda a: a.movedim(1, 0), x3),
+    "expand": (lambda a: a.expand(2, 6), x1),
+    "expand_as": (lambda a, b: a.expand_as(b), x1, r(2, 6)),
+    "broadcast_to": (lambda a: a.broadcast_to(2, 6), x1),
+    "squeeze": (lambda a: a.squeeze(), x3),
+    "unsqueeze": (lambda a: a.unsqueeze(0), x3),
+    "contiguous": (lambda a: a.contiguous(), x3),
+    "cat": (lambda a: torch.cat([a, a]), x3),
+    "stack": (lambda a: torch.stack([a, a]), x3),
+    "split": (lambda a: a.split(1), x3),
+    "chunk": (lambda a: a.chunk(3), x3),
+    "unbind": (lambda a: a.unbind(), x3),
+    "narrow": (lambda a: a.narrow(0, 0, 1), x3),
+    "select": (lambda a: a.select(0, 0), x3),
+    "getitem": (lambda a: a[0, 1:], x3),
+}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_op_in_module(name):
+    fn, *args = NAMES[name]
+    assert f'"ltorch.{name}"' in str(check(fn, *args, decompose=True))
+
+
+def test_views_are_marked():
+    from thunder.ops import registry
+
+    for name in set(NAMES) - {"cat", "stack"}:
+        assert registry.OPS[f"ltorch.{name}"].is_view, name
