@@ -15,17 +15,27 @@ def emit(trace, outputs, fn_name="computation") -> ir.Module:
     """trace: a TraceCtx (inputs and symbols, tensors as Refs); outputs: the Refs returned."""
     with context(), ir.Location.unknown():
         module = ir.Module.create()
-        arg_types = [attrs.tensor_type(r.shape, r.dtype, r.device) for r in trace.inputs]
-        out_types = [attrs.tensor_type(r.shape, r.dtype, r.device) for r in outputs]
         with ir.InsertionPoint(module.body):
-            f = func.FuncOp(fn_name, (arg_types, out_types))
-        block = f.add_entry_block([location(r.name) for r in trace.inputs])
-        values = {r.name: a for r, a in zip(trace.inputs, block.arguments)}
-        with ir.InsertionPoint(block):
-            for bsym in trace.symbols:
-                emit_symbol(bsym.op, bsym.args, bsym.outputs, values, bsym.location)
-            func.ReturnOp([values[r.name] for r in outputs])
+            emit_into(trace, outputs, fn_name)
     return module
+
+
+def emit_into(trace, outputs, fn_name, arg_attrs=None, attributes=None):
+    """Emit func @fn_name at the current insertion point (inside a module)."""
+    arg_types = [attrs.tensor_type(r.shape, r.dtype, r.device) for r in trace.inputs]
+    out_types = [attrs.tensor_type(r.shape, r.dtype, r.device) for r in outputs]
+    f = func.FuncOp(fn_name, (arg_types, out_types))
+    if arg_attrs is not None:
+        f.attributes["arg_attrs"] = ir.ArrayAttr.get(arg_attrs)
+    for k, v in (attributes or {}).items():
+        f.attributes[k] = v
+    block = f.add_entry_block([location(r.name) for r in trace.inputs])
+    values = {r.name: a for r, a in zip(trace.inputs, block.arguments)}
+    with ir.InsertionPoint(block):
+        for bsym in trace.symbols:
+            emit_symbol(bsym.op, bsym.args, bsym.outputs, values, bsym.location)
+        func.ReturnOp([values[r.name] for r in outputs])
+    return f
 
 
 def emit_symbol(op, args, outputs, values, where=None):

@@ -28,7 +28,11 @@ def register_pass(name, description):
 
 
 def _load_passes():
-    from thunder.lowering import decompose
+    from thunder.lowering import autograd, decompose
+
+    if "thunder-autograd" not in PASSES:
+        register_pass("thunder-autograd", "Split func @computation into @forward (outputs + saved values) "
+                      "and @backward (saved values + cotangents -> input gradients)")(autograd.autograd_module)
 
     if "thunder-decompose" not in PASSES:
         register_pass("thunder-decompose", "Replace ltorch ops by their decompositions into thunder prims")(

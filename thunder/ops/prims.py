@@ -194,3 +194,184 @@ def iota(length: Int, *, start: Int, step: Int, dtype: DType, device: Device):
 @prim("impl.uniform", random=True)
 def uniform(shape: Ints, low: Float, high: Float, *, dtype: DType, device: Device):
     return TensorProxy(shape, dtype, device)
+
+
+@prim("impl.unslice")
+def unslice(g: Tensor, shape: Ints, start_indices: Ints, end_indices: Ints, strides: Ints):
+    """Zeros of `shape` with g placed where slice(start, end, strides) reads: slice's VJP."""
+    return TensorProxy(shape, g.dtype, g.device)
+
+
+@prim("torch.index_add")
+def index_add(a: Tensor, dim: Int, index: Tensor, source: Tensor):
+    return TensorProxy(a.shape, a.dtype, a.device)
+
+
+# ---------------------------------------------------------------------------------------------
+# VJP rules: g is the output's cotangent, out the output; each returns {param: cotangent}.
+
+def _zeros_like(t):
+    return full(tuple(t.shape), 0.0 if t.dtype.is_floating_point else 0, dtype=t.dtype, device=t.device)
+
+
+def _num(x, like):
+    """A Python number in like's dtype category (prims take numbers beside tensors)."""
+    return float(x) if like.dtype.is_floating_point or like.dtype.is_complex else x
+
+
+def _unary_vjp(op, rule):
+    op.vjp(lambda g, out, a: {"a": rule(g, out, a)})
+
+
+_unary_vjp(abs, lambda g, out, a: mul(g, sign(a)))
+_unary_vjp(neg, lambda g, out, a: neg(g))
+_unary_vjp(exp, lambda g, out, a: mul(g, out))
+_unary_vjp(expm1, lambda g, out, a: mul(g, add(out, _num(1, out))))
+_unary_vjp(log, lambda g, out, a: div(g, a))
+_unary_vjp(log1p, lambda g, out, a: div(g, add(a, _num(1, a))))
+_unary_vjp(sqrt, lambda g, out, a: div(g, mul(out, _num(2, out))))
+_unary_vjp(rsqrt, lambda g, out, a: mul(mul(g, _num(-0.5, out)), div(out, a)))
+_unary_vjp(sin, lambda g, out, a: mul(g, cos(a)))
+_unary_vjp(cos, lambda g, out, a: neg(mul(g, sin(a))))
+_unary_vjp(tanh, lambda g, out, a: mul(g, sub(_num(1, out), mul(out, out))))
+_unary_vjp(erf, lambda g, out, a: mul(g, mul(exp(neg(mul(a, a))), 1.1283791670955126)))
+_unary_vjp(reciprocal, lambda g, out, a: neg(mul(g, mul(out, out))))
+for _op in (floor, ceil, round, trunc, sign):
+    _unary_vjp(_op, lambda g, out, a: _zeros_like(a))
+
+
+def _binary_vjp(op, rule):
+    def vjp(g, out, a, b):
+        ga, gb = rule(g, out, a, b)
+        return {"a": ga if is_tensor(a) else None, "b": gb if is_tensor(b) else None}
+
+    op.vjp(vjp)
+
+
+def _split_ties(g, a, b, a_wins):
+    # torch gives each side half the gradient where the inputs are equal
+    half = mul(g, 0.5)
+    zero = _zeros_like(g)
+    ga = where(a_wins, g, where(eq(a, b), half, zero))
+    gb = where(a_wins, zero, where(eq(a, b), half, g))
+    return ga, gb
+
+
+_binary_vjp(add, lambda g, out, a, b: (g, g))
+_binary_vjp(sub, lambda g, out, a, b: (g, neg(g)))
+_binary_vjp(mul, lambda g, out, a, b: (mul(g, b), mul(g, a)))
+_binary_vjp(div, lambda g, out, a, b: (div(g, b), neg(div(mul(g, out), b))))
+_binary_vjp(pow, lambda g, out, a, b: (
+    mul(g, mul(b, pow(a, sub(b, _num(1, out))))) if is_tensor(b) else mul(g, mul(pow(a, _num(b - 1, out)), _num(b, out))),
+    mul(g, mul(out, log(a))) if is_tensor(b) else None))
+_binary_vjp(remainder, lambda g, out, a, b: (g, neg(mul(g, floor(div(a, b)))) if is_tensor(b) else None))
+_binary_vjp(maximum, lambda g, out, a, b: _split_ties(g, a, b, gt(a, b)))
+_binary_vjp(minimum, lambda g, out, a, b: _split_ties(g, a, b, lt(a, b)))
+_binary_vjp(atan2, lambda g, out, a, b: (
+    div(mul(g, b), add(mul(a, a), mul(b, b))), neg(div(mul(g, a), add(mul(a, a), mul(b, b))))))
+
+
+@where.vjp
+def _(g, out, pred, a, b):
+    zero = _zeros_like(g)
+    return {"a": where(pred, g, zero) if is_tensor(a) else None,
+            "b": where(pred, zero, g) if is_tensor(b) else None}
+
+
+@convert_element_type.vjp
+def _(g, out, a, dtype):
+    return {"a": convert_element_type(g, a.dtype) if g.dtype is not a.dtype else g}
+
+
+def _sum_to(g, shape):
+    """Undo broadcasting: sum g over the dims that were broadcast to reach g.shape from shape."""
+    if tuple(g.shape) == tuple(shape):
+        return g
+    lead = g.ndim - len(shape)
+    dims = tuple(range(lead)) + tuple(i + lead for i, s in enumerate(shape) if s == 1 and g.shape[i + lead] != 1)
+    r = sum(g, dims) if dims else g
+    return reshape(r, tuple(shape)) if tuple(r.shape) != tuple(shape) else r
+
+
+@broadcast_in_dim.vjp
+def _(g, out, a, shape, broadcast_dims):
+    reduce = tuple(d for d in range(len(shape)) if d not in broadcast_dims)
+    keep_ones = tuple(d for i, d in enumerate(broadcast_dims) if a.shape[i] == 1 and shape[d] != 1)
+    dims = tuple(sorted(reduce + keep_ones))
+    r = sum(g, dims) if dims else g
+    return {"a": reshape(r, tuple(a.shape)) if tuple(r.shape) != tuple(a.shape) else r}
+
+
+@reshape.vjp
+def _(g, out, a, shape):
+    return {"a": reshape(g, tuple(a.shape))}
+
+
+@transpose.vjp
+def _(g, out, a, permutation):
+    inverse = [0] * len(permutation)
+    for i, p in enumerate(permutation):
+        inverse[p] = i
+    return {"a": transpose(g, tuple(inverse))}
+
+
+@slice.vjp
+def _(g, out, a, start_indices, end_indices, strides):
+    return {"a": unslice(g, tuple(a.shape), start_indices, end_indices, strides)}
+
+
+@cat.vjp
+def _(g, out, tensors, dim):
+    grads, offset = [], 0
+    d = dim % g.ndim
+    for t in tensors:
+        start = [0] * g.ndim
+        end = list(g.shape)
+        start[d], end[d] = offset, offset + t.shape[d]
+        offset += t.shape[d]
+        grads.append(slice(g, tuple(start), tuple(end), (1,) * g.ndim))
+    return {"tensors": tuple(grads)}
+
+
+def _unreduce(g, a, dims):
+    """Broadcast a reduction's cotangent back to the input's shape."""
+    kept = tuple(i for i in range(a.ndim) if i not in dims)
+    return broadcast_in_dim(g, tuple(a.shape), kept)
+
+
+def _dims(a, dims):
+    return canonical_dims(dims, a.ndim) if dims else ()
+
+
+@sum.vjp
+def _(g, out, a, dims):
+    return {"a": _unreduce(g, a, _dims(a, dims))}
+
+
+@prod.vjp
+def _(g, out, a, dims):
+    d = _dims(a, dims)
+    return {"a": div(mul(_unreduce(g, a, d), _unreduce(out, a, d)), a)}
+
+
+def _extremum_vjp(g, out, a, dims):
+    d = _dims(a, dims)
+    mask = eq(a, _unreduce(out, a, d))
+    m = convert_element_type(mask, g.dtype)
+    count = _unreduce(sum(m, d) if d else m, a, d)
+    return {"a": div(mul(_unreduce(g, a, d), m), count)}
+
+
+amax.vjp(_extremum_vjp)
+amin.vjp(_extremum_vjp)
+
+
+@matmul.vjp
+def _(g, out, a, b):
+    perm = tuple(range(a.ndim - 2)) + (a.ndim - 1, a.ndim - 2)
+    return {"a": matmul(g, transpose(b, perm)), "b": matmul(transpose(a, perm), g)}
+
+
+@take.vjp
+def _(g, out, a, dim, index):
+    return {"a": index_add(_zeros_like(a), dim, index, g)}

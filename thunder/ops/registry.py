@@ -141,6 +141,7 @@ class OpDef:
     varargs: str | None = None  # a parameter that may also be passed as *args (x.view(2, 3))
     returns_sequence: bool = False  # a tuple of tensors (split, chunk) rather than one tensor
     decomposition: Callable | None = None
+    vjp_rule: Callable | None = None  # vjp(grads, outputs, **args) -> {param: grad}
     random: bool = False  # not Pure: draws from the random generator
     is_view: bool = False  # the result shares memory with the input in eager (in-place safety)
     doc: str = ""
@@ -152,6 +153,13 @@ class OpDef:
 
     def decompose(self, fn):
         self.decomposition = fn
+        return fn
+
+    def vjp(self, fn):
+        """Register the op's vector-Jacobian product: fn(g, out, **args) gets the cotangent(s) of
+        the output(s) and the forward values, and returns {tensor param name: its cotangent}
+        (None where there is none; a tuple for a tensor-list param)."""
+        self.vjp_rule = fn
         return fn
 
     def bind(self, args, kwargs):

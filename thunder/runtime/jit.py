@@ -9,6 +9,7 @@ import torch
 from thunder.core import trace as tracing
 from thunder.core.proxies import TensorProxy
 from thunder.dialects.emit import emit
+from thunder.dialects.mlir import ir
 from thunder.lowering.passes import PASSES, build_pass_manager, pass_name, split_pipeline
 from thunder.ops import registry
 from thunder.runtime import structure
@@ -37,6 +38,7 @@ class CompileStats:
     last_stage_times: dict = field(default_factory=dict)  # stage -> seconds
     last_traces: list = field(default_factory=list)
     last_prologue_traces: list = field(default_factory=list)
+    last_backward_traces: list = field(default_factory=list)
     last_interpreted_instructions: list | None = None
     last_interpreter_log: list | None = None
 
@@ -65,6 +67,7 @@ class CacheEntry:
     traces: list
     prologue_traces: list
     description: list  # what the entry was compiled for, to explain later misses
+    backward_traces: list = field(default_factory=list)
 
 
 def _check_option(name, value, allowed):
@@ -131,6 +134,7 @@ class ThunderFunction:
                 if entry is not self._last_entry:
                     self._last_entry = entry
                     cs.last_traces, cs.last_prologue_traces = entry.traces, entry.prologue_traces
+                    cs.last_backward_traces = entry.backward_traces
                 return result
         return self._miss(args, kwargs)
 
@@ -143,6 +147,7 @@ class ThunderFunction:
             self._entries.insert(0, entry)
         self._last_entry = entry
         cs.last_traces, cs.last_prologue_traces = entry.traces, entry.prologue_traces
+        cs.last_backward_traces = entry.backward_traces
         result = entry.run(args, kwargs)
         if result is MISS:  # a check the tracing could not foresee (a mutable object, say)
             raise RuntimeError("thunder: internal error, a freshly compiled entry rejected its inputs")
@@ -243,21 +248,57 @@ def compile_entry(cd, cs, args, kwargs) -> CacheEntry:
 
     t = time.perf_counter()
     constants = {}
-    source = python_source(module, output_spec=out_spec, constants=constants,
-                           header="produced by: torch executor (execution trace)")
-    computation = compile_source(source, constants=constants)
-    if cd.disable_torch_autograd:
-        computation = torch.no_grad()(computation)
-    traces.append(Trace("torch executor (execution trace)", module, python=source))
+    grad_mode = torch.is_grad_enabled()
+    backward_traces = []
+    if grad_mode and not cd.disable_torch_autograd and any(x.requires_grad for x in tensors):
+        source, computation, backward_traces = _autograd_program(module, tensors, proxies, out_spec, traces)
+        times["autograd"] = time.perf_counter() - t
+        t = time.perf_counter()
+    else:
+        source = python_source(module, output_spec=out_spec, constants=constants,
+                               header="produced by: torch executor (execution trace)")
+        computation = compile_source(source, constants=constants)
+        if cd.disable_torch_autograd:
+            computation = torch.no_grad()(computation)
+        traces.append(Trace("torch executor (execution trace)", module, python=source))
     pro_src, pro_consts = prologue_source(arg_specs, kw_specs, tensors, [p.name for p in proxies],
-                                          check_metadata=cd.cache_option != "same input")
+                                          check_metadata=cd.cache_option != "same input",
+                                          grad_mode=grad_mode if any(x.requires_grad for x in tensors) else None)
     run = compile_prologue(pro_src, pro_consts, computation)
     times["codegen"] = time.perf_counter() - t
     cs.last_stage_times = times
     cs.last_compile_time = time.perf_counter() - t_start
     prologue_trace = Trace("prologue", python=pro_src)
     return CacheEntry(run, traces, [prologue_trace], (arg_specs, kw_specs,
-                      [(tuple(x.shape), x.dtype, x.device, x.requires_grad) for x in tensors]))
+                      [(tuple(x.shape), x.dtype, x.device, x.requires_grad) for x in tensors]), backward_traces)
+
+
+def _autograd_program(module, tensors, proxies, out_spec, traces):
+    """thunder-autograd on the trace; returns (source, computation, backward traces)."""
+    from thunder.lowering.autograd import REQUIRES_GRAD, autograd_module
+    from thunder.runtime.autograd import AutogradProgram
+    from thunder.runtime.structure import rebuild_source
+
+    with module.context:
+        m = ir.Module.parse(module.operation.get_asm(enable_debug_info=True))
+        comp = m.body.operations[0]
+        comp.attributes["arg_attrs"] = ir.ArrayAttr.get([
+            ir.DictAttr.get({REQUIRES_GRAD: ir.UnitAttr.get()} if x.requires_grad else {}) for x in tensors])
+        autograd_module(m.operation)
+        build_pass_manager("builtin.module(cse,canonicalize)").run(m.operation)
+    program = AutogradProgram(m, len(tensors))
+    traces.append(Trace("thunder-autograd (forward)", m, python=program.forward_source, fn_name="forward"))
+    backward = [Trace("thunder-autograd (backward)", m, python=program.backward_source, fn_name="backward")]
+    names = [p.name for p in proxies]
+    n = program.num_outputs
+    flat = ["outs"] if n == 1 else [f"outs[{i}]" for i in range(n)]
+    constants = {"_program": program}
+    ret = rebuild_source(out_spec, flat, constants)
+    source = (f"def computation({', '.join(names)}):\n  outs = _program({', '.join(names)})\n"
+              f"  return {ret}\n")
+    computation = compile_source(source, constants=constants)
+    traces.append(Trace("torch executor (execution trace)", m, python=source + "\n" + program.forward_source))
+    return source, computation, backward
 
 
 def _lookup(fn):

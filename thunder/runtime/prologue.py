@@ -81,7 +81,7 @@ class _Gen:
             self.value(f"{var}[{i}]", s, f"{base}_{i}")
 
 
-def prologue_source(args_spec, kwargs_spec, example_tensors, arg_names, check_metadata=True):
+def prologue_source(args_spec, kwargs_spec, example_tensors, arg_names, check_metadata=True, grad_mode=None):
     """Source of `def entry(args, kwargs)` for the input specs (see structure.py);
     example_tensors are the tensors the entry was compiled with. arg_names name the flat
     tensors (the computation's parameters)."""
@@ -97,12 +97,16 @@ def prologue_source(args_spec, kwargs_spec, example_tensors, arg_names, check_me
         g.value(f"args[{i}]", s, f"a{i}")
     for i, (k, s) in enumerate(kwargs_spec):
         g.value(f"kwargs[{k!r}]", s, f"k{i}")
+    if grad_mode is not None and check_metadata:
+        # with inputs that require grad, the program differs with grad mode (autograd or not)
+        g.miss_if(f"{'not ' if grad_mode else ''}is_grad_enabled()")
     flat = ", ".join(g.tensor_vars[i] for i in range(len(example_tensors)))
     g.emit(f"return computation({flat})")
     return "\n".join(g.lines) + "\n", g.consts
 
 
 def compile_prologue(source, consts, computation):
-    ns = {"MISS": MISS, "Tensor": torch.Tensor, "computation": computation, **consts}
+    ns = {"MISS": MISS, "Tensor": torch.Tensor, "computation": computation,
+          "is_grad_enabled": torch.is_grad_enabled, **consts}
     exec(compile(source, "<thunder prologue>", "exec"), ns)
     return ns["entry"]

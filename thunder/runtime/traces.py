@@ -5,8 +5,9 @@ from thunder.dialects.mlir import ir
 
 
 class Trace:
-    def __init__(self, producer, module=None, python=None, output_spec=None):
-        self.producer = producer  # e.g. "interpreter (acquisition)", "cse", "torch executor"
+    def __init__(self, producer, module=None, python=None, output_spec=None, fn_name="computation"):
+        self.producer = producer
+        self.fn_name = fn_name  # e.g. "interpreter (acquisition)", "cse", "torch executor"
         self._mlir_debug = module.operation.get_asm(enable_debug_info=True) if module is not None else None
         self._mlir = str(module) if module is not None else None
         self._python = python
@@ -30,7 +31,7 @@ class Trace:
         if self._python is None:
             from thunder.runtime.codegen import python_source
 
-            self._python = python_source(self.module(), output_spec=self._output_spec,
+            self._python = python_source(self.module(), self.fn_name, output_spec=self._output_spec,
                                          header=f"produced by: {self.producer}")
         return self._python
 

@@ -1,0 +1,58 @@
+"""Lifting: an MLIR func of ltorch/thunder ops back into a Python-level trace (the inverse of
+emit.py), so passes can run Python rules (VJPs, decompositions) over it and emit the result."""
+from dataclasses import dataclass
+
+from thunder.core.trace import BoundSymbol, Ref, TraceCtx
+from thunder.dialects import attrs
+from thunder.dialects.definitions import decode_op
+from thunder.dialects.mlir import ir
+
+
+@dataclass
+class Lifted:
+    ctx: TraceCtx  # inputs and symbols, tensors as Refs
+    outputs: list  # Refs returned by the func
+    values: dict  # name -> ir.Value of the original func
+
+
+def _names(loc):
+    try:
+        return ir.NameLoc(loc).name_str.split(",")
+    except (ValueError, TypeError):
+        return []
+
+
+def _file_loc(loc):
+    try:
+        child = ir.FileLineColLoc(ir.NameLoc(loc).child_loc)
+        return (child.filename, child.start_line)
+    except (ValueError, TypeError):
+        return None
+
+
+def lift(func_op) -> Lifted:
+    ctx = TraceCtx()
+    refs, values = {}, {}
+
+    def new_ref(value, wanted):
+        name = ctx.new_name(wanted) if wanted and wanted.isidentifier() else ctx.new_name()
+        r = Ref(name, *attrs.tensor_meta(value.type))
+        refs[value] = r
+        values[name] = value
+        return r
+
+    block = func_op.regions[0].blocks[0]
+    ctx.inputs = [new_ref(a, (_names(a.location) or [None])[0]) for a in block.arguments]
+    outputs = []
+    for operation in block.operations:
+        name = operation.operation.name
+        if name == "arith.constant":
+            continue
+        if name == "func.return":
+            outputs = [refs[v] for v in operation.operands]
+            continue
+        op, args = decode_op(operation.operation, lambda v: refs[v])
+        wanted = _names(operation.location)
+        outs = [new_ref(r, wanted[i] if i < len(wanted) else None) for i, r in enumerate(operation.results)]
+        ctx.symbols.append(BoundSymbol(op, args, outs, _file_loc(operation.location)))
+    return Lifted(ctx, outputs, values)

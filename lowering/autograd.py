@@ -1,0 +1,202 @@
+"""thunder-autograd: split func @computation into func @forward and func @backward.
+
+@forward(inputs) -> (outputs..., saved...)     the original ops; also returns what backward needs
+@backward(saved..., cotangents...) -> grads     VJP rules run in reverse order, one grad per
+                                                input that requires grad
+
+Which inputs require grad comes from the `thunder.requires_grad` argument attribute. Ops with a
+VJP rule are differentiated directly; the others are first decomposed (thunder-decompose) until
+only ops with rules remain. Integer and bool values never get gradients.
+"""
+from dataclasses import dataclass
+
+from thunder.core import trace as tracing
+from thunder.core.proxies import TensorProxy
+from thunder.core.trace import Ref, TraceCtx
+from thunder.dialects.definitions import context
+from thunder.dialects.emit import emit_into
+from thunder.dialects.lift import lift
+from thunder.dialects.mlir import func, ir
+from thunder.ops import registry
+
+REQUIRES_GRAD = "thunder.requires_grad"
+
+
+def differentiable_dtype(dtype):
+    return dtype.is_floating_point or dtype.is_complex
+
+
+@dataclass
+class Split:
+    forward: TraceCtx
+    forward_outputs: list  # Refs: the outputs, then the saved values
+    num_outputs: int
+    backward: TraceCtx  # inputs: saved values, then cotangents
+    backward_outputs: list  # Ref or None per input of the forward
+    cotangent_for: list  # indices of the forward outputs that receive a cotangent
+
+
+def _tensor_args(bsym):
+    for p in bsym.op.params:
+        v = bsym.args[p.name]
+        if isinstance(v, Ref):
+            yield p, v
+        elif isinstance(v, tuple):
+            for x in v:
+                if isinstance(x, Ref):
+                    yield p, x
+
+
+def split_forward_backward(lifted, requires_grad) -> Split:
+    ctx, outputs = lifted.ctx, lifted.outputs
+    needs = {r.name for r, rg in zip(ctx.inputs, requires_grad) if rg and differentiable_dtype(r.dtype)}
+    for bsym in ctx.symbols:
+        if any(r.name in needs for _, r in _tensor_args(bsym)):
+            for o in bsym.outputs:
+                if differentiable_dtype(o.dtype):
+                    needs.add(o.name)
+
+    forward_names = {r.name for r in ctx.inputs} | {o.name for b in ctx.symbols for o in b.outputs}
+    bctx = TraceCtx(prefix="b")
+    for n in forward_names:
+        bctx.new_name(n)  # reserve: backward proxies of forward values keep their names
+    proxies = {}
+
+    def fwd(ref):
+        p = proxies.get(ref.name)
+        if p is None:
+            p = proxies[ref.name] = TensorProxy(ref.shape, ref.dtype, ref.device, name=ref.name)
+        return p
+
+    def as_proxies(v):
+        if isinstance(v, Ref):
+            return fwd(v)
+        if isinstance(v, tuple):
+            return tuple(as_proxies(x) for x in v)
+        return v
+
+    grads = {}
+    cotangents, cotangent_for = [], []
+    with tracing.tracing(bctx):
+        for i, r in enumerate(outputs):
+            if r.name in needs and not any(r.name == outputs[j].name for j in cotangent_for):
+                g = TensorProxy(r.shape, r.dtype, r.device, name=bctx.new_name(f"g_{r.name}"))
+                cotangents.append(g)
+                cotangent_for.append(i)
+                grads[r.name] = g
+        from thunder.ops import elementwise
+
+        def accumulate(ref, g):
+            if g is None:
+                return
+            prev = grads.get(ref.name)
+            grads[ref.name] = g if prev is None else elementwise.add(prev, g)
+
+        for bsym in reversed(ctx.symbols):
+            outs_needed = [o for o in bsym.outputs if o.name in grads]
+            if not outs_needed:
+                continue
+            op = bsym.op
+            if op.vjp_rule is None:
+                raise NotImplementedError(f"thunder-autograd: {op.qualname} has no VJP rule and no decomposition")
+            out_proxies = [fwd(o) for o in bsym.outputs]
+            gs = [grads.get(o.name) for o in bsym.outputs]
+            if op.returns_sequence:
+                g, out = tuple(gs), tuple(out_proxies)
+            else:
+                g, out = gs[0], out_proxies[0]
+            args = {k: as_proxies(v) for k, v in bsym.args.items()}
+            result = op.vjp_rule(g, out, **args)
+            for p in op.params:
+                v = bsym.args[p.name]
+                got = result.get(p.name)
+                if isinstance(v, Ref) and v.name in needs:
+                    accumulate(v, got)
+                elif isinstance(v, tuple) and got is not None:
+                    for x, gx in zip(v, got):
+                        if isinstance(x, Ref) and x.name in needs:
+                            accumulate(x, gx)
+        backward_outputs = []
+        for r, rg in zip(ctx.inputs, requires_grad):
+            g = grads.get(r.name) if rg else None
+            backward_outputs.append(tracing.ref(g) if g is not None else None)
+
+    _dce(bctx, backward_outputs)
+    # what backward reads from forward is saved
+    used = []
+    seen = set()
+    for bsym in bctx.symbols:
+        for _, r in _tensor_args(bsym):
+            if r.name in forward_names and r.name not in seen:
+                seen.add(r.name)
+                used.append(r)
+    for r in backward_outputs:
+        if r is not None and r.name in forward_names and r.name not in seen:
+            seen.add(r.name)
+            used.append(r)
+    bctx.inputs = used + [tracing.ref(g) for g in cotangents]
+    return Split(ctx, list(outputs) + used, len(outputs), bctx, backward_outputs, cotangent_for)
+
+
+def _dce(ctx, outputs):
+    """Drop backward symbols whose results nothing needs (VJP rules compute every cotangent, also
+    for inputs that do not require grad)."""
+    live = {r.name for r in outputs if r is not None}
+    kept = []
+    for bsym in reversed(ctx.symbols):
+        if any(o.name in live for o in bsym.outputs):
+            kept.append(bsym)
+            live.update(r.name for _, r in _tensor_args(bsym))
+    ctx.symbols = kept[::-1]
+
+
+def requires_grad_flags(func_op):
+    flags = []
+    arg_attrs = func_op.attributes["arg_attrs"] if "arg_attrs" in func_op.attributes else None
+    n = len(func_op.regions[0].blocks[0].arguments)
+    for i in range(n):
+        d = ir.DictAttr(arg_attrs[i]) if arg_attrs is not None else None
+        flags.append(d is not None and REQUIRES_GRAD in d)
+    return flags
+
+
+def find_func(module_op, name):
+    for op in module_op.regions[0].blocks[0].operations:
+        if op.operation.name == "func.func" and ir.StringAttr(op.attributes["sym_name"]).value == name:
+            return op
+    return None
+
+
+def autograd_module(module_op):
+    """The pass: replace @computation by @forward and @backward."""
+    from thunder.lowering.decompose import decompose_module
+
+    keep = {op.name for op in registry.OPS.values() if op.dialect == "ltorch" and op.vjp_rule is not None}
+    decompose_module(module_op, keep=keep)
+    comp = find_func(module_op, "computation")
+    if comp is None:
+        raise ValueError("thunder-autograd needs a func @computation")
+    flags = requires_grad_flags(comp)
+    split = split_forward_backward(lift(comp), flags)
+    with ir.InsertionPoint.at_block_begin(module_op.regions[0].blocks[0]), comp.location:
+        emit_into(split.forward, split.forward_outputs, "forward", arg_attrs=_arg_attrs(flags),
+                  attributes={"thunder.num_outputs": _i64(split.num_outputs)})
+        grad_of = [i for i, r in enumerate(split.backward_outputs) if r is not None]
+        emit_into(split.backward, [r for r in split.backward_outputs if r is not None], "backward",
+                  attributes={"thunder.grad_of": ir.DenseI64ArrayAttr.get(grad_of),
+                              "thunder.cotangent_for": ir.DenseI64ArrayAttr.get(split.cotangent_for)})
+    comp.erase()
+    return split
+
+
+def _i64(v):
+    return ir.IntegerAttr.get(ir.IntegerType.get_signless(64), v)
+
+
+def _arg_attrs(flags):
+    return [ir.DictAttr.get({REQUIRES_GRAD: ir.UnitAttr.get()}) if f else ir.DictAttr.get({}) for f in flags]
+
+
+def autograd_pass(module_op):
+    with context():
+        autograd_module(module_op)

@@ -1,0 +1,59 @@
+"""Runtime glue for training: the forward and backward programs that thunder-autograd produced
+run inside a torch.autograd.Function, so .backward(), torch.autograd.grad, gradient
+accumulation and retain_graph behave as in eager."""
+import torch
+
+from thunder.dialects.mlir import ir
+from thunder.lowering.autograd import find_func
+from thunder.runtime.codegen import compile_source, python_source
+
+
+class _ThunderAutograd(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, program, *inputs):
+        with torch.no_grad():
+            results = program.forward(*inputs)
+        if not isinstance(results, tuple):
+            results = (results,)
+        n = program.num_outputs
+        outputs, saved = results[:n], results[n:]
+        ctx.save_for_backward(*saved)
+        ctx.program = program
+        non_diff = [o for o in outputs if not (o.dtype.is_floating_point or o.dtype.is_complex)]
+        if non_diff:
+            ctx.mark_non_differentiable(*non_diff)
+        return outputs if n != 1 else outputs[0]
+
+    @staticmethod
+    def backward(ctx, *cotangents):
+        program = ctx.program
+        saved = ctx.saved_tensors
+        cts = [cotangents[i] for i in program.cotangent_for]
+        with torch.no_grad():
+            grads = program.backward(*saved, *cts)
+        if not isinstance(grads, tuple):
+            grads = (grads,)
+        result = [None] * program.num_inputs
+        for i, g in zip(program.grad_of, grads):
+            result[i] = g
+        return (None, *result)
+
+
+class AutogradProgram:
+    """The compiled forward/backward pair of one cache entry."""
+
+    def __init__(self, module, num_inputs):
+        with module.context:
+            fwd = find_func(module.operation, "forward")
+            bwd = find_func(module.operation, "backward")
+            self.num_outputs = ir.IntegerAttr(fwd.attributes["thunder.num_outputs"]).value
+            self.grad_of = list(ir.DenseI64ArrayAttr(bwd.attributes["thunder.grad_of"]))
+            self.cotangent_for = list(ir.DenseI64ArrayAttr(bwd.attributes["thunder.cotangent_for"]))
+        self.num_inputs = num_inputs
+        self.forward_source = python_source(module, "forward", header="produced by: thunder-autograd (forward)")
+        self.backward_source = python_source(module, "backward", header="produced by: thunder-autograd (backward)")
+        self.forward = compile_source(self.forward_source, "forward")
+        self.backward = compile_source(self.backward_source, "backward")
+
+    def __call__(self, *inputs):
+        return _ThunderAutograd.apply(self, *inputs)
