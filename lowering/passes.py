@@ -28,7 +28,11 @@ def register_pass(name, description):
 
 
 def _load_passes():
-    from thunder.lowering import autograd, decompose
+    from thunder.lowering import autograd, decompose, remat
+
+    if "thunder-remat" not in PASSES:
+        register_pass("thunder-remat", "Choose what @forward saves for @backward by a min-cut; "
+                      "recompute cheap ops in @backward")(remat.remat_module)
 
     if "thunder-autograd" not in PASSES:
         register_pass("thunder-autograd", "Split func @computation into @forward (outputs + saved values) "

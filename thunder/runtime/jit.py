@@ -39,6 +39,8 @@ class CompileStats:
     last_traces: list = field(default_factory=list)
     last_prologue_traces: list = field(default_factory=list)
     last_backward_traces: list = field(default_factory=list)
+    # bytes of tensors the forward saves for backward: {"saved_before": without remat, "saved_after": with}
+    last_saved_bytes: dict | None = None
     last_interpreted_instructions: list | None = None
     last_interpreter_log: list | None = None
 
@@ -251,7 +253,7 @@ def compile_entry(cd, cs, args, kwargs) -> CacheEntry:
     grad_mode = torch.is_grad_enabled()
     backward_traces = []
     if grad_mode and not cd.disable_torch_autograd and any(x.requires_grad for x in tensors):
-        source, computation, backward_traces = _autograd_program(module, tensors, proxies, out_spec, traces)
+        source, computation, backward_traces = _autograd_program(cs, module, tensors, proxies, out_spec, traces)
         times["autograd"] = time.perf_counter() - t
         t = time.perf_counter()
     else:
@@ -273,9 +275,10 @@ def compile_entry(cd, cs, args, kwargs) -> CacheEntry:
                       [(tuple(x.shape), x.dtype, x.device, x.requires_grad) for x in tensors]), backward_traces)
 
 
-def _autograd_program(module, tensors, proxies, out_spec, traces):
+def _autograd_program(cs, module, tensors, proxies, out_spec, traces):
     """thunder-autograd on the trace; returns (source, computation, backward traces)."""
     from thunder.lowering.autograd import REQUIRES_GRAD, autograd_module
+    from thunder.lowering.remat import remat_module
     from thunder.runtime.autograd import AutogradProgram
     from thunder.runtime.structure import rebuild_source
 
@@ -286,8 +289,11 @@ def _autograd_program(module, tensors, proxies, out_spec, traces):
             ir.DictAttr.get({REQUIRES_GRAD: ir.UnitAttr.get()} if x.requires_grad else {}) for x in tensors])
         autograd_module(m.operation)
         build_pass_manager("builtin.module(cse,canonicalize)").run(m.operation)
+        traces.append(Trace("thunder-autograd", m, fn_name="forward"))
+        cs.last_saved_bytes = remat_module(m.operation)
+        build_pass_manager("builtin.module(cse,canonicalize)").run(m.operation)
     program = AutogradProgram(m, len(tensors))
-    traces.append(Trace("thunder-autograd (forward)", m, python=program.forward_source, fn_name="forward"))
+    traces.append(Trace("thunder-remat (forward)", m, python=program.forward_source, fn_name="forward"))
     backward = [Trace("thunder-autograd (backward)", m, python=program.backward_source, fn_name="backward")]
     names = [p.name for p in proxies]
     n = program.num_outputs

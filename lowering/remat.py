@@ -1,0 +1,134 @@
+"""thunder-remat: choose what @forward saves for @backward with a min-cut.
+
+The joint graph has a node pair v_in -> v_out per forward value, with the value's size in bytes
+as capacity; data dependencies are infinite edges; forward inputs and results of ops that must
+not be recomputed (matmuls, attention, random ops) hang off the source, values @backward needs
+lead to the sink. A minimum cut is the cheapest set of values to save; everything else @backward
+needs is recomputed there from them. Cheap elementwise chains are thus recomputed, not saved.
+"""
+import networkx as nx
+
+from thunder.core.trace import Ref, TraceCtx
+from thunder.dialects.emit import emit_into
+from thunder.dialects.lift import lift
+from thunder.dialects.mlir import ir
+from thunder.lowering.autograd import find_func
+
+# ops whose results are saved rather than recomputed: expensive, or random
+EXPENSIVE = {"matmul", "mm", "bmm", "linear", "scaled_dot_product_attention", "conv1d", "conv2d",
+             "conv_transpose2d", "embedding", "take", "index_add", "rmatmul", "bilinear"}
+INPUT_COST = 1  # inputs are alive anyway: saving one costs (almost) nothing
+
+
+def nbytes(ref):
+    n = ref.dtype.itemsize
+    for s in ref.shape:
+        n *= s
+    return n
+
+
+def recomputable(op):
+    return not op.random and op.name not in EXPENSIVE
+
+
+def _rename(v, mapping):
+    if isinstance(v, Ref):
+        return mapping.get(v.name, v)
+    if isinstance(v, tuple):
+        return tuple(_rename(x, mapping) for x in v)
+    return v
+
+
+def choose_saved(forward_ctx, needed):
+    """Min-cut: the forward values to save so that `needed` (names) can be computed."""
+    g = nx.DiGraph()
+    src, sink = "__source__", "__sink__"
+    refs = {}
+    for r in forward_ctx.inputs:
+        refs[r.name] = r
+        g.add_edge(src, (r.name, "in"))
+        g.add_edge((r.name, "in"), (r.name, "out"), capacity=INPUT_COST)
+    for bsym in forward_ctx.symbols:
+        ins = [r for r in _flat(bsym.args.values()) if isinstance(r, Ref)]
+        for o in bsym.outputs:
+            refs[o.name] = o
+            g.add_edge((o.name, "in"), (o.name, "out"), capacity=nbytes(o) or 1)
+            if not recomputable(bsym.op) or not ins:
+                g.add_edge(src, (o.name, "in"))
+            for r in ins:
+                g.add_edge((r.name, "out"), (o.name, "in"))
+    for name in needed:
+        g.add_edge((name, "out"), sink)
+    _, (reachable, _) = nx.minimum_cut(g, src, sink)
+    saved = [refs[n] for n in refs if (n, "in") in reachable and (n, "out") not in reachable]
+    return saved
+
+
+def _flat(values):
+    for v in values:
+        if isinstance(v, tuple):
+            yield from v
+        else:
+            yield v
+
+
+def remat_module(module_op):
+    fwd_op, bwd_op = find_func(module_op, "forward"), find_func(module_op, "backward")
+    if fwd_op is None or bwd_op is None:
+        raise ValueError("thunder-remat needs func @forward and func @backward (run thunder-autograd first)")
+    num_outputs = ir.IntegerAttr(fwd_op.attributes["thunder.num_outputs"]).value
+    fwd, bwd = lift(fwd_op), lift(bwd_op)
+    old_saved = fwd.outputs[num_outputs:]
+    n_saved = len(old_saved)
+    # backward's names for saved values -> forward's; its own names must not clash with forward's
+    mapping = {b.name: f for b, f in zip(bwd.ctx.inputs[:n_saved], old_saved)}
+    taken = {r.name for r in fwd.ctx.inputs} | {o.name for b in fwd.ctx.symbols for o in b.outputs}
+    for bsym in bwd.ctx.symbols:
+        for o in bsym.outputs:
+            if o.name in taken and o.name not in mapping:
+                mapping[o.name] = Ref(_fresh(o.name, taken), o.shape, o.dtype, o.device)
+    cotangents = [mapping.get(r.name, r) for r in bwd.ctx.inputs[n_saved:]]
+    for r in bwd.ctx.inputs[n_saved:]:
+        if r.name in taken:
+            new = Ref(_fresh(r.name, taken), r.shape, r.dtype, r.device)
+            mapping[r.name] = new
+            cotangents[cotangents.index(r)] = new
+    bsyms = [type(b)(b.op, {k: _rename(v, mapping) for k, v in b.args.items()},
+                     [_rename(o, mapping) for o in b.outputs], b.location) for b in bwd.ctx.symbols]
+    bouts = [_rename(r, mapping) for r in bwd.outputs]
+
+    needed = [r.name for r in old_saved]
+    saved = choose_saved(fwd.ctx, needed)
+    saved_names = {r.name for r in saved}
+    # recompute, in forward order, what backward needs and was not saved
+    need = set(needed) - saved_names
+    recompute = []
+    for bsym in reversed(fwd.ctx.symbols):
+        if any(o.name in need for o in bsym.outputs):
+            recompute.append(bsym)
+            for r in _flat(bsym.args.values()):
+                if isinstance(r, Ref) and r.name not in saved_names:
+                    need.add(r.name)
+    recompute.reverse()
+
+    new_bwd = TraceCtx()
+    new_bwd.inputs = saved + cotangents
+    new_bwd.symbols = recompute + bsyms
+    attrs_f = {k: fwd_op.attributes[k] for k in ("thunder.num_outputs",)}
+    attrs_b = {k: bwd_op.attributes[k] for k in ("thunder.grad_of", "thunder.cotangent_for")}
+    arg_attrs = fwd_op.attributes["arg_attrs"] if "arg_attrs" in fwd_op.attributes else None
+    with ir.InsertionPoint(fwd_op), fwd_op.location:
+        emit_into(fwd.ctx, fwd.outputs[:num_outputs] + saved, "forward",
+                  arg_attrs=list(arg_attrs) if arg_attrs is not None else None, attributes=attrs_f)
+        emit_into(new_bwd, bouts, "backward", attributes=attrs_b)
+    fwd_op.erase()
+    bwd_op.erase()
+    return {"saved_before": sum(nbytes(r) for r in old_saved), "saved_after": sum(nbytes(r) for r in saved)}
+
+
+def _fresh(name, taken):
+    i = 0
+    while f"{name}_r{i}" in taken:
+        i += 1
+    taken.add(f"{name}_r{i}")
+    return f"{name}_r{i}"
