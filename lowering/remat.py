@@ -41,6 +41,8 @@ def _rename(v, mapping):
 
 def choose_saved(forward_ctx, needed):
     """Min-cut: the forward values to save so that `needed` (names) can be computed."""
+    if not needed:
+        return []
     g = nx.DiGraph()
     src, sink = "__source__", "__sink__"
     refs = {}
