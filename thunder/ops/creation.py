@@ -1,1 +1,219 @@
-"""(being written)"""
+"""Creation ltorch ops (zeros, ones, full, arange, *_like) and dtype/device conversions."""
+import math
+
+import torch
+
+from thunder.core.proxies import TensorProxy
+from thunder.ops import prims
+from thunder.ops.decomp_utils import to_dtype
+from thunder.ops.meta_utils import is_tensor
+from thunder.ops.registry import Bool, DType, Device, Ints, Number, OpDef, Tensor, ltorch
+
+
+def _device(device):
+    return torch.device("cpu") if device is None else torch.device(device)
+
+
+def _fill(value, dtype):
+    return bool(value) if dtype is torch.bool else to_dtype(value, dtype)
+
+
+def _full(shape, value, dtype, device):
+    return prims.full(tuple(shape), _fill(value, dtype), dtype=dtype, device=_device(device))
+
+
+def _check_size(name, size):
+    if any(s < 0 for s in size):
+        raise RuntimeError(f"{name}: Dimension size must be non-negative.")
+
+
+def _number_dtype(value):
+    """The dtype torch.full infers from its fill value."""
+    return torch.bool if isinstance(value, bool) else torch.int64 if isinstance(value, int) else torch.get_default_dtype()
+
+
+# --------------------------------------------------------------------------------------------
+# zeros, ones, full
+
+
+def _constant(name, value):
+    def meta(size: Ints, *, dtype: DType | None = None, device: Device | None = None, requires_grad: Bool = False):
+        _check_size(name, size)
+        return TensorProxy(size, dtype or torch.get_default_dtype(), _device(device), requires_grad)
+
+    def decomposition(size, *, dtype=None, device=None, requires_grad=False):
+        return _full(size, value, dtype or torch.get_default_dtype(), device)
+
+    meta.__name__ = name
+    op = ltorch(f"torch.{name}", varargs="size", aliases=(getattr(torch, name),))(meta)
+    op.decompose(decomposition)
+    return op
+
+
+zeros = _constant("zeros", 0)
+ones = _constant("ones", 1)
+
+
+@ltorch("torch.full", aliases=(torch.full,))
+def full(size: Ints, fill_value: Number, *, dtype: DType | None = None, device: Device | None = None,
+         requires_grad: Bool = False):
+    _check_size("full", size)
+    return TensorProxy(size, dtype or _number_dtype(fill_value), _device(device), requires_grad)
+
+
+@full.decompose
+def _(size, fill_value, *, dtype=None, device=None, requires_grad=False):
+    return _full(size, fill_value, dtype or _number_dtype(fill_value), device)
+
+
+def _like(name, value):
+    def meta(input: Tensor, *, dtype: DType | None = None, device: Device | None = None, requires_grad: Bool = False):
+        return TensorProxy(input.shape, dtype or input.dtype, device or input.device, requires_grad)
+
+    def decomposition(input, *, dtype=None, device=None, requires_grad=False):
+        return _full(input.shape, value, dtype or input.dtype, device or input.device)
+
+    meta.__name__ = name
+    op = ltorch(f"torch.{name}", aliases=(getattr(torch, name),))(meta)
+    op.decompose(decomposition)
+    return op
+
+
+zeros_like = _like("zeros_like", 0)
+ones_like = _like("ones_like", 1)
+
+
+@ltorch("torch.full_like", aliases=(torch.full_like,))
+def full_like(input: Tensor, fill_value: Number, *, dtype: DType | None = None, device: Device | None = None,
+              requires_grad: Bool = False):
+    return TensorProxy(input.shape, dtype or input.dtype, device or input.device, requires_grad)
+
+
+@full_like.decompose
+def _(input, fill_value, *, dtype=None, device=None, requires_grad=False):
+    return _full(input.shape, fill_value, dtype or input.dtype, device or input.device)
+
+
+# --------------------------------------------------------------------------------------------
+# arange
+
+
+def _arange_args(start, end, step, dtype):
+    """(start, end, step, dtype, length) as torch computes them."""
+    if end is None:
+        start, end = 0, start
+    if dtype is None:
+        floats = any(isinstance(v, float) for v in (start, end, step))
+        dtype = torch.get_default_dtype() if floats else torch.int64
+    if not (dtype.is_floating_point or dtype.is_complex):  # integer arange works on truncated bounds
+        start, end, step = int(start), int(end), int(step)
+    if step == 0:
+        raise RuntimeError("step must be nonzero")
+    if step > 0 and end < start or step < 0 and end > start:
+        raise RuntimeError("upper bound and lower bound inconsistent with step sign")
+    length = math.ceil((end - start) / step)  # in double, as torch
+    return start, end, step, dtype, length
+
+
+@ltorch("impl.arange", aliases=(torch.arange,))
+def arange(start: Number = 0, end: Number | None = None, step: Number = 1, *, dtype: DType | None = None,
+           device: Device | None = None, requires_grad: Bool = False):
+    """torch.arange(end), torch.arange(start, end, step=1)."""
+    *_, dtype, length = _arange_args(start, end, step, dtype)
+    return TensorProxy((length,), dtype, _device(device), requires_grad)
+
+
+@arange.decompose
+def _(start=0, end=None, step=1, *, dtype=None, device=None, requires_grad=False):
+    start, end, step, dtype, length = _arange_args(start, end, step, dtype)
+    device = _device(device)
+    if not dtype.is_floating_point:
+        return prims.iota(length, start=start, step=step, dtype=dtype, device=device)
+    # as torch: start + i * step computed in double, then rounded to dtype
+    i = prims.iota(length, start=0, step=1, dtype=torch.float64, device=device)
+    return to_dtype(prims.add(prims.mul(i, float(step)), float(start)), dtype)
+
+
+# --------------------------------------------------------------------------------------------
+# Conversions: Tensor.to, Tensor.type, Tensor.float() and friends
+
+
+def _converted(input, dtype, device=None, copy=False):
+    out = TensorProxy(input.shape, dtype or input.dtype, _device(device) if device is not None else input.device)
+    if not copy and out.dtype == input.dtype and out.device == input.device:
+        # eager returns the input itself: in-place updates of either show in the other
+        out.is_view = True
+        input.has_views = True
+    return out
+
+
+def _convert(input, dtype, device=None):
+    if device is not None and _device(device) != input.device:
+        raise NotImplementedError("thunder: decomposing a device transfer is not supported (no prim moves "
+                                  "tensors between devices)")
+    return to_dtype(input, dtype or input.dtype)
+
+
+class _ToOp(OpDef):
+    """Tensor.to's overloads: to(dtype), to(device, dtype=None), to(other): positional devices
+    and tensors become the device/dtype keywords before binding."""
+
+    def bind(self, args, kwargs):
+        input, *rest = args
+        kwargs = dict(kwargs)
+        if rest and isinstance(rest[0], (str, torch.device)):
+            kwargs["device"] = rest.pop(0)
+            if rest and isinstance(rest[0], torch.dtype):
+                kwargs["dtype"] = rest.pop(0)
+        elif rest and is_tensor(rest[0]) or isinstance(kwargs.get("other"), TensorProxy):
+            other = rest.pop(0) if rest and is_tensor(rest[0]) else kwargs.pop("other")
+            kwargs.update(dtype=other.dtype, device=other.device)
+        return super().bind((input, *rest), kwargs)
+
+
+@ltorch("impl.to", methods=("to",), aliases=(torch.Tensor.to,))
+def to(input: Tensor, dtype: DType | None = None, non_blocking: Bool = False, copy: Bool = False, *,
+       device: Device | None = None):
+    """x.to(dtype), x.to(device, dtype), x.to(other), x.to(dtype=..., device=...)."""
+    return _converted(input, dtype, device, copy)
+
+
+@to.decompose
+def _(input, dtype=None, non_blocking=False, copy=False, *, device=None):
+    return _convert(input, dtype, device)
+
+
+to.__class__ = _ToOp
+
+
+@ltorch("torch.Tensor.type", methods=("type",), aliases=(torch.Tensor.type,))
+def type_(input: Tensor, dtype: DType):
+    """x.type(dtype) (a dtype only: type names and x.type() are not supported)."""
+    return _converted(input, dtype)
+
+
+@type_.decompose
+def _(input, dtype):
+    return _convert(input, dtype)
+
+
+def _conversion(name, dtype):
+    def meta(input: Tensor):
+        return _converted(input, dtype)
+
+    meta.__name__ = name
+    meta.__doc__ = f"x.{name}(): x.to({dtype})"
+    op = ltorch(f"torch.Tensor.{name}", methods=(name,), aliases=(getattr(torch.Tensor, name),), name=name)(meta)
+    op.decompose(lambda input: _convert(input, dtype))
+    return op
+
+
+to_float = _conversion("float", torch.float32)
+to_double = _conversion("double", torch.float64)
+to_half = _conversion("half", torch.float16)
+to_bfloat16 = _conversion("bfloat16", torch.bfloat16)
+to_long = _conversion("long", torch.int64)
+to_int = _conversion("int", torch.int32)
+to_short = _conversion("short", torch.int16)
+to_byte = _conversion("byte", torch.uint8)
+to_bool = _conversion("bool", torch.bool)

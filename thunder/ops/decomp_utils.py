@@ -28,3 +28,32 @@ def elementwise_args(*args, compute_dtype=None):
     shape = broadcast_shapes(*(a.shape for a in args if is_tensor(a)))
     dtype = compute_dtype or dtypes.promote(*args)
     return [expand_to(to_dtype(a, dtype), shape) for a in args], shape, dtype
+
+
+def opmath_dtype(dtype):
+    """The dtype torch's kernels compute float16/bfloat16 math in (float32); others compute as is."""
+    import torch
+
+    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+
+
+def as_tensor(x, like):
+    """x as a tensor of like's shape, dtype and device (prims such as maximum take no numbers)."""
+    if is_tensor(x):
+        return x
+    return prims.full(tuple(like.shape), to_dtype(x, like.dtype), dtype=like.dtype, device=like.device)
+
+
+def reduction_dims(dim, ndim):
+    """The dims a reduction over `dim` (None or () for all) reduces, without dims a 0-d tensor lacks."""
+    from thunder.ops.meta_utils import canonical_dims
+
+    return tuple(d for d in canonical_dims(dim, ndim) if d < ndim)
+
+
+def keep_dims(a, shape, dims):
+    """Reshape a reduction result to the keepdim=True shape (size 1 at the reduced dims)."""
+    from thunder.ops.meta_utils import reduced_shape
+
+    kept = reduced_shape(shape, dims, True)
+    return a if tuple(a.shape) == kept else prims.reshape(a, kept)

@@ -1,21 +1,577 @@
 """Elementwise ltorch ops: arithmetic, comparisons, unary math, activations."""
-import torch
+import math
 
+import torch
+import torch.nn.functional as F
+
+from thunder.core import dtypes
+from thunder.core.proxies import TensorProxy
 from thunder.ops import prims
-from thunder.ops.decomp_utils import elementwise_args, to_dtype
-from thunder.ops.meta_utils import elementwise
-from thunder.ops.registry import Number, Tensor, TensorOrNumber, ltorch
+from thunder.ops.decomp_utils import as_tensor, expand_to, opmath_dtype, to_dtype
+from thunder.ops.meta_utils import broadcast_shapes, device_of, elementwise, is_tensor
+from thunder.ops.registry import Bool, Float, Int, Number, Str, Tensor, TensorOrNumber, ltorch
+
+# --------------------------------------------------------------------------------------------
+# Shared pieces
+
+
+def _aliases(*names, extra=()):
+    """torch.<name> and torch.Tensor.<name> for each name that exists, plus extra callables."""
+    found = [getattr(ns, n) for n in names for ns in (torch, torch.Tensor) if hasattr(ns, n)]
+    return (*found, *extra)
+
+
+def _dtype_name(dtype):
+    return {torch.bool: "Bool", torch.uint8: "Byte", torch.int8: "Char", torch.int16: "Short",
+            torch.int32: "Int", torch.int64: "Long", torch.float16: "Half", torch.bfloat16: "BFloat16",
+            torch.float32: "Float", torch.float64: "Double"}.get(dtype, str(dtype))
+
+
+def _category(dtype):
+    return "bool" if dtype is torch.bool else "float" if dtype.is_floating_point or dtype.is_complex else "int"
+
+
+def _reject(name, dtype, categories, exc=NotImplementedError):
+    """Raise torch's error for a dtype the kernel does not support (categories: bool/int/float)."""
+    if _category(dtype) in categories:
+        raise exc(f'"{name}" not implemented for \'{_dtype_name(dtype)}\'')
+
+
+def _compute(operands, out, fn, *, upcast=False, dtype=None):
+    """The body of most decompositions: broadcast the operands to out's shape, convert them to the
+    compute dtype (dtype; else out's dtype, or the promoted one for ops with bool results; float32
+    for float16/bfloat16 when upcast, as torch's kernels do), apply fn and convert to out's dtype."""
+    if dtype is None:
+        dtype = out.dtype if out.dtype is not torch.bool else dtypes.promote(*operands)
+    if upcast:
+        dtype = opmath_dtype(dtype)
+    args = [expand_to(to_dtype(a, dtype), out.shape) for a in operands]
+    return to_dtype(fn(*args), out.dtype)
+
+
+def _check_any_tensor(name, *args):
+    if not any(is_tensor(a) for a in args):
+        raise TypeError(f"{name}(): expected at least one tensor argument")
+
+
+# --------------------------------------------------------------------------------------------
+# Unary ops
+
+
+def _unary(name, fn, *, float_out=False, bool_out=False, upcast=False, reject=(), exc=NotImplementedError,
+           dunders=(), extra_aliases=(), method=True, names=()):
+    def meta(input: Tensor):
+        _reject(name, input.dtype, reject, exc)
+        return elementwise(input, int_to_float=float_out, always_bool=bool_out)
+
+    meta.__name__ = name
+    methods = (name, *names) if method else ()
+    op = ltorch(f"torch.{name}", methods=methods, dunders=dunders,
+                aliases=_aliases(name, *names, extra=extra_aliases))(meta)
+    op.decompose(lambda input: _compute([input], op.meta(input), fn, upcast=upcast))
+    return op
+
+
+def _float_only(prim):
+    """floor, ceil, trunc: identity on integers."""
+    return lambda x: prim(x) if x.dtype.is_floating_point else x
+
+
+def _is_inf(x):
+    if not x.dtype.is_floating_point:
+        return prims.full(x.shape, False, dtype=torch.bool, device=x.device)
+    return prims.eq(prims.abs(x), math.inf)
+
+
+def _is_finite(x):
+    if not x.dtype.is_floating_point:
+        return prims.full(x.shape, True, dtype=torch.bool, device=x.device)
+    return prims.lt(prims.abs(x), math.inf)  # false for nan and inf
+
+
+def _sigmoid(x):
+    return prims.reciprocal(prims.add(prims.exp(prims.neg(x)), 1.0))
+
+
+neg = _unary("neg", prims.neg, reject=("bool",), exc=RuntimeError, dunders=("__neg__",), names=("negative",))
+abs_ = _unary("abs", prims.abs, reject=("bool",), dunders=("__abs__",), names=("absolute",))
+exp = _unary("exp", prims.exp, float_out=True)
+exp2 = _unary("exp2", lambda x: prims.pow(2.0, x), float_out=True, upcast=True)
+expm1 = _unary("expm1", prims.expm1, float_out=True)
+log = _unary("log", prims.log, float_out=True)
+log2 = _unary("log2", lambda x: prims.mul(prims.log(x), 1 / math.log(2)), float_out=True, upcast=True)
+log10 = _unary("log10", lambda x: prims.mul(prims.log(x), 1 / math.log(10)), float_out=True, upcast=True)
+log1p = _unary("log1p", prims.log1p, float_out=True)
+sqrt = _unary("sqrt", prims.sqrt, float_out=True)
+rsqrt = _unary("rsqrt", prims.rsqrt, float_out=True)
+sin = _unary("sin", prims.sin, float_out=True)
+cos = _unary("cos", prims.cos, float_out=True)
+tan = _unary("tan", lambda x: prims.div(prims.sin(x), prims.cos(x)), float_out=True, upcast=True)
+tanh = _unary("tanh", prims.tanh, float_out=True)
+sigmoid = _unary("sigmoid", _sigmoid, float_out=True, upcast=True, extra_aliases=(F.sigmoid,))
+erf = _unary("erf", prims.erf, float_out=True)
+reciprocal = _unary("reciprocal", prims.reciprocal, float_out=True)
+floor = _unary("floor", _float_only(prims.floor), reject=("bool",))
+ceil = _unary("ceil", _float_only(prims.ceil), reject=("bool",))
+trunc = _unary("trunc", _float_only(prims.trunc), reject=("bool",), names=("fix",))
+sign = _unary("sign", prims.sign)
+isnan = _unary("isnan", prims.isnan, bool_out=True)
+isinf = _unary("isinf", _is_inf, bool_out=True)
+isfinite = _unary("isfinite", _is_finite, bool_out=True)
+bitwise_not = _unary("bitwise_not", prims.bitwise_not, reject=("float",), dunders=("__invert__",))
+
+
+@ltorch("torch.round", methods=("round",), aliases=_aliases("round"))
+def round_(input: Tensor, *, decimals: Int = 0):
+    _reject("round", input.dtype, ("bool",) if decimals == 0 else ("bool", "int"))
+    return TensorProxy.like(input)
+
+
+@round_.decompose
+def _(input, *, decimals=0):
+    def fn(x):
+        if not x.dtype.is_floating_point:
+            return x
+        if decimals == 0:
+            return prims.round(x)
+        scale = 10.0 ** abs(decimals)  # as torch: nearbyint(x * 10^d) / 10^d, or the reverse for d < 0
+        if decimals > 0:
+            return prims.div(prims.round(prims.mul(x, scale)), scale)
+        return prims.mul(prims.round(prims.div(x, scale)), scale)
+
+    return _compute([input], round_.meta(input, decimals=decimals), fn)
+
+
+@ltorch("torch.logical_not", methods=("logical_not",), aliases=_aliases("logical_not"))
+def logical_not(input: Tensor):
+    return TensorProxy.like(input, dtype=torch.bool)
+
+
+@logical_not.decompose
+def _(input):
+    return prims.bitwise_not(to_dtype(input, torch.bool))
+
+
+# --------------------------------------------------------------------------------------------
+# Binary ops
 
 
 @ltorch("torch.add", methods=("add",), dunders=("__add__",), rdunders=("__radd__",),
         aliases=(torch.add, torch.Tensor.add))
 def add(input: TensorOrNumber, other: TensorOrNumber, *, alpha: Number = 1):
-    return elementwise(input, other)
+    _check_any_tensor("add", input, other)
+    return _check_alpha(elementwise(input, other), alpha)
 
 
 @add.decompose
 def _(input, other, *, alpha=1):
-    (a, b), _, dtype = elementwise_args(input, other)
-    if alpha != 1:
-        b = prims.mul(b, to_dtype(alpha, dtype))
-    return prims.add(a, b)
+    return _compute([input, other], add.meta(input, other, alpha=alpha), lambda a, b: prims.add(a, _scaled(b, alpha)))
+
+
+def _check_alpha(out, alpha):
+    if isinstance(alpha, float) and not (out.dtype.is_floating_point or out.dtype.is_complex):
+        raise RuntimeError("For integral input tensors, argument alpha must not be a floating point number.")
+    return out
+
+
+def _scaled(b, alpha):
+    """alpha * b in b's dtype (b is a tensor or a number converted to the compute dtype)."""
+    if alpha == 1:
+        return b
+    if not is_tensor(b):
+        return type(b)(b * alpha)
+    return prims.mul(b, to_dtype(alpha, b.dtype))
+
+
+def _binary(name, fn, *, float_out=False, bool_out=False, upcast=False, check=None, dunders=(), rdunders=(),
+            names=(), tensors_only=False, torch_name=None):
+    """input <op> other with broadcasting and type promotion. check(operands, out_dtype) raises
+    torch's error for unsupported inputs."""
+    def meta(input: TensorOrNumber, other: TensorOrNumber):
+        _check_any_tensor(name, input, other)
+        out = elementwise(input, other, int_to_float=float_out, always_bool=bool_out)
+        if check is not None:
+            check(name, (input, other), out.dtype)
+        return out
+
+    meta.__name__ = name
+    if tensors_only:
+        meta.__annotations__ = {"input": Tensor, "other": Tensor}
+    op = ltorch(torch_name or f"torch.{name}", methods=(name, *names), dunders=dunders, rdunders=rdunders,
+                aliases=_aliases(name, *names))(meta)
+    op.decompose(lambda input, other: _compute([input, other], op.meta(input, other), fn, upcast=upcast))
+    return op
+
+
+def _no_bool_result(name, operands, dtype):
+    _reject(name, dtype, ("bool",))
+
+
+def _no_float_result(name, operands, dtype):
+    _reject(name, dtype, ("float",))
+
+
+def _no_bool_operand(name, operands, dtype):
+    if any(a is not None and (a.dtype is torch.bool if is_tensor(a) else isinstance(a, bool)) for a in operands):
+        raise RuntimeError("Subtraction, the `-` operator, with a bool tensor is not supported. "
+                           "If you are trying to invert a mask, use the `~` or `logical_not()` operator instead.")
+
+
+def _pow_check(name, operands, dtype):
+    base, exponent = operands
+    _reject(name, dtype, ("bool",))
+    if (is_tensor(base) and not base.dtype.is_floating_point and not is_tensor(exponent)
+            and not isinstance(exponent, float) and exponent < 0):
+        raise RuntimeError("Integers to negative integer powers are not allowed.")
+
+
+def _div_trunc(a, b):
+    q = prims.div(a, b)
+    return prims.trunc(q) if q.dtype.is_floating_point else q
+
+
+def _div_floor(a, b):
+    """Python's floor division, as torch computes it (c10::div_floor_floating / div_floor_integer)."""
+    like = a if is_tensor(a) else b
+    a, b = as_tensor(a, like), as_tensor(b, like)
+    if not a.dtype.is_floating_point:
+        q = prims.div(a, b)  # truncates
+        r = prims.sub(a, prims.mul(q, b))
+        fix = prims.bitwise_and(prims.ne(r, 0), prims.ne(prims.lt(r, 0), prims.lt(b, 0)))
+        return prims.where(fix, prims.sub(q, 1), q)
+    q = prims.div(prims.sub(a, prims.remainder(a, b)), b)  # an integer up to rounding
+    f = prims.floor(q)
+    f = prims.where(prims.gt(prims.sub(q, f), 0.5), prims.add(f, 1.0), f)
+    return prims.where(prims.eq(b, 0.0), prims.div(a, b), f)
+
+
+mul = _binary("mul", prims.mul, dunders=("__mul__",), rdunders=("__rmul__",), names=("multiply",))
+floor_divide = _binary("floor_divide", _div_floor, upcast=True, check=_no_bool_result, dunders=("__floordiv__",))
+remainder = _binary("remainder", prims.remainder, check=_no_bool_result, dunders=("__mod__",))
+maximum = _binary("maximum", prims.maximum, tensors_only=True)
+minimum = _binary("minimum", prims.minimum, tensors_only=True)
+atan2 = _binary("atan2", prims.atan2, float_out=True, tensors_only=True, names=("arctan2",))
+bitwise_and = _binary("bitwise_and", prims.bitwise_and, check=_no_float_result,
+                      dunders=("__and__",), rdunders=("__rand__",))
+bitwise_or = _binary("bitwise_or", prims.bitwise_or, check=_no_float_result, dunders=("__or__",), rdunders=("__ror__",))
+bitwise_xor = _binary("bitwise_xor", prims.bitwise_xor, check=_no_float_result,
+                      dunders=("__xor__",), rdunders=("__rxor__",))
+eq = _binary("eq", prims.eq, bool_out=True, dunders=("__eq__",))
+ne = _binary("ne", prims.ne, bool_out=True, dunders=("__ne__",), names=("not_equal",))
+lt = _binary("lt", prims.lt, bool_out=True, dunders=("__lt__",), names=("less",))
+le = _binary("le", prims.le, bool_out=True, dunders=("__le__",), names=("less_equal",))
+gt = _binary("gt", prims.gt, bool_out=True, dunders=("__gt__",), names=("greater",))
+ge = _binary("ge", prims.ge, bool_out=True, dunders=("__ge__",), names=("greater_equal",))
+
+
+def _logical(name, prim):
+    def meta(input: Tensor, other: Tensor):
+        return elementwise(input, other, always_bool=True)
+
+    meta.__name__ = name
+    op = ltorch(f"torch.{name}", methods=(name,), aliases=_aliases(name))(meta)
+    op.decompose(lambda input, other: _compute([input, other], op.meta(input, other), prim, dtype=torch.bool))
+    return op
+
+
+logical_and = _logical("logical_and", prims.bitwise_and)
+logical_or = _logical("logical_or", prims.bitwise_or)
+logical_xor = _logical("logical_xor", prims.bitwise_xor)
+
+
+@ltorch("torch.sub", methods=("sub", "subtract"), dunders=("__sub__",), aliases=_aliases("sub", "subtract"))
+def sub(input: TensorOrNumber, other: TensorOrNumber, *, alpha: Number = 1):
+    _check_any_tensor("sub", input, other)
+    _no_bool_operand("sub", (input, other, alpha), None)
+    return _check_alpha(elementwise(input, other), alpha)
+
+
+@sub.decompose
+def _(input, other, *, alpha=1):
+    return _compute([input, other], sub.meta(input, other, alpha=alpha), lambda a, b: prims.sub(a, _scaled(b, alpha)))
+
+
+@ltorch("torch.rsub", rdunders=("__rsub__",), aliases=(torch.rsub,))
+def rsub(input: TensorOrNumber, other: TensorOrNumber, *, alpha: Number = 1):
+    """other - alpha * input (Python's `number - tensor`)."""
+    return sub.meta(other, input, alpha=alpha)
+
+
+@rsub.decompose
+def _(input, other, *, alpha=1):
+    return sub(other, input, alpha=alpha)
+
+
+def _check_rounding_mode(rounding_mode):
+    if rounding_mode not in (None, "trunc", "floor"):
+        raise RuntimeError("div expected rounding_mode to be one of None, 'trunc', or 'floor' "
+                           f"but found '{rounding_mode}'")
+
+
+@ltorch("torch.div", methods=("div", "divide"), dunders=("__truediv__",), aliases=_aliases("div", "divide"))
+def div(input: TensorOrNumber, other: TensorOrNumber, *, rounding_mode: Str | None = None):
+    _check_any_tensor("div", input, other)
+    _check_rounding_mode(rounding_mode)
+    out = elementwise(input, other, int_to_float=rounding_mode is None)
+    _reject(f"div_{rounding_mode}", out.dtype, ("bool",))
+    return out
+
+
+@div.decompose
+def _(input, other, *, rounding_mode=None):
+    fn = {None: prims.div, "trunc": _div_trunc, "floor": _div_floor}[rounding_mode]
+    # float16/bfloat16: torch rounds the quotient to the dtype before truncating, but floors in float32
+    return _compute([input, other], div.meta(input, other, rounding_mode=rounding_mode), fn,
+                    upcast=rounding_mode == "floor")
+
+
+@ltorch("torch.true_divide", methods=("true_divide",), aliases=_aliases("true_divide"))
+def true_divide(dividend: TensorOrNumber, divisor: TensorOrNumber):
+    return div.meta(dividend, divisor)
+
+
+@true_divide.decompose
+def _(dividend, divisor):
+    return _compute([dividend, divisor], div.meta(dividend, divisor), prims.div)
+
+
+@ltorch("torch.pow", methods=("pow",), dunders=("__pow__",), aliases=_aliases("pow"))
+def pow_(input: TensorOrNumber, exponent: TensorOrNumber):
+    _check_any_tensor("pow", input, exponent)
+    out = elementwise(input, exponent)
+    _pow_check("pow", (input, exponent), out.dtype)
+    return out
+
+
+@pow_.decompose
+def _(input, exponent):
+    return _compute([input, exponent], pow_.meta(input, exponent), prims.pow)
+
+
+# Reflected operators: Python calls them for `number <op> tensor`; the proxy comes first.
+def _reflected(name, torch_name, rdunder, forward):
+    def meta(input: TensorOrNumber, other: TensorOrNumber):
+        return forward.meta(other, input)
+
+    meta.__doc__ = f"other {rdunder} input"
+    meta.__name__ = name
+    op = ltorch(torch_name, rdunders=(rdunder,))(meta)
+    op.decompose(lambda input, other: forward(other, input))
+    return op
+
+
+rfloordiv = _reflected("rfloordiv", "torch.Tensor.__rfloordiv__", "__rfloordiv__", floor_divide)
+rmod = _reflected("rmod", "torch.Tensor.__rmod__", "__rmod__", remainder)
+rpow = _reflected("rpow", "torch.Tensor.__rpow__", "__rpow__", pow_)
+
+
+@ltorch("torch.Tensor.__rtruediv__", rdunders=("__rtruediv__",))
+def rtruediv(input: Tensor, other: TensorOrNumber):
+    """other / input, computed as torch does: input.reciprocal() * other."""
+    return elementwise(reciprocal.meta(input), other)
+
+
+@rtruediv.decompose
+def _(input, other):
+    return mul(reciprocal(input), other)
+
+
+# --------------------------------------------------------------------------------------------
+# Selection and clamping
+
+
+@ltorch("torch.where", aliases=(torch.where,))
+def where(condition: Tensor, input: TensorOrNumber, other: TensorOrNumber):
+    if condition.dtype not in (torch.bool, torch.uint8):
+        raise RuntimeError(f"where expected condition to be a boolean tensor, but got a tensor with dtype "
+                           f"{_dtype_name(condition.dtype)}")
+    shape = broadcast_shapes(*(a.shape for a in (condition, input, other) if is_tensor(a)))
+    return TensorProxy(shape, dtypes.promote(input, other), device_of(condition, input, other))
+
+
+@where.decompose
+def _(condition, input, other):
+    out = where.meta(condition, input, other)
+    cond = expand_to(to_dtype(condition, torch.bool), out.shape)
+    a, b = (expand_to(to_dtype(x, out.dtype), out.shape) for x in (input, other))
+    if not is_tensor(a) and not is_tensor(b):
+        a = as_tensor(a, out)
+    return prims.where(cond, a, b)
+
+
+def _clamp_meta(name, input, min, max):
+    if min is None and max is None:
+        raise RuntimeError(f"torch.{name}: At least one of 'min' or 'max' must not be None")
+    out = elementwise(input, *(b for b in (min, max) if b is not None))
+    if name == "clamp" or not is_tensor(min) and not is_tensor(max):  # clamp_min(bool, bool tensor) works
+        _reject(f"{name}_scalar_cpu", out.dtype, ("bool",))
+    return out
+
+
+def _clamp_decomp(input, min, max, out):
+    bounds = [b for b in (min, max) if b is not None]
+
+    def fn(x, *bs):
+        bs = iter(bs)
+        if min is not None:
+            x = prims.maximum(x, as_tensor(next(bs), x))
+        if max is not None:
+            x = prims.minimum(x, as_tensor(next(bs), x))
+        return x
+
+    return _compute([input, *bounds], out, fn)
+
+
+@ltorch("torch.clamp", methods=("clamp", "clip"), aliases=_aliases("clamp", "clip"))
+def clamp(input: Tensor, min: TensorOrNumber | None = None, max: TensorOrNumber | None = None):
+    return _clamp_meta("clamp", input, min, max)
+
+
+@clamp.decompose
+def _(input, min=None, max=None):
+    return _clamp_decomp(input, min, max, clamp.meta(input, min, max))
+
+
+@ltorch("torch.clamp_min", methods=("clamp_min",), aliases=_aliases("clamp_min"))
+def clamp_min(input: Tensor, min: TensorOrNumber):
+    return _clamp_meta("clamp_min", input, min, None)
+
+
+@clamp_min.decompose
+def _(input, min):
+    return _clamp_decomp(input, min, None, clamp_min.meta(input, min))
+
+
+@ltorch("torch.clamp_max", methods=("clamp_max",), aliases=_aliases("clamp_max"))
+def clamp_max(input: Tensor, max: TensorOrNumber):
+    return _clamp_meta("clamp_max", input, None, max)
+
+
+@clamp_max.decompose
+def _(input, max):
+    return _clamp_decomp(input, None, max, clamp_max.meta(input, max))
+
+
+@ltorch("torch.lerp", methods=("lerp",), aliases=_aliases("lerp"))
+def lerp(input: Tensor, end: Tensor, weight: TensorOrNumber):
+    for n, t in (("end", end), ("weight", weight)):
+        if is_tensor(t) and t.dtype != input.dtype:
+            raise RuntimeError(f"expected dtype {str(input.dtype)[6:]} for `{n}` but got dtype {str(t.dtype)[6:]}")
+    _reject("lerp_kernel_scalar", input.dtype, ("bool", "int"))
+    out = elementwise(input, end, weight)
+    return TensorProxy(out.shape, input.dtype, out.device)
+
+
+@lerp.decompose
+def _(input, end, weight):
+    def fn(x, e, w):
+        # as torch: |w| < 0.5 ? x + w * (e - x) : e - (e - x) * (1 - w)
+        d = prims.sub(e, x)
+        low = prims.add(x, prims.mul(w, d))
+        high = prims.sub(e, prims.mul(d, prims.sub(1.0, w) if is_tensor(w) else 1.0 - w))
+        if not is_tensor(w):
+            return low if abs(w) < 0.5 else high
+        return prims.where(prims.lt(prims.abs(w), 0.5), low, high)
+
+    return _compute([input, end, weight], lerp.meta(input, end, weight), fn, upcast=True)
+
+
+# --------------------------------------------------------------------------------------------
+# Activations (torch.nn.functional)
+
+
+def _no_inplace(name, inplace):
+    if inplace:
+        raise NotImplementedError(f"thunder: {name}(inplace=True) is not supported yet; use inplace=False")
+
+
+@ltorch("torch.nn.functional.relu", methods=("relu",), aliases=_aliases("relu", extra=(F.relu,)))
+def relu(input: Tensor, inplace: Bool = False):
+    _no_inplace("relu", inplace)
+    _reject("relu", input.dtype, ("bool",), RuntimeError)
+    return TensorProxy.like(input)
+
+
+@relu.decompose
+def _(input, inplace=False):
+    zero = to_dtype(0, input.dtype)
+    return prims.where(prims.lt(input, zero), zero, input)  # keeps nan, as clamp_min(x, 0) does
+
+
+@ltorch("torch.nn.functional.gelu", aliases=(F.gelu,))
+def gelu(input: Tensor, *, approximate: Str = "none"):
+    _reject("GeluKernelImpl", input.dtype, ("bool", "int"))
+    if approximate not in ("none", "tanh"):
+        raise RuntimeError("approximate argument must be either none or tanh.")
+    return TensorProxy.like(input)
+
+
+@gelu.decompose
+def _(input, *, approximate="none"):
+    def fn(x):
+        if approximate == "tanh":  # 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+            inner = prims.mul(prims.add(x, prims.mul(prims.mul(prims.mul(x, x), x), 0.044715)),
+                              math.sqrt(2 / math.pi))
+            return prims.mul(prims.mul(x, 0.5), prims.add(prims.tanh(inner), 1.0))
+        return prims.mul(prims.mul(x, 0.5), prims.add(prims.erf(prims.mul(x, math.sqrt(0.5))), 1.0))
+
+    return _compute([input], gelu.meta(input, approximate=approximate), fn, upcast=True)
+
+
+@ltorch("torch.nn.functional.silu", aliases=(F.silu,))
+def silu(input: Tensor, inplace: Bool = False):
+    _reject("silu", input.dtype, ("bool", "int"))
+    _no_inplace("silu", inplace)
+    return TensorProxy.like(input)
+
+
+@silu.decompose
+def _(input, inplace=False):
+    fn = lambda x: prims.div(x, prims.add(prims.exp(prims.neg(x)), 1.0))  # noqa: E731
+    return _compute([input], silu.meta(input), fn, upcast=True)
+
+
+@ltorch("torch.nn.functional.softplus", aliases=(F.softplus,))
+def softplus(input: Tensor, beta: Float = 1.0, threshold: Float = 20.0):
+    _reject("softplus", input.dtype, ("bool", "int"))
+    return TensorProxy.like(input)
+
+
+@softplus.decompose
+def _(input, beta=1.0, threshold=20.0):
+    def fn(x):  # x * beta > threshold ? x : log1p(exp(x * beta)) / beta
+        xb = prims.mul(x, float(beta))
+        return prims.where(prims.gt(xb, float(threshold)), x, prims.div(prims.log1p(prims.exp(xb)), float(beta)))
+
+    return _compute([input], softplus.meta(input), fn, upcast=True)
+
+
+@ltorch("torch.nn.functional.leaky_relu", aliases=(F.leaky_relu,))
+def leaky_relu(input: Tensor, negative_slope: Float = 0.01, inplace: Bool = False):
+    _reject("leaky_relu", input.dtype, ("bool", "int"))
+    _no_inplace("leaky_relu", inplace)
+    return TensorProxy.like(input)
+
+
+@leaky_relu.decompose
+def _(input, negative_slope=0.01, inplace=False):
+    fn = lambda x: prims.where(prims.gt(x, 0.0), x, prims.mul(x, float(negative_slope)))  # noqa: E731
+    return _compute([input], leaky_relu.meta(input), fn, upcast=True)
+
+
+@ltorch("torch.nn.functional.hardtanh", aliases=(F.hardtanh,))
+def hardtanh(input: Tensor, min_val: Float = -1.0, max_val: Float = 1.0, inplace: Bool = False):
+    _no_inplace("hardtanh", inplace)
+    _reject("hardtanh", input.dtype, ("bool",), RuntimeError)
+    if input.dtype is torch.uint8 and (min_val < 0 or max_val < 0):
+        raise RuntimeError("cannot do hardtanh on an unsigned type with negative limits")
+    return TensorProxy.like(input)
+
+
+@hardtanh.decompose
+def _(input, min_val=-1.0, max_val=1.0, inplace=False):
+    def fn(x):
+        x = prims.maximum(x, as_tensor(to_dtype(min_val, x.dtype), x))
+        return prims.minimum(x, as_tensor(to_dtype(max_val, x.dtype), x))
+
+    return _compute([input], hardtanh.meta(input), fn)

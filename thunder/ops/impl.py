@@ -99,3 +99,10 @@ def arange(start=0, end=None, step=1, *, dtype=None, device=None, requires_grad=
 
 def to(input, dtype=None, non_blocking=False, copy=False, *, device=None):
     return input.to(device=device, dtype=dtype, non_blocking=non_blocking, copy=copy)
+
+
+# --- prims used by VJPs
+def unslice(g, shape, start_indices, end_indices, strides):
+    out = g.new_zeros(shape)
+    out[tuple(slice(s, e, st) for s, e, st in zip(start_indices, end_indices, strides))] = g
+    return out

@@ -1,0 +1,141 @@
+"""Creation and conversion ops (thunder/ops/creation.py) against eager, traced and decomposed.
+
+torch.zeros(2, 3) and friends take no tensors, so __torch_function__ never sees them while the
+harness traces; the interpreter maps them through the registry's aliases. These tests call the
+registry ops directly (ltorch.zeros(...) is what the interpreter calls for torch.zeros(...))."""
+import pytest
+import torch
+
+from op_harness import check, trace_module
+from thunder.ops import creation as C
+from thunder.ops import registry
+
+torch.manual_seed(0)
+
+
+def ltorch(fn):
+    return registry.lookup_callable(fn)
+
+
+@pytest.mark.parametrize("name", ["zeros", "ones"])
+def test_zeros_ones(name):
+    op, eager = getattr(C, name), getattr(torch, name)
+    assert ltorch(eager) is op
+    for args, kw in [((2, 3), {}), (((2, 3),), {}), ((torch.Size([4]),), {}), ((5,), {}), (((),), {}),
+                     ((2, 0), {}), ((2, 3), dict(dtype=torch.int64)), ((3,), dict(dtype=torch.bool)),
+                     ((3,), dict(dtype=torch.float16, device="cpu")), ((2,), dict(device=torch.device("cpu"))),
+                     ((2,), dict(requires_grad=True))]:
+        expected = eager(*args, **kw)
+        module = check(lambda: op(*args, **kw))
+        assert f'"ltorch.{name}"' in str(module)
+        assert expected.dtype == trace_dtype(lambda: op(*args, **kw))
+
+
+def trace_dtype(fn):
+    from thunder.core import trace as tracing
+
+    with tracing.tracing(tracing.TraceCtx()):
+        return fn().dtype
+
+
+def test_creation_with_inputs():
+    x = torch.randn(2, 3)
+    check(lambda a: a + C.ones(2, 3), x)
+    check(lambda a: a * C.full((3,), 2.5), x)
+    check(lambda a: a + C.arange(3), x)
+
+
+@pytest.mark.parametrize("value,kw", [(2.5, {}), (3, {}), (True, {}), (1.5, dict(dtype=torch.int64)),
+                                      (7, dict(dtype=torch.float64)), (-2, dict(dtype=torch.bfloat16)),
+                                      (0, dict(dtype=torch.bool))], ids=str)
+def test_full(value, kw):
+    assert ltorch(torch.full) is C.full
+    module = check(lambda: C.full((2, 3), value, **kw))
+    assert '"ltorch.full"' in str(module)
+    assert trace_dtype(lambda: C.full((2, 3), value, **kw)) == torch.full((2, 3), value, **kw).dtype
+
+
+ARANGE = [((5,), {}), ((2, 9), {}), ((2, 9, 3), {}), ((9, 2, -2), {}), ((0.5, 3), {}), ((0, 1, 0.1), {}),
+          ((-1.5, 2.25, 0.75), {}), ((5,), dict(dtype=torch.float32)), ((0, 10, 3), dict(dtype=torch.float16)),
+          ((1.0, 4.0), dict(dtype=torch.int64)), ((0, 2.5, 0.5), dict(dtype=torch.float64)), ((0,), {}),
+          ((3, 3), {}), ((), dict(start=1, end=4)), ((), dict(end=4)), ((10, 0, -3), {})]
+
+
+@pytest.mark.parametrize("args,kw", ARANGE, ids=str)
+def test_arange(args, kw):
+    assert ltorch(torch.arange) is C.arange
+    module = check(lambda: C.arange(*args, **kw))
+    assert '"ltorch.arange"' in str(module)
+
+
+def test_arange_errors():
+    for args in [(0, 5, 0), (5, 0, 1), (0, 5, -1)]:
+        with pytest.raises(RuntimeError):
+            torch.arange(*args)
+        with pytest.raises(RuntimeError):
+            trace_module(lambda: C.arange(*args))
+    with pytest.raises(RuntimeError):
+        torch.zeros(2, -1)
+    with pytest.raises(RuntimeError):
+        trace_module(lambda: C.zeros(2, -1))
+
+
+@pytest.mark.parametrize("name", ["zeros_like", "ones_like", "full_like"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool, torch.float16])
+def test_like(name, dtype):
+    x = torch.randn(2, 3).to(dtype)
+    fn = getattr(torch, name)
+    extra = (2.7,) if name == "full_like" else ()
+    check(lambda a: fn(a, *extra), x)
+    check(lambda a: fn(a, *extra, dtype=torch.float64), x)
+    check(lambda a: fn(a, *extra, device="cpu", dtype=torch.int32), x)
+    module = check(lambda a: fn(a, *extra), torch.randn(()))
+    assert f'"ltorch.{name}"' in str(module)
+
+
+CONVERSIONS = ["float", "double", "half", "bfloat16", "long", "int", "short", "byte", "bool"]
+
+
+@pytest.mark.parametrize("name", CONVERSIONS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool, torch.float16])
+def test_conversion_methods(name, dtype):
+    x = (torch.randn(2, 3) * 5).to(dtype)
+    check(lambda a: getattr(a, name)() * 1, x)  # "* 1": eager may return x itself
+    module = check(lambda a: getattr(a, name)(), x)
+    assert f'"ltorch.{name}"' in str(module)
+
+
+def test_to_and_type():
+    x, y = torch.randn(2, 3), torch.randint(0, 5, (3,))
+    check(lambda a: a.to(torch.float16), x)
+    check(lambda a: a.to(dtype=torch.int32), x)
+    check(lambda a: a.to("cpu"), x)
+    check(lambda a: a.to(torch.device("cpu"), torch.float64), x)
+    check(lambda a: a.to(device="cpu", dtype=torch.bfloat16), x)
+    check(lambda a: a.to(torch.float64, copy=True), x)
+    check(lambda a, b: a.to(b), x, y)
+    check(lambda a, b: b.to(a) + a, x, y)
+    module = check(lambda a: a.to(torch.int64), x)
+    assert '"ltorch.to"' in str(module)
+    module = check(lambda a: a.type(torch.float64), x)
+    assert '"ltorch.type"' in str(module)
+    check(lambda a: a.type(dtype=torch.int16), x)
+
+
+def test_noop_conversion_is_a_view():
+    # eager returns x itself, so an in-place update of the result would change x: refused
+    def fn(a):
+        b = a * 2
+        c = b.float()
+        c.add_(1)
+        return b, c
+
+    with pytest.raises(NotImplementedError):
+        trace_module(fn, torch.randn(3))
+
+    def fn2(a):
+        c = a.double()  # a real conversion: a new tensor
+        c.add_(1)
+        return c
+
+    check(fn2, torch.randn(3))

@@ -1,0 +1,385 @@
+"""Elementwise ops (thunder/ops/elementwise.py) against eager, traced and decomposed."""
+import operator
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from op_harness import check, trace_module
+
+torch.manual_seed(0)
+
+F32, F64, F16, BF16, I64, I32, U8, B = (torch.float32, torch.float64, torch.float16, torch.bfloat16,
+                                        torch.int64, torch.int32, torch.uint8, torch.bool)
+LOW = {F16: dict(rtol=2e-3, atol=2e-3), BF16: dict(rtol=2e-2, atol=2e-2)}
+
+
+def make(*shape, dtype=F32, low=-3, high=3):
+    if dtype is B:
+        return torch.rand(shape) > 0.5
+    if dtype.is_floating_point:
+        return (torch.rand(shape, dtype=torch.float64) * (high - low) + low).to(dtype)
+    return torch.randint(max(low, 0) if dtype is U8 else low, high + 1, shape, dtype=dtype)
+
+
+def positive(*shape, dtype=F32):
+    return make(*shape, dtype=dtype, low=1, high=4) if not dtype.is_floating_point else \
+        (torch.rand(shape, dtype=torch.float64) * 3 + 0.1).to(dtype)
+
+
+def tol(*args):
+    for a in args:
+        if isinstance(a, torch.Tensor) and a.dtype in LOW:
+            return LOW[a.dtype]
+    return {}
+
+
+# --------------------------------------------------------------------------------------------
+# Binary arithmetic: operators, torch functions and methods, broadcasting, scalars on either side
+
+OPS = {
+    "add": (operator.add, torch.add), "sub": (operator.sub, torch.sub), "mul": (operator.mul, torch.mul),
+    "truediv": (operator.truediv, torch.div), "floordiv": (operator.floordiv, torch.floor_divide),
+    "mod": (operator.mod, torch.remainder), "pow": (operator.pow, torch.pow),
+}
+SHAPES = [((2, 3), (2, 3)), ((2, 3), (3,)), ((4, 1, 3), (2, 1)), ((), (2, 3)), ((2, 3), ())]
+
+
+@pytest.mark.parametrize("name", OPS)
+@pytest.mark.parametrize("shapes", SHAPES, ids=str)
+def test_binary_tensor_tensor(name, shapes):
+    a = make(*shapes[0])
+    b = positive(*shapes[1]) if name in ("truediv", "floordiv", "mod", "pow") else make(*shapes[1])
+    for fn in OPS[name]:
+        check(fn, a.abs() + 0.5 if name == "pow" else a, b)
+
+
+@pytest.mark.parametrize("name", OPS)
+@pytest.mark.parametrize("dtype", [F32, F64, I64, I32, F16, BF16])
+def test_binary_dtypes_and_scalars(name, dtype):
+    a = positive(2, 3, dtype=dtype) if name == "pow" else make(2, 3, dtype=dtype)
+    b = positive(2, 3, dtype=dtype)
+    op = OPS[name][0]
+    check(op, a, b, **tol(a))
+    for s in (2, 1.5):
+        check(lambda x: op(x, s), a, **tol(a))  # tensor <op> number
+        check(lambda x: op(s, x), positive(2, 3, dtype=dtype), **tol(a))  # number <op> tensor (reflected)
+
+
+def test_binary_mixed_dtypes():
+    i, f, h, b = make(2, 3, dtype=I64), make(2, 3), make(3, dtype=F16), make(2, 3, dtype=B)
+    check(operator.add, i, f)
+    check(operator.mul, h, f)
+    check(operator.truediv, i, positive(3, dtype=I32))  # int / int -> float
+    check(operator.add, b, b)
+    check(operator.mul, b, i)
+    check(operator.add, f, torch.tensor(2.5, dtype=torch.float64))  # 0-d tensors do not promote
+    check(operator.add, i, torch.tensor(2.5))  # ... unless of a higher category
+    check(lambda x: x + True, i)
+    check(lambda x: x * 2.5, i)
+    check(lambda x: x ** 2, i)
+    check(lambda x: x ** 0.5, positive(3, dtype=I64))
+    check(lambda x: 2 ** x, positive(3, dtype=I64))
+    check(lambda x: 2.5 ** x, positive(3, dtype=I64))
+
+
+@pytest.mark.parametrize("mode", [None, "trunc", "floor"])
+@pytest.mark.parametrize("dtype", [F32, F64, I64, F16])
+def test_div_rounding_mode(mode, dtype):
+    a = make(3, 4, dtype=dtype, low=-9, high=9)
+    b = positive(4, dtype=dtype) * torch.tensor([1, -1, 1, -1]).to(dtype)
+    check(lambda x, y: torch.div(x, y, rounding_mode=mode), a, b, **tol(a))
+    check(lambda x: x.div(-3, rounding_mode=mode), a, **tol(a))
+    check(lambda x: torch.divide(7, x, rounding_mode=mode), b, **tol(a))
+
+
+def test_floor_divide_and_remainder_signs():
+    a = torch.tensor([7.0, -7.0, 7.0, -7.0, 0.0, 5.5, -0.0, 6.0])
+    b = torch.tensor([2.0, 2.0, -2.0, -2.0, 3.0, 0.0, 2.0, 3.0])
+    check(torch.floor_divide, a, b)
+    check(torch.remainder, a, b)
+    ai = torch.tensor([7, -7, 7, -7, 0, 6])
+    bi = torch.tensor([2, 2, -2, -2, 3, 3])
+    check(torch.floor_divide, ai, bi)
+    check(operator.floordiv, ai, bi)
+    check(lambda x: x // -2, ai)
+    check(lambda x: -7 // x, bi)
+    check(lambda x: x % -3, ai)
+    check(lambda x: 7 % x, bi)
+
+
+def test_alpha_and_rsub():
+    a, b = make(2, 3), make(3)
+    check(lambda x, y: torch.add(x, y, alpha=2), a, b)
+    check(lambda x, y: torch.sub(x, y, alpha=0.5), a, b)
+    check(lambda x: torch.sub(x, 2, alpha=3), a)
+    check(lambda x: torch.add(x, 2, alpha=3), make(3, dtype=I64))
+    check(lambda x, y: torch.rsub(x, y, alpha=2), a, b)
+    check(lambda x: torch.rsub(x, 2), make(3, dtype=I64))
+    check(lambda x, y: x.subtract(y), a, b)
+    check(lambda x, y: x.multiply(y), a, b)
+    check(lambda x, y: torch.true_divide(x, y), make(3, dtype=I64), positive(3, dtype=I64))
+
+
+# --------------------------------------------------------------------------------------------
+# Comparisons, bitwise and logical ops
+
+CMP = [operator.eq, operator.ne, operator.lt, operator.le, operator.gt, operator.ge,
+       torch.eq, torch.ne, torch.lt, torch.le, torch.gt, torch.ge, torch.greater, torch.less_equal]
+
+
+@pytest.mark.parametrize("fn", CMP, ids=lambda f: getattr(f, "__name__", str(f)))
+def test_comparisons(fn):
+    a = make(2, 3, dtype=I64)
+    check(fn, a, make(3, dtype=I64))
+    check(fn, a.float(), make(2, 1, dtype=F64))
+    check(fn, a, make(2, 3))  # int vs float compares in float
+    check(lambda x: fn(x, 1), a)
+    check(lambda x: fn(x, 0.5), a)
+    check(lambda x: fn(x, 0), make(4, dtype=B))
+
+
+def test_comparison_methods_and_reflected():
+    a, b = make(2, 3), make(2, 3)
+    for m in ("eq", "ne", "lt", "le", "gt", "ge"):
+        check(lambda x, y: getattr(x, m)(y), a, b)
+    check(lambda x: 0.5 < x, a)  # Python turns this into x > 0.5
+    check(lambda x: 1 == x, make(4, dtype=I64))
+
+
+@pytest.mark.parametrize("dtype", [B, I64, I32, U8])
+def test_bitwise(dtype):
+    a, b = make(2, 3, dtype=dtype), make(3, dtype=dtype)
+    for op in (operator.and_, operator.or_, operator.xor, torch.bitwise_and, torch.bitwise_or, torch.bitwise_xor):
+        check(op, a, b)
+    check(operator.invert, a)
+    check(torch.bitwise_not, a)
+    check(lambda x: x & 1, a)
+    check(lambda x: 6 | x, a)
+    check(lambda x: True ^ x, a)
+
+
+@pytest.mark.parametrize("fn", [torch.logical_and, torch.logical_or, torch.logical_xor])
+def test_logical(fn):
+    a = make(2, 3)
+    a[0, 0] = 0
+    a[1, 1] = float("nan")
+    check(fn, a, make(3, dtype=I64, low=0, high=1))
+    check(fn, make(2, 3, dtype=B), make(2, 3, dtype=B))
+    check(lambda x: x.logical_not(), a)
+    check(torch.logical_not, make(4, dtype=I64, low=0, high=1))
+    check(torch.logical_not, make(4, dtype=B))
+
+
+# --------------------------------------------------------------------------------------------
+# Unary ops
+
+FLOAT_UNARY = ["exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "sin", "cos", "tan",
+               "tanh", "sigmoid", "erf", "reciprocal"]
+POSITIVE_ONLY = {"log", "log2", "log10", "sqrt", "rsqrt", "reciprocal"}
+
+
+@pytest.mark.parametrize("name", FLOAT_UNARY)
+@pytest.mark.parametrize("dtype", [F32, F64, I64, B, F16, BF16])
+def test_float_unary(name, dtype):
+    x = positive(2, 3, dtype=dtype) if name in POSITIVE_ONLY else make(2, 3, dtype=dtype)
+    fn = getattr(torch, name)
+    check(fn, x, **tol(x))
+    check(lambda t: getattr(t, name)(), x, **tol(x))
+
+
+@pytest.mark.parametrize("name", ["neg", "abs", "floor", "ceil", "round", "trunc", "sign", "isnan", "isinf",
+                                  "isfinite", "relu"])
+@pytest.mark.parametrize("dtype", [F32, F64, I64, I32, F16])
+def test_unary_keeping_dtype(name, dtype):
+    x = make(3, 4, dtype=dtype) * (2.7 if dtype.is_floating_point else 1)
+    if dtype.is_floating_point:
+        x[0, :3] = torch.tensor([float("nan"), float("inf"), -float("inf")])
+        x[1, :2] = torch.tensor([0.5, -2.5])  # round half to even
+    check(getattr(torch, name), x, **tol(x))
+    check(lambda t: getattr(t, name)(), x, **tol(x))
+
+
+def test_unary_operators_and_0d():
+    x = make(3, 4)
+    check(operator.neg, x)
+    check(operator.abs, make(3, dtype=I64))
+    check(torch.negative, x)
+    check(torch.absolute, x)
+    check(torch.exp, make())
+    check(lambda t: -t + t.abs(), make())
+    check(torch.round, make(3) * 100, decimals=0)
+    check(lambda t: torch.round(t, decimals=2), make(5) * 10)
+    check(lambda t: torch.round(t, decimals=-1), make(5) * 100)
+    check(torch.sign, make(4, dtype=B))
+    check(torch.isnan, make(4, dtype=B))
+
+
+# --------------------------------------------------------------------------------------------
+# Activations
+
+
+@pytest.mark.parametrize("dtype", [F32, F64, F16, BF16])
+def test_activations(dtype):
+    x = make(4, 5, dtype=dtype, low=-6, high=6)
+    t = tol(x)
+    check(torch.relu, x, **t)
+    check(F.relu, x, **t)
+    check(lambda y: y.relu(), x, **t)
+    check(torch.sigmoid, x, **t)
+    check(F.sigmoid, x, **t)
+    check(F.gelu, x, **t)
+    check(lambda y: F.gelu(y, approximate="tanh"), x, **t)
+    check(F.silu, x, **t)
+    check(F.softplus, x, **t)
+    check(lambda y: F.softplus(y, beta=2, threshold=3.0), x, **t)
+    check(F.leaky_relu, x, **t)
+    check(lambda y: F.leaky_relu(y, 0.2), x, **t)
+    check(F.hardtanh, x, **t)
+    check(lambda y: F.hardtanh(y, -2.0, 0.5), x, **t)
+
+
+def test_relu_ints_and_nan():
+    check(torch.relu, make(5, dtype=I64))
+    check(torch.relu, torch.tensor([float("nan"), -1.0, 0.0, 2.0]))
+    check(lambda y: torch.nn.ReLU()(y), make(3, 3))
+
+
+# --------------------------------------------------------------------------------------------
+# where, clamp, maximum/minimum, lerp
+
+
+def test_where():
+    c = make(2, 3, dtype=B)
+    a, b = make(2, 3), make(3, dtype=F64)
+    check(torch.where, c, a, b)
+    check(lambda m, x: torch.where(m, x, 0.0), c, a)
+    check(lambda m, x: torch.where(m, 1, x), c, make(1, 3, dtype=I64))
+    check(lambda m: torch.where(m, 1.0, 0), c)
+    check(lambda m: torch.where(m, 1, 0), c)
+    check(lambda m, x: torch.where(m, x, 2.5), make(3, 1, dtype=B), make(2, 1, 3, dtype=I64))
+
+
+@pytest.mark.parametrize("dtype", [F32, I64, F16])
+def test_clamp(dtype):
+    x = make(3, 4, dtype=dtype, low=-5, high=5)
+    t = tol(x)
+    check(lambda y: torch.clamp(y, -1, 2), x, **t)
+    check(lambda y: torch.clamp(y, min=0.5), x, **t)
+    check(lambda y: y.clamp(max=1), x, **t)
+    check(lambda y: y.clip(-2, 2), x, **t)
+    check(lambda y, lo: torch.clamp(y, min=lo), x, make(4, dtype=dtype), **t)
+    check(lambda y, lo, hi: torch.clamp(y, lo, hi), x, make(3, 1, dtype=dtype, low=-5, high=0),
+          make(4, dtype=dtype, low=0, high=5), **t)
+    check(lambda y: torch.clamp_min(y, 0.5), x, **t)
+    check(lambda y: y.clamp_max(1), x, **t)
+
+
+def test_clamp_nan_and_bool():
+    check(lambda y: torch.clamp(y, 0, 1), torch.tensor([float("nan"), -1.0, 0.5, 3.0]))
+    check(lambda y: torch.clamp(y, 0, 2), make(4, dtype=B))  # promotes to int64
+
+
+def test_maximum_minimum():
+    a, b = make(2, 3), make(3, dtype=F64)
+    a[0, 0] = float("nan")
+    for fn in (torch.maximum, torch.minimum):
+        check(fn, a, b)
+        check(fn, make(2, 3, dtype=I64), make(2, 3, dtype=I32))
+        check(lambda x, y: getattr(x, fn.__name__)(y), a, b)
+
+
+def test_lerp_and_atan2():
+    a, b = make(2, 3), make(3)
+    check(torch.lerp, a, b, 0.3)
+    check(torch.lerp, a, b, 0.7)
+    check(lambda x, y, w: x.lerp(y, w), a, b, torch.rand(2, 3))
+    check(torch.lerp, a.half(), b.half(), 0.25, rtol=2e-3, atol=2e-3)
+    check(torch.atan2, a, make(2, 1, dtype=F64))
+    check(torch.atan2, make(3, dtype=I64), make(3, dtype=I64))
+
+
+# --------------------------------------------------------------------------------------------
+# In-place forms go through the same ops
+
+
+def test_inplace_on_intermediate():
+    def fn(x):
+        y = x * 2
+        y += 1
+        y.mul_(3)
+        y.clamp_(min=0)
+        return y
+
+    check(fn, make(2, 3))
+
+
+# --------------------------------------------------------------------------------------------
+# Errors: the exception types eager raises
+
+
+ERRORS = [
+    ("broadcast", lambda x: x + x[:2], RuntimeError),
+    ("sub_bool", lambda x: (x > 0) - (x > 1), RuntimeError),
+    ("neg_bool", lambda x: -(x > 0), RuntimeError),
+    ("abs_bool", lambda x: torch.abs(x > 0), NotImplementedError),
+    ("floor_bool", lambda x: torch.floor(x > 0), NotImplementedError),
+    ("bitwise_float", lambda x: x & x, NotImplementedError),
+    ("bitwise_not_float", lambda x: torch.bitwise_not(x), NotImplementedError),
+    ("int_neg_pow", lambda x: x.long() ** -1, RuntimeError),
+    ("pow_bool", lambda x: torch.pow(x > 0, x > 1), NotImplementedError),
+    ("div_mode", lambda x: torch.div(x, x, rounding_mode="round"), RuntimeError),
+    ("floor_divide_bool", lambda x: (x > 0) // (x > 1), NotImplementedError),
+    ("alpha_float_int", lambda x: torch.add(x.long(), x.long(), alpha=0.5), RuntimeError),
+    ("gelu_int", lambda x: F.gelu(x.long()), NotImplementedError),
+    ("gelu_approx", lambda x: F.gelu(x, approximate="fast"), RuntimeError),
+    ("silu_int", lambda x: F.silu(x.long()), NotImplementedError),
+    ("relu_bool", lambda x: torch.relu(x > 0), RuntimeError),
+    ("clamp_none", lambda x: torch.clamp(x), RuntimeError),
+    ("where_float_cond", lambda x: torch.where(x, x, x), RuntimeError),
+    ("where_broadcast", lambda x: torch.where(x > 0, x, x[:2]), RuntimeError),
+    ("maximum_number", lambda x: torch.maximum(x, 2), TypeError),
+    ("logical_number", lambda x: torch.logical_and(x, 1), TypeError),
+    ("lerp_dtype", lambda x: torch.lerp(x, x.double(), 0.5), RuntimeError),
+    ("hardtanh_uint8", lambda x: F.hardtanh(x.to(torch.uint8)), RuntimeError),
+]
+
+
+@pytest.mark.parametrize("fn,exc", [e[1:] for e in ERRORS], ids=[e[0] for e in ERRORS])
+def test_errors_match_eager(fn, exc):
+    x = make(3, 4)
+    with pytest.raises(exc):
+        fn(x)
+    with pytest.raises(exc):
+        trace_module(fn, x)
+
+
+# --------------------------------------------------------------------------------------------
+# Each op shows up under its own name in the traced module
+
+NAMED = {
+    "add": lambda x: x + 1, "sub": lambda x: x - 1, "rsub": lambda x: 1 - x, "mul": lambda x: x * 2,
+    "div": lambda x: x / 2, "true_divide": lambda x: torch.true_divide(x, 2), "rtruediv": lambda x: 2 / x,
+    "floor_divide": lambda x: x // 2, "rfloordiv": lambda x: 2 // x, "remainder": lambda x: x % 2,
+    "rmod": lambda x: 2 % x, "pow": lambda x: x ** 2, "rpow": lambda x: 2 ** x,
+    "neg": lambda x: -x, "abs": abs, "eq": lambda x: x == 1, "ne": lambda x: x != 1, "lt": lambda x: x < 1,
+    "le": lambda x: x <= 1, "gt": lambda x: x > 1, "ge": lambda x: x >= 1,
+    "bitwise_and": lambda x: x.long() & 1, "bitwise_or": lambda x: x.long() | 1, "bitwise_xor": lambda x: x.long() ^ 1,
+    "bitwise_not": lambda x: ~x.long(), "logical_not": torch.logical_not,
+    "logical_and": lambda x: torch.logical_and(x, x), "logical_or": lambda x: torch.logical_or(x, x),
+    "logical_xor": lambda x: torch.logical_xor(x, x),
+    **{n: getattr(torch, n) for n in FLOAT_UNARY + ["floor", "ceil", "round", "trunc", "sign", "isnan", "isinf",
+                                                    "isfinite", "relu"]},
+    "gelu": F.gelu, "silu": F.silu, "softplus": F.softplus, "leaky_relu": F.leaky_relu, "hardtanh": F.hardtanh,
+    "clamp": lambda x: x.clamp(0, 1), "clamp_min": lambda x: x.clamp_min(0), "clamp_max": lambda x: x.clamp_max(0),
+    "where": lambda x: torch.where(x > 0, x, 0.0), "maximum": lambda x: torch.maximum(x, x),
+    "minimum": lambda x: torch.minimum(x, x), "atan2": lambda x: torch.atan2(x, x),
+    "lerp": lambda x: torch.lerp(x, x, 0.5),
+}
+
+
+@pytest.mark.parametrize("name", NAMED)
+def test_op_name_in_module(name):
+    x = positive(2, 3)
+    module = check(NAMED[name], x)
+    assert f'"ltorch.{name}"' in str(module)

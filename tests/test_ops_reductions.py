@@ -1,0 +1,205 @@
+"""Reduction ops (thunder/ops/reductions.py) against eager, traced and decomposed."""
+import pytest
+import torch
+
+from op_harness import check, trace_module
+
+torch.manual_seed(0)
+
+F32, F64, F16, BF16, I64, I32, U8, B = (torch.float32, torch.float64, torch.float16, torch.bfloat16,
+                                        torch.int64, torch.int32, torch.uint8, torch.bool)
+LOW = {F16: dict(rtol=2e-3, atol=2e-3), BF16: dict(rtol=2e-2, atol=2e-2)}
+
+
+def make(*shape, dtype=F32):
+    if dtype is B:
+        return torch.rand(shape) > 0.5
+    if dtype.is_floating_point:
+        return torch.randn(shape, dtype=torch.float64).to(dtype)
+    return torch.randint(0 if dtype is U8 else -5, 6, shape, dtype=dtype)
+
+
+X = make(3, 4, 5)
+
+DIMS = [None, 0, -1, (0, 2), (-1, 1), ()]
+
+
+def test_sum_dims_and_keepdim():
+    for dim in DIMS:
+        for keepdim in (False, True):
+            if dim is None:
+                check(lambda x: torch.sum(x, dim=None, keepdim=keepdim), X)
+                continue
+            check(lambda x: torch.sum(x, dim, keepdim), X)
+            check(lambda x: x.sum(dim=dim, keepdim=keepdim), X)
+    check(torch.sum, X)
+    check(lambda x: x.sum(), X)
+
+
+@pytest.mark.parametrize("dtype", [F32, F64, F16, BF16, I64, I32, U8, B])
+def test_sum_prod_dtypes(dtype):
+    x = make(3, 4, dtype=dtype)
+    t = LOW.get(dtype, {})
+    check(torch.sum, x, **t)
+    check(lambda y: y.sum(1), x, **t)
+    check(lambda y: y.sum(0, dtype=torch.float64), x)
+    check(lambda y: torch.prod(y, 1), x, **t)
+    check(lambda y: y.prod(0, keepdim=True), x, **t)
+    if not dtype.is_floating_point:
+        check(lambda y: y.prod(), x)  # exact for integers; floats multiply in another order
+
+
+def test_prod_floats():
+    x = make(3, 4) + 2
+    check(torch.prod, x)
+    check(lambda y: torch.prod(y, -1, dtype=torch.float64), x)
+    check(lambda y: y.prod(dtype=torch.float64), make(3, 4, dtype=I64))
+
+
+@pytest.mark.parametrize("dim", DIMS, ids=str)
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_mean(dim, keepdim):
+    check(lambda x: torch.mean(x, dim, keepdim), X)
+    check(lambda x: x.mean(dim, keepdim=keepdim, dtype=torch.float64), X)
+    check(lambda x: x.mean(dim, keepdim), X.half(), **LOW[F16])
+    check(lambda x: x.mean(dim, keepdim, dtype=torch.float32), make(3, 4, 5, dtype=I64))
+
+
+@pytest.mark.parametrize("name", ["amax", "amin"])
+@pytest.mark.parametrize("dtype", [F32, I64, B, F16])
+def test_amax_amin(name, dtype):
+    x = make(3, 4, 5, dtype=dtype)
+    for dim in [(), 0, -1, (0, 2)]:
+        check(lambda y: getattr(torch, name)(y, dim), x)
+        check(lambda y: getattr(y, name)(dim, keepdim=True), x)
+    check(lambda y: getattr(y, name)(), x)
+
+
+@pytest.mark.parametrize("name", ["argmax", "argmin"])
+@pytest.mark.parametrize("dtype", [F32, F64, I64, U8, F16])
+def test_argmax_argmin(name, dtype):
+    x = make(3, 4, 5, dtype=dtype)
+    fn = getattr(torch, name)
+    check(fn, x)
+    check(lambda y: fn(y, keepdim=True), x)
+    for dim in (0, 1, -1):
+        check(lambda y: fn(y, dim), x)
+        check(lambda y: getattr(y, name)(dim=dim, keepdim=True), x)
+
+
+def test_argmax_ties_and_nan():
+    x = torch.tensor([[1.0, 3.0, 3.0, 0.0], [2.0, float("nan"), 1.0, float("nan")], [0.0, 0.0, -1.0, -1.0]])
+    for name in ("argmax", "argmin"):
+        check(getattr(torch, name), x)
+        check(lambda y: getattr(torch, name)(y, 1), x)
+    check(lambda y: torch.argmin(y, 0), torch.tensor([[3, 1], [1, 1], [-9223372036854775808, 5]]))
+
+
+@pytest.mark.parametrize("name", ["max", "min"])
+@pytest.mark.parametrize("dtype", [F32, I64, B, F16])
+def test_max_min(name, dtype):
+    x = make(3, 4, dtype=dtype)
+    fn = getattr(torch, name)
+    check(fn, x)  # full reduction: one tensor
+    check(lambda y: getattr(y, name)(), x)
+
+
+@pytest.mark.parametrize("name", ["max", "min"])
+@pytest.mark.parametrize("dtype", [F32, I64, B, F16], ids=str)
+def test_max_min_dim(name, dtype):
+    x = torch.tensor([[1.0, 3.0, 3.0, 0.0], [2.0, float("nan"), 1.0, float("nan")], [0.0, 0.0, -1.0, -1.0]])
+    x = x.to(dtype) if dtype.is_floating_point else make(3, 4, dtype=dtype)
+    fn = getattr(torch, name)
+    for dim in (0, -1):
+        check(lambda y: fn(y, dim), x)  # (values, indices)
+        check(lambda y: getattr(y, name)(dim=dim, keepdim=True), x)
+
+    def unpack(y):
+        values, indices = fn(y, 1)
+        return values * 1, indices + 1
+
+    if dtype is not B:
+        check(unpack, x)
+
+
+@pytest.mark.parametrize("name", ["var", "std"])
+def test_var_std(name, ):
+    fn = getattr(torch, name)
+    for x in (X, X.double(), X.half()):
+        t = LOW.get(x.dtype, {})
+        check(fn, x, **t)
+        check(lambda y: fn(y, 1), x, **t)
+        check(lambda y: fn(y, (0, 2), keepdim=True), x, **t)
+        check(lambda y: fn(y, -1, unbiased=False), x, **t)
+        check(lambda y: fn(y, dim=1, correction=0), x, **t)
+        check(lambda y: getattr(y, name)(1, True, True), x, **t)
+        check(lambda y: getattr(y, name)(dim=0, correction=2.5), x, **t)
+    check(lambda y: fn(y, 0), make(1, 3))  # n - correction == 0 -> inf/nan
+
+
+def test_zero_dim_tensors():
+    x = make()
+    for fn in (torch.sum, torch.mean, torch.amax, torch.argmax, torch.argmin, torch.max, torch.min):
+        check(fn, x)
+    check(lambda y: y.sum(0, keepdim=True), x)
+    check(lambda y: y.mean(-1), x)
+    check(lambda y: y.argmax(0, keepdim=True), x)
+
+
+def test_max_dim_traces_values_and_indices():
+    # a tuple of two proxies, as eager's namedtuple unpacks (record_op returns a plain tuple)
+    from thunder.core import trace as tracing
+    from thunder.core.proxies import proxy_for
+
+    with tracing.tracing(tracing.TraceCtx()):
+        values, indices = torch.max(proxy_for(make(3, 4)), 1, keepdim=True)
+    assert (values.shape, values.dtype, indices.shape, indices.dtype) == ((3, 1), F32, (3, 1), I64)
+    eager = torch.max(make(3, 4), 1)
+    assert len(eager) == 2
+
+
+def test_empty_dims():
+    x = torch.ones(0, 3)
+    check(torch.sum, x)
+    check(lambda y: y.sum(0), x)
+    check(lambda y: y.mean(0), x)
+    check(lambda y: y.amax(1), x)
+    check(lambda y: y.prod(0), x)
+
+
+ERRORS = [
+    ("dim_range", lambda x: x.sum(3), IndexError),
+    ("dim_range_mean", lambda x: x.mean(-4), IndexError),
+    ("dim_repeated", lambda x: x.sum((0, 0)), RuntimeError),
+    ("mean_int", lambda x: x.long().mean(), RuntimeError),
+    ("mean_bool", lambda x: (x > 0).mean(), RuntimeError),
+    ("var_int", lambda x: x.long().var(), RuntimeError),
+    ("argmax_bool", lambda x: (x > 0).argmax(), RuntimeError),
+    ("amax_empty", lambda x: x[:0].amax(), RuntimeError),
+    ("max_empty", lambda x: x[:0].max(), RuntimeError),
+    ("max_empty_dim", lambda x: x[:0].max(0), IndexError),
+    ("argmax_empty", lambda x: x[:0].argmax(), IndexError),
+    ("argmax_dim_range", lambda x: x.argmax(2), IndexError),
+]
+
+
+@pytest.mark.parametrize("fn,exc", [e[1:] for e in ERRORS], ids=[e[0] for e in ERRORS])
+def test_errors_match_eager(fn, exc):
+    x = make(3, 4)
+    with pytest.raises(exc):
+        fn(x)
+    with pytest.raises(exc):
+        trace_module(fn, x)
+
+
+NAMED = {
+    "sum": torch.sum, "mean": torch.mean, "prod": torch.prod, "amax": torch.amax, "amin": torch.amin,
+    "argmax": torch.argmax, "argmin": torch.argmin, "max": torch.max, "min": torch.min, "var": torch.var,
+    "std": torch.std,
+}
+
+
+@pytest.mark.parametrize("name", NAMED)
+def test_op_name_in_module(name):
+    module = check(NAMED[name], make(2, 3))
+    assert f'"ltorch.{name}"' in str(module)
