@@ -10,7 +10,7 @@ from thunder.runtime.jit import CACHE_OPTIONS, CompileStats, DebugOptions, Thund
 
 __all__ = [
     "jit", "functional", "compile_data", "compile_stats", "last_traces", "last_prologue_traces",
-    "cache_option", "cache_hits", "cache_misses", "list_transforms", "last_interpreted_instructions",
+    "last_backward_traces", "cache_option", "cache_hits", "cache_misses", "list_transforms", "last_interpreted_instructions",
     "last_interpreter_log", "last_compile_options", "DebugOptions", "CompileStats",
 ]
 
@@ -55,6 +55,12 @@ def compile_stats(fn):
 def last_traces(fn):
     """The traces of the last call, from acquisition to the execution trace that ran."""
     return list(_called(fn, "last_traces")._cs.last_traces)
+
+
+def last_backward_traces(fn):
+    """The backward traces of the last call whose inputs required grad (Python via str(),
+    MLIR via to_mlir()); empty when the last call needed no backward."""
+    return list(_called(fn, "last_backward_traces")._cs.last_backward_traces)
 
 
 def last_prologue_traces(fn):
