@@ -5,13 +5,16 @@
     thunder.last_traces(jfn)[-1]        # the program that ran, as Python
     thunder.last_traces(jfn)[0].to_mlir()
 """
+import torch
+
 from thunder import functional
+from thunder.runtime.module import ThunderModule
 from thunder.runtime.jit import CACHE_OPTIONS, CompileStats, DebugOptions, ThunderFunction, make_compile_data
 
 __all__ = [
     "jit", "functional", "compile_data", "compile_stats", "last_traces", "last_prologue_traces",
     "last_backward_traces", "cache_option", "cache_hits", "cache_misses", "list_transforms", "last_interpreted_instructions",
-    "last_interpreter_log", "last_compile_options", "DebugOptions", "CompileStats",
+    "last_interpreter_log", "last_compile_options", "DebugOptions", "CompileStats", "ThunderModule",
 ]
 
 
@@ -26,10 +29,14 @@ def jit(fn, /, *, executors=None, cache=None, sharp_edges=None, disable_torch_au
     cd = make_compile_data(fn, executors=executors, cache=cache, sharp_edges=sharp_edges,
                            disable_torch_autograd=disable_torch_autograd, transforms=transforms,
                            debug_options=debug_options, **compile_options)
+    if isinstance(fn, torch.nn.Module):
+        return ThunderModule(fn, cd)
     return ThunderFunction(cd)
 
 
 def _jitted(fn, what):
+    if isinstance(fn, ThunderModule):
+        return fn._jfn
     if not isinstance(fn, ThunderFunction):
         raise TypeError(f"thunder.{what} expects a function returned by thunder.jit, got {type(fn).__name__}")
     return fn

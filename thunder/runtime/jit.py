@@ -15,6 +15,7 @@ from thunder.ops import registry
 from thunder.runtime import structure
 from thunder.runtime.codegen import compile_source, python_source
 from thunder.runtime.prologue import MISS, compile_prologue, prologue_source
+from thunder.runtime.state import StateTracker
 from thunder.runtime.traces import Trace
 
 CACHE_OPTIONS = ("constant values", "no caching", "same input")
@@ -61,6 +62,7 @@ class CompileData:
     debug_options: DebugOptions
     strict: bool  # functional.jit: only the documented input types, no tensors from outside
     compile_options: dict
+    module: object = None  # the nn.Module when jitting a module
 
 
 @dataclass
@@ -95,9 +97,6 @@ def make_compile_data(fn, *, executors=None, cache=None, sharp_edges=None, disab
                       transforms=None, debug_options=None, strict=False, **compile_options):
     if not callable(fn):
         raise TypeError(f"thunder.jit expects a callable, got {type(fn).__name__}")
-    if isinstance(fn, torch.nn.Module):
-        raise NotImplementedError("thunder.jit of an nn.Module is not supported yet; jit a function "
-                                  "that calls the module's functional form instead")
     cache = "constant values" if cache is None else cache
     _check_option("cache option", cache, CACHE_OPTIONS)
     executors = tuple(executors) if executors is not None else EXECUTORS
@@ -113,7 +112,8 @@ def make_compile_data(fn, *, executors=None, cache=None, sharp_edges=None, disab
                        _normalize_transforms(transforms), debug_options or DebugOptions(), strict,
                        dict(executors=executors, cache=cache, sharp_edges=sharp_edges,
                             disable_torch_autograd=disable_torch_autograd, transforms=transforms,
-                            debug_options=debug_options))
+                            debug_options=debug_options),
+                       fn if isinstance(fn, torch.nn.Module) else None)
 
 
 class ThunderFunction:
@@ -209,7 +209,7 @@ def compile_entry(cd, cs, args, kwargs) -> CacheEntry:
     t_start = t = time.perf_counter()
     ctx = tracing.TraceCtx()
     tensors, proxies = [], []
-    names = _param_names(cd.fn, args, kwargs)
+    names = _param_names(cd.module.forward if cd.module is not None else cd.fn, args, kwargs)
     with tracing.tracing(ctx):
         arg_specs, pargs = [], []
         for a, name in zip(args, names):
@@ -221,9 +221,10 @@ def compile_entry(cd, cs, args, kwargs) -> CacheEntry:
             s, p = structure.flatten_inputs(v, k, tensors, proxies, cd.strict)
             kw_specs.append((k, s))
             pkwargs[k] = p
-        ctx.inputs = [tracing.ref(p) for p in proxies]
         record = cd.debug_options.record_interpreter_history
-        result = interpret(cd.fn, pargs, pkwargs, lookup=_lookup, on_load=_on_load(cd), record=record)
+        state = None if cd.strict else StateTracker(cd.module, tensors, proxies)
+        result = interpret(cd.fn, pargs, pkwargs, lookup=_lookup, on_load=_on_load(cd, state), record=record)
+        ctx.inputs = [tracing.ref(p) for p in proxies]
     cs.last_interpreted_instructions = list(result.instructions) if record else None
     cs.last_interpreter_log = list(result.log) if record else None
     out_refs = []
@@ -265,7 +266,8 @@ def compile_entry(cd, cs, args, kwargs) -> CacheEntry:
         traces.append(Trace("torch executor (execution trace)", module, python=source))
     pro_src, pro_consts = prologue_source(arg_specs, kw_specs, tensors, [p.name for p in proxies],
                                           check_metadata=cd.cache_option != "same input",
-                                          grad_mode=grad_mode if any(x.requires_grad for x in tensors) else None)
+                                          grad_mode=grad_mode if any(x.requires_grad for x in tensors) else None,
+                                          state=state)
     run = compile_prologue(pro_src, pro_consts, computation)
     times["codegen"] = time.perf_counter() - t
     cs.last_stage_times = times
@@ -317,15 +319,17 @@ def _lookup(fn):
     return None
 
 
-def _on_load(cd):
+def _on_load(cd, state):
     def on_load(value, provenance):
+        if state is not None:
+            return state.load(value, provenance)
         if isinstance(value, torch.Tensor) and not isinstance(value, TensorProxy):
             where = f"{provenance.filename}:{provenance.lineno}"
             kind = {"global": "global", "closure": "closure variable", "attr": "attribute"}[provenance.kind]
             raise NotImplementedError(
-                f"thunder: {'functional.jit' if cd.strict else 'thunder.jit'} reads tensor "
+                f"thunder: functional.jit reads tensor "
                 f"'{provenance.name}' ({kind}, in {provenance.fn_name} at {where}) that is not an input "
-                "of the jitted function. Workaround: pass it as an argument.")
+                "of the jitted function. Workaround: pass it as an argument, or use thunder.jit.")
         return value
 
     return on_load

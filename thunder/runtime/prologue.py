@@ -25,20 +25,23 @@ class _Gen:
     def miss_if(self, cond):
         self.emit(f"if {cond}: return MISS")
 
+    def tensor(self, expr, index, var):
+        self.emit(f"{var} = {expr}")
+        self.tensor_vars[index] = var
+        if self.check:
+            t = self._example[index]
+            dev = -1 if t.device.type == "cpu" else t.get_device()
+            conds = [f"not isinstance({var}, Tensor)", f"{var}.dtype is not {self.const(t.dtype)}",
+                     f"{var}.shape != {self.const(t.shape)}", f"{var}.get_device() != {dev}",
+                     f"{'not ' if t.requires_grad else ''}{var}.requires_grad"]
+            if t.device.type not in ("cpu", "cuda"):
+                conds.append(f"{var}.device != {self.const(t.device)}")
+            self.miss_if(" or ".join(conds))
+
     def value(self, expr, spec, var):
         kind = spec[0]
         if kind == "tensor":
-            self.emit(f"{var} = {expr}")
-            self.tensor_vars[spec[1]] = var
-            if self.check:
-                t = self._example[spec[1]]
-                dev = -1 if t.device.type == "cpu" else t.get_device()
-                conds = [f"not isinstance({var}, Tensor)", f"{var}.dtype is not {self.const(t.dtype)}",
-                         f"{var}.shape != {self.const(t.shape)}", f"{var}.get_device() != {dev}",
-                         f"{'not ' if t.requires_grad else ''}{var}.requires_grad"]
-                if t.device.type not in ("cpu", "cuda"):
-                    conds.append(f"{var}.device != {self.const(t.device)}")
-                self.miss_if(" or ".join(conds))
+            self.tensor(expr, spec[1], var)
             return
         if not self.check:
             if kind in ("tuple", "list", "namedtuple"):
@@ -81,7 +84,8 @@ class _Gen:
             self.value(f"{var}[{i}]", s, f"{base}_{i}")
 
 
-def prologue_source(args_spec, kwargs_spec, example_tensors, arg_names, check_metadata=True, grad_mode=None):
+def prologue_source(args_spec, kwargs_spec, example_tensors, arg_names, check_metadata=True, grad_mode=None,
+                    state=None):
     """Source of `def entry(args, kwargs)` for the input specs (see structure.py);
     example_tensors are the tensors the entry was compiled with. arg_names name the flat
     tensors (the computation's parameters)."""
@@ -97,6 +101,17 @@ def prologue_source(args_spec, kwargs_spec, example_tensors, arg_names, check_me
         g.value(f"args[{i}]", s, f"a{i}")
     for i, (k, s) in enumerate(kwargs_spec):
         g.value(f"kwargs[{k!r}]", s, f"k{i}")
+    if state is not None:
+        # tensors read from modules, objects, globals and cells, and the module flags that
+        # decide what forward does (see state.py)
+        g.consts.update(state.consts)
+        for expr, expected in state.guards:
+            if expected is None or isinstance(expected, bool):
+                g.miss_if(f"{expr} is not {expected!r}")
+            else:
+                g.miss_if(f"{expr} != {expected!r}")
+        for i, (expr, index) in enumerate(state.reads):
+            g.tensor(expr, index, f"s{i}")
     if grad_mode is not None and check_metadata:
         # with inputs that require grad, the program differs with grad mode (autograd or not)
         g.miss_if(f"{'not ' if grad_mode else ''}is_grad_enabled()")

@@ -1,0 +1,59 @@
+"""ThunderModule: what thunder.jit(module) returns. An nn.Module that shares parameters and
+buffers with the original and runs the compiled forward; the nn.Module API answers for the
+original (same names, no wrapper prefix)."""
+import contextlib
+
+import torch
+
+from thunder.runtime.jit import ThunderFunction
+
+
+class ThunderModule(torch.nn.Module):
+    def __init__(self, model: torch.nn.Module, cd):
+        super().__init__()
+        self._model = model
+        self._jfn = ThunderFunction(cd)
+
+    def __call__(self, *args, **kwargs):
+        # the compiled program runs the original's hooks itself (they are interpreted)
+        return self._jfn(*args, **kwargs)
+
+    forward = __call__
+
+    # -- the original module's view of parameters, buffers and submodules
+    def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
+        return self._model.named_parameters(prefix=prefix, recurse=recurse, remove_duplicate=remove_duplicate)
+
+    def named_buffers(self, prefix="", recurse=True, remove_duplicate=True):
+        return self._model.named_buffers(prefix=prefix, recurse=recurse, remove_duplicate=remove_duplicate)
+
+    def named_modules(self, memo=None, prefix="", remove_duplicate=True):
+        return self._model.named_modules(memo=memo, prefix=prefix, remove_duplicate=remove_duplicate)
+
+    def named_children(self):
+        return self._model.named_children()
+
+    def get_parameter(self, target):
+        return self._model.get_parameter(target)
+
+    def get_buffer(self, target):
+        return self._model.get_buffer(target)
+
+    def get_submodule(self, target):
+        return self._model.get_submodule(target)
+
+    def state_dict(self, *args, destination=None, prefix="", keep_vars=False):
+        return self._model.state_dict(*args, destination=destination, prefix=prefix, keep_vars=keep_vars)
+
+    def load_state_dict(self, state_dict, strict=True, assign=False):
+        return self._model.load_state_dict(state_dict, strict=strict, assign=assign)
+
+    @contextlib.contextmanager
+    def no_sync(self):
+        """Calls inside skip DDP's gradient all-reduce; without DDP (or a process group) a no-op."""
+        inner = getattr(self._model, "no_sync", None)
+        with (inner() if callable(inner) else contextlib.nullcontext()):
+            yield
+
+    def __repr__(self):
+        return f"ThunderModule({self._model!r})"

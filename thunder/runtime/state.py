@@ -1,0 +1,95 @@
+"""State inputs: tensors the jitted code reads from outside its arguments (module parameters and
+buffers, attributes of objects, globals, closure cells). Each becomes an input of the trace that
+the prologue reads at call time, so a changed value shows in the next call and changed metadata
+recompiles. Module flags that change what the program does (training, hooks) are guarded too."""
+import torch
+
+from thunder.core import trace as tracing
+from thunder.core.proxies import TensorProxy, proxy_for
+
+# module attributes whose value decides what forward does: a change must recompile
+_HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
+
+
+def _identifier(hint):
+    name = "".join(c if c.isalnum() or c == "_" else "_" for c in hint).strip("_") or "s"
+    return name if not name[0].isdigit() else f"m{name}"
+
+
+class StateTracker:
+    def __init__(self, root, tensors, proxies):
+        self.root = root  # the jitted nn.Module, or None
+        self.tensors, self.proxies = tensors, proxies
+        self.reads = []  # (expression, tensor index)
+        self.guards = []  # (expression, expected value) checked with `is`/==
+        self.consts = {}  # name -> object the expressions refer to
+        self._seen = {}  # (id(owner), name) -> proxy
+        self._guarded = set()
+        self._paths = {id(m): p for p, m in root.named_modules(remove_duplicate=False)} if root is not None else {}
+
+    def const(self, obj):
+        for k, v in self.consts.items():
+            if v is obj:
+                return k
+        name = f"_s{len(self.consts)}"
+        self.consts[name] = obj
+        return name
+
+    def _module_expr(self, module):
+        path = self._paths.get(id(module))
+        if path is None:
+            return self.const(module)
+        expr = self.const(self.root)
+        for part in path.split(".") if path else []:
+            expr += f"._modules[{part!r}]"
+        return expr
+
+    def _owner_expr(self, owner, name):
+        """Expression that reads attribute `name` of owner the way forward's getattr does."""
+        if isinstance(owner, torch.nn.Module):
+            m = self._module_expr(owner)
+            for container in ("_parameters", "_buffers"):
+                if name in owner.__dict__.get(container, {}):
+                    return f"{m}.{container}[{name!r}]"
+            return f"{m}.__dict__[{name!r}]"
+        return f"{self.const(owner)}.{name}"
+
+    def load(self, value, provenance):
+        if isinstance(value, TensorProxy):
+            return value
+        kind, name, owner = provenance.kind, provenance.name, provenance.owner
+        if isinstance(value, torch.Tensor):
+            key = (id(owner), name)
+            if key in self._seen:
+                return self._seen[key]
+            if kind == "attr":
+                expr = self._owner_expr(owner, name)
+                hint = self._paths.get(id(owner), "").replace(".", "_")
+                hint = f"{hint}_{name}" if hint else name
+            elif kind == "global":
+                expr, hint = f"{self.const(owner)}[{name!r}]", name
+            else:  # a closure cell
+                expr, hint = f"{self.const(owner)}.cell_contents", name
+            p = proxy_for(value, tracing.new_name(_identifier(hint)))
+            self.tensors.append(value)
+            self.proxies.append(p)
+            self.reads.append((expr, len(self.tensors) - 1))
+            self._seen[key] = p
+            return p
+        if kind == "attr" and isinstance(owner, torch.nn.Module):
+            self._guard_module_attr(owner, name, value)
+        return value
+
+    def _guard_module_attr(self, owner, name, value):
+        key = (id(owner), name)
+        if key in self._guarded:
+            return
+        if name == "training":
+            self._guarded.add(key)
+            self.guards.append((f"{self._module_expr(owner)}.training", value))
+        elif name in _HOOK_DICTS:
+            self._guarded.add(key)
+            self.guards.append((f"len({self._module_expr(owner)}.{name})", len(value)))
+        elif value is None and (name in owner._parameters or name in owner._buffers):
+            self._guarded.add(key)
+            self.guards.append((self._owner_expr(owner, name), None))
