@@ -169,22 +169,58 @@ def _describe_inputs(args, kwargs):
     return specs, kspecs, meta
 
 
+def _meta(t):
+    return (tuple(t.shape), t.dtype, t.device, t.requires_grad)
+
+
 def _miss_reason(entries, args, kwargs):
     """Which input changed compared to the most recent entry (slow path, misses only)."""
     try:
         now = _describe_inputs(args, kwargs)
     except Exception as e:  # an input we cannot even describe
         return f"inputs could not be described: {e}"
-    before = entries[0].description
-    if len(now[0]) != len(before[0]) or [k for k, _ in now[1]] != [k for k, _ in before[1]]:
+    arg_specs, kw_specs, arg_meta, state = entries[0].description
+    n_args = len(arg_meta)
+    if len(now[0]) != len(arg_specs) or [k for k, _ in now[1]] != [k for k, _ in kw_specs]:
         return "different number of arguments or keyword names"
-    if now[2] != before[2]:
-        for i, (a, b) in enumerate(zip(now[2], before[2])):
-            if a != b:
-                fields = [n for n, x, y in zip(("shape", "dtype", "device", "requires_grad"), a, b) if x != y]
-                return f"tensor input {i}: {', '.join(fields)} changed ({b} -> {a})"
-        return "a different number of tensor inputs"
+    if len(now[2]) != n_args:
+        return "a different number of tensor arguments"
+    for i, (a, b) in enumerate(zip(now[2], arg_meta)):
+        if a != b:
+            return _changed(f"tensor argument {i}", b, a)
+    if state is not None:
+        consts, guards, reads = state
+        for expr, expected in guards:
+            try:
+                value = eval(expr, dict(consts))
+            except Exception:
+                value = "<unreadable>"
+            if value is not expected and value != expected:
+                return f"{_readable(expr)} changed ({expected!r} -> {value!r})"
+        for expr, before in reads:
+            try:
+                t = eval(expr, dict(consts))
+            except Exception:
+                return f"{_readable(expr)} is gone"
+            if not isinstance(t, torch.Tensor):
+                return f"{_readable(expr)} is no longer a tensor"
+            if _meta(t) != before:
+                return _changed(_readable(expr), before, _meta(t))
     return "a non-tensor input changed (number, string, structure or object)"
+
+
+def _changed(what, before, now):
+    fields = [n for n, x, y in zip(("shape", "dtype", "device", "requires_grad"), before, now) if x != y]
+    return f"{what}: {', '.join(fields)} changed ({before} -> {now})"
+
+
+def _readable(expr):
+    """`_s0._modules['0']._parameters['weight']` -> `module 0.weight` for messages."""
+    import re
+
+    parts = re.findall(r"\[('[^']*')\]|\.(\w+)", expr)
+    names = [a.strip("'") if a else b for a, b in parts if (a or b) not in ("_modules", "_parameters", "_buffers", "__dict__")]
+    return "module attribute " + ".".join(names) if expr.startswith("_s") else expr
 
 
 def _param_names(fn, args, kwargs):
@@ -273,8 +309,11 @@ def compile_entry(cd, cs, args, kwargs) -> CacheEntry:
     cs.last_stage_times = times
     cs.last_compile_time = time.perf_counter() - t_start
     prologue_trace = Trace("prologue", python=pro_src)
-    return CacheEntry(run, traces, [prologue_trace], (arg_specs, kw_specs,
-                      [(tuple(x.shape), x.dtype, x.device, x.requires_grad) for x in tensors]), backward_traces)
+    n_arg_tensors = len(tensors) - (len(state.reads) if state is not None else 0)
+    state_info = None if state is None else (
+        state.consts, state.guards, [(expr, _meta(tensors[i])) for expr, i in state.reads])
+    description = (arg_specs, kw_specs, [_meta(x) for x in tensors[:n_arg_tensors]], state_info)
+    return CacheEntry(run, traces, [prologue_trace], description, backward_traces)
 
 
 def _autograd_program(cs, module, tensors, proxies, out_spec, traces):

@@ -30,8 +30,10 @@ class ThunderModule(torch.nn.Module):
     def named_modules(self, memo=None, prefix="", remove_duplicate=True):
         return self._model.named_modules(memo=memo, prefix=prefix, remove_duplicate=remove_duplicate)
 
-    def named_children(self):
-        return self._model.named_children()
+    def train(self, mode=True):
+        self._model.train(mode)
+        self.training = mode
+        return self
 
     def get_parameter(self, target):
         return self._model.get_parameter(target)

@@ -1,0 +1,176 @@
+"""thunder.jit(nn.Module): ThunderModule's API, parameters as call-time inputs, recompiles."""
+import copy
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import thunder
+
+
+def mlp():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.LayerNorm(16), nn.Dropout(0.0), nn.Linear(16, 4))
+
+
+def test_thunder_module_matches_eager_and_shares_parameters():
+    m = mlp()
+    tm = thunder.jit(m)
+    assert isinstance(tm, thunder.ThunderModule) and isinstance(tm, nn.Module)
+    assert tm._model is m
+    x = torch.randn(3, 8)
+    torch.testing.assert_close(tm(x), m(x))
+    assert [n for n, _ in tm.named_parameters()] == [n for n, _ in m.named_parameters()]
+    assert all(a is b for a, b in zip(tm.parameters(), m.parameters()))
+    assert list(tm.state_dict()) == list(m.state_dict())
+    assert tm.get_parameter("0.weight") is m[0].weight
+    assert tm.get_submodule("2") is m[2]
+
+
+def test_api_errors_like_torch():
+    tm = thunder.jit(mlp())
+    with pytest.raises(AttributeError, match="has no attribute `nope`"):
+        tm.get_submodule("nope")
+    with pytest.raises(AttributeError, match="bias2"):
+        tm.get_parameter("0.bias2")
+    m = nn.BatchNorm1d(3)
+    with pytest.raises(AttributeError):
+        thunder.jit(m).get_buffer("running_max")
+    assert thunder.jit(m).get_buffer("running_mean") is m.running_mean
+
+
+def test_parameter_values_are_read_at_call_time():
+    m = mlp()
+    tm = thunder.jit(m)
+    x = torch.randn(3, 8)
+    tm(x)
+    with torch.no_grad():
+        m[0].weight.mul_(2)
+    torch.testing.assert_close(tm(x), m(x))
+    assert thunder.cache_misses(tm) == 1
+
+
+def test_metadata_changes_and_train_eval_recompile():
+    m = mlp()
+    tm = thunder.jit(m)
+    x = torch.randn(3, 8)
+    tm(x)
+    m[0].weight.requires_grad_(False)
+    torch.testing.assert_close(tm(x), m(x))
+    assert thunder.cache_misses(tm) == 2 and "requires_grad" in thunder.compile_stats(tm).last_miss_reason
+    tm.eval()
+    assert not m.training
+    torch.testing.assert_close(tm(x), m(x))
+    assert thunder.cache_misses(tm) == 3
+    m[4].weight = nn.Parameter(torch.randn(4, 16, dtype=torch.float64))
+    m[4].bias = None
+    with pytest.raises(RuntimeError):
+        m(x)  # eager: float32 input against a float64 weight
+    with pytest.raises(RuntimeError):
+        tm(x)
+
+
+def test_dropout_train_and_eval():
+    m = nn.Sequential(nn.Linear(8, 8), nn.Dropout(0.5))
+    tm = thunder.jit(m)
+    x = torch.randn(64, 8)
+    out = tm(x)
+    assert (out == 0).any()  # train: random zeros
+    tm.eval()
+    torch.testing.assert_close(tm(x), m(x))
+
+
+def test_hooks_run_and_later_hooks_recompile():
+    m = mlp()
+    tm = thunder.jit(m)
+    x = torch.randn(3, 8)
+    tm(x)
+    m[2].register_forward_hook(lambda mod, inp, out: out * 2)
+    m[0].register_forward_pre_hook(lambda mod, inp: (inp[0] + 1,))
+    torch.testing.assert_close(tm(x), m(x))
+    assert thunder.cache_misses(tm) == 2
+
+
+def test_module_containers():
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(3)])
+            self.heads = nn.ModuleDict({"a": nn.Linear(4, 2), "b": nn.Linear(4, 3)})
+            self.register_buffer("scale", torch.tensor(0.5))
+
+        def forward(self, x, head="a"):
+            for layer in self.layers:
+                x = F.relu(layer(x)) * self.scale
+            return self.heads[head](x)
+
+    net = Net()
+    tn = thunder.jit(net)
+    x = torch.randn(2, 4)
+    torch.testing.assert_close(tn(x), net(x))
+    torch.testing.assert_close(tn(x, head="b"), net(x, head="b"))
+    net.scale.fill_(2.0)
+    torch.testing.assert_close(tn(x), net(x))
+
+
+def test_state_dict_round_trip_and_to():
+    m = mlp()
+    tm = thunder.jit(m)
+    x = torch.randn(3, 8)
+    tm(x)
+    other = mlp()
+    with torch.no_grad():
+        for p in other.parameters():
+            p.add_(1)
+    tm.load_state_dict(other.state_dict())
+    torch.testing.assert_close(tm(x), other(x))
+    tm.to(torch.float64)
+    assert m[0].weight.dtype is torch.float64
+    torch.testing.assert_close(tm(x.double()), m(x.double()))
+
+
+def test_zero_grad_and_no_sync_without_process_group():
+    m = mlp()
+    tm = thunder.jit(m)
+    tm(torch.randn(3, 8)).sum().backward()
+    assert m[0].weight.grad is not None
+    tm.zero_grad()
+    assert m[0].weight.grad is None
+    with tm.no_sync():
+        tm(torch.randn(3, 8)).sum().backward()
+    assert m[0].weight.grad is not None
+
+
+def test_mlp_gradients_match_eager():
+    m = mlp().double()
+    tm = thunder.jit(m)
+    ref = copy.deepcopy(m)
+    x = torch.randn(5, 8, dtype=torch.float64, requires_grad=True)
+    xr = x.detach().clone().requires_grad_()
+    tm(x).square().mean().backward()
+    ref(xr).square().mean().backward()
+    torch.testing.assert_close(x.grad, xr.grad)
+    for (n, p), q in zip(m.named_parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, msg=n)
+
+
+def test_training_loop_with_adamw_matches_eager():
+    m = mlp()
+    ref = copy.deepcopy(m)
+    tm = thunder.jit(m)
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-2)
+    opt_ref = torch.optim.AdamW(ref.parameters(), lr=1e-2)
+    torch.manual_seed(1)
+    data = [(torch.randn(16, 8), torch.randn(16, 4)) for _ in range(20)]
+    for x, y in data:
+        loss = F.mse_loss(tm(x), y) if False else ((tm(x) - y) ** 2).mean()
+        loss_ref = ((ref(x) - y) ** 2).mean()
+        torch.testing.assert_close(loss, loss_ref, rtol=1e-5, atol=1e-6)
+        opt.zero_grad()
+        opt_ref.zero_grad()
+        loss.backward()
+        loss_ref.backward()
+        opt.step()
+        opt_ref.step()
+    assert thunder.cache_misses(tm) == 1
