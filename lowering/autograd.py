@@ -51,6 +51,8 @@ def split_forward_backward(lifted, requires_grad) -> Split:
     ctx, outputs = lifted.ctx, lifted.outputs
     needs = {r.name for r, rg in zip(ctx.inputs, requires_grad) if rg and differentiable_dtype(r.dtype)}
     for bsym in ctx.symbols:
+        if bsym.op.name == "detach":
+            continue  # no gradient flows through detach (also what torch.no_grad regions record)
         if any(r.name in needs for _, r in _tensor_args(bsym)):
             for o in bsym.outputs:
                 if differentiable_dtype(o.dtype):
@@ -172,6 +174,7 @@ def autograd_module(module_op):
     from thunder.lowering.decompose import decompose_module
 
     keep = {op.name for op in registry.OPS.values() if op.dialect == "ltorch" and op.vjp_rule is not None}
+    keep.add("detach")
     decompose_module(module_op, keep=keep)
     comp = find_func(module_op, "computation")
     if comp is None:

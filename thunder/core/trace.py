@@ -32,6 +32,7 @@ class TraceCtx:
         self._counter = 0
         self._prefix = prefix
         self._used = set()
+        self.track_grad_mode = False  # record no_grad regions (the user's program, not decompositions)
 
     def new_name(self, hint=None):
         if hint is not None:
@@ -120,7 +121,26 @@ def record_op(op, values):
                 v.has_views = True
     ctx.symbols.append(BoundSymbol(op, {k: _to_refs(v) for k, v in values.items()},
                                    [ref(o) for o in outs], current_location()))
+    if ctx.track_grad_mode and not _grad_enabled() and op.name != "detach":
+        # under torch.no_grad() the results carry no autograd history: record that in the trace
+        outs = [_detach(o) for o in outs]
+        out = tuple(outs) if isinstance(out, (tuple, list)) else outs[0]
     return tuple(outs) if isinstance(out, (tuple, list)) else out
+
+
+def _grad_enabled():
+    import torch
+
+    return torch.is_grad_enabled()
+
+
+def _detach(p):
+    from thunder.core.proxies import TensorProxy
+    from thunder.ops.registry import OPS
+
+    if not isinstance(p, TensorProxy) or not (p.dtype.is_floating_point or p.dtype.is_complex):
+        return p
+    return OPS["ltorch.detach"](p)
 
 
 def rebind(proxy, new):

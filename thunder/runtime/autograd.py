@@ -19,7 +19,9 @@ class _ThunderAutograd(torch.autograd.Function):
         outputs, saved = results[:n], results[n:]
         ctx.save_for_backward(*saved)
         ctx.program = program
-        non_diff = [o for o in outputs if not (o.dtype.is_floating_point or o.dtype.is_complex)]
+        # outputs that no gradient reaches (integer results, no_grad regions) are plain tensors
+        diff = set(program.cotangent_for)
+        non_diff = [o for i, o in enumerate(outputs) if i not in diff]
         if non_diff:
             ctx.mark_non_differentiable(*non_diff)
         return outputs if n != 1 else outputs[0]

@@ -244,6 +244,7 @@ def compile_entry(cd, cs, args, kwargs) -> CacheEntry:
     times = {}
     t_start = t = time.perf_counter()
     ctx = tracing.TraceCtx()
+    ctx.track_grad_mode = True
     tensors, proxies = [], []
     names = _param_names(cd.module.forward if cd.module is not None else cd.fn, args, kwargs)
     with tracing.tracing(ctx):
