@@ -11,12 +11,17 @@ def location(name, where=None):
     return ir.Location.name(name)
 
 
-def emit(trace, outputs, fn_name="computation") -> ir.Module:
-    """trace: a TraceCtx (inputs and symbols, tensors as Refs); outputs: the Refs returned."""
+def emit(trace, outputs, fn_name="computation", mutated=()) -> ir.Module:
+    """trace: a TraceCtx (inputs and symbols, tensors as Refs); outputs: the Refs returned.
+    mutated: (input index, Ref of its new value) for inputs updated in place; the new values
+    are returned after the outputs and listed in the thunder.mutated_inputs attribute."""
     with context(), ir.Location.unknown():
         module = ir.Module.create()
+        attributes = {}
+        if mutated:
+            attributes["thunder.mutated_inputs"] = ir.DenseI64ArrayAttr.get([i for i, _ in mutated])
         with ir.InsertionPoint(module.body):
-            emit_into(trace, outputs, fn_name)
+            emit_into(trace, list(outputs) + [r for _, r in mutated], fn_name, attributes=attributes)
     return module
 
 

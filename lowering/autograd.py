@@ -18,6 +18,7 @@ from thunder.dialects.emit import emit_into
 from thunder.dialects.lift import lift
 from thunder.dialects.mlir import func, ir
 from thunder.ops import registry
+from thunder.runtime.codegen import mutated_inputs
 
 REQUIRES_GRAD = "thunder.requires_grad"
 
@@ -29,7 +30,7 @@ def differentiable_dtype(dtype):
 @dataclass
 class Split:
     forward: TraceCtx
-    forward_outputs: list  # Refs: the outputs, then the saved values
+    forward_outputs: list  # Refs: the outputs, the saved values, then new values of mutated inputs
     num_outputs: int
     backward: TraceCtx  # inputs: saved values, then cotangents
     backward_outputs: list  # Ref or None per input of the forward
@@ -47,8 +48,12 @@ def _tensor_args(bsym):
                     yield p, x
 
 
-def split_forward_backward(lifted, requires_grad) -> Split:
-    ctx, outputs = lifted.ctx, lifted.outputs
+def split_forward_backward(lifted, requires_grad, n_mutated=0) -> Split:
+    """n_mutated: the last results are new values of inputs updated in place (copied back by
+    the forward program, not differentiated)."""
+    ctx = lifted.ctx
+    outputs = lifted.outputs[:len(lifted.outputs) - n_mutated]
+    mutated = lifted.outputs[len(outputs):]
     needs = {r.name for r, rg in zip(ctx.inputs, requires_grad) if rg and differentiable_dtype(r.dtype)}
     for bsym in ctx.symbols:
         if bsym.op.name == "detach":
@@ -137,7 +142,7 @@ def split_forward_backward(lifted, requires_grad) -> Split:
             seen.add(r.name)
             used.append(r)
     bctx.inputs = used + [tracing.ref(g) for g in cotangents]
-    return Split(ctx, list(outputs) + used, len(outputs), bctx, backward_outputs, cotangent_for)
+    return Split(ctx, list(outputs) + used + list(mutated), len(outputs), bctx, backward_outputs, cotangent_for)
 
 
 def _dce(ctx, outputs):
@@ -180,10 +185,14 @@ def autograd_module(module_op):
     if comp is None:
         raise ValueError("thunder-autograd needs a func @computation")
     flags = requires_grad_flags(comp)
-    split = split_forward_backward(lift(comp), flags)
+    n_mutated = len(mutated_inputs(comp))
+    split = split_forward_backward(lift(comp), flags, n_mutated)
     with ir.InsertionPoint.at_block_begin(module_op.regions[0].blocks[0]), comp.location:
+        fwd_attrs = {"thunder.num_outputs": _i64(split.num_outputs)}
+        if "thunder.mutated_inputs" in comp.attributes:
+            fwd_attrs["thunder.mutated_inputs"] = comp.attributes["thunder.mutated_inputs"]
         emit_into(split.forward, split.forward_outputs, "forward", arg_attrs=_arg_attrs(flags),
-                  attributes={"thunder.num_outputs": _i64(split.num_outputs)})
+                  attributes=fwd_attrs)
         grad_of = [i for i, r in enumerate(split.backward_outputs) if r is not None]
         emit_into(split.backward, [r for r in split.backward_outputs if r is not None], "backward",
                   attributes={"thunder.grad_of": ir.DenseI64ArrayAttr.get(grad_of),

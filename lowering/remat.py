@@ -13,6 +13,7 @@ from thunder.dialects.emit import emit_into
 from thunder.dialects.lift import lift
 from thunder.dialects.mlir import ir
 from thunder.lowering.autograd import find_func
+from thunder.runtime.codegen import mutated_inputs
 
 # ops whose results are saved rather than recomputed: expensive, or random
 EXPENSIVE = {"matmul", "mm", "bmm", "linear", "scaled_dot_product_attention", "conv1d", "conv2d",
@@ -80,7 +81,9 @@ def remat_module(module_op):
         raise ValueError("thunder-remat needs func @forward and func @backward (run thunder-autograd first)")
     num_outputs = ir.IntegerAttr(fwd_op.attributes["thunder.num_outputs"]).value
     fwd, bwd = lift(fwd_op), lift(bwd_op)
-    old_saved = fwd.outputs[num_outputs:]
+    n_mutated = len(mutated_inputs(fwd_op))
+    mutated = fwd.outputs[len(fwd.outputs) - n_mutated:] if n_mutated else []
+    old_saved = fwd.outputs[num_outputs:len(fwd.outputs) - n_mutated]
     n_saved = len(old_saved)
     # backward's names for saved values -> forward's; its own names must not clash with forward's
     mapping = {b.name: f for b, f in zip(bwd.ctx.inputs[:n_saved], old_saved)}
@@ -116,11 +119,12 @@ def remat_module(module_op):
     new_bwd = TraceCtx()
     new_bwd.inputs = saved + cotangents
     new_bwd.symbols = recompute + bsyms
-    attrs_f = {k: fwd_op.attributes[k] for k in ("thunder.num_outputs",)}
+    attrs_f = {k: fwd_op.attributes[k] for k in ("thunder.num_outputs", "thunder.mutated_inputs")
+               if k in fwd_op.attributes}
     attrs_b = {k: bwd_op.attributes[k] for k in ("thunder.grad_of", "thunder.cotangent_for")}
     arg_attrs = fwd_op.attributes["arg_attrs"] if "arg_attrs" in fwd_op.attributes else None
     with ir.InsertionPoint(fwd_op), fwd_op.location:
-        emit_into(fwd.ctx, fwd.outputs[:num_outputs] + saved, "forward",
+        emit_into(fwd.ctx, fwd.outputs[:num_outputs] + saved + mutated, "forward",
                   arg_attrs=list(arg_attrs) if arg_attrs is not None else None, attributes=attrs_f)
         emit_into(new_bwd, bouts, "backward", attributes=attrs_b)
     fwd_op.erase()

@@ -29,7 +29,8 @@ def _where():
 class TensorProxy:
     """Stands for a tensor: it knows shape, dtype, device and requires_grad, not values."""
 
-    __slots__ = ("name", "shape", "dtype", "device", "requires_grad", "is_view", "has_views", "is_input")
+    __slots__ = ("name", "shape", "dtype", "device", "requires_grad", "is_view", "has_views", "is_input",
+                 "input_name")
 
     def __init__(self, shape, dtype, device, requires_grad=False, name=None):
         self.shape = torch.Size(shape)
@@ -40,6 +41,7 @@ class TensorProxy:
         self.is_view = False
         self.has_views = False
         self.is_input = False
+        self.input_name = None  # for inputs: the name of the input it was created for
 
     __hash__ = object.__hash__
 
@@ -148,6 +150,8 @@ class TensorProxy:
         op = registry.METHODS.get(name)
         if op is not None:
             return functools.partial(op, self)
+        if name in _INPLACE_ONLY:
+            return functools.partial(_inplace, _INPLACE_ONLY[name], name, self)
         if name.endswith("_") and not name.startswith("_") and name[:-1] in registry.METHODS:
             return functools.partial(_inplace, registry.METHODS[name[:-1]], name, self)
         if hasattr(torch.Tensor, name):
@@ -175,20 +179,46 @@ def _callable_name(fn):
 
 
 def _inplace(op, method_name, self, *args, **kwargs):
-    # In-place updates are recorded functionally: correct only when nothing else can observe the
-    # old tensor. Inputs and views (whose mutation shows elsewhere in eager) are refused.
-    if self.is_input or self.is_view or self.has_views:
-        what = "an input" if self.is_input else "a view" if self.is_view else "a tensor that has views"
+    """An in-place update, recorded functionally: the proxy then stands for the result. On an
+    input the new value is copied back when the program ends (the caller sees the mutation, as in
+    eager). Views are refused: their update would have to reach their base."""
+    if self.is_view or self.has_views:
+        what = "a view" if self.is_view else "a tensor that has views"
         raise NotImplementedError(
             f"thunder: in-place {method_name}() on {what} ({self.name}){_where()} is not supported yet. "
-            f"Workaround: use the out-of-place {method_name[:-1]}() and use its result."
-        )
+            f"Workaround: use the out-of-place {method_name.strip('_')}() and use its result.")
+    if self.is_input and self.requires_grad and tracing.grad_enabled():
+        raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
     out = op(self, *args, **kwargs)
-    if out.dtype != self.dtype or out.shape != self.shape:
-        out = out.to(self.dtype) if out.shape == self.shape else out
-    # from now on this proxy's name refers to the updated value
+    if out.dtype != self.dtype:
+        if not torch.can_cast(out.dtype, self.dtype):
+            raise RuntimeError(f"result type {str(out.dtype).replace('torch.', '').capitalize()} can't be cast "
+                               f"to the desired output type {str(self.dtype).replace('torch.', '').capitalize()}")
+        out = out.to(self.dtype)
+    if out.shape != self.shape:
+        raise RuntimeError(f"output with shape {list(self.shape)} doesn't match the broadcast shape {list(out.shape)}")
     tracing.rebind(self, out)
     return self
+
+
+def _zero(self):
+    return registry.OPS["ltorch.zeros_like"](self)
+
+
+def _fill(self, value):
+    if isinstance(value, TensorProxy):
+        return value.to(self.dtype).expand(self.shape)
+    return registry.OPS["ltorch.full_like"](self, value)
+
+
+def _copy(self, src, non_blocking=False):
+    if not isinstance(src, TensorProxy):
+        raise TypeError("copy_(): argument 'src' must be Tensor")
+    return src.to(self.dtype).expand(self.shape)
+
+
+# in-place methods without an out-of-place op of the same name
+_INPLACE_ONLY = {"zero_": _zero, "fill_": _fill, "copy_": _copy}
 
 
 def _dunder(name):
@@ -228,4 +258,5 @@ for _n in _OPERATORS:
 def proxy_for(t: torch.Tensor, name=None, *, input=True):
     p = TensorProxy(t.shape, t.dtype, t.device, t.requires_grad, name=name)
     p.is_input = input
+    p.input_name = p.name if input else None
     return p

@@ -33,6 +33,7 @@ class TraceCtx:
         self._prefix = prefix
         self._used = set()
         self.track_grad_mode = False  # record no_grad regions (the user's program, not decompositions)
+        self.mutated = {}  # input name -> the proxy holding its final value (in-place updates)
 
     def new_name(self, hint=None):
         if hint is not None:
@@ -143,8 +144,16 @@ def _detach(p):
     return OPS["ltorch.detach"](p)
 
 
+def grad_enabled():
+    return _grad_enabled()
+
+
 def rebind(proxy, new):
-    """After an in-place op the proxy object stands for the op's result."""
+    """After an in-place op the proxy object stands for the op's result; an input's final
+    value is copied back at the end (see TraceCtx.mutated)."""
+    ctx = _current.get()
+    if ctx is not None and proxy.input_name is not None:
+        ctx.mutated[proxy.input_name] = proxy
     proxy.name = new.name
     proxy.shape = new.shape
     proxy.dtype = new.dtype

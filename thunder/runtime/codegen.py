@@ -100,6 +100,13 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
                 continue  # numbers are written inline where they are used
             if name == "func.return":
                 flat = [namer.names[v] for v in operation.operands]
+                mutated = mutated_inputs(f)
+                if mutated:
+                    # in-place updates of inputs: the caller sees them, as in eager
+                    k = len(mutated)
+                    for i, v in zip(mutated, flat[-k:]):
+                        lines.append(f"  {params[i]}.copy_({v})")
+                    flat = flat[:-k]
                 lines.append("  return " + _return_expr(flat, output_spec, constants))
                 continue
             op, values = decode_op(operation.operation, lambda v: Name(namer.names[v]))
@@ -121,6 +128,13 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
                     line += f" ({src})"
             lines.append(line)
     return "\n".join(lines) + "\n"
+
+
+def mutated_inputs(func_op):
+    """Input indices whose new values are the func's last results (thunder.mutated_inputs)."""
+    if "thunder.mutated_inputs" not in func_op.attributes:
+        return []
+    return list(ir.DenseI64ArrayAttr(func_op.attributes["thunder.mutated_inputs"]))
 
 
 def _describe(t):

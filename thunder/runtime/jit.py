@@ -261,7 +261,8 @@ def compile_entry(cd, cs, args, kwargs) -> CacheEntry:
         record = cd.debug_options.record_interpreter_history
         state = None if cd.strict else StateTracker(cd.module, tensors, proxies)
         result = interpret(cd.fn, pargs, pkwargs, lookup=_lookup, on_load=_on_load(cd, state), record=record)
-        ctx.inputs = [tracing.ref(p) for p in proxies]
+        # (an input updated in place has been rebound to its new value: use its input name)
+        ctx.inputs = [tracing.Ref(p.input_name or p.name, tuple(p.shape), p.dtype, p.device) for p in proxies]
     cs.last_interpreted_instructions = list(result.instructions) if record else None
     cs.last_interpreter_log = list(result.log) if record else None
     out_refs = []
@@ -269,7 +270,9 @@ def compile_entry(cd, cs, args, kwargs) -> CacheEntry:
     times["interpretation"] = time.perf_counter() - t
 
     t = time.perf_counter()
-    module = emit(ctx, out_refs)
+    index = {p.input_name: i for i, p in enumerate(proxies)}
+    mutated = [(index[name], tracing.ref(p)) for name, p in ctx.mutated.items()]
+    module = emit(ctx, out_refs, mutated=mutated)
     traces = [Trace("interpreter (acquisition)", module, output_spec=out_spec)]
     times["mlir emission"] = time.perf_counter() - t
 
