@@ -9,12 +9,13 @@ import torch
 
 from thunder import functional
 from thunder.runtime.module import ThunderModule
+from thunder.runtime.sharp_edges import JITSharpEdgeError
 from thunder.runtime.jit import CACHE_OPTIONS, CompileStats, DebugOptions, ThunderFunction, make_compile_data
 
 __all__ = [
     "jit", "functional", "compile_data", "compile_stats", "last_traces", "last_prologue_traces",
     "last_backward_traces", "cache_option", "cache_hits", "cache_misses", "list_transforms", "last_interpreted_instructions",
-    "last_interpreter_log", "last_compile_options", "DebugOptions", "CompileStats", "ThunderModule",
+    "last_interpreter_log", "last_compile_options", "DebugOptions", "CompileStats", "ThunderModule", "JITSharpEdgeError",
 ]
 
 

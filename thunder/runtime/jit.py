@@ -12,7 +12,7 @@ from thunder.dialects.emit import emit
 from thunder.dialects.mlir import ir
 from thunder.lowering.passes import PASSES, build_pass_manager, pass_name, split_pipeline
 from thunder.ops import registry
-from thunder.runtime import structure
+from thunder.runtime import sharp_edges, structure
 from thunder.runtime.codegen import compile_source, python_source
 from thunder.runtime.prologue import MISS, compile_prologue, prologue_source
 from thunder.runtime.state import StateTracker
@@ -63,6 +63,7 @@ class CompileData:
     strict: bool  # functional.jit: only the documented input types, no tensors from outside
     compile_options: dict
     module: object = None  # the nn.Module when jitting a module
+    warned_sharp_edges: set = field(default_factory=set)
 
 
 @dataclass
@@ -260,7 +261,8 @@ def compile_entry(cd, cs, args, kwargs) -> CacheEntry:
             pkwargs[k] = p
         record = cd.debug_options.record_interpreter_history
         state = None if cd.strict else StateTracker(cd.module, tensors, proxies)
-        result = interpret(cd.fn, pargs, pkwargs, lookup=_lookup, on_load=_on_load(cd, state), record=record)
+        result = interpret(cd.fn, pargs, pkwargs, lookup=_make_lookup(cd), on_load=_on_load(cd, state),
+                           record=record)
         # (an input updated in place has been rebound to its new value: use its input name)
         ctx.inputs = [tracing.Ref(p.input_name or p.name, tuple(p.shape), p.dtype, p.device) for p in proxies]
     cs.last_interpreted_instructions = list(result.instructions) if record else None
@@ -350,6 +352,16 @@ def _autograd_program(cs, module, tensors, proxies, out_spec, traces):
     computation = compile_source(source, constants=constants)
     traces.append(Trace("torch executor (execution trace)", m, python=source + "\n" + program.forward_source))
     return source, computation, backward
+
+
+def _make_lookup(cd):
+    warned = cd.warned_sharp_edges
+
+    def lookup(fn):
+        sharp_edges.check(fn, cd.sharp_edges, tracing.current_location(), warned)
+        return _lookup(fn)
+
+    return lookup
 
 
 def _lookup(fn):

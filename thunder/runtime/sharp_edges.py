@@ -1,0 +1,44 @@
+"""Sharp edges: Python calls whose effect or result does not belong in a trace (random numbers
+from Python's `random`, clocks, printing). They run once, while tracing, and their results are
+constants of the compiled program. sharp_edges="allow" does that silently, "warn" warns once
+per source line, "error" raises JITSharpEdgeError naming the call and the line."""
+import builtins
+import random
+import time
+import warnings
+
+
+class JITSharpEdgeError(RuntimeError):
+    pass
+
+
+def _side_effects():
+    fns = {builtins.print: "print()", builtins.input: "input()"}
+    for name in ("random", "randint", "randrange", "uniform", "gauss", "normalvariate", "choice",
+                 "choices", "shuffle", "sample", "getrandbits", "seed"):
+        fns[getattr(random, name)] = f"random.{name}()"
+    for name in ("time", "perf_counter", "monotonic", "process_time", "time_ns", "perf_counter_ns", "sleep"):
+        fns[getattr(time, name)] = f"time.{name}()"
+    return fns
+
+
+SIDE_EFFECTS = _side_effects()
+
+
+def check(fn, mode, where, warned):
+    """Called by the interpreter's lookup for every call; returns nothing, may warn or raise."""
+    try:
+        what = SIDE_EFFECTS.get(fn)
+    except TypeError:
+        return
+    if what is None or mode == "allow":
+        return
+    loc = f"{where[0]}:{where[1]}" if where else "unknown line"
+    msg = (f"thunder: {what} at {loc} runs only while tracing; its result is a constant of the "
+           "compiled program and its effect does not happen on later calls. Move it out of the "
+           "jitted function (or use torch random functions, which are traced).")
+    if mode == "error":
+        raise JITSharpEdgeError(msg)
+    if (what, loc) not in warned:
+        warned.add((what, loc))
+        warnings.warn(msg, stacklevel=2)
