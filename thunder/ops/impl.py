@@ -106,3 +106,35 @@ def unslice(g, shape, start_indices, end_indices, strides):
     out = g.new_zeros(shape)
     out[tuple(slice(s, e, st) for s, e, st in zip(start_indices, end_indices, strides))] = g
     return out
+
+
+# --- layers (thunder/ops/layers.py and the layer prims)
+def _conv_nd(fn, nd):
+    # padding: nd ints, or (low, high) pairs per dim for padding="same" with an even kernel extent
+    def run(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+        if isinstance(padding, (tuple, list)) and len(padding) == 2 * nd:
+            pad = []
+            for i in reversed(range(nd)):  # F.pad lists the last dim first
+                pad += [padding[2 * i], padding[2 * i + 1]]
+            input, padding = torch.nn.functional.pad(input, pad), 0
+        return fn(input, weight, bias, stride, padding, dilation, groups)
+
+    return run
+
+
+conv1d = _conv_nd(torch.nn.functional.conv1d, 1)
+conv2d = _conv_nd(torch.nn.functional.conv2d, 2)
+
+
+def convolution_backward_input(grad_output, weight, input_shape, stride, padding, dilation, transposed,
+                               output_padding, groups):
+    input = grad_output.new_empty(input_shape)
+    return torch.ops.aten.convolution_backward(grad_output, input, weight, None, stride, padding, dilation,
+                                               transposed, output_padding, groups, [True, False, False])[0]
+
+
+def convolution_backward_weight(grad_output, input, weight_shape, stride, padding, dilation, transposed,
+                                output_padding, groups):
+    weight = grad_output.new_empty(weight_shape)
+    return torch.ops.aten.convolution_backward(grad_output, input, weight, None, stride, padding, dilation,
+                                               transposed, output_padding, groups, [False, True, False])[1]

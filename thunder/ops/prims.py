@@ -375,3 +375,120 @@ def _(g, out, a, b):
 @take.vjp
 def _(g, out, a, dim, index):
     return {"a": index_add(_zeros_like(a), dim, index, g)}
+
+
+# ---------------------------------------------------------------------------------------------
+# --- layer prims: convolution and pooling (batched, channels-first inputs), and their VJPs.
+# Decompositions of the ltorch layer ops (thunder/ops/layers.py) make padding explicit, so these
+# take symmetric per-dim padding only.
+from thunder.ops.registry import Bool as _Bool  # noqa: E402
+
+
+def _conv_out_shape(input, weight, stride, padding, dilation, transposed, output_padding, groups):
+    n, spatial = input.shape[0], input.shape[2:]
+    k = weight.shape[2:]
+    if transposed:
+        out_c = weight.shape[1] * groups
+        sizes = [(s - 1) * st - 2 * p + d * (kk - 1) + op + 1
+                 for s, st, p, d, kk, op in zip(spatial, stride, padding, dilation, k, output_padding)]
+    else:
+        out_c = weight.shape[0]
+        sizes = [(s + 2 * p - d * (kk - 1) - 1) // st + 1 for s, st, p, d, kk in zip(spatial, stride, padding, dilation, k)]
+    return (n, out_c, *sizes)
+
+
+@prim("torch.convolution")
+def convolution(input: Tensor, weight: Tensor, bias: Tensor | None, stride: Ints, padding: Ints, dilation: Ints,
+                transposed: _Bool, output_padding: Ints, groups: Int):
+    """aten.convolution: N-d (transposed) convolution of a batched input with symmetric padding."""
+    nd = weight.ndim - 2
+    if input.ndim != nd + 2 or not builtins.all(len(v) == nd for v in (stride, padding, dilation, output_padding)):
+        raise ValueError("convolution prim: input, weight, stride, padding, dilation and output_padding disagree in rank")
+    return TensorProxy(_conv_out_shape(input, weight, stride, padding, dilation, transposed, output_padding, groups),
+                       input.dtype, input.device)
+
+
+@prim("impl.convolution_backward_input")
+def convolution_backward_input(grad_output: Tensor, weight: Tensor, input_shape: Ints, stride: Ints, padding: Ints,
+                               dilation: Ints, transposed: _Bool, output_padding: Ints, groups: Int):
+    """The cotangent of convolution's input (aten.convolution_backward)."""
+    return TensorProxy(input_shape, grad_output.dtype, grad_output.device)
+
+
+@prim("impl.convolution_backward_weight")
+def convolution_backward_weight(grad_output: Tensor, input: Tensor, weight_shape: Ints, stride: Ints, padding: Ints,
+                                dilation: Ints, transposed: _Bool, output_padding: Ints, groups: Int):
+    """The cotangent of convolution's weight (aten.convolution_backward)."""
+    return TensorProxy(weight_shape, grad_output.dtype, grad_output.device)
+
+
+@convolution.vjp
+def _(g, out, input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
+    conf = (stride, padding, dilation, transposed, output_padding, groups)
+    return {"input": convolution_backward_input(g, weight, tuple(input.shape), *conf),
+            "weight": convolution_backward_weight(g, input, tuple(weight.shape), *conf),
+            "bias": sum(g, (0, *range(2, g.ndim))) if bias is not None else None}
+
+
+def _pool2d_out(size, k, s, p, d, ceil_mode):
+    out = (size + 2 * p - d * (k - 1) - 1 + (s - 1 if ceil_mode else 0)) // s + 1
+    if ceil_mode and (out - 1) * s >= size + p:
+        out -= 1
+    return out
+
+
+def _pool2d_shape(input, kernel_size, stride, padding, dilation, ceil_mode):
+    return (*input.shape[:-2], *(_pool2d_out(input.shape[i - 2], kernel_size[i], stride[i], padding[i], dilation[i],
+                                             ceil_mode) for i in range(2)))
+
+
+@prim("torch.ops.aten.max_pool2d_with_indices", returns_sequence=True)
+def max_pool2d_with_indices(input: Tensor, kernel_size: Ints, stride: Ints, padding: Ints, dilation: Ints,
+                            ceil_mode: _Bool):
+    """(values, flat indices into each input plane) of 2-d max pooling."""
+    shape = _pool2d_shape(input, kernel_size, stride, padding, dilation, ceil_mode)
+    return TensorProxy(shape, input.dtype, input.device), TensorProxy(shape, torch.int64, input.device)
+
+
+@prim("torch.ops.aten.max_pool2d_with_indices_backward")
+def max_pool2d_backward(grad_output: Tensor, input: Tensor, kernel_size: Ints, stride: Ints, padding: Ints,
+                        dilation: Ints, ceil_mode: _Bool, indices: Tensor):
+    return TensorProxy(input.shape, grad_output.dtype, grad_output.device)
+
+
+@max_pool2d_with_indices.vjp
+def _(g, out, input, kernel_size, stride, padding, dilation, ceil_mode):
+    return {"input": max_pool2d_backward(g[0], input, kernel_size, stride, padding, dilation, ceil_mode, out[1])}
+
+
+@prim("torch.ops.aten.avg_pool2d")
+def avg_pool2d(input: Tensor, kernel_size: Ints, stride: Ints, padding: Ints, ceil_mode: _Bool,
+               count_include_pad: _Bool, divisor_override: Int | None):
+    return TensorProxy(_pool2d_shape(input, kernel_size, stride, padding, (1, 1), ceil_mode), input.dtype, input.device)
+
+
+@prim("torch.ops.aten.avg_pool2d_backward")
+def avg_pool2d_backward(grad_output: Tensor, input: Tensor, kernel_size: Ints, stride: Ints, padding: Ints,
+                        ceil_mode: _Bool, count_include_pad: _Bool, divisor_override: Int | None):
+    return TensorProxy(input.shape, grad_output.dtype, grad_output.device)
+
+
+@avg_pool2d.vjp
+def _(g, out, input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override):
+    return {"input": avg_pool2d_backward(g, input, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                                         divisor_override)}
+
+
+@prim("torch.ops.aten._adaptive_avg_pool2d")
+def adaptive_avg_pool2d(input: Tensor, output_size: Ints):
+    return TensorProxy((*input.shape[:-2], *output_size), input.dtype, input.device)
+
+
+@prim("torch.ops.aten._adaptive_avg_pool2d_backward")
+def adaptive_avg_pool2d_backward(grad_output: Tensor, input: Tensor):
+    return TensorProxy(input.shape, grad_output.dtype, grad_output.device)
+
+
+@adaptive_avg_pool2d.vjp
+def _(g, out, input, output_size):
+    return {"input": adaptive_avg_pool2d_backward(g, input)}
