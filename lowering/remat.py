@@ -17,7 +17,8 @@ from thunder.runtime.codegen import mutated_inputs
 
 # ops whose results are saved rather than recomputed: expensive, or random
 EXPENSIVE = {"matmul", "mm", "bmm", "linear", "scaled_dot_product_attention", "conv1d", "conv2d",
-             "conv_transpose2d", "embedding", "take", "index_add", "rmatmul", "bilinear"}
+             "conv_transpose2d", "embedding", "take", "index_add", "rmatmul", "bilinear", "convolution",
+             "max_pool2d_with_indices", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "batch_norm"}
 INPUT_COST = 1  # inputs are alive anyway: saving one costs (almost) nothing
 
 

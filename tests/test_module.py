@@ -174,3 +174,81 @@ def test_training_loop_with_adamw_matches_eager():
         opt.step()
         opt_ref.step()
     assert thunder.cache_misses(tm) == 1
+
+
+def _layers():
+    torch.manual_seed(0)
+    return {
+        "mha": (nn.MultiheadAttention(16, 4, batch_first=True), (torch.randn(2, 5, 16),) * 3),
+        "encoder_layer": (nn.TransformerEncoderLayer(16, 4, dim_feedforward=32, dropout=0.0, batch_first=True),
+                          (torch.randn(2, 5, 16),)),
+        "cnn": (nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
+                              nn.Conv2d(8, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
+                              nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, 10)),
+                (torch.randn(4, 3, 16, 16),)),
+        "conv1d_groupnorm": (nn.Sequential(nn.Conv1d(3, 4, 3, stride=2, dilation=1), nn.GroupNorm(2, 4), nn.SiLU(),
+                                           nn.Tanh(), nn.BatchNorm1d(4)), (torch.randn(2, 3, 11),)),
+        "conv_transpose_avgpool": (nn.Sequential(nn.ConvTranspose2d(3, 4, 3, stride=2), nn.AvgPool2d(2),
+                                                 nn.GELU()), (torch.randn(2, 3, 8, 8),)),
+        "embedding_rmsnorm_softmax": (nn.Sequential(nn.Embedding(10, 8), nn.RMSNorm(8), nn.LayerNorm(8),
+                                                    nn.Softmax(-1), nn.Dropout(0.0)),
+                                      (torch.randint(0, 10, (2, 5)),)),
+        "bilinear": (nn.Bilinear(4, 5, 3), (torch.randn(3, 4), torch.randn(3, 5))),
+    }
+
+
+@pytest.mark.parametrize("train", [True, False], ids=["train", "eval"])
+@pytest.mark.parametrize("name", list(_layers()))
+def test_layers_outputs_gradients_and_buffers_match_eager(name, train):
+    m, xs = _layers()[name]
+    m.train(train)
+    ref = copy.deepcopy(m)
+    tm = thunder.jit(m)
+    out, expected = tm(*xs), ref(*xs)
+    out = out[0] if isinstance(out, tuple) else out
+    expected = expected[0] if isinstance(expected, tuple) else expected
+    torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-5)
+    out.square().sum().backward()
+    expected.square().sum().backward()
+    for (n, p), q in zip(m.named_parameters(), ref.parameters()):
+        if q.grad is None:
+            assert p.grad is None, n
+        else:
+            torch.testing.assert_close(p.grad, q.grad, rtol=1e-3, atol=1e-4, msg=n)
+    for (n, b), c in zip(m.named_buffers(), ref.buffers()):
+        torch.testing.assert_close(b, c, msg=n)
+
+
+class GPTBlock(nn.Module):
+    def __init__(self, width=32, heads=4):
+        super().__init__()
+        self.heads = heads
+        self.ln1, self.ln2 = nn.LayerNorm(width), nn.LayerNorm(width)
+        self.qkv, self.proj = nn.Linear(width, 3 * width), nn.Linear(width, width)
+        self.fc, self.out = nn.Linear(width, 4 * width), nn.Linear(4 * width, width)
+
+    def forward(self, x):
+        B, T, C = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(C, dim=2)
+        q, k, v = (t.view(B, T, self.heads, C // self.heads).transpose(1, 2) for t in (q, k, v))
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(B, T, C)
+        x = x + self.proj(a)
+        return x + self.out(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
+
+
+def test_gpt_block_module_trains_like_eager():
+    torch.manual_seed(0)
+    m = GPTBlock().double()
+    ref = copy.deepcopy(m)
+    tm = thunder.jit(m)
+    opt, opt_ref = torch.optim.AdamW(m.parameters(), lr=1e-3), torch.optim.AdamW(ref.parameters(), lr=1e-3)
+    for _ in range(3):
+        x = torch.randn(2, 8, 32, dtype=torch.float64)
+        loss, loss_ref = tm(x).square().mean(), ref(x).square().mean()
+        torch.testing.assert_close(loss, loss_ref)
+        for o, l in ((opt, loss), (opt_ref, loss_ref)):
+            o.zero_grad()
+            l.backward()
+            o.step()
+    for p, q in zip(m.parameters(), ref.parameters()):
+        torch.testing.assert_close(p, q)

@@ -98,6 +98,14 @@ class TensorProxy:
     def layout(self):
         return torch.strided
 
+    # tensor kinds thunder's proxies never are
+    is_nested = is_sparse = is_quantized = is_meta = is_mkldnn = is_sparse_csr = False
+    grad_fn = None
+
+    @property
+    def is_leaf(self):
+        return self.is_input
+
     @property
     def T(self):
         return self.permute(tuple(reversed(range(self.ndim))))

@@ -22,6 +22,8 @@ def call_args(op, values):
     args, kwargs = [], {}
     for p in op.params:
         v = values[p.name]
+        if p.name.startswith("_"):
+            continue  # private knobs of torch's Python wrappers (F.softmax's _stacklevel)
         if p.kw_only:
             if not (p.has_default and _same(v, p.default)):
                 kwargs[p.name] = v

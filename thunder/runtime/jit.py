@@ -364,10 +364,25 @@ def _make_lookup(cd):
     return lookup
 
 
+def _no_torch_function(*args, **kwargs):
+    return False
+
+
+# torch's Python functions ask these whether to hand the call to __torch_function__; inside the
+# interpreter the answer is no, so their Python bodies run (interpreted) with proxies
+_TORCH_FUNCTION_CHECKS = {torch.overrides.has_torch_function, torch.overrides.has_torch_function_unary,
+                          torch.overrides.has_torch_function_variadic}
+
+
 def _lookup(fn):
     op = registry.lookup_callable(fn)
     if op is not None:
         return op
+    try:
+        if fn in _TORCH_FUNCTION_CHECKS:
+            return _no_torch_function
+    except TypeError:
+        pass
     module = getattr(fn, "__module__", None) or ""
     if module.startswith("thunder.") and not module.startswith("thunder.tests"):
         return fn  # our own machinery (proxy methods, ops) runs natively
