@@ -217,3 +217,21 @@ to_int = _conversion("int", torch.int32)
 to_short = _conversion("short", torch.int16)
 to_byte = _conversion("byte", torch.uint8)
 to_bool = _conversion("bool", torch.bool)
+
+
+# --------------------------------------------------------------------------------------------
+# VJP rules: a conversion's cotangent is converted back to the input's dtype (and device)
+
+from thunder.ops.vjp_utils import differentiable as _differentiable  # noqa: E402
+
+
+def _convert_back(g, out, input, *args, **kwargs):
+    if not _differentiable(input):
+        return {"input": None}
+    if g.dtype == input.dtype and g.device == input.device:
+        return {"input": g}
+    return {"input": to(g, input.dtype, device=input.device if g.device != input.device else None)}
+
+
+for _op in (to, type_, to_float, to_double, to_half, to_bfloat16):
+    _op.vjp(_convert_back)

@@ -575,3 +575,206 @@ def _(input, min_val=-1.0, max_val=1.0, inplace=False):
         return prims.minimum(x, as_tensor(to_dtype(max_val, x.dtype), x))
 
     return _compute([input], hardtanh.meta(input), fn)
+
+
+# --------------------------------------------------------------------------------------------
+# VJP rules: differentiated directly, so the forward keeps these ops (one torch call each)
+# instead of their decompositions. g is the result's cotangent, out the result; grad_for sums
+# the cotangent back to each input's shape and converts it to the input's dtype (None for
+# numbers and integer/bool tensors).
+
+from thunder.ops import vjp_utils as _vjp  # noqa: E402
+from thunder.ops.vjp_utils import differentiable as _diff, grad_for as _grad  # noqa: E402
+
+
+def _unary_rule(op, rule):
+    """A rule for a one-tensor op: rule(g, out, input) -> the cotangent in out's shape."""
+    @op.vjp
+    def _(g, out, input, **kw):
+        return {"input": _grad(input, rule(g, out, input, **kw)) if _diff(input) else None}
+
+
+_unary_rule(neg, lambda g, out, x: neg(g))
+_unary_rule(abs_, lambda g, out, x: mul(g, sign(x)))
+_unary_rule(exp, lambda g, out, x: mul(g, out))
+_unary_rule(log, lambda g, out, x: div(g, x))
+_unary_rule(sqrt, lambda g, out, x: div(g, mul(out, 2.0)))
+_unary_rule(rsqrt, lambda g, out, x: mul(mul(g, mul(mul(out, out), out)), -0.5))
+_unary_rule(tanh, lambda g, out, x: mul(g, rsub(mul(out, out), 1.0)))
+_unary_rule(sigmoid, lambda g, out, x: mul(g, mul(out, rsub(out, 1.0))))
+_unary_rule(relu, lambda g, out, x, inplace=False: where(gt(out, 0), g, 0.0))
+
+
+def _gelu_grad(g, out, x, approximate="none"):
+    x, g32 = _vjp.upcast(x), _vjp.upcast(g)
+    if approximate == "tanh":  # as torch's GeluBackward with tanh
+        beta, kappa = math.sqrt(2 / math.pi), 0.044715
+        x_sq = mul(x, x)
+        inner = mul(add(x, mul(mul(x_sq, x), kappa)), beta)
+        t = tanh(inner)
+        left_d = mul(add(t, 1.0), 0.5)
+        right_d = mul(mul(mul(x, 0.5), rsub(mul(t, t), 1.0)), add(mul(x_sq, 3 * kappa * beta), beta))
+        return mul(g32, add(left_d, right_d))
+    cdf = mul(add(erf(mul(x, math.sqrt(0.5))), 1.0), 0.5)
+    pdf = mul(exp(mul(mul(x, x), -0.5)), 1 / math.sqrt(2 * math.pi))
+    return mul(g32, add(cdf, mul(x, pdf)))
+
+
+def _silu_grad(g, out, x, inplace=False):
+    x, g32 = _vjp.upcast(x), _vjp.upcast(g)
+    s = sigmoid(x)
+    return mul(g32, mul(s, add(mul(x, rsub(s, 1.0)), 1.0)))
+
+
+def _softplus_grad(g, out, x, beta=1.0, threshold=20.0):
+    x, g32 = _vjp.upcast(x), _vjp.upcast(g)
+    xb = mul(x, float(beta))
+    return where(gt(xb, float(threshold)), g32, mul(g32, sigmoid(xb)))  # z / (z + 1), z = exp(x * beta)
+
+
+_unary_rule(gelu, _gelu_grad)
+_unary_rule(silu, _silu_grad)
+_unary_rule(softplus, _softplus_grad)
+
+
+@add.vjp
+def _(g, out, input, other, *, alpha=1):
+    return {"input": _grad(input, g), "other": _grad(other, g if alpha == 1 else mul(g, alpha))}
+
+
+@sub.vjp
+def _(g, out, input, other, *, alpha=1):
+    return {"input": _grad(input, g), "other": _grad(other, neg(g) if alpha == 1 else mul(g, -alpha))}
+
+
+@rsub.vjp
+def _(g, out, input, other, *, alpha=1):  # other - alpha * input
+    return {"input": _grad(input, neg(g) if alpha == 1 else mul(g, -alpha)), "other": _grad(other, g)}
+
+
+@mul.vjp
+def _(g, out, input, other):
+    return {"input": _grad(input, mul(g, other)) if _diff(input) else None,
+            "other": _grad(other, mul(g, input)) if _diff(other) else None}
+
+
+def _div_rule(g, out, a, b, rounding_mode=None):
+    """Cotangents of a / b: (g / b, -g * out / b); zero with a rounding mode (as torch)."""
+    if rounding_mode is not None:
+        return (_vjp.zeros_like(a) if _diff(a) else None), (_vjp.zeros_like(b) if _diff(b) else None)
+    return (_grad(a, div(g, b)) if _diff(a) else None,
+            _grad(b, neg(div(mul(g, out), b))) if _diff(b) else None)
+
+
+@div.vjp
+def _(g, out, input, other, *, rounding_mode=None):
+    gi, go = _div_rule(g, out, input, other, rounding_mode)
+    return {"input": gi, "other": go}
+
+
+@true_divide.vjp
+def _(g, out, dividend, divisor):
+    gi, go = _div_rule(g, out, dividend, divisor)
+    return {"dividend": gi, "divisor": go}
+
+
+@rtruediv.vjp
+def _(g, out, input, other):  # other / input
+    go, gi = _div_rule(g, out, other, input)
+    return {"input": gi, "other": go}
+
+
+def _pow_rule(g, out, base, exponent):
+    """Cotangents (of base, of exponent) of base ** exponent, as torch's pow_backward*."""
+    gb = ge_ = None
+    if _diff(base):
+        if is_tensor(exponent):
+            d = mul(exponent, pow_(base, sub(exponent, 1)))
+            gb = where(eq(exponent, 0), 0.0, mul(g, d))
+        elif exponent == 0:
+            gb = _vjp.zeros_like(g)
+        else:
+            gb = mul(g, mul(pow_(base, exponent - 1), exponent))
+        gb = _grad(base, gb)
+    if _diff(exponent):
+        if is_tensor(base):
+            r = where(logical_and(eq(base, 0), ge(exponent, 0)), 0.0, mul(out, log(base)))
+        else:
+            log_base = math.log(base) if base > 0 else (-math.inf if base == 0 else math.nan)
+            r = mul(out, log_base)
+            if base == 0:
+                r = where(ge(exponent, 0), 0.0, r)
+        ge_ = _grad(exponent, mul(g, r))
+    return gb, ge_
+
+
+@pow_.vjp
+def _(g, out, input, exponent):
+    gi, ge_ = _pow_rule(g, out, input, exponent)
+    return {"input": gi, "exponent": ge_}
+
+
+@rpow.vjp
+def _(g, out, input, other):  # other ** input
+    go, gi = _pow_rule(g, out, other, input)
+    return {"input": gi, "other": go}
+
+
+@where.vjp
+def _(g, out, condition, input, other):
+    return {"input": _grad(input, where(condition, g, 0.0)) if _diff(input) else None,
+            "other": _grad(other, where(condition, 0.0, g)) if _diff(other) else None}
+
+
+def _extremum_rule(loses):
+    """maximum/minimum: the cotangent goes to the winner, half to each on ties (as torch)."""
+    def rule(g, out, input, other):
+        ties = eq(input, other)
+        half = mul(g, 0.5)
+        gi = where(loses(input, other), 0.0, where(ties, half, g))
+        go = where(loses(other, input), 0.0, where(ties, half, g))
+        return {"input": _grad(input, gi), "other": _grad(other, go)}
+
+    return rule
+
+
+maximum.vjp(_extremum_rule(lt))
+minimum.vjp(_extremum_rule(gt))
+
+
+def _clamp_rule(g, input, min, max):
+    """Cotangents (input, min, max) of clamp, as torch's clamp_backward and clamp_backward_min_max:
+    the input gets g where min <= input <= max, a tensor bound where it clamps."""
+    if min is not None and max is not None:
+        inside = logical_and(ge(input, min), le(input, max))
+    elif min is not None:
+        inside = ge(input, min)
+    else:
+        inside = le(input, max)
+    gi = _grad(input, where(inside, g, 0.0)) if _diff(input) else None
+    gmin = gmax = None
+    if _diff(min):
+        below = lt(input, min) if max is None else logical_and(lt(input, min), lt(min, max))
+        gmin = _grad(min, where(below, g, 0.0))
+    if _diff(max):
+        above = gt(input, max) if min is None else logical_or(gt(input, max), lt(max, min))
+        gmax = _grad(max, where(above, g, 0.0))
+    return gi, gmin, gmax
+
+
+@clamp.vjp
+def _(g, out, input, min=None, max=None):
+    gi, gmin, gmax = _clamp_rule(g, input, min, max)
+    return {"input": gi, "min": gmin, "max": gmax}
+
+
+@clamp_min.vjp
+def _(g, out, input, min):
+    gi, gmin, _ = _clamp_rule(g, input, min, None)
+    return {"input": gi, "min": gmin}
+
+
+@clamp_max.vjp
+def _(g, out, input, max):
+    gi, _, gmax = _clamp_rule(g, input, None, max)
+    return {"input": gi, "max": gmax}

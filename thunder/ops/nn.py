@@ -365,3 +365,171 @@ def _(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *, scal
         probs = _dropout(probs, dropout_p)
     out = prims.matmul(probs, v)
     return to_dtype(out, query.dtype)
+
+
+# --------------------------------------------------------------------------------------------
+# VJP rules (g: the result's cotangent, out: the result). Matrix products and attention are
+# differentiated with matmuls of their own; layer_norm and softmax with the textbook formulas
+# (layer_norm recomputes mean and rstd from its input, so the forward saves nothing extra).
+
+from thunder.ops import vjp_utils as _vjp  # noqa: E402
+
+
+@matmul.vjp
+def _(g, out, input, other):
+    gi, go = _vjp.matmul_vjp(g, input, other)
+    return {"input": gi, "other": go}
+
+
+@rmatmul.vjp
+def _(g, out, input, other):  # other @ input
+    go, gi = _vjp.matmul_vjp(g, other, input)
+    return {"input": gi, "other": go}
+
+
+@mm.vjp
+def _(g, out, input, mat2):
+    return {"input": mm(g, _vjp.mT(mat2)), "mat2": mm(_vjp.mT(input), g)}
+
+
+@bmm.vjp
+def _(g, out, input, mat2):
+    return {"input": bmm(g, _vjp.mT(mat2)), "mat2": bmm(_vjp.mT(input), g)}
+
+
+@linear.vjp
+def _(g, out, input, weight, bias=None):
+    from thunder.ops.elementwise import mul
+    from thunder.ops.shape import reshape, unsqueeze
+
+    k = input.shape[-1]
+    mm_shape = (*input.shape[:-1], *weight.shape[:weight.ndim - 1])
+    gm = _vjp.sum_to_shape(g, mm_shape)  # a bias can broadcast the result beyond input @ weight.T
+    gi = gw = None
+    if weight.ndim == 2:
+        n = weight.shape[0]
+        if _vjp.differentiable(input):
+            gi = matmul(gm, weight)
+        if _vjp.differentiable(weight):  # fold the batch dims: (n, rows) @ (rows, k)
+            gw = matmul(_vjp.mT(_vjp.rows(gm, n)), _vjp.rows(input, k))
+    else:
+        if _vjp.differentiable(input):
+            gi = mul(unsqueeze(gm, -1), weight)
+        if _vjp.differentiable(weight):
+            gw = reshape(matmul(reshape(gm, (1, gm.numel())), _vjp.rows(input, k)), (k,))
+    return {"input": _vjp.grad_for(input, gi), "weight": _vjp.grad_for(weight, gw),
+            "bias": _vjp.grad_for(bias, g)}
+
+
+def _softmax_vjp(log):
+    def rule(g, out, input, dim, dtype=None, *, _stacklevel=3):
+        from thunder.ops.elementwise import exp, mul, sub
+        from thunder.ops.reductions import sum_
+
+        d = canonical_dim(dim, input.ndim)
+        g32, o = _vjp.upcast(g), _vjp.upcast(out)
+        if log:  # g - exp(out) * sum(g)
+            gx = sub(g32, mul(exp(o), sum_(g32, d, True)))
+        else:  # out * (g - sum(g * out))
+            gx = mul(o, sub(g32, sum_(mul(g32, o), d, True)))
+        return {"input": _vjp.grad_for(input, gx)}
+
+    return rule
+
+
+softmax.vjp(_softmax_vjp(False))
+log_softmax.vjp(_softmax_vjp(True))
+
+
+@layer_norm.vjp
+def _(g, out, input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    from thunder.ops.elementwise import add, mul, rsqrt, sub
+    from thunder.ops.reductions import mean, sum_
+
+    dims = _layer_norm_check(input, normalized_shape, weight, bias)
+    lead = tuple(range(input.ndim - len(dims)))
+    x, g32 = _vjp.upcast(input), _vjp.upcast(g)
+    centered = sub(x, mean(x, dims, True))
+    rstd = rsqrt(add(mean(mul(centered, centered), dims, True), float(eps)))
+    xhat = mul(centered, rstd)
+    gxhat = mul(g32, weight) if weight is not None else g32
+    # d input = rstd * (gxhat - mean(gxhat) - xhat * mean(gxhat * xhat))
+    gx = mul(sub(sub(gxhat, mean(gxhat, dims, True)), mul(xhat, mean(mul(gxhat, xhat), dims, True))), rstd)
+
+    def over_lead(v):
+        return sum_(v, lead) if lead else v
+
+    return {"input": _vjp.grad_for(input, gx),
+            "weight": _vjp.grad_for(weight, over_lead(mul(g32, xhat))) if weight is not None else None,
+            "bias": _vjp.grad_for(bias, over_lead(g32)) if bias is not None else None}
+
+
+@embedding.vjp
+def _(g, out, input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
+      sparse=False):
+    """A dense gradient (also for sparse=True): the rows of g added at their indices; none for
+    padding_idx; divided by the index's count with scale_grad_by_freq."""
+    from thunder.ops.elementwise import div, ne, where
+    from thunder.ops.shape import reshape, unsqueeze
+
+    num, dim = weight.shape
+    idx = reshape(input, (input.numel(),))
+    rows = reshape(g, (input.numel(), dim))
+    if padding_idx is not None:
+        rows = where(unsqueeze(ne(idx, padding_idx % num), -1), rows, 0.0)
+    if scale_grad_by_freq:
+        ones = prims.full((input.numel(),), 1.0, dtype=g.dtype, device=g.device)
+        counts = prims.index_add(_vjp.zeros((num,), g.dtype, g.device), 0, idx, ones)
+        rows = div(rows, unsqueeze(prims.take(counts, 0, idx), -1))
+    return {"weight": _vjp.grad_for(weight, prims.index_add(_vjp.zeros_like(weight, g.dtype), 0, idx, rows))}
+
+
+@scaled_dot_product_attention.vjp
+def _(g, out, query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None, enable_gqa=False):
+    """Recomputes the attention probabilities P (one matmul and a softmax) and differentiates
+    softmax(q k^T * scale + mask) v directly."""
+    from thunder.ops.elementwise import add, mul, sub, where
+    from thunder.ops.reductions import sum_
+    from thunder.ops.shape import expand, reshape
+
+    if dropout_p > 0:
+        raise NotImplementedError(
+            "thunder: the gradient of scaled_dot_product_attention with dropout_p > 0 is not supported (the "
+            "dropout mask is drawn inside the fused kernel and backward cannot see it). Workaround: train with "
+            "dropout_p=0.0, or compute the attention with matmul/softmax/F.dropout")
+    batch, groups = _sdpa_check(query, key, value, attn_mask, dropout_p, is_causal, enable_gqa)
+    q, k, v = (_vjp.upcast(x) for x in (query, key, value))
+    if groups > 1:
+        k, v = _repeat_heads(k, groups), _repeat_heads(v, groups)
+    k_heads, v_heads = tuple(k.shape), tuple(v.shape)  # after repeating heads, before broadcasting
+    L, S, E = q.shape[-2], k.shape[-2], q.shape[-1]
+    q, k, v = (x if tuple(x.shape[:-2]) == tuple(batch) else expand(x, (*batch, *x.shape[-2:])) for x in (q, k, v))
+    scale = 1.0 / math.sqrt(E) if scale is None else float(scale)
+    scores = mul(matmul(q, _vjp.mT(k)), scale)
+    if is_causal:
+        rows = prims.iota(L, start=0, step=1, dtype=torch.int64, device=q.device)
+        cols = prims.iota(S, start=0, step=1, dtype=torch.int64, device=q.device)
+        attn_mask = prims.le(prims.broadcast_in_dim(cols, (L, S), (1,)), prims.broadcast_in_dim(rows, (L, S), (0,)))
+    if attn_mask is not None:
+        if attn_mask.dtype is torch.bool:
+            scores = where(attn_mask, scores, float("-inf"))
+        else:
+            scores = add(scores, _vjp.upcast(attn_mask))
+    p = softmax(scores, -1)
+    g32 = _vjp.upcast(g)
+    gv = matmul(_vjp.mT(p), g32)
+    gp = matmul(g32, _vjp.mT(v))
+    gs = mul(p, sub(gp, sum_(mul(gp, p), -1, True)))  # softmax's VJP
+    gq = mul(matmul(gs, k), scale)
+    gk = mul(matmul(_vjp.mT(gs), q), scale)
+
+    def unrepeat(gx, heads):
+        gx = _vjp.sum_to_shape(gx, heads)
+        if groups > 1:  # the query heads that shared a key/value head add up
+            *b, h, s, e = heads
+            gx = sum_(reshape(gx, (*b, h // groups, groups, s, e)), len(b) + 1)
+        return gx
+
+    return {"query": _vjp.grad_for(query, gq), "key": _vjp.grad_for(key, unrepeat(gk, k_heads)),
+            "value": _vjp.grad_for(value, unrepeat(gv, v_heads)),
+            "attn_mask": _vjp.grad_for(attn_mask, gs) if attn_mask is not None and not is_causal else None}

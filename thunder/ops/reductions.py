@@ -207,3 +207,58 @@ def _var_std(name, sqrt):
 
 var = _var_std("var", False)
 std = _var_std("std", True)
+
+
+# --------------------------------------------------------------------------------------------
+# VJP rules (g: the result's cotangent, out: the result)
+
+from thunder.ops import vjp_utils as _vjp  # noqa: E402
+
+
+@sum_.vjp
+def _(g, out, input, dim=None, keepdim=False, *, dtype=None):
+    return {"input": _vjp.grad_for(input, _vjp.unreduce(g, input, dim, keepdim))}
+
+
+@mean.vjp
+def _(g, out, input, dim=None, keepdim=False, *, dtype=None):
+    from thunder.ops.elementwise import div
+
+    n = _vjp.reduction_count(input, dim)
+    return {"input": _vjp.grad_for(input, div(_vjp.unreduce(g, input, dim, keepdim), float(n)))}
+
+
+def _var_std_vjp(is_std):
+    def rule(g, out, input, dim=None, unbiased=True, keepdim=False, *, correction=None):
+        from thunder.ops.elementwise import div, eq, mul, sub, where
+
+        c = int(unbiased) if correction is None else correction
+        n = _vjp.reduction_count(input, dim)
+        dims = reduction_dims(dim, input.ndim)
+        if is_std:  # d std = d var / (2 std), zero where std is zero (as torch)
+            g = where(eq(out, 0), 0.0, div(g, mul(out, 2.0)))
+        centered = sub(input, mean(input, dims, True)) if dims else sub(input, input)
+        scale = 2.0 / (n - c) if n - c > 0 else math.inf
+        return {"input": _vjp.grad_for(input, mul(mul(_vjp.unreduce(g, input, dim, keepdim), centered), scale))}
+
+    return rule
+
+
+var.vjp(_var_std_vjp(False))
+std.vjp(_var_std_vjp(True))
+
+
+def _extremum_vjp(g, out, input, dim=(), keepdim=False):
+    """amax/amin: the cotangent is shared evenly by the elements equal to the extremum (as torch)."""
+    from thunder.ops.elementwise import div, eq, mul
+
+    dims = reduction_dims(dim, input.ndim)
+    if not dims:
+        return {"input": _vjp.grad_for(input, g)}
+    mask = _vjp.convert(eq(input, _vjp.unreduce(out, input, dim, keepdim)), g.dtype)
+    count = sum_(mask, dims, True)
+    return {"input": _vjp.grad_for(input, div(mul(_vjp.unreduce(g, input, dim, keepdim), mask), count))}
+
+
+amax.vjp(_extremum_vjp)
+amin.vjp(_extremum_vjp)
