@@ -85,12 +85,6 @@ def split_forward_backward(lifted, requires_grad, n_mutated=0) -> Split:
     grads = {}
     cotangents, cotangent_for = [], []
     with tracing.tracing(bctx):
-        for i, r in enumerate(outputs):
-            if r.name in needs and not any(r.name == outputs[j].name for j in cotangent_for):
-                g = TensorProxy(r.shape, r.dtype, r.device, name=bctx.new_name(f"g_{r.name}"))
-                cotangents.append(g)
-                cotangent_for.append(i)
-                grads[r.name] = g
         from thunder.ops import elementwise
 
         def accumulate(ref, g):
@@ -98,6 +92,14 @@ def split_forward_backward(lifted, requires_grad, n_mutated=0) -> Split:
                 return
             prev = grads.get(ref.name)
             grads[ref.name] = g if prev is None else elementwise.add(prev, g)
+
+        # one cotangent per differentiable output; a value returned twice gets both
+        for i, r in enumerate(outputs):
+            if r.name in needs:
+                g = TensorProxy(r.shape, r.dtype, r.device, name=bctx.new_name(f"g_{r.name}"))
+                cotangents.append(g)
+                cotangent_for.append(i)
+                accumulate(r, g)
 
         for bsym in reversed(ctx.symbols):
             outs_needed = [o for o in bsym.outputs if o.name in grads]

@@ -390,8 +390,6 @@ def test_tuple_and_dict_outputs():
     check_grad(lambda a: (a * 2, a), _t(3))  # an input returned as is
 
 
-@pytest.mark.xfail(reason="runtime: a value returned twice gets one cotangent (lowering/autograd.py dedups "
-                          "cotangent_for) and torch sees the repeated output without grad_fn", strict=False)
 def test_same_value_returned_twice():
     def f(a):
         b = a * 2
@@ -409,8 +407,6 @@ def test_output_that_does_not_depend_on_an_input():
     check_grad(lambda x, y: (x.sin(), y.cos()), x, y)
 
 
-@pytest.mark.xfail(reason="runtime/autograd.py: torch materializes the unused output's cotangent as zeros, so y "
-                          "gets a zero gradient where eager leaves None", strict=False)
 def test_backward_through_one_of_two_outputs_leaves_the_other_input_without_grad():
     x, y = _t(3), _t(3)
     out = thunder.jit(lambda x, y: (x.sum(), y * 3))(x, y)

@@ -139,3 +139,11 @@ def test_noop_conversion_is_a_view():
         return c
 
     check(fn2, torch.randn(3))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64, torch.bool])
+def test_clone(dtype):
+    x = torch.randn(3, 4).to(dtype)
+    m = check(lambda a: torch.clone(a), x)
+    assert '"ltorch.clone"' in str(m)
+    check(lambda a: a.t().clone(), x)

@@ -203,3 +203,16 @@ NAMED = {
 def test_op_name_in_module(name):
     module = check(NAMED[name], make(2, 3))
     assert f'"ltorch.{name}"' in str(module)
+
+
+@pytest.mark.parametrize("name", ["any", "all"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool, torch.uint8])
+@pytest.mark.parametrize("dim,keepdim", [(None, False), (1, False), (-1, True), ((0, 1), False)])
+def test_any_all(name, dtype, dim, keepdim):
+    x = (torch.randn(3, 4, 2) > 0.3).to(dtype) * (torch.rand(3, 4, 2) > 0.5).to(dtype)
+    if dim is None:
+        m = check(lambda a: getattr(torch, name)(a), x)
+    else:
+        m = check(lambda a: getattr(a, name)(dim, keepdim), x)
+    assert f'"ltorch.{name}"' in str(m)
+    check(lambda a: getattr(torch, name)(a), torch.ones(2, 2, dtype=dtype))

@@ -7,7 +7,7 @@ from thunder.core.proxies import TensorProxy
 from thunder.ops import prims
 from thunder.ops.decomp_utils import to_dtype
 from thunder.ops.meta_utils import is_tensor
-from thunder.ops.registry import Bool, DType, Device, Ints, Number, OpDef, Tensor, ltorch
+from thunder.ops.registry import Bool, DType, Device, Ints, Number, OpDef, Str, Tensor, ltorch
 
 
 def _device(device):
@@ -235,3 +235,24 @@ def _convert_back(g, out, input, *args, **kwargs):
 
 for _op in (to, type_, to_float, to_double, to_half, to_bfloat16):
     _op.vjp(_convert_back)
+
+
+@ltorch("torch.clone", methods=("clone",), aliases=(torch.clone, torch.Tensor.clone))
+def clone(input: Tensor, *, memory_format: Str | None = None):
+    """A copy: in-place updates of the clone never reach the original (it is not a view)."""
+    if memory_format is not None:
+        raise NotImplementedError("thunder: clone(memory_format=...) is not supported yet")
+    return TensorProxy(input.shape, input.dtype, input.device)
+
+
+@clone.decompose
+def _(input, *, memory_format=None):
+    # a fresh tensor with the same values: x + 0 in x's dtype (bool: x | False)
+    if input.dtype is torch.bool:
+        return prims.bitwise_or(input, False)
+    return prims.add(input, 0.0 if input.dtype.is_floating_point or input.dtype.is_complex else 0)
+
+
+@clone.vjp
+def _(g, out, input, *, memory_format=None):
+    return {"input": g}

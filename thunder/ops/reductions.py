@@ -49,6 +49,32 @@ def _count(x, dim):
 
 
 # --------------------------------------------------------------------------------------------
+# any, all: bool results; decomposed as comparisons of counts
+
+
+def _any_all(name):
+    def meta(input: Tensor, dim: Dims | None = None, keepdim: Bool = False):
+        return _result(input, dim, keepdim, torch.uint8 if input.dtype is torch.uint8 else torch.bool)
+
+    meta.__name__ = name
+    op = ltorch(f"torch.{name}", methods=(name,), aliases=_aliases(name))(meta)
+
+    @op.decompose
+    def _(input, dim=None, keepdim=False):
+        nonzero = prims.convert_element_type(prims.ne(input, 0 if not input.dtype.is_floating_point else 0.0),
+                                             torch.int64)
+        count = _reduce(prims.sum, nonzero, dim, keepdim)
+        out = prims.gt(count, 0) if name == "any" else prims.eq(count, _count(input, dim))
+        return to_dtype(out, torch.uint8) if input.dtype is torch.uint8 else out
+
+    return op
+
+
+any_ = _any_all("any")
+all_ = _any_all("all")
+
+
+# --------------------------------------------------------------------------------------------
 # sum, prod, mean
 
 

@@ -19,6 +19,9 @@ class _ThunderAutograd(torch.autograd.Function):
         outputs, saved = results[:n], results[n:]
         ctx.save_for_backward(*saved)
         ctx.program = program
+        # unused outputs' cotangents stay None, so inputs that only reach them get None (as eager)
+        ctx.set_materialize_grads(False)
+        ctx.output_meta = [(o.shape, o.dtype, o.device) for o in outputs]
         # outputs that no gradient reaches (integer results, no_grad regions) are plain tensors
         diff = set(program.cotangent_for)
         non_diff = [o for i, o in enumerate(outputs) if i not in diff]
@@ -30,14 +33,24 @@ class _ThunderAutograd(torch.autograd.Function):
     def backward(ctx, *cotangents):
         program = ctx.program
         saved = ctx.saved_tensors
-        cts = [cotangents[i] for i in program.cotangent_for]
+        used = {i for i in program.cotangent_for if cotangents[i] is not None}
+        result = [None] * program.num_inputs
+        if not used:
+            return (None, *result)
+        cts = []
+        for i in program.cotangent_for:
+            c = cotangents[i]
+            if c is None:
+                shape, dtype, device = ctx.output_meta[i]
+                c = torch.zeros(shape, dtype=dtype, device=device)
+            cts.append(c)
         with torch.no_grad():
             grads = program.backward(*saved, *cts)
         if not isinstance(grads, tuple):
             grads = (grads,)
-        result = [None] * program.num_inputs
         for i, g in zip(program.grad_of, grads):
-            result[i] = g
+            if program.reaches[i] & used:
+                result[i] = g
         return (None, *result)
 
 
@@ -52,6 +65,7 @@ class AutogradProgram:
             self.grad_of = list(ir.DenseI64ArrayAttr(bwd.attributes["thunder.grad_of"]))
             self.cotangent_for = list(ir.DenseI64ArrayAttr(bwd.attributes["thunder.cotangent_for"]))
         self.num_inputs = num_inputs
+        self.reaches = _reaches(module)  # input index -> indices of the outputs it influences
         self.forward_source = python_source(module, "forward", header="produced by: thunder-autograd (forward)")
         self.backward_source = python_source(module, "backward", header="produced by: thunder-autograd (backward)")
         self.forward = compile_source(self.forward_source, "forward")
@@ -59,3 +73,24 @@ class AutogradProgram:
 
     def __call__(self, *inputs):
         return _ThunderAutograd.apply(self, *inputs)
+
+
+def _reaches(module):
+    from thunder.dialects.lift import lift
+
+    with module.context:
+        fwd = lift(find_func(module.operation, "forward"))
+    deps = {r.name: {i} for i, r in enumerate(fwd.ctx.inputs)}
+    for bsym in fwd.ctx.symbols:
+        srcs = set()
+        for v in bsym.args.values():
+            for x in v if isinstance(v, tuple) else (v,):
+                if hasattr(x, "name") and x.name in deps:
+                    srcs |= deps[x.name]
+        for o in bsym.outputs:
+            deps[o.name] = srcs
+    reaches = [set() for _ in fwd.ctx.inputs]
+    for j, r in enumerate(fwd.outputs):
+        for i in deps.get(r.name, ()):
+            reaches[i].add(j)
+    return reaches

@@ -1,0 +1,283 @@
+"""Python constructs inside thunder.jit: they run as in eager, or raise a clear error."""
+import contextlib
+import dataclasses
+import functools
+import random
+import warnings
+
+import pytest
+import torch
+
+import thunder
+
+
+def same(fn, *args):
+    """thunder.jit(fn)(*args) equals fn(*args), including mutations of the (cloned) inputs."""
+    a1 = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+    a2 = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+    expected = fn(*a1)
+    actual = thunder.jit(fn)(*a2)
+    torch.testing.assert_close(actual, expected)
+    for x, y in zip(a2, a1):
+        if isinstance(x, torch.Tensor):
+            torch.testing.assert_close(x, y)
+    return actual
+
+
+# ---- in-place ops
+def test_inplace_on_inputs_is_seen_by_the_caller():
+    def f(x, buf):
+        buf.add_(x)
+        buf.mul_(2)
+        x.clamp_(min=0)
+        return buf.sum()
+
+    same(f, torch.randn(4), torch.randn(4))
+
+
+def test_inplace_on_intermediates_and_augmented_assignment():
+    def f(x):
+        y = x * 2
+        y.add_(1)
+        y += x
+        y.masked_fill_(y > 1, 0.0) if hasattr(torch.Tensor, "masked_fill_") and False else None
+        y.zero_() if False else y.sub_(0.5)
+        return y
+
+    same(f, torch.randn(3, 3))
+
+
+def test_zero_fill_copy():
+    def f(x, out):
+        out.zero_()
+        out.fill_(2.0)
+        out.copy_(x * 3)
+        return out + 1
+
+    same(f, torch.randn(5), torch.empty(5))
+
+
+def test_mutating_a_clone_does_not_leak():
+    def f(x):
+        c = x.clone()
+        c.mul_(10)
+        return c
+
+    x = torch.randn(3)
+    before = x.clone()
+    torch.testing.assert_close(thunder.jit(f)(x), before * 10)
+    torch.testing.assert_close(x, before)
+
+
+def test_inplace_on_a_view_raises_clearly():
+    def f(x):
+        x[0].zero_()
+        return x
+
+    with pytest.raises(NotImplementedError, match=r"in-place zero_\(\) on a view .*test_sharp_edges.py:\d+"):
+        thunder.jit(f)(torch.randn(2, 2))
+
+
+# ---- grad mode
+def test_no_grad_enable_grad_set_grad_enabled():
+    def f(x, w):
+        with torch.no_grad():
+            s = (x * w).sum()
+        with torch.set_grad_enabled(False):
+            t = w * 3
+        with torch.enable_grad():
+            y = x * w * s + t
+        return y.sum(), t
+
+    x = torch.randn(3, requires_grad=True)
+    w = torch.randn(3, requires_grad=True)
+    jf = thunder.jit(f)
+    out, t = jf(x, w)
+    grads = torch.autograd.grad(out, (x, w))
+    out_e, t_e = f(x, w)
+    expected = torch.autograd.grad(out_e, (x, w))
+    for g, e in zip(grads, expected):
+        torch.testing.assert_close(g, e)
+    assert t.requires_grad == t_e.requires_grad
+
+
+# ---- control constructs
+def test_try_except_finally_and_raise():
+    def f(x, n):
+        log = []
+        try:
+            if n > 2:
+                raise ValueError(f"n too large: {n}")
+            y = x * n
+        except ValueError:
+            y = x
+        finally:
+            log.append(1)
+        return y + len(log)
+
+    same(f, torch.randn(2), 1)
+    same(f, torch.randn(2), 5)
+
+    def g(x):
+        raise KeyError("missing key")
+
+    with pytest.raises(KeyError, match="missing key"):
+        thunder.jit(g)(torch.randn(2))
+
+
+def test_user_context_manager_generators_closures_nonlocal():
+    events = []
+
+    @contextlib.contextmanager
+    def scope(name):
+        events.append(name)
+        yield 2
+        events.append("/" + name)
+
+    def pairs(xs):
+        for a, b in zip(xs, xs[1:]):
+            yield a * b
+
+    def f(x, w):
+        count = 0
+
+        def bump(t):
+            nonlocal count
+            count += 1
+            return t + count
+
+        with scope("s") as k:
+            y = x * k
+        ys = [bump(p) for p in pairs([y, w, y])]
+        return sum(ys) + count
+
+    same(f, torch.randn(3), torch.randn(3))
+    assert events[-2:] == ["s", "/s"]
+
+
+def test_partial_wraps_args_kwargs_lambda_recursion_match():
+    def scaled(x, *, scale):
+        return x * scale
+
+    def deco(fn):
+        @functools.wraps(fn)
+        def inner(*args, **kwargs):
+            return fn(*args, **kwargs) + 1
+
+        return inner
+
+    @deco
+    def g(x, *rest, **kw):
+        return x + sum(rest) + kw.get("b", 0)
+
+    def power(x, n):
+        return x if n == 1 else x * power(x, n - 1)
+
+    def f(x, mode):
+        h = functools.partial(scaled, scale=3)
+        match mode:
+            case "a":
+                y = h(x)
+            case _:
+                y = (lambda t: t - 1)(x)
+        return g(y, x, 2, b=x) + power(x, 3)
+
+    same(f, torch.randn(3), "a")
+    same(f, torch.randn(3), "b")
+
+
+@dataclasses.dataclass
+class Config:
+    scale: float
+    shift: float
+
+
+def test_classes_super_properties_dataclass_inputs():
+    class Base:
+        def __init__(self, k):
+            self.k = k
+
+        def apply(self, x):
+            return x * self.k
+
+    class Child(Base):
+        def __init__(self, k):
+            super().__init__(k + 1)
+
+        @property
+        def double(self):
+            return self.k * 2
+
+        @staticmethod
+        def shift(x):
+            return x - 1
+
+        def apply(self, x):
+            return self.shift(super().apply(x)) + self.double
+
+    def f(x, cfg):
+        return Child(2).apply(x) * cfg.scale + cfg.shift
+
+    same(f, torch.randn(3), Config(2.0, 0.5))
+
+
+# ---- values from outside
+SCALE = torch.tensor(2.0)
+FACTOR = 3
+
+
+def test_globals_are_read_at_call_time():
+    global SCALE, FACTOR
+
+    def f(x):
+        return x * SCALE * FACTOR
+
+    jf = thunder.jit(f)
+    x = torch.randn(3)
+    torch.testing.assert_close(jf(x), f(x))
+    SCALE = torch.tensor(5.0)
+    torch.testing.assert_close(jf(x), f(x))
+    SCALE = torch.tensor(2.0)
+
+
+def test_closure_tensor_is_read_at_call_time():
+    w = torch.randn(3)
+
+    def f(x):
+        return x * w
+
+    jf = thunder.jit(f)
+    x = torch.randn(3)
+    jf(x)
+    w.mul_(2)
+    torch.testing.assert_close(jf(x), f(x))
+
+
+# ---- data-dependent control flow
+def test_data_dependent_branch_raises_naming_the_line():
+    def f(x):
+        if x.sum().item() > 0:
+            return x
+        return -x
+
+    with pytest.raises(NotImplementedError, match=r"\.item\(\) .*test_sharp_edges.py:\d+"):
+        thunder.jit(f)(torch.randn(3))
+    with pytest.raises(NotImplementedError, match="bool"):
+        thunder.jit(lambda x: x if x.any() else -x)(torch.randn(3))
+
+
+# ---- sharp edges
+def test_python_random_and_print_are_sharp_edges():
+    def f(x):
+        return x * random.random()
+
+    with pytest.raises(thunder.JITSharpEdgeError, match=r"random.random\(\) at .*test_sharp_edges.py"):
+        thunder.jit(f, sharp_edges="error")(torch.randn(2))
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        jf = thunder.jit(f, sharp_edges="warn")
+        jf(torch.randn(2))
+        jf(torch.randn(3))
+    assert len([x for x in w if "random.random()" in str(x.message)]) == 1
+    jf = thunder.jit(lambda x: (print("tracing"), x + 1)[1], sharp_edges="allow")
+    torch.testing.assert_close(jf(torch.ones(1)), torch.full((1,), 2.0))
