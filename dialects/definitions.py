@@ -105,6 +105,8 @@ def decode_op(operation, tensor_of):
     op = registry.OPS[operation.name]
     operands = list(operation.operands)
     if needs_segments(op):
+        if "operandSegmentSizes" not in operation.attributes:
+            raise ValueError("missing attribute 'operandSegmentSizes'")
         sizes = list(ir.DenseI32ArrayAttr(operation.attributes["operandSegmentSizes"]))
     else:
         sizes = [1] * len(operand_params(op))
@@ -118,6 +120,8 @@ def decode_op(operation, tensor_of):
         conv = [tensor_of(v) if attrs.is_tensor_type(v.type) else attrs.constant_value(v) for v in group]
         values[p.name] = tuple(conv) if p.kind.variadic else (conv[0] if conv else None)
     for p in attribute_params(op):
+        if p.name not in operation.attributes:
+            raise ValueError(f"missing attribute '{p.name}' ({p.kind.name})")
         values[p.name] = attrs.decode(p.kind, operation.attributes[p.name])
     return op, values
 

@@ -21,11 +21,15 @@ def _loc_name(loc):
 
 
 def _file_loc(loc):
-    try:
-        child = ir.FileLineColLoc(ir.NameLoc(loc).child_loc)
-        return (child.filename, child.start_line)
-    except (ValueError, TypeError):
-        return None
+    """(file, line) of a NameLoc's child (traces from thunder.jit) or of a plain file location
+    (traces parsed from a .mlir file)."""
+    for get in (lambda: ir.FileLineColLoc(ir.NameLoc(loc).child_loc), lambda: ir.FileLineColLoc(loc)):
+        try:
+            f = get()
+            return (f.filename, f.start_line)
+        except (ValueError, TypeError):
+            continue
+    return None
 
 
 def _decomposable(operation, keep):

@@ -72,6 +72,21 @@ def _where(loc, filename):
         return str(loc)
 
 
+def split_input(text):
+    """Chunks separated by lines that are just `// -----`, as mlir-opt does; each chunk is
+    padded with the newlines before it so diagnostics keep the file's line numbers."""
+    chunks, current, start = [], [], 0
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        if line.strip() == "// -----":
+            chunks.append("\n" * start + "\n".join(current))
+            current, start = [], i + 1
+        else:
+            current.append(line)
+    chunks.append("\n" * start + "\n".join(current))
+    return chunks
+
+
 def main(argv=None):
     args = _parser().parse_args(argv)
     if args.list_passes:
@@ -86,7 +101,7 @@ def main(argv=None):
     except OSError as e:
         print(f"thunder-opt: cannot read {args.input}: {e.strerror}", file=sys.stderr)
         return 1
-    chunks = text.split("// -----") if args.split_input_file else [text]
+    chunks = split_input(text) if args.split_input_file else [text]
     out = sys.stdout if args.output == "-" else open(args.output, "w")
     ok = True
     for i, chunk in enumerate(chunks):
