@@ -231,3 +231,35 @@ NAMES = {
 def test_op_in_module(name):
     fn, *args = NAMES[name]
     assert f'"ltorch.{name}"' in str(check(fn, *args))
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_gelu_backward_op_and_its_decomposition(approximate, dtype):
+    g, x = torch.randn(4, 5, dtype=dtype), torch.randn(4, 5, dtype=dtype)
+    m = check(lambda g, x: torch.ops.aten.gelu_backward(g, x, approximate=approximate), g, x,
+              rtol=1e-5, atol=1e-5)
+    assert '"ltorch.gelu_backward"' in str(m)
+
+
+@pytest.mark.parametrize("affine", [True, False])
+def test_layer_norm_backward_op_and_its_decomposition(affine):
+    from thunder.ops.nn import layer_norm_backward
+    from thunder.ops import impl
+
+    g, x = torch.randn(3, 4, 6, dtype=torch.float64), torch.randn(3, 4, 6, dtype=torch.float64)
+    w, b = (torch.randn(6, dtype=torch.float64), torch.randn(6, dtype=torch.float64)) if affine else (None, None)
+    xr = x.clone().requires_grad_()
+    wr = w.clone().requires_grad_() if affine else None
+    br = b.clone().requires_grad_() if affine else None
+    torch.nn.functional.layer_norm(xr, (6,), wr, br, 1e-5).backward(g)
+    gx, gw, gb = impl.layer_norm_backward(g, x, (6,), w, b, 1e-5)
+    torch.testing.assert_close(gx, xr.grad)
+    if affine:
+        torch.testing.assert_close(gw, wr.grad)
+        torch.testing.assert_close(gb, br.grad)
+    args = (g, x, w, b) if affine else (g, x)
+    fn = (lambda g, x, w, b: layer_norm_backward(g, x, (6,), w, b, 1e-5)) if affine else \
+        (lambda g, x: layer_norm_backward(g, x, (6,), None, None, 1e-5))
+    m = check(fn, *args)
+    assert '"ltorch.layer_norm_backward"' in str(m)

@@ -110,6 +110,7 @@ def record_op(op, values):
         from thunder.ops.execute import run_eagerly
 
         return run_eagerly(op, values)
+    _check_no_real_tensors(op, values)
     out = op.meta(**values)
     outs = list(out) if isinstance(out, (tuple, list)) else [out]
     if getattr(op, "is_view", False):
@@ -146,6 +147,18 @@ def _detach(p):
 
 def grad_enabled():
     return _grad_enabled()
+
+
+def _check_no_real_tensors(op, values):
+    import torch
+
+    for v in values.values():
+        for x in v if isinstance(v, (tuple, list)) else (v,):
+            if isinstance(x, torch.Tensor):
+                raise NotImplementedError(
+                    f"thunder: {op.torch_name} got a tensor that is not an input of the jitted function "
+                    f"(created outside thunder's view, e.g. by code run natively); shape {tuple(x.shape)}. "
+                    "Workaround: pass it as an argument.")
 
 
 def rebind(proxy, new):

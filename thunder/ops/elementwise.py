@@ -632,7 +632,18 @@ def _softplus_grad(g, out, x, beta=1.0, threshold=20.0):
     return where(gt(xb, float(threshold)), g32, mul(g32, sigmoid(xb)))  # z / (z + 1), z = exp(x * beta)
 
 
-_unary_rule(gelu, _gelu_grad)
+@ltorch("torch.ops.aten.gelu_backward", aliases=(torch.ops.aten.gelu_backward, torch.ops.aten.gelu_backward.default))
+def gelu_backward(grad_output: Tensor, input: Tensor, *, approximate: Str = "none"):
+    """gelu's VJP as one op: torch runs its fused kernel; decomposes into the formula."""
+    return TensorProxy(input.shape, input.dtype, input.device)
+
+
+@gelu_backward.decompose
+def _(grad_output, input, *, approximate="none"):
+    return _vjp.grad_for(input, _gelu_grad(grad_output, None, input, approximate))
+
+
+_unary_rule(gelu, lambda g, out, x, approximate="none": gelu_backward(g, x, approximate=approximate))
 _unary_rule(silu, _silu_grad)
 _unary_rule(softplus, _softplus_grad)
 

@@ -138,3 +138,14 @@ def convolution_backward_weight(grad_output, input, weight_shape, stride, paddin
     weight = grad_output.new_empty(weight_shape)
     return torch.ops.aten.convolution_backward(grad_output, input, weight, None, stride, padding, dilation,
                                                transposed, output_padding, groups, [False, True, False])[1]
+
+
+# --- fused backward kernels of torch, with our signatures
+def layer_norm_backward(grad_output, input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    # mean and rstd are recomputed (F.layer_norm does not return them)
+    _, mean, rstd = torch.ops.aten.native_layer_norm(input, normalized_shape, weight, bias, eps)
+    mask = [True, weight is not None, bias is not None]
+    gx, gw, gb = torch.ops.aten.native_layer_norm_backward(grad_output, input, normalized_shape, mean, rstd,
+                                                          weight, bias, mask)
+    zeros = input.new_zeros(tuple(normalized_shape)) if gw is None or gb is None else None
+    return gx, gw if gw is not None else zeros, gb if gb is not None else zeros

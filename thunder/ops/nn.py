@@ -441,11 +441,23 @@ softmax.vjp(_softmax_vjp(False))
 log_softmax.vjp(_softmax_vjp(True))
 
 
-@layer_norm.vjp
-def _(g, out, input, normalized_shape, weight=None, bias=None, eps=1e-5):
+@ltorch("impl.layer_norm_backward", returns_sequence=True)
+def layer_norm_backward(grad_output: Tensor, input: Tensor, normalized_shape: Ints, weight: Tensor | None = None,
+                        bias: Tensor | None = None, eps: Float = 1e-5):
+    """layer_norm's VJP as one op (input, weight, bias cotangents; zeros for an absent weight or
+    bias): torch runs its fused kernel; decomposes into the formula."""
+    shape = tuple(normalized_shape)
+    return (TensorProxy(input.shape, input.dtype, input.device),
+            TensorProxy(shape, weight.dtype if weight is not None else input.dtype, input.device),
+            TensorProxy(shape, bias.dtype if bias is not None else input.dtype, input.device))
+
+
+@layer_norm_backward.decompose
+def _(grad_output, input, normalized_shape, weight=None, bias=None, eps=1e-5):
     from thunder.ops.elementwise import add, mul, rsqrt, sub
     from thunder.ops.reductions import mean, sum_
 
+    g = grad_output
     dims = _layer_norm_check(input, normalized_shape, weight, bias)
     lead = tuple(range(input.ndim - len(dims)))
     x, g32 = _vjp.upcast(input), _vjp.upcast(g)
@@ -459,9 +471,18 @@ def _(g, out, input, normalized_shape, weight=None, bias=None, eps=1e-5):
     def over_lead(v):
         return sum_(v, lead) if lead else v
 
-    return {"input": _vjp.grad_for(input, gx),
-            "weight": _vjp.grad_for(weight, over_lead(mul(g32, xhat))) if weight is not None else None,
-            "bias": _vjp.grad_for(bias, over_lead(g32)) if bias is not None else None}
+    shape = tuple(normalized_shape)
+    gw = (_vjp.grad_for(weight, over_lead(mul(g32, xhat))) if weight is not None
+          else _vjp.zeros(shape, input.dtype, input.device))
+    gb = (_vjp.grad_for(bias, over_lead(g32)) if bias is not None
+          else _vjp.zeros(shape, input.dtype, input.device))
+    return _vjp.grad_for(input, gx), gw, gb
+
+
+@layer_norm.vjp
+def _(g, out, input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    gx, gw, gb = layer_norm_backward(g, input, normalized_shape, weight, bias, eps)
+    return {"input": gx, "weight": gw if weight is not None else None, "bias": gb if bias is not None else None}
 
 
 @embedding.vjp

@@ -63,9 +63,12 @@ class Kind:
 
 
 def _is_tensor(v):
+    # proxies while tracing; real tensors when an op is called eagerly (record_op checks which)
+    import torch
+
     from thunder.core.proxies import TensorProxy
 
-    return isinstance(v, TensorProxy)
+    return isinstance(v, (TensorProxy, torch.Tensor))
 
 
 def _is_number(v):
