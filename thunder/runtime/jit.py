@@ -98,6 +98,13 @@ def make_compile_data(fn, *, executors=None, cache=None, sharp_edges=None, disab
                       transforms=None, debug_options=None, strict=False, **compile_options):
     if not callable(fn):
         raise TypeError(f"thunder.jit expects a callable, got {type(fn).__name__}")
+    if isinstance(fn, torch.nn.parallel.DistributedDataParallel):
+        # DDP's forward talks to its reducer natively on every call: a trace would replay none
+        # of that, so gradients would silently stop being all-reduced after the first call
+        raise NotImplementedError(
+            "thunder.jit of a DistributedDataParallel module is not supported: its forward has "
+            "per-call side effects on the reducer. Workaround: DistributedDataParallel(thunder.jit(model)) "
+            "(and DDP's own no_sync()).")
     cache = "constant values" if cache is None else cache
     _check_option("cache option", cache, CACHE_OPTIONS)
     executors = tuple(executors) if executors is not None else EXECUTORS

@@ -52,7 +52,9 @@ class ThunderModule(torch.nn.Module):
 
     @contextlib.contextmanager
     def no_sync(self):
-        """Calls inside skip DDP's gradient all-reduce; without DDP (or a process group) a no-op."""
+        """A no-op without a process group. With DDP, wrap the ThunderModule
+        (`DistributedDataParallel(thunder.jit(model))`) and use DDP's own no_sync(), which skips
+        the gradient all-reduce for the calls inside it (tests/test_ddp.py)."""
         inner = getattr(self._model, "no_sync", None)
         with (inner() if callable(inner) else contextlib.nullcontext()):
             yield
