@@ -69,13 +69,62 @@ def test_mutating_a_clone_does_not_leak():
     torch.testing.assert_close(x, before)
 
 
-def test_inplace_on_a_view_raises_clearly():
-    def f(x):
+def test_inplace_on_views_reaches_the_base_and_other_views():
+    def zero_row(x):
         x[0].zero_()
+        return x * 2
+
+    def flat_add(x):
+        x.view(-1).add_(1)
         return x
 
-    with pytest.raises(NotImplementedError, match=r"in-place zero_\(\) on a view .*test_sharp_edges.py:\d+"):
-        thunder.jit(f)(torch.randn(2, 2))
+    def transposed_mul(x):
+        x.t().mul_(2)
+        return x.sum()
+
+    def base_then_view(x):
+        y = x * 1
+        v = y[1:]
+        y.add_(10)  # v sees the update, as in eager
+        return v * 1
+
+    def split_fill_setitem(x):
+        y = x.clone()
+        a, b = y.split(2)
+        b.fill_(3)
+        y[0] = 7
+        return y + a.sum()
+
+    def setitem_chain(x):
+        x[:, 1] = x[:, 0] * 2
+        x[0] += 1
+        z = x.transpose(0, 1).unsqueeze(0)
+        z[0, 1] = 5
+        return x.clone()
+
+    for fn in (zero_row, flat_add, transposed_mul, base_then_view, split_fill_setitem, setitem_chain):
+        same(fn, torch.randn(4, 3))
+
+
+def test_setitem_gradients():
+    def f(x, v):
+        y = x * 2
+        y[1:, 0] = v * 3
+        return (y * y).sum()
+
+    x = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
+    v = torch.randn(3, dtype=torch.float64, requires_grad=True)
+    g = torch.autograd.grad(thunder.jit(f)(x, v), (x, v))
+    e = torch.autograd.grad(f(x, v), (x, v))
+    for a, b in zip(g, e):
+        torch.testing.assert_close(a, b)
+
+
+def test_inplace_errors_like_eager():
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+        thunder.jit(lambda x: x.add_(1))(torch.randn(2, requires_grad=True))
+    with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
+        thunder.jit(lambda x: x.expand(3, 2).add_(1))(torch.randn(1, 2))
 
 
 # ---- grad mode

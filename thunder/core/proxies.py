@@ -30,7 +30,7 @@ class TensorProxy:
     """Stands for a tensor: it knows shape, dtype, device and requires_grad, not values."""
 
     __slots__ = ("name", "shape", "dtype", "device", "requires_grad", "is_view", "has_views", "is_input",
-                 "input_name")
+                 "input_name", "base", "recipe", "views")
 
     def __init__(self, shape, dtype, device, requires_grad=False, name=None):
         self.shape = torch.Size(shape)
@@ -42,6 +42,9 @@ class TensorProxy:
         self.has_views = False
         self.is_input = False
         self.input_name = None  # for inputs: the name of the input it was created for
+        self.base = None  # for views: the proxy this one is a view of
+        self.recipe = None  # for views: (op, args, result index) that made it from its base
+        self.views = []  # views taken of this proxy (regenerated when it is updated in place)
 
     __hash__ = object.__hash__
 
@@ -187,26 +190,66 @@ def _callable_name(fn):
 
 
 def _inplace(op, method_name, self, *args, **kwargs):
-    """An in-place update, recorded functionally: the proxy then stands for the result. On an
-    input the new value is copied back when the program ends (the caller sees the mutation, as in
-    eager). Views are refused: their update would have to reach their base."""
-    if self.is_view or self.has_views:
-        what = "a view" if self.is_view else "a tensor that has views"
-        raise NotImplementedError(
-            f"thunder: in-place {method_name}() on {what} ({self.name}){_where()} is not supported yet. "
-            f"Workaround: use the out-of-place {method_name.strip('_')}() and use its result.")
-    if self.is_input and self.requires_grad and tracing.grad_enabled():
-        raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
+    """An in-place update, recorded functionally: the proxy then stands for the result. Like
+    eager, the update reaches what the proxy is a view of (and on up to an input, whose final
+    value the program copies back) and every other view of those tensors."""
+    root = self
+    while root.base is not None:
+        root = root.base
+    if root.is_input and root.requires_grad and tracing.grad_enabled():
+        raise RuntimeError(("a view of a leaf Variable" if root is not self else "a leaf Variable")
+                           + " that requires grad is being used in an in-place operation.")
     out = op(self, *args, **kwargs)
     if out.dtype != self.dtype:
         if not torch.can_cast(out.dtype, self.dtype):
-            raise RuntimeError(f"result type {str(out.dtype).replace('torch.', '').capitalize()} can't be cast "
-                               f"to the desired output type {str(self.dtype).replace('torch.', '').capitalize()}")
+            raise RuntimeError(f"result type {_dtype_name(out.dtype)} can't be cast to the desired output "
+                               f"type {_dtype_name(self.dtype)}")
         out = out.to(self.dtype)
     if out.shape != self.shape:
         raise RuntimeError(f"output with shape {list(self.shape)} doesn't match the broadcast shape {list(out.shape)}")
-    tracing.rebind(self, out)
+    assign(self, out)
     return self
+
+
+def _dtype_name(dtype):
+    return {torch.float32: "Float", torch.float64: "Double", torch.int64: "Long", torch.int32: "Int",
+            torch.bool: "Bool", torch.float16: "Half", torch.bfloat16: "BFloat16"}.get(dtype, str(dtype))
+
+
+def assign(proxy, value):
+    """proxy now holds value: its bases are updated through their unview rules, and the other
+    views of every updated tensor are regenerated from it."""
+    tracing.rebind(proxy, value)
+    child = proxy
+    while child.base is not None:
+        base = child.base
+        op, args, index = child.recipe
+        rule = op.unview_rule or _same_memory_unview(op)
+        tracing.rebind(base, rule(base, child, index, **{k: v for k, v in args.items() if v is not base}))
+        _regenerate_views(base, skip=child)
+        child = base
+    _regenerate_views(proxy, skip=None)
+
+
+def _same_memory_unview(op):
+    def rule(base, value, index, **args):
+        if value.shape == base.shape and value.dtype == base.dtype:
+            return value  # the view is the same tensor (detach, a no-op to())
+        raise NotImplementedError(f"thunder: an in-place update of the result of {op.torch_name}{_where()} "
+                                  "cannot reach its base yet. Workaround: use out-of-place ops.")
+    return rule
+
+
+def _regenerate_views(proxy, skip):
+    for w in list(proxy.views):
+        if w is skip:
+            continue
+        op, args, index = w.recipe
+        new = op(**{k: (proxy if v is proxy else v) for k, v in args.items()})
+        new = new[index] if isinstance(new, tuple) else new
+        proxy.views = [v for v in proxy.views if v is not new]  # (identity: == records an op)
+        tracing.rebind(w, new)
+        _regenerate_views(w, skip=None)
 
 
 def _zero(self):
@@ -250,6 +293,13 @@ for _n in _OPERATORS:
     setattr(TensorProxy, f"__r{_n}__", _dunder(f"__r{_n}__"))
 for _n in ["eq", "ne", "lt", "le", "gt", "ge", "neg", "pos", "abs", "invert", "getitem"]:
     setattr(TensorProxy, f"__{_n}__", _dunder(f"__{_n}__"))
+
+
+def _setitem(self, key, value):
+    return _inplace(registry.OPS["ltorch.setitem"], "__setitem__", self, key, value)
+
+
+TensorProxy.__setitem__ = _setitem
 
 
 def _inplace_dunder(name):

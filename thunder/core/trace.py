@@ -113,14 +113,17 @@ def record_op(op, values):
     _check_no_real_tensors(op, values)
     out = op.meta(**values)
     outs = list(out) if isinstance(out, (tuple, list)) else [out]
-    if getattr(op, "is_view", False):
-        from thunder.core.proxies import TensorProxy
+    from thunder.core.proxies import TensorProxy
 
+    if op.is_view:
         for o in outs:
             o.is_view = True
-        for v in values.values():
-            if isinstance(v, TensorProxy):
-                v.has_views = True
+    base = next((v for v in values.values() if isinstance(v, TensorProxy)), None)
+    for i, o in enumerate(outs):
+        if o.is_view and base is not None:
+            # remember how o was made from base, so in-place updates can flow between them
+            o.base, o.recipe = base, (op, dict(values), i)
+            base.views.append(o)
     ctx.symbols.append(BoundSymbol(op, {k: _to_refs(v) for k, v in values.items()},
                                    [ref(o) for o in outs], current_location()))
     if ctx.track_grad_mode and not _grad_enabled() and op.name != "detach":

@@ -149,3 +149,10 @@ def layer_norm_backward(grad_output, input, normalized_shape, weight=None, bias=
                                                           weight, bias, mask)
     zeros = input.new_zeros(tuple(normalized_shape)) if gw is None or gb is None else None
     return gx, gw if gw is not None else zeros, gb if gb is not None else zeros
+
+
+# --- views
+def setitem(input, key, value):
+    out = input.clone()
+    out[key] = value
+    return out

@@ -145,6 +145,7 @@ class OpDef:
     returns_sequence: bool = False  # a tuple of tensors (split, chunk) rather than one tensor
     decomposition: Callable | None = None
     vjp_rule: Callable | None = None  # vjp(grads, outputs, **args) -> {param: grad}
+    unview_rule: Callable | None = None  # view ops: unview(base, value, index, **args) -> new base
     random: bool = False  # not Pure: draws from the random generator
     is_view: bool = False  # the result shares memory with the input in eager (in-place safety)
     doc: str = ""
@@ -156,6 +157,13 @@ class OpDef:
 
     def decompose(self, fn):
         self.decomposition = fn
+        return fn
+
+    def unview(self, fn):
+        """Register how an in-place update of this view op's result reaches its base:
+        fn(base, value, index, **other args) returns the base's new value (index: which result,
+        for ops returning several views)."""
+        self.unview_rule = fn
         return fn
 
     def vjp(self, fn):

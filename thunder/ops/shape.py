@@ -12,8 +12,8 @@ import torch
 from thunder.core.proxies import TensorProxy
 from thunder.ops import prims
 from thunder.ops.decomp_utils import expand_to, to_dtype
-from thunder.ops.meta_utils import canonical_dim, canonical_dims, is_tensor
-from thunder.ops.registry import Dims, Index, Int, Ints, OpDef, Tensor, Tensors, ltorch
+from thunder.ops.meta_utils import broadcast_shapes, canonical_dim, canonical_dims, is_tensor
+from thunder.ops.registry import Dims, Index, Int, Ints, OpDef, Tensor, TensorOrNumber, Tensors, ltorch
 
 T = torch.Tensor
 
@@ -531,8 +531,8 @@ class _IndexOp(OpDef):
     """x[k] and x[k0, k1] are both calls with a tuple key: the Index attribute is a tuple."""
 
     def bind(self, args, kwargs):
-        if len(args) == 2 and not isinstance(args[1], tuple):
-            args = (args[0], (args[1],))
+        if len(args) >= 2 and not isinstance(args[1], tuple):
+            args = (args[0], (args[1],), *args[2:])
         if "key" in kwargs and not isinstance(kwargs["key"], tuple):
             kwargs = {**kwargs, "key": (kwargs["key"],)}
         return super().bind(args, kwargs)
@@ -687,3 +687,85 @@ def _(g, out, input, chunks, dim=0):
 def _(g, out, input, dim=0):
     d, _pieces = _unbind_pieces(input, dim)
     return {"input": _join_pieces(g, out, input, d, squeeze=True)}
+
+
+# --------------------------------------------------------------------------------------------
+# setitem, and how in-place updates of views reach their base (unview rules)
+
+
+@ltorch("impl.setitem")
+def setitem(input: Tensor, key: Index, value: TensorOrNumber):
+    """input with input[key] = value, as a new tensor (x[key] = v is recorded as this)."""
+    key = key if isinstance(key, tuple) else (key,)
+    target = getitem.meta(input, key)
+    if is_tensor(value):
+        broadcast_shapes(value.shape, target.shape)
+        if tuple(broadcast_shapes(value.shape, target.shape)) != tuple(target.shape):
+            raise RuntimeError(f"shape mismatch: value tensor of shape {list(value.shape)} cannot be broadcast "
+                               f"to indexing result of shape {list(target.shape)}")
+    return _like(input, input.shape)
+
+
+setitem.__class__ = _IndexOp
+
+
+@setitem.vjp
+def _(g, out, input, key, value):
+    from thunder.ops.vjp_utils import sum_to_shape
+
+    gv = None
+    if is_tensor(value):
+        gv = sum_to_shape(getitem(g, key), value.shape)
+    return {"input": setitem(g, key, 0.0 if g.dtype.is_floating_point else 0), "value": gv}
+
+
+def _identity_unview(base, value, out_index, **args):
+    return value if value.dtype is base.dtype else value.to(base.dtype)
+
+
+def _reshape_unview(base, value, out_index, **args):
+    return reshape(value, tuple(base.shape))
+
+
+def _expand_unview(base, value, out_index, **args):
+    if tuple(value.shape) == tuple(base.shape):
+        return value
+    raise RuntimeError("unsupported operation: more than one element of the written-to tensor refers to a "
+                       "single memory location. Please clone() the tensor before performing the operation.")
+
+
+def _dim_key(d, entry):
+    return (pyslice(None),) * d + (entry,)
+
+
+def _pieces_unview(pieces_of, squeeze=False):
+    def rule(base, value, out_index, **args):
+        d, pieces = pieces_of(base, **args)
+        lo, hi = pieces[out_index]
+        return setitem(base, _dim_key(d, lo if squeeze else pyslice(lo, hi)), value)
+
+    return rule
+
+
+def _inverse(perm):
+    n = len(perm)
+    return tuple(sorted(range(n), key=lambda i: perm[i] % n))
+
+
+for _op in (reshape, view, reshape_as, view_as, flatten, unflatten, squeeze, unsqueeze):
+    _op.unview(_reshape_unview)
+for _op in (expand, broadcast_to, expand_as):
+    _op.unview(_expand_unview)
+contiguous.unview(_identity_unview)
+permute.unview(lambda base, value, out_index, dims: permute(value, _inverse(dims)))
+transpose.unview(lambda base, value, out_index, dim0, dim1: transpose(value, dim0, dim1))
+t.unview(lambda base, value, out_index: t(value))
+movedim.unview(lambda base, value, out_index, source, destination: movedim(value, destination, source))
+getitem.unview(lambda base, value, out_index, key: setitem(base, key, value))
+select.unview(lambda base, value, out_index, dim, index: setitem(base, _select_key(base, dim, index), value))
+narrow.unview(lambda base, value, out_index, dim, start, length: setitem(
+    base, _dim_key(*_narrow_range(base, dim, start, length)[:1], pyslice(*_narrow_range(base, dim, start, length)[1:])),
+    value))
+split.unview(_pieces_unview(lambda b, split_size_or_sections, dim=0: _split_pieces(b, split_size_or_sections, dim)))
+chunk.unview(_pieces_unview(lambda b, chunks, dim=0: _chunk_pieces(b, chunks, dim)))
+unbind.unview(_pieces_unview(lambda b, dim=0: _unbind_pieces(b, dim), squeeze=True))
