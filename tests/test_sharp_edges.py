@@ -106,6 +106,17 @@ def test_inplace_on_views_reaches_the_base_and_other_views():
         same(fn, torch.randn(4, 3))
 
 
+def test_out_arguments():
+    def f(a, b, c):
+        torch.add(a, b, out=c)
+        torch.mul(a, 2, out=a)
+        return c * 1
+
+    same(f, torch.randn(3), torch.randn(3), torch.empty(3).zero_())
+    with pytest.raises(NotImplementedError, match="out="):
+        thunder.jit(lambda a, c: torch.add(a, a, out=c))(torch.randn(3), torch.empty(2))
+
+
 def test_setitem_gradients():
     def f(x, v):
         y = x * 2

@@ -211,6 +211,20 @@ def _inplace(op, method_name, self, *args, **kwargs):
     return self
 
 
+def write_out(op, out, result):
+    """`out=` arguments: the result is written into out (an in-place update of out)."""
+    outs, results = (out, result) if isinstance(out, (tuple, list)) else ((out,), (result,))
+    for o, r in zip(outs, results):
+        if not isinstance(o, TensorProxy):
+            raise TypeError(f"{op.torch_name}(): argument 'out' must be Tensor, not {type(o).__name__}")
+        if o.shape != r.shape:
+            raise NotImplementedError(f"thunder: {op.torch_name}(out=...){_where()} with an out tensor of "
+                                      f"shape {list(o.shape)} for a result of shape {list(r.shape)} (eager resizes "
+                                      "it) is not supported. Workaround: use the result instead of out=.")
+        _inplace(lambda self, value: value, f"{op.name}(out=)", o, r)
+    return out
+
+
 def _dtype_name(dtype):
     return {torch.float32: "Float", torch.float64: "Double", torch.int64: "Long", torch.int32: "Int",
             torch.bool: "Bool", torch.float16: "Half", torch.bfloat16: "BFloat16"}.get(dtype, str(dtype))

@@ -201,7 +201,13 @@ class OpDef:
     def __call__(self, *args, **kwargs):
         from thunder.core.trace import record_op
 
-        return record_op(self, self.bind(args, kwargs))
+        out = kwargs.pop("out", None)
+        result = record_op(self, self.bind(args, kwargs))
+        if out is None:
+            return result
+        from thunder.core.proxies import write_out
+
+        return write_out(self, out, result)
 
 
 def _gather_varargs(op, args, kwargs):
