@@ -341,3 +341,33 @@ def test_python_random_and_print_are_sharp_edges():
     assert len([x for x in w if "random.random()" in str(x.message)]) == 1
     jf = thunder.jit(lambda x: (print("tracing"), x + 1)[1], sharp_edges="allow")
     torch.testing.assert_close(jf(torch.ones(1)), torch.full((1,), 2.0))
+
+
+def test_autocast_cpu_bfloat16_inside_and_around():
+    import torch.nn.functional as F
+
+    def f(a, w, b):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            h = F.gelu(F.linear(a, w, b))
+            s = torch.softmax(h, -1)
+            c = torch.cat([h, a], -1)
+            m = torch.bmm(a[None], w.t()[None])
+        return h, s, c, m, a @ w.t()
+
+    a, w, b = torch.randn(4, 8), torch.randn(6, 8), torch.randn(6)
+    for x, y in zip(thunder.jit(f)(a, w, b), f(a, w, b)):
+        assert x.dtype == y.dtype
+        torch.testing.assert_close(x, y, rtol=1e-2, atol=1e-2)
+    jf = thunder.jit(lambda a, w: a @ w)
+    assert jf(a, w.t()).dtype == torch.float32
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert jf(a, w.t()).dtype == torch.bfloat16  # the ambient region is part of the cache key
+    assert thunder.cache_misses(jf) == 2
+
+
+def test_profiler_record_function():
+    def f(x):
+        with torch.profiler.record_function("my_region"):
+            return x * 2
+
+    same(f, torch.randn(3))

@@ -111,6 +111,10 @@ def record_op(op, values):
 
         return run_eagerly(op, values)
     _check_no_real_tensors(op, values)
+    if ctx.track_grad_mode and op.dialect == "ltorch":
+        from thunder.ops import autocast
+
+        values = autocast.apply(op, values)  # casts of an active torch.autocast region
     out = op.meta(**values)
     outs = list(out) if isinstance(out, (tuple, list)) else [out]
     from thunder.core.proxies import TensorProxy

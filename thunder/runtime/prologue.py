@@ -112,6 +112,14 @@ def prologue_source(args_spec, kwargs_spec, example_tensors, arg_names, check_me
                 g.miss_if(f"{expr} != {expected!r}")
         for i, (expr, index) in enumerate(state.reads):
             g.tensor(expr, index, f"s{i}")
+    if check_metadata:
+        # an ambient torch.autocast region changes the program (its casts are traced)
+        for dev in sorted({t.device.type for t in example_tensors} & {"cpu", "cuda"}):
+            if torch.is_autocast_enabled(dev):
+                g.miss_if(f"not is_autocast_enabled({dev!r}) or get_autocast_dtype({dev!r}) is not "
+                          f"{g.const(torch.get_autocast_dtype(dev))}")
+            else:
+                g.miss_if(f"is_autocast_enabled({dev!r})")
     if grad_mode is not None and check_metadata:
         # with inputs that require grad, the program differs with grad mode (autograd or not)
         g.miss_if(f"{'not ' if grad_mode else ''}is_grad_enabled()")
@@ -122,6 +130,7 @@ def prologue_source(args_spec, kwargs_spec, example_tensors, arg_names, check_me
 
 def compile_prologue(source, consts, computation):
     ns = {"MISS": MISS, "Tensor": torch.Tensor, "computation": computation,
-          "is_grad_enabled": torch.is_grad_enabled, **consts}
+          "is_grad_enabled": torch.is_grad_enabled, "is_autocast_enabled": torch.is_autocast_enabled,
+          "get_autocast_dtype": torch.get_autocast_dtype, **consts}
     exec(compile(source, "<thunder prologue>", "exec"), ns)
     return ns["entry"]
