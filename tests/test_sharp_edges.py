@@ -371,3 +371,42 @@ def test_profiler_record_function():
             return x * 2
 
     same(f, torch.randn(3))
+
+
+def test_attribute_writes_on_modules_and_input_objects_are_replayed():
+    class Counter(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(3, 3)
+            self.calls = 0
+
+        def forward(self, x):
+            self.calls += 1
+            y = self.lin(x)
+            self.last = y.detach() * 2
+            self.mode = "done"
+            return y
+
+    m = Counter()
+    tm = thunder.jit(m)
+    x = torch.randn(2, 3)
+    for i in range(1, 4):
+        tm(x)
+        assert m.calls == i and m.mode == "done"
+        assert type(m.last) is torch.Tensor
+        torch.testing.assert_close(m.last, m.lin(x).detach() * 2)
+
+    class Box:
+        pass
+
+    def f(x, box):
+        box.t = x * 3
+        return x + 1
+
+    box = Box()
+    jf = thunder.jit(f)
+    for k in range(2):
+        x = torch.full((2,), float(k))
+        jf(x, box)
+        torch.testing.assert_close(box.t, x * 3)
+    assert thunder.cache_misses(jf) == 1

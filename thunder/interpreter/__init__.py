@@ -40,13 +40,15 @@ class InterpretResult:
 def interpret(fn: Callable, args: tuple | list = (), kwargs: dict | None = None, *,
               lookup: Callable[[Any], Callable | None] | None = None,
               on_load: Callable[[Any, Provenance], Any] | None = None,
-              record: bool = False) -> InterpretResult:
+              record: bool = False,
+              on_store: Callable[[Any, Provenance], None] | None = None) -> InterpretResult:
     """Runs ``fn(*args, **kwargs)`` in the interpreter and returns an InterpretResult.
 
     Exceptions raised by the program propagate unchanged. ``lookup`` is not consulted for ``fn`` itself
     (it is what the caller asked to interpret), only for the calls it makes (including the unwrapped
-    function of a bound method / partial passed as ``fn``)."""
-    rt = Runtime(lookup, on_load, record)
+    function of a bound method / partial passed as ``fn``). ``on_store(value, provenance)`` is told
+    of every STORE_ATTR / STORE_GLOBAL before the store happens."""
+    rt = Runtime(lookup, on_load, record, on_store)
     value = rt.call_unlooked(fn, tuple(args), dict(kwargs or {}), None)
     return InterpretResult(value, rt.instructions, rt.log)
 

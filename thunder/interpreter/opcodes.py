@@ -199,7 +199,9 @@ def _load_global(rt, f: Frame, i) -> None:
 
 @op("STORE_GLOBAL")
 def _store_global(rt, f: Frame, i) -> None:
-    f.globals[i.argval] = f.stack.pop()
+    value = f.stack.pop()
+    rt.stored(value, "global", i.argval, f.globals, f)
+    f.globals[i.argval] = value
 
 
 @op("DELETE_GLOBAL")
@@ -217,6 +219,7 @@ def _delete_global(rt, f: Frame, i) -> None:
 def _store_attr(rt, f: Frame, i) -> None:
     obj = f.stack.pop()
     value = f.stack.pop()
+    rt.stored(value, "attr", i.argval, obj, f)
     setattr(obj, i.argval, value)
 
 

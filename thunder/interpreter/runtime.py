@@ -56,9 +56,11 @@ def _mro_lookup(tp: type, name: str) -> Any:
 
 
 class Runtime:
-    def __init__(self, lookup: Callable | None, on_load: Callable | None, record: bool):
+    def __init__(self, lookup: Callable | None, on_load: Callable | None, record: bool,
+                 on_store: Callable | None = None):
         self.lookup = lookup
         self.on_load = on_load
+        self.on_store = on_store
         self.record = record
         self.instructions: list = []
         self.log: list[str] = []
@@ -76,6 +78,11 @@ class Runtime:
         if self.on_load is None:
             return value
         return self.on_load(value, Provenance(kind, name, owner, f.code.co_name, f.code.co_filename, f.lineno))
+
+    def stored(self, value: Any, kind: str, name: str, owner: Any, f: Frame) -> None:
+        """Tells on_store about a write to a global or an attribute (before it happens)."""
+        if self.on_store is not None:
+            self.on_store(value, Provenance(kind, name, owner, f.code.co_name, f.code.co_filename, f.lineno))
 
     def unsupported(self, f: Frame, what: str, hint: str | None = None) -> InterpreterError:
         return InterpreterError(what, f.code.co_name, f.code.co_filename, f.lineno, hint)

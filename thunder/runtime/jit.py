@@ -22,6 +22,7 @@ CACHE_OPTIONS = ("constant values", "no caching", "same input")
 EXECUTORS = ("torch",)
 SHARP_EDGES = ("allow", "warn", "error")
 DEFAULT_PASSES = ("cse", "canonicalize")
+MAX_ENTRIES = 64  # cache entries kept per jitted function (most recent first)
 
 
 @dataclass
@@ -155,6 +156,7 @@ class ThunderFunction:
         entry = compile_entry(cd, cs, args, kwargs)
         if cd.cache_option != "no caching":
             self._entries.insert(0, entry)
+            del self._entries[MAX_ENTRIES:]  # e.g. a counter attribute makes every call a new entry
         self._last_entry = entry
         cs.last_traces, cs.last_prologue_traces = entry.traces, entry.prologue_traces
         cs.last_backward_traces = entry.backward_traces
@@ -268,14 +270,25 @@ def compile_entry(cd, cs, args, kwargs) -> CacheEntry:
             pkwargs[k] = p
         record = cd.debug_options.record_interpreter_history
         state = None if cd.strict else StateTracker(cd.module, tensors, proxies)
-        result = interpret(cd.fn, pargs, pkwargs, lookup=_make_lookup(cd), on_load=_on_load(cd, state),
-                           record=record)
+        if state is not None:
+            state.input_objects = {id(s[1]) for s in structure.iter_specs(arg_specs + [s for _, s in kw_specs])
+                                   if s[0] == "object"}
+        try:
+            result = interpret(cd.fn, pargs, pkwargs, lookup=_make_lookup(cd), on_load=_on_load(cd, state),
+                               record=record, on_store=state.store if state is not None else None)
+        finally:
+            if state is not None:
+                state.restore()
         # (an input updated in place has been rebound to its new value: use its input name)
         ctx.inputs = [tracing.Ref(p.input_name or p.name, tuple(p.shape), p.dtype, p.device) for p in proxies]
     cs.last_interpreted_instructions = list(result.instructions) if record else None
     cs.last_interpreter_log = list(result.log) if record else None
     out_refs = []
     out_spec = structure.flatten_outputs(result.value, out_refs)
+    writes = state.finish_writes() if state is not None else []
+    tensor_writes = [v for _, _, v in writes if isinstance(v, TensorProxy)]
+    if tensor_writes:  # written tensors are returned after the output, for the prologue to store
+        out_spec = ("tuple", [out_spec] + [structure.flatten_outputs(v, out_refs) for v in tensor_writes])
     times["interpretation"] = time.perf_counter() - t
 
     t = time.perf_counter()
@@ -316,7 +329,7 @@ def compile_entry(cd, cs, args, kwargs) -> CacheEntry:
     pro_src, pro_consts = prologue_source(arg_specs, kw_specs, tensors, [p.name for p in proxies],
                                           check_metadata=cd.cache_option != "same input",
                                           grad_mode=grad_mode if any(x.requires_grad for x in tensors) else None,
-                                          state=state)
+                                          state=state, writes=writes)
     run = compile_prologue(pro_src, pro_consts, computation)
     times["codegen"] = time.perf_counter() - t
     cs.last_stage_times = times

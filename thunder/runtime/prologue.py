@@ -85,7 +85,7 @@ class _Gen:
 
 
 def prologue_source(args_spec, kwargs_spec, example_tensors, arg_names, check_metadata=True, grad_mode=None,
-                    state=None):
+                    state=None, writes=()):
     """Source of `def entry(args, kwargs)` for the input specs (see structure.py);
     example_tensors are the tensors the entry was compiled with. arg_names name the flat
     tensors (the computation's parameters)."""
@@ -124,7 +124,21 @@ def prologue_source(args_spec, kwargs_spec, example_tensors, arg_names, check_me
         # with inputs that require grad, the program differs with grad mode (autograd or not)
         g.miss_if(f"{'not ' if grad_mode else ''}is_grad_enabled()")
     flat = ", ".join(g.tensor_vars[i] for i in range(len(example_tensors)))
-    g.emit(f"return computation({flat})")
+    if not writes:
+        g.emit(f"return computation({flat})")
+    else:
+        # attribute writes of the jitted code, replayed: tensors come back after the output
+        tensor_writes = [w for w in writes if not isinstance(w[2], (bool, int, float, str, type(None)))]
+        outs = ", ".join(["out"] + [f"w{i}" for i in range(len(tensor_writes))])
+        g.emit(f"{outs}, = computation({flat})" if tensor_writes else f"out = computation({flat})")
+        i = 0
+        for expr, name, value in writes:
+            if isinstance(value, (bool, int, float, str, type(None))):
+                g.emit(f"{expr}.{name} = {value!r}")
+            else:
+                g.emit(f"{expr}.{name} = w{i}")
+                i += 1
+        g.emit("return out")
     return "\n".join(g.lines) + "\n", g.consts
 
 

@@ -11,6 +11,9 @@ from thunder.core.proxies import TensorProxy, proxy_for
 _HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
 
 
+_MISSING = object()
+
+
 def _identifier(hint):
     name = "".join(c if c.isalnum() or c == "_" else "_" for c in hint).strip("_") or "s"
     return name if not name[0].isdigit() else f"m{name}"
@@ -24,8 +27,12 @@ class StateTracker:
         self.guards = []  # (expression, expected value) checked with `is`/==
         self.consts = {}  # name -> object the expressions refer to
         self._seen = {}  # (id(owner), name) -> proxy
+        self.scalar_reads = {}  # (id(owner), name) -> (owner, value) of the first non-tensor read
+        self.writes = {}  # (id(owner), name) -> (owner, name, value): attribute writes to replay
+        self.originals = {}  # (id(owner), name) -> (owner, name, value before the first write)
         self._guarded = set()
         self._paths = {id(m): p for p, m in root.named_modules(remove_duplicate=False)} if root is not None else {}
+        self.input_objects = set()  # ids of objects passed as inputs (the prologue checks identity)
 
     def const(self, obj):
         for k, v in self.consts.items():
@@ -78,7 +85,56 @@ class StateTracker:
             return p
         if kind == "attr" and isinstance(owner, torch.nn.Module):
             self._guard_module_attr(owner, name, value)
+        if kind == "attr" and (id(owner), name) not in self.scalar_reads:
+            self.scalar_reads[(id(owner), name)] = (owner, value)
         return value
+
+    def store(self, value, provenance):
+        """An attribute write in the jitted code: replayed by the program on every call when the
+        object outlives the call (a module, an input object)."""
+        if provenance.kind != "attr" or not self._outlives_call(provenance.owner):
+            return
+        owner, name = provenance.owner, provenance.name
+        key = (id(owner), name)
+        if key not in self.originals:  # restored after tracing; the program replays the write
+            self.originals[key] = (owner, name, owner.__dict__.get(name, _MISSING) if hasattr(owner, "__dict__")
+                                   else getattr(owner, name, _MISSING))
+        if not (isinstance(value, (TensorProxy, bool, int, float, str, type(None)))):
+            raise NotImplementedError(
+                f"thunder: writing a {type(value).__name__} to attribute '{name}' of a "
+                f"{type(owner).__name__} ({provenance.filename}:{provenance.lineno}) is not supported: only "
+                "tensors and Python scalars are replayed on every call. Workaround: return the value instead.")
+        self.writes[(id(owner), name)] = (owner, name, value)
+
+    def _outlives_call(self, owner):
+        if isinstance(owner, torch.nn.Module):
+            return True
+        return any(owner is v for v in self.consts.values()) or id(owner) in self.input_objects
+
+    def restore(self):
+        """Undo the attribute writes tracing made (they happened with proxies)."""
+        for owner, name, value in self.originals.values():
+            if value is _MISSING:
+                try:
+                    delattr(owner, name)
+                except AttributeError:
+                    pass
+            else:
+                setattr(owner, name, value)
+
+    def finish_writes(self):
+        """Guards for attributes read before being written (their value decides the program),
+        and the writes to replay: [(owner expression, name, value)]."""
+        out = []
+        for key, (owner, name, value) in self.writes.items():
+            expr = self.const(owner) if not isinstance(owner, torch.nn.Module) else self._module_expr(owner)
+            read = self.scalar_reads.get(key)
+            if read is not None and not isinstance(read[1], TensorProxy):
+                before = read[1]
+                if isinstance(before, (bool, int, float, str, type(None))):
+                    self.guards.append((f"{expr}.{name}", before))
+            out.append((expr, name, value))
+        return out
 
     def _guard_module_attr(self, owner, name, value):
         key = (id(owner), name)

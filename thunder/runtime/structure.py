@@ -121,3 +121,15 @@ def rebuild_source(spec, flat, constants=None):
 
 def _has_literal(v):
     return isinstance(v, (bool, int, str, type(None))) or isinstance(v, float) and v == v and abs(v) != float("inf")
+
+
+def iter_specs(specs):
+    """Every spec node in a list of specs, depth first."""
+    for s in specs:
+        yield s
+        if s[0] in ("tuple", "list"):
+            yield from iter_specs(s[1])
+        elif s[0] == "namedtuple":
+            yield from iter_specs(s[2])
+        elif s[0] == "dict":
+            yield from iter_specs([c for _, c in s[1]])
