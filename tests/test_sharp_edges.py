@@ -410,3 +410,20 @@ def test_attribute_writes_on_modules_and_input_objects_are_replayed():
         jf(x, box)
         torch.testing.assert_close(box.t, x * 3)
     assert thunder.cache_misses(jf) == 1
+
+
+COUNTER = 0
+
+
+def test_global_writes_are_sharp_edges():
+    def f(x):
+        global COUNTER
+        COUNTER += 1
+        return x * 2
+
+    with pytest.raises(thunder.JITSharpEdgeError, match="global 'COUNTER'"):
+        thunder.jit(f, sharp_edges="error")(torch.randn(2))
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        thunder.jit(f, sharp_edges="warn")(torch.randn(2))
+    assert any("COUNTER" in str(x.message) for x in w)

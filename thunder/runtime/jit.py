@@ -275,7 +275,7 @@ def compile_entry(cd, cs, args, kwargs) -> CacheEntry:
                                    if s[0] == "object"}
         try:
             result = interpret(cd.fn, pargs, pkwargs, lookup=_make_lookup(cd), on_load=_on_load(cd, state),
-                               record=record, on_store=state.store if state is not None else None)
+                               record=record, on_store=_on_store(cd, state))
         finally:
             if state is not None:
                 state.restore()
@@ -407,6 +407,16 @@ def _lookup(fn):
     if module.startswith("thunder.") and not module.startswith("thunder.tests"):
         return fn  # our own machinery (proxy methods, ops) runs natively
     return None
+
+
+def _on_store(cd, state):
+    def on_store(value, provenance):
+        if provenance.kind == "global":
+            sharp_edges.check_global_write(provenance, cd.sharp_edges, cd.warned_sharp_edges)
+        elif state is not None:
+            state.store(value, provenance)
+
+    return on_store
 
 
 def _on_load(cd, state):

@@ -42,3 +42,17 @@ def check(fn, mode, where, warned):
     if (what, loc) not in warned:
         warned.add((what, loc))
         warnings.warn(msg, stacklevel=2)
+
+
+def check_global_write(provenance, mode, warned):
+    """A write to a module global from jitted code happens only while tracing."""
+    if mode == "allow":
+        return
+    loc = f"{provenance.filename}:{provenance.lineno}"
+    msg = (f"thunder: writing global '{provenance.name}' at {loc} happens only while tracing, not on later "
+           "calls. Return the value instead, or move the write out of the jitted function.")
+    if mode == "error":
+        raise JITSharpEdgeError(msg)
+    if ("global", loc) not in warned:
+        warned.add(("global", loc))
+        warnings.warn(msg, stacklevel=2)
