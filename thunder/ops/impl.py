@@ -156,3 +156,14 @@ def setitem(input, key, value):
     out = input.clone()
     out[key] = value
     return out
+
+
+# --- random and indexing
+def bernoulli(input, p=None):
+    return torch.bernoulli(input) if p is None else torch.bernoulli(input, p)
+
+
+def normal(mean, std=1.0, size=None, *, dtype=None, device=None, requires_grad=False):
+    if size is None:  # a tensor mean and/or std
+        return torch.normal(mean, std)
+    return torch.normal(mean, std, size, dtype=dtype, device=device, requires_grad=requires_grad)
