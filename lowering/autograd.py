@@ -23,6 +23,7 @@ from thunder.runtime.codegen import mutated_inputs
 REQUIRES_GRAD = "thunder.requires_grad"
 
 
+
 def differentiable_dtype(dtype):
     return dtype.is_floating_point or dtype.is_complex
 
@@ -56,8 +57,8 @@ def split_forward_backward(lifted, requires_grad, n_mutated=0) -> Split:
     mutated = lifted.outputs[len(outputs):]
     needs = {r.name for r, rg in zip(ctx.inputs, requires_grad) if rg and differentiable_dtype(r.dtype)}
     for bsym in ctx.symbols:
-        if bsym.op.name == "detach":
-            continue  # no gradient flows through detach (also what torch.no_grad regions record)
+        if not bsym.op.differentiable:
+            continue  # no gradient flows through these (detach is also what no_grad regions record)
         if any(r.name in needs for _, r in _tensor_args(bsym)):
             for o in bsym.outputs:
                 if differentiable_dtype(o.dtype):

@@ -49,6 +49,8 @@ def render():
                 notes.append("random")
             if op.is_view:
                 notes.append("view")
+            if not op.differentiable:
+                notes.append("no gradient")
             if op.methods:
                 notes.append("methods: " + ", ".join(op.methods))
             if op.dunders or op.rdunders:

@@ -74,7 +74,7 @@ def _like(name, value):
         return _full(input.shape, value, dtype or input.dtype, device or input.device)
 
     meta.__name__ = name
-    op = ltorch(f"torch.{name}", aliases=(getattr(torch, name),))(meta)
+    op = ltorch(f"torch.{name}", aliases=(getattr(torch, name),), differentiable=False)(meta)
     op.decompose(decomposition)
     return op
 
@@ -83,7 +83,7 @@ zeros_like = _like("zeros_like", 0)
 ones_like = _like("ones_like", 1)
 
 
-@ltorch("torch.full_like", aliases=(torch.full_like,))
+@ltorch("torch.full_like", aliases=(torch.full_like,), differentiable=False)
 def full_like(input: Tensor, fill_value: Number, *, dtype: DType | None = None, device: Device | None = None,
               requires_grad: Bool = False):
     return TensorProxy(input.shape, dtype or input.dtype, device or input.device, requires_grad)

@@ -188,7 +188,7 @@ def _like_out(input, dtype, device, requires_grad):
                        requires_grad)
 
 
-@_random("torch.rand_like", aliases=(torch.rand_like,))
+@_random("torch.rand_like", aliases=(torch.rand_like,), differentiable=False)
 def rand_like(input: Tensor, *, dtype: DType | None = None, device: Device | None = None,
               requires_grad: Bool = False):
     """torch.rand_like(input): uniform on [0, 1) of input's shape (and dtype, device unless given).
@@ -204,7 +204,7 @@ def _(input, *, dtype=None, device=None, requires_grad=False):
     return _uniform(out.shape, out.dtype, out.device)
 
 
-@_random("torch.randn_like", aliases=(torch.randn_like,))
+@_random("torch.randn_like", aliases=(torch.randn_like,), differentiable=False)
 def randn_like(input: Tensor, *, dtype: DType | None = None, device: Device | None = None,
                requires_grad: Bool = False):
     """torch.randn_like(input): standard normal of input's shape. Decomposes into Box-Muller over
@@ -220,7 +220,7 @@ def _(input, *, dtype=None, device=None, requires_grad=False):
     return to_dtype(_standard_normal(out.shape, opmath_dtype(out.dtype), out.device), out.dtype)
 
 
-@_random("torch.randint_like", low_high=True, aliases=(torch.randint_like,))
+@_random("torch.randint_like", low_high=True, aliases=(torch.randint_like,), differentiable=False)
 def randint_like(input: Tensor, low: Int, high: Int, *, dtype: DType | None = None, device: Device | None = None,
                  requires_grad: Bool = False):
     """torch.randint_like(input, high) and (input, low, high): integers in [low, high) in input's
@@ -243,7 +243,7 @@ for _op in (rand_like, randn_like, randint_like):
 # bernoulli, normal
 
 
-@_random("impl.bernoulli", aliases=(torch.bernoulli,))
+@_random("impl.bernoulli", aliases=(torch.bernoulli,), differentiable=False)
 def bernoulli(input: Tensor, p: Float | None = None):
     """torch.bernoulli(input): 1 with probability input[i], else 0, in input's dtype;
     torch.bernoulli(input, p): with probability p. The gradient is zeros (as eager's). Decomposes

@@ -148,6 +148,7 @@ class OpDef:
     unview_rule: Callable | None = None  # view ops: unview(base, value, index, **args) -> new base
     random: bool = False  # not Pure: draws from the random generator
     is_view: bool = False  # the result shares memory with the input in eager (in-place safety)
+    differentiable: bool = True  # False: results never carry gradient (only inputs' metadata is read)
     doc: str = ""
     signature: inspect.Signature = field(default=None, repr=False)
 
@@ -239,7 +240,7 @@ def _params_of(fn):
 
 
 def _register(dialect, torch_name, *, methods=(), dunders=(), rdunders=(), aliases=(), varargs=None,
-              returns_sequence=False, random=False, view=False, name=None):
+              returns_sequence=False, random=False, view=False, differentiable=True, name=None):
     def decorator(meta):
         op = OpDef(
             name=name or meta.__name__.rstrip("_"),
@@ -255,6 +256,7 @@ def _register(dialect, torch_name, *, methods=(), dunders=(), rdunders=(), alias
             returns_sequence=returns_sequence,
             random=random,
             is_view=view,
+            differentiable=differentiable,
             doc=inspect.getdoc(meta) or "",
             signature=inspect.signature(meta).replace(return_annotation=inspect.Signature.empty),
         )
