@@ -94,7 +94,7 @@ def _define(op):
         ann["out"], ns["out"] = ext.Result[Any], ext.result(kw_only=True)
     ns["__annotations__"] = ann
     ns["verify_invariants"] = _verifier(op)
-    traits = [] if op.random else [ext.Pure]
+    traits = [] if op.random or op.effects else [ext.Pure]
     cls_name = "".join(w.capitalize() for w in op.name.split("_")) + "Op"
     return type(cls_name, (_DIALECTS[op.dialect].Operation,), ns, name=op.name, traits=traits)
 

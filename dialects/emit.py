@@ -13,15 +13,21 @@ def location(name, where=None):
 
 def emit(trace, outputs, fn_name="computation", mutated=()) -> ir.Module:
     """trace: a TraceCtx (inputs and symbols, tensors as Refs); outputs: the Refs returned.
-    mutated: (input index, Ref of its new value) for inputs updated in place; the new values
-    are returned after the outputs and listed in the thunder.mutated_inputs attribute."""
+    mutated: (input index, Ref of its new value) for inputs updated in place: each becomes an
+    `ltorch.copy_` into the input at the end (thunder-functionalize makes them results)."""
+    from thunder.core.trace import BoundSymbol, Ref
+    from thunder.ops.registry import OPS
+
+    copies = []
+    for i, r in mutated:
+        dst = trace.inputs[i]
+        out = Ref(trace.new_name(f"{dst.name}_out"), dst.shape, dst.dtype, dst.device)
+        copies.append(BoundSymbol(OPS["ltorch.copy_"], {"input": dst, "src": r}, [out], None))
+    trace.symbols = trace.symbols + copies
     with context(), ir.Location.unknown():
         module = ir.Module.create()
-        attributes = {}
-        if mutated:
-            attributes["thunder.mutated_inputs"] = ir.DenseI64ArrayAttr.get([i for i, _ in mutated])
         with ir.InsertionPoint(module.body):
-            emit_into(trace, list(outputs) + [r for _, r in mutated], fn_name, attributes=attributes)
+            emit_into(trace, list(outputs), fn_name)
     return module
 
 

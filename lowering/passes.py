@@ -28,7 +28,11 @@ def register_pass(name, description):
 
 
 def _load_passes():
-    from thunder.lowering import autograd, decompose, remat
+    from thunder.lowering import autograd, decompose, functionalize, remat
+
+    if "thunder-functionalize" not in PASSES:
+        register_pass("thunder-functionalize", "Turn ltorch.copy_ into a func argument into an extra result "
+                      "(thunder.mutated_inputs) that the program copies back")(functionalize.functionalize_module)
 
     if "thunder-remat" not in PASSES:
         register_pass("thunder-remat", "Choose what @forward saves for @backward by a min-cut; "

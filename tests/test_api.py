@@ -24,7 +24,8 @@ def test_jit_matches_eager_and_traces_read_as_python_and_mlir():
     assert "func.func @computation(%arg0: tensor<2x2xf32>, %arg1: tensor<2x2xf32>) -> tensor<2x2xf32>" in mlir
     assert '"ltorch.add"(%arg0, %arg1, %c1_i64)' in mlir
     assert [t.producer for t in traces] == [
-        "interpreter (acquisition)", "cse", "canonicalize", "torch executor (execution trace)"]
+        "interpreter (acquisition)", "thunder-functionalize", "cse", "canonicalize",
+        "torch executor (execution trace)"]
     assert "foo" in traces[0].to_mlir(debug_info=True) or "test_api.py" in traces[0].to_mlir(debug_info=True)
 
 

@@ -427,3 +427,17 @@ def test_global_writes_are_sharp_edges():
         warnings.simplefilter("always")
         thunder.jit(f, sharp_edges="warn")(torch.randn(2))
     assert any("COUNTER" in str(x.message) for x in w)
+
+
+def test_functionalize_pass_shows_the_write_into_the_input():
+    def f(x, buf):
+        buf.add_(x)
+        return x * 2
+
+    jf = thunder.jit(f)
+    jf(torch.ones(2), torch.zeros(2))
+    traces = thunder.last_traces(jf)
+    assert '"ltorch.copy_"' in traces[0].to_mlir()
+    assert traces[1].producer == "thunder-functionalize"
+    assert "thunder.mutated_inputs = array<i64: 1>" in traces[1].to_mlir()
+    assert "buf.copy_(" in str(traces[-1])

@@ -1,4 +1,5 @@
-"""Ops about autograd itself: detach (also what thunder records for ops run under no_grad)."""
+"""Ops about autograd and memory: detach (also what thunder records for ops run under no_grad),
+and copy_, the write of an input's new value that thunder-functionalize turns into a result."""
 import torch
 
 from thunder.core.proxies import TensorProxy
@@ -15,3 +16,18 @@ def detach(input: Tensor):
 @detach.decompose
 def _(input):
     return input
+
+
+@ltorch("torch.Tensor.copy_", effects=True, name="copy_")
+def copy_(input: Tensor, src: Tensor):
+    """Writes src into input (an input of the trace updated in place); returns input's new value.
+    Not Pure: CSE and DCE keep it. thunder-functionalize replaces it by an extra result."""
+    if tuple(src.shape) != tuple(input.shape) or src.dtype is not input.dtype:
+        raise ValueError(f"copy_ of a {src.dtype} {tuple(src.shape)} tensor into a {input.dtype} "
+                         f"{tuple(input.shape)} input: convert and broadcast it first")
+    return TensorProxy(input.shape, input.dtype, input.device)
+
+
+@copy_.vjp
+def _(g, out, input, src):
+    return {"input": None, "src": g}

@@ -149,6 +149,7 @@ class OpDef:
     random: bool = False  # not Pure: draws from the random generator
     is_view: bool = False  # the result shares memory with the input in eager (in-place safety)
     differentiable: bool = True  # False: results never carry gradient (only inputs' metadata is read)
+    effects: bool = False  # writes memory (copy_ into an input): not Pure
     doc: str = ""
     signature: inspect.Signature = field(default=None, repr=False)
 
@@ -240,7 +241,7 @@ def _params_of(fn):
 
 
 def _register(dialect, torch_name, *, methods=(), dunders=(), rdunders=(), aliases=(), varargs=None,
-              returns_sequence=False, random=False, view=False, differentiable=True, name=None):
+              returns_sequence=False, random=False, view=False, differentiable=True, effects=False, name=None):
     def decorator(meta):
         op = OpDef(
             name=name or meta.__name__.rstrip("_"),
@@ -257,6 +258,7 @@ def _register(dialect, torch_name, *, methods=(), dunders=(), rdunders=(), alias
             random=random,
             is_view=view,
             differentiable=differentiable,
+            effects=effects,
             doc=inspect.getdoc(meta) or "",
             signature=inspect.signature(meta).replace(return_annotation=inspect.Signature.empty),
         )

@@ -21,7 +21,7 @@ from thunder.runtime.traces import Trace
 CACHE_OPTIONS = ("constant values", "no caching", "same input")
 EXECUTORS = ("torch",)
 SHARP_EDGES = ("allow", "warn", "error")
-DEFAULT_PASSES = ("cse", "canonicalize")
+DEFAULT_PASSES = ("thunder-functionalize", "cse", "canonicalize")
 MAX_ENTRIES = 64  # cache entries kept per jitted function (most recent first)
 
 
