@@ -441,3 +441,25 @@ def test_functionalize_pass_shows_the_write_into_the_input():
     assert traces[1].producer == "thunder-functionalize"
     assert "thunder.mutated_inputs = array<i64: 1>" in traces[1].to_mlir()
     assert "buf.copy_(" in str(traces[-1])
+
+
+def test_nonlocal_writes_to_variables_captured_from_outside():
+    def make():
+        count = 0
+        last = None
+
+        def f(x):
+            nonlocal count, last
+            count += 1
+            last = x * count
+            return x + 1
+
+        return f, lambda: (count, last)
+
+    f, state = make()
+    jf = thunder.jit(f)
+    for i in range(1, 4):
+        jf(torch.ones(2))
+        count, last = state()
+        assert count == i
+        torch.testing.assert_close(last, torch.full((2,), float(i)))

@@ -47,7 +47,8 @@ def interpret(fn: Callable, args: tuple | list = (), kwargs: dict | None = None,
     Exceptions raised by the program propagate unchanged. ``lookup`` is not consulted for ``fn`` itself
     (it is what the caller asked to interpret), only for the calls it makes (including the unwrapped
     function of a bound method / partial passed as ``fn``). ``on_store(value, provenance)`` is told
-    of every STORE_ATTR / STORE_GLOBAL before the store happens."""
+    of every STORE_ATTR / STORE_GLOBAL, and of STORE_DEREF into cells made outside the interpreted
+    code (kind "closure", owner the cell), before the store happens."""
     rt = Runtime(lookup, on_load, record, on_store)
     value = rt.call_unlooked(fn, tuple(args), dict(kwargs or {}), None)
     return InterpretResult(value, rt.instructions, rt.log)

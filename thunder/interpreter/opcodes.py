@@ -131,6 +131,7 @@ def _make_cell(rt, f: Frame, i) -> None:
     name = i.argval
     # An argument captured by an inner function starts as a plain local; move it into its cell.
     f.cells[name] = types.CellType(f.locals.pop(name)) if name in f.locals else types.CellType()
+    rt.own_cells.add(id(f.cells[name]))
 
 
 @op("COPY_FREE_VARS")
@@ -165,7 +166,10 @@ def _load_closure(rt, f: Frame, i) -> None:
 
 @op("STORE_DEREF")
 def _store_deref(rt, f: Frame, i) -> None:
-    f.cells[i.argval].cell_contents = f.stack.pop()
+    cell, value = f.cells[i.argval], f.stack.pop()
+    if id(cell) not in rt.own_cells:  # a variable captured from outside the interpreted code
+        rt.stored(value, "closure", i.argval, cell, f)
+    cell.cell_contents = value
 
 
 @op("DELETE_DEREF")

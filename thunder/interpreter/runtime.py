@@ -61,6 +61,7 @@ class Runtime:
         self.lookup = lookup
         self.on_load = on_load
         self.on_store = on_store
+        self.own_cells: set[int] = set()  # ids of cells made by interpreted frames (MAKE_CELL)
         self.record = record
         self.instructions: list = []
         self.log: list[str] = []

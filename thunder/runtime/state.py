@@ -87,22 +87,28 @@ class StateTracker:
             self._guard_module_attr(owner, name, value)
         if kind == "attr" and (id(owner), name) not in self.scalar_reads:
             self.scalar_reads[(id(owner), name)] = (owner, value)
+        if kind == "closure" and (id(owner), "cell_contents") not in self.scalar_reads:
+            self.scalar_reads[(id(owner), "cell_contents")] = (owner, value)
         return value
 
     def store(self, value, provenance):
         """An attribute write in the jitted code: replayed by the program on every call when the
         object outlives the call (a module, an input object)."""
-        if provenance.kind != "attr" or not self._outlives_call(provenance.owner):
+        if provenance.kind == "closure":  # a variable captured from outside (nonlocal)
+            owner, name = provenance.owner, "cell_contents"
+        elif provenance.kind == "attr" and self._outlives_call(provenance.owner):
+            owner, name = provenance.owner, provenance.name
+        else:
             return
-        owner, name = provenance.owner, provenance.name
         key = (id(owner), name)
         if key not in self.originals:  # restored after tracing; the program replays the write
-            self.originals[key] = (owner, name, owner.__dict__.get(name, _MISSING) if hasattr(owner, "__dict__")
+            self.originals[key] = (owner, name, owner.__dict__.get(name, _MISSING)
+                                   if hasattr(owner, "__dict__") and name != "cell_contents"
                                    else getattr(owner, name, _MISSING))
         if not (isinstance(value, (TensorProxy, bool, int, float, str, type(None)))):
             raise NotImplementedError(
-                f"thunder: writing a {type(value).__name__} to attribute '{name}' of a "
-                f"{type(owner).__name__} ({provenance.filename}:{provenance.lineno}) is not supported: only "
+                f"thunder: writing a {type(value).__name__} to '{provenance.name}' ({provenance.kind}, "
+                f"{provenance.filename}:{provenance.lineno}) is not supported: only "
                 "tensors and Python scalars are replayed on every call. Workaround: return the value instead.")
         self.writes[(id(owner), name)] = (owner, name, value)
 
