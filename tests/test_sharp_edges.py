@@ -463,3 +463,33 @@ def test_nonlocal_writes_to_variables_captured_from_outside():
         count, last = state()
         assert count == i
         torch.testing.assert_close(last, torch.full((2,), float(i)))
+
+
+@dataclasses.dataclass
+class Batch:
+    x: torch.Tensor
+    y: torch.Tensor
+    scale: float = 1.0
+
+
+@dataclasses.dataclass
+class Result:
+    loss: torch.Tensor
+    n: int
+
+
+def test_dataclasses_as_inputs_and_outputs():
+    def f(b):
+        return Result(((b.x - b.y) ** 2).mean() * b.scale, b.x.shape[0])
+
+    jf = thunder.jit(f)
+    for _ in range(3):  # a new instance each call: same structure, no recompile
+        b = Batch(torch.randn(4), torch.randn(4), 2.0)
+        out, expected = jf(b), f(b)
+        assert type(out) is Result and out.n == expected.n
+        torch.testing.assert_close(out.loss, expected.loss)
+    assert thunder.cache_misses(jf) == 1
+    jf(Batch(torch.randn(4), torch.randn(4), 3.0))
+    assert thunder.cache_misses(jf) == 2  # a changed scalar field recompiles
+    with pytest.raises(ValueError, match="Cannot unpack object of type Batch"):
+        thunder.functional.jit(f)(b)

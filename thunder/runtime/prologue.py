@@ -49,6 +49,9 @@ class _Gen:
             elif kind == "dict":
                 for k, s in spec[1]:
                     self.value(f"{expr}[{k!r}]", s, f"{var}_{len(self.lines)}")
+            elif kind == "dataclass":
+                for f, s in spec[2]:
+                    self.value(f"{expr}.{f}", s, f"{var}_{len(self.lines)}")
             return
         if kind == "const":
             v = spec[1]
@@ -69,6 +72,12 @@ class _Gen:
             n = len(spec[-1])
             self.miss_if(f"type({var}) is not {typ} or len({var}) != {n}")
             self._children(var, spec, var)
+            return
+        if kind == "dataclass":
+            self.emit(f"{var} = {expr}")
+            self.miss_if(f"type({var}) is not {self.const(spec[1])}")
+            for i, (f, s) in enumerate(spec[2]):
+                self.value(f"{var}.{f}", s, f"{var}_{i}")
             return
         if kind == "dict":
             self.emit(f"{var} = {expr}")

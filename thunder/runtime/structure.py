@@ -18,6 +18,12 @@ class UnpackError(ValueError):
     pass
 
 
+def _is_plain_dataclass(x):
+    """A dataclass instance whose fields are all init fields (so it can be rebuilt from them)."""
+    return (dataclasses.is_dataclass(x) and not isinstance(x, type)
+            and all(f.init for f in dataclasses.fields(x)))
+
+
 def _is_namedtuple(x):
     return isinstance(x, tuple) and hasattr(type(x), "_fields")
 
@@ -37,6 +43,11 @@ def flatten_inputs(value, name, tensors, proxies, strict):
     if _is_namedtuple(value):
         parts = [flatten_inputs(v, f"{name}_{f}", tensors, proxies, strict) for f, v in zip(value._fields, value)]
         return ("namedtuple", type(value), [s for s, _ in parts]), type(value)(*(p for _, p in parts))
+    if _is_plain_dataclass(value) and not strict:
+        fields = [f.name for f in dataclasses.fields(value)]
+        parts = [flatten_inputs(getattr(value, f), f"{name}_{f}", tensors, proxies, strict) for f in fields]
+        proxy = dataclasses.replace(value, **{f: p for f, (_, p) in zip(fields, parts)})
+        return ("dataclass", type(value), [(f, s) for f, (s, _) in zip(fields, parts)]), proxy
     if isinstance(value, (tuple, list)):
         parts = [flatten_inputs(v, f"{name}_{i}", tensors, proxies, strict) for i, v in enumerate(value)]
         kind = "tuple" if isinstance(value, tuple) else "list"
@@ -80,8 +91,9 @@ def flatten_outputs(value, refs):
         return ("tuple" if isinstance(value, tuple) else "list", [flatten_outputs(v, refs) for v in value])
     if isinstance(value, dict):
         return ("dict", [(k, flatten_outputs(v, refs)) for k, v in value.items()])
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        raise NotImplementedError(f"thunder: returning a {type(value).__name__} dataclass is not supported yet")
+    if _is_plain_dataclass(value):
+        return ("dataclass", type(value), [(f.name, flatten_outputs(getattr(value, f.name), refs))
+                                           for f in dataclasses.fields(value)])
     raise NotImplementedError(f"thunder: returning an object of type {type(value).__name__} is not supported")
 
 
@@ -116,6 +128,13 @@ def rebuild_source(spec, flat, constants=None):
         return f"{name}({', '.join(parts)})"
     if kind == "dict":
         return "{" + ", ".join(f"{k!r}: {rebuild_source(s, flat, constants)}" for k, s in spec[1]) + "}"
+    if kind == "dataclass":
+        fields = ", ".join(f"{f}={rebuild_source(s, flat, constants)}" for f, s in spec[2])
+        if constants is None:
+            return f"{spec[1].__name__}({fields})"
+        name = f"_const{len(constants)}"
+        constants[name] = spec[1]
+        return f"{name}({fields})"
     raise ValueError(kind)
 
 
@@ -133,3 +152,5 @@ def iter_specs(specs):
             yield from iter_specs(s[2])
         elif s[0] == "dict":
             yield from iter_specs([c for _, c in s[1]])
+        elif s[0] == "dataclass":
+            yield from iter_specs([c for _, c in s[2]])
