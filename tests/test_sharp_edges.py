@@ -493,3 +493,42 @@ def test_dataclasses_as_inputs_and_outputs():
     assert thunder.cache_misses(jf) == 2  # a changed scalar field recompiles
     with pytest.raises(ValueError, match="Cannot unpack object of type Batch"):
         thunder.functional.jit(f)(b)
+
+
+def test_yield_from_classmethod_and_objects_with_tensor_attributes():
+    class Scaler:
+        factor = 3
+
+        def __init__(self, w):
+            self.w = w
+
+        @classmethod
+        def make(cls, w):
+            return cls(w)
+
+        def apply(self, x):
+            return x * self.w * self.factor
+
+    def inner(xs):
+        for x in xs:
+            yield x + 1
+
+    def outer(xs):
+        yield from inner(xs)
+        yield xs[0] * 0
+
+    def f(x, obj):
+        parts = list(outer([x, x * 2]))
+        return Scaler.make(obj.w).apply(sum(parts))
+
+    class Holder:
+        def __init__(self, w):
+            self.w = w
+
+    holder = Holder(torch.randn(3))
+    jf = thunder.jit(f)
+    x = torch.randn(3)
+    torch.testing.assert_close(jf(x, holder), f(x, holder))
+    holder.w = torch.randn(3)  # a tensor attribute of an input object is read at call time
+    torch.testing.assert_close(jf(x, holder), f(x, holder))
+    assert thunder.cache_misses(jf) == 1
