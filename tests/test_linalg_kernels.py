@@ -1,0 +1,246 @@
+"""Regions of thunder prims compiled through linalg to native CPU code (thunder.lowering.linalg)
+and run on torch tensors, compared with eager PyTorch."""
+import pytest
+import torch
+
+import thunder
+from thunder.lowering.linalg import UnsupportedOp, compile_region, supported, to_linalg
+
+
+def region(fn, *args):
+    """The decomposed (thunder prims) func of fn's trace, as MLIR text."""
+    jf = thunder.jit(fn, transforms=["thunder-decompose"])
+    jf(*args)
+    return str(thunder.last_traces(jf)[-2].to_mlir())
+
+
+def run(fn, *args, atol=1e-5, rtol=1.3e-6, call_args=None):
+    text = region(fn, *args)
+    kernel = compile_region(text, "computation")
+    call_args = args if call_args is None else call_args
+    outs = kernel(*call_args)
+    ref = fn(*call_args)
+    ref = ref if isinstance(ref, tuple) else (ref,)
+    assert len(outs) == len(ref)
+    for o, r in zip(outs, ref):
+        assert o.dtype == r.dtype and o.shape == r.shape
+        torch.testing.assert_close(o, r, atol=atol, rtol=rtol)
+    return kernel, outs
+
+
+def bias_gelu(x, b):
+    return torch.nn.functional.gelu(x + b, approximate="tanh")
+
+
+def test_tanh_of_mul_add():
+    run(lambda a, b: torch.tanh(a * b + 1), torch.randn(4, 8), torch.randn(4, 8))
+
+
+def test_bias_gelu_chain():
+    run(bias_gelu, torch.randn(64, 128), torch.randn(128))
+
+
+def test_sub_amax_keepdim():
+    # amax -> reshape (keepdim) -> broadcast_in_dim -> sub
+    run(lambda x: x - x.amax(-1, keepdim=True), torch.randn(5, 7))
+
+
+def test_sum_over_dim():
+    run(lambda x: x.sum(1), torch.randn(6, 33))
+    run(lambda x: x.sum(0), torch.randn(6, 33))
+
+
+def test_sum_all_is_0d():
+    run(lambda x: x.sum(), torch.randn(6, 9), atol=1e-4)
+
+
+def test_softmax():
+    run(lambda x: torch.softmax(x, -1), torch.randn(8, 100))
+
+
+def test_layernorm_like():
+    def f(x):
+        m = x.mean(-1, keepdim=True)
+        v = ((x - m) ** 2).mean(-1, keepdim=True)
+        return (x - m) * torch.rsqrt(v + 1e-5)
+    run(f, torch.randn(4, 64), atol=1e-4)
+
+
+def test_unary_math():
+    x = torch.rand(3, 17) + 0.1
+    run(lambda x: torch.exp(x) + torch.log(x) + torch.sqrt(x) + torch.sin(x) * torch.cos(x)
+        + torch.erf(x) - torch.abs(-x) + torch.neg(x), x, atol=1e-4)
+
+
+def test_maximum_minimum_where_pow_div():
+    a, b = torch.randn(6, 5), torch.randn(6, 5)
+    run(lambda a, b: torch.where(a > b, torch.maximum(a, b), torch.minimum(a, b) ** 2) / (b.abs() + 1), a, b)
+
+
+def test_comparisons_to_bool():
+    a, b = torch.randn(10), torch.randn(10)
+    b[:3] = a[:3]
+    for f in (torch.eq, torch.ne, torch.lt, torch.le, torch.gt, torch.ge):
+        run(f, a, b)
+
+
+def test_non_contiguous_inputs():
+    x = torch.randn(16, 8).t()  # 8x16, strides (1, 8)
+    b = torch.randn(16)
+    kernel, _ = run(bias_gelu, x, b)
+    # the same region called with a contiguous tensor of that shape: another stride variant
+    y = torch.randn(8, 16)
+    out, = kernel(y, b)
+    torch.testing.assert_close(out, bias_gelu(y, b), atol=1e-5, rtol=1.3e-6)
+    assert len(kernel.variants) == 2
+
+
+def test_sliced_input_with_offset():
+    base = torch.randn(10, 12)
+    x = base[2:6, 3:11]  # storage offset and a row stride of 12
+    run(lambda x: torch.tanh(x) * 2, x)
+
+
+def test_expanded_input_stride_0():
+    x = torch.randn(1, 8).expand(4, 8)
+    run(lambda x, y: x * y, x, torch.randn(4, 8))
+
+
+def test_dynamic_strides_variant():
+    text = region(lambda a, b: a * b - a, torch.randn(4, 6), torch.randn(4, 6))
+    kernel = compile_region(text, "computation", specialize_strides=False)
+    for a in (torch.randn(4, 6), torch.randn(6, 4).t(), torch.randn(8, 12)[::2, ::2]):
+        b = torch.randn(4, 6)
+        out, = kernel(a, b)
+        torch.testing.assert_close(out, a * b - a)
+    assert list(kernel.variants) == [None]
+
+
+def test_broadcasting():
+    a, b = torch.randn(3, 1, 5), torch.randn(4, 1)
+    run(lambda a, b: a * b + 2.5, a, b)
+
+
+def test_zero_dim_inputs():
+    run(lambda a, s: a * s + s, torch.randn(3, 4), torch.tensor(2.0))
+    run(lambda s, t: torch.exp(s) - t, torch.tensor(0.5), torch.tensor(1.5))
+
+
+def test_float64():
+    a, b = torch.randn(5, 6, dtype=torch.float64), torch.randn(6, dtype=torch.float64)
+    run(lambda a, b: torch.tanh(a + b).exp() / (b * b + 1), a, b, atol=1e-12, rtol=1e-12)
+    run(lambda a: torch.softmax(a, 0), a, atol=1e-12, rtol=1e-12)
+
+
+def test_int64_ops():
+    a, b = torch.randint(-50, 50, (7, 3)), torch.randint(1, 9, (7, 3))
+    run(lambda a, b: (a + b) * 3 - torch.maximum(a, b) + torch.abs(a), a, b)
+    run(lambda a, b: (a + b) * 2 > 3, a, b)
+    run(lambda a: a.sum(0), a)
+    run(lambda a: a.amax(1), a)
+
+
+def test_bool_ops():
+    a, b = torch.rand(9) > 0.5, torch.rand(9) > 0.5
+    run(lambda a, b: a & b, a, b)
+    run(lambda a, b: (a | b) == a, a, b)
+    run(lambda a, b: torch.where(a, b, ~b), a, b)
+    run(lambda a, x: torch.where(a, x, 0.5), a, torch.randn(9))
+
+
+def test_convert_element_type():
+    a = torch.randn(4, 5) * 10
+    run(lambda a: a.to(torch.float64) * 2, a)
+    run(lambda a: a.to(torch.int64) + 1, a)
+    run(lambda a: (a > 0).to(torch.float32) * a, a)
+    run(lambda i: i.float() / 3, torch.arange(12).reshape(3, 4))
+
+
+def test_transpose_and_reshape():
+    run(lambda x: x.t() * 2, torch.randn(3, 5))
+    run(lambda x: x.reshape(15) + 1, torch.randn(3, 5))
+    run(lambda x: x.permute(2, 0, 1).reshape(4, 6) - 1, torch.randn(2, 3, 4))
+
+
+def test_multiple_outputs_and_passthrough():
+    kernel, outs = run(lambda a, b: (a + b, a * b, a), torch.randn(3, 3), torch.randn(3, 3))
+    assert len(outs) == 3
+
+
+def test_kernel_cache_by_text():
+    text = region(lambda a: a + 1, torch.randn(2, 2))
+    assert compile_region(text, "computation") is compile_region(text, "computation")
+
+
+def test_outputs_are_new_tensors():
+    text = region(lambda a: a * 1.0 + 0.0, torch.randn(2, 3))
+    k = compile_region(text, "computation")
+    x = torch.randn(2, 3)
+    (o1,), (o2,) = k(x), k(x)
+    assert o1.data_ptr() != o2.data_ptr() and o1.data_ptr() != x.data_ptr()
+
+
+def test_wrong_input_is_rejected():
+    text = region(lambda a: a + 1, torch.randn(2, 2))
+    k = compile_region(text, "computation")
+    with pytest.raises(TypeError):
+        k(torch.randn(3, 2))
+    with pytest.raises(TypeError):
+        k(torch.randn(2, 2, dtype=torch.float64))
+
+
+def test_unsupported_prim():
+    text = region(lambda a, b: a @ b, torch.randn(2, 3), torch.randn(3, 4))
+    assert not supported("thunder.matmul") and supported("thunder.add")
+    with pytest.raises(UnsupportedOp):
+        to_linalg(text, "computation")
+
+
+def test_broadcast_fuses_into_consumer():
+    """After the tensor-level passes the bias+gelu chain is one linalg.generic reading the bias
+    through (d0, d1) -> (d1) and writing the output argument."""
+    from thunder.dialects.mlir import ir
+    from thunder.lowering.linalg.pipeline import TENSOR_PIPELINE
+    from thunder.dialects.mlir import passmanager
+
+    text = region(bias_gelu, torch.randn(4, 8), torch.randn(8))
+    with ir.Context(), ir.Location.unknown():
+        m = ir.Module.parse(to_linalg(text, "computation", [(8, 1), (1,)]))
+        passmanager.PassManager.parse("builtin.module(" + ",".join(TENSOR_PIPELINE) + ")").run(m.operation)
+        asm = str(m)
+    assert asm.count("linalg.generic") == 1
+    assert "affine_map<(d0, d1) -> (d1)>" in asm
+    assert "memref.alloc" not in asm and "memref.copy" not in asm
+
+
+@pytest.mark.parametrize("op", ["exp", "tanh"])
+def test_f32_polynomial_approximations(op):
+    """exp/tanh for f32 are arith polynomials (approx.py): within a few ulp of torch, with
+    inf/nan/overflow/underflow handled."""
+    n = 200010
+    text = f'''module {{ func.func @f(%a: tensor<{n}xf32>) -> tensor<{n}xf32> {{
+      %0 = "thunder.{op}"(%a) : (tensor<{n}xf32>) -> tensor<{n}xf32>
+      return %0 : tensor<{n}xf32> }} }}'''
+    x = torch.cat([torch.linspace(-110, 110, n - 10),
+                   torch.tensor([float("inf"), -float("inf"), float("nan"), 0.0, -0.0, 1e-30,
+                                 88.7, 88.8, -87.5, -104.0])])
+    y, = compile_region(text, "f")(x)
+    torch.testing.assert_close(y, getattr(torch, op)(x), atol=1e-37, rtol=4e-7, equal_nan=True)
+
+
+def test_affine_loops_variant():
+    text = region(lambda x: torch.softmax(x, -1), torch.randn(8, 100))
+    k = compile_region(text, "computation", loops="affine-vector")
+    x = torch.randn(8, 100)
+    torch.testing.assert_close(k(x)[0], torch.softmax(x, -1))
+
+
+def test_module_object_and_default_name():
+    f = lambda a, b: torch.tanh(a * b + 1)  # noqa: E731
+    a, b = torch.randn(3, 4), torch.randn(3, 4)
+    jf = thunder.jit(f, transforms=["thunder-decompose"])
+    jf(a, b)
+    module = thunder.last_traces(jf)[-2].module()  # an ir.Module in the thunder context
+    k = compile_region(module)
+    assert k.name == "computation"
+    torch.testing.assert_close(k(a, b)[0], f(a, b))
