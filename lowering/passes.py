@@ -28,7 +28,7 @@ def register_pass(name, description):
 
 
 def _load_passes():
-    from thunder.lowering import autograd, decompose, functionalize, remat
+    from thunder.lowering import autograd, decompose, functionalize, fuse, remat
 
     if "thunder-functionalize" not in PASSES:
         register_pass("thunder-functionalize", "Turn ltorch.copy_ into a func argument into an extra result "
@@ -41,6 +41,11 @@ def _load_passes():
     if "thunder-autograd" not in PASSES:
         register_pass("thunder-autograd", "Split func @computation into @forward (outputs + saved values) "
                       "and @backward (saved values + cotangents -> input gradients)")(autograd.autograd_module)
+
+    if "thunder-fuse" not in PASSES:
+        register_pass("thunder-fuse", "Outline regions of thunder prims the CPU linalg executor claims into "
+                      "func.func private @fusion_N (thunder.executor = \"linalg\"), called with func.call")(
+            fuse.fuse_module)
 
     if "thunder-decompose" not in PASSES:
         register_pass("thunder-decompose", "Replace ltorch ops by their decompositions into thunder prims")(

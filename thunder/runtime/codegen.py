@@ -86,6 +86,8 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
         f = _find_func(module, fn_name)
         block = f.regions[0].blocks[0]
         namer = _Namer()
+        callees = _fusion_callees(module)
+        namer.used.update(callees)  # fusion_N names the kernel in the program's namespace
         params = [namer.assign(a, (_loc_names(a.location) or [None])[0]) for a in block.arguments]
         lines = []
         if header:
@@ -109,6 +111,9 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
                     flat = flat[:-k]
                 lines.append("  return " + _return_expr(flat, output_spec, constants))
                 continue
+            if name == "func.call":
+                lines.append(_fusion_call(operation, namer, callees, constants, comments))
+                continue
             op, values = decode_op(operation.operation, lambda v: Name(namer.names[v]))
             args, kwargs = call_args(op, values)
             call = ", ".join([py_repr(a) for a in args] + [f"{k}={py_repr(v)}" for k, v in kwargs.items()])
@@ -128,6 +133,44 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
                     line += f" ({src})"
             lines.append(line)
     return "\n".join(lines) + "\n"
+
+
+def _fusion_callees(module):
+    """name -> func op of the regions thunder-fuse outlined (thunder.executor = "linalg")."""
+    out = {}
+    for op in module.body.operations:
+        if op.operation.name == "func.func" and "thunder.executor" in op.attributes:
+            out[ir.StringAttr(op.attributes["sym_name"]).value] = op
+    return out
+
+
+def _fusion_call(operation, namer, callees, constants, comments):
+    """`t5, t6 = fusion_0(a, t3)`; constants (when given) gets fusion_0 bound to the compiled
+    kernel (lowering/linalg: compiled for each new combination of input strides on first call)."""
+    callee = ir.FlatSymbolRefAttr(operation.attributes["callee"]).value
+    f = callees.get(callee)
+    if f is None:
+        raise NotImplementedError(f"codegen: func.call of @{callee}, which is not a fusion region")
+    executor = ir.StringAttr(f.attributes["thunder.executor"]).value
+    if executor != "linalg":
+        raise NotImplementedError(f"codegen: unknown executor {executor!r} of @{callee}")
+    if constants is not None and callee not in constants:
+        from thunder.lowering.fuse import region_text
+        from thunder.lowering.linalg import compile_region
+
+        # one symbol name for all regions: identical regions (the same block in every layer)
+        # share one kernel in compile_region's cache
+        text = region_text(f).replace(f"@{callee}(", "@fusion(", 1)
+        constants[callee] = compile_region(text, "fusion")
+    args = ", ".join(namer.names[v] for v in operation.operands)
+    wanted = _loc_names(operation.location) or []
+    outs = [namer.assign(r, wanted[i] if i < len(wanted) else None) for i, r in enumerate(operation.results)]
+    line = f"  {', '.join(outs)}{',' if len(outs) == 1 else ''} = {callee}({args})"
+    if comments:
+        n = sum(1 for o in f.regions[0].blocks[0].operations
+                if o.operation.name not in ("arith.constant", "func.return"))
+        line += f"  # {', '.join(_describe(r.type) for r in operation.results)} ({executor}: {n} ops)"
+    return line
 
 
 def mutated_inputs(func_op):

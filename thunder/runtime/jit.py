@@ -299,7 +299,12 @@ def compile_entry(cd, cs, args, kwargs) -> CacheEntry:
     times["mlir emission"] = time.perf_counter() - t
 
     t = time.perf_counter()
+    grad_mode = torch.is_grad_enabled()
+    training = grad_mode and not cd.disable_torch_autograd and any(x.requires_grad for x in tensors)
+    fuse = _requested(cd, "thunder-fuse")
     for element in (*DEFAULT_PASSES, *cd.transforms):
+        if training and not callable(element) and pass_name(element) == "thunder-fuse":
+            continue  # fused after thunder-autograd and thunder-remat (in @forward and @backward)
         if callable(element):
             with module.context:
                 element(module)
@@ -313,10 +318,11 @@ def compile_entry(cd, cs, args, kwargs) -> CacheEntry:
 
     t = time.perf_counter()
     constants = {}
-    grad_mode = torch.is_grad_enabled()
     backward_traces = []
-    if grad_mode and not cd.disable_torch_autograd and any(x.requires_grad for x in tensors):
-        source, computation, backward_traces = _autograd_program(cs, module, tensors, proxies, out_spec, traces)
+    if training:
+        decompose = fuse and _requested(cd, "thunder-decompose")
+        source, computation, backward_traces = _autograd_program(cs, module, tensors, proxies, out_spec, traces,
+                                                                 fuse=fuse, decompose=decompose)
         times["autograd"] = time.perf_counter() - t
         t = time.perf_counter()
     else:
@@ -342,8 +348,14 @@ def compile_entry(cd, cs, args, kwargs) -> CacheEntry:
     return CacheEntry(run, traces, [prologue_trace], description, backward_traces)
 
 
-def _autograd_program(cs, module, tensors, proxies, out_spec, traces):
-    """thunder-autograd on the trace; returns (source, computation, backward traces)."""
+def _requested(cd, name):
+    return any(not callable(e) and pass_name(e) == name for e in cd.transforms)
+
+
+def _autograd_program(cs, module, tensors, proxies, out_spec, traces, fuse=False, decompose=False):
+    """thunder-autograd on the trace; returns (source, computation, backward traces).
+    fuse: thunder-fuse @forward and @backward after thunder-remat (decompose: their ltorch ops
+    into prims first, so the regions can take them)."""
     from thunder.lowering.autograd import REQUIRES_GRAD, autograd_module
     from thunder.lowering.remat import remat_module
     from thunder.runtime.autograd import AutogradProgram
@@ -359,9 +371,21 @@ def _autograd_program(cs, module, tensors, proxies, out_spec, traces):
         traces.append(Trace("thunder-autograd", m, fn_name="forward"))
         cs.last_saved_bytes = remat_module(m.operation)
         build_pass_manager("builtin.module(cse,canonicalize)").run(m.operation)
+        if decompose:
+            build_pass_manager("builtin.module(thunder-decompose,cse,canonicalize)").run(m.operation)
     program = AutogradProgram(m, len(tensors))
     traces.append(Trace("thunder-remat (forward)", m, python=program.forward_source, fn_name="forward"))
     backward = [Trace("thunder-autograd (backward)", m, python=program.backward_source, fn_name="backward")]
+    if fuse:  # after AutogradProgram, which lifts @forward (func.call has no Python-level form)
+        with m.context:
+            build_pass_manager("builtin.module(thunder-fuse)").run(m.operation)
+        for fn_name in ("forward", "backward"):
+            kernels = {}
+            src = python_source(m, fn_name, header=f"produced by: thunder-fuse ({fn_name})", constants=kernels)
+            setattr(program, f"{fn_name}_source", src)
+            setattr(program, fn_name, compile_source(src, fn_name, constants=kernels))
+        traces.append(Trace("thunder-fuse (forward)", m, python=program.forward_source, fn_name="forward"))
+        backward.append(Trace("thunder-fuse (backward)", m, python=program.backward_source, fn_name="backward"))
     names = [p.name for p in proxies]
     n = program.num_outputs
     flat = ["outs"] if n == 1 else [f"outs[{i}]" for i in range(n)]

@@ -1,0 +1,404 @@
+"""thunder-fuse: outline regions of thunder prims that the CPU linalg executor can run.
+
+Each func (not the fusion callees themselves) is partitioned into regions of connected ops that
+`lowering/linalg` claims (`to_linalg.supported`, CPU tensors of static shape and an element type
+the kernels handle). Regions grow greedily in program order: an op joins the regions of its
+producers when the merge keeps the graph of regions acyclic (no path from the merged set back
+into itself through an op outside it), else it starts a region of its own. A region of at least
+two ops, or of one reduction, becomes
+
+    func.func private @fusion_N(inputs) -> outputs attributes {thunder.executor = "linalg"}
+
+(its prims, with copies of the numbers they use) and, in the caller, `func.call @fusion_N`.
+The caller is rescheduled in a topological order that keeps program order where it can and the
+order of ops with side effects (random ops) as it was. Codegen binds `fusion_N` to
+`compile_region(<callee>, "fusion_N")`."""
+import heapq
+import re
+
+from thunder.dialects.mlir import func, ir
+from thunder.lowering.linalg.to_linalg import supported, to_linalg
+from thunder.ops import registry
+
+EXECUTOR_ATTR = "thunder.executor"
+EXECUTOR = "linalg"
+ELEMENT_TYPES = {"f32", "f64", "i1", "i8", "i16", "i32", "i64"}
+EXPENSIVE = {"thunder.sum", "thunder.amax", "thunder.amin", "thunder.prod"}
+FILLS = EXPENSIVE | {"thunder.full"}  # lowered through linalg.fill
+# prims whose lowering is a scalar libm call (no polynomial in linalg/approx.py): they stop
+# LLVM's loop vectorizer, and such a kernel is many times slower than torch's vectorized
+# (SLEEF) version, so they stay torch calls. exp and tanh have f32 polynomials only.
+LIBM_CALLS = {"thunder.erf", "thunder.sin", "thunder.cos", "thunder.log", "thunder.log1p", "thunder.expm1",
+              "thunder.atan2", "thunder.pow"}
+F32_ONLY = {"thunder.exp", "thunder.tanh"}
+
+
+def is_fusion(func_op):
+    return EXECUTOR_ATTR in func_op.attributes
+
+
+def _cpu_static(t):
+    if not isinstance(t, ir.RankedTensorType):
+        try:
+            t = ir.RankedTensorType(t)
+        except ValueError:
+            return False
+    return t.encoding is None and t.has_static_shape and str(t.element_type) in ELEMENT_TYPES
+
+
+def _is_number(v):
+    owner = v.owner
+    return isinstance(owner, ir.OpView) and owner.operation.name == "arith.constant" and \
+        not isinstance(v.type, ir.ShapedType)
+
+
+def claimed(operation) -> bool:
+    """Whether the linalg executor can run this op inside a region."""
+    name = operation.name
+    if not name.startswith("thunder.") or not supported(name):
+        return False
+    if len(operation.results) != 1 or not _cpu_static(operation.results[0].type):
+        return False
+    elt = str(ir.RankedTensorType(operation.results[0].type).element_type)
+    if name in LIBM_CALLS or (name in F32_ONLY and elt != "f32"):
+        return False
+    for v in operation.operands:
+        if not (_is_number(v) or _cpu_static(v.type)):
+            return False
+    return True
+
+
+def _pure(operation):
+    name = operation.name
+    if name == "arith.constant":
+        return True
+    op = registry.OPS.get(name)
+    return op is not None and not (op.random or op.effects)
+
+
+def _names(loc):
+    try:
+        return ir.NameLoc(loc).name_str.split(",")
+    except (ValueError, TypeError):
+        return []
+
+
+def _value_name(v):
+    owner = v.owner
+    if isinstance(owner, ir.Block):
+        names = _names(v.location)
+        return names[0] if names else None
+    names = _names(owner.location)
+    for i, r in enumerate(owner.results):
+        if r == v:
+            return names[i] if i < len(names) else None
+    return None
+
+
+class _Graph:
+    """The ops of one block (constants aside), their producers, and a union-find of regions."""
+
+    def __init__(self, block):
+        self.ops = [o.operation for o in block.operations
+                    if o.operation.name not in ("arith.constant", "func.return")]
+        self.index = {}
+        for i, o in enumerate(self.ops):
+            for r in o.results:
+                self.index[r] = i
+        self.preds = []
+        last_effect = None
+        for i, o in enumerate(self.ops):
+            ps = {self.index[v] for v in o.operands if v in self.index}
+            if not _pure(o):  # keep ops with side effects in their order
+                if last_effect is not None:
+                    ps.add(last_effect)
+                last_effect = i
+            self.preds.append(ps)
+        self.parent = {}  # op index -> parent op index (union-find); only ops in a region
+        self.members = {}  # root -> [op indices]
+
+    def find(self, i):
+        while self.parent[i] != i:
+            self.parent[i] = self.parent[self.parent[i]]
+            i = self.parent[i]
+        return i
+
+    def node(self, i):
+        return ("r", self.find(i)) if i in self.parent else ("o", i)
+
+    def node_ops(self, n):
+        return self.members[n[1]] if n[0] == "r" else [n[1]]
+
+    def merge_ok(self, roots, i):
+        """Whether region roots + op i can be one region: no path from the set back into it
+        through an op outside it (checked on the graph of regions, which stays acyclic)."""
+        inside = {i}
+        for r in roots:
+            inside.update(self.members[r])
+        seen, stack = set(), []
+        for o in inside:
+            for p in self.preds[o]:
+                if p not in inside:
+                    n = self.node(p)
+                    if n not in seen:
+                        seen.add(n)
+                        stack.append(n)
+        while stack:
+            n = stack.pop()
+            for o in self.node_ops(n):
+                for p in self.preds[o]:
+                    if p in inside:
+                        return False
+                    m = self.node(p)
+                    if m != n and m not in seen:
+                        seen.add(m)
+                        stack.append(m)
+        return True
+
+    def partition(self, claimed_ops):
+        for i in range(len(self.ops)):
+            if i not in claimed_ops:
+                continue
+            candidates = []
+            for p in sorted(self.preds[i]):
+                if p in self.parent:
+                    r = self.find(p)
+                    if r not in candidates:
+                        candidates.append(r)
+            chosen = []
+            for r in candidates:
+                if self.merge_ok(chosen + [r], i):
+                    chosen.append(r)
+            if not chosen:
+                self.parent[i] = i
+                self.members[i] = [i]
+                continue
+            root = chosen[0]
+            for r in chosen[1:]:
+                self.parent[r] = root
+                self.members[root] += self.members.pop(r)
+            self.parent[i] = root
+            self.members[root].append(i)
+        return [sorted(m) for _, m in sorted(self.members.items())]
+
+    def dissolve(self, ops):
+        for o in ops:
+            self.parent.pop(o, None)
+        for o in ops:
+            self.members.pop(o, None)
+
+    def schedule(self, regions):
+        """Nodes (regions as lists, single ops as ints) in a topological order, earliest first."""
+        node_of = {}
+        for k, ops in enumerate(regions):
+            for o in ops:
+                node_of[o] = ("r", k)
+        nodes = {}
+        for i in range(len(self.ops)):
+            n = node_of.get(i, ("o", i))
+            nodes.setdefault(n, []).append(i)
+        succs = {n: set() for n in nodes}
+        indeg = {n: 0 for n in nodes}
+        for n, ops in nodes.items():
+            for o in ops:
+                for p in self.preds[o]:
+                    m = node_of.get(p, ("o", p))
+                    if m != n and n not in succs[m]:
+                        succs[m].add(n)
+                        indeg[n] += 1
+        heap = [(min(ops), n) for n, ops in nodes.items() if indeg[n] == 0]
+        heapq.heapify(heap)
+        order = []
+        while heap:
+            _, n = heapq.heappop(heap)
+            order.append(regions[n[1]] if n[0] == "r" else n[1])
+            for m in succs[n]:
+                indeg[m] -= 1
+                if indeg[m] == 0:
+                    heapq.heappush(heap, (min(nodes[m]), m))
+        if len(order) != len(nodes):
+            raise RuntimeError("thunder-fuse: the regions form a cycle (internal error)")
+        return order
+
+
+def _split_shared_reductions(graph, ops):
+    """Work around a miscompile in lowering/linalg: two ops that start from a `linalg.fill`
+    (reductions, full) with the same result type and fill value, both region results, share one
+    CSE'd fill, and empty-tensor elimination then lets the second overwrite the first's output
+    buffer. Of the fill-based region results with one result type, those after the first leave
+    the region (as regions of their own) when nothing in the region uses them; otherwise the
+    region is not fused."""
+    members = set(ops)
+    produced = {graph.ops[i].results[0]: i for i in ops}
+    outputs, used_inside = set(), set()
+    for i in ops:
+        for r in graph.ops[i].results:
+            for u in r.uses:
+                if _inside(u.owner, produced):
+                    used_inside.add(i)
+                else:
+                    outputs.add(i)
+    seen, removed = set(), []
+    for i in ops:
+        o = graph.ops[i]
+        if o.name not in FILLS or i not in outputs:
+            continue
+        sig = str(o.results[0].type)
+        if sig not in seen:
+            seen.add(sig)
+            continue
+        if i in used_inside:
+            return [[j] for j in ops]  # not fused (a single op becomes a region only if expensive)
+        removed.append(i)
+    if not removed:
+        return [ops]
+    members -= set(removed)
+    return [sorted(members)] + [[i] for i in removed]
+
+
+def _outline(module_block, graph, ops, name, where):
+    """Create func @name for the region's ops (program order); returns (callee, inputs, outputs)."""
+    members = [graph.ops[i] for i in ops]
+    produced = {r for o in members for r in o.results}
+    inputs, constants = [], []
+    for o in members:
+        for v in o.operands:
+            if v in produced:
+                continue
+            if _is_number(v):
+                if v not in constants:
+                    constants.append(v)
+            elif v not in inputs:
+                inputs.append(v)
+    outputs = []
+    for o in members:
+        for r in o.results:
+            if any(not _inside(u.owner, produced) for u in r.uses):
+                outputs.append(r)
+    with ir.InsertionPoint(where):
+        f = func.FuncOp(name, ([v.type for v in inputs], [v.type for v in outputs]))
+    f.attributes["sym_visibility"] = ir.StringAttr.get("private")
+    f.attributes[EXECUTOR_ATTR] = ir.StringAttr.get(EXECUTOR)
+    arg_locs = [ir.Location.name(n) if (n := _value_name(v)) else ir.Location.unknown() for v in inputs]
+    block = f.add_entry_block(arg_locs)
+    mapping = dict(zip(inputs, block.arguments))
+    with ir.InsertionPoint(block):
+        for c in constants:
+            new = ir.Operation.create("arith.constant", results=[c.type],
+                                      attributes={"value": c.owner.attributes["value"]}, loc=c.owner.location)
+            mapping[c] = new.results[0]
+        for o in members:
+            attrs = {k: o.attributes[k] for k in o.attributes}
+            new = ir.Operation.create(o.name, results=[r.type for r in o.results],
+                                      operands=[mapping[v] for v in o.operands], attributes=attrs, loc=o.location)
+            for r, nr in zip(o.results, new.results):
+                mapping[r] = nr
+        func.ReturnOp([mapping[r] for r in outputs])
+    return f, inputs, outputs
+
+
+def _inside(user, produced):
+    op = user.operation if hasattr(user, "operation") else user
+    return len(op.results) > 0 and op.results[0] in produced
+
+
+def _child_loc(loc):
+    try:
+        return ir.NameLoc(loc).child_loc
+    except (ValueError, TypeError):
+        return loc
+
+
+def _next_index(module_block):
+    n = 0
+    for op in module_block.operations:
+        if op.operation.name == "func.func":
+            m = re.fullmatch(r"fusion_(\d+)", ir.StringAttr(op.attributes["sym_name"]).value)
+            if m:
+                n = max(n, int(m.group(1)) + 1)
+    return n
+
+
+def _region_ok(region_text, name):
+    try:
+        to_linalg(region_text, name)
+        return True
+    except Exception:  # e.g. a prim on a type the lowering does not take (sin of an int tensor)
+        return False
+
+
+def fuse_func(f, module_block, counter):
+    block = f.regions[0].blocks[0]
+    graph = _Graph(block)
+    claimed_ops = {i for i, o in enumerate(graph.ops) if claimed(o)}
+    regions = []
+    for ops in graph.partition(claimed_ops):
+        regions += _split_shared_reductions(graph, ops)
+    kept = []
+    for ops in regions:
+        if len(ops) >= 2 or any(graph.ops[i].name in EXPENSIVE for i in ops):
+            kept.append(ops)
+    if not kept:
+        return counter
+    # outline; a region the lowering rejects stays as torch calls (dropping it keeps the
+    # graph of the other regions acyclic)
+    outlined = []
+    for ops in kept:
+        name = f"fusion_{counter}"
+        callee, inputs, outputs = _outline(module_block, graph, ops, name, f)
+        if not _region_ok(region_text(callee), name):
+            callee.operation.erase()
+            continue
+        counter += 1
+        outlined.append((ops, callee, inputs, outputs, name))
+    if not outlined:
+        return counter
+    order = graph.schedule([o[0] for o in outlined])
+    by_first = {o[0][0]: o for o in outlined}
+    terminator = list(block.operations)[-1]
+    replaced = {}  # region output -> call result
+    for item in order:
+        if isinstance(item, int):
+            graph.ops[item].move_before(terminator)
+            continue
+        ops, callee, inputs, outputs, name = by_first[item[0]]
+        names = ",".join(_value_name(v) or "t" for v in outputs)
+        with ir.InsertionPoint(terminator):
+            call = ir.Operation.create("func.call", results=[v.type for v in outputs], operands=[replaced.get(v, v) for v in inputs],
+                                       attributes={"callee": ir.FlatSymbolRefAttr.get(name)},
+                                       loc=ir.Location.name(names, childLoc=_child_loc(graph.ops[ops[-1]].location)))
+        for v, nv in zip(outputs, call.results):
+            v.replace_all_uses_with(nv)
+            replaced[v] = nv
+    for ops, *_ in outlined:
+        for i in reversed(ops):
+            graph.ops[i].erase()
+    for o in list(block.operations):  # numbers only the regions used
+        if o.operation.name == "arith.constant" and not list(o.results[0].uses):
+            o.operation.erase()
+    return counter
+
+
+def fuse_module(module_op):
+    module_block = module_op.regions[0].blocks[0]
+    with module_op.context, ir.Location.unknown():
+        counter = _next_index(module_block)
+        funcs = [op for op in module_block.operations
+                 if op.operation.name == "func.func" and not is_fusion(op) and len(op.regions[0].blocks) > 0]
+        for f in funcs:
+            counter = fuse_func(f, module_block, counter)
+
+
+def region_text(func_op):
+    """The callee as text for lowering/linalg. Printed in its own scope, without verifying:
+    the default would verify (and number values over) the whole module for every region."""
+    return func_op.operation.get_asm(enable_debug_info=False, use_local_scope=True, assume_verified=True)
+
+
+def fusion_callees(module_op):
+    """name -> func op of the fusion callees in a module."""
+    out = {}
+    for op in module_op.regions[0].blocks[0].operations:
+        if op.operation.name == "func.func" and is_fusion(op):
+            out[ir.StringAttr(op.attributes["sym_name"]).value] = op
+    return out

@@ -1,0 +1,325 @@
+"""thunder-fuse: regions of thunder prims outlined into @fusion_N funcs and run as native CPU
+kernels (lowering/linalg) from the generated program; results and gradients equal eager."""
+import re
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import thunder
+from thunder.dialects.mlir import ir
+from thunder.lowering.fuse import claimed
+from thunder.lowering.linalg import supported
+
+FUSE = ["thunder-decompose", "thunder-fuse"]
+
+
+def elementwise_chain(a, b):
+    return torch.tanh(a * b + 1) * torch.exp(-a) - b / 3
+
+
+def bias_gelu(x, b):
+    return F.gelu(x + b)
+
+
+def bias_gelu_tanh(x, b):
+    return F.gelu(x + b, approximate="tanh")
+
+
+def residual_layer_norm(x, r, w, b):
+    return F.layer_norm(x + r, (x.shape[-1],), w, b)
+
+
+def masked_softmax(x, mask):
+    return torch.softmax(x.masked_fill(mask, float("-inf")), dim=-1)
+
+
+def rms_norm(x, w):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w
+
+
+def swiglu(x, w1, w3):
+    return F.silu(x @ w1) * (x @ w3)
+
+
+def reduction(x):
+    return (x * x).sum(-1)
+
+
+def _inputs(name):
+    g = torch.Generator().manual_seed(0)
+
+    def r(*s):
+        return torch.randn(*s, generator=g)
+
+    return {
+        "elementwise_chain": lambda: (r(16, 33), r(16, 33)),
+        "bias_gelu": lambda: (r(64, 128), r(128)),
+        "bias_gelu_tanh": lambda: (r(64, 128), r(128)),
+        "residual_layer_norm": lambda: (r(32, 64), r(32, 64), r(64), r(64)),
+        "masked_softmax": lambda: (r(8, 40), torch.rand(8, 40, generator=g) > 0.7),
+        "rms_norm": lambda: (r(16, 64), r(64)),
+        "swiglu": lambda: (r(8, 32), r(32, 48), r(32, 48)),
+        "reduction": lambda: (r(12, 70),),
+    }[name]()
+
+
+FUNCTIONS = [elementwise_chain, bias_gelu, bias_gelu_tanh, residual_layer_norm, masked_softmax, rms_norm,
+             swiglu, reduction]
+
+
+def _close(a, b):
+    torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+
+
+def _close_grad(a, b):
+    # gradients go through matmuls and reductions summed in another order than eager's
+    torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
+
+
+def _calls(src):
+    """The statements of a generated program (one per line with an assignment)."""
+    return [line for line in src.splitlines() if re.match(r"\s+\S.* = ", line)]
+
+
+def _fused_module(jf):
+    trace = next(t for t in thunder.last_traces(jf) if t.producer == "thunder-fuse")
+    return trace.module()
+
+
+def _funcs(module):
+    out = {}
+    for op in module.body.operations:
+        if op.operation.name == "func.func":
+            out[ir.StringAttr(op.attributes["sym_name"]).value] = op
+    return out
+
+
+def _op_names(func_op):
+    return [o.operation.name for o in func_op.regions[0].blocks[0].operations]
+
+
+@pytest.mark.parametrize("fn", FUNCTIONS, ids=lambda f: f.__name__)
+def test_fused_equals_eager(fn):
+    args = _inputs(fn.__name__)
+    jf = thunder.jit(fn, transforms=FUSE)
+    _close(jf(*args), fn(*args))
+    _close(jf(*args), fn(*args))  # cached entry, compiled kernels
+    assert thunder.cache_hits(jf) == 1
+    final = str(thunder.last_traces(jf)[-1])
+    assert re.search(r"= fusion_\d+\(", final), final
+    unfused = thunder.jit(fn, transforms=["thunder-decompose"])
+    unfused(*args)
+    assert len(_calls(final)) < len(_calls(str(thunder.last_traces(unfused)[-1])))
+
+
+@pytest.mark.parametrize("fn", FUNCTIONS, ids=lambda f: f.__name__)
+def test_regions_hold_only_supported_prims(fn):
+    jf = thunder.jit(fn, transforms=FUSE)
+    jf(*_inputs(fn.__name__))
+    module = _fused_module(jf)
+    with module.context:
+        funcs = _funcs(module)
+        callees = {n: f for n, f in funcs.items() if "thunder.executor" in f.attributes}
+        assert callees
+        for name, f in callees.items():
+            assert ir.StringAttr(f.attributes["thunder.executor"]).value == "linalg"
+            for o in f.regions[0].blocks[0].operations:
+                op = o.operation
+                assert op.name in ("arith.constant", "func.return") or (supported(op.name) and claimed(op)), op
+        caller = _op_names(funcs["computation"])
+        assert caller.count("func.call") == len(callees)
+        for op in caller:  # unsupported prims (matmul), prims kept out (erf: a scalar libm call)
+            assert op in ("arith.constant", "func.return", "func.call") or op.startswith("thunder."), op
+
+
+def test_matmul_stays_a_torch_call():
+    args = _inputs("swiglu")
+    jf = thunder.jit(swiglu, transforms=FUSE)
+    _close(jf(*args), swiglu(*args))
+    final = str(thunder.last_traces(jf)[-1])
+    assert final.count("torch.matmul(") == 2, final
+    assert len(re.findall(r"= fusion_\d+\(", final)) == 1, final
+
+
+def test_no_cycle_through_an_unfused_op():
+    # exp -> matmul -> add and exp -> neg -> add: {exp, neg, add} as one region would need the
+    # matmul's result before and after it
+    def fn(x, w):
+        a = torch.exp(x)
+        m = a @ w
+        return torch.tanh(-a * 2 + m) * 3
+
+    x, w = torch.randn(6, 6), torch.randn(6, 6)
+    jf = thunder.jit(fn, transforms=FUSE)
+    _close(jf(x, w), fn(x, w))
+    final = str(thunder.last_traces(jf)[-1])
+    lines = _calls(final)
+    mm = next(i for i, line in enumerate(lines) if "torch.matmul" in line)
+    assert "fusion_0(" in lines[mm - 1] and "fusion_1(" in lines[mm + 1], final
+
+
+def test_non_contiguous_inputs():
+    x = torch.randn(64, 32).t()  # transposed
+    b = torch.randn(128)[::2]  # strided
+    assert not x.is_contiguous() and not b.is_contiguous()
+    jf = thunder.jit(bias_gelu, transforms=FUSE)
+    _close(jf(x, b), bias_gelu(x, b))
+    # same metadata, other strides: same cache entry, a new kernel variant
+    _close(jf(x.contiguous(), b.contiguous()), bias_gelu(x, b))
+    ln_args = (torch.randn(64, 32).t(), torch.randn(64, 32)[:, ::1].t().contiguous(),
+               torch.randn(64), torch.randn(64))
+    jl = thunder.jit(residual_layer_norm, transforms=FUSE)
+    _close(jl(*ln_args), residual_layer_norm(*ln_args))
+    x = torch.randn(16, 1).expand(16, 64)  # stride 0
+    jr = thunder.jit(rms_norm, transforms=FUSE)
+    w = torch.randn(64)
+    _close(jr(x, w), rms_norm(x, w))
+
+
+@pytest.mark.parametrize("fn", [elementwise_chain, bias_gelu, residual_layer_norm, masked_softmax, rms_norm,
+                                swiglu, reduction], ids=lambda f: f.__name__)
+def test_training_gradients_equal_eager(fn):
+    args = _inputs(fn.__name__)
+    ours = [a.clone().requires_grad_(a.is_floating_point()) for a in args]
+    ref = [a.clone().requires_grad_(a.is_floating_point()) for a in args]
+    jf = thunder.jit(fn, transforms=FUSE)
+    out = jf(*ours)
+    expected = fn(*ref)
+    _close(out, expected)
+    g = torch.randn_like(expected)
+    out.backward(g)
+    expected.backward(g)
+    for a, b in zip(ours, ref):
+        if b.grad is not None:
+            _close_grad(a.grad, b.grad)
+    fwd = str(thunder.last_traces(jf)[-1])
+    bwd = str(thunder.last_backward_traces(jf)[-1])
+    assert "thunder-fuse" in bwd
+    assert re.search(r"= fusion_\d+\(", fwd + bwd), fwd + bwd
+
+
+def test_training_sum_backward_expanded_cotangent():
+    x, r, w, b = [t.requires_grad_() for t in _inputs("residual_layer_norm")]
+    jf = thunder.jit(residual_layer_norm, transforms=FUSE)
+    jf(x, r, w, b).sum().backward()  # the cotangent is an expanded (stride 0) tensor
+    grads = [t.grad.clone() for t in (x, r, w, b)]
+    for t in (x, r, w, b):
+        t.grad = None
+    residual_layer_norm(x, r, w, b).sum().backward()
+    for g, t in zip(grads, (x, r, w, b)):
+        _close_grad(g, t.grad)
+
+
+def test_not_default_on():
+    args = _inputs("bias_gelu")
+    for transforms in (None, ["thunder-decompose"]):
+        jf = thunder.jit(bias_gelu, transforms=transforms)
+        jf(*args)
+        assert "fusion_" not in str(thunder.last_traces(jf)[-1])
+
+
+def test_pass_is_idempotent_and_numbers_stay_inside():
+    from thunder.lowering.passes import run_pipeline
+
+    jf = thunder.jit(bias_gelu, transforms=FUSE)
+    jf(*_inputs("bias_gelu"))
+    module = _fused_module(jf)
+    before = str(module)
+    run_pipeline(module, "builtin.module(thunder-fuse)")
+    assert str(module) == before
+    with module.context:
+        caller = _funcs(module)["computation"]
+        assert "arith.constant" not in _op_names(caller)
+        assert "arith.constant" in _op_names(_funcs(module)["fusion_0"])
+
+
+def test_libm_prims_stay_torch_calls():
+    # erf lowers to a scalar libm call (slower than torch's vectorized one): not in a region
+    args = _inputs("bias_gelu")
+    jf = thunder.jit(bias_gelu, transforms=FUSE)
+    _close(jf(*args), bias_gelu(*args))
+    final = str(thunder.last_traces(jf)[-1])
+    assert "torch.erf(" in final and final.count("= fusion_") == 2, final
+    # exp has an f32 polynomial, not an f64 one
+    x = torch.randn(8, 8, dtype=torch.float64)
+    jf = thunder.jit(lambda x: torch.exp(x * 2) + 1, transforms=FUSE)
+    _close(jf(x), torch.exp(x * 2) + 1)
+    assert "fusion_" not in str(thunder.last_traces(jf)[-1])
+    jf = thunder.jit(lambda x: torch.tanh(x * 2) + 1, transforms=FUSE)
+    _close(jf(x.float()), torch.tanh(x.float() * 2) + 1)
+    assert "fusion_0(" in str(thunder.last_traces(jf)[-1])
+
+
+def test_single_elementwise_op_is_not_outlined_but_a_reduction_is():
+    jf = thunder.jit(lambda x: torch.exp(x), transforms=FUSE)
+    jf(torch.randn(4, 4))
+    assert "fusion_" not in str(thunder.last_traces(jf)[-1])
+    jf = thunder.jit(lambda x: x.sum(0), transforms=FUSE)
+    x = torch.randn(5, 7)
+    _close(jf(x), x.sum(0))
+    assert "fusion_0(" in str(thunder.last_traces(jf)[-1])
+
+
+def test_module_with_parameters():
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.LayerNorm(32))
+    jm = thunder.jit(model, transforms=FUSE)
+    x = torch.randn(4, 16)
+    _close(jm(x), model(x))
+    jm(x).sum().backward()
+    grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    model(x).sum().backward()
+    for g, p in zip(grads, model.parameters()):
+        _close_grad(g, p.grad)
+
+
+def test_two_reductions_of_one_type_as_results():
+    # lowering/linalg miscompiles two same-typed reductions that are both region results
+    # (shared linalg.fill); thunder-fuse keeps them in separate regions
+    def fn(x):
+        return (x * 2).sum(0), x.sum(0), (x - 1).amax(0)
+
+    x = torch.randn(4, 32)
+    jf = thunder.jit(fn, transforms=FUSE)
+    for a, b in zip(jf(x), fn(x)):
+        _close(a, b)
+
+
+def test_full_and_reduction_results():
+    def fn(x):
+        return (x * 2).sum(0), torch.zeros(32) + x[0]
+
+    x = torch.randn(4, 32)
+    jf = thunder.jit(fn, transforms=FUSE)
+    for a, b in zip(jf(x), fn(x)):
+        _close(a, b)
+
+
+def test_in_place_update_of_an_input():
+    def fn(x, y):
+        x.mul_(2).add_(1)
+        return (x * y).tanh().sum(0)
+
+    x, y = torch.randn(4, 5), torch.randn(4, 5)
+    x1, x2 = x.clone(), x.clone()
+    jf = thunder.jit(fn, transforms=FUSE)
+    _close(jf(x1, y), fn(x2, y))
+    _close(x1, x2)
+    assert "x.copy_(" in str(thunder.last_traces(jf)[-1])
+
+
+def test_random_ops_keep_their_order():
+    def fn(x):
+        a = F.dropout(x * 2, 0.5) + 1
+        b = torch.rand_like(x) * a
+        return torch.tanh(a) + b
+
+    x = torch.randn(4, 5)
+    results = []
+    for transforms in (["thunder-decompose"], FUSE):
+        jf = thunder.jit(fn, transforms=transforms)
+        torch.manual_seed(0)
+        results.append(jf(x))
+    _close(results[0], results[1])
+    assert "fusion_0(" in str(thunder.last_traces(jf)[-1])
