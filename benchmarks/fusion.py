@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 
 import thunder
+from timing import best_seconds
 
 FUSE = ["thunder-decompose", "thunder-fuse"]
 
@@ -27,18 +28,6 @@ def residual_layer_norm(x, r, w, b):
     return F.layer_norm(x + r, (x.shape[-1],), w, b)
 
 
-def bench(f, *args, reps=20):
-    for _ in range(3):
-        f(*args)
-    best = float("inf")
-    for _ in range(5):
-        t0 = time.perf_counter()
-        for _ in range(reps):
-            f(*args)
-        best = min(best, (time.perf_counter() - t0) / reps)
-    return best
-
-
 def case(name, fn, args, reps):
     fused = thunder.jit(fn, transforms=FUSE)
     t0 = time.perf_counter()
@@ -46,7 +35,7 @@ def case(name, fn, args, reps):
     first = time.perf_counter() - t0
     err = (out - fn(*args)).abs().max().item()
     unfused = thunder.jit(fn, transforms=["thunder-decompose"])
-    t_e, t_f, t_u = bench(fn, *args, reps=reps), bench(fused, *args, reps=reps), bench(unfused, *args, reps=reps)
+    t_e, t_f, t_u = (best_seconds(f, *args, number=reps) for f in (fn, fused, unfused))
     n_fusions = str(thunder.last_traces(fused)[-1]).count("= fusion_")
     print(f"{name}: {n_fusions} fusion(s), first call {first * 1e3:.0f} ms, max abs err {err:.1e}")
     print(f"  eager            {t_e * 1e3:8.3f} ms")

@@ -10,6 +10,7 @@ import torch
 
 import thunder
 from thunder.lowering.linalg import compile_region
+from timing import best_seconds
 
 
 def bias_gelu(x, b):
@@ -20,18 +21,6 @@ def region_of(fn, *args):
     jf = thunder.jit(fn, transforms=["thunder-decompose"])
     jf(*args)
     return str(thunder.last_traces(jf)[-2].to_mlir())
-
-
-def bench(f, *args, reps=20):
-    for _ in range(3):
-        f(*args)
-    best = float("inf")
-    for _ in range(5):
-        t0 = time.perf_counter()
-        for _ in range(reps):
-            f(*args)
-        best = min(best, (time.perf_counter() - t0) / reps)
-    return best
 
 
 def main():
@@ -51,10 +40,10 @@ def main():
     compile_s = time.perf_counter() - t0
     ref = bias_gelu(x, b)
     err = (out - ref).abs().max().item()
-    t_k = bench(k, x, b)
-    t_e = bench(bias_gelu, x, b)
+    t_k = best_seconds(k, x, b)
+    t_e = best_seconds(bias_gelu, x, b)
     jf = thunder.jit(bias_gelu)
-    t_j = bench(jf, x, b)
+    t_j = best_seconds(jf, x, b)
     print(f"bias+gelu(tanh) {a.rows}x{a.cols} f32, loops={a.loops}, torch threads={torch.get_num_threads()}")
     print(f"  compile + first call {compile_s * 1e3:.0f} ms, max abs err vs eager {err:.2e}")
     print(f"  linalg kernel  {t_k * 1e3:8.3f} ms")
@@ -67,14 +56,14 @@ def main():
     ks = compile_region(region_of(softmax, x), "computation", loops=a.loops)
     err = (ks(x)[0] - softmax(x)).abs().max().item()
     print(f"softmax {a.rows}x{a.cols} f32 (max abs err {err:.2e})")
-    print(f"  linalg kernel  {bench(ks, x) * 1e3:8.3f} ms")
-    print(f"  eager torch    {bench(softmax, x) * 1e3:8.3f} ms")
+    print(f"  linalg kernel  {best_seconds(ks, x) * 1e3:8.3f} ms")
+    print(f"  eager torch    {best_seconds(softmax, x) * 1e3:8.3f} ms")
 
     # per-call overhead on a tiny region (descriptors, ctypes call, torch.empty)
     s, sb = torch.randn(4, 8), torch.randn(8)
     kt = compile_region(region_of(bias_gelu, s, sb), "computation", loops=a.loops)
-    print(f"bias+gelu 4x8: linalg kernel {bench(kt, s, sb, reps=2000) * 1e6:.1f} us, "
-          f"eager {bench(bias_gelu, s, sb, reps=2000) * 1e6:.1f} us")
+    print(f"bias+gelu 4x8: linalg kernel {best_seconds(kt, s, sb, number=2000) * 1e6:.1f} us, "
+          f"eager {best_seconds(bias_gelu, s, sb, number=2000) * 1e6:.1f} us")
 
 
 if __name__ == "__main__":

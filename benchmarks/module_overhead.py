@@ -4,17 +4,11 @@
     python benchmarks/module_overhead.py [--no-compile]
 """
 import argparse
-import timeit
 
 import torch
 
 import thunder
-
-
-def best_us(fn, number, repeat=5):
-    fn()
-    fn()
-    return min(timeit.repeat(fn, number=number, repeat=repeat)) / number * 1e6
+from timing import best_seconds
 
 
 def main():
@@ -34,12 +28,12 @@ def main():
         tm = thunder.jit(m)
         torch.testing.assert_close(tm(x), m(x))
         number = max(200, 20000 // n)
-        eager = best_us(lambda: m(x), number)
-        th = best_us(lambda: tm(x), number)
+        eager = best_seconds(lambda: m(x), number=number, repeat=5, warmup=2) * 1e6
+        th = best_seconds(lambda: tm(x), number=number, repeat=5, warmup=2) * 1e6
         row = f"{n:6d}{eager:10.1f}{th:12.1f}{th - eager:10.1f}"
         if not a.no_compile:
             cm = torch.compile(m)
-            row += f"{best_us(lambda: cm(x), number):12.1f}"
+            row += f"{best_seconds(lambda: cm(x), number=number, repeat=5, warmup=2) * 1e6:12.1f}"
         print(row)
 
 

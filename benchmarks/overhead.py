@@ -5,16 +5,11 @@ The workload is `lambda a, b: a + b` on 2x2 CPU tensors: the kernel takes about 
 so the difference to eager is the cost of thunder's cache lookup (the generated prologue)."""
 import argparse
 import platform
-import timeit
 
 import torch
 
 import thunder
-
-
-def best_us(fn, number, repeat=7):
-    fn()  # warm up (and compile)
-    return min(timeit.repeat(fn, number=number, repeat=repeat)) / number * 1e6
+from timing import best_seconds
 
 
 def main():
@@ -29,12 +24,12 @@ def main():
         return a + b
 
     jfn = thunder.jit(fn)
-    rows = [("eager", best_us(lambda: fn(a, b), args.number)),
-            ("thunder.jit", best_us(lambda: jfn(a, b), args.number))]
+    rows = [("eager", best_seconds(lambda: fn(a, b), number=args.number, repeat=7, warmup=1) * 1e6),
+            ("thunder.jit", best_seconds(lambda: jfn(a, b), number=args.number, repeat=7, warmup=1) * 1e6)]
     if not args.no_compile:
         try:
             cfn = torch.compile(fn)
-            rows.append(("torch.compile", best_us(lambda: cfn(a, b), args.number)))
+            rows.append(("torch.compile", best_seconds(lambda: cfn(a, b), number=args.number, repeat=7, warmup=1) * 1e6))
         except Exception as e:  # inductor needs a C++ compiler; report instead of failing
             print(f"torch.compile unavailable: {e}")
     eager = rows[0][1]
