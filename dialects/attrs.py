@@ -59,7 +59,7 @@ def constant_value(value: ir.Value):
 
 
 # ---- attributes, by parameter kind
-def _i64(v):
+def i64(v):
     return ir.IntegerAttr.get(ir.IntegerType.get_signless(64), v)
 
 
@@ -71,9 +71,9 @@ def _encode_index_entry(e):
     if isinstance(e, bool):
         return ir.BoolAttr.get(e)
     if isinstance(e, int):
-        return _i64(e)
+        return i64(e)
     if isinstance(e, slice):
-        return ir.DictAttr.get({k: _i64(getattr(e, k)) for k in ("start", "stop", "step")
+        return ir.DictAttr.get({k: i64(getattr(e, k)) for k in ("start", "stop", "step")
                                 if getattr(e, k) is not None})
     raise NotImplementedError(f"thunder: index of type {type(e).__name__} is not supported")
 
@@ -96,7 +96,7 @@ def encode(kind, value):
         return ir.UnitAttr.get()
     k = kind.base_name
     if k == "int":
-        return _i64(value)
+        return i64(value)
     if k == "float":
         return ir.FloatAttr.get(ir.F64Type.get(), float(value))
     if k == "bool":
@@ -106,7 +106,7 @@ def encode(kind, value):
     if k == "Ints" or (k == "Dims" and isinstance(value, tuple)):
         return ir.DenseI64ArrayAttr.get(list(value))
     if k == "Dims":
-        return _i64(value)
+        return i64(value)
     if k == "dtype":
         return ir.TypeAttr.get(ir.Type.parse(dtypes.to_mlir_name(value)))
     if k == "device":

@@ -1,4 +1,6 @@
-"""Emission: a recorded trace becomes an MLIR module with `func.func @computation`."""
+"""Emission: a recorded trace becomes an MLIR module with `func.func @computation`. The
+conventions emission writes (value names in locations, thunder.mutated_inputs) are read back
+here too, by passes and code generation."""
 from thunder.dialects import attrs
 from thunder.dialects.definitions import (attribute_params, context, needs_segments, operand_params,
                                          operand_segments, result_segments)
@@ -6,9 +8,46 @@ from thunder.dialects.mlir import func, ir
 
 
 def location(name, where=None):
+    """The location of a value (or of an op's results, names joined by ","): its name, with the
+    user's (file, line) as child."""
     if where:
         return ir.Location.name(name, childLoc=ir.Location.file(where[0], where[1], 0))
     return ir.Location.name(name)
+
+
+def loc_names(loc):
+    """The value names a location() carries ([] for an unnamed location)."""
+    try:
+        return ir.NameLoc(loc).name_str.split(",")
+    except (ValueError, TypeError):
+        return []
+
+
+def loc_file_line(loc):
+    """(file, line) of a named location's child (traces from thunder.jit) or of a plain file
+    location (traces parsed from a .mlir file); None otherwise."""
+    for get in (lambda: ir.FileLineColLoc(ir.NameLoc(loc).child_loc), lambda: ir.FileLineColLoc(loc)):
+        try:
+            f = get()
+            return (f.filename, f.start_line)
+        except (ValueError, TypeError):
+            continue
+    return None
+
+
+def find_func(module_op, name):
+    """func.func @name in a module operation, or None."""
+    for op in module_op.regions[0].blocks[0].operations:
+        if op.operation.name == "func.func" and ir.StringAttr(op.attributes["sym_name"]).value == name:
+            return op
+    return None
+
+
+def mutated_inputs(func_op):
+    """Input indices whose new values are the func's last results (thunder.mutated_inputs)."""
+    if "thunder.mutated_inputs" not in func_op.attributes:
+        return []
+    return list(ir.DenseI64ArrayAttr(func_op.attributes["thunder.mutated_inputs"]))
 
 
 def emit(trace, outputs, fn_name="computation", mutated=()) -> ir.Module:

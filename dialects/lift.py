@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from thunder.core.trace import BoundSymbol, Ref, TraceCtx
 from thunder.dialects import attrs
 from thunder.dialects.definitions import decode_op
+from thunder.dialects.emit import loc_file_line, loc_names
 from thunder.dialects.mlir import ir
 
 
@@ -13,21 +14,6 @@ class Lifted:
     ctx: TraceCtx  # inputs and symbols, tensors as Refs
     outputs: list  # Refs returned by the func
     values: dict  # name -> ir.Value of the original func
-
-
-def _names(loc):
-    try:
-        return ir.NameLoc(loc).name_str.split(",")
-    except (ValueError, TypeError):
-        return []
-
-
-def _file_loc(loc):
-    try:
-        child = ir.FileLineColLoc(ir.NameLoc(loc).child_loc)
-        return (child.filename, child.start_line)
-    except (ValueError, TypeError):
-        return None
 
 
 def lift(func_op) -> Lifted:
@@ -42,7 +28,7 @@ def lift(func_op) -> Lifted:
         return r
 
     block = func_op.regions[0].blocks[0]
-    ctx.inputs = [new_ref(a, (_names(a.location) or [None])[0]) for a in block.arguments]
+    ctx.inputs = [new_ref(a, (loc_names(a.location) or [None])[0]) for a in block.arguments]
     outputs = []
     for operation in block.operations:
         name = operation.operation.name
@@ -52,7 +38,7 @@ def lift(func_op) -> Lifted:
             outputs = [refs[v] for v in operation.operands]
             continue
         op, args = decode_op(operation.operation, lambda v: refs[v])
-        wanted = _names(operation.location)
+        wanted = loc_names(operation.location)
         outs = [new_ref(r, wanted[i] if i < len(wanted) else None) for i, r in enumerate(operation.results)]
-        ctx.symbols.append(BoundSymbol(op, args, outs, _file_loc(operation.location)))
+        ctx.symbols.append(BoundSymbol(op, args, outs, loc_file_line(operation.location)))
     return Lifted(ctx, outputs, values)

@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from thunder.core import trace as tracing
 from thunder.core.proxies import TensorProxy
 from thunder.core.trace import Ref, TraceCtx
+from thunder.dialects import attrs
 from thunder.dialects.definitions import context
-from thunder.dialects.emit import emit_into
+from thunder.dialects.emit import emit_into, find_func, mutated_inputs
 from thunder.dialects.lift import lift
 from thunder.dialects.mlir import func, ir
 from thunder.ops import registry
-from thunder.runtime.codegen import mutated_inputs
 
 REQUIRES_GRAD = "thunder.requires_grad"
 
@@ -38,17 +38,6 @@ class Split:
     cotangent_for: list  # indices of the forward outputs that receive a cotangent
 
 
-def _tensor_args(bsym):
-    for p in bsym.op.params:
-        v = bsym.args[p.name]
-        if isinstance(v, Ref):
-            yield p, v
-        elif isinstance(v, tuple):
-            for x in v:
-                if isinstance(x, Ref):
-                    yield p, x
-
-
 def split_forward_backward(lifted, requires_grad, n_mutated=0) -> Split:
     """n_mutated: the last results are new values of inputs updated in place (copied back by
     the forward program, not differentiated)."""
@@ -59,7 +48,7 @@ def split_forward_backward(lifted, requires_grad, n_mutated=0) -> Split:
     for bsym in ctx.symbols:
         if not bsym.op.differentiable:
             continue  # no gradient flows through these (detach is also what no_grad regions record)
-        if any(r.name in needs for _, r in _tensor_args(bsym)):
+        if any(r.name in needs for r in bsym.tensor_args()):
             for o in bsym.outputs:
                 if differentiable_dtype(o.dtype):
                     needs.add(o.name)
@@ -136,7 +125,7 @@ def split_forward_backward(lifted, requires_grad, n_mutated=0) -> Split:
     used = []
     seen = set()
     for bsym in bctx.symbols:
-        for _, r in _tensor_args(bsym):
+        for r in bsym.tensor_args():
             if r.name in forward_names and r.name not in seen:
                 seen.add(r.name)
                 used.append(r)
@@ -156,7 +145,7 @@ def _dce(ctx, outputs):
     for bsym in reversed(ctx.symbols):
         if any(o.name in live for o in bsym.outputs):
             kept.append(bsym)
-            live.update(r.name for _, r in _tensor_args(bsym))
+            live.update(r.name for r in bsym.tensor_args())
     ctx.symbols = kept[::-1]
 
 
@@ -168,13 +157,6 @@ def requires_grad_flags(func_op):
         d = ir.DictAttr(arg_attrs[i]) if arg_attrs is not None else None
         flags.append(d is not None and REQUIRES_GRAD in d)
     return flags
-
-
-def find_func(module_op, name):
-    for op in module_op.regions[0].blocks[0].operations:
-        if op.operation.name == "func.func" and ir.StringAttr(op.attributes["sym_name"]).value == name:
-            return op
-    return None
 
 
 def autograd_module(module_op):
@@ -191,7 +173,7 @@ def autograd_module(module_op):
     n_mutated = len(mutated_inputs(comp))
     split = split_forward_backward(lift(comp), flags, n_mutated)
     with ir.InsertionPoint.at_block_begin(module_op.regions[0].blocks[0]), comp.location:
-        fwd_attrs = {"thunder.num_outputs": _i64(split.num_outputs)}
+        fwd_attrs = {"thunder.num_outputs": attrs.i64(split.num_outputs)}
         if "thunder.mutated_inputs" in comp.attributes:
             fwd_attrs["thunder.mutated_inputs"] = comp.attributes["thunder.mutated_inputs"]
         emit_into(split.forward, split.forward_outputs, "forward", arg_attrs=_arg_attrs(flags),
@@ -202,10 +184,6 @@ def autograd_module(module_op):
                               "thunder.cotangent_for": ir.DenseI64ArrayAttr.get(split.cotangent_for)})
     comp.erase()
     return split
-
-
-def _i64(v):
-    return ir.IntegerAttr.get(ir.IntegerType.get_signless(64), v)
 
 
 def _arg_attrs(flags):

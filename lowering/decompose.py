@@ -8,28 +8,9 @@ from thunder.core import trace as tracing
 from thunder.core.proxies import TensorProxy
 from thunder.dialects import attrs
 from thunder.dialects.definitions import decode_op
-from thunder.dialects.emit import emit_symbol
+from thunder.dialects.emit import emit_symbol, loc_file_line, loc_names
 from thunder.dialects.mlir import ir
 from thunder.ops import registry
-
-
-def _loc_name(loc):
-    try:
-        return ir.NameLoc(loc).name_str.split(",")[0]
-    except (ValueError, TypeError):
-        return "d"
-
-
-def _file_loc(loc):
-    """(file, line) of a NameLoc's child (traces from thunder.jit) or of a plain file location
-    (traces parsed from a .mlir file)."""
-    for get in (lambda: ir.FileLineColLoc(ir.NameLoc(loc).child_loc), lambda: ir.FileLineColLoc(loc)):
-        try:
-            f = get()
-            return (f.filename, f.start_line)
-        except (ValueError, TypeError):
-            continue
-    return None
 
 
 def _decomposable(operation, keep):
@@ -39,7 +20,7 @@ def _decomposable(operation, keep):
 
 def decompose_op(operation):
     """Replace one ltorch operation by its decomposition."""
-    base = _loc_name(operation.location)
+    base = (loc_names(operation.location) or ["d"])[0]
     ctx = tracing.TraceCtx(prefix=f"{base}_")
     values = {}  # proxy name -> ir.Value
 
@@ -52,7 +33,7 @@ def decompose_op(operation):
         op, args = decode_op(operation, proxy_of)
         out = op.decomposition(**args)
     outs = list(out) if isinstance(out, (tuple, list)) else [out]
-    where = _file_loc(operation.location)
+    where = loc_file_line(operation.location)
     with ir.InsertionPoint(operation), operation.location:
         for bsym in ctx.symbols:
             emit_symbol(bsym.op, bsym.args, bsym.outputs, values, where)

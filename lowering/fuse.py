@@ -16,6 +16,7 @@ order of ops with side effects (random ops) as it was. Codegen binds `fusion_N` 
 import heapq
 import re
 
+from thunder.dialects.emit import loc_names
 from thunder.dialects.mlir import func, ir
 from thunder.lowering.linalg.to_linalg import supported, to_linalg
 from thunder.ops import registry
@@ -76,19 +77,12 @@ def _pure(operation):
     return op is not None and not (op.random or op.effects)
 
 
-def _names(loc):
-    try:
-        return ir.NameLoc(loc).name_str.split(",")
-    except (ValueError, TypeError):
-        return []
-
-
 def _value_name(v):
     owner = v.owner
     if isinstance(owner, ir.Block):
-        names = _names(v.location)
+        names = loc_names(v.location)
         return names[0] if names else None
-    names = _names(owner.location)
+    names = loc_names(owner.location)
     for i, r in enumerate(owner.results):
         if r == v:
             return names[i] if i < len(names) else None

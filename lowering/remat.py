@@ -9,11 +9,9 @@ needs is recomputed there from them. Cheap elementwise chains are thus recompute
 import networkx as nx
 
 from thunder.core.trace import Ref, TraceCtx
-from thunder.dialects.emit import emit_into
+from thunder.dialects.emit import emit_into, find_func, mutated_inputs
 from thunder.dialects.lift import lift
 from thunder.dialects.mlir import ir
-from thunder.lowering.autograd import find_func
-from thunder.runtime.codegen import mutated_inputs
 
 # ops whose results are saved rather than recomputed: expensive, or random
 EXPENSIVE = {"matmul", "mm", "bmm", "linear", "scaled_dot_product_attention", "conv1d", "conv2d",
@@ -53,7 +51,7 @@ def choose_saved(forward_ctx, needed):
         g.add_edge(src, (r.name, "in"))
         g.add_edge((r.name, "in"), (r.name, "out"), capacity=INPUT_COST)
     for bsym in forward_ctx.symbols:
-        ins = [r for r in _flat(bsym.args.values()) if isinstance(r, Ref)]
+        ins = bsym.tensor_args()
         for o in bsym.outputs:
             refs[o.name] = o
             g.add_edge((o.name, "in"), (o.name, "out"), capacity=nbytes(o) or 1)
@@ -66,14 +64,6 @@ def choose_saved(forward_ctx, needed):
     _, (reachable, _) = nx.minimum_cut(g, src, sink)
     saved = [refs[n] for n in refs if (n, "in") in reachable and (n, "out") not in reachable]
     return saved
-
-
-def _flat(values):
-    for v in values:
-        if isinstance(v, tuple):
-            yield from v
-        else:
-            yield v
 
 
 def remat_module(module_op):
@@ -112,9 +102,7 @@ def remat_module(module_op):
     for bsym in reversed(fwd.ctx.symbols):
         if any(o.name in need for o in bsym.outputs):
             recompute.append(bsym)
-            for r in _flat(bsym.args.values()):
-                if isinstance(r, Ref) and r.name not in saved_names:
-                    need.add(r.name)
+            need.update(r.name for r in bsym.tensor_args() if r.name not in saved_names)
     recompute.reverse()
 
     new_bwd = TraceCtx()

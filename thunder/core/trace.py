@@ -24,6 +24,15 @@ class BoundSymbol:
     outputs: list  # Refs, flat
     location: tuple | None  # (filename, lineno) of the user's source line
 
+    def tensor_args(self):
+        """The Refs the call reads, tensor lists flattened, in parameter order."""
+        refs = []
+        for v in self.args.values():
+            for x in v if isinstance(v, tuple) else (v,):
+                if isinstance(x, Ref):
+                    refs.append(x)
+        return refs
+
 
 class TraceCtx:
     def __init__(self, prefix="t"):

@@ -4,7 +4,7 @@ accumulation and retain_graph behave as in eager."""
 import torch
 
 from thunder.dialects.mlir import ir
-from thunder.lowering.autograd import find_func
+from thunder.dialects.emit import find_func
 from thunder.runtime.codegen import compile_source, python_source
 
 
@@ -83,10 +83,8 @@ def _reaches(module):
     deps = {r.name: {i} for i, r in enumerate(fwd.ctx.inputs)}
     for bsym in fwd.ctx.symbols:
         srcs = set()
-        for v in bsym.args.values():
-            for x in v if isinstance(v, tuple) else (v,):
-                if hasattr(x, "name") and x.name in deps:
-                    srcs |= deps[x.name]
+        for r in bsym.tensor_args():
+            srcs |= deps.get(r.name, set())
         for o in bsym.outputs:
             deps[o.name] = srcs
     reaches = [set() for _ in fwd.ctx.inputs]

@@ -3,6 +3,7 @@ import torch
 
 from thunder.dialects import attrs
 from thunder.dialects.definitions import decode_op
+from thunder.dialects.emit import find_func, loc_file_line, loc_names, mutated_inputs
 from thunder.dialects.mlir import ir
 from thunder.ops.execute import NAMESPACE, call_args
 
@@ -40,20 +41,10 @@ class Name:
         self.name = name
 
 
-def _loc_names(loc):
-    try:
-        return ir.NameLoc(loc).name_str.split(",")
-    except (ValueError, TypeError):
-        return None
-
-
-def _loc_line(loc):
-    try:
-        child = ir.NameLoc(loc).child_loc
-        f = ir.FileLineColLoc(child)
-        return f"{f.filename}:{f.start_line}"
-    except (ValueError, TypeError, AttributeError):
-        return None
+def _source_line(loc):
+    """file:line for the comment of a traced op (named locations only: parsed files have none)."""
+    where = loc_file_line(loc) if loc_names(loc) else None
+    return f"{where[0]}:{where[1]}" if where else None
 
 
 class _Namer:
@@ -83,12 +74,14 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
     """Python source of func @fn_name. output_spec, when given, rebuilds the user's output
     structure from the flat results (see thunder.runtime.structure)."""
     with module.context:
-        f = _find_func(module, fn_name)
+        f = find_func(module.operation, fn_name)
+        if f is None:
+            raise KeyError(f"no func @{fn_name} in the module")
         block = f.regions[0].blocks[0]
         namer = _Namer()
         callees = _fusion_callees(module)
         namer.used.update(callees)  # fusion_N names the kernel in the program's namespace
-        params = [namer.assign(a, (_loc_names(a.location) or [None])[0]) for a in block.arguments]
+        params = [namer.assign(a, (loc_names(a.location) or [None])[0]) for a in block.arguments]
         lines = []
         if header:
             lines += [f"# {h}" for h in header.splitlines()]
@@ -117,7 +110,7 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
             op, values = decode_op(operation.operation, lambda v: Name(namer.names[v]))
             args, kwargs = call_args(op, values)
             call = ", ".join([py_repr(a) for a in args] + [f"{k}={py_repr(v)}" for k, v in kwargs.items()])
-            wanted = _loc_names(operation.location) or []
+            wanted = loc_names(operation.location)
             outs = [namer.assign(r, wanted[i] if i < len(wanted) else None)
                     for i, r in enumerate(operation.results)]
             if op.returns_sequence:
@@ -128,7 +121,7 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
             if comments:
                 types = ", ".join(_describe(r.type) for r in operation.results)
                 line += f"  # {types}"
-                src = _loc_line(operation.location)
+                src = _source_line(operation.location)
                 if src:
                     line += f" ({src})"
             lines.append(line)
@@ -163,7 +156,7 @@ def _fusion_call(operation, namer, callees, constants, comments):
         text = region_text(f).replace(f"@{callee}(", "@fusion(", 1)
         constants[callee] = compile_region(text, "fusion")
     args = ", ".join(namer.names[v] for v in operation.operands)
-    wanted = _loc_names(operation.location) or []
+    wanted = loc_names(operation.location)
     outs = [namer.assign(r, wanted[i] if i < len(wanted) else None) for i, r in enumerate(operation.results)]
     line = f"  {', '.join(outs)}{',' if len(outs) == 1 else ''} = {callee}({args})"
     if comments:
@@ -171,13 +164,6 @@ def _fusion_call(operation, namer, callees, constants, comments):
                 if o.operation.name not in ("arith.constant", "func.return"))
         line += f"  # {', '.join(_describe(r.type) for r in operation.results)} ({executor}: {n} ops)"
     return line
-
-
-def mutated_inputs(func_op):
-    """Input indices whose new values are the func's last results (thunder.mutated_inputs)."""
-    if "thunder.mutated_inputs" not in func_op.attributes:
-        return []
-    return list(ir.DenseI64ArrayAttr(func_op.attributes["thunder.mutated_inputs"]))
 
 
 def _describe(t):
@@ -191,13 +177,6 @@ def _return_expr(flat, output_spec, constants):
     from thunder.runtime.structure import rebuild_source
 
     return rebuild_source(output_spec, flat, constants)
-
-
-def _find_func(module, fn_name):
-    for op in module.body.operations:
-        if op.operation.name == "func.func" and ir.StringAttr(op.attributes["sym_name"]).value == fn_name:
-            return op
-    raise KeyError(f"no func @{fn_name} in the module")
 
 
 def compile_source(source, fn_name="computation", filename="<thunder>", constants=None):
