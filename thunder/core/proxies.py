@@ -29,7 +29,7 @@ def _where():
 class TensorProxy:
     """Stands for a tensor: it knows shape, dtype, device and requires_grad, not values."""
 
-    __slots__ = ("name", "shape", "dtype", "device", "requires_grad", "is_view", "has_views", "is_input",
+    __slots__ = ("name", "shape", "dtype", "device", "requires_grad", "is_view", "is_input",
                  "input_name", "base", "recipe", "views")
 
     def __init__(self, shape, dtype, device, requires_grad=False, name=None):
@@ -38,8 +38,7 @@ class TensorProxy:
         self.device = device if isinstance(device, torch.device) else torch.device(device)
         self.requires_grad = requires_grad
         self.name = name if name is not None else tracing.new_name()
-        self.is_view = False
-        self.has_views = False
+        self.is_view = False  # set by a meta function whose result aliases its input (record_op links them)
         self.is_input = False
         self.input_name = None  # for inputs: the name of the input it was created for
         self.base = None  # for views: the proxy this one is a view of
@@ -248,7 +247,7 @@ def assign(proxy, value):
 def _same_memory_unview(op):
     def rule(base, value, index, **args):
         if value.shape == base.shape and value.dtype == base.dtype:
-            return value  # the view is the same tensor (detach, a no-op to())
+            return value  # the view is the same tensor (detach, contiguous, a no-op to())
         raise NotImplementedError(f"thunder: an in-place update of the result of {op.torch_name}{_where()} "
                                   "cannot reach its base yet. Workaround: use out-of-place ops.")
     return rule

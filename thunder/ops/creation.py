@@ -143,7 +143,6 @@ def _converted(input, dtype, device=None, copy=False):
     if not copy and out.dtype == input.dtype and out.device == input.device:
         # eager returns the input itself: in-place updates of either show in the other
         out.is_view = True
-        input.has_views = True
     return out
 
 

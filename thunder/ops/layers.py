@@ -22,28 +22,18 @@ from thunder.core.proxies import TensorProxy
 from thunder.ops import prims
 from thunder.ops.decomp_utils import expand_to, opmath_dtype, to_dtype
 from thunder.ops.meta_utils import is_tensor
-from thunder.ops.registry import Bool, Dims, Float, Int, Ints, OpDef, Tensor, ltorch
+from thunder.ops.registry import Bool, Dims, Float, Int, Ints, Tensor, ltorch
 
 # --------------------------------------------------------------------------------------------
 # Binding: normalize int-or-tuple parameters before the kinds are checked
 
 
 def _normalizing(normalize):
-    """Decorator for an op: calls bind torch's way, then `normalize(values)` rewrites the bound
-    values (raising torch's errors for bad ones) before OpDef.bind checks them against the kinds."""
+    """Decorator for an op: `normalize(values)` rewrites its bound values (int-or-tuple arguments
+    as tuples, raising torch's errors for bad ones) before they are checked against the kinds."""
 
     def wrap(op):
-        def bind(args, kwargs):
-            try:
-                bound = op.signature.bind(*args, **kwargs)
-            except TypeError as e:
-                raise TypeError(f"{op.torch_name}(): {e}") from None
-            bound.apply_defaults()
-            values = dict(bound.arguments)
-            normalize(values)
-            return OpDef.bind(op, (), values)
-
-        op.bind = bind
+        op.normalize = normalize
         return op
 
     return wrap

@@ -150,6 +150,7 @@ class OpDef:
     is_view: bool = False  # the result shares memory with the input in eager (in-place safety)
     differentiable: bool = True  # False: results never carry gradient (only inputs' metadata is read)
     effects: bool = False  # writes memory (copy_ into an input): not Pure
+    normalize: Callable | None = None  # normalize(values): rewrites bound arguments (int -> tuple, ...)
     doc: str = ""
     signature: inspect.Signature = field(default=None, repr=False)
 
@@ -185,6 +186,8 @@ class OpDef:
             raise TypeError(f"{self.torch_name}(): {e}") from None
         bound.apply_defaults()
         values = dict(bound.arguments)
+        if self.normalize is not None:
+            self.normalize(values)  # raises torch's errors for bad values
         for p in self.params:
             v = values[p.name]
             if isinstance(v, list) and p.kind.base_name in ("Ints", "Dims", "Tensors"):

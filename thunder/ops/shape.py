@@ -719,10 +719,6 @@ def _(g, out, input, key, value):
     return {"input": setitem(g, key, 0.0 if g.dtype.is_floating_point else 0), "value": gv}
 
 
-def _identity_unview(base, value, out_index, **args):
-    return value if value.dtype is base.dtype else value.to(base.dtype)
-
-
 def _reshape_unview(base, value, out_index, **args):
     return reshape(value, tuple(base.shape))
 
@@ -756,7 +752,6 @@ for _op in (reshape, view, reshape_as, view_as, flatten, unflatten, squeeze, uns
     _op.unview(_reshape_unview)
 for _op in (expand, broadcast_to, expand_as):
     _op.unview(_expand_unview)
-contiguous.unview(_identity_unview)
 permute.unview(lambda base, value, out_index, dims: permute(value, _inverse(dims)))
 transpose.unview(lambda base, value, out_index, dim0, dim1: transpose(value, dim0, dim1))
 t.unview(lambda base, value, out_index: t(value))

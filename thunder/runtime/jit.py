@@ -175,8 +175,7 @@ def _describe_inputs(args, kwargs):
         specs = [structure.flatten_inputs(a, "x", tensors, proxies, strict=False)[0] for a in args]
         kspecs = [(k, structure.flatten_inputs(v, "x", tensors, proxies, strict=False)[0])
                   for k, v in kwargs.items()]
-    meta = [(tuple(t.shape), t.dtype, t.device, t.requires_grad) for t in tensors]
-    return specs, kspecs, meta
+    return specs, kspecs, [_meta(t) for t in tensors]
 
 
 def _meta(t):
