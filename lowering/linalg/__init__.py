@@ -11,6 +11,8 @@ Kernels are cached by (region text, name, options); each kernel compiles one var
 combination of input strides it is called with (static strided layouts let LLVM vectorize),
 or a single variant with dynamic strides when specialize_strides=False.
 """
+import time
+
 import torch
 
 from thunder.dialects.mlir import ir
@@ -19,6 +21,9 @@ from thunder.lowering.linalg.runtime import CompiledFunction, torch_dtype
 from thunder.lowering.linalg.to_linalg import UnsupportedOp, signature, supported, to_linalg  # noqa: F401
 
 _CACHE = {}
+# (kernel name, seconds, how) for every variant compiled in this process, how being "compiled"
+# or "disk" (loaded from the disk cache); benchmarks read it to report compile time per region
+COMPILE_LOG = []
 
 
 def _text(func_op_text_or_module):
@@ -45,11 +50,13 @@ class Kernel:
     def _variant(self, key):
         fn = self.variants.get(key)
         if fn is None:
+            t0 = time.perf_counter()
             ctx = ir.Context()
             with ctx, ir.Location.unknown():
                 module = ir.Module.parse(self.linalg_text(key))
                 lower_to_llvm(module, self.loops)
             fn = self.variants[key] = CompiledFunction(module, self.name, self.opt_level)
+            COMPILE_LOG.append((self.name, time.perf_counter() - t0, "compiled"))
         return fn
 
     def __call__(self, *args):
