@@ -1,5 +1,5 @@
 """linalg on tensors -> LLVM dialect: the pass pipeline (upstream passes, textual)."""
-from thunder.dialects.mlir import passmanager
+from thunder.dialects.mlir import ir, linalg, passmanager
 
 # math ops without an LLVM intrinsic are rewritten in terms of exp/log/... by math-expand-ops
 # (tanh -> exp based formula); what is left without an intrinsic (erf, atan2) becomes a libm
@@ -9,8 +9,10 @@ EXPAND_MATH = "tanh,sinh,cosh,asinh,acosh,atanh,fpowi,ctlz,exp2"
 TENSOR_PIPELINE = [
     "linalg-fuse-elementwise-ops",  # producers (broadcasts included) fold into consumers
     "canonicalize",
-    "cse",
+    # before cse: cse would merge equal tensor.empty + linalg.fill inits of two reductions, and
+    # empty-tensor elimination would then let both write one output buffer
     "eliminate-empty-tensors",  # the last op writes straight into the torch-allocated output
+    "cse",
     "empty-tensor-to-alloc-tensor",
     "one-shot-bufferize{bufferize-function-boundaries}",
     "canonicalize",
@@ -27,7 +29,24 @@ LOOPS = {
                       "canonicalize"],
 }
 
+# f16/bf16 (torch's opmath: computed in f32, rounded to nearest even once per op):
+# - math ops on them are extended to f32 (extf, the f32 op, truncf), so no f16/bf16 libm call;
+# - bf16 arith ops are emulated in f32 the same way (then keep_roundings), and all bf16
+#   extf/truncf are expanded into integer ops by arith-expand (a shift; round to nearest even,
+#   nan -> 0x7fc0, as c10::BFloat16). Otherwise LLVM lowers the truncation with vcvtneps2bf16
+#   where AVX512-BF16 exists, which flushes denormals to zero, or with a call to __truncsfbf2,
+#   which the JIT cannot resolve (libgcc is not among the process's global symbols); the
+#   integer form vectorizes everywhere.
+# - f16 stays half in LLVM: per-op promotion to float (the same roundings as torch), F16C's
+#   vcvtph2ps/vcvtps2ph for the conversions on x86 (a host without F16C would need libgcc's
+#   __extendhfsf2/__truncsfhf2, which the JIT does not find either).
+LOW_FLOATS = [
+    "func.func(math-extend-to-supported-types{target-type=f32})",
+    "func.func(arith-emulate-unsupported-floats{source-types=bf16 target-type=f32})",
+]
+
 LLVM_PIPELINE = [
+    "func.func(arith-expand{include-bf16=true})",
     f"math-expand-ops{{ops={EXPAND_MATH}}}",
     "convert-math-to-funcs",
     "lower-affine",
@@ -50,17 +69,56 @@ LLVM_PIPELINE = [
 
 
 def pipeline(loops="loops") -> str:
-    return "builtin.module(" + ",".join(TENSOR_PIPELINE + LOOPS[loops] + LLVM_PIPELINE) + ")"
+    """The passes lower_to_llvm runs (it also runs copies_to_linalg after the tensor passes and
+    keep_roundings after LOW_FLOATS)."""
+    passes = TENSOR_PIPELINE + LOOPS[loops] + LOW_FLOATS + LLVM_PIPELINE
+    return "builtin.module(" + ",".join(passes) + ")"
+
+
+def copies_to_linalg(module):
+    """memref.copy -> linalg.copy (a loop nest). Bufferization copies between buffers whose
+    layouts are strided (a tile of an input into a tile of an output) lower to a call of the
+    MLIR runtime's `memrefCopy`, which is not in the process."""
+    copies = []
+
+    def visit(op):
+        if op.name == "memref.copy":
+            copies.append(op)
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    for op in copies:
+        with ir.InsertionPoint(op), op.location:
+            linalg.copy(op.operands[0], outs=[op.operands[1]])
+        op.erase()
+
+
+def keep_roundings(module):
+    """Drop the `contract` flag that arith-emulate-unsupported-floats puts on the extf/truncf
+    it wraps each emulated op in: with it, folding (arith-expand's, canonicalize's) removes a
+    truncf -> extf pair between two ops, so `a * b + c` on bf16 would round once instead of
+    after each op as torch does."""
+    none = ir.Attribute.parse("#arith.fastmath<none>")
+
+    def visit(op):
+        if op.name in ("arith.extf", "arith.truncf") and "fastmath" in op.attributes:
+            op.attributes["fastmath"] = none
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
 
 
 def lower_to_llvm(module, loops="loops", dump=None):
     """Run the pipeline on module in place. dump: a callable getting (stage, text) for debugging."""
     with module.context:
-        if dump is None:
-            passmanager.PassManager.parse(pipeline(loops)).run(module.operation)
-            return module
-        stages = [("tensor", TENSOR_PIPELINE), ("loops", LOOPS[loops]), ("llvm", LLVM_PIPELINE)]
+        stages = [("tensor", TENSOR_PIPELINE), ("loops", LOOPS[loops]), ("low-floats", LOW_FLOATS),
+                  ("llvm", LLVM_PIPELINE)]
         for stage, passes in stages:
             passmanager.PassManager.parse("builtin.module(" + ",".join(passes) + ")").run(module.operation)
-            dump(stage, str(module))
+            if stage == "tensor":
+                copies_to_linalg(module)
+            if stage == "low-floats":
+                keep_roundings(module)
+            if dump is not None:
+                dump(stage, str(module))
     return module

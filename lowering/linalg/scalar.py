@@ -48,22 +48,56 @@ def float_literal(value: float, t: str) -> str:
         return "0x%08X" % struct.unpack("<I", struct.pack("<f", value))[0]
     if t == "f16":
         return "0x%04X" % struct.unpack("<H", struct.pack("<e", value))[0]
+    if t == "bf16":  # the upper half of the f32 bits (inf and nan are exact there)
+        return "0x%04X" % (struct.unpack("<I", struct.pack("<f", value))[0] >> 16)
     raise UnsupportedOp(f"non-finite constant of type {t}")
+
+
+_MAX_FINITE = {"f16": 65504.0, "bf16": 3.3895313892515355e38, "f32": 3.4028234663852886e38}
+_HALF_ULP_OF_MAX = {"f16": 16.0, "bf16": 2.0 ** 119, "f32": 2.0 ** 103}
+
+
+def _rounded(value: float, t: str) -> float:
+    """A finite value past float type t's range as t rounds it (the largest finite value, or an
+    infinity), as torch's cast of a Python float to the tensor's dtype does (MLIR rejects such
+    literals)."""
+    top = _MAX_FINITE.get(t)
+    if top is None or not _pymath.isfinite(value) or abs(value) <= top:
+        return value
+    if abs(value) < top + _HALF_ULP_OF_MAX[t]:
+        return _pymath.copysign(top, value)
+    return _pymath.copysign(float("inf"), value)
+
+
+def wrap_int(value: int, width: int) -> int:
+    """value in a signed integer type of this width, wrapping as torch's casts of Python ints do
+    (an int32 tensor + 2**40 adds 0, int8 > 300 compares with 44)."""
+    value &= (1 << width) - 1
+    return value - (1 << width) if value >> (width - 1) else value
 
 
 def literal(value, t: str) -> str:
     if is_float(t):
-        return float_literal(float(value), t)
+        return float_literal(_rounded(float(value), t), t)
     if t == "i1":
         return "1" if value else "0"
-    return str(int(value))
+    return str(wrap_int(int(value), int_width(t)))
 
 
 # ---- scalar conversions inside a body
 def convert_scalar(b, v, src, dst):
-    """Emit (through body builder b) the conversion of scalar v from type src to dst."""
+    """Emit (through body builder b) the conversion of scalar v from type src to dst.
+
+    f16/bf16 convert through f32 as torch does (c10::Half/BFloat16 are built from and read as
+    float): f64 -> f32 -> f16 and i64 -> f32 -> bf16 round twice, like torch; f16 <-> bf16
+    and f16/bf16 -> ints go through an exact extf to f32."""
     if src == dst:
         return v
+    low = ("f16", "bf16")
+    if src in low and dst != "f32":
+        return convert_scalar(b, b.op(f"arith.extf {v} : {src} to f32"), "f32", dst)
+    if dst in low and src != "f32":
+        return b.op(f"arith.truncf {convert_scalar(b, v, src, 'f32')} : f32 to {dst}")
     if is_float(src) and is_float(dst):
         op = "arith.extf" if _bits(dst) > _bits(src) else "arith.truncf"
         return b.op(f"{op} {v} : {src} to {dst}")
@@ -89,6 +123,7 @@ class Body:
 
     def __init__(self, approx=False):
         self.lines, self.n, self.approx = [], 0, approx
+        self.values = {}  # ssa name -> the number a constant holds (pow specializes on it)
 
     def op(self, text):
         name = f"%s{self.n}"
@@ -97,7 +132,9 @@ class Body:
         return name
 
     def const(self, value, t):
-        return self.op(f"arith.constant {literal(value, t)} : {t}")
+        name = self.op(f"arith.constant {literal(value, t)} : {t}")
+        self.values[name] = value
+        return name
 
 
 # ---- scalar semantics of the elementwise prims: fn(body, [values], compute type) -> value
@@ -153,18 +190,75 @@ def _reciprocal(b, xs, t):
 def _div(b, xs, t):
     if is_float(t):
         return b.op(f"arith.divf {xs[0]}, {xs[1]} : {t}")
-    return b.op(f"arith.divsi {xs[0]}, {xs[1]} : {t}")  # torch: rounding_mode="trunc"
+    if t == "i1":
+        raise UnsupportedOp("div on i1")
+    # torch: rounding_mode="trunc". A division by 0 (torch raises ZeroDivisionError) or of the
+    # minimum by -1 would trap (SIGFPE) and kill the process: such lanes divide by 1 instead and
+    # give 0 and the wrapped -x. thunder-fuse does not claim integer divisions by tensors.
+    zero, one, mone = b.const(0, t), b.const(1, t), b.const(-1, t)
+    is_zero = b.op(f"arith.cmpi eq, {xs[1]}, {zero} : {t}")
+    is_mone = b.op(f"arith.cmpi eq, {xs[1]}, {mone} : {t}")
+    bad = b.op(f"arith.ori {is_zero}, {is_mone} : i1")
+    d = b.op(f"arith.select {bad}, {one}, {xs[1]} : {t}")
+    q = b.op(f"arith.divsi {xs[0]}, {d} : {t}")
+    neg = b.op(f"arith.subi {zero}, {xs[0]} : {t}")
+    q = b.op(f"arith.select {is_mone}, {neg}, {q} : {t}")
+    return b.op(f"arith.select {is_zero}, {zero}, {q} : {t}")
+
+
+# float exponents with an exact cheap form (torch's pow special-cases the same ones); other
+# exponents are libm calls, which fuse.py keeps out of regions
+POW_SPECIAL = (0.5, -0.5, 1.0, -1.0, 2.0, 3.0, -2.0)
 
 
 def _pow(b, xs, t):
+    e = b.values.get(xs[1])
+    if is_float(t) and e in POW_SPECIAL:
+        x = xs[0]
+        if abs(e) == 0.5:
+            r = b.op(f"math.sqrt {x} : {t}")
+        elif abs(e) == 1.0:
+            r = x
+        elif abs(e) == 2.0:
+            r = b.op(f"arith.mulf {x}, {x} : {t}")
+        else:
+            r = b.op(f"arith.mulf {x}, {x} : {t}")
+            r = b.op(f"arith.mulf {r}, {x} : {t}")
+        if e < 0:
+            one = b.const(1.0, t)
+            r = b.op(f"arith.divf {one}, {r} : {t}")
+        return r
     if is_float(t):
         return b.op(f"math.powf {xs[0]}, {xs[1]} : {t}")
-    return b.op(f"math.ipowi {xs[0]}, {xs[1]} : {t}")
+    if t == "i1":
+        raise UnsupportedOp("pow on i1")
+    # torch's integer pow: wrapping square-and-multiply for exponents >= 0; for negative ones
+    # 1 ** e = 1, (-1) ** e = +-1, anything else 0 (math.ipowi's lowering divides by 0 for 0 ** -1)
+    x, e = xs
+    zero, one, mone = b.const(0, t), b.const(1, t), b.const(-1, t)
+    neg = b.op(f"arith.cmpi slt, {e}, {zero} : {t}")
+    e0 = b.op(f"arith.select {neg}, {zero}, {e} : {t}")
+    p = b.op(f"math.ipowi {x}, {e0} : {t}")
+    odd = b.op(f"arith.andi {e}, {one} : {t}")
+    is_odd = b.op(f"arith.cmpi ne, {odd}, {zero} : {t}")
+    m = b.op(f"arith.select {is_odd}, {mone}, {one} : {t}")
+    x_one = b.op(f"arith.cmpi eq, {x}, {one} : {t}")
+    x_mone = b.op(f"arith.cmpi eq, {x}, {mone} : {t}")
+    r = b.op(f"arith.select {x_mone}, {m}, {zero} : {t}")
+    r = b.op(f"arith.select {x_one}, {one}, {r} : {t}")
+    return b.op(f"arith.select {neg}, {r}, {p} : {t}")
 
 
 def _sign(b, xs, t):
-    if not is_float(t):
-        raise UnsupportedOp(f"sign on {t}")
+    if t == "i1":
+        return xs[0]
+    if not is_float(t):  # (x > 0) - (x < 0)
+        zero = b.const(0, t)
+        gt = b.op(f"arith.cmpi sgt, {xs[0]}, {zero} : {t}")
+        lt = b.op(f"arith.cmpi slt, {xs[0]}, {zero} : {t}")
+        gt = b.op(f"arith.extui {gt} : i1 to {t}")
+        lt = b.op(f"arith.extui {lt} : i1 to {t}")
+        return b.op(f"arith.subi {gt}, {lt} : {t}")
     zero, one, mone = b.const(0.0, t), b.const(1.0, t), b.const(-1.0, t)
     gt = b.op(f"arith.cmpf ogt, {xs[0]}, {zero} : {t}")
     lt = b.op(f"arith.cmpf olt, {xs[0]}, {zero} : {t}")
