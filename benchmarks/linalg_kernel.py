@@ -18,7 +18,7 @@ def bias_gelu(x, b):
 
 
 def region_of(fn, *args):
-    jf = thunder.jit(fn, transforms=["thunder-decompose"])
+    jf = thunder.jit(fn, transforms=["thunder-decompose"], executors=["torch"])
     jf(*args)
     return str(thunder.last_traces(jf)[-2].to_mlir())
 

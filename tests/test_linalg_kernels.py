@@ -9,7 +9,7 @@ from thunder.lowering.linalg import UnsupportedOp, compile_region, supported, to
 
 def region(fn, *args):
     """The decomposed (thunder prims) func of fn's trace, as MLIR text."""
-    jf = thunder.jit(fn, transforms=["thunder-decompose"])
+    jf = thunder.jit(fn, transforms=["thunder-decompose"], executors=["torch"])
     jf(*args)
     return str(thunder.last_traces(jf)[-2].to_mlir())
 
@@ -238,9 +238,56 @@ def test_affine_loops_variant():
 def test_module_object_and_default_name():
     f = lambda a, b: torch.tanh(a * b + 1)  # noqa: E731
     a, b = torch.randn(3, 4), torch.randn(3, 4)
-    jf = thunder.jit(f, transforms=["thunder-decompose"])
+    jf = thunder.jit(f, transforms=["thunder-decompose"], executors=["torch"])
     jf(a, b)
     module = thunder.last_traces(jf)[-2].module()  # an ir.Module in the thunder context
     k = compile_region(module)
     assert k.name == "computation"
     torch.testing.assert_close(k(a, b)[0], f(a, b))
+
+
+def test_tiling_of_rows():
+    from thunder.lowering.linalg import lower_region
+
+    x, r, w = torch.randn(64, 32), torch.randn(64, 32), torch.randn(32)
+    ln = region(lambda x, r, w: torch.nn.functional.layer_norm(x + r, (32,), w), x, r, w)
+    low = lower_region(ln, "computation", [(32, 1), (32, 1), (1,)])
+    # rows of x and r are sliced, the weight is read whole; the row count is not in the kernel
+    assert (low.rows, low.axes) == (64, [0, 0, None])
+    assert "memref<?x32xf32, strided<[32, 1]>>" in low.text and "64" not in low.text.split("{")[0]
+    # a sum over dim 0 is tiled along the columns it keeps
+    low = lower_region(region(lambda x: (x * 2).sum(0), x), "computation", [(32, 1)])
+    assert (low.rows, low.axes) == (32, [1])
+    # a full reduction has no rows to tile
+    assert lower_region(region(lambda x: x.sum(), x), "computation", [(32, 1)]).rows is None
+
+
+def test_new_row_counts_do_not_recompile():
+    from thunder.lowering.linalg import COMPILE_LOG
+
+    fn = lambda x, b: torch.softmax(x + b, -1)  # noqa: E731
+    b = torch.randn(48)
+    run(fn, torch.randn(16, 48), b)
+    n = len(COMPILE_LOG)
+    for rows in (17, 64, 1000):
+        run(fn, torch.randn(rows, 48), b)
+    assert len(COMPILE_LOG) == n
+
+
+def test_rows_split_over_threads():
+    from thunder.lowering.linalg import PARALLEL_MIN_BYTES
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        x, b = torch.randn(512, 1024), torch.randn(1024)
+        assert x.numel() * 4 >= PARALLEL_MIN_BYTES
+        kernel, _ = run(bias_gelu, x, b)
+        fn, lowered = next(iter(kernel.variants.values()))
+        ranges = kernel.row_ranges(lowered)
+        assert len(ranges) == 2 and ranges[0][0] == 0 and ranges[-1][1] == 512
+        assert ranges[0][1] % lowered.tile_rows == 0
+        # non-contiguous rows (a slice with a step), threads too
+        run(bias_gelu, torch.randn(1024, 1024)[::2], b)
+    finally:
+        torch.set_num_threads(threads)

@@ -3,26 +3,35 @@
     kernel = compile_region(func_text_or_module, name)
     outs = kernel(*tensors)          # a tuple of new torch tensors, one per func result
 
-- to_linalg.py: thunder prims -> linalg on tensors (destination-passing func, text)
-- pipeline.py:  linalg -> LLVM dialect (upstream passes)
-- runtime.py:   ExecutionEngine + memref descriptors over torch storage (no copies)
+- scalar.py:     the scalar semantics of each prim (types, conversions, math; approx.py: polynomials)
+- to_linalg.py:  thunder prims -> linalg on tensors (destination-passing func, text); a region
+                 whose results share their first dim loops over tiles of rows of it, the row
+                 range being two more arguments, so the rows can be split over threads
+- pipeline.py:   linalg -> LLVM dialect (upstream passes)
+- runtime.py:    ExecutionEngine + memref descriptors over torch storage (no copies), threads
+- disk_cache.py: compiled kernels as shared libraries on disk, for the next process
 
 Kernels are cached by (region text, name, options); each kernel compiles one variant per
 combination of input strides it is called with (static strided layouts let LLVM vectorize),
-or a single variant with dynamic strides when specialize_strides=False.
+or a single variant with dynamic strides when specialize_strides=False. Compiled code is shared
+by linalg text, which names the func "kernel" and leaves the row count of a tiled region
+dynamic: regions that differ only in name or number of rows compile once.
 """
+import threading
 import time
 
 import torch
 
 from thunder.dialects.mlir import ir
+from thunder.lowering.linalg import disk_cache
 from thunder.lowering.linalg.pipeline import lower_to_llvm, pipeline  # noqa: F401
-from thunder.lowering.linalg.runtime import CompiledFunction, torch_dtype
-from thunder.lowering.linalg.to_linalg import UnsupportedOp, signature, supported, to_linalg  # noqa: F401
+from thunder.lowering.linalg.runtime import CallFrame, CompiledFunction, torch_dtype
+from thunder.lowering.linalg.to_linalg import (UnsupportedOp, lower_region, row_major_strides,  # noqa: F401
+                                               signature, supported, to_linalg)
 
 _CACHE = {}
-# (kernel name, seconds, how) for every variant compiled in this process, how being "compiled"
-# or "disk" (loaded from the disk cache); benchmarks read it to report compile time per region
+# (kernel name, seconds, how) for every kernel this process compiled ("compiled") or loaded from
+# the disk cache ("disk", disk_cache.py); benchmarks read it to report compile time per region
 COMPILE_LOG = []
 
 
@@ -33,6 +42,13 @@ def _text(func_op_text_or_module):
     return op.get_asm(print_generic_op_form=False, enable_debug_info=False)
 
 
+# compiled code by linalg text: the text names the func "kernel" and leaves a tiled region's row
+# count dynamic, so regions that differ only in name or in their number of rows share one compile
+_ENGINES = {}
+# a tiled kernel splits its rows over threads when its tensors hold at least this many bytes
+PARALLEL_MIN_BYTES = 1 << 19
+
+
 class Kernel:
     def __init__(self, text, name, loops="loops", specialize_strides=True, opt_level=3):
         self.text, self.name, self.loops = text, name, loops
@@ -40,43 +56,89 @@ class Kernel:
         self.name, ins, outs = signature(text, name)
         self.inputs = [(t.shape, torch_dtype(t.elt)) for t in ins]
         self.outputs = [(t.shape, torch_dtype(t.elt)) for t in outs]
+        self.bytes = sum(_numel(s) * d.itemsize for s, d in self.inputs + self.outputs)
         self.variants = {}
+        self.frames = {}  # thread id -> {input strides: CallFrame}
         if not specialize_strides:
             self._variant(None)  # compile now: errors show at compile_region
 
+    def lowered(self, input_strides=None):
+        # the affine super-vectorizer needs affine loop bounds: no tile loop (whose tiles have a
+        # dynamic size) in that variant
+        return lower_region(self.text, self.name, input_strides, tile=self.loops == "loops", out_name="kernel")
+
     def linalg_text(self, input_strides=None):
-        return to_linalg(self.text, self.name, input_strides)
+        return self.lowered(input_strides).text
 
     def _variant(self, key):
-        fn = self.variants.get(key)
-        if fn is None:
-            t0 = time.perf_counter()
-            ctx = ir.Context()
-            with ctx, ir.Location.unknown():
-                module = ir.Module.parse(self.linalg_text(key))
-                lower_to_llvm(module, self.loops)
-            fn = self.variants[key] = CompiledFunction(module, self.name, self.opt_level)
-            COMPILE_LOG.append((self.name, time.perf_counter() - t0, "compiled"))
-        return fn
+        v = self.variants.get(key)
+        if v is None:
+            lowered = self.lowered(key)
+            ekey = (lowered.text, self.loops, self.opt_level)
+            fn = _ENGINES.get(ekey)
+            if fn is None:
+                t0 = time.perf_counter()
+
+                def build():
+                    ctx = ir.Context()
+                    with ctx, ir.Location.unknown():
+                        module = ir.Module.parse(lowered.text)
+                        lower_to_llvm(module, self.loops)
+                    return CompiledFunction(module, "kernel", self.opt_level)
+
+                fn, how = disk_cache.compiled_function(lowered.text, "kernel", build, loops=self.loops,
+                                                       opt_level=self.opt_level)
+                _ENGINES[ekey] = fn
+                COMPILE_LOG.append((self.name, time.perf_counter() - t0, how))
+            v = self.variants[key] = (fn, lowered)
+        return v
+
+    def row_ranges(self, lowered):
+        """The row ranges of a tiled kernel's call, one per thread."""
+        rows, tile = lowered.rows, lowered.tile_rows
+        tiles = -(-rows // tile)
+        threads = min(torch.get_num_threads(), tiles) if self.bytes >= PARALLEL_MIN_BYTES else 1
+        bounds = [min(rows, (tiles * k // threads) * tile) for k in range(threads + 1)]
+        return [(lo, hi) for lo, hi in zip(bounds, bounds[1:]) if hi > lo] or [(0, 0)]
+
+    def _frame(self, strides):
+        """The CallFrame for inputs with these strides (per thread: frames hold pointers)."""
+        frames = self.frames.get(threading.get_ident())
+        if frames is None:
+            frames = self.frames[threading.get_ident()] = {}
+        frame = frames.get(strides)
+        if frame is None:
+            key = None
+            if self.specialize:  # a size-1 dim is never stepped along: its stride does not matter
+                key = tuple(tuple(0 if n == 1 else s for n, s in zip(shape, st))
+                            for (shape, _), st in zip(self.inputs, strides))
+            fn, lowered = self._variant(key)
+            shapes = [s for s, _ in self.inputs + self.outputs]
+            out_strides = [tuple(row_major_strides(s)) for s, _ in self.outputs]  # torch.empty's
+            ranges = None if lowered.rows is None else self.row_ranges(lowered)
+            frame = frames[strides] = CallFrame(fn, shapes, list(strides) + out_strides, ranges)
+        return frame
 
     def __call__(self, *args):
         if len(args) != len(self.inputs):
             raise TypeError(f"{self.name}: expected {len(self.inputs)} tensors, got {len(args)}")
-        key = [] if self.specialize else None
         for i, (a, (shape, dtype)) in enumerate(zip(args, self.inputs)):
             if not isinstance(a, torch.Tensor) or a.device.type != "cpu":
                 raise TypeError(f"{self.name}: input {i} must be a CPU tensor")
-            if tuple(a.shape) != shape or a.dtype != dtype:
+            if a.shape != shape or a.dtype != dtype:
                 raise TypeError(f"{self.name}: input {i} is {tuple(a.shape)} {a.dtype}, the region "
                                 f"was compiled for {shape} {dtype}")
-            if key is not None:
-                # a size-1 dim is never stepped along: its stride does not matter
-                key.append(tuple(0 if n == 1 else s for n, s in zip(a.shape, a.stride())))
-        fn = self._variant(tuple(key) if key is not None else None)
-        args = [a.resolve_conj().resolve_neg() if (a.is_conj() or a.is_neg()) else a for a in args]
+        frame = self._frame(tuple(a.stride() for a in args))
         outs = tuple(torch.empty(shape, dtype=dtype) for shape, dtype in self.outputs)
-        fn(list(args) + list(outs))
+        frame(args + outs)
         return outs
+
+
+def _numel(shape):
+    n = 1
+    for s in shape:
+        n *= s
+    return n
 
 
 def compile_region(func_op_text_or_module, name=None, *, loops="loops", specialize_strides=True,

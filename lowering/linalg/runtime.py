@@ -6,7 +6,9 @@ to a descriptor `{allocated, aligned, offset, sizes[rank], strides[rank]}`. We c
 the ExecutionEngine's packed wrapper (`void fn(void **args)`, args[i] pointing at the i-th
 argument, i.e. at a descriptor pointer).
 """
+import concurrent.futures
 import ctypes
+import os
 
 import torch
 
@@ -54,11 +56,58 @@ class CompiledFunction:
             raise RuntimeError(f"no _mlir_ciface_{name} in the compiled module")
         self.fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(addr)
 
+    def __call__(self, tensors, row_ranges=None):
+        """Run once on tensors (inputs, then outputs); row_ranges as in CallFrame."""
+        CallFrame(self, [tuple(x.shape) for x in tensors], [x.stride() for x in tensors], row_ranges)(tensors)
+
+
+class CallFrame:
+    """The ctypes arguments of one kernel for fixed sizes and strides: the memref descriptors
+    (sizes and strides written once) and the packed argument arrays. A call only writes the
+    tensors' data pointers. row_ranges: for a tiled kernel, the (lo, hi) row ranges to compute,
+    each on its own thread (ctypes releases the GIL during the call). Not shared between threads."""
+
+    def __init__(self, fn, shapes, strides, row_ranges=None):
+        self.fn = fn.fn
+        words, self.slots = [], []
+        for shape, st in zip(shapes, strides):
+            self.slots.append(len(words))
+            words += [0, 0, 0, *shape, *st]  # allocated, aligned, offset, sizes, strides
+        bounds = len(words)
+        for lo, hi in row_ranges or ():
+            words += [lo, hi]
+        self.words = (ctypes.c_int64 * max(1, len(words)))(*words)
+        base = ctypes.addressof(self.words)
+        n = len(shapes)
+        self.descs = (ctypes.c_void_p * max(1, n))(*[base + 8 * s for s in self.slots])
+        arg_ptrs = [ctypes.addressof(self.descs) + 8 * i for i in range(n)]
+        if row_ranges is None:
+            self.packed = [(ctypes.c_void_p * max(1, n))(*arg_ptrs)]
+        else:
+            self.packed = [(ctypes.c_void_p * (n + 2))(*arg_ptrs, base + 8 * (bounds + 2 * k),
+                                                       base + 8 * (bounds + 2 * k + 1))
+                           for k in range(len(row_ranges))]
+
     def __call__(self, tensors):
-        n = len(tensors)
-        descs = [descriptor(t) for t in tensors]
-        ptrs = (ctypes.c_void_p * n)(*[ctypes.addressof(d) for d in descs])
-        base = ctypes.addressof(ptrs)
-        size = ctypes.sizeof(ctypes.c_void_p)
-        packed = (ctypes.c_void_p * n)(*[base + i * size for i in range(n)])
-        self.fn(packed)
+        words = self.words
+        for s, x in zip(self.slots, tensors):
+            words[s] = words[s + 1] = x.data_ptr()  # already includes the storage offset
+        packed = self.packed
+        if len(packed) == 1:
+            self.fn(packed[0])
+            return
+        futures = [_pool().submit(self.fn, p) for p in packed[1:]]
+        self.fn(packed[0])
+        for f in futures:
+            f.result()
+
+
+_POOL = None
+
+
+def _pool():
+    global _POOL
+    if _POOL is None:
+        _POOL = concurrent.futures.ThreadPoolExecutor(max(1, (os.cpu_count() or 2) - 1),
+                                                      thread_name_prefix="thunder-kernel")
+    return _POOL

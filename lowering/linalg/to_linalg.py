@@ -11,16 +11,28 @@ the IRDL definitions; each prim is rewritten into text:
   map (`(d0, d1) -> (d1)`, `(d0, d1) -> (d0, 0)` for size-1 dims); elementwise fusion folds it
   into the consumer's indexing map;
 - `thunder.sum/amax/amin/prod`: `linalg.fill` of the identity, then a `linalg.generic` with
-  reduction iterators;
-- `thunder.reshape`: `tensor.collapse_shape` / `tensor.expand_shape` (through rank 1);
+  reduction iterators (f16/bf16 accumulate in f32);
+- `thunder.reshape`: `tensor.collapse_shape` / `tensor.expand_shape` (through rank 1), or in a
+  tile a gather through floordiv/mod maps;
 - `thunder.transpose`: a permuted input map.
 
-The generated func is destination-passing: inputs are tensors (with a
-`bufferization.buffer_layout` describing the torch strides they will be called with), outputs
-are extra `memref` arguments that the results are materialized into, and the func returns
-nothing. `llvm.emit_c_interface` gives it a `_mlir_ciface_<name>` entry.
+The generated func is destination-passing: outputs are extra `memref` arguments that the results
+are materialized into, and the func returns nothing. `llvm.emit_c_interface` gives it a
+`_mlir_ciface_<name>` entry.
+
+Tiling (`tiling`): when all results share their first dim and every op can be computed on a
+slice of rows of it (no op reduces over it or reshapes across it; operands without it, such as a
+broadcast weight, are read whole), the func takes memrefs whose tiled dim is dynamic plus a row
+range (lo, hi), and loops over tiles of `tile_rows` rows (inputs + outputs of a tile are about
+TILE_BYTES, so a tile's intermediates stay in cache): each tile is a `memref.subview` of the
+inputs, read as tensors, computed, and written into a subview of the outputs. Values read whole
+are computed once before the loop. A runtime can give each thread its own row range. Otherwise
+the func takes tensors (with a `bufferization.buffer_layout` describing the torch strides they
+will be called with) and computes the whole region at once.
 """
 from __future__ import annotations
+
+import math as _pymath
 
 from thunder.dialects.mlir import ir
 from thunder.lowering.linalg.scalar import (ELEMENTWISE, REDUCTIONS, Body, UnsupportedOp,  # noqa: F401
@@ -28,21 +40,32 @@ from thunder.lowering.linalg.scalar import (ELEMENTWISE, REDUCTIONS, Body, Unsup
                                             reduce_combine, reduction_identity, supported)
 
 
+def _dim(s):
+    return "?" if s is None else str(s)
+
+
 class TensorT:
-    """A ranked tensor type: static shape and element type name."""
+    """A ranked tensor type: shape (None: the dynamic size of a tile along the tiled axis) and
+    element type name."""
 
     def __init__(self, shape, elt):
-        self.shape, self.elt = tuple(int(s) for s in shape), elt
+        self.shape, self.elt = tuple(None if s is None else int(s) for s in shape), elt
 
     @property
     def rank(self):
         return len(self.shape)
 
+    def tile(self, axis):
+        """This type as a tile: dynamic along axis (None: unchanged)."""
+        if axis is None:
+            return self
+        return TensorT(self.shape[:axis] + (None,) + self.shape[axis + 1:], self.elt)
+
     def __str__(self):
-        return "tensor<" + "".join(f"{s}x" for s in self.shape) + self.elt + ">"
+        return "tensor<" + "".join(f"{_dim(s)}x" for s in self.shape) + self.elt + ">"
 
     def memref(self, layout=None):
-        s = "memref<" + "".join(f"{s}x" for s in self.shape) + self.elt
+        s = "memref<" + "".join(f"{_dim(s)}x" for s in self.shape) + self.elt
         return s + (f", {layout}>" if layout else ">")
 
 
@@ -100,7 +123,8 @@ class _Emitter:
 
     def empty(self, t: TensorT):
         e = self.fresh("e")
-        self.emit(f"{e} = tensor.empty() : {t}")
+        dyn = "%n" if None in t.shape else ""  # the tile's size along the tiled axis
+        self.emit(f"{e} = tensor.empty({dyn}) : {t}")
         return e
 
     def generic(self, out_t: TensorT, ins, body_fn, iterators=None, init=None, out_map=None):
@@ -233,33 +257,39 @@ def _lower_op(em, op, out_t: TensorT):
     if name in REDUCTIONS:
         ssa, t = operands[0]
         dims = sorted(d % max(t.rank, 1) for d in ir.DenseI64ArrayAttr(attrs["dims"]))
-        init = em.empty(out_t)
-        c = em.fresh("c")
-        em.emit(f"{c} = arith.constant {literal(reduction_identity(name, out_t.elt), out_t.elt)} : {out_t.elt}")
-        filled = em.fresh()
-        em.emit(f"{filled} = linalg.fill ins({c} : {out_t.elt}) outs({init} : {out_t}) -> {out_t}")
         if not dims:  # a copy
             return em.generic(out_t, [(ssa, t, [f"d{i}" for i in range(t.rank)])],
                               lambda b, xs, acc: convert_scalar(b, xs[0], t.elt, out_t.elt))
+        # f16/bf16 accumulate in f32, rounded once at the end (as torch's reductions)
+        acc_t = TensorT(out_t.shape, "f32") if out_t.elt in ("f16", "bf16") else out_t
+        init = em.empty(acc_t)
+        c = em.fresh("c")
+        em.emit(f"{c} = arith.constant {literal(reduction_identity(name, acc_t.elt), acc_t.elt)} : {acc_t.elt}")
+        filled = em.fresh()
+        em.emit(f"{filled} = linalg.fill ins({c} : {acc_t.elt}) outs({init} : {acc_t}) -> {acc_t}")
         iters = ["reduction" if i in dims else "parallel" for i in range(t.rank)]
         out_map = amap(t.rank, [f"d{i}" for i in range(t.rank) if i not in dims])
         combine = reduce_combine(name)
 
         def body(b, xs, acc):
-            x = convert_scalar(b, xs[0], t.elt, out_t.elt)
-            return combine(b, [x, acc], out_t.elt)
-        return em.generic(out_t, [(ssa, t, [f"d{i}" for i in range(t.rank)])], body,
-                          iterators=iters, init=filled, out_map=out_map)
+            x = convert_scalar(b, xs[0], t.elt, acc_t.elt)
+            return combine(b, [x, acc], acc_t.elt)
+        r = em.generic(acc_t, [(ssa, t, [f"d{i}" for i in range(t.rank)])], body,
+                       iterators=iters, init=filled, out_map=out_map)
+        if acc_t is out_t:
+            return r
+        return em.generic(out_t, [(r, acc_t, [f"d{i}" for i in range(out_t.rank)])],
+                          lambda b, xs, acc: convert_scalar(b, xs[0], "f32", out_t.elt))
     raise UnsupportedOp(f"no linalg lowering for {op.name}")
 
 
 def _reshape(em, ssa, t: TensorT, out_t: TensorT):
+    """Through rank 1 (collapse_shape/expand_shape), or for a tile, a gather."""
     if t.shape == out_t.shape:
         return ssa
-    n = 1
-    for s in t.shape:
-        n *= s
-    flat_t = TensorT((n,), t.elt)
+    if None in t.shape:
+        return _reshape_tile(em, ssa, t, out_t)
+    flat_t = TensorT((_pymath.prod(t.shape),), t.elt)
     # to rank 1
     if t.rank == 0:
         flat = em.fresh()
@@ -280,6 +310,29 @@ def _reshape(em, ssa, t: TensorT, out_t: TensorT):
         em.emit(f"{r} = tensor.expand_shape {flat} [[{', '.join(str(i) for i in range(out_t.rank))}]] "
                 f"output_shape [{', '.join(str(s) for s in out_t.shape)}] : {flat_t} into {out_t}")
     return r
+
+
+def _reshape_tile(em, ssa, t: TensorT, out_t: TensorT):
+    """A tile's reshape as a linalg.generic reading the input through floordiv/mod index maps:
+    both tiled axes (None) are preceded only by size-1 dims (see _operand_axes), so a tile row's
+    elements keep their order. (A collapse/expand of a strided tile would need a copy.)"""
+    d, e = out_t.shape.index(None), t.shape.index(None)
+    terms = []
+    for j in range(d + 1, out_t.rank):
+        step = _pymath.prod(out_t.shape[j + 1:])
+        terms.append(f"d{j}" if step == 1 else f"d{j} * {step}")
+    row = " + ".join(terms) or "0"
+    exprs = []
+    for m, size in enumerate(t.shape):
+        if m < e:
+            exprs.append("0")
+        elif m == e:
+            exprs.append(f"d{d}")
+        else:
+            step = _pymath.prod(t.shape[m + 1:])
+            x = f"({row})" if step == 1 else f"(({row}) floordiv {step})"
+            exprs.append(x if m == e + 1 else f"{x} mod {size}")
+    return em.generic(out_t, [(ssa, t, exprs)], lambda b, xs, acc: xs[0])
 
 
 def _constant(op):
@@ -330,50 +383,256 @@ def signature(text, name=None):
                 [tensor_t(t) for t in ftype.inputs], [tensor_t(t) for t in ftype.results])
 
 
-def to_linalg(text: str, name: str, input_strides=None, approx_math=True) -> str:
-    """Rewrite the region's func into a destination-passing linalg func @name (MLIR text).
+# ---- tiling: the region runs as a loop over tiles of rows of its outputs' first dim
+WHOLE = "whole"  # a value every tile reads in full (computed once, before the loop)
+TILE_BYTES = 64 * 1024  # inputs + outputs of one tile: about L2-sized, so a tile's values stay in cache
+
+
+def _static_shape(v):
+    return tuple(ir.RankedTensorType(v.type).shape)
+
+
+def _is_number(v):
+    return not isinstance(v.type, ir.ShapedType)
+
+
+def _operand_axes(op, a):
+    """[(operand, its tiled axis or WHOLE)] for the tensor operands of op when its result is
+    tiled along axis a (or read WHOLE); None if op cannot be computed tile by tile."""
+    name = op.name.removeprefix("thunder.")
+    tensors = [v for v in op.operands if not _is_number(v)]
+    if a == WHOLE:
+        return [(v, WHOLE) for v in tensors]
+    out = _static_shape(op.results[0])
+    if name in ELEMENTWISE:  # numpy-style broadcasting: an operand without the axis is read whole
+        axes = []
+        for v in tensors:
+            s = _static_shape(v)
+            e = a - (len(out) - len(s))
+            axes.append((v, e if e >= 0 and s[e] == out[a] else WHOLE))
+        return axes
+    x = tensors[0] if tensors else None
+    if name == "broadcast_in_dim":
+        bdims = list(ir.DenseI64ArrayAttr(op.attributes["broadcast_dims"]))
+        if a in bdims and _static_shape(x)[bdims.index(a)] == out[a]:
+            return [(x, bdims.index(a))]
+        return [(x, WHOLE)]
+    if name == "transpose":
+        return [(x, list(ir.DenseI64ArrayAttr(op.attributes["permutation"]))[a])]
+    if name == "reshape":  # a tile of rows stays a tile of rows when only size-1 dims lead
+        s = _static_shape(x)
+        if any(o != 1 for o in out[:a]):
+            return None
+        for e, size in enumerate(s):
+            if size != 1:
+                return [(x, e)] if size == out[a] else None
+        return None
+    if name in REDUCTIONS:
+        rank = len(_static_shape(x))
+        dims = {d % max(rank, 1) for d in ir.DenseI64ArrayAttr(op.attributes["dims"])}
+        return [(x, [i for i in range(rank) if i not in dims][a])]
+    if name == "full":
+        return []
+    return None
+
+
+def tiling(block):
+    """(rows, {value: axis or WHOLE}) when every region result can be computed tile by tile
+    along its first dim (all results have the same first dim, no op reduces over or reshapes
+    across it), else None."""
+    ops = [o.operation for o in block.operations]
+    results = list(ops[-1].operands)
+    rows, axes = None, {}
+
+    def need(v, a):
+        if _is_number(v):
+            return True
+        return axes.setdefault(v, a) == a
+
+    for r in results:
+        s = _static_shape(r)
+        if not s or (rows is not None and s[0] != rows):
+            return None
+        rows = s[0]
+        need(r, 0)
+    if rows is None or rows < 2:
+        return None
+    for op in reversed(ops[:-1]):
+        if op.name == "arith.constant":
+            continue
+        if op.results[0] not in axes:
+            return None
+        operand_axes = _operand_axes(op, axes[op.results[0]])
+        if operand_axes is None or not all(need(v, a) for v, a in operand_axes):
+            return None
+    return rows, axes
+
+
+def row_major_strides(shape):
+    strides, n = [], 1
+    for s in reversed(shape):
+        strides.append(n)
+        n *= s
+    return list(reversed(strides))
+
+
+def _subview(src, src_type, t: TensorT, axis, strides):
+    """memref.subview of one tile (rows %i .. %i + %n along axis) of src (of type src_type,
+    with these element strides, None entries dynamic); returns (op text, the tile's type)."""
+    offsets = ", ".join("%i" if d == axis else "0" for d in range(t.rank))
+    sizes = ", ".join("%n" if d == axis else str(s) for d, s in enumerate(t.shape))
+    ones = ", ".join("1" for _ in range(t.rank))
+    offset = "0" if strides[axis] == 0 else "?"  # an input expanded along the axis: every tile starts at 0
+    tile_type = t.tile(axis).memref("strided<[" + ", ".join(_dim(s) for s in strides) + f"], offset: {offset}>")
+    return f"memref.subview {src}[{offsets}] [{sizes}] [{ones}] : {src_type} to {tile_type}", tile_type
+
+
+class Lowered:
+    """A region as linalg text. Tiled (rows is not None): the func takes two more arguments,
+    the first and last row (lo, hi: index) of the outputs' first dim to compute, looping over
+    tiles of `tile_rows` rows; input i is sliced along axes[i] (None: read whole)."""
+
+    def __init__(self, text, rows=None, tile_rows=None, axes=None):
+        self.text, self.rows, self.tile_rows, self.axes = text, rows, tile_rows, axes
+
+
+def _elt_bytes(elt):
+    return 1 if elt == "i1" else max(1, int(elt.lstrip("fib") or 8) // 8)
+
+
+def lower_region(text: str, name: str, input_strides=None, approx_math=True, tile=True,
+                 out_name=None) -> Lowered:
+    """Rewrite the region's func into a destination-passing linalg func @out_name (default
+    name).
 
     input_strides: per input, the element strides it will be called with (a static layout),
-    or None for a fully dynamic strided layout. approx_math: f32 exp/tanh as polynomials
-    (approx.py) instead of libm calls."""
+    or None for a fully dynamic strided layout. approx_math: f32 exp/tanh/... as polynomials
+    (approx.py) instead of libm calls. tile: loop over tiles of rows when the region allows it
+    (`tiling`); the tiled axis has a dynamic size in the func's types, so the kernel does not
+    depend on the number of rows."""
     ctx, module = parse_region(text)
     with ctx:
         f = find_func(module, name)
         block = f.regions[0].blocks[0]
-        em = _Emitter(approx_math)
-        in_types = [tensor_t(a.type) for a in block.arguments]
-        params = []
-        for i, (a, t) in enumerate(zip(block.arguments, in_types)):
-            ssa = f"%arg{i}"
+        tiled = tiling(block) if tile else None
+        if tiled is None:
+            return Lowered(_untiled(block, out_name or name, input_strides, approx_math))
+        return _tiled(block, out_name or name, input_strides, approx_math, *tiled)
+
+
+def _lower_ops(em, block, out_type, lines_for):
+    results = None
+    for op in block.operations:
+        op = op.operation
+        if op.name == "arith.constant":
+            em.vals[op.results[0]] = _constant(op)
+        elif op.name == "func.return":
+            results = list(op.operands)
+        elif op.name.startswith("thunder."):
+            if len(op.results) != 1:
+                raise UnsupportedOp(f"{op.name} with {len(op.results)} results")
+            out_t = out_type(op.results[0])
+            em.lines = lines_for(op.results[0])
+            em.vals[op.results[0]] = (_lower_op(em, op, out_t), out_t)
+        else:
+            raise UnsupportedOp(f"no linalg lowering for {op.name}")
+    return results
+
+
+def _func(name, params, lines):
+    head = f"  func.func @{name}({', '.join(params)}) attributes {{llvm.emit_c_interface}} {{"
+    return "module {\n" + head + "\n" + "\n".join(lines) + "\n  }\n}\n"
+
+
+def _untiled(block, name, input_strides, approx_math):
+    em = _Emitter(approx_math)
+    params = []
+    for i, a in enumerate(block.arguments):
+        t = tensor_t(a.type)
+        ssa = f"%arg{i}"
+        em.vals[a] = (ssa, t)
+        strides = None if input_strides is None else input_strides[i]
+        attr = (f" {{bufferization.buffer_layout = {strided_layout(t.shape, strides)}}}"
+                if t.rank else "")
+        params.append(f"{ssa}: {t}{attr}")
+    lines = []
+    results = _lower_ops(em, block, lambda v: tensor_t(v.type), lambda v: lines)
+    em.lines = lines
+    for j, r in enumerate(results):
+        o = em.vals[r]
+        if o[0] == "const":
+            raise UnsupportedOp("a number as a region result")
+        ssa, t = o
+        params.append(f"%out{j}: {t.memref()}")
+        em.emit(f"bufferization.materialize_in_destination {ssa} in restrict writable %out{j} "
+                f": ({t}, {t.memref()}) -> ()")
+    em.emit("return")
+    return _func(name, params, lines)
+
+
+def _tiled(block, name, input_strides, approx_math, rows, axes):
+    em = _Emitter(approx_math)
+    pre, loop, slices = [], [], []
+    params = []
+    row_bytes = 0
+    input_axes = []
+    for i, a in enumerate(block.arguments):
+        t = tensor_t(a.type)
+        axis = axes.get(a, WHOLE)
+        axis = None if axis == WHOLE else axis
+        input_axes.append(axis)
+        strides = None if input_strides is None else list(input_strides[i])
+        arg_t = t.tile(axis)
+        layout = strided_layout(t.shape, strides) if t.rank else None
+        params.append(f"%arg{i}: {arg_t.memref(layout)}")
+        ssa = f"%a{i}"
+        if axis is None:
+            pre.append(f"    {ssa} = bufferization.to_tensor %arg{i} restrict : {arg_t.memref(layout)} to {t}")
             em.vals[a] = (ssa, t)
-            strides = None if input_strides is None else input_strides[i]
-            attr = (f" {{bufferization.buffer_layout = {strided_layout(t.shape, strides)}}}"
-                    if t.rank else "")
-            params.append(f"{ssa}: {t}{attr}")
-        results = None
-        for op in block.operations:
-            op = op.operation
-            if op.name == "arith.constant":
-                em.vals[op.results[0]] = _constant(op)
-            elif op.name == "func.return":
-                results = list(op.operands)
-            elif op.name.startswith("thunder."):
-                if len(op.results) != 1:
-                    raise UnsupportedOp(f"{op.name} with {len(op.results)} results")
-                out_t = tensor_t(op.results[0].type)
-                em.vals[op.results[0]] = (_lower_op(em, op, out_t), out_t)
-            else:
-                raise UnsupportedOp(f"no linalg lowering for {op.name}")
-        out_types = []
-        for j, r in enumerate(results):
-            o = em.vals[r]
-            if o[0] == "const":
-                raise UnsupportedOp("a number as a region result")
-            ssa, t = o
-            out_types.append(t)
-            params.append(f"%out{j}: {t.memref()}")
-            em.emit(f"bufferization.materialize_in_destination {ssa} in restrict writable %out{j} "
-                    f": ({t}, {t.memref()}) -> ()")
-        em.emit("return")
-        head = f"  func.func @{name}({', '.join(params)}) attributes {{llvm.emit_c_interface}} {{"
-        return "module {\n" + head + "\n" + "\n".join(em.lines) + "\n  }\n}\n"
+        else:
+            view, view_t = _subview(f"%arg{i}", arg_t.memref(layout), t, axis, strides or [None] * t.rank)
+            slices.append(f"      %sv{i} = {view}")
+            slices.append(f"      {ssa} = bufferization.to_tensor %sv{i} restrict : {view_t} to {arg_t}")
+            em.vals[a] = (ssa, arg_t)
+            row_bytes += _elt_bytes(t.elt) * _pymath.prod(t.shape) // rows
+
+    def out_type(v):
+        axis = axes[v]
+        return tensor_t(v.type).tile(None if axis == WHOLE else axis)
+
+    results = _lower_ops(em, block, out_type, lambda v: pre if axes[v] == WHOLE else loop)
+    stores = []
+    for j, r in enumerate(results):
+        o = em.vals[r]
+        if o[0] == "const":
+            raise UnsupportedOp("a number as a region result")
+        ssa, tile_t = o
+        if isinstance(r.owner, ir.Block):  # an input returned as is: copy it with a loop nest
+            em.lines = loop                  # (a memref.copy of strided tiles is a runtime call)
+            init, copied = em.empty(tile_t), em.fresh()
+            em.emit(f"{copied} = linalg.copy ins({ssa} : {tile_t}) outs({init} : {tile_t}) -> {tile_t}")
+            ssa = copied
+        full_t = tensor_t(r.type)
+        params.append(f"%out{j}: {full_t.tile(0).memref()}")
+        # torch allocates outputs contiguous: row-major strides, independent of the row count
+        view, view_t = _subview(f"%out{j}", full_t.tile(0).memref(), full_t, 0, row_major_strides(full_t.shape))
+        stores.append(f"      %ov{j} = {view}")
+        stores.append(f"      bufferization.materialize_in_destination {ssa} in restrict writable %ov{j} "
+                      f": ({tile_t}, {view_t}) -> ()")
+        row_bytes += _elt_bytes(full_t.elt) * _pymath.prod(full_t.shape) // rows
+    params += ["%lo: index", "%hi: index"]
+    tile_rows = max(1, TILE_BYTES // max(row_bytes, 1))
+    lines = [f"    %T = arith.constant {tile_rows} : index"] + pre
+    lines.append("    scf.for %i = %lo to %hi step %T {")
+    lines.append("      %rem = arith.subi %hi, %i : index")
+    lines.append("      %n = arith.minsi %rem, %T : index")
+    lines += slices
+    lines += ["  " + line for line in loop]
+    lines += stores
+    lines += ["    }", "    return"]
+    return Lowered(_func(name, params, lines), rows, tile_rows, input_axes)
+
+
+def to_linalg(text: str, name: str, input_strides=None, approx_math=True, tile=True) -> str:
+    """lower_region's text."""
+    return lower_region(text, name, input_strides, approx_math, tile).text

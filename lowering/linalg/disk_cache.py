@@ -1,0 +1,258 @@
+"""A disk cache of compiled kernels, so that a second Python process does not compile again.
+
+An entry is a shared library: after the ExecutionEngine has JIT-compiled a kernel, its object
+code is dumped (`ExecutionEngine.dump_to_object_file`), linked by the system linker
+(`ld -shared`, binutils) and stored as `<dir>/<sha256 of the key>.so`. Another process
+`dlopen`s it (ctypes) and calls the same packed entry `_mlir__mlir_ciface_<name>` that
+`ExecutionEngine.raw_lookup("_mlir_ciface_<name>")` returns: no MLIR parsing, no pass pipeline,
+no LLVM codegen. The JIT emits large-code-model objects with absolute relocations, so the
+library has text relocations (fine for glibc's loader; a system that forbids them only makes
+loads fail, which falls back to compiling). The library is linked with -z defs against
+libc/libm/libgcc_s (malloc/free, libm calls, compiler-rt helpers): a kernel calling anything else
+is not stored. Linking and storing add ~5-15 ms to a compile of ~50-120 ms; a load takes ~0.1 ms.
+
+The key hashes: the region's linalg text (with the func name and the input strides), the name,
+the pass pipeline, the opt level, the MLIR bindings (torch-mlir version, the ExecutionEngine
+extension's size and mtime), the CPU (machine, model name, flags: LLVM compiles for the host
+CPU's features) and FORMAT below (bump it when the stored format or the calling convention
+changes). Each file ends with a trailer (magic + sha256 of the library) that is checked before
+loading; a corrupt or unloadable entry is ignored, compiled again and replaced.
+
+Directory: $THUNDER_KERNEL_CACHE if set ("", "0", "off", "false", "no": no disk cache), else
+${XDG_CACHE_HOME:-~/.cache}/thunder-mlir/kernels. Writes go to a temporary file renamed into
+place (os.replace), so concurrent processes are safe. Storing is skipped silently when the
+directory is not writable, no linker is found or the platform is not Linux; the kernel is then
+just compiled as without the cache. Entries are never evicted: delete the directory to clear it.
+"""
+import ctypes
+import functools
+import hashlib
+import importlib.metadata
+import logging
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+
+FORMAT = "thunder-mlir-kernel-1"
+_MAGIC = b"THKCACHE"
+_TRAILER = len(_MAGIC) + 32
+_OFF = {"", "0", "off", "false", "no", "none"}
+
+log = logging.getLogger(__name__)
+
+# counters for tests and benchmarks: loads from disk, compiles, stores, entries rejected
+stats = {"disk": 0, "compiled": 0, "stored": 0, "rejected": 0}
+_store_broken = False  # a verified entry failed to load here: stop storing in this process
+
+
+def cache_dir():
+    """The cache directory, or None when the disk cache is disabled."""
+    env = os.environ.get("THUNDER_KERNEL_CACHE")
+    if env is not None:
+        return None if env.strip().lower() in _OFF else os.path.abspath(os.path.expanduser(env))
+    if not sys.platform.startswith("linux"):
+        return None
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "thunder-mlir", "kernels")
+
+
+@functools.lru_cache(maxsize=None)
+def _cpu():
+    fields = {}
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                k, _, v = line.partition(":")
+                k = k.strip()
+                if k in ("model name", "flags", "Features", "CPU part") and k not in fields:
+                    fields[k] = " ".join(v.split())
+    except OSError:
+        pass
+    return "|".join([platform.machine()] + [f"{k}={v}" for k, v in sorted(fields.items())])
+
+
+@functools.lru_cache(maxsize=None)
+def _compiler():
+    parts = []
+    for dist in ("torch-mlir", "mlir", "mlir-python-bindings"):
+        try:
+            parts.append(f"{dist}={importlib.metadata.version(dist)}")
+            break
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    try:  # a rebuilt wheel with the same version number still gets new keys
+        from thunder.dialects.mlir import ExecutionEngine
+        st = os.stat(sys.modules[ExecutionEngine.__module__].__file__)
+        parts.append(f"{st.st_size}:{st.st_mtime_ns}")
+    except Exception:
+        pass
+    return " ".join(parts)
+
+
+def key(key_text, name, loops="loops", opt_level=3):
+    """The hex digest naming the entry of a kernel."""
+    from thunder.lowering.linalg.pipeline import pipeline
+    h = hashlib.sha256()
+    for part in (FORMAT, key_text, name, pipeline(loops), str(opt_level), _compiler(), _cpu()):
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+@functools.lru_cache(maxsize=None)
+def _linker():
+    """(argv prefix, prefix of linker flags) of the system linker, or None."""
+    if not sys.platform.startswith("linux"):
+        return None
+    # -Bsymbolic: the kernel's own symbols bind inside the library (never to a same-named
+    # symbol elsewhere in the process); -z notext: text relocations are expected, no warning
+    ld = shutil.which("ld")
+    if ld:
+        return [ld], ""
+    for cc in ("cc", "gcc", "clang"):  # the compiler driver passing flags on to its linker
+        path = shutil.which(cc)
+        if path:
+            return [path, "-nostdlib"], "-Wl,"
+    return None
+
+
+def _link_command(link, obj, so, extra):
+    argv, wl = link
+    flags = ["-Bsymbolic", "-z", "notext"] + extra
+    return argv + ["-shared", "-o", so, obj] + [wl + f for f in flags]
+
+
+# what the kernels may call (malloc/free, libm, compiler-rt helpers), by soname (no -dev
+# packages needed); with -z defs any other undefined symbol fails the link, so an entry that
+# could not load is never stored. Without these libraries (another layout), link without the
+# check: symbols then resolve against the process at load time, as in the JIT.
+_LINK_LIBS = (
+    ["-z", "defs", "--as-needed", "-l:libm.so.6", "-l:libc.so.6", "-l:libgcc_s.so.1"],
+    [],
+)
+
+
+def _read_verified(path):
+    """The library bytes of a cache file if its trailer matches, else None."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    if len(data) <= _TRAILER or data[-_TRAILER:-32] != _MAGIC:
+        return None
+    lib = data[:-_TRAILER]
+    return lib if hashlib.sha256(lib).digest() == data[-32:] else None
+
+
+def _load(path, name):
+    """(library, address of the packed entry) of a cache file, or None (missing or bad)."""
+    global _store_broken
+    if not os.path.exists(path):
+        return None
+    if _read_verified(path) is None:
+        log.debug("kernel cache: corrupt entry %s", path)
+        stats["rejected"] += 1
+        return None
+    try:
+        lib = ctypes.CDLL(path)  # RTLD_NOW: an unresolvable symbol fails here, not in a call
+        addr = ctypes.cast(getattr(lib, "_mlir__mlir_ciface_" + name), ctypes.c_void_p).value
+    except (OSError, AttributeError) as e:
+        log.debug("kernel cache: cannot load %s: %s", path, e)
+        stats["rejected"] += 1
+        _store_broken = True  # a verified library that does not load: a loader policy issue
+        return None
+    return (lib, addr) if addr else None
+
+
+def _store(directory, digest, engine):
+    """Dump, link and atomically write the entry; any failure just skips storing."""
+    link = _linker()
+    if link is None or _store_broken:
+        return False
+    tmp = None
+    try:
+        os.makedirs(directory, exist_ok=True)
+        tmp = tempfile.mkdtemp(prefix=f".{digest[:16]}-", dir=directory)
+        obj, so = os.path.join(tmp, "k.o"), os.path.join(tmp, "k.so")
+        engine.dump_to_object_file(obj)
+        if not os.path.exists(obj):
+            return False
+        for extra in _LINK_LIBS:
+            r = subprocess.run(_link_command(link, obj, so, extra), capture_output=True, timeout=60)
+            if r.returncode == 0:
+                break
+            if b"cannot find" not in r.stderr:  # e.g. an undefined symbol: do not store
+                break
+        if r.returncode != 0:
+            log.debug("kernel cache: link failed: %s", r.stderr.decode(errors="replace"))
+            return False
+        with open(so, "rb") as f:
+            lib = f.read()
+        with open(so, "ab") as f:
+            f.write(_MAGIC + hashlib.sha256(lib).digest())
+        os.replace(so, os.path.join(directory, digest + ".so"))
+        stats["stored"] += 1
+        return True
+    except Exception as e:  # never let storing break compiling
+        log.debug("kernel cache: not stored: %s", e)
+        return False
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def load_or_compile(key_text, name, build, *, loops="loops", opt_level=3):
+    """(keepalive, address, how) for the kernel `name` whose linalg text is key_text.
+
+    address: the packed entry `void f(void **args)` (what ExecutionEngine.raw_lookup(
+    "_mlir_ciface_" + name) returns); keepalive owns the code (keep it as long as the address is
+    used). how: "disk" (loaded from the cache: build was not called) or "compiled" (keepalive
+    is what build() returned, an object with .engine, stored to the cache when possible).
+    loops and opt_level must be those build uses: they are part of the key."""
+    directory = cache_dir()
+    digest = None
+    if directory is not None:
+        try:
+            digest = key(key_text, name, loops, opt_level)
+            hit = _load(os.path.join(directory, digest + ".so"), name)
+        except Exception as e:  # never let the cache break compiling
+            log.debug("kernel cache: lookup failed: %s", e)
+            hit = None
+        if hit is not None:
+            stats["disk"] += 1
+            return hit[0], hit[1], "disk"
+    compiled = build()
+    addr = compiled.engine.raw_lookup("_mlir_ciface_" + name)
+    stats["compiled"] += 1
+    if digest is not None:
+        _store(directory, digest, compiled.engine)
+    return compiled, addr, "compiled"
+
+
+@functools.lru_cache(maxsize=None)
+def _loaded_function_type():
+    from thunder.lowering.linalg.runtime import CompiledFunction
+
+    class LoadedFunction(CompiledFunction):
+        """A kernel loaded from the disk cache; called like a CompiledFunction (inherits
+        __call__, which only uses self.fn, the packed entry)."""
+
+        def __init__(self, lib, addr, name):
+            self.lib, self.name = lib, name  # ctypes never unloads a library
+            self.engine = self.module = None
+            self.fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(addr)
+
+    return LoadedFunction
+
+
+def compiled_function(key_text, name, build, *, loops="loops", opt_level=3):
+    """(callable on a list of tensors (inputs then outputs), how): build()'s CompiledFunction
+    when compiled, a CompiledFunction subclass over the loaded library when from disk."""
+    keep, addr, how = load_or_compile(key_text, name, build, loops=loops, opt_level=opt_level)
+    if how == "compiled":
+        return keep, how
+    return _loaded_function_type()(keep, addr, name), how

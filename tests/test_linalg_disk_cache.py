@@ -1,0 +1,200 @@
+"""The disk cache of compiled kernels (thunder.lowering.linalg.disk_cache): a second process
+loads a kernel instead of compiling it; disabling, corrupt entries, unwritable directories."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import thunder
+from thunder.dialects.mlir import ir
+from thunder.lowering.linalg import disk_cache, lower_to_llvm, to_linalg
+from thunder.lowering.linalg.runtime import CompiledFunction
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux") or disk_cache._linker() is None,
+                                reason="the disk cache needs Linux and a linker (binutils ld)")
+
+
+def fn(x, b):
+    return torch.softmax(x + b, -1)
+
+
+def make_inputs():
+    g = torch.Generator().manual_seed(0)
+    return torch.randn(8, 100, generator=g), torch.randn(100, generator=g)
+
+
+def linalg_text():
+    """The linalg func @computation of fn's region, for contiguous inputs (not tiled)."""
+    jf = thunder.jit(fn, transforms=["thunder-decompose"], executors=["torch"])
+    jf(*make_inputs())
+    text = str(thunder.last_traces(jf)[-2].to_mlir())
+    return to_linalg(text, "computation", [(100, 1), (1,)], tile=False)
+
+
+def builder(text, name="computation", calls=None):
+    """build() for load_or_compile, as Kernel._variant compiles; counts calls in calls."""
+    def build():
+        if calls is not None:
+            calls.append(1)
+        ctx = ir.Context()
+        with ctx, ir.Location.unknown():
+            module = ir.Module.parse(text)
+            lower_to_llvm(module)
+        return CompiledFunction(module, name)
+    return build
+
+
+def check(fn_):
+    x, b = make_inputs()
+    out = torch.empty(8, 100)
+    fn_([x, b, out])
+    torch.testing.assert_close(out, fn(x, b))
+
+
+@pytest.fixture
+def text():
+    return linalg_text()
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    d = tmp_path / "kernels"
+    monkeypatch.setenv("THUNDER_KERNEL_CACHE", str(d))
+    return d
+
+
+def entries(d):
+    return sorted(p.name for p in d.iterdir()) if d.exists() else []
+
+
+SECOND_PROCESS = r"""
+import json, sys
+from thunder.lowering.linalg import disk_cache
+sys.path.insert(0, sys.argv[2])
+import test_linalg_disk_cache as t
+
+def build():
+    raise AssertionError("compiled again")
+
+text = open(sys.argv[1]).read()
+f, how = disk_cache.compiled_function(text, "computation", build)
+t.check(f)
+print(json.dumps({"how": how, "stats": disk_cache.stats}))
+"""
+
+
+def test_second_process_loads_from_disk(text, cache, tmp_path):
+    calls = []
+    keep, addr, how = disk_cache.load_or_compile(text, "computation", builder(text, calls=calls))
+    assert how == "compiled" and calls == [1] and isinstance(keep, CompiledFunction)
+    assert addr == keep.engine.raw_lookup("_mlir_ciface_computation")
+    check(keep)
+    (entry,) = entries(cache)  # one library, no temporary files left
+    assert entry == disk_cache.key(text, "computation") + ".so"
+
+    src = tmp_path / "kernel.mlir"
+    src.write_text(text)
+    env = dict(os.environ, THUNDER_KERNEL_CACHE=str(cache))
+    r = subprocess.run([sys.executable, "-c", SECOND_PROCESS, str(src), os.path.dirname(__file__)],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout.strip().splitlines()[-1])
+    assert res["how"] == "disk" and res["stats"]["compiled"] == 0 and res["stats"]["disk"] == 1
+
+    # in this process too, a new lookup loads the library (build is not called)
+    keep2, addr2, how2 = disk_cache.load_or_compile(text, "computation", builder(text, calls=calls))
+    assert how2 == "disk" and calls == [1] and addr2
+    f, how3 = disk_cache.compiled_function(text, "computation", builder(text, calls=calls))
+    assert how3 == "disk" and calls == [1]
+    check(f)
+
+
+@pytest.mark.parametrize("value", ["0", "off", "OFF", ""])
+def test_disabled_stores_nothing(text, tmp_path, monkeypatch, value):
+    monkeypatch.setenv("THUNDER_KERNEL_CACHE", value)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # the default directory would be here
+    assert disk_cache.cache_dir() is None
+    calls = []
+    for _ in range(2):
+        f, how = disk_cache.compiled_function(text, "computation", builder(text, calls=calls))
+        assert how == "compiled"
+    assert calls == [1, 1]
+    check(f)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_default_directory(monkeypatch, tmp_path):
+    monkeypatch.delenv("THUNDER_KERNEL_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert disk_cache.cache_dir() == os.path.join(str(tmp_path), "thunder-mlir", "kernels")
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    assert disk_cache.cache_dir() == os.path.expanduser("~/.cache/thunder-mlir/kernels")
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "flipped byte", "empty"])
+def test_corrupt_entry_is_recompiled_and_replaced(text, cache, damage):
+    disk_cache.load_or_compile(text, "computation", builder(text))
+    (entry,) = cache.iterdir()
+    data = entry.read_bytes()
+    bad = {"garbage": b"not a library" * 100, "truncated": data[: len(data) // 2],
+           "flipped byte": data[:100] + bytes([data[100] ^ 0xFF]) + data[101:], "empty": b""}[damage]
+    entry.write_bytes(bad)
+    rejected = disk_cache.stats["rejected"]
+    calls = []
+    f, how = disk_cache.compiled_function(text, "computation", builder(text, calls=calls))
+    assert how == "compiled" and calls == [1] and disk_cache.stats["rejected"] == rejected + 1
+    check(f)
+    assert disk_cache._read_verified(entry) is not None  # replaced by a good entry
+    f, how = disk_cache.compiled_function(text, "computation", builder(text, calls=calls))
+    assert how == "disk" and calls == [1]
+    check(f)
+
+
+def test_verified_but_unloadable_entry(text, cache, monkeypatch):
+    # an entry whose checksum is right but which dlopen refuses (as under a loader policy that
+    # forbids text relocations): compiled, and this process stops storing
+    import hashlib
+    monkeypatch.setattr(disk_cache, "_store_broken", False)
+    cache.mkdir()
+    body = b"\x7fELF but not really"
+    (cache / (disk_cache.key(text, "computation") + ".so")).write_bytes(
+        body + disk_cache._MAGIC + hashlib.sha256(body).digest())
+    f, how = disk_cache.compiled_function(text, "computation", builder(text))
+    assert how == "compiled" and disk_cache._store_broken
+    check(f)
+
+
+def test_unwritable_directory_only_disables_storing(text, tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("a file where the directory should be")
+    monkeypatch.setenv("THUNDER_KERNEL_CACHE", str(blocker / "kernels"))
+    stored = disk_cache.stats["stored"]
+    f, how = disk_cache.compiled_function(text, "computation", builder(text))
+    assert how == "compiled" and disk_cache.stats["stored"] == stored
+    check(f)
+
+
+def test_key_covers_options_and_text(text):
+    k = disk_cache.key(text, "computation")
+    assert k == disk_cache.key(text, "computation")
+    assert len({k, disk_cache.key(text, "computation", opt_level=2),
+                disk_cache.key(text, "computation", loops="affine-vector"),
+                disk_cache.key(text + " ", "computation"), disk_cache.key(text, "other")}) == 5
+
+
+@pytest.mark.parametrize("driver", ["ld", "gcc"])
+def test_linkers(text, cache, monkeypatch, driver):
+    import shutil
+    path = shutil.which(driver)
+    if path is None:
+        pytest.skip(f"no {driver}")
+    link = ([path], "") if driver == "ld" else ([path, "-nostdlib"], "-Wl,")
+    monkeypatch.setattr(disk_cache, "_linker", lambda: link)
+    disk_cache.load_or_compile(text, "computation", builder(text))
+    assert len(entries(cache)) == 1
+    f, how = disk_cache.compiled_function(text, "computation", builder(text))
+    assert how == "disk"
+    check(f)
