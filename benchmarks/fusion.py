@@ -1,61 +1,187 @@
-"""thunder.jit(fn, transforms=["thunder-decompose", "thunder-fuse"]) against eager PyTorch and
-against thunder.jit without fusion, on bias + GELU (2M elements) and residual + layer_norm
-(4096x512), float32 on CPU. Prints only (timings vary by machine).
+"""thunder.jit (fusion on, its default on CPU) against eager PyTorch and torch.compile (inductor,
+default mode), float32 on CPU, in one process: elementwise/reduction cases and a GPT-style block
+(benchmarks/gpt_block.py) forward and training step. Checks thunder's results (and grads) against
+eager before timing; prints a markdown table and the geometric means of the speedups.
 
-    .venv/bin/python benchmarks/fusion.py [--threads N] [--reps 20]
+    .venv/bin/python benchmarks/fusion.py [CASE ...] [--threads 2] [--quick] [--warm-disk-cache]
+
+CASE: keep the cases whose name contains one of these strings (e.g. `gpt`). thunder's kernel disk
+cache (THUNDER_KERNEL_CACHE) and inductor's (TORCHINDUCTOR_CACHE_DIR) point at a fresh temporary
+directory, so both first-call times include compiling; --warm-disk-cache keeps the usual caches
+(which may hold kernels of earlier runs).
 """
 import argparse
+import atexit
+import math
+import os
+import shutil
+import sys
+import tempfile
 import time
+
+FRESH_CACHE = None if "--warm-disk-cache" in sys.argv else tempfile.mkdtemp(prefix="fusion-bench-cache-")
+if FRESH_CACHE:  # before torch and thunder are imported; removed at exit
+    atexit.register(shutil.rmtree, FRESH_CACHE, True)
+    os.environ["THUNDER_KERNEL_CACHE"] = os.path.join(FRESH_CACHE, "thunder")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(FRESH_CACHE, "inductor")
 
 import torch
 import torch.nn.functional as F
 
 import thunder
+from thunder.lowering.linalg import COMPILE_LOG
+from gpt_block import gpt_block, make_inputs
 from timing import best_seconds
 
-FUSE = ["thunder-decompose", "thunder-fuse"]
+GEN = torch.Generator().manual_seed(0)
 
 
-def bias_gelu(x, b):
-    return F.gelu(x + b)
+def randn(*shape):
+    return torch.randn(*shape, generator=GEN)
 
 
-def bias_gelu_tanh(x, b):
-    return F.gelu(x + b, approximate="tanh")
+def bias_gelu_residual(x, b, r):
+    return F.gelu(x + b, approximate="tanh") + r
 
 
 def residual_layer_norm(x, r, w, b):
-    return F.layer_norm(x + r, (x.shape[-1],), w, b)
+    return F.layer_norm(x + r, (512,), w, b)
 
 
-def case(name, fn, args, reps):
-    fused = thunder.jit(fn, transforms=FUSE)
+def scale_mask_softmax(x, mask):
+    return torch.softmax(x * 0.125 + mask, -1)
+
+
+def rms_norm(x, w):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w
+
+
+def swiglu(x, w1, w3):
+    return F.silu(x @ w1) * (x @ w3)
+
+
+def causal_mask(n):
+    return torch.full((n, n), float("-inf")).triu(1)
+
+
+def gpt_args():
+    return make_inputs(8, 128, 256) + [4]  # batch, seq, width; heads
+
+
+# name -> (fn, its inputs, training step?)
+CASES = {
+    "bias+gelu(tanh)+residual 2048x1024":
+        (bias_gelu_residual, lambda: [randn(2048, 1024), randn(1024), randn(2048, 1024)], False),
+    "residual+layer_norm 4096x512":
+        (residual_layer_norm, lambda: [randn(4096, 512), randn(4096, 512), randn(512), randn(512)], False),
+    "scale+mask+softmax 64x128x128": (scale_mask_softmax, lambda: [randn(64, 128, 128), causal_mask(128)], False),
+    "rmsnorm 4096x512": (rms_norm, lambda: [randn(4096, 512), randn(512)], False),
+    "swiglu 1024x512 -> 1376":
+        (swiglu, lambda: [randn(1024, 512), randn(512, 1376) * 0.05, randn(512, 1376) * 0.05], False),
+    "gpt block forward (no_grad)": (gpt_block, gpt_args, False),
+    "gpt block training step": (gpt_block, gpt_args, True),
+}
+
+
+def runner(fn, args, training):
+    """A no-argument call of fn: the forward under no_grad, or forward + backward of out.sum()
+    (grads reset to None). Returns the output and the grads."""
+    tensors = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
+
+    def run():
+        if not training:
+            with torch.no_grad():
+                return fn(*args), []
+        out = fn(*args)
+        out.sum().backward()
+        grads = [t.grad for t in tensors]
+        for t in tensors:
+            t.grad = None
+        return out, grads
+    return run
+
+
+def first_call(run):
     t0 = time.perf_counter()
-    out = fused(*args)  # trace, passes, codegen, kernel compilation
-    first = time.perf_counter() - t0
-    err = (out - fn(*args)).abs().max().item()
-    unfused = thunder.jit(fn, transforms=["thunder-decompose"])
-    t_e, t_f, t_u = (best_seconds(f, *args, number=reps) for f in (fn, fused, unfused))
-    n_fusions = str(thunder.last_traces(fused)[-1]).count("= fusion_")
-    print(f"{name}: {n_fusions} fusion(s), first call {first * 1e3:.0f} ms, max abs err {err:.1e}")
-    print(f"  eager            {t_e * 1e3:8.3f} ms")
-    print(f"  thunder (prims)  {t_u * 1e3:8.3f} ms")
-    print(f"  thunder-fuse     {t_f * 1e3:8.3f} ms   ({t_e / t_f:.2f}x eager)")
+    result = run()
+    return result, time.perf_counter() - t0
+
+
+def check(name, got, expected, training):
+    """thunder's output (and grads) against eager's, with torch's float32 tolerances (grads, sums
+    over the batch in another order: 1e-4); aborts the benchmark on a mismatch."""
+    try:
+        torch.testing.assert_close(got, expected, **(dict(rtol=1e-4, atol=1e-4) if training else {}))
+    except AssertionError as e:
+        sys.exit(f"\nABORT: thunder's result differs from eager's on {name!r}:\n{e}")
+
+
+def bench(name, quick):
+    """One row of the table: times in seconds, first calls, kernels compiled."""
+    fn, make, training = CASES[name]
+    args = make()
+    eager = runner(fn, args, training)
+    log_start = len(COMPILE_LOG)
+    jfn = thunder.jit(fn)
+    thunder_run = runner(jfn, args, training)
+    result, thunder_first = first_call(thunder_run)
+    check(name, result, eager(), training)
+    kernels = COMPILE_LOG[log_start:]
+    torch._dynamo.reset()  # torch.compile's first call compiles from scratch in every case
+    compiled_run = runner(torch.compile(fn), args, training)
+    _, compile_first = first_call(compiled_run)
+    reps = dict(number=2, repeat=1, warmup=1) if quick else {}
+    times = [best_seconds(r, **reps) for r in (eager, compiled_run, thunder_run)]
+    return dict(times=times, thunder_first=thunder_first, kernels=kernels, compile_first=compile_first,
+                trace_compile=thunder.compile_stats(jfn).last_compile_time)
+
+
+def row(name, r):
+    t_eager, t_compile, t_thunder = r["times"]
+    n_disk = sum(how == "disk" for _, _, how in r["kernels"])
+    kernels = f"{len(r['kernels'])}, {sum(s for _, s, _ in r['kernels']):.2f} s"
+    kernels += f" ({n_disk} from disk)" if n_disk else ""
+    cells = [name, f"{t_eager * 1e3:.3f}", f"{t_compile * 1e3:.3f}", f"{t_thunder * 1e3:.3f}",
+             f"{t_eager / t_thunder:.2f}x", f"{t_compile / t_thunder:.2f}x",
+             f"{r['thunder_first']:.2f} (trace {r['trace_compile']:.2f})", kernels, f"{r['compile_first']:.2f}"]
+    return "| " + " | ".join(cells) + " |"
+
+
+def geomean(xs):
+    return math.exp(sum(map(math.log, xs)) / len(xs))
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--threads", type=int, default=None)
-    ap.add_argument("--reps", type=int, default=20)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("cases", nargs="*", help="substrings of case names to run (default: all)")
+    ap.add_argument("--threads", type=int, default=2, help="torch threads (default 2: this machine's cores)")
+    ap.add_argument("--quick", action="store_true", help="1 warm-up + 2 timed calls: only checks the script runs")
+    ap.add_argument("--warm-disk-cache", action="store_true", help="keep thunder's and inductor's disk caches")
     a = ap.parse_args()
-    if a.threads:
-        torch.set_num_threads(a.threads)
-    print(f"torch threads={torch.get_num_threads()} (the fused kernels run on one thread)")
-    x, b = torch.randn(2048, 1024), torch.randn(1024)
-    case("bias+gelu (erf) 2048x1024", bias_gelu, (x, b), a.reps)
-    case("bias+gelu (tanh) 2048x1024", bias_gelu_tanh, (x, b), a.reps)
-    x, r, w, b = torch.randn(4096, 512), torch.randn(4096, 512), torch.randn(512), torch.randn(512)
-    case("residual+layer_norm 4096x512", residual_layer_norm, (x, r, w, b), a.reps)
+    names = [n for n in CASES if not a.cases or any(c in n for c in a.cases)]
+    if not names:
+        sys.exit(f"no case matches {a.cases}; cases: {', '.join(CASES)}")
+    torch.set_num_threads(a.threads)
+    caches = f"fresh, empty ({FRESH_CACHE})" if FRESH_CACHE else "as they are (may be warm)"
+    print(f"float32, CPU, torch {torch.__version__}, torch.set_num_threads({a.threads}); thunder and inductor "
+          f"disk caches: {caches}" + (" -- QUICK: timings meaningless" if a.quick else ""))
+    results = {}
+    for name in names:
+        print(f"  {name} ...", file=sys.stderr, flush=True)
+        results[name] = bench(name, a.quick)
+    print()
+    print("| case | eager ms | torch.compile ms | thunder ms | thunder x eager | thunder vs inductor "
+          "| thunder first call s | kernels compiled (n, s) | torch.compile first call s |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for name, r in results.items():
+        print(row(name, r))
+    vs_eager = geomean([r["times"][0] / r["times"][2] for r in results.values()])
+    vs_inductor = geomean([r["times"][1] / r["times"][2] for r in results.values()])
+    print(f"\ngeometric mean over {len(results)} case(s): thunder {vs_eager:.2f}x eager, {vs_inductor:.2f}x inductor "
+          "(speedup = other's time / thunder's; > 1: thunder faster)")
+    print("thunder first call: the whole first call (trace compile in parentheses, then kernel compiles); kernels "
+          "compiled: COMPILE_LOG entries during it (kernels already compiled by an earlier case in this process are "
+          "reused, not counted)")
 
 
 if __name__ == "__main__":

@@ -1,37 +1,47 @@
-"""thunder-fuse: outline regions of thunder prims that the CPU linalg executor can run.
+"""thunder-fuse: outline regions of ops that the CPU linalg executor can run.
 
-Each func (not the fusion callees themselves) is partitioned into regions of connected ops that
-`lowering/linalg` claims (`to_linalg.supported`, CPU tensors of static shape and an element type
-the kernels handle). Regions grow greedily in program order: an op joins the regions of its
+An op is claimed when it is a thunder prim that `lowering/linalg` lowers (`to_linalg.supported`,
+CPU tensors of static shape and an element type the kernels handle), or an ltorch op whose
+decomposition consists of such prims only (found by decomposing a copy of it; cached per
+signature). Each func (not the fusion callees themselves) is partitioned into regions of
+connected claimed ops. Regions grow greedily in program order: an op joins the regions of its
 producers when the merge keeps the graph of regions acyclic (no path from the merged set back
-into itself through an op outside it), else it starts a region of its own. A region of at least
-two ops, or of one reduction, becomes
+into itself through an op outside it), else it starts a region of its own. Policy "auto" keeps
+the regions a cost model (`worth_fusing`) expects to be faster than torch's calls; "always"
+keeps every region. A kept region becomes
 
     func.func private @fusion_N(inputs) -> outputs attributes {thunder.executor = "linalg"}
 
-(its prims, with copies of the numbers they use) and, in the caller, `func.call @fusion_N`.
-The caller is rescheduled in a topological order that keeps program order where it can and the
-order of ops with side effects (random ops) as it was. Codegen binds `fusion_N` to
-`compile_region(<callee>, "fusion_N")`."""
+(its ops decomposed into prims, with copies of the numbers they use) and, in the caller,
+`func.call @fusion_N`. The caller is rescheduled in a topological order that keeps program order
+where it can and the order of ops with side effects (random ops) as it was. Codegen binds
+`fusion_N` to `compile_region(<callee>, "fusion_N")`."""
 import heapq
 import re
 
 from thunder.dialects.emit import loc_names
 from thunder.dialects.mlir import func, ir
+from thunder.lowering.decompose import decompose_module
+from thunder.lowering.linalg.scalar import POW_SPECIAL
 from thunder.lowering.linalg.to_linalg import supported, to_linalg
 from thunder.ops import registry
 
+POLICIES = ("auto", "always")
+# policy "auto"'s cost model, in seconds on this project's 2-core CPU machines: a torch op's
+# dispatch, a kernel call's fixed cost (memref descriptors, output allocation), memory traffic
+TORCH_OP_SECONDS = 1.5e-6
+KERNEL_CALL_SECONDS = 5e-6
+BYTES_PER_SECOND = 8e9
+
 EXECUTOR_ATTR = "thunder.executor"
 EXECUTOR = "linalg"
-ELEMENT_TYPES = {"f32", "f64", "i1", "i8", "i16", "i32", "i64"}
-EXPENSIVE = {"thunder.sum", "thunder.amax", "thunder.amin", "thunder.prod"}
-FILLS = EXPENSIVE | {"thunder.full"}  # lowered through linalg.fill
+ELEMENT_TYPES = {"f16", "bf16", "f32", "f64", "i1", "i8", "i16", "i32", "i64"}
 # prims whose lowering is a scalar libm call (no polynomial in linalg/approx.py): they stop
 # LLVM's loop vectorizer, and such a kernel is many times slower than torch's vectorized
-# (SLEEF) version, so they stay torch calls. exp and tanh have f32 polynomials only.
-LIBM_CALLS = {"thunder.erf", "thunder.sin", "thunder.cos", "thunder.log", "thunder.log1p", "thunder.expm1",
-              "thunder.atan2", "thunder.pow"}
-F32_ONLY = {"thunder.exp", "thunder.tanh"}
+# (SLEEF) version, so they stay torch calls. The others have polynomials for f32 (f16/bf16
+# compute in f32), not for f64.
+LIBM_CALLS = {"thunder.sin", "thunder.cos", "thunder.atan2", "thunder.pow"}
+NO_F64 = {"thunder.exp", "thunder.tanh", "thunder.erf", "thunder.log", "thunder.log1p", "thunder.expm1"}
 
 
 def is_fusion(func_op):
@@ -44,13 +54,24 @@ def _cpu_static(t):
             t = ir.RankedTensorType(t)
         except ValueError:
             return False
-    return t.encoding is None and t.has_static_shape and str(t.element_type) in ELEMENT_TYPES
+    # no empty tensors: nothing to compute (and a kernel call costs more than torch's no-op)
+    return t.encoding is None and t.has_static_shape and 0 not in t.shape and \
+        str(t.element_type) in ELEMENT_TYPES
 
 
 def _is_number(v):
     owner = v.owner
     return isinstance(owner, ir.OpView) and owner.operation.name == "arith.constant" and \
         not isinstance(v.type, ir.ShapedType)
+
+
+def _nonzero_number(v):
+    if not _is_number(v):
+        return False
+    try:
+        return ir.IntegerAttr(v.owner.attributes["value"]).value != 0
+    except ValueError:
+        return False
 
 
 def claimed(operation) -> bool:
@@ -60,13 +81,61 @@ def claimed(operation) -> bool:
         return False
     if len(operation.results) != 1 or not _cpu_static(operation.results[0].type):
         return False
-    elt = str(ir.RankedTensorType(operation.results[0].type).element_type)
-    if name in LIBM_CALLS or (name in F32_ONLY and elt != "f32"):
+    if not list(operation.results[0].uses):  # dead: a region of dead ops would have no outputs
         return False
+    elt = str(ir.RankedTensorType(operation.results[0].type).element_type)
+    is_int = elt.startswith("i")
+    if name == "thunder.pow" and (is_int or (_is_number(operation.operands[1]) and
+                                             _number(operation.operands[1]) in POW_SPECIAL)):
+        pass  # integer pow, x ** 2, x ** 0.5, ...: multiplications or a sqrt, no libm call
+    elif name in LIBM_CALLS or (name in NO_F64 and elt == "f64"):
+        return False
+    if name == "thunder.div" and is_int and not _nonzero_number(operation.operands[1]):
+        return False  # torch raises ZeroDivisionError for x / 0, which a kernel cannot
     for v in operation.operands:
         if not (_is_number(v) or _cpu_static(v.type)):
             return False
     return True
+
+
+_DECOMPOSES_TO_CLAIMED = {}  # ltorch op signature -> bool
+
+
+def claimable(operation) -> bool:
+    """claimed, or an ltorch op (no side effects, live CPU results of static shape) whose
+    decomposition is made of claimed prims."""
+    if operation.name.startswith("thunder."):
+        return claimed(operation)
+    op = registry.OPS.get(operation.name)
+    if op is None or op.dialect != "ltorch" or op.decomposition is None or op.random or op.effects:
+        return False
+    if not operation.results or not all(_cpu_static(r.type) and list(r.uses) for r in operation.results):
+        return False
+    if not all(_is_number(v) or _cpu_static(v.type) for v in operation.operands):
+        return False
+    key = (operation.name, str(operation.attributes),
+           tuple(str(v.owner.attributes["value"]) if _is_number(v) else str(v.type) for v in operation.operands))
+    if key not in _DECOMPOSES_TO_CLAIMED:
+        _DECOMPOSES_TO_CLAIMED[key] = _decomposes_to_claimed(operation)
+    return _DECOMPOSES_TO_CLAIMED[key]
+
+
+def _decomposes_to_claimed(operation):
+    scratch = ir.Module.create()
+    tensors = [v for v in operation.operands if not _is_number(v)]
+    numbers = [v for v in operation.operands if _is_number(v)]
+    f = _build_func(scratch.body, "scratch", [operation], tensors, numbers, list(operation.results))
+    try:
+        decompose_module(scratch.operation)
+    except Exception:  # a decomposition that does not take these types
+        return False
+    body = f.regions[0].blocks[0].operations
+    return all(o.operation.name in ("arith.constant", "func.return") or claimed(o.operation) for o in body)
+
+
+def _number(v):
+    attr = v.owner.attributes["value"]
+    return ir.FloatAttr(attr).value if isinstance(attr, ir.FloatAttr) else ir.IntegerAttr(attr).value
 
 
 def _pure(operation):
@@ -215,53 +284,18 @@ class _Graph:
         return order
 
 
-def _split_shared_reductions(graph, ops):
-    """Work around a miscompile in lowering/linalg: two ops that start from a `linalg.fill`
-    (reductions, full) with the same result type and fill value, both region results, share one
-    CSE'd fill, and empty-tensor elimination then lets the second overwrite the first's output
-    buffer. Of the fill-based region results with one result type, those after the first leave
-    the region (as regions of their own) when nothing in the region uses them; otherwise the
-    region is not fused."""
-    members = set(ops)
-    produced = {graph.ops[i].results[0]: i for i in ops}
-    outputs, used_inside = set(), set()
-    for i in ops:
-        for r in graph.ops[i].results:
-            for u in r.uses:
-                if _inside(u.owner, produced):
-                    used_inside.add(i)
-                else:
-                    outputs.add(i)
-    seen, removed = set(), []
-    for i in ops:
-        o = graph.ops[i]
-        if o.name not in FILLS or i not in outputs:
-            continue
-        sig = str(o.results[0].type)
-        if sig not in seen:
-            seen.add(sig)
-            continue
-        if i in used_inside:
-            return [[j] for j in ops]  # not fused (a single op becomes a region only if expensive)
-        removed.append(i)
-    if not removed:
-        return [ops]
-    members -= set(removed)
-    return [sorted(members)] + [[i] for i in removed]
-
-
-def _outline(module_block, graph, ops, name, where):
-    """Create func @name for the region's ops (program order); returns (callee, inputs, outputs)."""
-    members = [graph.ops[i] for i in ops]
+def _region_values(members):
+    """(inputs, numbers, outputs) of a region of ops: values from outside (tensors, numbers)
+    and results used outside."""
     produced = {r for o in members for r in o.results}
-    inputs, constants = [], []
+    inputs, numbers = [], []
     for o in members:
         for v in o.operands:
             if v in produced:
                 continue
             if _is_number(v):
-                if v not in constants:
-                    constants.append(v)
+                if v not in numbers:
+                    numbers.append(v)
             elif v not in inputs:
                 inputs.append(v)
     outputs = []
@@ -269,15 +303,20 @@ def _outline(module_block, graph, ops, name, where):
         for r in o.results:
             if any(not _inside(u.owner, produced) for u in r.uses):
                 outputs.append(r)
+    return inputs, numbers, outputs
+
+
+def _build_func(where, name, members, inputs, numbers, outputs):
+    """A private func @name (before `where`, an op, or at the end of a block) holding copies of
+    members (in order) and of the numbers they use, taking inputs and returning outputs."""
     with ir.InsertionPoint(where):
         f = func.FuncOp(name, ([v.type for v in inputs], [v.type for v in outputs]))
     f.attributes["sym_visibility"] = ir.StringAttr.get("private")
-    f.attributes[EXECUTOR_ATTR] = ir.StringAttr.get(EXECUTOR)
     arg_locs = [ir.Location.name(n) if (n := _value_name(v)) else ir.Location.unknown() for v in inputs]
     block = f.add_entry_block(arg_locs)
     mapping = dict(zip(inputs, block.arguments))
     with ir.InsertionPoint(block):
-        for c in constants:
+        for c in numbers:
             new = ir.Operation.create("arith.constant", results=[c.type],
                                       attributes={"value": c.owner.attributes["value"]}, loc=c.owner.location)
             mapping[c] = new.results[0]
@@ -288,7 +327,36 @@ def _outline(module_block, graph, ops, name, where):
             for r, nr in zip(o.results, new.results):
                 mapping[r] = nr
         func.ReturnOp([mapping[r] for r in outputs])
-    return f, inputs, outputs
+    return f
+
+
+def worth_fusing(members, inputs, outputs):
+    """Policy "auto": whether one kernel call is expected to beat the ops as torch calls (each a
+    dispatch plus reading its operands and writing its results; views move no data)."""
+    torch_seconds = sum(TORCH_OP_SECONDS + (0 if _is_view(o) else
+                                            sum(_bytes(v) for v in o.operands if not _is_number(v)) +
+                                            sum(_bytes(r) for r in o.results)) / BYTES_PER_SECOND
+                        for o in members)
+    kernel_seconds = KERNEL_CALL_SECONDS + (sum(_bytes(v) for v in inputs) +
+                                            sum(_bytes(v) for v in outputs)) / BYTES_PER_SECOND
+    return kernel_seconds < torch_seconds
+
+
+# prims that torch runs as views of their operand (thunder.reshape may copy, but mostly does not)
+VIEW_PRIMS = {"thunder.reshape", "thunder.transpose", "thunder.broadcast_in_dim", "thunder.squeeze"}
+
+
+def _is_view(operation):
+    op = registry.OPS.get(operation.name)
+    return operation.name in VIEW_PRIMS or (op is not None and op.is_view)
+
+
+def _bytes(v):
+    t = ir.RankedTensorType(v.type)
+    n = 1
+    for s in t.shape:
+        n *= s
+    return n * max(1, t.element_type.width // 8) if hasattr(t.element_type, "width") else n * 4
 
 
 def _inside(user, produced):
@@ -321,25 +389,22 @@ def _region_ok(region_text, name):
         return False
 
 
-def fuse_func(f, module_block, counter):
+def fuse_func(f, module_block, counter, policy="auto"):
     block = f.regions[0].blocks[0]
     graph = _Graph(block)
-    claimed_ops = {i for i, o in enumerate(graph.ops) if claimed(o)}
-    regions = []
-    for ops in graph.partition(claimed_ops):
-        regions += _split_shared_reductions(graph, ops)
-    kept = []
-    for ops in regions:
-        if len(ops) >= 2 or any(graph.ops[i].name in EXPENSIVE for i in ops):
-            kept.append(ops)
-    if not kept:
-        return counter
+    claimed_ops = {i for i, o in enumerate(graph.ops) if claimable(o)}
     # outline; a region the lowering rejects stays as torch calls (dropping it keeps the
     # graph of the other regions acyclic)
     outlined = []
-    for ops in kept:
+    for ops in graph.partition(claimed_ops):
+        members = [graph.ops[i] for i in ops]
+        inputs, numbers, outputs = _region_values(members)
+        if policy == "auto" and not worth_fusing(members, inputs, outputs):
+            continue
         name = f"fusion_{counter}"
-        callee, inputs, outputs = _outline(module_block, graph, ops, name, f)
+        callee = _build_func(f, name, members, inputs, numbers, outputs)
+        callee.attributes[EXECUTOR_ATTR] = ir.StringAttr.get(EXECUTOR)
+        decompose_module(callee.operation)
         if not _region_ok(region_text(callee), name):
             callee.operation.erase()
             continue
@@ -373,14 +438,16 @@ def fuse_func(f, module_block, counter):
     return counter
 
 
-def fuse_module(module_op):
+def fuse_module(module_op, policy="auto"):
+    if policy not in POLICIES:
+        raise ValueError(f"thunder-fuse: unknown policy {policy!r}; expected one of {', '.join(POLICIES)}")
     module_block = module_op.regions[0].blocks[0]
     with module_op.context, ir.Location.unknown():
         counter = _next_index(module_block)
         funcs = [op for op in module_block.operations
                  if op.operation.name == "func.func" and not is_fusion(op) and len(op.regions[0].blocks) > 0]
         for f in funcs:
-            counter = fuse_func(f, module_block, counter)
+            counter = fuse_func(f, module_block, counter, policy)
 
 
 def region_text(func_op):

@@ -43,8 +43,9 @@ def _load_passes():
                       "and @backward (saved values + cotangents -> input gradients)")(autograd.autograd_module)
 
     if "thunder-fuse" not in PASSES:
-        register_pass("thunder-fuse", "Outline regions of thunder prims the CPU linalg executor claims into "
-                      "func.func private @fusion_N (thunder.executor = \"linalg\"), called with func.call")(
+        register_pass("thunder-fuse", "Outline regions of ops the CPU linalg executor claims into func.func "
+                      "private @fusion_N (thunder.executor = \"linalg\", decomposed into thunder prims), called "
+                      "with func.call; option policy=auto (regions a cost model finds faster) or always")(
             fuse.fuse_module)
 
     if "thunder-decompose" not in PASSES:
@@ -86,16 +87,29 @@ def build_pass_manager(pipeline: str, context=None):
     for element in split_pipeline(pipeline):
         info = PASSES.get(pass_name(element))
         if info is not None:
-            pm.add(_as_external(info), name=info.name, argument=info.name, description=info.description)
+            pm.add(_as_external(info, pass_options(element)), name=info.name, argument=info.name,
+                   description=info.description)
         else:
             pm.add(element)
     return pm
 
 
-def _as_external(info):
+def pass_options(element):
+    """{key: value} of `name{key=value key2=value2}` (strings, as MLIR writes pass options)."""
+    if "{" not in element:
+        return {}
+    body = element[element.index("{") + 1:element.rindex("}")]
+    options = {}
+    for item in body.split():
+        key, _, value = item.partition("=")
+        options[key.replace("-", "_")] = value
+    return options
+
+
+def _as_external(info, options=None):
     def run(op, pass_):
         try:
-            info.run(op)
+            info.run(op, **(options or {}))
         except Exception as e:  # report as a pass failure with the reason, like an MLIR pass
             op.location.emit_error(f"{info.name}: {e}")
             pass_.signal_pass_failure()

@@ -18,6 +18,9 @@ def _parser():
     p.add_argument("--mlir-print-debuginfo", action="store_true", help="print locations")
     p.add_argument("--to-python", action="store_true",
                    help="print each func as the Python program thunder would run")
+    p.add_argument("--to-linalg", action="store_true",
+                   help="print each fusion region (thunder-fuse's @fusion_N) as the linalg func its CPU "
+                        "kernel is compiled from (contiguous inputs)")
     p.add_argument("-o", dest="output", default="-", help="output file (default stdout)")
     return p
 
@@ -38,7 +41,16 @@ def run_one(text, args, out):
         except ValueError as e:  # an unknown pass or a malformed pipeline
             print(f"thunder-opt: {e}", file=sys.stderr)
             return False
-        if args.to_python:
+        if args.to_linalg:
+            from thunder.lowering.fuse import fusion_callees, region_text
+            from thunder.lowering.linalg.to_linalg import lower_region, row_major_strides, signature
+
+            for name, callee in fusion_callees(module.operation).items():
+                text = region_text(callee)
+                _, ins, _ = signature(text, name)
+                strides = [row_major_strides(t.shape) for t in ins]
+                out.write(f"// {name}\n" + lower_region(text, name, strides).text)
+        elif args.to_python:
             from thunder.runtime.codegen import python_source
 
             for op in module.body.operations:

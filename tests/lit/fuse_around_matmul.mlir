@@ -1,4 +1,4 @@
-// RUN: thunder-opt %s --pass-pipeline='builtin.module(thunder-fuse)' | filecheck %s
+// RUN: thunder-opt %s --pass-pipeline='builtin.module(thunder-fuse{policy=always})' | filecheck %s
 // tanh(-exp(x) + exp(x) @ w): matmul has no linalg lowering, so it stays in the caller.
 // {exp, neg, add, tanh} would be a region that needs the matmul's result while the matmul needs
 // the region's exp: add and tanh form a second region after the matmul instead.

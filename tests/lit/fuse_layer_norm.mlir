@@ -1,5 +1,5 @@
-// RUN: thunder-opt %s --pass-pipeline='builtin.module(thunder-decompose,cse,canonicalize,thunder-fuse)' | filecheck %s
-// RUN: thunder-opt %s --pass-pipeline='builtin.module(thunder-decompose,cse,canonicalize,thunder-fuse)' --to-python | filecheck %s --check-prefix=PY
+// RUN: thunder-opt %s --pass-pipeline='builtin.module(thunder-decompose,cse,canonicalize,thunder-fuse{policy=always})' | filecheck %s
+// RUN: thunder-opt %s --pass-pipeline='builtin.module(thunder-decompose,cse,canonicalize,thunder-fuse{policy=always})' --to-python | filecheck %s --check-prefix=PY
 // residual + layer_norm becomes one region (two reductions, the broadcasts of weight and bias);
 // its numbers (1/n, eps) are constants inside the region. The matmul stays a torch call.
 

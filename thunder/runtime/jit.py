@@ -10,7 +10,7 @@ from thunder.core import trace as tracing
 from thunder.core.proxies import TensorProxy
 from thunder.dialects.emit import emit
 from thunder.dialects.mlir import ir
-from thunder.lowering.passes import PASSES, build_pass_manager, pass_name, split_pipeline
+from thunder.lowering.passes import build_pass_manager, pass_name, pass_options, split_pipeline
 from thunder.ops import registry
 from thunder.runtime import sharp_edges, structure
 from thunder.runtime.codegen import compile_source, python_source
@@ -19,7 +19,9 @@ from thunder.runtime.state import StateTracker
 from thunder.runtime.traces import Trace
 
 CACHE_OPTIONS = ("constant values", "no caching", "same input")
-EXECUTORS = ("torch",)
+# "linalg": regions compiled to native CPU kernels (thunder-fuse, lowering/linalg); "torch": the rest
+EXECUTORS = ("linalg", "torch")
+FUSION_POLICIES = ("auto", "always")
 SHARP_EDGES = ("allow", "warn", "error")
 DEFAULT_PASSES = ("thunder-functionalize", "cse", "canonicalize")
 MAX_ENTRIES = 64  # cache entries kept per jitted function (most recent first)
@@ -65,6 +67,7 @@ class CompileData:
     compile_options: dict
     module: object = None  # the nn.Module when jitting a module
     warned_sharp_edges: set = field(default_factory=set)
+    fusion: str = "auto"  # thunder-fuse's policy when the linalg executor is on
 
 
 @dataclass
@@ -96,7 +99,7 @@ def _normalize_transforms(transforms):
 
 
 def make_compile_data(fn, *, executors=None, cache=None, sharp_edges=None, disable_torch_autograd=False,
-                      transforms=None, debug_options=None, strict=False, **compile_options):
+                      transforms=None, debug_options=None, strict=False, fusion=None, **compile_options):
     if not callable(fn):
         raise TypeError(f"thunder.jit expects a callable, got {type(fn).__name__}")
     if isinstance(fn, torch.nn.parallel.DistributedDataParallel):
@@ -113,6 +116,8 @@ def make_compile_data(fn, *, executors=None, cache=None, sharp_edges=None, disab
         _check_option("executor", getattr(e, "name", e), EXECUTORS)
     sharp_edges = sharp_edges or "allow"
     _check_option("sharp_edges option", sharp_edges, SHARP_EDGES)
+    fusion = fusion or "auto"
+    _check_option("fusion policy", fusion, FUSION_POLICIES)
     if isinstance(debug_options, dict):
         debug_options = DebugOptions(**debug_options)
     if compile_options:
@@ -121,8 +126,8 @@ def make_compile_data(fn, *, executors=None, cache=None, sharp_edges=None, disab
                        _normalize_transforms(transforms), debug_options or DebugOptions(), strict,
                        dict(executors=executors, cache=cache, sharp_edges=sharp_edges,
                             disable_torch_autograd=disable_torch_autograd, transforms=transforms,
-                            debug_options=debug_options),
-                       fn if isinstance(fn, torch.nn.Module) else None)
+                            debug_options=debug_options, fusion=fusion),
+                       fn if isinstance(fn, torch.nn.Module) else None, fusion=fusion)
 
 
 class ThunderFunction:
@@ -300,10 +305,10 @@ def compile_entry(cd, cs, args, kwargs) -> CacheEntry:
     t = time.perf_counter()
     grad_mode = torch.is_grad_enabled()
     training = grad_mode and not cd.disable_torch_autograd and any(x.requires_grad for x in tensors)
-    fuse = _requested(cd, "thunder-fuse")
+    fusion = _fusion_policy(cd)
     for element in (*DEFAULT_PASSES, *cd.transforms):
-        if training and not callable(element) and pass_name(element) == "thunder-fuse":
-            continue  # fused after thunder-autograd and thunder-remat (in @forward and @backward)
+        if not callable(element) and pass_name(element) == "thunder-fuse":
+            continue  # run below (inference) or after thunder-autograd and thunder-remat (training)
         if callable(element):
             with module.context:
                 element(module)
@@ -313,15 +318,17 @@ def compile_entry(cd, cs, args, kwargs) -> CacheEntry:
                 build_pass_manager(f"builtin.module({element})").run(module.operation)
             producer = pass_name(element)
         traces.append(Trace(producer, module, output_spec=out_spec))
+    if fusion is not None and not training and _fuse(module, fusion):
+        traces.append(Trace("thunder-fuse", module, output_spec=out_spec))
     times["passes"] = time.perf_counter() - t
 
     t = time.perf_counter()
     constants = {}
     backward_traces = []
     if training:
-        decompose = fuse and _requested(cd, "thunder-decompose")
         source, computation, backward_traces = _autograd_program(cs, module, tensors, proxies, out_spec, traces,
-                                                                 fuse=fuse, decompose=decompose)
+                                                                 fusion=fusion,
+                                                                 decompose=_requested(cd, "thunder-decompose"))
         times["autograd"] = time.perf_counter() - t
         t = time.perf_counter()
     else:
@@ -351,10 +358,28 @@ def _requested(cd, name):
     return any(not callable(e) and pass_name(e) == name for e in cd.transforms)
 
 
-def _autograd_program(cs, module, tensors, proxies, out_spec, traces, fuse=False, decompose=False):
+def _fusion_policy(cd):
+    """thunder-fuse's policy for this function, None when nothing fuses: a thunder-fuse in
+    transforms (its policy option, default "auto"), else the linalg executor's (cd.fusion)."""
+    for e in cd.transforms:
+        if not callable(e) and pass_name(e) == "thunder-fuse":
+            return pass_options(e).get("policy", "auto")
+    return cd.fusion if "linalg" in (getattr(e, "name", e) for e in cd.executors) else None
+
+
+def _fuse(module, policy):
+    """thunder-fuse on the module; whether it outlined a region."""
+    from thunder.lowering.fuse import fuse_module, fusion_callees
+
+    with module.context:
+        fuse_module(module.operation, policy)
+    return bool(fusion_callees(module.operation))
+
+
+def _autograd_program(cs, module, tensors, proxies, out_spec, traces, fusion=None, decompose=False):
     """thunder-autograd on the trace; returns (source, computation, backward traces).
-    fuse: thunder-fuse @forward and @backward after thunder-remat (decompose: their ltorch ops
-    into prims first, so the regions can take them)."""
+    fusion: thunder-fuse's policy for @forward and @backward after thunder-remat (None: no
+    fusion); decompose: their ltorch ops into prims first (thunder-decompose in transforms)."""
     from thunder.lowering.autograd import REQUIRES_GRAD, autograd_module
     from thunder.lowering.remat import remat_module
     from thunder.runtime.autograd import AutogradProgram
@@ -375,9 +400,8 @@ def _autograd_program(cs, module, tensors, proxies, out_spec, traces, fuse=False
     program = AutogradProgram(m, len(tensors))
     traces.append(Trace("thunder-remat (forward)", m, python=program.forward_source, fn_name="forward"))
     backward = [Trace("thunder-autograd (backward)", m, python=program.backward_source, fn_name="backward")]
-    if fuse:  # after AutogradProgram, which lifts @forward (func.call has no Python-level form)
-        with m.context:
-            build_pass_manager("builtin.module(thunder-fuse)").run(m.operation)
+    # after AutogradProgram, which lifts @forward (func.call has no Python-level form)
+    if fusion is not None and _fuse(m, fusion):
         for fn_name in ("forward", "backward"):
             kernels = {}
             src = python_source(m, fn_name, header=f"produced by: thunder-fuse ({fn_name})", constants=kernels)
