@@ -6,3 +6,12 @@ from torch_mlir.dialects import arith, ext, func  # noqa: F401
 # upstream ExecutionEngine
 from torch_mlir.dialects import bufferization, linalg, math, memref, tensor  # noqa: F401
 from torch_mlir.execution_engine import ExecutionEngine  # noqa: F401
+
+# The bindings look up a Python module per dialect namespace (torch_mlir.dialects.<ns>) each time
+# they wrap an op, and do not remember a failed import: ~15 us per op of our dialects. Empty
+# modules for them make the lookup succeed once (their ops stay generic OpViews).
+import sys as _sys  # noqa: E402
+import types as _types  # noqa: E402
+
+for _ns in ("thunder", "ltorch"):
+    _sys.modules.setdefault(f"torch_mlir.dialects.{_ns}", _types.ModuleType(f"torch_mlir.dialects.{_ns}"))

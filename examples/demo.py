@@ -33,8 +33,12 @@ def main():
     print(traces[0].to_mlir())
     print("=== execution trace (the Python program that runs) ===")
     print(traces[-1])
-    print("=== the same block decomposed into thunder prims (thunder-opt pass thunder-decompose) ===")
-    jdecomp = thunder.jit(mlp_block, transforms=["thunder-decompose"])
+    print("=== fusion_0: the residual add + softmax, a region of thunder prims compiled to a CPU "
+          "kernel through linalg (docs/fusion.md) ===")
+    mlir = traces[-1].to_mlir()
+    print(mlir[mlir.index("func.func private @fusion_0"):].split("\n  }")[0] + "\n  }\n")
+    print("=== the whole block decomposed into thunder prims (thunder-opt pass thunder-decompose) ===")
+    jdecomp = thunder.jit(mlp_block, transforms=["thunder-decompose"], executors=["torch"])
     torch.testing.assert_close(jdecomp(*args), expected, rtol=1e-4, atol=1e-5)
     print("\n".join(thunder.last_traces(jdecomp)[-2].to_mlir().splitlines()[:12]) + "\n  ...")
 

@@ -54,9 +54,7 @@ def _cpu_static(t):
             t = ir.RankedTensorType(t)
         except ValueError:
             return False
-    # no empty tensors: nothing to compute (and a kernel call costs more than torch's no-op)
-    return t.encoding is None and t.has_static_shape and 0 not in t.shape and \
-        str(t.element_type) in ELEMENT_TYPES
+    return t.encoding is None and t.has_static_shape and str(t.element_type) in ELEMENT_TYPES
 
 
 def _is_number(v):
@@ -343,7 +341,7 @@ def worth_fusing(members, inputs, outputs):
 
 
 # prims that torch runs as views of their operand (thunder.reshape may copy, but mostly does not)
-VIEW_PRIMS = {"thunder.reshape", "thunder.transpose", "thunder.broadcast_in_dim", "thunder.squeeze"}
+VIEW_PRIMS = {"thunder.reshape", "thunder.transpose", "thunder.broadcast_in_dim", "thunder.squeeze", "thunder.slice"}
 
 
 def _is_view(operation):
@@ -381,9 +379,18 @@ def _next_index(module_block):
     return n
 
 
+_VERIFY_CONTEXT = None
+
+
 def _region_ok(region_text, name):
+    """Whether the region lowers to linalg that MLIR accepts (parsed and verified)."""
+    global _VERIFY_CONTEXT
     try:
-        to_linalg(region_text, name)
+        text = to_linalg(region_text, name)
+        if _VERIFY_CONTEXT is None:
+            _VERIFY_CONTEXT = ir.Context()
+        with _VERIFY_CONTEXT:
+            ir.Module.parse(text)
         return True
     except Exception:  # e.g. a prim on a type the lowering does not take (sin of an int tensor)
         return False
@@ -405,6 +412,7 @@ def fuse_func(f, module_block, counter, policy="auto"):
         callee = _build_func(f, name, members, inputs, numbers, outputs)
         callee.attributes[EXECUTOR_ATTR] = ir.StringAttr.get(EXECUTOR)
         decompose_module(callee.operation)
+        _erase_unused_numbers(callee.regions[0].blocks[0])
         if not _region_ok(region_text(callee), name):
             callee.operation.erase()
             continue
@@ -432,10 +440,14 @@ def fuse_func(f, module_block, counter, policy="auto"):
     for ops, *_ in outlined:
         for i in reversed(ops):
             graph.ops[i].erase()
-    for o in list(block.operations):  # numbers only the regions used
+    _erase_unused_numbers(block)  # numbers only the regions used
+    return counter
+
+
+def _erase_unused_numbers(block):
+    for o in list(block.operations):
         if o.operation.name == "arith.constant" and not list(o.results[0].uses):
             o.operation.erase()
-    return counter
 
 
 def fuse_module(module_op, policy="auto"):

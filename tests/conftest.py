@@ -1,7 +1,7 @@
 import sys, os; sys.path.insert(0, os.path.dirname(__file__))
 
-# the disk cache of compiled kernels (thunder.lowering.linalg.disk_cache): a fresh directory for
-# the test session, so tests never read or fill the user's cache
-import atexit as _atexit, shutil as _shutil, tempfile as _tempfile  # noqa: E401,E402
-os.environ["THUNDER_KERNEL_CACHE"] = _tempfile.mkdtemp(prefix="thunder-kernel-cache-")
-_atexit.register(_shutil.rmtree, os.environ["THUNDER_KERNEL_CACHE"], True)
+# the disk cache of compiled kernels (thunder.lowering.linalg.disk_cache) is off for the test
+# session (storing links a shared library per kernel; tests/test_linalg_disk_cache.py points it at
+# its own directories), so tests never read or fill the user's cache. THUNDER_TEST_KERNEL_CACHE
+# names a directory to keep between sessions instead (entries are keyed by content: safe to reuse).
+os.environ["THUNDER_KERNEL_CACHE"] = os.environ.get("THUNDER_TEST_KERNEL_CACHE") or "off"

@@ -383,3 +383,138 @@ def test_op_name_in_module(name):
     x = positive(2, 3)
     module = check(NAMED[name], x)
     assert f'"ltorch.{name}"' in str(module)
+
+
+# --------------------------------------------------------------------------------------------
+# Through the fused path: check also runs every region thunder-fuse claims as a linalg kernel,
+# so these cover what kernels must get right: layouts (strides, offsets, stride 0), broadcasting,
+# 0-d and empty tensors, special values, integer and bool semantics, f16/bf16 (computed in f32)
+
+I16, I8 = torch.int16, torch.int8
+
+
+def special(dtype):
+    """16 values at the edges of dtype's semantics (nan, infs, signed zeros, halves for round
+    half to even, extremes, wrap-around), in a fixed order."""
+    if dtype is B:
+        return torch.tensor([True, False, False, True] * 4)
+    if dtype.is_floating_point:
+        big = 6e4 if dtype is F16 else 1e30
+        v = [float("nan"), float("inf"), -float("inf"), 0.0, -0.0, 0.5, -0.5, 1.5, -2.5, 2.5, 3.0, -7.0, big,
+             -1e-3, 7.25, -1.0]
+        return torch.tensor(v, dtype=F64).to(dtype)
+    info = torch.iinfo(dtype)
+    return torch.tensor([0, 1, -1, 2, -2, 3, -3, 7, -7, 100, -100, info.max, info.min, 5, -5, 6],
+                        dtype=I64).to(dtype)
+
+
+def nonzero(dtype):
+    """Divisors for special(dtype): no 0 (torch raises for integers) and no -1 (min // -1)."""
+    v = special(dtype).flip(0)
+    return torch.where((v == 0) | (v == -1), torch.full_like(v, 3), v)
+
+
+LAYOUTS = {
+    "transposed": lambda: make(5, 4).t(),
+    "stepped": lambda: make(8, 9)[::2, 1::3],
+    "offset": lambda: make(6, 5)[2:, 1:4],
+    "expanded": lambda: make(4, 1).expand(4, 3),
+    "permuted": lambda: make(2, 3, 4).permute(2, 0, 1),
+    "size1_dims": lambda: make(1, 3, 1),
+    "0d": lambda: make(),
+    "0d_view": lambda: make(3, 4)[1, 2],
+    "empty": lambda: make(0, 3),
+    "empty_transposed": lambda: make(3, 0).t(),
+}
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_fused_layouts(layout):
+    x = LAYOUTS[layout]()
+    check(lambda y: torch.tanh(y * 2) + y, x)
+    check(lambda y, z: y * z - z, x, x.clone())  # one strided, one contiguous input
+    check(lambda y: torch.where(y > 0, y, 0.5) * 3, x)
+    check(lambda y: ((y * 3).long() + 1, (y > 0) & (y < 1)), x)
+    check(lambda y: (y + 1).reshape(-1) * 2, x)
+    check(lambda y: (y.reshape(-1), y.reshape(-1) * 2), x)  # a view of an input is a region result
+    if x.dim() >= 2:
+        check(lambda y: y.mT * 2 + y.mT.exp(), x)
+
+
+BROADCASTS = [((4, 1, 3), (5, 1)), ((3,), (2, 3)), ((), (2, 3)), ((2, 3), ()), ((1, 3), (4, 1)),
+              ((0, 3), (1, 3)), ((2, 1), (2, 0))]
+
+
+@pytest.mark.parametrize("shapes", BROADCASTS, ids=str)
+def test_fused_broadcasting(shapes):
+    a, b = make(*shapes[0]), make(*shapes[1])
+    check(lambda x, y: (x + y) * y - x, a, b)
+    check(lambda x, y: torch.where(x > y, x, y) * 2, a, b)
+    check(lambda x, y: torch.maximum(x, y).long() - 1, a, b)
+    check(lambda x, y: (x > 0) ^ (y > 0), a, b)
+    check(lambda x, y: (x + y) * 2, a.t().contiguous().t() if a.dim() == 2 else a, b)  # column-major
+
+
+@pytest.mark.parametrize("dtype", [F32, F64, F16, BF16])
+def test_fused_float_special_values(dtype):
+    x, y = special(dtype), special(dtype).flip(0)
+    t = tol(x)
+    for op in (operator.add, operator.sub, operator.mul, operator.truediv, torch.maximum, torch.minimum):
+        check(lambda a, b: op(a, b) * 2, x, y, **t)
+    for op in (operator.eq, operator.ne, operator.lt, operator.le, operator.gt, operator.ge):
+        check(lambda a, b: op(a * 1, b), x, y)
+    for name in ("neg", "abs", "floor", "ceil", "round", "trunc", "sign", "relu", "sigmoid", "exp", "tanh",
+                 "sqrt", "rsqrt", "reciprocal"):
+        check(lambda a: getattr(torch, name)(a) * 2, x, **t)
+    check(lambda a: (torch.isnan(a * 1), torch.isinf(a * 1), torch.isfinite(a * 1)), x)
+    check(lambda a: (a * 1).clamp(-1, 1) + 0.5, x, **t)
+    check(lambda a, b: torch.where(a > b, a, b) - 1, x, y, **t)
+    check(lambda a: ((a * 2).bool(), (a * 2).double(), (a * 2).float()), x, **t)
+    check(lambda a: (a * 2 + 1e39, a * 1e300), x, **t)  # numbers past the dtype's range: inf
+    check(lambda a: (a + 2.5) // 2, x, **t)
+
+
+@pytest.mark.parametrize("dtype", [I64, I32, I16, I8])
+def test_fused_integer_ops(dtype):
+    x, y = special(dtype), nonzero(dtype)
+    for op in (operator.add, operator.sub, operator.mul, torch.maximum, torch.minimum, operator.and_,
+               operator.or_, operator.xor, operator.eq, operator.ne, operator.lt, operator.le, operator.gt,
+               operator.ge):
+        check(lambda a, b: op(a * 1, b), x, y)  # wraps around like torch
+    for op in (operator.floordiv, operator.mod, operator.truediv,
+               lambda a, b: torch.div(a, b, rounding_mode="trunc")):
+        check(lambda a, b: op(a, b) + 1, x, y)
+    for name in ("neg", "abs", "sign", "bitwise_not", "relu"):
+        check(lambda a: getattr(torch, name)(a) * 2, x)
+    check(lambda a: (a // 3 + a // -3, a % 3 + a % -3, torch.div(a, -2, rounding_mode="trunc") * 1), x)
+    check(lambda a, b: (a ** b + 1, a ** (b - 3) + 1), x, y.abs() % 4)  # negative exponents too
+    check(lambda a: (a ** 2 + 1, a ** 0 + a), x)
+    check(lambda a: ((a * 1).clamp(-5, 50), (a * 1).clamp(min=-2.5)), x)
+    check(lambda a: (a * 2 + 2 ** 40, (a * 2 > 300) & (a < 2 ** 33)), x)  # numbers past the range wrap
+    check(lambda a: ((a + 1).float(), (a + 1).bool(), (a + 1).to(I8), (a + 1).to(I64), (a + 1).half()), x)
+    check(lambda a: ((a * 1) > 2.5, (a * 1) + 0.5, (a * 1) == True), x)  # noqa: E712
+
+
+def test_fused_bool_ops():
+    a, b = special(B), special(B).flip(0)
+    check(lambda x, y: ((x & y) | ~x, x ^ y, x == y, x < y, x >= y), a, b)
+    check(lambda x, y: (torch.maximum(x, y) & x, torch.minimum(x, y) | y), a, b)
+    check(lambda x, y: (torch.where(x, y, ~y) & x, torch.where(x, 2, 0.5) * 2), a, b)
+    check(lambda x: ((x & x).long() + 1, (x | x).float() * 2, x * 1 + True, x + x), a)
+    check(lambda x: (torch.sign(x & x), torch.logical_not(x) ^ x, torch.isnan(x & x)), a)
+    check(lambda x, y: (x * 1.5 + y, (x & y).sum(), (x | y).any()), a, b)
+
+
+@pytest.mark.parametrize("dtype", [F16, BF16])
+def test_fused_low_precision(dtype):
+    """f16/bf16 inputs: torch computes in f32 and rounds each op's result."""
+    x, y = make(3, 4, dtype=dtype), make(4, dtype=dtype)
+    t = tol(x)
+    check(lambda a, b: (a * b + a) / (b.abs() + 1), x, y, **t)
+    check(lambda a: torch.tanh(a) * torch.sigmoid(a) + F.gelu(a), x, **t)
+    check(lambda a, b: (a > b, torch.maximum(a, b) * 2, (a + b).float(), (a * 3).long()), x, y, **t)
+    check(lambda a: (a.float() * 2).to(dtype) + 1, x, **t)
+    check(lambda a: (a * 2).half() + (a * 2).bfloat16().half(), x, **t)
+    check(lambda a, b: a * b.double() + 1, x, y)  # promotes to f64
+    check(lambda a: a.t() * 2 + 1, x, **t)
+    check(lambda a: torch.softmax(a, -1) * 2, x, **t)

@@ -216,3 +216,55 @@ def test_any_all(name, dtype, dim, keepdim):
         m = check(lambda a: getattr(a, name)(dim, keepdim), x)
     assert f'"ltorch.{name}"' in str(m)
     check(lambda a: getattr(torch, name)(a), torch.ones(2, 2, dtype=dtype))
+
+
+# --------------------------------------------------------------------------------------------
+# Through the fused path (op_harness runs every claimed region as a linalg kernel): strided
+# inputs, 0-d and empty tensors, nan and inf, integer wrap-around, bool, f16/bf16
+
+
+@pytest.mark.parametrize("layout", ["transposed", "stepped", "expanded", "0d", "empty"])
+def test_fused_reduction_layouts(layout):
+    x = {"transposed": lambda: make(5, 4).t(), "stepped": lambda: make(8, 9)[::2, 1::3],
+         "expanded": lambda: make(4, 1).expand(4, 3), "0d": lambda: make(),
+         "empty": lambda: make(0, 3)}[layout]()
+    dims = [None, 0, -1] if x.dim() == 2 else [None]
+    for dim in dims:
+        kw = {} if dim is None else {"dim": dim}
+        check(lambda y: (y * 2).sum(**kw), x)
+        check(lambda y: (y + 1).mean(**kw), x)
+        if x.numel():
+            check(lambda y: ((y - 1).amax(**kw), (y - 1).amin(**kw)), x)
+            check(lambda y: (y * 0.5 + 1).prod(**kw), x)
+    if x.dim() == 2 and x.numel():
+        check(lambda y: torch.softmax(y, -1) + torch.log_softmax(y, 0), x)
+        check(lambda y: y.var(0) + y.std(-1, keepdim=True), x)
+
+
+def test_fused_reduction_special_values():
+    x = torch.tensor([[1.0, float("nan"), 3.0], [float("inf"), -2.0, 0.5], [-float("inf"), -0.0, 0.0],
+                      [float("inf"), float("inf"), 2.0]])
+    check(lambda y: ((y * 1).amax(0), (y * 1).amin(0), (y * 1).amax(1), (y * 1).amin(1)), x)
+    check(lambda y: ((y * 1).sum(0), (y * 1).sum(1), (y * 1).prod(1), (y * 1).mean(0)), x)
+    check(lambda y: torch.where(torch.isnan(y), 0.0, y).sum(), x)
+
+
+@pytest.mark.parametrize("dtype", [I64, I32, torch.int16, torch.int8, B])
+def test_fused_integer_reductions(dtype):
+    x = make(4, 5, dtype=dtype)
+    if dtype is not B:
+        info = torch.iinfo(dtype)
+        x[0, :2] = torch.tensor([info.max, info.min])  # sums and products wrap around
+    check(lambda y: ((y * 1).sum(), (y * 1).sum(0), (y * 1).sum(1, dtype=I64)), x)
+    check(lambda y: ((y * 1).amax(0), (y * 1).amin(1), (y * 1).prod(1)), x)
+    check(lambda y: ((y * 1).any(1), (y * 1).all(0), (y * 1).sum(0, dtype=torch.float32)), x)
+
+
+@pytest.mark.parametrize("dtype", [F16, BF16])
+def test_fused_low_precision_reductions(dtype):
+    x = make(6, 8, dtype=dtype)
+    t = LOW[dtype]
+    check(lambda y: ((y * 2).sum(), (y * 2).sum(0), (y + 1).mean(-1)), x, **t)
+    check(lambda y: ((y * 2).amax(0), (y - 1).amin(1), (y * 0.5 + 1).prod(1)), x, **t)
+    check(lambda y: ((y * 2).sum(1, dtype=torch.float32), y.t().sum(0)), x, **t)
+    check(lambda y: torch.softmax(y, -1) * 2, x, **t)

@@ -111,6 +111,17 @@ CASES = {
     "getitem_int_tensor": (lambda a: a[1:, 0], torch.arange(12).reshape(3, 4)),
     "iterate": (lambda a: list(a), r(3, 2)),
     "chain": (lambda a: a.reshape(2, 2, 15).transpose(0, 1).flatten(1)[..., 1:].unsqueeze(0), x3),
+    # shape ops inside fused regions (op_harness's fused variant) with arithmetic around them
+    "fused_reshape_noncontig": (lambda a: (a.reshape(-1) * 2, a.reshape(-1)), xt),
+    "fused_slice_then_arith": (lambda a: a[1:, ::2, 1:4] * 2 + 1, x3),
+    "fused_transpose_arith": (lambda a: (a.transpose(0, 2) + 1).reshape(5, -1) * a.sum(), x3),
+    "fused_expand_arith": (lambda a, b: a.expand(3, 4) * b + b.t().t(), r(3, 1), r(3, 4)),
+    "fused_0d_unsqueeze": (lambda a, b: (a.unsqueeze(0) * b, a.reshape(1, 1) + 1), x0, x1),
+    "fused_int_views": (lambda a: ((a.t() * 3 + 1).reshape(-1), a[:, 1:].t() // 2),
+                        torch.arange(12).reshape(3, 4)),
+    "fused_bool_views": (lambda a: ((a.t() & a.t()).flatten(), a.unsqueeze(0) | a), torch.rand(3, 4) > 0.5),
+    "fused_f16_views": (lambda a: ((a.t() * 2).reshape(-1) + 1, a[::2].permute(1, 0) * a[1, ::2]), r(3, 4, dtype=torch.float16)),
+    "fused_empty_views": (lambda a: (a.t() * 2).reshape(-1) + 1, r(0, 3)),
 }
 
 

@@ -336,7 +336,7 @@ ELEMENTWISE = {
 }
 
 REDUCTIONS = {"sum", "amax", "amin", "prod"}
-SHAPE_OPS = {"broadcast_in_dim", "reshape", "transpose", "full"}
+SHAPE_OPS = {"broadcast_in_dim", "reshape", "transpose", "slice", "full"}
 SUPPORTED = set(ELEMENTWISE) | REDUCTIONS | SHAPE_OPS
 
 

@@ -14,7 +14,7 @@ the IRDL definitions; each prim is rewritten into text:
   reduction iterators (f16/bf16 accumulate in f32);
 - `thunder.reshape`: `tensor.collapse_shape` / `tensor.expand_shape` (through rank 1), or in a
   tile a gather through floordiv/mod maps;
-- `thunder.transpose`: a permuted input map.
+- `thunder.transpose`: a permuted input map; `thunder.slice`: `tensor.extract_slice`.
 
 The generated func is destination-passing: outputs are extra `memref` arguments that the results
 are materialized into, and the func returns nothing. `llvm.emit_c_interface` gives it a
@@ -35,7 +35,7 @@ from __future__ import annotations
 import math as _pymath
 
 from thunder.dialects.mlir import ir
-from thunder.lowering.linalg.scalar import (ELEMENTWISE, REDUCTIONS, Body, UnsupportedOp,  # noqa: F401
+from thunder.lowering.linalg.scalar import (ELEMENTWISE, REDUCTIONS, SUPPORTED, Body, UnsupportedOp,  # noqa: F401
                                             convert_scalar, is_float, literal, promote,
                                             reduce_combine, reduction_identity, supported)
 
@@ -225,6 +225,10 @@ def _map(em, operands, out_t, scalar_fn, ct, res_t):
 
 def _lower_op(em, op, out_t: TensorT):
     name = op.name.removeprefix("thunder.")
+    if name not in SUPPORTED:
+        raise UnsupportedOp(f"no linalg lowering for {op.name}")
+    if 0 in out_t.shape:  # an empty result holds no data, whatever the op
+        return em.empty(out_t)
     attrs = op.attributes
     operands = [em.operand(v) for v in op.operands]
     if name in ELEMENTWISE:
@@ -246,6 +250,14 @@ def _lower_op(em, op, out_t: TensorT):
     if name == "reshape":
         ssa, t = operands[0]
         return _reshape(em, ssa, t, out_t)
+    if name == "slice":  # a strided view (a tile's dynamic dim is never sliced: _operand_axes)
+        ssa, t = operands[0]
+        starts, steps = (list(ir.DenseI64ArrayAttr(attrs[k])) for k in ("start_indices", "strides"))
+        sizes = ", ".join("%n" if s is None else str(s) for s in out_t.shape)
+        r = em.fresh()
+        em.emit(f"{r} = tensor.extract_slice {ssa}[{', '.join(map(str, starts))}] [{sizes}] "
+                f"[{', '.join(map(str, steps))}] : {t} to {out_t}")
+        return r
     if name == "full":
         value = operands[0]
         init = em.empty(out_t)
@@ -340,6 +352,8 @@ def _constant(op):
     t = str(op.results[0].type)
     if isinstance(attr, ir.FloatAttr):
         return ("const", ir.FloatAttr(attr).value, t)
+    if isinstance(attr, ir.BoolAttr):
+        return ("const", ir.BoolAttr(attr).value, t)
     if isinstance(attr, ir.IntegerAttr):
         v = ir.IntegerAttr(attr).value
         return ("const", bool(v) if t == "i1" else v, t)
@@ -365,11 +379,17 @@ def find_func(module: ir.Module, name: str | None):
     raise ValueError(f"no func.func @{name} in the region")
 
 
+_PARSE_CONTEXT = None
+
+
 def parse_region(text: str) -> tuple[ir.Context, ir.Module]:
-    ctx = ir.Context()
-    ctx.allow_unregistered_dialects = True
-    with ctx:
-        return ctx, ir.Module.parse(text)
+    """The region parsed in a context shared by all regions (creating one costs ~5 ms)."""
+    global _PARSE_CONTEXT
+    if _PARSE_CONTEXT is None:
+        _PARSE_CONTEXT = ir.Context()
+        _PARSE_CONTEXT.allow_unregistered_dialects = True
+    with _PARSE_CONTEXT:
+        return _PARSE_CONTEXT, ir.Module.parse(text)
 
 
 def signature(text, name=None):
@@ -419,6 +439,9 @@ def _operand_axes(op, a):
         return [(x, WHOLE)]
     if name == "transpose":
         return [(x, list(ir.DenseI64ArrayAttr(op.attributes["permutation"]))[a])]
+    if name == "slice":  # tiles of rows of the result are tiles of the input's if the axis is not sliced
+        starts, steps = (list(ir.DenseI64ArrayAttr(op.attributes[k])) for k in ("start_indices", "strides"))
+        return [(x, a)] if starts[a] == 0 and steps[a] == 1 and _static_shape(x)[a] == out[a] else None
     if name == "reshape":  # a tile of rows stays a tile of rows when only size-1 dims lead
         s = _static_shape(x)
         if any(o != 1 for o in out[:a]):
@@ -449,6 +472,8 @@ def tiling(block):
             return True
         return axes.setdefault(v, a) == a
 
+    if any(0 in _static_shape(v) for op in ops for v in [*op.operands, *op.results] if not _is_number(v)):
+        return None  # empty tensors: nothing to tile (and no valid subview of a 0-sized dim)
     for r in results:
         s = _static_shape(r)
         if not s or (rows is not None and s[0] != rows):

@@ -18,12 +18,13 @@ def slice_prim(a, start_indices, end_indices, strides):
 
 
 def sum_prim(a, dims):
-    return torch.sum(a, dims) if dims else a.clone()
+    # the prim keeps the dtype (torch.sum would widen integers to int64)
+    return torch.sum(a, dims, dtype=a.dtype) if dims else a.clone()
 
 
 def prod_prim(a, dims):
     for d in sorted(dims, reverse=True):
-        a = torch.prod(a, d)
+        a = torch.prod(a, d, dtype=a.dtype)
     return a
 
 
