@@ -23,7 +23,7 @@ from thunder.dialects.emit import loc_names
 from thunder.dialects.mlir import func, ir
 from thunder.lowering.decompose import decompose_module
 from thunder.lowering.linalg.scalar import POW_SPECIAL
-from thunder.lowering.linalg.to_linalg import supported, to_linalg
+from thunder.lowering.linalg.to_linalg import lower_region, supported, to_linalg
 from thunder.ops import registry
 
 POLICIES = ("auto", "always")
@@ -32,6 +32,7 @@ POLICIES = ("auto", "always")
 TORCH_OP_SECONDS = 1.5e-6
 KERNEL_CALL_SECONDS = 5e-6
 BYTES_PER_SECOND = 8e9
+UNTILED_MAX_BYTES = 1 << 18
 
 EXECUTOR_ATTR = "thunder.executor"
 EXECUTOR = "linalg"
@@ -379,6 +380,19 @@ def _next_index(module_block):
     return n
 
 
+def _without_tail_views(graph, ops):
+    """The region without views whose results only leave it (a transposed or reshaped copy of
+    a result, written by the kernel, costs memory traffic; torch's view of it costs none)."""
+    ops = list(ops)
+    while True:
+        inside = {r for i in ops for r in graph.ops[i].results}
+        used_inside = {v for i in ops for v in graph.ops[i].operands if v in inside}
+        tail = [i for i in ops if _is_view(graph.ops[i]) and not any(r in used_inside for r in graph.ops[i].results)]
+        if not tail:
+            return ops
+        ops = [i for i in ops if i not in tail]
+
+
 _VERIFY_CONTEXT = None
 
 
@@ -396,6 +410,53 @@ def _region_ok(region_text, name):
         return False
 
 
+def _outline_region(f, graph, ops, name, policy):
+    """(ops, callee, inputs, outputs, name) for a region kept by the policy, or None. With
+    policy auto, a region whose kernel would not be tiled (see to_linalg.tiling) first leaves
+    its tail reductions (a bias gradient summed over rows) to torch, so the rest tiles by rows."""
+    while True:
+        ops = _without_tail_views(graph, ops)
+        if not ops:
+            return None
+        members = [graph.ops[i] for i in ops]
+        inputs, numbers, outputs = _region_values(members)
+        if policy == "auto" and not worth_fusing(members, inputs, outputs):
+            return None
+        callee = _build_func(f, name, members, inputs, numbers, outputs)
+        callee.attributes[EXECUTOR_ATTR] = ir.StringAttr.get(EXECUTOR)
+        decompose_module(callee.operation)
+        _erase_unused_numbers(callee.regions[0].blocks[0])
+        text = region_text(callee)
+        if not _region_ok(text, name):
+            callee.operation.erase()
+            return None
+        if policy == "always" or lower_region(text, name).rows is not None:
+            return ops, callee, inputs, outputs, name
+        callee.operation.erase()
+        tail = _tail_reductions(graph, ops)
+        if not tail or len(tail) == len(ops):
+            # an untiled kernel runs on one thread, pass after pass over whole tensors: only
+            # worth it while they fit in cache
+            if sum(_bytes(v) for v in inputs + outputs) > UNTILED_MAX_BYTES:
+                return None
+            return _outline_region(f, graph, ops, name, "always")
+        ops = [i for i in ops if i not in tail]
+
+
+def _tail_reductions(graph, ops):
+    """Ops of the region that reduce rank (reductions) and whose results only leave it."""
+    inside = {r for i in ops for r in graph.ops[i].results}
+    used_inside = {v for i in ops for v in graph.ops[i].operands if v in inside}
+    tail = []
+    for i in ops:
+        o = graph.ops[i]
+        tensors = [v for v in o.operands if not _is_number(v)]
+        if tensors and not any(r in used_inside for r in o.results) and \
+                ir.RankedTensorType(o.results[0].type).rank < ir.RankedTensorType(tensors[0].type).rank:
+            tail.append(i)
+    return tail
+
+
 def fuse_func(f, module_block, counter, policy="auto"):
     block = f.regions[0].blocks[0]
     graph = _Graph(block)
@@ -404,20 +465,10 @@ def fuse_func(f, module_block, counter, policy="auto"):
     # graph of the other regions acyclic)
     outlined = []
     for ops in graph.partition(claimed_ops):
-        members = [graph.ops[i] for i in ops]
-        inputs, numbers, outputs = _region_values(members)
-        if policy == "auto" and not worth_fusing(members, inputs, outputs):
-            continue
-        name = f"fusion_{counter}"
-        callee = _build_func(f, name, members, inputs, numbers, outputs)
-        callee.attributes[EXECUTOR_ATTR] = ir.StringAttr.get(EXECUTOR)
-        decompose_module(callee.operation)
-        _erase_unused_numbers(callee.regions[0].blocks[0])
-        if not _region_ok(region_text(callee), name):
-            callee.operation.erase()
-            continue
-        counter += 1
-        outlined.append((ops, callee, inputs, outputs, name))
+        region = _outline_region(f, graph, ops, f"fusion_{counter}", policy)
+        if region is not None:
+            counter += 1
+            outlined.append(region)
     if not outlined:
         return counter
     order = graph.schedule([o[0] for o in outlined])

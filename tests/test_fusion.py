@@ -364,3 +364,34 @@ def test_random_ops_keep_their_order():
         results.append(jf(x))
     _close(results[0], results[1])
     assert "fusion_0(" in str(thunder.last_traces(jf)[-1])
+
+
+def test_views_and_row_reductions_at_the_end_of_a_region_stay_with_torch():
+    # y.t() as a kernel output would be a transposed copy; torch's view of y costs nothing
+    def fn(x, b):
+        y = F.gelu(x + b, approximate="tanh") * 2
+        return y, y.t()
+
+    x, b = torch.randn(512, 256), torch.randn(256)
+    jf = thunder.jit(fn)
+    for a, e in zip(jf(x, b), fn(x, b)):
+        _close(a, e)
+    final = str(thunder.last_traces(jf)[-1])
+    assert final.count("= fusion_") == 1 and "torch.t(" in final, final
+
+    # a sum over the rows (a bias gradient) would keep the kernel from tiling by rows: with the
+    # cost model it is left to torch, summing the kernel's output
+    def grads(g, x, b):
+        d = g * torch.tanh(x + b) + g
+        return d, d.sum(0)
+
+    g = torch.randn(512, 256)
+    jf = thunder.jit(grads)
+    for a, e in zip(jf(g, x, b), grads(g, x, b)):
+        _close_grad(a, e)
+    final = str(thunder.last_traces(jf)[-1])
+    assert final.count("= fusion_") == 1 and "torch.sum(" in final, final
+    jf = thunder.jit(grads, fusion="always")  # every region: one kernel (untiled)
+    for a, e in zip(jf(g, x, b), grads(g, x, b)):
+        _close_grad(a, e)
+    assert "torch.sum(" not in str(thunder.last_traces(jf)[-1])

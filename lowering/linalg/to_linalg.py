@@ -32,6 +32,7 @@ will be called with) and computes the whole region at once.
 """
 from __future__ import annotations
 
+import itertools
 import math as _pymath
 
 from thunder.dialects.mlir import ir
@@ -326,25 +327,28 @@ def _reshape(em, ssa, t: TensorT, out_t: TensorT):
 
 def _reshape_tile(em, ssa, t: TensorT, out_t: TensorT):
     """A tile's reshape as a linalg.generic reading the input through floordiv/mod index maps:
-    both tiled axes (None) are preceded only by size-1 dims (see _operand_axes), so a tile row's
-    elements keep their order. (A collapse/expand of a strided tile would need a copy.)"""
+    the tiled axes (None) split both shapes into dims before and after it that reshape among
+    themselves (see _operand_axes). (A collapse/expand of a strided tile would need a copy.)"""
     d, e = out_t.shape.index(None), t.shape.index(None)
-    terms = []
-    for j in range(d + 1, out_t.rank):
-        step = _pymath.prod(out_t.shape[j + 1:])
-        terms.append(f"d{j}" if step == 1 else f"d{j} * {step}")
-    row = " + ".join(terms) or "0"
-    exprs = []
-    for m, size in enumerate(t.shape):
-        if m < e:
-            exprs.append("0")
-        elif m == e:
-            exprs.append(f"d{d}")
-        else:
-            step = _pymath.prod(t.shape[m + 1:])
-            x = f"({row})" if step == 1 else f"(({row}) floordiv {step})"
-            exprs.append(x if m == e + 1 else f"{x} mod {size}")
-    return em.generic(out_t, [(ssa, t, exprs)], lambda b, xs, acc: xs[0])
+
+    def linear(dims):  # the row-major linear index over these output dims
+        terms = []
+        for j in dims:
+            step = _pymath.prod(out_t.shape[j + 1:dims[-1] + 1])
+            terms.append(f"d{j}" if step == 1 else f"d{j} * {step}")
+        return " + ".join(terms) or "0"
+
+    def delinear(index, in_dims):  # that index as indices of these input dims
+        exprs = []
+        for k, m in enumerate(in_dims):
+            step = _pymath.prod(t.shape[m + 1:in_dims[-1] + 1])
+            x = f"({index})" if step == 1 else f"(({index}) floordiv {step})"
+            exprs.append(x if k == 0 else f"{x} mod {t.shape[m]}")
+        return exprs
+
+    before = delinear(linear(list(range(d))), list(range(e))) if e else []
+    after = delinear(linear(list(range(d + 1, out_t.rank))), list(range(e + 1, t.rank))) if e + 1 < t.rank else []
+    return em.generic(out_t, [(ssa, t, before + [f"d{d}"] + after)], lambda b, xs, acc: xs[0])
 
 
 def _constant(op):
@@ -442,13 +446,12 @@ def _operand_axes(op, a):
     if name == "slice":  # tiles of rows of the result are tiles of the input's if the axis is not sliced
         starts, steps = (list(ir.DenseI64ArrayAttr(op.attributes[k])) for k in ("start_indices", "strides"))
         return [(x, a)] if starts[a] == 0 and steps[a] == 1 and _static_shape(x)[a] == out[a] else None
-    if name == "reshape":  # a tile of rows stays a tile of rows when only size-1 dims lead
+    if name == "reshape":  # the axis must be a dim of both, with as many elements before it
         s = _static_shape(x)
-        if any(o != 1 for o in out[:a]):
-            return None
+        before = _pymath.prod(out[:a])
         for e, size in enumerate(s):
-            if size != 1:
-                return [(x, e)] if size == out[a] else None
+            if _pymath.prod(s[:e]) == before and size == out[a]:
+                return [(x, e)]
         return None
     if name in REDUCTIONS:
         rank = len(_static_shape(x))
@@ -461,36 +464,46 @@ def _operand_axes(op, a):
 
 def tiling(block):
     """(rows, {value: axis or WHOLE}) when every region result can be computed tile by tile
-    along its first dim (all results have the same first dim, no op reduces over or reshapes
-    across it), else None."""
-    ops = [o.operation for o in block.operations]
+    along one of its dims of a common size `rows` (the first result's first such dim that works,
+    each other result's too; no op reduces over or reshapes across it; not the last dim of a
+    result of rank 2 or more), else None."""
+    ops = [o.operation for o in block.operations if o.operation.name != "arith.constant"]
     results = list(ops[-1].operands)
-    rows, axes = None, {}
-
-    def need(v, a):
-        if _is_number(v):
-            return True
-        return axes.setdefault(v, a) == a
-
     if any(0 in _static_shape(v) for op in ops for v in [*op.operands, *op.results] if not _is_number(v)):
         return None  # empty tensors: nothing to tile (and no valid subview of a 0-sized dim)
-    for r in results:
-        s = _static_shape(r)
-        if not s or (rows is not None and s[0] != rows):
-            return None
-        rows = s[0]
-        need(r, 0)
-    if rows is None or rows < 2:
+    shapes = [_static_shape(r) for r in results]
+    if not shapes or not all(shapes):
         return None
-    for op in reversed(ops[:-1]):
-        if op.name == "arith.constant":
+    for d0, rows in enumerate(shapes[0]):
+        if rows < 2:
             continue
+        if d0 == len(shapes[0]) - 1 > 0:
+            continue  # tiles of columns of a matrix: short, strided inner loops; not worth it
+        choices = [[d for d, s in enumerate(shape) if s == rows and not d == len(shape) - 1 > 0]
+                   for shape in shapes[1:]]
+        for combo in itertools.islice(itertools.product(*choices), 16):
+            axes = _propagate(ops[:-1], results, (d0, *combo))
+            if axes is not None:
+                return rows, axes
+    return None
+
+
+def _propagate(ops, results, result_axes):
+    """{value: axis or WHOLE} from the results' axes back to the inputs, or None on a conflict."""
+    axes = {}
+
+    def need(v, a):
+        return _is_number(v) or axes.setdefault(v, a) == a
+
+    if not all(need(r, a) for r, a in zip(results, result_axes)):
+        return None
+    for op in reversed(ops):
         if op.results[0] not in axes:
             return None
         operand_axes = _operand_axes(op, axes[op.results[0]])
         if operand_axes is None or not all(need(v, a) for v, a in operand_axes):
             return None
-    return rows, axes
+    return axes
 
 
 def row_major_strides(shape):
@@ -638,9 +651,12 @@ def _tiled(block, name, input_strides, approx_math, rows, axes):
             em.emit(f"{copied} = linalg.copy ins({ssa} : {tile_t}) outs({init} : {tile_t}) -> {tile_t}")
             ssa = copied
         full_t = tensor_t(r.type)
-        params.append(f"%out{j}: {full_t.tile(0).memref()}")
-        # torch allocates outputs contiguous: row-major strides, independent of the row count
-        view, view_t = _subview(f"%out{j}", full_t.tile(0).memref(), full_t, 0, row_major_strides(full_t.shape))
+        # torch allocates outputs contiguous: row-major strides, which do not depend on the row
+        # count when the tiled axis is the first dim (then it stays dynamic)
+        axis = axes[r]
+        out_type = full_t.tile(0).memref() if axis == 0 else full_t.memref()
+        params.append(f"%out{j}: {out_type}")
+        view, view_t = _subview(f"%out{j}", out_type, full_t, axis, row_major_strides(full_t.shape))
         stores.append(f"      %ov{j} = {view}")
         stores.append(f"      bufferization.materialize_in_destination {ssa} in restrict writable %ov{j} "
                       f": ({tile_t}, {view_t}) -> ()")
