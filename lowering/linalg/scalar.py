@@ -189,7 +189,7 @@ def _reciprocal(b, xs, t):
 
 def _div(b, xs, t):
     if is_float(t):
-        return b.op(f"arith.divf {xs[0]}, {xs[1]} : {t}")
+        return b.op(f"arith.divf {xs[0]}, {xs[1]} fastmath<arcp> : {t}")
     if t == "i1":
         raise UnsupportedOp("div on i1")
     # torch: rounding_mode="trunc". A division by 0 (torch raises ZeroDivisionError) or of the
