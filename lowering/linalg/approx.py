@@ -74,21 +74,11 @@ def exp_f32(b, x):
     t = "f32"
     xc = b.op(f"arith.minimumf {x}, {b.const(EXP_HI, t)} : {t}")
     xc = b.op(f"arith.maximumf {xc}, {b.const(EXP_LO, t)} : {t}")
-    fx = b.op(f"math.fma {xc}, {b.const(LOG2E, t)}, {b.const(0.5, t)} : {t}")
-    fx = b.op(f"math.floor {fx} : {t}")
-    r = b.op(f"math.fma {fx}, {b.const(-EXP_C1, t)}, {xc} : {t}")
-    r = b.op(f"math.fma {fx}, {b.const(-EXP_C2, t)}, {r} : {t}")
-    p = _horner(b, r, EXP_P, t)
-    r2 = b.op(f"arith.mulf {r}, {r} : {t}")
-    y = b.op(f"math.fma {p}, {r2}, {r} : {t}")
-    y = b.op(f"arith.addf {y}, {b.const(1.0, t)} : {t}")
-    k = b.op(f"arith.fptosi {fx} : {t} to i32")
+    y, k = _exp_reduced(b, xc)
     k1 = b.op(f"arith.shrsi {k}, {b.const(1, 'i32')} : i32")
     k2 = b.op(f"arith.subi {k}, {k1} : i32")
     for kk in (k1, k2):
-        e = b.op(f"arith.addi {kk}, {b.const(127, 'i32')} : i32")
-        e = b.op(f"arith.shli {e}, {b.const(23, 'i32')} : i32")
-        y = b.op(f"arith.mulf {y}, {b.op(f'arith.bitcast {e} : i32 to {t}')} : {t}")
+        y = b.op(f"arith.mulf {y}, {_pow2(b, kk)} : {t}")
     over = b.op(f"arith.cmpf ogt, {x}, {b.const(EXP_HI, t)} : {t}")
     y = b.op(f"arith.select {over}, {b.const(float('inf'), t)}, {y} : {t}")
     under = b.op(f"arith.cmpf olt, {x}, {b.const(EXP_LO, t)} : {t}")
@@ -196,8 +186,8 @@ def expm1_f32(b, x):
     return _nan_is_nan(b, x, b.op(f"arith.select {zero}, {x}, {y} : {t}"))
 
 
-def _exp_bounded(b, x):
-    """exp(x) for x in [-87, 88] (or nan): exp_f32 without its clamps and special cases."""
+def _exp_reduced(b, x):
+    """(exp(r), k) with x = k ln2 + r, |r| <= ln2/2: the polynomial part of exp, k as i32."""
     t = "f32"
     fx = b.op(f"math.fma {x}, {b.const(LOG2E, t)}, {b.const(0.5, t)} : {t}")
     fx = b.op(f"math.floor {fx} : {t}")
@@ -206,7 +196,13 @@ def _exp_bounded(b, x):
     p = _horner(b, r, EXP_P, t)
     y = b.op(f"math.fma {p}, {b.op(f'arith.mulf {r}, {r} : {t}')}, {r} : {t}")
     y = b.op(f"arith.addf {y}, {b.const(1.0, t)} : {t}")
-    return b.op(f"arith.mulf {y}, {_pow2(b, b.op(f'arith.fptosi {fx} : {t} to i32'))} : {t}")
+    return y, b.op(f"arith.fptosi {fx} : {t} to i32")
+
+
+def _exp_bounded(b, x):
+    """exp(x) for x in [-87, 88] (or nan): exp_f32 without its clamps and special cases."""
+    y, k = _exp_reduced(b, x)
+    return b.op(f"arith.mulf {y}, {_pow2(b, k)} : f32")
 
 
 def erf_f32(b, x):
