@@ -17,12 +17,13 @@ keeps every region. A kept region becomes
 where it can and the order of ops with side effects (random ops) as it was. Codegen binds
 `fusion_N` to `compile_region(<callee>, "fusion_N")`."""
 import heapq
+import math
 import re
 
 from thunder.dialects.emit import loc_names
 from thunder.dialects.mlir import func, ir
 from thunder.lowering.decompose import decompose_module
-from thunder.lowering.linalg.scalar import POW_SPECIAL
+from thunder.lowering.linalg.scalar import POW_SPECIAL, elt_bytes
 from thunder.lowering.linalg.to_linalg import lower_region, supported, to_linalg
 from thunder.ops import registry
 
@@ -352,10 +353,7 @@ def _is_view(operation):
 
 def _bytes(v):
     t = ir.RankedTensorType(v.type)
-    n = 1
-    for s in t.shape:
-        n *= s
-    return n * max(1, t.element_type.width // 8) if hasattr(t.element_type, "width") else n * 4
+    return math.prod(t.shape) * elt_bytes(str(t.element_type))
 
 
 def _inside(user, produced):

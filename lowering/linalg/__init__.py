@@ -17,6 +17,7 @@ or a single variant with dynamic strides when specialize_strides=False. Compiled
 by linalg text, which names the func "kernel" and leaves the row count of a tiled region
 dynamic: regions that differ only in name or number of rows compile once.
 """
+import math
 import threading
 import time
 
@@ -56,7 +57,7 @@ class Kernel:
         self.name, ins, outs = signature(text, name)
         self.inputs = [(t.shape, torch_dtype(t.elt)) for t in ins]
         self.outputs = [(t.shape, torch_dtype(t.elt)) for t in outs]
-        self.bytes = sum(_numel(s) * d.itemsize for s, d in self.inputs + self.outputs)
+        self.bytes = sum(math.prod(s) * d.itemsize for s, d in self.inputs + self.outputs)
         self.variants = {}
         self.frames = {}  # thread id -> {input strides: CallFrame}
         if not specialize_strides:
@@ -132,13 +133,6 @@ class Kernel:
         outs = tuple(torch.empty(shape, dtype=dtype) for shape, dtype in self.outputs)
         frame(args + outs)
         return outs
-
-
-def _numel(shape):
-    n = 1
-    for s in shape:
-        n *= s
-    return n
 
 
 def compile_region(func_op_text_or_module, name=None, *, loops="loops", specialize_strides=True,

@@ -26,6 +26,11 @@ def int_width(t):
     return int(t[1:])
 
 
+def elt_bytes(t):
+    """Bytes per element as torch stores it (bool: 1)."""
+    return max(1, _bits(t) // 8)
+
+
 def _bits(t):
     return _FLOATS[t] if is_float(t) else int_width(t)
 

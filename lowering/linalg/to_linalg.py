@@ -37,7 +37,7 @@ import math as _pymath
 
 from thunder.dialects.mlir import ir
 from thunder.lowering.linalg.scalar import (ELEMENTWISE, REDUCTIONS, SUPPORTED, Body, UnsupportedOp,  # noqa: F401
-                                            convert_scalar, is_float, literal, promote,
+                                            convert_scalar, elt_bytes, is_float, literal, promote,
                                             reduce_combine, reduction_identity, supported)
 
 
@@ -534,10 +534,6 @@ class Lowered:
         self.text, self.rows, self.tile_rows, self.axes = text, rows, tile_rows, axes
 
 
-def _elt_bytes(elt):
-    return 1 if elt == "i1" else max(1, int(elt.lstrip("fib") or 8) // 8)
-
-
 def lower_region(text: str, name: str, input_strides=None, approx_math=True, tile=True,
                  out_name=None) -> Lowered:
     """Rewrite the region's func into a destination-passing linalg func @out_name (default
@@ -632,7 +628,7 @@ def _tiled(block, name, input_strides, approx_math, rows, axes):
             slices.append(f"      %sv{i} = {view}")
             slices.append(f"      {ssa} = bufferization.to_tensor %sv{i} restrict : {view_t} to {arg_t}")
             em.vals[a] = (ssa, arg_t)
-            row_bytes += _elt_bytes(t.elt) * _pymath.prod(t.shape) // rows
+            row_bytes += elt_bytes(t.elt) * _pymath.prod(t.shape) // rows
 
     def out_type(v):
         axis = axes[v]
@@ -660,7 +656,7 @@ def _tiled(block, name, input_strides, approx_math, rows, axes):
         stores.append(f"      %ov{j} = {view}")
         stores.append(f"      bufferization.materialize_in_destination {ssa} in restrict writable %ov{j} "
                       f": ({tile_t}, {view_t}) -> ()")
-        row_bytes += _elt_bytes(full_t.elt) * _pymath.prod(full_t.shape) // rows
+        row_bytes += elt_bytes(full_t.elt) * _pymath.prod(full_t.shape) // rows
     params += ["%lo: index", "%hi: index"]
     tile_rows = max(1, TILE_BYTES // max(row_bytes, 1))
     lines = [f"    %T = arith.constant {tile_rows} : index"] + pre
