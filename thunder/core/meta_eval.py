@@ -19,7 +19,6 @@ from thunder.core.callables import display_name, resolve
 from thunder.core.proxies import DataDependentError, TensorProxy, where
 from thunder.core.pysource import call_source, parse_call
 
-_VALUE_TAGS = (torch.Tag.data_dependent_output, torch.Tag.dynamic_output_shape)
 _CONSTANT_TYPES = (bool, int, float, complex, str, torch.dtype, torch.device, torch.layout, torch.memory_format,
                    torch.Size)
 
@@ -73,7 +72,7 @@ class _Watch(TorchDispatchMode):
         self.random = False
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if any(t in func.tags for t in _VALUE_TAGS):
+        if torch.Tag.data_dependent_output in func.tags:  # (item, equal, allclose: they read values)
             raise _NeedsValues(func)
         self.random = self.random or torch.Tag.nondeterministic_seeded in func.tags
         self.ops.append(func)
@@ -113,6 +112,10 @@ def encode_call(name, args, kwargs):
 
     collect(args)
     collect(kwargs)
+    if any(isinstance(v, torch.Generator) for v in (*args, *kwargs.values())):
+        raise untraceable(name, "it draws from a torch.Generator argument (generator=...); only torch's global "
+                          "generator is traced", "seed the global generator with torch.manual_seed and leave out "
+                          "generator=")
     operands = [found[i] for i in operand_order(found)]
     index = {id(p): i for i, p in enumerate(operands)}
     try:

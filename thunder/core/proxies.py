@@ -159,25 +159,26 @@ class TensorProxy:
 
     # --- torch-level calls
     def __getattr__(self, name):
+        from thunder.ops import fallback  # (registered ops that refuse arguments fall back too)
+
+        attr = getattr(torch.Tensor, name, None)
         op = registry.METHODS.get(name)
         if op is not None:
-            return functools.partial(op, self)
+            return functools.partial(fallback.registered, op, attr, self)
         if name in _INPLACE_ONLY:
             return functools.partial(inplace, _INPLACE_ONLY[name], name, self)
         if name.endswith("_") and not name.startswith("_") and name[:-1] in registry.METHODS:
-            return functools.partial(inplace, registry.METHODS[name[:-1]], name, self)
+            update = functools.partial(inplace, registry.METHODS[name[:-1]], name)
+            return functools.partial(fallback.registered, update, attr, self)
         if name in _NOT_TRACED:
             raise NotImplementedError(f"thunder: torch.Tensor.{name}{where()} {_NOT_TRACED[name]}")
-        attr = getattr(torch.Tensor, name, None)
         if attr is None or name.startswith("__"):
             raise AttributeError(f"'Tensor' object has no attribute '{name}'")
-        from thunder.ops import fallback
-
         if isinstance(attr, types.GetSetDescriptorType):  # a property: x.real, x.imag, x.data
             return fallback.call(attr.__get__, self)
         if isinstance(attr, property):
             return fallback.call(attr.fget, self)
-        return functools.partial(fallback.dispatch, attr, self)
+        return functools.partial(fallback.call, attr, self)
 
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
@@ -307,13 +308,13 @@ _INPLACE_ONLY = {"zero_": _zero, "fill_": _fill, "copy_": _copy}
 
 def _dunder(name):
     def method(self, *args):
+        from thunder.ops import fallback
+
         op = registry.DUNDERS.get(name)
         if op is None:  # torch's own operator, through the fallback
-            from thunder.ops import fallback
-
             return fallback.call(getattr(torch.Tensor, name), self, *args)
         # reflected operators too are called with the proxy first: their ops take it so
-        return op(self, *args)
+        return fallback.registered(op, getattr(torch.Tensor, name), self, *args)
 
     method.__name__ = name
     return method
@@ -331,7 +332,10 @@ for _n in ["eq", "ne", "lt", "le", "gt", "ge", "neg", "pos", "abs", "invert", "g
 
 
 def _setitem(self, key, value):
-    return inplace(registry.OPS["ltorch.setitem"], "__setitem__", self, key, value)
+    from thunder.ops import fallback
+
+    update = functools.partial(inplace, registry.OPS["ltorch.setitem"], "__setitem__")
+    return fallback.registered(update, torch.Tensor.__setitem__, self, key, value)
 
 
 TensorProxy.__setitem__ = _setitem

@@ -31,7 +31,7 @@ import torch
 from thunder.core import meta_eval, trace as tracing
 from thunder.core.callables import callable_name, resolve
 from thunder.core.meta_eval import Result, build, encode_call, evaluate, untraceable
-from thunder.core.proxies import TensorProxy, assign, check_inplace_allowed, inplace, write_out
+from thunder.core.proxies import DataDependentError, TensorProxy, assign, check_inplace_allowed, inplace, write_out
 from thunder.core.pysource import Name, call_source, parse_call, py_repr
 from thunder.ops import registry
 from thunder.ops.registry import Device, Ints, Str, Tensor, Tensors, ltorch
@@ -237,7 +237,25 @@ def dispatch(fn, *args, **kwargs):
     """fn(*args, **kwargs) while tracing: its registry entry, else the fallback."""
     op = registry.lookup_callable(fn)
     if op is not None:
+        return registered(op, fn, *args, **kwargs)
+    return call(fn, *args, **kwargs)
+
+
+def registered(op, fn, *args, **kwargs):
+    """op(*args, **kwargs), op being fn's registry entry (or a method wrapping it); where op
+    refuses the arguments as a thunder limitation (NotImplementedError("thunder: ..."): a
+    combination it does not model, e.g. advanced indexing, return_indices=True), the fallback
+    records fn itself, which torch then checks. (NotImplementedErrors that are eager's own,
+    '"softmax" not implemented for \'Long\'', stay.)"""
+    ctx = tracing.current()
+    n = len(ctx.symbols) if ctx is not None else 0
+    try:
         return op(*args, **kwargs)
+    except NotImplementedError as e:
+        if (ctx is None or isinstance(e, (DataDependentError, meta_eval.UntraceableError))
+                or not str(e).startswith("thunder:") or callable_name(fn) is None):
+            raise
+    del ctx.symbols[n:]  # (casts autocast recorded before the op refused)
     return call(fn, *args, **kwargs)
 
 

@@ -464,7 +464,7 @@ def _is_compiling_checks():
 def _lookup(fn):
     op = registry.lookup_callable(fn)
     if op is not None:
-        return op
+        return functools.partial(fallback.registered, op, fn)
     try:
         if fn in _TORCH_FUNCTION_CHECKS:
             return _no_torch_function
