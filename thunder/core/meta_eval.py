@@ -44,6 +44,7 @@ class Evaluation:
     views: tuple  # (result index, operand index): the result is a view of (shares memory with) the operand
     random: bool  # an aten op that draws random numbers ran
     aten: tuple  # the aten ops the call dispatched (after torch's CompositeImplicit decompositions)
+    differentiable: tuple  # per result: whether torch's result carries gradient (None: not known)
 
     @property
     def num_outputs(self):
@@ -198,29 +199,46 @@ def _evaluate_fn(fn, name, source, operands, autocast):
 
 
 def _run(fn, name, source, operands, autocast):
+    # with the floating inputs requiring grad first, which tells which results carry gradient;
+    # a call torch refuses on such inputs (resize_) runs again without, and that run's answer
+    # (or error) is the call's
+    for grad in (True, False):
+        try:
+            return _attempt(fn, name, source, operands, autocast, grad)
+        except (DataDependentError, UntraceableError):
+            raise
+        except Exception:
+            if not grad:
+                raise
+
+
+def _attempt(fn, name, source, operands, autocast, grad):
     fake = autocast is not None or not operands
     try:
-        ev, constants = _run_on(fn, name, source, operands, autocast, fake)
+        ev, constants = _run_on(fn, name, source, operands, autocast, fake, grad)
         if constants and not fake:  # device-dependent answers (get_device, type()) need the real device
-            ev, _ = _run_on(fn, name, source, operands, autocast, True)
+            ev, _ = _run_on(fn, name, source, operands, autocast, True, grad)
         return ev
     except NotImplementedError as e:
         if fake or "meta" not in str(e).lower() or isinstance(e, (DataDependentError, UntraceableError)):
             raise
-    return _run_on(fn, name, source, operands, autocast, True)[0]
+    return _run_on(fn, name, source, operands, autocast, True, grad)[0]
 
 
-def _run_on(fn, name, source, operands, autocast, fake):
+def _run_on(fn, name, source, operands, autocast, fake, grad):
     """(Evaluation, whether the result has non-tensor values) of one run on meta or fake tensors."""
     from torch._subclasses import fake_tensor
 
     mode = fake_tensor.FakeTensorMode() if fake else None
     watch = _Watch()
     try:
-        with (mode or _nothing()), _autocast(autocast):
+        with (mode or _nothing()), _autocast(autocast), torch.set_grad_enabled(grad):
             tensors = [torch.empty(shape, dtype=dtype, device=device if fake else "meta")
                        for shape, dtype, device in operands]
-            versions = [t._version for t in tensors]
+            if grad:  # (clones: in-place updates of leaves that require grad are refused)
+                tensors = [t.requires_grad_().clone() if t.dtype.is_floating_point or t.dtype.is_complex else t
+                           for t in tensors]
+            before = [(t._version, t.shape, t.dtype) for t in tensors]
             args, kwargs = parse_call(source, tensors)
             with watch:
                 out = fn(*args, **kwargs)
@@ -236,7 +254,7 @@ def _run_on(fn, name, source, operands, autocast, fake):
     except fake_tensor.UnsupportedOperatorException as e:
         raise untraceable(name, f"torch cannot compute the metadata of its result without running it ({e})") from None
     device = next((d for _, _, d in operands if d.type != "cpu"), operands[0][2] if operands else torch.device("cpu"))
-    results, views, constants = [], [], [False]
+    results, grads, views, constants = [], [], [], [False]
     position = {id(t): i for i, t in enumerate(tensors)}
 
     def convert(v):
@@ -246,6 +264,7 @@ def _run_on(fn, name, source, operands, autocast, fake):
             if type(v) not in (torch.Tensor, fake_tensor.FakeTensor, torch.nn.Parameter):
                 raise untraceable(name, f"it returns a tensor subclass ({type(v).__name__})")
             results.append((tuple(v.shape), v.dtype, device if v.device.type == "meta" else v.device))
+            grads.append(v.requires_grad if grad else None)
             for j, t in enumerate(tensors):
                 if torch._C._is_alias_of(v, t):
                     views.append((len(results) - 1, j))
@@ -264,11 +283,12 @@ def _run_on(fn, name, source, operands, autocast, fake):
         raise untraceable(name, f"its result is a {type(v).__name__}, not tensors, numbers or tuples/lists of them")
 
     template = convert(out)
-    mutated = tuple(j for j, t in enumerate(tensors) if t._version != versions[j])
+    mutated = tuple(j for j, t in enumerate(tensors) if (t._version, t.shape, t.dtype) != before[j])
     for j in mutated:
         t = tensors[j]
         results.append((tuple(t.shape), t.dtype, operands[j][2]))
-    ev = Evaluation(tuple(results), template, mutated, tuple(views), watch.random, tuple(watch.ops))
+        grads.append(t.requires_grad if grad else None)
+    ev = Evaluation(tuple(results), template, mutated, tuple(views), watch.random, tuple(watch.ops), tuple(grads))
     return ev, constants[0]
 
 

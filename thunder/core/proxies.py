@@ -226,6 +226,8 @@ def inplace(op, method_name, self, *args, **kwargs):
                                f"type {_dtype_name(self.dtype)}")
         out = out.to(self.dtype)
     if out.shape != self.shape:
+        if getattr(op, "is_view", False):  # x.unsqueeze_(0), x.t_(): the fallback records torch's own call
+            raise NotImplementedError(f"thunder: {method_name} changes the shape of a tensor in place")
         raise RuntimeError(f"output with shape {list(self.shape)} doesn't match the broadcast shape {list(out.shape)}")
     assign(self, out)
     return self

@@ -249,13 +249,17 @@ def registered(op, fn, *args, **kwargs):
     '"softmax" not implemented for \'Long\'', stay.)"""
     ctx = tracing.current()
     n = len(ctx.symbols) if ctx is not None else 0
+    proxies = [a for a in (*args, *kwargs.values()) if isinstance(a, TensorProxy)]
+    views = [list(p.views) for p in proxies]
     try:
         return op(*args, **kwargs)
     except NotImplementedError as e:
         if (ctx is None or isinstance(e, (DataDependentError, meta_eval.UntraceableError))
                 or not str(e).startswith("thunder:") or callable_name(fn) is None):
             raise
-    del ctx.symbols[n:]  # (casts autocast recorded before the op refused)
+    del ctx.symbols[n:]  # what the op recorded before it refused (autocast's casts, a view)
+    for p, v in zip(proxies, views):
+        p.views[:] = v
     return call(fn, *args, **kwargs)
 
 
@@ -274,13 +278,14 @@ def call(fn, *args, **kwargs):
         return _mutating(fn, name, args, kwargs, operands, source, autocast, ev)
     if not ev.results:
         return build(ev.template, [], operands)
+    outs = None
     if autocast is None and not ev.random and not ev.views:
         from thunder.ops import aten_decomp
 
-        replayed = aten_decomp.replay(name, source, operands, ev)
-        if replayed is not None:
-            return build(ev.template, replayed, operands)
-    return build(ev.template, _record(name, source, operands, autocast, ev), operands)
+        outs = aten_decomp.replay(name, source, operands, ev)
+    if outs is None:
+        outs = _record(name, source, operands, autocast, ev)
+    return build(ev.template, _no_gradient_where_torch_has_none(outs, operands, ev), operands)
 
 
 def _record(name, source, operands, autocast, ev):
@@ -291,6 +296,16 @@ def _record(name, source, operands, autocast, ev):
         needs_state = tracing.grad_enabled() and any(differentiable(t) for t in operands)
         values["rng_state"] = rng_state(_device(operands, ev)) if needs_state else None
     return list(op(**values))
+
+
+def _no_gradient_where_torch_has_none(outs, operands, ev):
+    """Results that torch gives no gradient (bessel_j0 has no derivative, sort's indices) are
+    detached, as eager's do not require grad."""
+    if not tracing.grad_enabled() or not any(differentiable(t) for t in operands):
+        return outs
+    from thunder.ops.grad import detach
+
+    return [detach(o) if ev.differentiable[i] is False and differentiable(o) else o for i, o in enumerate(outs)]
 
 
 def _device(operands, ev):
@@ -307,7 +322,7 @@ def _mutating(fn, name, args, kwargs, operands, source, autocast, ev):
         base = _out_of_place(name)
         if base is not None:
             return inplace(lambda s, *a, **k: dispatch(base, s, *a, **k), name, self, *args[1:], **kwargs)
-    outs = _record(name, source, operands, autocast, ev)
+    outs = _no_gradient_where_torch_has_none(_record(name, source, operands, autocast, ev), operands, ev)
     for k, j in enumerate(ev.mutated):
         target, new = operands[j], outs[ev.num_outputs + k]
         if (tuple(new.shape), new.dtype) != (tuple(target.shape), target.dtype) and (

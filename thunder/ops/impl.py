@@ -180,9 +180,9 @@ def torch_call_vjp(call, inputs, cotangents, *, grads_for, cotangent_for, mutate
     call; in the autocast region (device type, dtype) it ran in), then torch.autograd.grad."""
     leaves = [x.detach().requires_grad_(i in grads_for) for i, x in enumerate(inputs)]
     args = list(leaves)
-    for j in mutated:
-        args[j] = args[j].clone()  # (the forward wrote into a clone too)
     with torch.enable_grad(), _generator_state(rng_state, inputs), _autocast(autocast):
+        for j in mutated:
+            args[j] = args[j].clone()  # (the forward wrote into a clone too)
         out = call(*args)
     results = [t for t in _tensors(out) if not any(t is a for a in args)] + [args[j] for j in mutated]
     pairs = [(results[i], g) for i, g in zip(cotangent_for, cotangents) if results[i].requires_grad]
