@@ -134,6 +134,30 @@ def test_decomposition_into_registry_ops_is_preferred_and_fuses():
     torch.testing.assert_close(grads[0], expected_grads[0])
 
 
+DECOMPOSED = {
+    "logaddexp": lambda x, y: torch.logaddexp(x, y),
+    "mish": lambda x, y: F.mish(x) * y,
+    "elu": lambda x, y: F.elu(x, alpha=0.7) + y,
+    "logsumexp": lambda x, y: torch.logsumexp(x * y, 1),
+    "vector_norm": lambda x, y: torch.linalg.vector_norm(x + y, ord=3, dim=0),
+    "xlogy": lambda x, y: torch.xlogy(x, y.abs() + 0.5),
+    "kron": lambda x, y: torch.kron(x, y[:2, :2]),
+}
+
+
+@pytest.mark.parametrize("case", DECOMPOSED)
+def test_decomposed_ops_values_and_gradients(case):
+    fn = DECOMPOSED[case]
+    args = _t(3, 4), _t(3, 4)
+    expected, expected_grads, cts = _grads(fn, args)
+    jfn = thunder.jit(fn)
+    out, grads, _ = _grads(jfn, args, cts)
+    torch.testing.assert_close(out, expected)
+    for g, e in zip(grads, expected_grads):
+        torch.testing.assert_close(g, e)
+    assert "torch_call" not in thunder.last_traces(jfn)[0].to_mlir()
+
+
 def test_inplace_method_with_out_of_place_form():
     # x.cumprod_(1) is recorded as torch.Tensor.cumprod and assigned: the caller's tensor changes
     def fn(x):

@@ -244,13 +244,15 @@ def _run_on(fn, name, source, operands, autocast, fake, grad):
                 out = fn(*args, **kwargs)
     except _NeedsValues as e:
         raise DataDependentError(
-            f"thunder: {name}{where()} needs the values of its tensor arguments (aten op {e.args[0]} has a "
-            "data-dependent result), which are not known while tracing. Workaround: compute it outside the "
-            "jitted function, or use an operation whose result shape does not depend on values.") from None
+            f"thunder: {name}{where()} needs the values of its tensor arguments ({e.args[0]} reads them), which "
+            "are not known while tracing. Workaround: compute it outside the jitted function, or keep it in tensor "
+            "operations (torch.where instead of a Python branch on a tensor).") from None
     except (fake_tensor.DynamicOutputShapeException, fake_tensor.DataDependentOutputException) as e:
         raise DataDependentError(
-            f"thunder: {name}{where()} needs the values of its tensor arguments ({e}), which are not known while "
-            "tracing. Workaround: compute it outside the jitted function.") from None
+            f"thunder: {name}{where()} needs the values of its tensor arguments (the shape of its result depends "
+            f"on them: {e}), which are not known while tracing. Workaround: compute it outside the jitted "
+            "function, or use an operation whose result shape does not depend on values (torch.where, "
+            "masked_fill instead of boolean indexing).") from None
     except fake_tensor.UnsupportedOperatorException as e:
         raise untraceable(name, f"torch cannot compute the metadata of its result without running it ({e})") from None
     device = next((d for _, _, d in operands if d.type != "cpu"), operands[0][2] if operands else torch.device("cpu"))

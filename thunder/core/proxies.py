@@ -329,8 +329,8 @@ _OPERATORS = [
 for _n in _OPERATORS:
     setattr(TensorProxy, f"__{_n}__", _dunder(f"__{_n}__"))
     setattr(TensorProxy, f"__r{_n}__", _dunder(f"__r{_n}__"))
-for _n in ["eq", "ne", "lt", "le", "gt", "ge", "neg", "pos", "abs", "invert", "getitem"]:
-    setattr(TensorProxy, f"__{_n}__", _dunder(f"__{_n}__"))
+for _n in ["eq", "ne", "lt", "le", "gt", "ge", "neg", "pos", "abs", "invert", "getitem", "reversed", "contains"]:
+    setattr(TensorProxy, f"__{_n}__", _dunder(f"__{_n}__"))  # (reversed(x) is x.flip(0), as in eager)
 
 
 def _setitem(self, key, value):

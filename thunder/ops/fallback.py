@@ -5,7 +5,7 @@
 the registry has, those ops are recorded instead (ops/aten_decomp.py), so fusion sees through
 it; otherwise one generic op:
 
-    %0:2 = "ltorch.torch_call"(%x) {callable = "torch.sort", args = "_0, 1", autocast = unit, ...}
+    %0:2 = "ltorch.torch_call"(%x) {args = "_0, 1", autocast, callable = "torch.sort", ...}
 
 `callable` names the torch callable (resolvable: "torch.cumprod", "torch.Tensor.cumprod",
 "torch.ops.aten.cumprod.default"); `args` is the source of the call's arguments with `_i` for
@@ -13,13 +13,18 @@ tensor operand i (thunder/core/pysource.py); the results are the tensors of the 
 order, then the new values of the operands it writes in place (the program runs the call on
 clones of those). Which result goes where in the returned structure (a tuple, a
 torch.return_types.sort, ...) is computed by the same evaluation that gives the types, so the
-MLIR op carries no more than the call. `ltorch.torch_call_random` is the same for calls that
-draw random numbers (not Pure); `ltorch.rng_state` records the generator state such a call
-starts from, so that its backward can redraw the same numbers.
+MLIR op carries no more than the call (and `autocast`, the torch.autocast region it runs in).
+`ltorch.torch_call_random` is the same for calls that draw random numbers (not Pure);
+`ltorch.rng_state` records the generator state such a call starts from, so that its backward
+can redraw the same numbers.
 
 Gradients are torch's: the VJP rule records `ltorch.torch_call_vjp`, which runs
 impl.torch_call_vjp: the call recomputed on detached inputs under enable_grad (from the saved
-generator state for random calls), then torch.autograd.grad with the cotangents.
+generator state for random calls), then torch.autograd.grad with the cotangents. Results torch
+gives no gradient (sort's indices, bessel_j0, which has no derivative) are detached.
+
+Registered ops that refuse arguments as a thunder limitation (NotImplementedError("thunder:
+..."), e.g. advanced indexing) fall back the same way (`registered`).
 
 In-place calls (`x.foo_()`, `torch.foo_(x)`, `inplace=True` in torch's Python functions, which
 call those) are recorded as the out-of-place form `foo` and assigned like registered in-place
@@ -71,7 +76,7 @@ def _results(tensors, callable, args, autocast, random):
     return outs
 
 
-@ltorch("ltorch.torch_call", returns_sequence=True)
+@ltorch("(callable)", returns_sequence=True)
 def torch_call(tensors: Tensors, *, callable: Str, args: Str, autocast: Str | None = None):
     """A torch call without a registry entry (thunder's fallback): `callable` with the arguments
     `args` (`_i` is tensor operand i), run by the generated program as that torch call; results:
@@ -81,7 +86,7 @@ def torch_call(tensors: Tensors, *, callable: Str, args: Str, autocast: Str | No
     return _results(tensors, callable, args, autocast, False)
 
 
-@ltorch("ltorch.torch_call_random", returns_sequence=True, random=True)
+@ltorch("(callable)", returns_sequence=True, random=True)
 def torch_call_random(tensors: Tensors, rng_state: Tensor | None = None, *, callable: Str, args: Str,
                       autocast: Str | None = None):
     """ltorch.torch_call of a callable that draws random numbers (not Pure). rng_state: the
@@ -89,7 +94,7 @@ def torch_call_random(tensors: Tensors, rng_state: Tensor | None = None, *, call
     return _results(tensors, callable, args, autocast, True)
 
 
-@ltorch("ltorch.torch_call_vjp", returns_sequence=True, differentiable=False)
+@ltorch("impl.torch_call_vjp", returns_sequence=True, differentiable=False)
 def torch_call_vjp(tensors: Tensors, rng_state: Tensor | None = None, *, callable: Str, args: Str,
                    autocast: Str | None = None, grads_for: Ints, cotangent_for: Ints):
     """torch's gradient of a ltorch.torch_call: tensors are the call's operands, then the
@@ -107,7 +112,7 @@ def torch_call_vjp(tensors: Tensors, rng_state: Tensor | None = None, *, callabl
     return tuple(TensorProxy.like(inputs[i]) for i in grads_for)
 
 
-@ltorch("ltorch.rng_state", random=True, differentiable=False)
+@ltorch("torch.get_rng_state", random=True, differentiable=False)
 def rng_state(device: Device):
     """The state of `device`'s random generator (a uint8 tensor on the CPU), read right before a
     random ltorch.torch_call_random whose gradient may be needed. Not Pure: it stays in order."""

@@ -468,7 +468,7 @@ def _lookup(fn):
     try:
         if fn in _TORCH_FUNCTION_CHECKS:
             return _no_torch_function
-        if fn in _is_compiling_checks():
+        if getattr(fn, "__name__", None) == "is_compiling" and fn in _is_compiling_checks():
             return _is_compiling
     except TypeError:
         pass
