@@ -255,3 +255,14 @@ def test_disable_torch_autograd():
     x = torch.randn(3, requires_grad=True)
     out = thunder.jit(lambda x: x * 2, disable_torch_autograd=True)(x)
     assert not out.requires_grad
+
+
+def test_proxies_are_tensors_to_isinstance():
+    # library code branches on isinstance(x, torch.Tensor) / torch.is_tensor(x): inside the jitted
+    # function the proxies standing for tensors must answer True, as eager's tensors do
+    def f(x, n):
+        y = x * 2 if isinstance(x, torch.Tensor) and torch.is_tensor(x) else x
+        return y + (1 if isinstance(n, (torch.Tensor, float)) else 0)
+
+    x = torch.ones(2)
+    torch.testing.assert_close(thunder.jit(f)(x, 3), f(x, 3))

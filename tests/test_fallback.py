@@ -238,6 +238,18 @@ def test_untraceable_call_names_call_line_and_workaround():
         thunder.jit(lambda x: x.stride())(torch.randn(2))
 
 
+def test_real_tensor_from_native_code_is_refused_naming_the_call():
+    def made_natively():  # generator functions run natively: their tensors are real, not inputs
+        yield torch.ones(3)
+
+    def fn(x):
+        return torch.cumprod(next(made_natively()), 0) + x
+
+    with pytest.raises(NotImplementedError, match=r"torch.cumprod at .*test_fallback.py:\d+ cannot be traced: it "
+                                                  r"got a tensor of shape \(3,\) that is not an input"):
+        thunder.jit(fn)(torch.randn(3))
+
+
 def test_data_dependent_call_raises_naming_call_and_line():
     with pytest.raises(DataDependentError, match=r"torch.nonzero at .*test_fallback.py:\d+ needs the values"):
         thunder.jit(lambda x: torch.nonzero(x))(torch.randn(3))
@@ -307,8 +319,11 @@ def test_long_tensor_lists_of_one_type():
 def test_is_compiling_answers_true_inside():
     from transformers.utils import is_torchdynamo_compiling
 
+    import torch._dynamo
+
     def fn(x):
-        return x + (1 if torch.compiler.is_compiling() and is_torchdynamo_compiling() else 0)
+        yes = torch.compiler.is_compiling() and is_torchdynamo_compiling() and torch._dynamo.is_compiling()
+        return x + (1 if yes else 0)
 
     x = torch.zeros(2)
     assert not torch.compiler.is_compiling()

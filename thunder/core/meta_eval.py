@@ -174,7 +174,7 @@ def autocast_state(operands):
 def evaluate(name, source, operands, autocast=None):
     """The Evaluation of the call `name(source)` with operand types `operands` ((shape, dtype,
     device) each); autocast: (device type, dtype) of the torch.autocast region it runs in."""
-    return _evaluate(name, source, tuple(operands), autocast)
+    return _evaluate(name, source, tuple(operands), autocast, torch.get_default_dtype())
 
 
 def evaluate_callable(fn, name, source, operands, autocast=None):
@@ -185,16 +185,17 @@ def evaluate_callable(fn, name, source, operands, autocast=None):
         hash(fn)
     except TypeError:
         return _run(fn, name, source, operands, autocast)
-    return _evaluate_fn(fn, name, source, tuple(operands), autocast)
+    return _evaluate_fn(fn, name, source, tuple(operands), autocast, torch.get_default_dtype())
 
 
+# (the default dtype is part of the key: factories and int -> float promotions depend on it)
 @functools.lru_cache(maxsize=4096)
-def _evaluate(name, source, operands, autocast):
+def _evaluate(name, source, operands, autocast, default_dtype):
     return _run(resolve(name), name, source, operands, autocast)
 
 
 @functools.lru_cache(maxsize=4096)
-def _evaluate_fn(fn, name, source, operands, autocast):
+def _evaluate_fn(fn, name, source, operands, autocast, default_dtype):
     return _run(fn, name, source, operands, autocast)
 
 

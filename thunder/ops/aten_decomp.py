@@ -106,7 +106,7 @@ class _Steps(TorchDispatchMode):
 
 
 @functools.lru_cache(maxsize=1024)
-def _plan(name, source, operands):
+def _plan(name, source, operands, default_dtype):
     """(steps, results) with tensors as indices into the values (operands first, then each
     step's tensors), or None when the call does not decompose into registry ops."""
     metas = [torch.empty(shape, dtype=dtype, device="meta") for shape, dtype, _ in operands]
@@ -168,7 +168,7 @@ def replay(name, source, operands, ev):
     current trace, or None (nothing recorded) when it does not decompose into them."""
     if not all(registry_op(f) is not None or f in _decompositions() for f in ev.aten):
         return None
-    plan = _plan(name, source, tuple((tuple(t.shape), t.dtype, t.device) for t in operands))
+    plan = _plan(name, source, tuple((tuple(t.shape), t.dtype, t.device) for t in operands), torch.get_default_dtype())
     if plan is None:
         return None
     steps, results = plan
@@ -197,7 +197,7 @@ def replay(name, source, operands, ev):
 
     try:
         for func, args, kwargs, out in steps:
-            define(out, registry_op(func)(*value(args), **value(kwargs)))
+            define(out, registry_op(func)(*value(args), **{k: value(v) for k, v in kwargs.items()}))
         outs = [value(r) for r in results]
     except (_Mismatch, TypeError, ValueError, RuntimeError, NotImplementedError):
         del ctx.symbols[n_symbols:]

@@ -461,7 +461,19 @@ def _is_compiling_checks():
     return checks
 
 
+def _isinstance(obj, cls):
+    """isinstance, with proxies standing for tensors: isinstance(x, torch.Tensor) is True for a
+    proxy (libraries branch on it), as torch.is_tensor(x) then is."""
+    if isinstance(obj, TensorProxy):
+        classes = cls if isinstance(cls, tuple) else (cls,)
+        if any(c is torch.Tensor or c is torch._C.TensorBase for c in classes):
+            return True
+    return isinstance(obj, cls)
+
+
 def _lookup(fn):
+    if fn is isinstance:
+        return _isinstance
     op = registry.lookup_callable(fn)
     if op is not None:
         return functools.partial(fallback.registered, op, fn)
