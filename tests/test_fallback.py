@@ -158,6 +158,20 @@ def test_decomposed_ops_values_and_gradients(case):
     assert "torch_call" not in thunder.last_traces(jfn)[0].to_mlir()
 
 
+def test_decomposed_factory_is_on_the_calls_device():
+    # new_ones decomposes into full(..., device=x.device): the decomposition ran on meta tensors,
+    # and its device=meta must become the call's device (as transformers' masks do it)
+    def fn(x):
+        return x.new_ones((), dtype=torch.bool) & (x > 0), x.new_zeros(2) + 1
+
+    x = torch.randn(3)
+    jfn = thunder.jit(fn)
+    for a, b in zip(jfn(x), fn(x)):
+        assert a.device == b.device
+        torch.testing.assert_close(a, b)
+    assert "meta" not in str(thunder.last_traces(jfn)[-1])
+
+
 def test_inplace_method_with_out_of_place_form():
     # x.cumprod_(1) is recorded as torch.Tensor.cumprod and assigned: the caller's tensor changes
     def fn(x):

@@ -6,9 +6,10 @@ The call runs on meta tensors under a TorchDispatchMode that sees the aten ops i
 registry stands for is kept as a step; one it does not is replaced by its decomposition in
 torch._decomp's table, whose ops the mode sees in turn; an op with neither, an in-place op or a
 random one ends the attempt. The steps are then replayed on the proxies with the registry's ops
-(`registry_op`: the op whose torch function has the aten op's name, or an entry of `_EXPLICIT`),
-each result checked against the metadata torch computed for it; any mismatch ends the attempt
-too, leaving the trace as it was. Attempts are cached per call signature."""
+(`registry_op`: the op whose torch function has the aten op's name, or an entry of `_explicit`),
+each result checked against the metadata torch computed for it (with what the steps put on the
+meta device moved to the call's device); any mismatch ends the attempt too, leaving the trace as
+it was. Attempts are cached per call signature."""
 import functools
 
 import torch
@@ -29,6 +30,7 @@ _NO_OP_KWARGS = {"layout": (None, torch.strided), "pin_memory": (None, False), "
                  "memory_format": (None, torch.preserve_format), "non_blocking": (False,)}
 
 
+@functools.cache
 def _explicit():
     from thunder.ops import creation, shape
 
@@ -121,16 +123,21 @@ def _plan(name, source, operands, default_dtype):
         return None
     index = {id(t): i for i, t in enumerate(metas)}
     count = [len(metas)]
+    # the steps ran on meta tensors: what they put on "meta" belongs on the call's device
+    device = next((d for _, _, d in operands if d.type != "cpu"), operands[0][2] if operands else torch.device("cpu"))
 
     def ref(v, define=False):
         if isinstance(v, torch.Tensor):
             if define:  # (a step may return its input itself: the newest value wins)
                 index[id(v)] = count[0]
                 count[0] += 1
-                return _Ref(index[id(v)], tuple(v.shape), v.dtype)
-            if id(v) not in index:
+            elif id(v) not in index:
                 raise _Unmapped(v)  # a tensor no recorded op produced
-            return _Ref(index[id(v)], tuple(v.shape), v.dtype)
+            return _Ref(index[id(v)], tuple(v.shape), v.dtype, device if v.device.type == "meta" else v.device)
+        if isinstance(v, torch.device) and v.type == "meta":
+            return device  # (new_ones, full_like, ...: device=x.device)
+        if isinstance(v, str) and v == "meta":
+            raise _Unmapped(v)
         if isinstance(v, (tuple, list)):
             return type(v)(ref(x, define) for x in v) if type(v) in (tuple, list) else tuple(ref(x, define) for x in v)
         return v
@@ -145,10 +152,10 @@ def _plan(name, source, operands, default_dtype):
 
 
 class _Ref:
-    __slots__ = ("index", "shape", "dtype")
+    __slots__ = ("index", "shape", "dtype", "device")
 
-    def __init__(self, index, shape, dtype):
-        self.index, self.shape, self.dtype = index, shape, dtype
+    def __init__(self, index, shape, dtype, device):
+        self.index, self.shape, self.dtype, self.device = index, shape, dtype, device
 
 
 def _tensor_leaves(v):
@@ -186,7 +193,8 @@ def replay(name, source, operands, ev):
 
     def define(template, got):
         if isinstance(template, _Ref):
-            if not isinstance(got, TensorProxy) or (tuple(got.shape), got.dtype) != (template.shape, template.dtype):
+            if not isinstance(got, TensorProxy) or (tuple(got.shape), got.dtype, got.device) != (
+                    template.shape, template.dtype, template.device):
                 raise _Mismatch()
             values.append(got)
         elif isinstance(template, (tuple, list)):
