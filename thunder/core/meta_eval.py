@@ -1,14 +1,18 @@
 """The output metadata of any torch call, computed by torch itself: the call runs on meta tensors
-that stand for the proxies (FakeTensorMode on the real device where a meta kernel is missing,
-for calls without tensor arguments, for non-tensor results, and under torch.autocast). A
-TorchDispatchMode watches the aten ops it dispatches: one whose result depends on values
-(Tag.data_dependent_output / dynamic_output_shape: nonzero, item, equal, ...) makes the call
-data-dependent, one with Tag.nondeterministic_seeded makes it random.
+that stand for the proxies (under FakeTensorMode on the real device where a meta kernel is
+missing, for calls without tensor arguments, for non-tensor results, and under torch.autocast).
+A TorchDispatchMode watches the aten ops it dispatches: one that reads values
+(Tag.data_dependent_output: item, equal) makes the call data-dependent, as does a result shape
+that depends on values (nonzero, boolean masks: torch's meta and fake kernels refuse those),
+and one with Tag.nondeterministic_seeded makes the call random. The floating inputs require
+grad, so the results' requires_grad says which carry gradient; identity and _version say what
+the call returns of its inputs and which it writes.
 
 `output_metadata(fn, args, kwargs)` is the reusable entry point: the call's result with a
 fresh TensorProxy for each tensor. `evaluate(name, source, operands)` is the form the generic
 op `ltorch.torch_call` uses (its callable's name, its argument source and its operands' types)
 and is cached."""
+import contextlib
 import functools
 from dataclasses import dataclass
 
@@ -233,7 +237,7 @@ def _run_on(fn, name, source, operands, autocast, fake, grad):
     mode = fake_tensor.FakeTensorMode() if fake else None
     watch = _Watch()
     try:
-        with (mode or _nothing()), _autocast(autocast), torch.set_grad_enabled(grad):
+        with (mode or contextlib.nullcontext()), _autocast(autocast), torch.set_grad_enabled(grad):
             tensors = [torch.empty(shape, dtype=dtype, device=device if fake else "meta")
                        for shape, dtype, device in operands]
             if grad:  # (clones: in-place updates of leaves that require grad are refused)
@@ -293,14 +297,6 @@ def _run_on(fn, name, source, operands, autocast, fake, grad):
         grads.append(t.requires_grad if grad else None)
     ev = Evaluation(tuple(results), template, mutated, tuple(views), watch.random, tuple(watch.ops), tuple(grads))
     return ev, constants[0]
-
-
-class _nothing:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
 
 
 class _autocast:
