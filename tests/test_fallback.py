@@ -203,12 +203,15 @@ def test_inplace_true_keyword_and_shape_changing_inplace():
         y = x * 1
         y.unsqueeze_(0)  # changes y's shape in place: torch's call on a clone
         F.rrelu(y, training=False, inplace=True)  # torch.rrelu_ -> torch.rrelu, assigned to y
-        return y
+        z = x * 3
+        F.relu(z, inplace=True)  # the registered op refuses inplace=True: F.relu(z), assigned to z
+        return y + z
 
     x = _t(3, 4)
     jfn = check_like_eager(fn, x, name="torch.Tensor.unsqueeze_")
     program = str(thunder.last_traces(jfn)[-1])
     assert "torch.rrelu(" in program and "rrelu_" not in program
+    assert "torch.nn.functional.relu(" in program and "inplace=True" not in program
 
 
 def test_out_variant():

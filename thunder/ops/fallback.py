@@ -26,9 +26,9 @@ gives no gradient (sort's indices, bessel_j0, which has no derivative) are detac
 Registered ops that refuse arguments as a thunder limitation (NotImplementedError("thunder:
 ..."), e.g. advanced indexing) fall back the same way (`registered`).
 
-In-place calls (`x.foo_()`, `torch.foo_(x)`, `inplace=True` in torch's Python functions, which
-call those) are recorded as the out-of-place form `foo` and assigned like registered in-place
-ops (core/proxies.py `inplace`); without an out-of-place form (x.uniform_()), or when the
+In-place calls (`x.foo_()`, `torch.foo_(x)`, `F.foo(x, inplace=True)`) are recorded as the
+out-of-place form (`foo`, `inplace=False`) and assigned like registered in-place ops
+(core/proxies.py `inplace`); without an out-of-place form (x.uniform_()), or when the
 update changes the tensor's shape, the in-place call on a clone. `out=` is the call without it,
 then written into out (`write_out`)."""
 import torch
@@ -324,6 +324,9 @@ def _mutating(fn, name, args, kwargs, operands, source, autocast, ev):
     self = args[0] if args else None
     if (isinstance(self, TensorProxy) and len(ev.mutated) == 1 and operands[ev.mutated[0]] is self
             and ev.results[-1] == (tuple(self.shape), self.dtype, self.device)):
+        if kwargs.get("inplace") is True:  # F.relu(x, inplace=True): F.relu(x), assigned to x
+            return inplace(lambda s, *a, **k: dispatch(fn, s, *a, **k), name, self, *args[1:],
+                           **{**kwargs, "inplace": False})
         base = _out_of_place(name)
         if base is not None:
             return inplace(lambda s, *a, **k: dispatch(base, s, *a, **k), name, self, *args[1:], **kwargs)
