@@ -113,3 +113,79 @@ def module_ptx(module_text: str, chip="sm_90", print_ir=False) -> str:
 
 def ptx_for(text: str, name: str | None = None, chip="sm_90", print_ir=False) -> str:
     return module_ptx(region_kernels(text, name).module, chip, print_ir)
+
+
+class KernelError(RuntimeError):
+    """Kernels of a batch failed to compile; kernels: their names, labels: name -> label."""
+
+    def __init__(self, kernels, labels, cause):
+        self.kernels, self.labels = kernels, labels
+        named = ", ".join(f"{k} ({labels.get(k, '?')})" for k in kernels) or "?"
+        super().__init__(f"kernel(s) {named} failed: {cause}")
+
+
+class Batch:
+    """The kernels of many regions in one gpu.module, compiled to one PTX file and assembled by
+    one ptxas call per architecture (thunder-opt --to-ptx, the tests). A failure names the
+    kernels it comes from, with the label each region was added with."""
+
+    def __init__(self):
+        self.funcs, self.labels = {}, {}
+
+    def add(self, text, name=None, label=None, prefix=None):
+        prefix = prefix or f"r{len(self.funcs)}_"
+        kernels = region_kernels(text, name, prefix=prefix)
+        funcs = _split_funcs(kernels.module)
+        for launch, f in zip(kernels.launches, funcs):
+            self.funcs[launch.name] = f
+            self.labels[launch.name] = label or name
+        return kernels
+
+    def __len__(self):
+        return len(self.funcs)
+
+    def module(self, names=None):
+        funcs = [self.funcs[n] for n in (names or self.funcs)]
+        return ("module attributes {gpu.container_module} {\n  gpu.module @kernels {\n" + "\n".join(funcs)
+                + "\n  }\n}\n")
+
+    def ptx(self, chip="sm_90"):
+        try:
+            return module_ptx(self.module(), chip)
+        except Exception as e:  # find the kernels that fail on their own
+            bad = []
+            for n in self.funcs:
+                try:
+                    module_ptx(self.module([n]), chip)
+                except Exception:
+                    bad.append(n)
+            raise KernelError(bad, self.labels, e) from e
+
+    def check(self, archs=("sm_80", "sm_90")):
+        """PTX for each architecture, assembled by ptxas; {arch: PTX}."""
+        from thunder.lowering.gpu import ptx as ptx_module
+
+        out = {}
+        for arch in archs:
+            text = self.ptx(arch)
+            try:
+                ptx_module.ptxas(text, arch)
+            except ptx_module.PtxasError as e:
+                raise KernelError(e.kernels, self.labels, e) from e
+            out[arch] = text
+        return out
+
+
+def _split_funcs(module_text):
+    """The gpu.func texts of a module written by region_kernels."""
+    lines = module_text.split("\n")
+    funcs, current = [], None
+    for line in lines:
+        if line.startswith("    gpu.func "):
+            current = [line]
+        elif current is not None:
+            current.append(line)
+            if line == "    }":
+                funcs.append("\n".join(current))
+                current = None
+    return funcs

@@ -24,7 +24,13 @@ from thunder.lowering.linalg.pipeline import keep_roundings
 from thunder.lowering.linalg.scalar import UnsupportedOp
 
 DEFAULT_CHIP = "sm_90"
-PTX_FEATURES = "+ptx80"  # PTX ISA 8.0: sm_80 and sm_90, CUDA 12.0+ drivers
+
+
+def ptx_features(chip):
+    """The PTX ISA version to write for a chip: 8.0 (CUDA 12.0 drivers) up to sm_90, 8.6 for
+    sm_100 (CUDA 12.8), 8.7 beyond."""
+    major = int(re.sub(r"\D", "", chip) or 0) // 10
+    return "+ptx80" if major <= 9 else ("+ptx86" if major == 10 else "+ptx87")
 
 # f16/bf16 computed in f32 with one rounding per op, as torch does (see lowering/linalg/pipeline.py)
 LOW_FLOATS = [
@@ -46,7 +52,7 @@ LIBDEVICE_INTRINSICS = {
 
 
 def pipeline(chip=DEFAULT_CHIP):
-    passes = [f"nvvm-attach-target{{chip={chip} features={PTX_FEATURES}}}"] + LOW_FLOATS + NVVM_PIPELINE
+    passes = [f"nvvm-attach-target{{chip={chip} features={ptx_features(chip)}}}"] + LOW_FLOATS + NVVM_PIPELINE
     return "builtin.module(" + ",".join(passes) + ")"
 
 
@@ -54,7 +60,7 @@ def lower_to_nvvm(module, chip=DEFAULT_CHIP, print_ir=False):
     """Run the pipeline on a module holding one gpu.module, in place. print_ir: print the IR
     after every pass (like mlir-opt's --mlir-print-ir-after-all) to stderr."""
     with module.context:
-        stages = [[f"nvvm-attach-target{{chip={chip} features={PTX_FEATURES}}}"] + LOW_FLOATS, NVVM_PIPELINE]
+        stages = [[f"nvvm-attach-target{{chip={chip} features={ptx_features(chip)}}}"] + LOW_FLOATS, NVVM_PIPELINE]
         for i, passes in enumerate(stages):
             pm = passmanager.PassManager.parse("builtin.module(" + ",".join(passes) + ")")
             if print_ir:
@@ -105,20 +111,24 @@ def _enclosing_func(op):
 
 
 def llvm_ir(module) -> str:
-    """LLVM IR of the (lowered) gpu.module's functions."""
+    """LLVM IR of the (lowered) gpu.module's functions (moved out of it)."""
     from torch_mlir.dialects import llvm as llvm_dialect
 
     gpu_module = next(op for op in module.body.operations if op.operation.name == "gpu.module")
-    body = "\n".join(str(op) for op in gpu_module.regions[0].blocks[0].operations)
-    with module.context:
-        inner = ir.Module.parse("module {\n" + body + "\n}")
+    with module.context, ir.Location.unknown():
+        inner = ir.Module.create()
+        ip = ir.InsertionPoint(inner.body)
+        for op in list(gpu_module.regions[0].blocks[0].operations):  # moved: the module is spent
+            ip.insert(op.operation.detach_from_parent())
         return llvm_dialect.translate_module_to_llvmir(inner.operation)
 
 
-# The bindings' LLVM prints float constants as the type's own bits (`f0x3727C5AC`); llvmlite's
-# LLVM reads the older spellings: 0x + the 64 bits of a double for float and double, 0xH/0xR +
-# the bits for half/bfloat. The type is the last one named before the literal on its line.
-_NEW_FLOAT = re.compile(r"(?<![\w%@.$])(?:f0x([0-9A-Fa-f]+)|([-+]?)(inf|qnan|snan|nan)(?:\(0x[0-9A-Fa-f]+\))?(?![\w.]))")
+# The bindings' LLVM prints float constants as the type's own bits (`f0x3727C5AC`), as inf/nan,
+# or as the shortest decimal; llvmlite's LLVM reads 0x + the 64 bits of a double for float and
+# double (a decimal float must be exact), 0xH/0xR + the bits for half/bfloat. The type is the
+# last one named before the literal on its line.
+_NEW_FLOAT = re.compile(r"(?<![\w%@.$])(?:f0x([0-9A-Fa-f]+)|([-+]?)(inf|qnan|snan|nan)(?:\(0x[0-9A-Fa-f]+\))?(?![\w.])"
+                        r"|([-+]?\d+\.\d*e[-+]?\d+))")
 _FLOAT_TYPE = re.compile(r"\b(half|bfloat|float|double)\b")
 
 
@@ -133,6 +143,11 @@ def _old_float(line):
             if t in ("half", "bfloat"):
                 return ("0xH" if t == "half" else "0xR") + "%04X" % bits
             value = value() if value else None
+        elif m.group(4) is not None:
+            t = types[-1] if types else None
+            if t == "double":
+                return m.group(4)
+            value = struct.unpack("<f", struct.pack("<f", float(m.group(4))))[0]
         else:
             t = types[-1] if types else None
             value = float(("-" if m.group(2) == "-" else "") + ("inf" if m.group(3) == "inf" else "nan"))
@@ -148,8 +163,9 @@ def _old_float(line):
 
 def older_llvm_ir(text):
     """LLVM IR with the float literals llvmlite's parser reads."""
-    return "\n".join(_old_float(line) if ("f0x" in line or "inf" in line or "nan" in line) and
-                     not line.startswith((";", "declare", "attributes", "!")) else line
+    return "\n".join(_old_float(line) if ("f0x" in line or "inf" in line or "nan" in line or "e+" in line
+                                          or "e-" in line) and
+                     not line.startswith((";", "declare", "attributes", "!", "source_filename")) else line
                      for line in text.split("\n"))
 
 
@@ -160,7 +176,7 @@ def _target_machine(chip):
     llvm.initialize_all_targets()
     llvm.initialize_all_asmprinters()
     target = llvm.Target.from_triple("nvptx64-nvidia-cuda")
-    return target.create_target_machine(cpu=chip, features=PTX_FEATURES, opt=3)
+    return target.create_target_machine(cpu=chip, features=ptx_features(chip), opt=3)
 
 
 def ptx(llvm_ir_text, chip=DEFAULT_CHIP) -> str:
