@@ -290,12 +290,36 @@ class KernelBuilder:
             o = o.operation
             if o.name == "linalg.yield":
                 return names[o.operands[0]]
+            if o.name == "math.ipowi":  # no NVVM lowering: square and multiply
+                names[o.results[0]] = self.ipowi(*(names[v] for v in o.operands), str(o.results[0].type))
+                continue
             operands = ", ".join(names[v] for v in o.operands)
             attrs = ", ".join(f"{k} = {o.attributes[k]}" for k in o.attributes)
             types = ", ".join(str(v.type) for v in o.operands)
             rhs = f'"{o.name}"({operands}) {{{attrs}}} : ({types}) -> {o.results[0].type}'
             names[o.results[0]] = self.op(rhs)
         raise UnsupportedOp("a linalg body without yield")
+
+    def ipowi(self, x, e, t):
+        """x ** e for integers, e >= 0 (the caller selects): a loop over the exponent's bits."""
+        one = self.cst(1, t)
+        depth = max(self.info[x][0], self.info[e][0])
+        i, r, b, k = (self.fresh(s) for s in ("i", "r", "b", "e"))
+        child, saved = self.open(depth, None)
+        for name in (r, b, k):
+            self.define(name, depth + 1, True)
+        self.define(i, depth + 1, False, 64)
+        odd = self.op(f"arith.cmpi ne, {self.op(f'arith.andi {k}, {one} : {t}')}, {self.cst(0, t)} : {t}")
+        r2 = self.op(f"arith.select {odd}, {self.op(f'arith.muli {r}, {b} : {t}')}, {r} : {t}")
+        b2 = self.op(f"arith.muli {b}, {b} : {t}")
+        k2 = self.op(f"arith.shrui {k}, {one} : {t}")
+        p = self.fresh("pow")
+        child.header = (f"{p}:3 = scf.for {i} = {self.cst(0, 'i64')} to {self.cst(64, 'i64')} step {self.cst(1, 'i64')} "
+                        f"iter_args({r} = {one}, {b} = {x}, {k} = {e}) -> ({t}, {t}, {t}) : i64 {{")
+        child.footer = (f"  scf.yield {r2}, {b2}, {k2} : {t}, {t}, {t}", "}")
+        self.close(child, saved)
+        self.define(p, depth, self.varying(x) or self.varying(e))
+        return f"{p}#0"
 
     def _loop_sizes(self, node):
         sizes = [None] * node.loops

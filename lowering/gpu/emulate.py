@@ -68,9 +68,10 @@ _CMPI = {0: np.equal, 1: np.not_equal, 2: np.less, 3: np.less_equal, 4: np.great
 
 
 def _divsi(a, b):
-    b = np.where(b == 0, 1, b)
-    q = np.abs(a) // np.abs(b)
-    return np.where((a < 0) != (b < 0), -q, q).astype(a.dtype)
+    """Division rounding toward zero (floor division corrected), as LLVM's sdiv."""
+    b = np.where(b == 0, 1, b).astype(a.dtype)
+    q = a // b
+    return np.where((a % b != 0) & ((a < 0) != (b < 0)), q + 1, q).astype(a.dtype)
 
 
 _BINARY = {

@@ -39,7 +39,8 @@ LOW_FLOATS = [
 ]
 NVVM_PIPELINE = [
     "gpu.module(canonicalize,cse,loop-invariant-code-motion)",
-    "gpu.module(convert-scf-to-cf,convert-gpu-to-nvvm,canonicalize,reconcile-unrealized-casts)",
+    # math ops convert-gpu-to-nvvm leaves (math.absi) have plain LLVM lowerings
+    "gpu.module(convert-scf-to-cf,convert-gpu-to-nvvm,convert-math-to-llvm,canonicalize,reconcile-unrealized-casts)",
 ]
 
 # libdevice functions that are one PTX instruction, as the LLVM intrinsics NVPTX lowers to it
@@ -111,15 +112,25 @@ def _enclosing_func(op):
 
 
 def llvm_ir(module) -> str:
-    """LLVM IR of the (lowered) gpu.module's functions (moved out of it)."""
+    """LLVM IR of the (lowered) gpu.module's functions."""
     from torch_mlir.dialects import llvm as llvm_dialect
 
-    gpu_module = next(op for op in module.body.operations if op.operation.name == "gpu.module")
-    with module.context, ir.Location.unknown():
-        inner = ir.Module.create()
-        ip = ir.InsertionPoint(inner.body)
-        for op in list(gpu_module.regions[0].blocks[0].operations):  # moved: the module is spent
-            ip.insert(op.operation.detach_from_parent())
+    # the functions, printed once (printing ops one by one renumbers the whole module each time)
+    lines = module.operation.get_asm(assume_verified=True).split("\n")
+    start = next(i for i, line in enumerate(lines) if line.lstrip().startswith("gpu.module @"))
+    end = max(i for i, line in enumerate(lines) if line.rstrip() == "  }")
+    with module.context:
+        inner = ir.Module.parse("module {\n" + "\n".join(lines[start + 1:end]) + "\n}")
+        left = []
+
+        def visit(op):  # translating an op of another dialect would crash, not fail
+            if op.name.split(".")[0] not in ("llvm", "nvvm", "builtin"):
+                left.append(f"{op.name} in kernel {_enclosing_func(op)}")
+            return ir.WalkResult.ADVANCE
+
+        inner.operation.walk(visit)
+        if left:
+            raise UnsupportedOp(f"not lowered to LLVM: {', '.join(left[:5])}")
         return llvm_dialect.translate_module_to_llvmir(inner.operation)
 
 
