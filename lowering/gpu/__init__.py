@@ -42,7 +42,7 @@ def host_types(text: str, name: str | None = None) -> str:
     """The region with its tensor types' device encodings dropped: kernels are the same for
     every device, and lowering/linalg reads CPU-typed regions."""
     ctx, module = parse_region(text)
-    with ctx:
+    with ctx, ir.Location.unknown():
         def plain(t):
             if isinstance(t, ir.RankedTensorType):
                 rt = ir.RankedTensorType(t)
@@ -131,9 +131,12 @@ class Batch:
 
     def __init__(self):
         self.funcs, self.labels = {}, {}
+        self.regions = 0
 
     def add(self, text, name=None, label=None, prefix=None):
-        prefix = prefix or f"r{len(self.funcs)}_"
+        """Add the kernels of a region, named <prefix>k0, ... (default prefix r<N>_)."""
+        prefix = (prefix or f"r{self.regions}_") + "k"
+        self.regions += 1
         kernels = region_kernels(text, name, prefix=prefix)
         funcs = _split_funcs(kernels.module)
         for launch, f in zip(kernels.launches, funcs):

@@ -110,7 +110,6 @@ class KernelBuilder:
         self.sequential = 0  # reductions that were not cooperative
         self.vec_inner = None  # pointwise with vector > 1: lane 0's index along the last dim
         self.lane_offset = 0
-        self.vec_loads = {}
 
     # ---- SSA values
     def fresh(self, base="v"):
@@ -419,14 +418,15 @@ class KernelBuilder:
         v = self.lane_offset
         if self.vector > 1 and node.shape and strides[-1] == 1 and i in self.aligned:
             base = off + (-v)
-            key = (i, base.key)
-            vec = self.vec_loads.get(key)
+            key = ("vector", i, base.key)  # kept in the scope of its index, like values
+            memo = self.stack[self.lin_depth(base)].values
+            vec = memo.get(key)
             inner = idx[-1] + (-v)
             if vec is None and v == 0 and inner == self.vec_inner and all(
                     s % self.vector == 0 for s, n in zip(strides[:-1], node.shape[:-1]) if n != 1):
                 p = self.op(f"llvm.getelementptr %in{i}[{self.ssa(base)}] : (!llvm.ptr<1>, i64) -> !llvm.ptr<1>, {st}")
                 vt = f"vector<{self.vector}x{st}>"
-                vec = self.vec_loads[key] = self.op(
+                vec = memo[key] = self.op(
                     f"llvm.load {p} {{alignment = {self.vector * elt_size(node.elt)} : i64}} : !llvm.ptr<1> -> {vt}")
             if vec is not None:
                 lane = self.op(f"llvm.mlir.constant({v} : i32) : i32", base="c")

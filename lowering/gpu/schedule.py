@@ -92,7 +92,8 @@ def _vector(graph, outs, shape):
 
 def elementwise(graph, outs, strides, aligned, name):
     shape = graph.outputs[outs[0]].shape
-    v = _vector(graph, outs, shape)
+    # lanes of a vector would each loop over a reduction: one element per thread then
+    v = 1 if any(_reductions(graph.outputs[j]) for j in outs) else _vector(graph, outs, shape)
     w = ELEMENTWISE_THREADS
     b = KernelBuilder(graph, strides, w, vector=v, aligned=aligned)
     b.define("%n")
