@@ -453,3 +453,14 @@ def test_nvfuser_translation_rejects_unknown_prims():
     text = text.replace("thunder.exp", "thunder.lgamma")
     with pytest.raises(UnsupportedOp, match="no translation of thunder.lgamma"):
         nvfuser.translate(RecordingFusion(), text, None, [(8, 1)], DataType, lambda s, st: (s, [True], [0]))
+
+
+def test_region_without_inputs_runs_on_the_device_of_its_types():
+    text = """func.func private @fusion_0() -> tensor<4xf32, "cuda:1"> attributes {thunder.executor = "cuda"} {
+      %c = arith.constant 2.000000e+00 : f64
+      %0 = "thunder.full"(%c) {device = "cuda:1", dtype = f32, shape = array<i64: 4>} : (f64) -> tensor<4xf32, "cuda:1">
+      return %0 : tensor<4xf32, "cuda:1">
+    }"""
+    k = CudaKernel(text, "fusion_0", launcher=Launcher(RecordingDriver(), FakeDevice))
+    assert k.device == torch.device("cuda:1") and k.inputs == [] and k.outputs == [((4,), torch.float32)]
+    torch.testing.assert_close(emulate_region(text, "fusion_0")[0], torch.full((4,), 2.0))

@@ -83,8 +83,8 @@ def region_kernels(text: str, name: str | None = None, input_strides=None, align
         if aligned is None:
             aligned = range(len(graph.inputs))
         kernels = plan(graph, [list(s) for s in input_strides], aligned, prefix)
-        funcs = [b.func(launch.name, len(launch.outputs), None,
-                        attrs=f", thunder.launch = \"{launch.describe()}\"") for b, launch in kernels]
+        funcs = [b.func(launch.name, len(launch.outputs), attrs=f", thunder.launch = \"{launch.describe()}\"")
+                 for b, launch in kernels]
     text = ("module attributes {gpu.container_module} {\n  gpu.module @kernels {\n" + "\n".join(funcs)
             + "\n  }\n}\n")
     return Kernels(text, [launch for _, launch in kernels], [x.shape for x in graph.outputs],

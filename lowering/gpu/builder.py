@@ -147,8 +147,9 @@ class KernelBuilder:
         return self.info[name][1]
 
     # ---- scopes
-    def open(self, depth, header_fn, footer_fn=None):
-        """A child scope of the scope at `depth` (closing deeper ones for the time being)."""
+    def open(self, depth):
+        """A child scope of the scope at `depth` (closing deeper ones for the time being); the
+        caller sets its header (and footer) and closes it with close(child, saved)."""
         saved = self.stack[depth + 1:]
         del self.stack[depth + 1:]
         child = Scope()
@@ -304,7 +305,7 @@ class KernelBuilder:
         one = self.cst(1, t)
         depth = max(self.info[x][0], self.info[e][0])
         i, r, b, k = (self.fresh(s) for s in ("i", "r", "b", "e"))
-        child, saved = self.open(depth, None)
+        child, saved = self.open(depth)
         for name in (r, b, k):
             self.define(name, depth + 1, True)
         self.define(i, depth + 1, False, 64)
@@ -357,7 +358,7 @@ class KernelBuilder:
         self.sequential += 1
         depth = max((self.lin_depth(i) for i in idx), default=0)
         k, a = self.fresh("k"), self.fresh("acc")
-        child, saved = self.open(depth, None)
+        child, saved = self.open(depth)
         self.define(k, depth + 1, any(not self.lin_uniform(i) for i in idx), total)
         self.define(a, depth + 1, True)
         for d, i in zip(red, self.delinearize(Lin(((k, 1),)), shape)):
@@ -390,7 +391,7 @@ class KernelBuilder:
                 acc = step(acc, self.lane + j * w)
         else:
             j, a = self.fresh("j"), self.fresh("acc")
-            child, saved = self.open(depth, None)
+            child, saved = self.open(depth)
             self.define(j, depth + 1, False, per_thread)
             self.define(a, depth + 1, True)
             new = step(a, self.lane + Lin(((j, w),)))
@@ -458,7 +459,7 @@ class KernelBuilder:
         if valid is None:
             self.stmt(text)
             return
-        child, saved = self.open(len(self.stack) - 1, None)
+        child, saved = self.open(len(self.stack) - 1)
         child.header = f"scf.if {valid} {{"
         self.stmt(text)
         self.close(child, saved)
@@ -472,7 +473,7 @@ class KernelBuilder:
         self.lane = Lin(((lane, 1),))
         self.block = Lin(((block, 1),))
 
-    def func(self, name, n_outputs, out_elts, attrs=""):
+    def func(self, name, n_outputs, attrs=""):
         params = [f"%in{i}: !llvm.ptr<1> {{llvm.noalias, llvm.readonly}}" for i in range(len(self.graph.inputs))]
         params += [f"%out{j}: !llvm.ptr<1> {{llvm.noalias}}" for j in range(n_outputs)]
         params.append("%n: i64")

@@ -28,8 +28,7 @@ class Node:
 
 
 class Graph:
-    """inputs: [Node]; outputs: [Node] (one per `%outN` memref, in order); constants: the
-    func-level numbers (ir.Value -> (python value, type))."""
+    """inputs: [Node]; outputs: [Node] (one per `%outN` memref, in order)."""
 
     def __init__(self, inputs, outputs):
         self.inputs, self.outputs = inputs, outputs

@@ -21,8 +21,10 @@ check everything up to the driver call without a GPU.
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
+import re
 import threading
 
 import torch
@@ -101,7 +103,7 @@ class Launcher:
         key = (digest, kernel, index)
         f = self.functions.get(key)
         if f is None:
-            with self.lock, torch.cuda.device(index) if device.type == "cuda" else _nullcontext():
+            with self.lock, torch.cuda.device(index) if device.type == "cuda" else contextlib.nullcontext():
                 d = self.driver
                 module = self.modules.get((digest, index))
                 if module is None:
@@ -120,14 +122,6 @@ class Launcher:
         stream = self.device.stream(device)
         self._check(d.cuLaunchKernel(function, grid, 1, 1, block, 1, 1, 0, d.CUstream(stream),
                                      ctypes.addressof(pointers), 0), "cuLaunchKernel")
-
-
-class _nullcontext:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
 
 
 _LAUNCHER = None
@@ -174,6 +168,9 @@ class CudaKernel:
         self.inputs = [(t.shape, torch_dtype(t.elt)) for t in ins]
         self.outputs = [(t.shape, torch_dtype(t.elt)) for t in outs]
         self.variants = {}
+        # where a region without tensor inputs (a `full`) runs: the device in its types
+        m = re.search(rf'"({device_type}(?::\d+)?)"', text)
+        self.device = torch.device(m.group(1)) if m else None
 
     def variant(self, strides, aligned, chip):
         key = (strides, aligned, chip)
@@ -199,9 +196,7 @@ class CudaKernel:
         return device
 
     def __call__(self, *args):
-        device = self.check(args)
-        if device is None:
-            device = torch.device(self.device_type, torch.cuda.current_device() if self.device_type == "cuda" else None)
+        device = self.check(args) or self.device or torch.device(self.device_type)
         launcher = self.launcher or globals()["launcher"]()
         # a size-1 dim is never stepped along: its stride does not matter
         strides = tuple(tuple(0 if n == 1 else s for n, s in zip(a.shape, a.stride())) for a in args)

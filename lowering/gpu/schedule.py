@@ -141,7 +141,7 @@ def rows(graph, outs, row_dims, strides, name):
                 one(b.lane + j * w)
         else:
             jv = b.fresh("j")
-            child, saved = b.open(0, None)
+            child, saved = b.open(0)
             b.define(jv, 1, False, per_thread)
             child.header = (f"scf.for {jv} = {b.cst(0, 'i64')} to {b.cst(per_thread, 'i64')} "
                             f"step {b.cst(1, 'i64')} : i64 {{")

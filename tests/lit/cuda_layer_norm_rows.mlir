@@ -1,5 +1,6 @@
 // RUN: thunder-opt %s --pass-pipeline='builtin.module(thunder-fuse{policy=always})' | filecheck %s --check-prefix=FUSE
 // RUN: thunder-opt %s --pass-pipeline='builtin.module(thunder-fuse{policy=always})' --to-gpu | filecheck %s
+// RUN: thunder-opt %s --pass-pipeline='builtin.module(thunder-fuse{policy=always executors=linalg})' | filecheck %s --check-prefix=CPU-ONLY
 // RUN: thunder-opt %s --pass-pipeline='builtin.module(thunder-fuse{policy=always})' --to-ptx=sm_90 | filecheck %s --check-prefix=PTX
 // RUN: thunder-opt %s --pass-pipeline='builtin.module(thunder-fuse{policy=always})' --to-ptx --mlir-print-ir-after-all 2>&1 >/dev/null | filecheck %s --check-prefix=NVVM
 // Layer norm on CUDA tensors (rows of 256): the cuda executor claims the region; one block of
@@ -7,6 +8,7 @@
 // them in registers for both reductions (gpu.all_reduce: warp shuffles) and the output. The row
 // count is the kernel argument %n: the kernel does not depend on the first dim.
 
+// CPU-ONLY-NOT: thunder.executor
 // FUSE: func.func private @fusion_0({{.*}}tensor<8x256xf32, "cuda:0">{{.*}} attributes {thunder.executor = "cuda"}
 
 // CHECK-LABEL: gpu.module @kernels
