@@ -346,7 +346,7 @@ def test_executor_options():
         with pytest.raises(ImportError, match=r"nvfuser executor needs nvFuser.*nvfuser-cu130-torch210.*"
                                               + f"for torch {torch.__version__}".replace(".", r"\.").replace("+", r"\+")):
             thunder.jit(lambda x: x, executors=["nvfuser"])
-    with pytest.raises(ValueError, match="unknown executor 'tensorrt'"):
+    with pytest.raises(ValueError, match="unknown executor 'tensorrt'; expected one of 'torch', 'linalg', 'cuda'"):
         thunder.jit(lambda x: x, executors=["tensorrt"])
     # CPU tensors: the cuda executor claims nothing, linalg still does
     jf = thunder.jit(lambda x: x.exp() * 2, executors=["cuda", "linalg", "torch"], fusion="always")
@@ -464,3 +464,41 @@ def test_region_without_inputs_runs_on_the_device_of_its_types():
     k = CudaKernel(text, "fusion_0", launcher=Launcher(RecordingDriver(), FakeDevice))
     assert k.device == torch.device("cuda:1") and k.inputs == [] and k.outputs == [((4,), torch.float32)]
     torch.testing.assert_close(emulate_region(text, "fusion_0")[0], torch.full((4,), 2.0))
+
+
+@pytest.fixture
+def emulated_cuda_executor():
+    """An executor claiming CPU tensors whose regions run as the cuda executor's kernels,
+    interpreted on the CPU: thunder.jit end to end (traces, autograd, codegen) with them."""
+    import dataclasses
+
+    from thunder.lowering import executors
+
+    cuda = executors.get("cuda")
+
+    def compile(text, name):
+        return lambda *tensors: emulate_region(text, name, *tensors)
+
+    executors.register(dataclasses.replace(cuda, name="cuda-emulated", device="cpu", compile=compile, require=None))
+    yield "cuda-emulated"
+    del executors.EXECUTORS["cuda-emulated"]
+
+
+def test_gpt_block_training_with_cuda_kernels_emulated(emulated_cuda_executor):
+    """The GPT block's training step through thunder.jit with every fusible region run as CUDA
+    kernels (interpreted): output and gradients equal eager's."""
+    args = make_inputs(2, 8, 32) + [2]
+    jf = thunder.jit(gpt_block, executors=[emulated_cuda_executor, "torch"], fusion="always")
+    out = jf(*args)
+    out.square().sum().backward()
+    got = [out.detach()] + [a.grad for a in args[:-1]]
+    for a in args[:-1]:
+        a.grad = None
+    eager_out = gpt_block(*args)
+    eager_out.square().sum().backward()
+    expected = [eager_out.detach()] + [a.grad for a in args[:-1]]
+    for g, e in zip(got, expected):
+        torch.testing.assert_close(g, e, rtol=1e-4, atol=1e-5)
+    fused = [t for t in thunder.last_traces(jf) if t.producer == "thunder-fuse (forward)"]
+    assert fused and "(cuda-emulated: " in str(fused[0])
+    assert "(cuda-emulated: " in str(thunder.last_backward_traces(jf)[-1])

@@ -19,10 +19,9 @@ from thunder.runtime.state import StateTracker
 from thunder.runtime.traces import Trace
 
 CACHE_OPTIONS = ("constant values", "no caching", "same input")
-# fusion executors (lowering/executors.py): "linalg" (CPU kernels), "cuda" (CUDA kernels through
-# MLIR's gpu dialect), "nvfuser"; "torch": the rest. Default: CPU fusion only (the cuda executor
-# is opt-in: executors=["cuda", "linalg", "torch"])
-ALL_EXECUTORS = ("linalg", "cuda", "nvfuser", "torch")
+# fusion executors (lowering/executors.py, by name): "linalg" (CPU kernels), "cuda" (CUDA kernels
+# through MLIR's gpu dialect), "nvfuser"; "torch": the rest. Default: CPU fusion only (the cuda
+# executor is opt-in: executors=["cuda", "linalg", "torch"])
 EXECUTORS = ("linalg", "torch")
 FUSION_POLICIES = ("auto", "always")
 SHARP_EDGES = ("allow", "warn", "error")
@@ -117,10 +116,10 @@ def make_compile_data(fn, *, executors=None, cache=None, sharp_edges=None, disab
     executors = tuple(executors) if executors is not None else EXECUTORS
     for e in executors:
         name = getattr(e, "name", e)
-        _check_option("executor", name, ALL_EXECUTORS)
-        if name != "torch":
-            from thunder.lowering import executors as registry
+        from thunder.lowering import executors as registry
 
+        _check_option("executor", name, ("torch", *registry.EXECUTORS))
+        if name != "torch":
             require = registry.get(name).require
             if require is not None:
                 require()
