@@ -102,9 +102,6 @@ def flush_ptx():
         return
     from thunder.lowering.gpu import ptx
 
-    if os.environ.get("THUNDER_DUMP_BATCH"):
-        with open(os.environ["THUNDER_DUMP_BATCH"], "w") as f:
-            f.write(batch.module())
     if ptx.ptxas_path() is None:
         for arch in ARCHS:
             batch.ptx(arch)
