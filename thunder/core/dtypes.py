@@ -72,12 +72,21 @@ def _scalar_category(value):
     raise TypeError(f"expected a number, got {type(value).__name__}")
 
 
+def default_dtype():
+    """torch.get_default_dtype(), for meta functions: the trace then depends on it (its cache
+    entry checks it)."""
+    from thunder.core.trace import consult
+
+    consult("default_dtype")
+    return torch.get_default_dtype()
+
+
 def scalar_dtype(value):
     """The dtype a Python number takes part in type promotion with."""
     cat = _scalar_category(value)
     if cat == 3:
-        return torch.complex128 if torch.get_default_dtype() is torch.float64 else torch.complex64
-    return (torch.bool, torch.int64, torch.get_default_dtype())[cat]
+        return torch.complex128 if default_dtype() is torch.float64 else torch.complex64
+    return default_dtype() if cat == 2 else (torch.bool, torch.int64)[cat]
 
 
 def _join(a, b):

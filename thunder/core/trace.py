@@ -43,6 +43,7 @@ class TraceCtx:
         self._used = set()
         self.track_grad_mode = False  # record no_grad regions (the user's program, not decompositions)
         self.mutated = {}  # input name -> the proxy holding its final value (in-place updates)
+        self.consulted = set()  # ambient torch state the trace depends on (runtime/guards.py AMBIENT)
 
     def new_name(self, hint=None):
         if hint is not None:
@@ -85,6 +86,14 @@ def not_tracing():
 def new_name(hint=None):
     ctx = _current.get()
     return ctx.new_name(hint) if ctx is not None else None
+
+
+def consult(state):
+    """The trace depends on ambient torch state `state` (a name in runtime/guards.py AMBIENT):
+    the cache entry checks it."""
+    ctx = _current.get()
+    if ctx is not None:
+        ctx.consulted.add(state)
 
 
 def current_location():

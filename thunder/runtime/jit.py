@@ -12,9 +12,9 @@ from thunder.dialects.emit import emit
 from thunder.dialects.mlir import ir
 from thunder.lowering.passes import build_pass_manager, pass_name, pass_options, split_pipeline
 from thunder.ops import registry
-from thunder.runtime import sharp_edges, structure
+from thunder.runtime import guards, sharp_edges, structure
 from thunder.runtime.codegen import compile_source, python_source
-from thunder.runtime.prologue import MISS, compile_prologue, prologue_source
+from thunder.runtime.prologue import MISS, Prologue
 from thunder.runtime.state import StateTracker
 from thunder.runtime.traces import Trace
 
@@ -77,6 +77,7 @@ class CacheEntry:
     prologue_traces: list
     description: list  # what the entry was compiled for, to explain later misses
     backward_traces: list = field(default_factory=list)
+    first_run: object = None  # the prologue without its guards: the call that compiled the entry
 
 
 def _check_option(name, value, allowed):
@@ -165,10 +166,10 @@ class ThunderFunction:
         self._last_entry = entry
         cs.last_traces, cs.last_prologue_traces = entry.traces, entry.prologue_traces
         cs.last_backward_traces = entry.backward_traces
-        result = entry.run(args, kwargs)
-        if result is MISS:  # a check the tracing could not foresee (a mutable object, say)
-            raise RuntimeError("thunder: internal error, a freshly compiled entry rejected its inputs")
-        return result
+        # the call that traced runs the program without the guards: they hold for the state the
+        # trace started from, which the trace itself may have changed (a global counter, a list
+        # appended to), as the function does when called eagerly
+        return entry.first_run(args, kwargs)
 
     def __repr__(self):
         return f"<thunder.jit of {getattr(self._cd.fn, '__qualname__', self._cd.fn)!r}>"
@@ -202,24 +203,20 @@ def _miss_reason(entries, args, kwargs):
     for i, (a, b) in enumerate(zip(now[2], arg_meta)):
         if a != b:
             return _changed(f"tensor argument {i}", b, a)
-    if state is not None:
-        consts, guards, reads = state
-        for expr, expected in guards:
-            try:
-                value = eval(expr, dict(consts))
-            except Exception:
-                value = "<unreadable>"
-            if value is not expected and value != expected:
-                return f"{_readable(expr)} changed ({expected!r} -> {value!r})"
-        for expr, before in reads:
-            try:
-                t = eval(expr, dict(consts))
-            except Exception:
-                return f"{_readable(expr)} is gone"
-            if not isinstance(t, torch.Tensor):
-                return f"{_readable(expr)} is no longer a tensor"
-            if _meta(t) != before:
-                return _changed(_readable(expr), before, _meta(t))
+    consts, entry_guards, reads = state
+    for expr, before in reads:
+        try:
+            t = eval(expr, dict(consts))
+        except Exception:
+            return f"{_readable(expr)} is gone"
+        if not isinstance(t, torch.Tensor):
+            return f"{_readable(expr)} is no longer a tensor"
+        if _meta(t) != before:
+            return _changed(_readable(expr), before, _meta(t))
+    failed = guards.failing(entry_guards, consts)
+    if failed is not None:
+        g, value = failed
+        return guards.CHECKS[g.check].why(g.what or g.expr, g.expected, value)
     return "a non-tensor input changed (number, string, structure or object)"
 
 
@@ -273,23 +270,30 @@ def compile_entry(cd, cs, args, kwargs) -> CacheEntry:
             kw_specs.append((k, s))
             pkwargs[k] = p
         record = cd.debug_options.record_interpreter_history
-        state = None if cd.strict else StateTracker(cd.module, tensors, proxies)
-        if state is not None:
-            state.input_objects = {id(s[1]) for s in structure.iter_specs(arg_specs + [s for _, s in kw_specs])
-                                   if s[0] == "object"}
+        state = StateTracker(cd.module, tensors, proxies, strict=cd.strict)
+        state.pin_root_function(cd.fn)
+        for spec in structure.iter_specs(arg_specs + [s for _, s in kw_specs]):
+            if spec[0] == "object":  # checked by identity: reached through its constant
+                state.pin(spec[1])
+        ambient = guards.ambient_snapshot()
+        if any(x.requires_grad for x in tensors):
+            tracing.consult("grad_enabled")  # the program differs with grad mode (autograd or not)
+        for dev in sorted({t.device.type for t in tensors} & {"cpu", "cuda"}):
+            tracing.consult(f"autocast_{dev}")  # an autocast region around the call: its casts are traced
+            if ambient[f"autocast_{dev}"]:
+                tracing.consult(f"autocast_{dev}_dtype")
         try:
-            result = interpret(cd.fn, pargs, pkwargs, lookup=_make_lookup(cd), on_load=_on_load(cd, state),
-                               record=record, on_store=_on_store(cd, state))
+            result = interpret(cd.fn, pargs, pkwargs, lookup=_make_lookup(cd), on_load=state.load,
+                               record=record, on_store=_on_store(cd, state), on_call=state.called)
         finally:
-            if state is not None:
-                state.restore()
+            state.restore()
         # (an input updated in place has been rebound to its new value: use its input name)
         ctx.inputs = [tracing.Ref(p.input_name or p.name, tuple(p.shape), p.dtype, p.device) for p in proxies]
     cs.last_interpreted_instructions = list(result.instructions) if record else None
     cs.last_interpreter_log = list(result.log) if record else None
     out_refs = []
     out_spec = structure.flatten_outputs(result.value, out_refs)
-    writes = state.finish_writes() if state is not None else []
+    writes = state.finish_writes()
     tensor_writes = [v for _, _, v in writes if isinstance(v, TensorProxy)]
     if tensor_writes:  # written tensors are returned after the output, for the prologue to store
         out_spec = ("tuple", [out_spec] + [structure.flatten_outputs(v, out_refs) for v in tensor_writes])
@@ -338,20 +342,18 @@ def compile_entry(cd, cs, args, kwargs) -> CacheEntry:
         if cd.disable_torch_autograd:
             computation = torch.no_grad()(computation)
         traces.append(Trace("torch executor (execution trace)", module, python=source))
-    pro_src, pro_consts = prologue_source(arg_specs, kw_specs, tensors, [p.name for p in proxies],
-                                          check_metadata=cd.cache_option != "same input",
-                                          grad_mode=grad_mode if any(x.requires_grad for x in tensors) else None,
-                                          state=state, writes=writes)
-    run = compile_prologue(pro_src, pro_consts, computation)
+    entry_guards = list(state.guards.values()) + guards.ambient_guards(ctx.consulted, ambient)
+    prologue = Prologue(arg_specs, kw_specs, tensors, guards=entry_guards, reads=state.reads, consts=state.consts,
+                        writes=writes, check=cd.cache_option != "same input")
+    run, first_run = prologue.compile(computation)
     times["codegen"] = time.perf_counter() - t
     cs.last_stage_times = times
     cs.last_compile_time = time.perf_counter() - t_start
-    prologue_trace = Trace("prologue", python=pro_src)
-    n_arg_tensors = len(tensors) - (len(state.reads) if state is not None else 0)
-    state_info = None if state is None else (
-        state.consts, state.guards, [(expr, _meta(tensors[i])) for expr, i in state.reads])
-    description = (arg_specs, kw_specs, [_meta(x) for x in tensors[:n_arg_tensors]], state_info)
-    return CacheEntry(run, traces, [prologue_trace], description, backward_traces)
+    prologue_trace = Trace("prologue", python=prologue.source)
+    n_arg_tensors = len(tensors) - len(state.reads)
+    description = (arg_specs, kw_specs, [_meta(x) for x in tensors[:n_arg_tensors]],
+                   (state.consts, entry_guards, [(expr, _meta(tensors[i])) for expr, i in state.reads]))
+    return CacheEntry(run, traces, [prologue_trace], description, backward_traces, first_run)
 
 
 def _requested(cd, name):
@@ -448,35 +450,31 @@ def _lookup(fn):
     try:
         if fn in _TORCH_FUNCTION_CHECKS:
             return _no_torch_function
-    except TypeError:
-        pass
+        query = guards.QUERIES.get(fn)
+    except TypeError:  # unhashable
+        query = None
+    if query is not None:
+        return _consulting(fn, query)
     module = getattr(fn, "__module__", None) or ""
     if module.startswith("thunder.") and not module.startswith("thunder.tests"):
         return fn  # our own machinery (proxy methods, ops) runs natively
     return None
 
 
+def _consulting(fn, state_name):
+    """fn answers with ambient torch state: the trace depends on it."""
+    def query(*args, **kwargs):
+        tracing.consult(state_name)
+        return fn(*args, **kwargs)
+
+    return query
+
+
 def _on_store(cd, state):
     def on_store(value, provenance):
         if provenance.kind == "global":
             sharp_edges.check_global_write(provenance, cd.sharp_edges, cd.warned_sharp_edges)
-        elif state is not None:
+        else:
             state.store(value, provenance)
 
     return on_store
-
-
-def _on_load(cd, state):
-    def on_load(value, provenance):
-        if state is not None:
-            return state.load(value, provenance)
-        if isinstance(value, torch.Tensor) and not isinstance(value, TensorProxy):
-            where = f"{provenance.filename}:{provenance.lineno}"
-            kind = {"global": "global", "closure": "closure variable", "attr": "attribute"}[provenance.kind]
-            raise NotImplementedError(
-                f"thunder: functional.jit reads tensor "
-                f"'{provenance.name}' ({kind}, in {provenance.fn_name} at {where}) that is not an input "
-                "of the jitted function. Workaround: pass it as an argument, or use thunder.jit.")
-        return value
-
-    return on_load
