@@ -463,13 +463,38 @@ def test_strides_matter_for_views():
         return x.view(-1) * 2
 
     jf = thunder.jit(f)
-    a = torch.arange(6.0).reshape(2, 3)
+    a = torch.arange(9.0).reshape(3, 3)
     assert_same(jf(a), f(a))
     with pytest.raises(RuntimeError, match="view size is not compatible"):
         f(a.t())
     with pytest.raises(RuntimeError, match="view size is not compatible"):
-        jf(a.t())
+        jf(a.t())  # the same shape, other strides
     assert_same(jf(a), f(a))
+
+
+def test_strides_decide_whether_reshape_aliases():
+    def f(x):
+        y = x.reshape(-1)
+        y.add_(1)  # reaches x only when reshape returned a view
+        return y * 1
+
+    jf = thunder.jit(f)
+    for make in (lambda: torch.zeros(3, 3), lambda: torch.zeros(3, 3).t(), lambda: torch.zeros(3, 3)):
+        a, b = make(), make()
+        assert_same(jf(a), f(b))
+        assert_same(a, b)
+
+
+def test_is_contiguous_and_stride_answered_as_eager():
+    def f(x):
+        y = x * 2
+        if y.is_contiguous():
+            return y + 1, y.stride()
+        return y - 1, y.stride()
+
+    jf = thunder.jit(f)
+    for x in (torch.ones(3, 3), torch.ones(3, 3).t(), torch.ones(3, 3)[:, :2], torch.ones(3, 3)):
+        assert_same(list(jf(x)), list(f(x)))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,4 +1,6 @@
 """torch dtypes: their MLIR element types, their categories, and PyTorch's type promotion."""
+import sys
+
 import torch
 
 # torch dtype <-> MLIR element type (text form). Signless integers are torch's signed ones.
@@ -58,6 +60,34 @@ def _category(dtype):
     if dtype.is_floating_point:
         return 2
     return 1
+
+
+def is_numpy_scalar(v):
+    np = sys.modules.get("numpy")
+    return np is not None and isinstance(v, np.generic)
+
+
+def python_number(v, op_name, scalar=True):
+    """A number argument of a torch op as torch reads it. numpy scalars: for a Scalar parameter
+    (scalar=True), numpy ints as ints, complex128 as complex, the others (bool_, floats,
+    complex64) as float(); elsewhere as the Python value they hold. Ints beyond 64 bits raise
+    eager's OverflowError."""
+    if is_numpy_scalar(v):
+        np = sys.modules["numpy"]
+        if not scalar:
+            v = v.item()
+        elif isinstance(v, np.integer):
+            v = int(v)
+        else:
+            v = complex(v) if isinstance(v, complex) else float(v)
+    if type(v) is int and not -2 ** 63 <= v < 2 ** 63:
+        if v < -2 ** 63:
+            raise OverflowError("can't convert negative int to unsigned")
+        if v >= 2 ** 64:
+            raise OverflowError("int too big to convert")
+        raise NotImplementedError(f"thunder: {op_name} with the integer {v} (above int64, below uint64) is not "
+                                  "supported. Workaround: pass it as a float or a tensor.")
+    return v
 
 
 def _scalar_category(value):

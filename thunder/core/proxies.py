@@ -30,7 +30,7 @@ class TensorProxy:
     """Stands for a tensor: it knows shape, dtype, device and requires_grad, not values."""
 
     __slots__ = ("name", "shape", "dtype", "device", "requires_grad", "is_view", "is_input",
-                 "input_name", "base", "recipe", "views")
+                 "input_name", "base", "recipe", "views", "meta", "stride_deps")
 
     def __init__(self, shape, dtype, device, requires_grad=False, name=None):
         self.shape = torch.Size(shape)
@@ -44,6 +44,9 @@ class TensorProxy:
         self.base = None  # for views: the proxy this one is a view of
         self.recipe = None  # for views: (op, args, result index) that made it from its base
         self.views = []  # views taken of this proxy (regenerated when it is updated in place)
+        # eager's strides: a meta tensor made by torch's own kernels (record_op); None: contiguous
+        self.meta = None
+        self.stride_deps = frozenset()  # names of the inputs whose strides decide this one's
 
     __hash__ = object.__hash__
 
@@ -99,6 +102,16 @@ class TensorProxy:
     @property
     def layout(self):
         return torch.strided
+
+    # --- strides: answered with eager's (the trace then depends on the inputs' strides)
+    def stride(self, dim=None):
+        tracing.strides_decide(self)
+        s = meta_of(self).stride()
+        return s if dim is None else s[dim]
+
+    def is_contiguous(self, memory_format=torch.contiguous_format):
+        tracing.strides_decide(self)
+        return meta_of(self).is_contiguous(memory_format=memory_format)
 
     # tensor kinds thunder's proxies never are
     is_nested = is_sparse = is_quantized = is_meta = is_mkldnn = is_sparse_csr = False
@@ -330,4 +343,13 @@ def proxy_for(t: torch.Tensor, name=None, *, input=True):
     p = TensorProxy(t.shape, t.dtype, t.device, t.requires_grad, name=name)
     p.is_input = input
     p.input_name = p.name if input else None
+    p.meta = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta")
+    p.stride_deps = frozenset((p.name,)) if input else frozenset()
     return p
+
+
+def meta_of(p):
+    """A meta tensor with p's shape, dtype and eager's strides (contiguous when unknown)."""
+    if p.meta is None or p.meta.shape != p.shape or p.meta.dtype != p.dtype:
+        p.meta = torch.empty(p.shape, dtype=p.dtype, device="meta")
+    return p.meta

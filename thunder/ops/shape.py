@@ -77,14 +77,15 @@ def _reshape_decomp(input, shape):
     return _reshape(input, _infer_shape(shape, input.numel()))
 
 
-@ltorch("torch.reshape", methods=("reshape",), varargs="shape", view=True,
+@ltorch("torch.reshape", methods=("reshape",), varargs="shape", view=True, strided=True,
         aliases=(torch.reshape, T.reshape))
 def reshape(input: Tensor, shape: Ints):
     return _reshape_meta(input, shape)
 
 
 # view runs as torch.reshape: the same values, and no stride errors after layout-changing passes
-@ltorch("torch.reshape", methods=("view",), varargs="shape", view=True, aliases=(T.view,))
+# (eager's stride error is raised while tracing, by record_op running torch's meta kernel)
+@ltorch("torch.reshape", methods=("view",), varargs="shape", view=True, strided=True, aliases=(T.view,))
 def view(input: Tensor, shape: Ints):
     return _reshape_meta(input, shape)
 
@@ -93,12 +94,12 @@ reshape.decompose(_reshape_decomp)
 view.decompose(_reshape_decomp)
 
 
-@ltorch("torch.Tensor.reshape_as", methods=("reshape_as",), view=True, aliases=(T.reshape_as,))
+@ltorch("torch.Tensor.reshape_as", methods=("reshape_as",), view=True, strided=True, aliases=(T.reshape_as,))
 def reshape_as(input: Tensor, other: Tensor):
     return _reshape_meta(input, other.shape)
 
 
-@ltorch("torch.Tensor.reshape_as", methods=("view_as",), view=True, aliases=(T.view_as,))
+@ltorch("torch.Tensor.reshape_as", methods=("view_as",), view=True, strided=True, aliases=(T.view_as,))
 def view_as(input: Tensor, other: Tensor):
     return _reshape_meta(input, other.shape)
 
@@ -116,7 +117,7 @@ def _flatten_shape(input, start_dim, end_dim):
     return (*input.shape[:s], math.prod(input.shape[s:e + 1]), *input.shape[e + 1:])
 
 
-@ltorch("torch.flatten", methods=("flatten",), view=True, aliases=(torch.flatten, T.flatten))
+@ltorch("torch.flatten", methods=("flatten",), view=True, strided=True, aliases=(torch.flatten, T.flatten))
 def flatten(input: Tensor, start_dim: Int = 0, end_dim: Int = -1):
     return _like(input, _flatten_shape(input, start_dim, end_dim))
 
@@ -126,7 +127,7 @@ def _(input, start_dim=0, end_dim=-1):
     return _reshape(input, _flatten_shape(input, start_dim, end_dim))
 
 
-@ltorch("torch.unflatten", methods=("unflatten",), view=True, aliases=(torch.unflatten, T.unflatten))
+@ltorch("torch.unflatten", methods=("unflatten",), view=True, strided=True, aliases=(torch.unflatten, T.unflatten))
 def unflatten(input: Tensor, dim: Int, sizes: Ints):
     return _like(input, _unflatten_shape(input, dim, sizes))
 
@@ -168,9 +169,9 @@ def unsqueeze(input: Tensor, dim: Int):
 unsqueeze.decompose(lambda input, dim: _reshape(input, _unsqueeze_shape(input, dim)))
 
 
-@ltorch("torch.Tensor.contiguous", methods=("contiguous",), view=True, aliases=(T.contiguous,))
+@ltorch("torch.Tensor.contiguous", methods=("contiguous",), view=True, strided=True, aliases=(T.contiguous,))
 def contiguous(input: Tensor):
-    """memory_format is not supported (the trace has no strides)."""
+    """memory_format is not supported."""
     return _like(input, input.shape)
 
 

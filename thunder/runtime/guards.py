@@ -7,12 +7,13 @@ every value the trace read from a global, closure cell, attribute, container ite
 and treated as a constant, and for the ambient torch state the trace consulted (AMBIENT).
 Later work (symbolic values, data-dependent splits) adds kinds of checks to CHECKS."""
 import math
-import sys
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Callable
 
 import torch
+
+from thunder.core.dtypes import is_numpy_scalar
 
 
 @dataclass(frozen=True)
@@ -39,11 +40,6 @@ class Check:
 
 # ------------------------------------------------------------------------------------------------
 # exact values: the type and the value, with -0.0 != 0.0, nan == nan, True != 1 != 1.0
-def is_numpy_scalar(v):
-    np = sys.modules.get("numpy")
-    return np is not None and isinstance(v, np.generic)
-
-
 def same_value(a, b):
     if type(a) is not type(b):
         return False

@@ -256,6 +256,7 @@ def compile_entry(cd, cs, args, kwargs) -> CacheEntry:
     t_start = t = time.perf_counter()
     ctx = tracing.TraceCtx()
     ctx.track_grad_mode = True
+    ctx.track_strides = True
     tensors, proxies = [], []
     names = _param_names(cd.module.forward if cd.module is not None else cd.fn, args, kwargs)
     with tracing.tracing(ctx):
@@ -343,8 +344,9 @@ def compile_entry(cd, cs, args, kwargs) -> CacheEntry:
             computation = torch.no_grad()(computation)
         traces.append(Trace("torch executor (execution trace)", module, python=source))
     entry_guards = list(state.guards.values()) + guards.ambient_guards(ctx.consulted, ambient)
+    strided = [i for i, p in enumerate(proxies) if p.input_name in ctx.stride_dependent]
     prologue = Prologue(arg_specs, kw_specs, tensors, guards=entry_guards, reads=state.reads, consts=state.consts,
-                        writes=writes, check=cd.cache_option != "same input")
+                        writes=writes, check=cd.cache_option != "same input", strided=strided)
     run, first_run = prologue.compile(computation)
     times["codegen"] = time.perf_counter() - t
     cs.last_stage_times = times

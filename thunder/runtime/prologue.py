@@ -13,12 +13,13 @@ MISS = object()
 
 
 class _Gen:
-    def __init__(self, check, example_tensors, consts):
+    def __init__(self, check, example_tensors, consts, strided=()):
         self.lines = []
         self.consts = consts
         self._const_names = {id(v): k for k, v in consts.items()}
         self.check = check
         self.example = example_tensors
+        self.strided = strided  # indices of the tensors whose strides the trace depends on
         self.tensor_vars = {}
 
     def const(self, value):
@@ -45,6 +46,8 @@ class _Gen:
                  f"{'not ' if t.requires_grad else ''}{var}.requires_grad"]
         if t.device.type not in ("cpu", "cuda"):
             conds.append(f"{var}.device != {self.const(t.device)}")
+        if index in self.strided:
+            conds.append(f"{var}.stride() != {t.stride()!r}")
         self.miss_if(" or ".join(conds))
 
     def value(self, expr, spec, var):
@@ -85,18 +88,20 @@ class _Gen:
 class Prologue:
     """The source of `def entry(args, kwargs)` for the input specs (structure.py) of the tensors
     the entry was compiled with, its guards, the tensors it reads from outside (reads:
-    (expression, tensor index)) and the attribute writes it replays. check=False leaves every
+    (expression, tensor index)) and the attribute writes it replays; strided: the indices of the
+    tensors whose strides the trace depends on (views, is_contiguous()). check=False leaves every
     check out (cache="same input", and the call that compiled the entry)."""
 
     def __init__(self, args_spec, kwargs_spec, example_tensors, *, guards=(), reads=(), consts=None, writes=(),
-                 check=True):
+                 check=True, strided=()):
         self.consts = dict(consts or {})
+        self.strided = frozenset(strided)
         self.source = self._source(check, args_spec, kwargs_spec, example_tensors, guards, reads, writes)
         self.unchecked_source = self._source(False, args_spec, kwargs_spec, example_tensors, guards, reads, writes) \
             if check else self.source
 
     def _source(self, check, args_spec, kwargs_spec, example_tensors, guards, reads, writes):
-        g = _Gen(check, example_tensors, self.consts)
+        g = _Gen(check, example_tensors, self.consts, self.strided)
         g.lines.append("def entry(args, kwargs):")
         g.lines.append("  try:")
         g.miss_if(f"len(args) != {len(args_spec)}")

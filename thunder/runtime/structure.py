@@ -8,6 +8,7 @@ import dataclasses
 import torch
 
 from thunder.core import trace as tracing
+from thunder.core.dtypes import is_numpy_scalar
 from thunder.core.proxies import TensorProxy, proxy_for
 
 CONSTANT_TYPES = (bool, int, float, complex, str, type(None), torch.dtype, torch.device, slice,
@@ -38,7 +39,7 @@ def flatten_inputs(value, name, tensors, proxies, strict):
         return ("tensor", len(tensors) - 1), p
     if isinstance(value, torch.Size):
         return ("const", value), value
-    if isinstance(value, CONSTANT_TYPES):
+    if isinstance(value, CONSTANT_TYPES) or is_numpy_scalar(value):
         return ("const", value), value
     if _is_namedtuple(value):
         parts = [flatten_inputs(v, f"{name}_{f}", tensors, proxies, strict) for f, v in zip(value._fields, value)]
