@@ -345,6 +345,9 @@ def proxy_for(t: torch.Tensor, name=None, *, input=True):
     p.input_name = p.name if input else None
     p.meta = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta")
     p.stride_deps = frozenset((p.name,)) if input else frozenset()
+    ctx = tracing.current()
+    if ctx is not None and t.requires_grad:
+        ctx.differentiable = True
     return p
 
 

@@ -45,6 +45,7 @@ class TraceCtx:
         self.mutated = {}  # input name -> the proxy holding its final value (in-place updates)
         self.consulted = set()  # ambient torch state the trace depends on (runtime/guards.py AMBIENT)
         self.track_strides = False  # eager's strides on proxies (the user's program, not decompositions)
+        self.differentiable = False  # an input requires grad
         self.stride_dependent = set()  # names of the inputs whose strides decided something
 
     def new_name(self, hint=None):
@@ -160,7 +161,7 @@ def record_op(op, values):
             base.views.append(o)
     ctx.symbols.append(BoundSymbol(op, {k: _to_refs(v) for k, v in values.items()},
                                    [ref(o) for o in outs], current_location()))
-    if ctx.track_grad_mode and not _grad_enabled() and op.name != "detach":
+    if ctx.track_grad_mode and not _grad_enabled() and op.name not in ("detach", "no_grad_update"):
         # under torch.no_grad() the results carry no autograd history: record that in the trace
         outs = [_detach(o) for o in outs]
         out = tuple(outs) if isinstance(out, (tuple, list)) else outs[0]
@@ -213,11 +214,8 @@ def _eager_strides(ctx, op, values, outs):
 
 
 def _aliases(m, base):
-    """Whether meta tensor m shares memory with meta tensor base."""
-    if m is base:
-        return True
-    root = m._base if m._base is not None else m
-    return base is not None and root is (base._base if base._base is not None else base)
+    """Whether meta tensor m shares memory with meta tensor base (the same storage object)."""
+    return base is not None and m.untyped_storage()._cdata == base.untyped_storage()._cdata
 
 
 def _grad_enabled():
@@ -253,8 +251,13 @@ def _check_no_real_tensors(op, values):
 
 def rebind(proxy, new):
     """After an in-place op the proxy object stands for the op's result; an input's final
-    value is copied back at the end (see TraceCtx.mutated)."""
+    value is copied back at the end (see TraceCtx.mutated). Under no_grad the tensor keeps its
+    autograd history, as in eager (ltorch.no_grad_update)."""
     ctx = _current.get()
+    if ctx is not None and ctx.track_grad_mode and ctx.differentiable and not _grad_enabled():
+        from thunder.ops.registry import OPS
+
+        new = OPS["ltorch.no_grad_update"](proxy, new)
     if ctx is not None and proxy.input_name is not None:
         ctx.mutated[proxy.input_name] = proxy
     proxy.name = new.name

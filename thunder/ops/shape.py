@@ -720,6 +720,42 @@ def _(g, out, input, key, value):
     return {"input": setitem(g, key, 0.0 if g.dtype.is_floating_point else 0), "value": gv}
 
 
+# --------------------------------------------------------------------------------------------
+# inputs that share memory (runtime/structure.py Inputs): each is a view of its storage, a 1-d
+# tensor over the whole storage, so an in-place update of one reaches the others. Not reachable
+# from user code: torch.as_strided's storage offsets need the storage, which proxies do not have.
+
+
+@ltorch("torch.as_strided", view=True)
+def as_strided(input: Tensor, size: Ints, stride: Ints, storage_offset: Int):
+    """A view of the storage input (1-d, contiguous, offset 0)."""
+    if input.ndim != 1:
+        raise ValueError("as_strided: the input must be a storage (1-d)")
+    if size and storage_offset + sum((n - 1) * s for n, s in zip(size, stride)) >= input.shape[0]:
+        raise RuntimeError("as_strided: the view does not fit in the storage")
+    return _like(input, tuple(size))
+
+
+@ltorch("torch.as_strided_scatter")
+def as_strided_scatter(input: Tensor, src: Tensor, size: Ints, stride: Ints, storage_offset: Int):
+    """The storage input with src written into its view as_strided(size, stride, storage_offset)."""
+    if tuple(src.shape) != tuple(size):
+        raise RuntimeError(f"as_strided_scatter: src of shape {list(src.shape)} for a view of shape {list(size)}")
+    return _like(input, input.shape)
+
+
+as_strided.unview(lambda base, value, out_index, size, stride, storage_offset:
+                  as_strided_scatter(base, value, size, stride, storage_offset))
+
+
+@as_strided.vjp
+def _(g, out, input, size, stride, storage_offset):
+    # (the views of a storage do not overlap themselves: structure.alias_groups)
+    from thunder.ops.registry import OPS
+
+    return {"input": as_strided_scatter(OPS["ltorch.zeros_like"](input), g, size, stride, storage_offset)}
+
+
 def _reshape_unview(base, value, out_index, **args):
     return reshape(value, tuple(base.shape))
 

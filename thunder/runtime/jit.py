@@ -176,12 +176,11 @@ class ThunderFunction:
 
 
 def _describe_inputs(args, kwargs):
-    tensors, proxies = [], []
+    inputs = structure.Inputs()
     with tracing.not_tracing():
-        specs = [structure.flatten_inputs(a, "x", tensors, proxies, strict=False)[0] for a in args]
-        kspecs = [(k, structure.flatten_inputs(v, "x", tensors, proxies, strict=False)[0])
-                  for k, v in kwargs.items()]
-    return specs, kspecs, [_meta(t) for t in tensors]
+        specs = [structure.flatten_inputs(a, "x", inputs, strict=False)[0] for a in args]
+        kspecs = [(k, structure.flatten_inputs(v, "x", inputs, strict=False)[0]) for k, v in kwargs.items()]
+    return specs, kspecs, [_meta(t) for t in inputs.tensors]
 
 
 def _meta(t):
@@ -249,47 +248,78 @@ def _param_names(fn, args, kwargs):
     return names[:len(args)] + [f"arg{i}" for i in range(len(names), len(args))]
 
 
-def compile_entry(cd, cs, args, kwargs) -> CacheEntry:
+@dataclass
+class _Acquired:
+    """What one interpretation of the function produced."""
+    ctx: object
+    inputs: structure.Inputs
+    arg_specs: list
+    kw_specs: list
+    state: StateTracker
+    ambient: dict
+    result: object
+
+
+def _acquire(cd, args, kwargs, shared=None):
+    """Interprets cd.fn on proxies of the inputs; shared: see structure.Inputs."""
     from thunder.interpreter import interpret
 
-    times = {}
-    t_start = t = time.perf_counter()
     ctx = tracing.TraceCtx()
     ctx.track_grad_mode = True
     ctx.track_strides = True
-    tensors, proxies = [], []
+    inputs = structure.Inputs(shared)
     names = _param_names(cd.module.forward if cd.module is not None else cd.fn, args, kwargs)
     with tracing.tracing(ctx):
         arg_specs, pargs = [], []
         for a, name in zip(args, names):
-            s, p = structure.flatten_inputs(a, name, tensors, proxies, cd.strict)
+            s, p = structure.flatten_inputs(a, name, inputs, cd.strict)
             arg_specs.append(s)
             pargs.append(p)
         kw_specs, pkwargs = [], {}
         for k, v in kwargs.items():
-            s, p = structure.flatten_inputs(v, k, tensors, proxies, cd.strict)
+            s, p = structure.flatten_inputs(v, k, inputs, cd.strict)
             kw_specs.append((k, s))
             pkwargs[k] = p
-        record = cd.debug_options.record_interpreter_history
-        state = StateTracker(cd.module, tensors, proxies, strict=cd.strict)
+        state = StateTracker(cd.module, inputs, strict=cd.strict)
         state.pin_root_function(cd.fn)
         for spec in structure.iter_specs(arg_specs + [s for _, s in kw_specs]):
             if spec[0] == "object":  # checked by identity: reached through its constant
                 state.pin(spec[1])
         ambient = guards.ambient_snapshot()
-        if any(x.requires_grad for x in tensors):
+        if any(x.requires_grad for x in inputs.tensors):
             tracing.consult("grad_enabled")  # the program differs with grad mode (autograd or not)
-        for dev in sorted({t.device.type for t in tensors} & {"cpu", "cuda"}):
+        for dev in sorted({t.device.type for t in inputs.tensors} & {"cpu", "cuda"}):
             tracing.consult(f"autocast_{dev}")  # an autocast region around the call: its casts are traced
             if ambient[f"autocast_{dev}"]:
                 tracing.consult(f"autocast_{dev}_dtype")
         try:
             result = interpret(cd.fn, pargs, pkwargs, lookup=_make_lookup(cd), on_load=state.load,
-                               record=record, on_store=_on_store(cd, state), on_call=state.called)
+                               record=cd.debug_options.record_interpreter_history,
+                               on_store=_on_store(cd, state), on_call=state.called)
         finally:
             state.restore()
         # (an input updated in place has been rebound to its new value: use its input name)
-        ctx.inputs = [tracing.Ref(p.input_name or p.name, tuple(p.shape), p.dtype, p.device) for p in proxies]
+        ctx.inputs = [tracing.Ref(p.input_name or p.name, tuple(p.shape), p.dtype, p.device) for p, _ in inputs.params()]
+    return _Acquired(ctx, inputs, arg_specs, kw_specs, state, ambient, result)
+
+
+def compile_entry(cd, cs, args, kwargs) -> CacheEntry:
+    times = {}
+    t_start = t = time.perf_counter()
+    acq = _acquire(cd, args, kwargs)
+    mutated = [i for i, p in enumerate(acq.inputs.proxies) if p.input_name in acq.ctx.mutated]
+    shared = structure.alias_groups(acq.inputs.tensors, mutated) if mutated else {}
+    if shared:
+        # inputs that share memory, one updated in place: traced again with them as views of their
+        # storage (side effects of the function's Python code happen twice in this case)
+        first = acq.inputs.tensors
+        acq = _acquire(cd, args, kwargs, shared)
+        if [id(x) for x in acq.inputs.tensors] != [id(x) for x in first]:
+            raise NotImplementedError("thunder: the function read other tensors when traced again for its inputs "
+                                      "that share memory. Workaround: pass a clone of one of them.")
+    ctx, inputs, state, ambient = acq.ctx, acq.inputs, acq.state, acq.ambient
+    arg_specs, kw_specs, result = acq.arg_specs, acq.kw_specs, acq.result
+    record = cd.debug_options.record_interpreter_history
     cs.last_interpreted_instructions = list(result.instructions) if record else None
     cs.last_interpreter_log = list(result.log) if record else None
     out_refs = []
@@ -301,6 +331,8 @@ def compile_entry(cd, cs, args, kwargs) -> CacheEntry:
     times["interpretation"] = time.perf_counter() - t
 
     t = time.perf_counter()
+    params = inputs.params()
+    tensors, proxies = [t for _, t in params], [p for p, _ in params]
     index = {p.input_name: i for i, p in enumerate(proxies)}
     mutated = [(index[name], tracing.ref(p)) for name, p in ctx.mutated.items()]
     module = emit(ctx, out_refs, mutated=mutated)
@@ -344,17 +376,22 @@ def compile_entry(cd, cs, args, kwargs) -> CacheEntry:
             computation = torch.no_grad()(computation)
         traces.append(Trace("torch executor (execution trace)", module, python=source))
     entry_guards = list(state.guards.values()) + guards.ambient_guards(ctx.consulted, ambient)
-    strided = [i for i, p in enumerate(proxies) if p.input_name in ctx.stride_dependent]
-    prologue = Prologue(arg_specs, kw_specs, tensors, guards=entry_guards, reads=state.reads, consts=state.consts,
-                        writes=writes, check=cd.cache_option != "same input", strided=strided)
+    read = inputs.tensors
+    strided = [i for i, p in enumerate(inputs.proxies) if p.input_name in ctx.stride_dependent]
+    mutated_reads = {i for i, p in enumerate(inputs.proxies) if p.input_name in ctx.mutated}
+    mutated_reads |= {first for p, _, first in inputs.storages if p.input_name in ctx.mutated}
+    prologue = Prologue(arg_specs, kw_specs, read, guards=entry_guards, reads=state.reads, consts=state.consts,
+                        writes=writes, check=cd.cache_option != "same input", strided=strided,
+                        shared=inputs.shared, storages=[first for _, _, first in inputs.storages],
+                        mutated=sorted(mutated_reads))
     run, first_run = prologue.compile(computation)
     times["codegen"] = time.perf_counter() - t
     cs.last_stage_times = times
     cs.last_compile_time = time.perf_counter() - t_start
     prologue_trace = Trace("prologue", python=prologue.source)
-    n_arg_tensors = len(tensors) - len(state.reads)
-    description = (arg_specs, kw_specs, [_meta(x) for x in tensors[:n_arg_tensors]],
-                   (state.consts, entry_guards, [(expr, _meta(tensors[i])) for expr, i in state.reads]))
+    n_arg_tensors = len(read) - len(state.reads)
+    description = (arg_specs, kw_specs, [_meta(x) for x in read[:n_arg_tensors]],
+                   (state.consts, entry_guards, [(expr, _meta(read[i])) for expr, i in state.reads]))
     return CacheEntry(run, traces, [prologue_trace], description, backward_traces, first_run)
 
 

@@ -8,8 +8,24 @@ its arguments, cheapest first, then the tensors read from outside (state.py)."""
 import torch
 
 from thunder.runtime import guards as guards_
+from thunder.runtime.structure import storage_view
 
 MISS = object()
+
+
+def shares_storage(mutated, others):
+    """Whether a tensor of `mutated` shares its storage with another tensor of mutated or others."""
+    seen = set()
+    for t in mutated:
+        ptr = t.untyped_storage().data_ptr()
+        if ptr in seen:
+            return True
+        if ptr:  # (no memory, nothing to share)
+            seen.add(ptr)
+    for t in others:
+        if t.untyped_storage().data_ptr() in seen:
+            return True
+    return False
 
 
 class _Gen:
@@ -89,13 +105,19 @@ class Prologue:
     """The source of `def entry(args, kwargs)` for the input specs (structure.py) of the tensors
     the entry was compiled with, its guards, the tensors it reads from outside (reads:
     (expression, tensor index)) and the attribute writes it replays; strided: the indices of the
-    tensors whose strides the trace depends on (views, is_contiguous()). check=False leaves every
-    check out (cache="same input", and the call that compiled the entry)."""
+    tensors whose strides the trace depends on (views, is_contiguous()); shared, storages: the
+    tensors that are views of a storage the program takes in their place (structure.Inputs);
+    mutated: the tensors the program updates in place, which must share memory with no other
+    input (or exactly as the shared ones did). check=False leaves every check out (cache="same
+    input", and the call that compiled the entry)."""
 
     def __init__(self, args_spec, kwargs_spec, example_tensors, *, guards=(), reads=(), consts=None, writes=(),
-                 check=True, strided=()):
+                 check=True, strided=(), shared=None, storages=(), mutated=()):
         self.consts = dict(consts or {})
         self.strided = frozenset(strided)
+        self.shared = dict(shared or {})  # see structure.Inputs
+        self.storages = list(storages)  # index of the first tensor of each storage the program takes
+        self.mutated = list(mutated)  # indices of tensors updated in place (a storage: its first tensor)
         self.source = self._source(check, args_spec, kwargs_spec, example_tensors, guards, reads, writes)
         self.unchecked_source = self._source(False, args_spec, kwargs_spec, example_tensors, guards, reads, writes) \
             if check else self.source
@@ -117,11 +139,16 @@ class Prologue:
             g.miss_if(guards_.CHECKS[guard.check].miss_source(guard.expr, guard.expected, g.const))
         for i, (expr, index) in enumerate(reads):
             g.tensor(expr, index, f"s{i}")
+        self._memory_checks(g, example_tensors)
+        storage_vars = []
+        for k, first in enumerate(self.storages):
+            storage_vars.append(f"st{k}")
+            g.emit(f"st{k} = storage_view({g.tensor_vars[first]})")
         if g.lines[-1] == "  try:":
             g.emit("pass")
         g.lines.append("  except Exception:  # reading what a check reads failed: it changed")
         g.lines.append("    return MISS")
-        flat = ", ".join(g.tensor_vars[i] for i in range(len(example_tensors)))
+        flat = ", ".join([g.tensor_vars[i] for i in range(len(example_tensors)) if i not in self.shared] + storage_vars)
         if not writes:
             g.lines.append(f"  return computation({flat})")
         else:
@@ -140,9 +167,30 @@ class Prologue:
             g.lines.append("  return out")
         return "\n".join(g.lines) + "\n"
 
+    def _memory_checks(self, g, example):
+        """Tensors that share memory share it as when traced; tensors updated in place share it
+        with no other."""
+        v = g.tensor_vars
+        groups = {}
+        for i, k in sorted(self.shared.items()):
+            groups.setdefault(k, []).append(i)
+        for members in groups.values():
+            first, t0 = members[0], example[members[0]]
+            g.miss_if(f"{v[first]}.untyped_storage().nbytes() != {t0.untyped_storage().nbytes()}")
+            for i in members:
+                t = example[i]
+                same = "" if i == first else \
+                    f"{v[i]}.untyped_storage().data_ptr() != {v[first]}.untyped_storage().data_ptr() or "
+                g.miss_if(f"{same}{v[i]}.storage_offset() != {t.storage_offset()} or {v[i]}.stride() != {t.stride()!r}")
+        if self.mutated:
+            others = [v[i] for i in range(len(example)) if i not in self.shared and i not in self.mutated]
+            g.miss_if(f"shares_storage(({''.join(v[i] + ', ' for i in self.mutated)}), "
+                      f"({''.join(x + ', ' for x in others)}))")
+
     def compile(self, computation):
         """(entry, the entry without checks)."""
-        ns = {"MISS": MISS, "Tensor": torch.Tensor, "computation": computation, **guards_.NAMESPACE,
+        ns = {"MISS": MISS, "Tensor": torch.Tensor, "computation": computation, "storage_view": storage_view,
+              "shares_storage": shares_storage, **guards_.NAMESPACE,
               **guards_.AMBIENT_NAMESPACE, **self.consts}
         entries = []
         for source in (self.source, self.unchecked_source):

@@ -18,8 +18,7 @@ from collections import OrderedDict
 
 import torch
 
-from thunder.core import trace as tracing
-from thunder.core.proxies import TensorProxy, proxy_for
+from thunder.core.proxies import TensorProxy
 from thunder.runtime.guards import Guard, has_literal, is_plain_value, snapshot
 
 _MISSING = object()
@@ -42,9 +41,9 @@ def _class_attr(cls, name):
 
 
 class StateTracker:
-    def __init__(self, root, tensors, proxies, *, strict=False):
+    def __init__(self, root, inputs, *, strict=False):
         self.root = root  # the jitted nn.Module, or None
-        self.tensors, self.proxies = tensors, proxies
+        self.inputs = inputs  # structure.Inputs: tensors read become inputs of the trace
         self.strict = strict  # functional.jit: tensors from outside the arguments are refused
         self.reads = []  # (expression, tensor index): tensors the prologue reads
         self.guards = {}  # (expression, check) -> Guard, in the order made
@@ -238,10 +237,8 @@ class StateTracker:
             return p
         module_name = self._module_names.get(id(owner), "").replace(".", "_")
         hint = f"{module_name}_{name}" if module_name else str(name)
-        p = proxy_for(value, tracing.new_name(_identifier(hint)))
-        self.tensors.append(value)
-        self.proxies.append(p)
-        self.reads.append((expr, len(self.tensors) - 1))
+        i, p = self.inputs.add(value, _identifier(hint))
+        self.reads.append((expr, i))
         self._tensor_reads[expr] = p
         return p
 
