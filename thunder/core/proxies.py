@@ -30,7 +30,7 @@ class TensorProxy:
     """Stands for a tensor: it knows shape, dtype, device and requires_grad, not values."""
 
     __slots__ = ("name", "shape", "dtype", "device", "requires_grad", "is_view", "is_input",
-                 "input_name", "base", "recipe", "views", "meta", "stride_deps")
+                 "input_name", "base", "recipe", "views", "meta", "stride_deps", "leaf")
 
     def __init__(self, shape, dtype, device, requires_grad=False, name=None):
         self.shape = torch.Size(shape)
@@ -47,6 +47,7 @@ class TensorProxy:
         # eager's strides: a meta tensor made by torch's own kernels (record_op); None: contiguous
         self.meta = None
         self.stride_deps = frozenset()  # names of the inputs whose strides decide this one's
+        self.leaf = True  # for inputs: whether the tensor is a leaf of autograd's graph
 
     __hash__ = object.__hash__
 
@@ -209,6 +210,11 @@ def _inplace(op, method_name, self, *args, **kwargs):
     while root.base is not None:
         root = root.base
     if root.is_input and root.requires_grad and tracing.grad_enabled():
+        if not root.leaf:
+            raise NotImplementedError(
+                f"thunder: an in-place update{_where()} of an input that requires grad and is not a leaf (the "
+                "result of other ops) is not supported. Workaround: update a clone, or make the update "
+                "outside the jitted function.")
         raise RuntimeError(("a view of a leaf Variable" if root is not self else "a leaf Variable")
                            + " that requires grad is being used in an in-place operation.")
     out = op(self, *args, **kwargs)
@@ -345,6 +351,7 @@ def proxy_for(t: torch.Tensor, name=None, *, input=True):
     p.input_name = p.name if input else None
     p.meta = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta")
     p.stride_deps = frozenset((p.name,)) if input else frozenset()
+    p.leaf = t.is_leaf
     ctx = tracing.current()
     if ctx is not None and t.requires_grad:
         ctx.differentiable = True
