@@ -1299,23 +1299,59 @@ def test_traceback_has_the_user_frames(raiser):
     assert "return raiser(y) * 2" in text  # the source lines print as in eager
 
 
-def test_handled_and_reraised_exceptions_keep_frames():
+def _inner_raises():
+    raise KeyError("k")
+
+
+def _through_finally():
+    try:
+        _inner_raises()
+    finally:
+        cleanup = 1  # noqa: F841
+
+
+def _bare_reraise():
+    try:
+        _inner_raises()
+    except KeyError:
+        handled = 2  # noqa: F841
+        raise
+
+
+def _raise_caught():
+    try:
+        _inner_raises()
+    except KeyError as e:
+        raise e
+
+
+def _through_with():
+    with contextlib.nullcontext():
+        _inner_raises()
+
+
+def _chained():
+    try:
+        _inner_raises()
+    except KeyError as e:
+        raise ValueError("wrapped") from e
+
+
+@pytest.mark.parametrize("fn", [_through_finally, _bare_reraise, _raise_caught, _through_with, _chained])
+def test_handled_and_reraised_exceptions_have_eagers_traceback(fn):
     import traceback
 
-    def inner():
-        raise KeyError("k")
+    def user_frames(e):
+        return [(f.name, f.lineno) for f in traceback.extract_tb(e.__traceback__) if f.filename == __file__
+                and f.name != "test_handled_and_reraised_exceptions_have_eagers_traceback"]
 
-    def f():
-        try:
-            inner()
-        except KeyError as e:
-            raise ValueError("wrapped") from e
-
-    with pytest.raises(ValueError) as info:
-        interpret(f)
-    names = [fr.name for fr in traceback.extract_tb(info.value.__traceback__)]
-    assert names[-1] == "f"
-    assert [fr.name for fr in traceback.extract_tb(info.value.__cause__.__traceback__)][-1] == "inner"
+    with pytest.raises(Exception) as native:
+        fn()
+    with pytest.raises(type(native.value)) as info:
+        interpret(fn)
+    assert user_frames(info.value) == user_frames(native.value)
+    if native.value.__cause__ is not None:
+        assert user_frames(info.value.__cause__) == user_frames(native.value.__cause__)
 
 
 def test_exception_does_not_keep_the_call_alive():

@@ -742,7 +742,7 @@ def _raise(exc: BaseException):
 
 @op("RERAISE")
 def _reraise(rt, f: Frame, i) -> None:
-    f.reraising = True  # keep the exception's context/traceback as they are
+    f.reraising = f.keep_traceback = True  # keep the exception's context/traceback as they are
     _raise(f.stack.pop())
 
 
@@ -753,7 +753,7 @@ def _raise_varargs(rt, f: Frame, i) -> None:
         exc = rt.handled_exc
         if exc is None:
             raise RuntimeError("No active exception to reraise")
-        f.reraising = True
+        f.reraising = f.keep_traceback = True
         del exc
         _raise(rt.handled_exc)
     exc = f.stack.pop()

@@ -293,14 +293,18 @@ class Runtime:
                     f.reraising = False
                 else:
                     self.set_context(exc, overwrite=False)
+                # like CPython, an exception raised (not re-raised) in a frame gets a traceback
+                # entry for it at this line, in place of the interpreter's own entries
+                if f.keep_traceback:
+                    f.keep_traceback = False
+                    exc.__traceback__ = strip_interpreter(exc.__traceback__)
+                else:
+                    exc.__traceback__ = user_traceback(exc.__traceback__, f)
                 entry = f.info.handler_for(instr.offset)
                 if entry is None:
                     if record:
                         self.log.append(f"raise {f.code.co_name}: {type(exc).__name__}")
-                    # the exception leaves this frame: like CPython, the traceback gets an entry for
-                    # it (in place of the interpreter's own frames), and the frame drops its values
-                    exc.__traceback__ = user_traceback(exc.__traceback__, f)
-                    f.stack.clear()
+                    f.stack.clear()  # the frame drops its values, as CPython's does
                     try:
                         raise exc
                     finally:
