@@ -183,8 +183,9 @@ def _describe_inputs(args, kwargs):
     return specs, kspecs, [_meta(t) for t in inputs.tensors]
 
 
-def _meta(t):
-    return (tuple(t.shape), t.dtype, t.device, t.requires_grad)
+def _meta(t, strides=True):
+    """What the prologue checks of a tensor (its strides only where the trace depends on them)."""
+    return (tuple(t.shape), t.dtype, t.device, t.requires_grad, tuple(t.stride()) if strides else None)
 
 
 def _miss_reason(entries, args, kwargs):
@@ -200,6 +201,8 @@ def _miss_reason(entries, args, kwargs):
     if len(now[2]) != n_args:
         return "a different number of tensor arguments"
     for i, (a, b) in enumerate(zip(now[2], arg_meta)):
+        if b[4] is None:
+            a = a[:4] + (None,)
         if a != b:
             return _changed(f"tensor argument {i}", b, a)
     consts, entry_guards, reads = state
@@ -210,8 +213,8 @@ def _miss_reason(entries, args, kwargs):
             return f"{_readable(expr)} is gone"
         if not isinstance(t, torch.Tensor):
             return f"{_readable(expr)} is no longer a tensor"
-        if _meta(t) != before:
-            return _changed(_readable(expr), before, _meta(t))
+        if _meta(t, before[4] is not None) != before:
+            return _changed(_readable(expr), before, _meta(t, before[4] is not None))
     failed = guards.failing(entry_guards, consts)
     if failed is not None:
         g, value = failed
@@ -220,8 +223,10 @@ def _miss_reason(entries, args, kwargs):
 
 
 def _changed(what, before, now):
-    fields = [n for n, x, y in zip(("shape", "dtype", "device", "requires_grad"), before, now) if x != y]
-    return f"{what}: {', '.join(fields)} changed ({before} -> {now})"
+    names = ("shape", "dtype", "device", "requires_grad", "strides")
+    fields = [n for n, x, y in zip(names, before, now) if x != y]
+    n = 5 if before[4] is not None else 4
+    return f"{what}: {', '.join(fields)} changed ({before[:n]} -> {now[:n]})"
 
 
 def _readable(expr):
@@ -390,8 +395,9 @@ def compile_entry(cd, cs, args, kwargs) -> CacheEntry:
     cs.last_compile_time = time.perf_counter() - t_start
     prologue_trace = Trace("prologue", python=prologue.source)
     n_arg_tensors = len(read) - len(state.reads)
-    description = (arg_specs, kw_specs, [_meta(x) for x in read[:n_arg_tensors]],
-                   (state.consts, entry_guards, [(expr, _meta(read[i])) for expr, i in state.reads]))
+    strided = set(strided)
+    description = (arg_specs, kw_specs, [_meta(x, i in strided) for i, x in enumerate(read[:n_arg_tensors])],
+                   (state.consts, entry_guards, [(expr, _meta(read[i], i in strided)) for expr, i in state.reads]))
     return CacheEntry(run, traces, [prologue_trace], description, backward_traces, first_run)
 
 
