@@ -73,10 +73,11 @@ def _value_miss(expr, v, const):
 
 # ------------------------------------------------------------------------------------------------
 # snapshots of containers: their structure and items, compared without calling user __eq__
-def snapshot(value, pin):
+def snapshot(value, pin, _open=()):
     """A copy of what a container holds for `same`: items that are objects are kept by identity
     (pin(obj) is called for each, so later reads through them have a path), numbers and strings
-    by value, tensors only as 'a tensor' (they are read by the prologue where used)."""
+    by value, tensors only as 'a tensor' (they are read by the prologue where used). A container
+    that holds itself is kept by identity where it recurs."""
     if isinstance(value, torch.Tensor):
         return ("tensor",)
     if value is None or type(value) is bool:
@@ -84,12 +85,14 @@ def snapshot(value, pin):
     if is_plain_value(value):
         return ("value", value)
     tp = type(value)
-    if tp in (list, tuple, torch.Size) or tp is not tuple and isinstance(value, tuple) and hasattr(tp, "_fields"):
-        return ("seq", tp, tuple(snapshot(v, pin) for v in value))
-    if tp in (dict, OrderedDict):
-        return ("map", tp, list(value), tuple(snapshot(v, pin) for v in value.values()))
-    if tp in (set, frozenset):
-        return ("set", tp, frozenset(value))
+    if id(value) not in _open:
+        inner = (*_open, id(value))
+        if tp in (list, tuple, torch.Size) or tp is not tuple and isinstance(value, tuple) and hasattr(tp, "_fields"):
+            return ("seq", tp, tuple(snapshot(v, pin, inner) for v in value))
+        if tp in (dict, OrderedDict):
+            return ("map", tp, list(value), tuple(snapshot(v, pin, inner) for v in value.values()))
+        if tp in (set, frozenset):
+            return ("set", tp, frozenset(value))
     pin(value)
     return ("is", value)
 
