@@ -46,7 +46,7 @@ class StateTracker:
         self.inputs = inputs  # structure.Inputs: tensors read become inputs of the trace
         self.strict = strict  # functional.jit: tensors from outside the arguments are refused
         self.reads = []  # (expression, tensor index): tensors the prologue reads
-        self.guards = {}  # (expression, check) -> Guard, in the order made
+        self.guards = {}  # (expression, check, name for "absent"/"hasattr") -> Guard, in the order made
         self.consts = {}  # name -> object the expressions refer to
         self._const_names = {}  # id(object) -> its name in consts
         self._paths = {}  # id(object) -> (object, expression that reads it)
