@@ -389,7 +389,8 @@ def _callable_name(fn: Any) -> str:
 
 
 # ----------------------------------------------------------------------------------------------
-# builtins that inspect their caller's frame: give them the interpreted frame, not ours
+# builtins that inspect their caller's frame (given the interpreted frame, not ours), and those that
+# read or write attributes and lengths (getattr, hasattr, setattr, len: their reads are reported)
 # ----------------------------------------------------------------------------------------------
 def _zero_arg_super(f: Frame) -> Any:
     code = f.code
