@@ -2,7 +2,7 @@
 import torch
 
 from thunder.core import dtypes
-from thunder.dialects.mlir import arith, ir
+from thunder.dialects.mlir import arith, complex_, ir
 
 
 # ---- tensor types
@@ -26,6 +26,9 @@ def is_tensor_type(t):
 
 
 # ---- numbers: operands of scalar type
+CONSTANT_OPS = ("arith.constant", "complex.constant")  # the ops that make numbers
+
+
 def number_type(value):
     if isinstance(value, bool):
         return ir.IntegerType.get_signless(1)
@@ -33,11 +36,16 @@ def number_type(value):
         return ir.IntegerType.get_signless(64)
     if isinstance(value, float):
         return ir.F64Type.get()
+    if isinstance(value, complex):
+        return ir.ComplexType.get(ir.F64Type.get())
     raise NotImplementedError(f"thunder: numbers of type {type(value).__name__} are not supported")
 
 
 def constant(value):
     t = number_type(value)
+    if isinstance(value, complex):
+        parts = [ir.FloatAttr.get(ir.F64Type.get(), x) for x in (value.real, value.imag)]
+        return complex_.ConstantOp(t, ir.ArrayAttr.get(parts)).result
     if isinstance(value, float):
         attr = ir.FloatAttr.get(t, value)
     else:
@@ -46,11 +54,14 @@ def constant(value):
 
 
 def constant_value(value: ir.Value):
-    """The Python number an arith.constant stands for, or raise ValueError."""
+    """The Python number an arith.constant (complex.constant) stands for, or raise ValueError."""
     owner = value.owner
-    if not isinstance(owner, ir.OpView) or owner.name != "arith.constant":
+    if not isinstance(owner, ir.OpView) or owner.name not in CONSTANT_OPS:
         raise ValueError("not a constant")
     attr = owner.attributes["value"]
+    if owner.name == "complex.constant":
+        re, im = (ir.FloatAttr(a).value for a in ir.ArrayAttr(attr))
+        return complex(re, im)
     if isinstance(attr, ir.FloatAttr):
         return ir.FloatAttr(attr).value
     t = ir.IntegerType(ir.IntegerAttr(attr).type)

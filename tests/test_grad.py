@@ -447,3 +447,54 @@ def test_dropout_training_gradient_is_the_mask():
     torch.testing.assert_close(gx, mask * g / (1 - p))
     # not training: the identity
     check_grad(lambda x: F.dropout(x, p, training=False) * 2, x)
+
+
+# --------------------------------------------------------------------------------------------
+# in-place updates under no_grad keep the tensor's autograd history, as in eager
+
+
+def test_update_under_no_grad_keeps_the_history():
+    def clamp_then_use(w, x):
+        with torch.no_grad():
+            w.clamp_(-0.5, 0.5)  # a leaf that requires grad: allowed under no_grad
+        return (x @ w).tanh().sum()
+
+    def zero_a_row_of_an_intermediate(w, x):
+        y = x @ w
+        with torch.no_grad():
+            y[0].zero_()
+            y.mul_(2)
+        return (y * w.sum()).sum()
+
+    for fn in (clamp_then_use, zero_a_row_of_an_intermediate):
+        w, x = _t(3, 3), _t(2, 3)
+        w_ref, x_ref = w.detach().clone().requires_grad_(), x.detach().clone().requires_grad_()
+        out, expected = thunder.jit(fn)(w, x), fn(w_ref, x_ref)
+        torch.testing.assert_close(out, expected)
+        grads = torch.autograd.grad(out, (w, x))
+        expected_grads = torch.autograd.grad(expected, (w_ref, x_ref))
+        for g, e in zip(grads, expected_grads):
+            torch.testing.assert_close(g, e)
+        torch.testing.assert_close(w, w_ref)
+
+
+def test_backward_reads_the_old_value_of_an_input_updated_in_place():
+    # the program writes the input's new value back when forward returns: backward must not
+    # recompute from it (it gets a copy of the old value where it needs one)
+    def scale_buffer(w, buf):
+        buf.mul_(0.5)
+        return (w * buf).sum()
+
+    def uses_old_and_new(w, buf):
+        old = w * buf.sum()
+        buf.add_(1)
+        return (old * buf * w).sum()
+
+    for fn in (scale_buffer, uses_old_and_new):
+        w, buf = _t(3), torch.rand(3, dtype=DT) + 0.5
+        w_ref, buf_ref = w.detach().clone().requires_grad_(), buf.clone()
+        out, expected = thunder.jit(fn)(w, buf), fn(w_ref, buf_ref)
+        torch.testing.assert_close(out, expected)
+        (g,), (e,) = torch.autograd.grad(out, (w,)), torch.autograd.grad(expected, (w_ref,))
+        torch.testing.assert_close(g, e)
+        torch.testing.assert_close(buf, buf_ref)

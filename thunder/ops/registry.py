@@ -72,7 +72,7 @@ def _is_tensor(v):
 
 
 def _is_number(v):
-    return isinstance(v, (bool, int, float)) and not _is_tensor(v)
+    return isinstance(v, (bool, int, float, complex)) and not _is_tensor(v)
 
 
 def _is_int(v):
@@ -148,6 +148,7 @@ class OpDef:
     unview_rule: Callable | None = None  # view ops: unview(base, value, index, **args) -> new base
     random: bool = False  # not Pure: draws from the random generator
     is_view: bool = False  # the result shares memory with the input in eager (in-place safety)
+    strided: bool = False  # whether it is a view, or allowed at all, depends on the input's strides
     differentiable: bool = True  # False: results never carry gradient (only inputs' metadata is read)
     effects: bool = False  # writes memory (copy_ into an input): not Pure
     normalize: Callable | None = None  # normalize(values): rewrites bound arguments (int -> tuple, ...)
@@ -191,8 +192,11 @@ class OpDef:
         values = dict(bound.arguments)
         if self.normalize is not None:
             self.normalize(values)  # raises torch's errors for bad values
+        from thunder.core.dtypes import python_number
+
         for p in self.params:
-            v = values[p.name]
+            v = values[p.name] = python_number(values[p.name], self.torch_name,
+                                               p.kind.base_name in ("Number", "TensorOrNumber"))
             if isinstance(v, list) and p.kind.base_name in ("Ints", "Dims", "Tensors"):
                 v = values[p.name] = tuple(v)
             if not p.kind.accepts(v):
@@ -247,7 +251,8 @@ def _params_of(fn):
 
 
 def _register(dialect, torch_name, *, methods=(), dunders=(), rdunders=(), aliases=(), varargs=None,
-              returns_sequence=False, random=False, view=False, differentiable=True, effects=False, name=None):
+              returns_sequence=False, random=False, view=False, strided=False, differentiable=True, effects=False,
+              name=None):
     def decorator(meta):
         op = OpDef(
             name=name or meta.__name__.rstrip("_"),
@@ -263,6 +268,7 @@ def _register(dialect, torch_name, *, methods=(), dunders=(), rdunders=(), alias
             returns_sequence=returns_sequence,
             random=random,
             is_view=view,
+            strided=strided,
             differentiable=differentiable,
             effects=effects,
             doc=inspect.getdoc(meta) or "",

@@ -57,7 +57,7 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
                 lines.append(f"  # {p}: {_describe(a.type)}")
         for operation in block.operations:
             name = operation.operation.name
-            if name == "arith.constant":
+            if name in attrs.CONSTANT_OPS:
                 continue  # numbers are written inline where they are used
             if name == "func.return":
                 flat = [namer.names[v] for v in operation.operands]
