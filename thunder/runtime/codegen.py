@@ -34,6 +34,15 @@ def py_repr(v):
     return repr(v)
 
 
+class Unprintable(NotImplementedError):
+    """A func the generated Python cannot express (an op other than ltorch/thunder ops, numbers,
+    fusion calls and return; an argument that is not a tensor); location: where in the module."""
+
+    def __init__(self, message, location=None):
+        super().__init__(message)
+        self.location = location
+
+
 class Name:
     __slots__ = ("name",)
 
@@ -81,6 +90,10 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
         namer = _Namer()
         callees = _fusion_callees(module)
         namer.used.update(callees)  # fusion_N names the kernel in the program's namespace
+        for a in block.arguments:
+            if not attrs.is_tensor_type(a.type):
+                raise Unprintable(f"codegen: @{fn_name} has an argument of type {a.type}: its Python program takes tensors only",
+                                  f.location)
         params = [namer.assign(a, (loc_names(a.location) or [None])[0]) for a in block.arguments]
         lines = []
         if header:
@@ -107,7 +120,11 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
             if name == "func.call":
                 lines.append(_fusion_call(operation, namer, callees, constants, comments))
                 continue
-            op, values = decode_op(operation.operation, lambda v: Name(namer.names[v]))
+            try:
+                op, values = decode_op(operation.operation, lambda v: Name(namer.names[v]))
+            except (NotImplementedError, ValueError) as e:
+                raise Unprintable(f"codegen: {e}: a Python program holds ltorch and thunder ops, numbers "
+                                  f"(arith.constant) and calls of fusion regions", operation.location) from None
             args, kwargs = call_args(op, values)
             call = ", ".join([py_repr(a) for a in args] + [f"{k}={py_repr(v)}" for k, v in kwargs.items()])
             wanted = loc_names(operation.location)
@@ -143,10 +160,10 @@ def _fusion_call(operation, namer, callees, constants, comments):
     callee = ir.FlatSymbolRefAttr(operation.attributes["callee"]).value
     f = callees.get(callee)
     if f is None:
-        raise NotImplementedError(f"codegen: func.call of @{callee}, which is not a fusion region")
+        raise Unprintable(f"codegen: func.call of @{callee}, which is not a fusion region", operation.location)
     executor = ir.StringAttr(f.attributes["thunder.executor"]).value
     if executor != "linalg":
-        raise NotImplementedError(f"codegen: unknown executor {executor!r} of @{callee}")
+        raise Unprintable(f"codegen: unknown executor {executor!r} of @{callee}", operation.location)
     if constants is not None and callee not in constants:
         from thunder.lowering.fuse import region_text
         from thunder.lowering.linalg import compile_region
