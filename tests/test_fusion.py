@@ -420,3 +420,16 @@ def test_reductions_of_0d_tensors(case, requires_grad, fusion):
         expected.backward(torch.arange(4.0))
         for a, b in zip(ours, ref):
             _close_grad(a.grad, b.grad)
+
+
+@pytest.mark.parametrize("case", ["by_sqrt", "by_scaled_sqrt"])
+def test_division_at_special_divisors(case):
+    # kernels divide exactly: with fastmath<arcp>, LLVM made x / sqrt(y) a product with an rsqrt
+    # estimate, NaN at y = 0 and y = inf (sqrt's backward at 0 gave NaN instead of inf)
+    fn = {"by_sqrt": lambda a, b: a / torch.sqrt(b),
+          "by_scaled_sqrt": lambda a, b: a / (torch.sqrt(b) * 2)}[case]
+    b = torch.tensor([0., -0., 1., float("inf"), 4., 1e-30, 1e30, 3.]).repeat(16, 4)
+    a = torch.full_like(b, 2.)
+    jf = thunder.jit(fn, fusion="always")
+    torch.testing.assert_close(jf(a, b), fn(a, b), equal_nan=True)
+    assert "fusion_0(" in str(thunder.last_traces(jf)[-1])

@@ -194,7 +194,9 @@ def _reciprocal(b, xs, t):
 
 def _div(b, xs, t):
     if is_float(t):
-        return b.op(f"arith.divf {xs[0]}, {xs[1]} fastmath<arcp> : {t}")
+        # no fastmath<arcp>: with it LLVM turns x / sqrt(y) into x * an rsqrt estimate, which
+        # is NaN at y = 0 and y = inf (and x * (1 / y) is not x / y for tiny or huge y)
+        return b.op(f"arith.divf {xs[0]}, {xs[1]} : {t}")
     if t == "i1":
         raise UnsupportedOp("div on i1")
     # torch: rounding_mode="trunc". A division by 0 (torch raises ZeroDivisionError) or of the
