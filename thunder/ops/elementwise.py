@@ -602,7 +602,11 @@ _unary_rule(sqrt, lambda g, out, x: div(g, mul(out, 2.0)))
 _unary_rule(rsqrt, lambda g, out, x: mul(mul(g, mul(mul(out, out), out)), -0.5))
 _unary_rule(tanh, lambda g, out, x: mul(g, rsub(mul(out, out), 1.0)))
 _unary_rule(sigmoid, lambda g, out, x: mul(g, mul(out, rsub(out, 1.0))))
-_unary_rule(relu, lambda g, out, x, inplace=False: where(gt(out, 0), g, 0.0))
+# as torch's threshold_backward: zero where out <= 0, so a NaN result passes g on (NaN > 0 would not)
+_unary_rule(relu, lambda g, out, x, inplace=False: where(le(out, 0), 0.0, g))
+# as torch's hardtanh_backward: none at or beyond the bounds, g inside them and for NaN
+_unary_rule(hardtanh, lambda g, out, x, min_val=-1.0, max_val=1.0, inplace=False:
+            where(logical_or(le(x, min_val), ge(x, max_val)), 0.0, g))
 
 
 def _gelu_grad(g, out, x, approximate="none"):
