@@ -326,6 +326,7 @@ ERRORS = [
     ("floor_bool", lambda x: torch.floor(x > 0), NotImplementedError),
     ("bitwise_float", lambda x: x & x, NotImplementedError),
     ("bitwise_not_float", lambda x: torch.bitwise_not(x), NotImplementedError),
+    ("invert_float", lambda x: ~x, TypeError),  # the operator checks first, with another type
     ("int_neg_pow", lambda x: x.long() ** -1, RuntimeError),
     ("pow_bool", lambda x: torch.pow(x > 0, x > 1), NotImplementedError),
     ("div_mode", lambda x: torch.div(x, x, rounding_mode="round"), RuntimeError),

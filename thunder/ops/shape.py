@@ -445,6 +445,8 @@ unbind.decompose(lambda input, dim=0: _pieces_decomp(input, *_unbind_pieces(inpu
 
 
 def _narrow_range(input, dim, start, length):
+    if input.ndim == 0:
+        raise RuntimeError("narrow() cannot be applied to a 0-dim tensor.")
     d = canonical_dim(dim, input.ndim)
     n = input.shape[d]
     if not -n <= start <= n:
