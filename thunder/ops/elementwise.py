@@ -242,6 +242,13 @@ def _div_floor(a, b):
     q = prims.div(prims.sub(a, prims.remainder(a, b)), b)  # an integer up to rounding
     f = prims.floor(q)
     f = prims.where(prims.gt(prims.sub(q, f), 0.5), prims.add(f, 1.0), f)
+    signed_zero = prims.mul(prims.div(a, b), 0.0)  # torch: copysign(0, a / b)
+    f = prims.where(prims.eq(q, 0.0), signed_zero, f)
+    # a finite a over an infinite b: -1 where their signs differ, else a signed zero (remainder
+    # is +-inf there, not a, so q would be NaN)
+    differ = prims.bitwise_and(prims.ne(a, 0.0), prims.ne(prims.lt(b, 0.0), prims.lt(a, 0.0)))
+    by_inf = prims.bitwise_and(prims.eq(prims.abs(b), math.inf), prims.lt(prims.abs(a), math.inf))
+    f = prims.where(by_inf, prims.where(differ, -1.0, signed_zero), f)
     return prims.where(prims.eq(b, 0.0), prims.div(a, b), f)
 
 
