@@ -607,8 +607,19 @@ _unary_rule(exp, lambda g, out, x: mul(g, out))
 _unary_rule(log, lambda g, out, x: div(g, x))
 _unary_rule(sqrt, lambda g, out, x: div(g, mul(out, 2.0)))
 _unary_rule(rsqrt, lambda g, out, x: mul(mul(g, mul(mul(out, out), out)), -0.5))
-_unary_rule(tanh, lambda g, out, x: mul(g, rsub(mul(out, out), 1.0)))
-_unary_rule(sigmoid, lambda g, out, x: mul(g, mul(out, rsub(out, 1.0))))
+# as torch's tanh_backward kernel: in float32 for float16/bfloat16, rounded once
+_unary_rule(tanh, lambda g, out, x: mul(_vjp.upcast(g), rsub(mul(_vjp.upcast(out), _vjp.upcast(out)), 1.0)))
+
+
+def _sigmoid_grad(g, out, x):
+    # as torch's sigmoid_backward kernel: (g * (1 - out)) * out, in float32 for bfloat16 but
+    # rounded per op in float16
+    if out.dtype is torch.bfloat16:
+        g, out = _vjp.upcast(g), _vjp.upcast(out)
+    return mul(mul(g, rsub(out, 1.0)), out)
+
+
+_unary_rule(sigmoid, _sigmoid_grad)
 # as torch's threshold_backward: zero where out <= 0, so a NaN result passes g on (NaN > 0 would not)
 _unary_rule(relu, lambda g, out, x, inplace=False: where(le(out, 0), 0.0, g))
 # as torch's hardtanh_backward: none at or beyond the bounds, g inside them and for NaN
