@@ -433,3 +433,17 @@ def test_division_at_special_divisors(case):
     jf = thunder.jit(fn, fusion="always")
     torch.testing.assert_close(jf(a, b), fn(a, b), equal_nan=True)
     assert "fusion_0(" in str(thunder.last_traces(jf)[-1])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("exponent", [0.5, -0.5])
+def test_pow_half_at_negative_zero_and_infinity(dtype, exponent):
+    # torch computes float16 x ** +-0.5 with std::pow ((-0) ** -0.5 = +inf, (-inf) ** 0.5 = inf),
+    # float32/bfloat16 with sqrt/rsqrt (-inf, NaN); the kernel gave float16 sqrt's -inf and NaN
+    x = torch.tensor([-0.0, float("-inf"), -4.0, 0.0, float("inf"), 4.0], dtype=dtype).repeat(4)
+    jf = thunder.jit(lambda x: x ** exponent, fusion="always")
+    out, expected = jf(x), x ** exponent
+    assert "fusion_0(" in str(thunder.last_traces(jf)[-1])
+    torch.testing.assert_close(out, expected, equal_nan=True)
+    numbers = ~expected.isnan()
+    assert torch.equal(out.signbit()[numbers], expected.signbit()[numbers])

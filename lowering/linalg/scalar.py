@@ -223,6 +223,11 @@ def _pow(b, xs, t):
     if is_float(t) and e in POW_SPECIAL:
         x = xs[0]
         if abs(e) == 0.5:
+            if t == "f16":  # torch's float16 pow is std::pow, not sqrt: (-0) ** 0.5 = +0, (-inf) ** 0.5 = inf
+                ninf = b.const(float("-inf"), t)
+                is_ninf = b.op(f"arith.cmpf oeq, {x}, {ninf} : {t}")
+                x = b.op(f"arith.addf {x}, {b.const(0.0, t)} : {t}")  # -0 + 0 = +0
+                x = b.op(f"arith.select {is_ninf}, {b.const(float('inf'), t)}, {x} : {t}")
             r = b.op(f"math.sqrt {x} : {t}")
         elif abs(e) == 1.0:
             r = x
