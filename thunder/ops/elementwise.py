@@ -645,7 +645,7 @@ def _gelu_grad(g, out, x, approximate="none"):
 def _silu_grad(g, out, x, inplace=False):
     x, g32 = _vjp.upcast(x), _vjp.upcast(g)
     s = sigmoid(x)
-    return mul(g32, mul(s, add(mul(x, rsub(s, 1.0)), 1.0)))
+    return mul(mul(g32, s), add(mul(x, rsub(s, 1.0)), 1.0))  # torch's silu_backward order
 
 
 def _softplus_grad(g, out, x, beta=1.0, threshold=20.0):
@@ -692,11 +692,12 @@ def _(g, out, input, other):
 
 
 def _div_rule(g, out, a, b, rounding_mode=None):
-    """Cotangents of a / b: (g / b, -g * out / b); zero with a rounding mode (as torch)."""
+    """Cotangents of a / b: (g / b, -g * (out / b)), rounded as torch's (out / b first: g * out
+    can overflow where out / b does not); zero with a rounding mode (as torch)."""
     if rounding_mode is not None:
         return (_vjp.zeros_like(a) if _diff(a) else None), (_vjp.zeros_like(b) if _diff(b) else None)
     return (_grad(a, div(g, b)) if _diff(a) else None,
-            _grad(b, neg(div(mul(g, out), b))) if _diff(b) else None)
+            _grad(b, neg(mul(g, div(out, b)))) if _diff(b) else None)
 
 
 @div.vjp
@@ -712,9 +713,13 @@ def _(g, out, dividend, divisor):
 
 
 @rtruediv.vjp
-def _(g, out, input, other):  # other / input
-    go, gi = _div_rule(g, out, other, input)
-    return {"input": gi, "other": go}
+def _(g, out, input, other):
+    """input.reciprocal() * other differentiated as torch does (its reciprocal and mul backward),
+    so the roundings are torch's"""
+    r = reciprocal(input)
+    gi = neg(mul(mul(g, other), mul(r, r))) if _diff(input) else None
+    return {"input": _grad(input, gi) if gi is not None else None,
+            "other": _grad(other, mul(g, r)) if _diff(other) else None}
 
 
 def _pow_rule(g, out, base, exponent):

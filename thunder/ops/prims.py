@@ -293,7 +293,7 @@ def _atan2_vjp(g, out, a, b):
 _binary_vjp(add, lambda g, out, a, b: (g, g))
 _binary_vjp(sub, lambda g, out, a, b: (g, neg(g)))
 _binary_vjp(mul, lambda g, out, a, b: (mul(g, b), mul(g, a)))
-_binary_vjp(div, lambda g, out, a, b: (div(g, b), neg(div(mul(g, out), b))))
+_binary_vjp(div, lambda g, out, a, b: (div(g, b), neg(mul(g, div(out, b)))))  # as torch: out / b first
 _binary_vjp(pow, _pow_vjp)
 _binary_vjp(remainder, lambda g, out, a, b: (g, neg(mul(g, floor(div(a, b)))) if is_tensor(b) else None))
 _binary_vjp(maximum, lambda g, out, a, b: _split_ties(g, a, b, lt(a, b), lt(b, a)))
