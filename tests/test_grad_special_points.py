@@ -73,6 +73,8 @@ CASES = {
              (lambda x: x.prod(), [vec(2., 4., inf)]), (lambda x: x.prod(1), [ZEROS]),
              (lambda x: x.prod(0, keepdim=True), [ZEROS]), (lambda x: x.prod(-1), [ZEROS[2:3]]),
              (lambda x: x.prod(1), [vec(inf, 2., 0.)[:, None]]), (lambda x: x.prod(1), [vec(inf, 2.)[:, None]])],
+    # ltorch.remainder has no rule of its own: prims.remainder's runs (decomposed in the forward)
+    "remainder": [(torch.remainder, [vec(inf, -inf, nan, 5., -5., 7., 0., 1.), vec(2., 3., 1., 3., 3., -2., inf, -inf)])],
     # 0-d inputs: a product and a max of one element
     "prod_max_0d": [(lambda x: x.prod() + x.prod(0) + x.max() + x.max(0)[0], [vec(0.)[0]])],
     "amax": [(lambda x: x.amax(1), [TIES]), (lambda x: x.amax(), [TIES[:2]])],
@@ -123,6 +125,9 @@ PRIM_CASES = {
             (torch.pow, [vec(0., 0., 0., -1., 2., 0.), vec(0., 1., -1., 2., 0., 0.5)])],
     "maximum": [(torch.maximum, [A, B])],
     "minimum": [(torch.minimum, [A, B])],
+    # the divisor's cotangent uses torch's floor division (NaN for an infinite dividend): found
+    # by the fuzzer
+    "remainder": [(torch.remainder, [vec(inf, -inf, nan, 5., -5., 7., 0., 1.), vec(2., 3., 1., 3., 3., -2., inf, -inf)])],
     "atan2": [(torch.atan2, [vec(0., 0., 1., -1., 1e-200, 0., nan, inf), vec(0., 1., 0., -0., 0., 1e-200, 0., 1.)])],
     "where": [(lambda a, b: torch.where(a > b, a, b), [A, B])],
     # (a whole product with two zeros beside inf/NaN: eager's shortcut, which only ltorch.prod's rule knows)

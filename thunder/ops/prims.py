@@ -295,7 +295,15 @@ _binary_vjp(sub, lambda g, out, a, b: (g, neg(g)))
 _binary_vjp(mul, lambda g, out, a, b: (mul(g, b), mul(g, a)))
 _binary_vjp(div, lambda g, out, a, b: (div(g, b), neg(mul(g, div(out, b)))))  # as torch: out / b first
 _binary_vjp(pow, _pow_vjp)
-_binary_vjp(remainder, lambda g, out, a, b: (g, neg(mul(g, floor(div(a, b)))) if is_tensor(b) else None))
+def _remainder_vjp(g, out, a, b):
+    """As torch: (g, -g * a.div(b, rounding_mode="floor")), torch's floor division (NaN for an
+    infinite a, where floor(a / b) would be +-inf)."""
+    from thunder.ops.elementwise import _div_floor  # built from prims; elementwise imports this module
+
+    return g, (neg(mul(g, _div_floor(a, b))) if is_tensor(b) else None)
+
+
+_binary_vjp(remainder, _remainder_vjp)
 _binary_vjp(maximum, lambda g, out, a, b: _split_ties(g, a, b, lt(a, b), lt(b, a)))
 _binary_vjp(minimum, lambda g, out, a, b: _split_ties(g, a, b, gt(a, b), gt(b, a)))
 _binary_vjp(atan2, _atan2_vjp)
