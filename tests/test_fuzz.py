@@ -11,7 +11,7 @@ mutated inputs and gradients (of the leaves, by torch.autograd.grad) must match;
 raises, thunder.jit must raise the same exception type.
 
 The search is derandomized (the same examples in every run, so CI is reproducible), with
-THUNDER_FUZZ_EXAMPLES examples (default 800, one to two minutes on a 2-core CI machine). For a larger
+THUNDER_FUZZ_EXAMPLES examples (default 1500, about two minutes on a 2-core CI machine). For a larger
 run during development, raise it and let hypothesis choose new examples:
 
     THUNDER_FUZZ_EXAMPLES=2000 THUNDER_FUZZ_SEED=random .venv/bin/python -m pytest tests/test_fuzz.py
@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 
 import thunder
 
-EXAMPLES = int(os.environ.get("THUNDER_FUZZ_EXAMPLES", "800"))
+EXAMPLES = int(os.environ.get("THUNDER_FUZZ_EXAMPLES", "1500"))
 RANDOM = os.environ.get("THUNDER_FUZZ_SEED") == "random"
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.bool]
