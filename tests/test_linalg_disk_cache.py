@@ -254,3 +254,24 @@ def test_entries_without_their_key_are_rebuilt(cache, damage):
            "cut trailer": data[:-1]}[damage]
     path.write_bytes(bad)
     _expect_rebuilt([stored])
+
+
+def test_text_entries_are_bound_to_their_key(cache):
+    # cached_text (the CUDA executor's PTX) shares the kernels' trailer: an entry moved under
+    # another key is rebuilt, not returned
+    calls = []
+
+    def build(text):
+        return lambda: calls.append(text) or text
+
+    a = disk_cache.cached_text(("a",), build("text of a"), ".txt")
+    b = disk_cache.cached_text(("b",), build("text of b"), ".txt")
+    assert (a, b) == ("text of a", "text of b") and len(entries(cache)) == 2
+    assert disk_cache.cached_text(("a",), build("again"), ".txt") == "text of a"  # from disk
+    pa, pb = sorted(cache.iterdir(), key=lambda p: p.stat().st_mtime_ns)
+    data_a, data_b = pa.read_bytes(), pb.read_bytes()
+    pa.write_bytes(data_b)
+    pb.write_bytes(data_a)
+    assert disk_cache.cached_text(("a",), build("rebuilt a"), ".txt") == "rebuilt a"
+    assert disk_cache.cached_text(("b",), build("rebuilt b"), ".txt") == "rebuilt b"
+    assert calls == ["text of a", "text of b", "rebuilt a", "rebuilt b"]

@@ -270,8 +270,9 @@ def compiled_function(key_text, name, build, *, loops="loops", opt_level=3):
 
 def cached_text(parts, build, suffix):
     """build()'s text (e.g. PTX), kept in the cache directory under a hash of FORMAT and parts
-    (strings that determine it, the target chip among them): read back when present and intact,
-    else built and stored. Same trailer check and atomic writes as the kernels' libraries."""
+    (strings that determine it, the target chip among them): read back when present, intact and
+    stored under this key, else built and stored. Same trailer (key included) and atomic writes as
+    the kernels' libraries."""
     directory = cache_dir()
     path = None
     if directory is not None:
@@ -279,8 +280,9 @@ def cached_text(parts, build, suffix):
         for part in (FORMAT, *parts):
             h.update(part.encode())
             h.update(b"\0")
-        path = os.path.join(directory, h.hexdigest() + suffix)
-        data = _read_verified(path)
+        digest = h.hexdigest()
+        path = os.path.join(directory, digest + suffix)
+        data = _read_verified(path, digest)
         if data is not None:
             stats["disk"] += 1
             return data.decode()
@@ -292,7 +294,7 @@ def cached_text(parts, build, suffix):
             fd, tmp = tempfile.mkstemp(prefix=".", suffix=suffix, dir=directory)
             data = text.encode()
             with os.fdopen(fd, "wb") as f:
-                f.write(data + _MAGIC + hashlib.sha256(data).digest())
+                f.write(data + _trailer(data, digest))
             os.replace(tmp, path)
             stats["stored"] += 1
         except OSError as e:  # never let storing break compiling
