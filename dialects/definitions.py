@@ -5,11 +5,15 @@ the other parameters attributes; one result, or result slots for ops returning s
 Ops are Pure unless they draw random numbers.
 
 IRDL gives each operand or result definition one constraint variable, so all values of a
-variadic group would have to share one type. A list of tensors (cat's inputs, split's outputs)
-has tensors of different shapes, so such a list is declared as MAX_LIST optional slots and the
-segment sizes say how many are used. The verifier runs the op's meta function on the operand types and attributes
-and checks the result types against it, so a lit test can show a wrong shape being rejected.
+variadic group share one type. A list of tensors (cat's inputs, split's outputs, the generic
+op's operands) has tensors of different shapes, so such a list is declared as MAX_LIST variadic
+groups (MAX_RESULTS for results) and emitted as runs of equal types, one group per run:
+operandSegmentSizes = [2, 1, 0, ...] is two tensors of one type, then one of another. A list of
+any length fits as long as it has at most that many runs. The verifier runs the op's meta
+function on the operand types and attributes and checks the result types against it, so a lit
+test can show a wrong shape being rejected.
 """
+from collections.abc import Sequence
 from typing import Any
 
 from thunder.core import trace as tracing
@@ -37,8 +41,8 @@ class Thunder(ext.Dialect, name="thunder"):
 _DIALECTS = {"ltorch": LTorch, "thunder": Thunder}
 
 
-MAX_LIST = 32  # tensors in one list operand (cat, stack)
-MAX_RESULTS = 16  # results of one op (split, chunk, unbind, max with dim)
+MAX_LIST = 32  # runs of equal tensor types in one list operand (cat, stack, torch_call's tensors)
+MAX_RESULTS = 16  # runs of equal types in the results of one op (split, unbind, torch_call)
 
 
 def operand_params(op):
@@ -53,24 +57,44 @@ def needs_segments(op):
     return any(p.kind.variadic or p.kind.optional for p in operand_params(op))
 
 
+def _runs(values):
+    """Lengths of the runs of equal (shape, dtype, device) in a list of tensor values (Refs or
+    proxies); numbers make runs of their own."""
+    sizes, last = [], object()
+    for v in values:
+        key = (tuple(v.shape), v.dtype, v.device) if hasattr(v, "shape") else ("number", type(v))
+        if sizes and key == last:
+            sizes[-1] += 1
+        else:
+            sizes.append(1)
+        last = key
+    return sizes
+
+
 def operand_segments(op, values):
-    """operandSegmentSizes for a call: one entry per operand slot."""
+    """operandSegmentSizes for a call: one entry per operand group."""
     sizes = []
     for p in operand_params(op):
         v = values[p.name]
         if p.kind.variadic:
-            if len(v) > MAX_LIST:
-                raise NotImplementedError(f"thunder: {op.torch_name} of more than {MAX_LIST} tensors is not supported")
-            sizes += [1] * len(v) + [0] * (MAX_LIST - len(v))
+            runs = _runs(v)
+            if len(runs) > MAX_LIST:
+                raise NotImplementedError(
+                    f"thunder: {op.torch_name} of a list of {len(v)} tensors with {len(runs)} changes of shape "
+                    f"or dtype is not supported (at most {MAX_LIST}). Workaround: split the call.")
+            sizes += runs + [0] * (MAX_LIST - len(runs))
         else:
             sizes.append(0 if v is None else 1)
     return sizes
 
 
-def result_segments(op, n):
-    if n > MAX_RESULTS:
-        raise NotImplementedError(f"thunder: {op.torch_name} with more than {MAX_RESULTS} results is not supported")
-    return [1] * n + [0] * (MAX_RESULTS - n)
+def result_segments(op, outputs):
+    runs = _runs(outputs)
+    if len(runs) > MAX_RESULTS:
+        raise NotImplementedError(
+            f"thunder: {op.torch_name} with {len(outputs)} results of {len(runs)} alternating shapes or dtypes "
+            f"is not supported (at most {MAX_RESULTS}). Workaround: split the call.")
+    return runs + [0] * (MAX_RESULTS - len(runs))
 
 
 def _define(op):
@@ -79,7 +103,7 @@ def _define(op):
         f = field_name(p.name)
         if p.kind.variadic:
             for i in range(MAX_LIST):
-                ann[f"{f}_{i}"], ns[f"{f}_{i}"] = ext.Operand[Any] | None, None
+                ann[f"{f}_{i}"], ns[f"{f}_{i}"] = Sequence[ext.Operand[Any]], ext.operand(kw_only=True)
         elif p.kind.optional:
             ann[f], ns[f] = ext.Operand[Any] | None, None
         else:
@@ -89,7 +113,7 @@ def _define(op):
         ann[f], ns[f] = Any, ext.attribute(kw_only=True)
     if op.returns_sequence:
         for i in range(MAX_RESULTS):
-            ann[f"out_{i}"], ns[f"out_{i}"] = ext.Result[Any] | None, None
+            ann[f"out_{i}"], ns[f"out_{i}"] = Sequence[ext.Result[Any]], ext.result(kw_only=True)
     else:
         ann["out"], ns["out"] = ext.Result[Any], ext.result(kw_only=True)
     ns["__annotations__"] = ann

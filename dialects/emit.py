@@ -100,7 +100,7 @@ def emit_symbol(op, args, outputs, values, where=None):
     if needs_segments(op):
         attributes["operandSegmentSizes"] = ir.DenseI32ArrayAttr.get(operand_segments(op, args))
     if op.returns_sequence:
-        attributes["resultSegmentSizes"] = ir.DenseI32ArrayAttr.get(result_segments(op, len(outputs)))
+        attributes["resultSegmentSizes"] = ir.DenseI32ArrayAttr.get(result_segments(op, outputs))
     result_types = [attrs.tensor_type(r.shape, r.dtype, r.device) for r in outputs]
     names = ",".join(r.name for r in outputs) or op.name  # codegen splits on ","
     operation = ir.Operation.create(op.qualname, results=result_types, operands=operands,

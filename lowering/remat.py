@@ -16,7 +16,8 @@ from thunder.dialects.mlir import ir
 # ops whose results are saved rather than recomputed: expensive, or random
 EXPENSIVE = {"matmul", "mm", "bmm", "linear", "scaled_dot_product_attention", "conv1d", "conv2d",
              "conv_transpose2d", "embedding", "take", "index_add", "rmatmul", "bilinear", "convolution",
-             "max_pool2d_with_indices", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "batch_norm"}
+             "max_pool2d_with_indices", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "batch_norm",
+             "torch_call"}  # (the fallback's generic op: its cost is unknown, it may be an LSTM)
 INPUT_COST = 1  # inputs are alive anyway: saving one costs (almost) nothing
 
 

@@ -138,9 +138,14 @@ def test_python_control_flow_on_values_and_shapes():
         torch.testing.assert_close(o, e)
 
 
-def test_unsupported_op_raises_not_implemented_naming_it():
-    jf = thunder.jit(lambda x: torch.special.bessel_j0(x))
-    with pytest.raises(NotImplementedError, match="bessel_j0"):
+class _Sub(torch.Tensor):
+    pass
+
+
+def test_untraceable_call_raises_not_implemented_naming_it():
+    # a torch call thunder cannot record (a tensor subclass as argument): the call and the line
+    jf = thunder.jit(lambda x: x.as_subclass(_Sub))
+    with pytest.raises(NotImplementedError, match=r"torch.Tensor.as_subclass at .*test_api.py:\d+ cannot be traced"):
         jf(torch.randn(3))
 
 
@@ -250,3 +255,14 @@ def test_disable_torch_autograd():
     x = torch.randn(3, requires_grad=True)
     out = thunder.jit(lambda x: x * 2, disable_torch_autograd=True)(x)
     assert not out.requires_grad
+
+
+def test_proxies_are_tensors_to_isinstance():
+    # library code branches on isinstance(x, torch.Tensor) / torch.is_tensor(x): inside the jitted
+    # function the proxies standing for tensors must answer True, as eager's tensors do
+    def f(x, n):
+        y = x * 2 if isinstance(x, torch.Tensor) and torch.is_tensor(x) else x
+        return y + (1 if isinstance(n, (torch.Tensor, float)) else 0)
+
+    x = torch.ones(2)
+    torch.testing.assert_close(thunder.jit(f)(x, 3), f(x, 3))

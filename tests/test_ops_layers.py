@@ -187,9 +187,11 @@ def test_errors_match_eager(fn, args, kw):
         trace_module(fn, *args)
 
 
-def test_max_pool2d_return_indices_not_supported():
-    with pytest.raises(NotImplementedError):
-        trace_module(lambda x: F.max_pool2d(x, 2, return_indices=True), x4)
+def test_max_pool2d_return_indices_runs_as_torch():
+    # the registered op refuses return_indices=True; the fallback records the torch function
+    # F.max_pool2d dispatches to
+    module = check(lambda x: F.max_pool2d(x, 2, return_indices=True), x4)
+    assert 'callable = "torch.nn.functional.max_pool2d_with_indices"' in str(module)
 
 
 # --------------------------------------------------------------------------------------------

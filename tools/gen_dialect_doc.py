@@ -14,11 +14,15 @@ do not edit by hand.
 
 Each op is an IRDL operation. Tensor and number parameters are operands (numbers are
 `arith.constant` values of type i64, f64 or i1), the other parameters are attributes (ints as
-i64, int tuples as `array<i64: ...>`, dtypes as types, None as `unit`), and the results are one
-variadic group. Ops are Pure (CSE and DCE apply) unless marked random. The verifier runs the meta
-function on the operand types and attributes and checks the result types.
+i64, int tuples as `array<i64: ...>`, dtypes as types, None as `unit`). A tensor list (`Tensors`)
+and the results of ops returning several tensors are variadic groups, each holding a run of
+tensors of one type (`operandSegmentSizes`, `resultSegmentSizes`). Ops are Pure (CSE and DCE
+apply) unless marked random. The verifier runs the meta function on the operand types and
+attributes and checks the result types.
 
-- `ltorch`: one op per PyTorch function; the torch executor runs it as shown.
+- `ltorch`: one op per PyTorch function; the torch executor runs it as shown. `ltorch.torch_call`
+  is any other torch call (thunder's fallback, see docs/architecture.md): it runs as the callable
+  its `callable` attribute names.
 - `thunder`: primitives that `thunder-decompose` lowers ltorch ops into.
 """
 

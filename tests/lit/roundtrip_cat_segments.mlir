@@ -1,5 +1,6 @@
 // RUN: thunder-opt %s | filecheck %s
-// cat/stack take a tensor list as 32 optional slots; operandSegmentSizes says how many are used.
+// cat/stack take a tensor list as 32 variadic groups, each holding tensors of one type;
+// operandSegmentSizes says how many each holds (1, 1, 1 here: groups of one are valid too).
 
 // CHECK-LABEL: func.func @cat
 // CHECK-SAME: (%[[A:.*]]: tensor<2x3xf32>, %[[B:.*]]: tensor<1x3xf32>, %[[C:.*]]: tensor<2x3xf32>)

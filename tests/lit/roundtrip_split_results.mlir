@@ -1,5 +1,6 @@
 // RUN: thunder-opt %s | filecheck %s
-// Ops returning several tensors (split, chunk) use 16 optional result slots and resultSegmentSizes.
+// Ops returning several tensors (split, chunk) use 16 variadic result groups (one type each) and
+// resultSegmentSizes.
 
 // CHECK-LABEL: func.func @split
 // CHECK-SAME: (%[[X:.*]]: tensor<5x3xf32>)

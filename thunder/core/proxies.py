@@ -1,5 +1,6 @@
 """Proxies: what the interpreter passes around in place of tensors while it records a trace."""
 import functools
+import types
 
 import torch
 
@@ -21,7 +22,8 @@ class DataDependentError(NotImplementedError):
     """Python control flow needs a tensor's values, which a trace does not have."""
 
 
-def _where():
+def where():
+    """ at file:line" naming the user's line being traced (for messages), or ""."""
     loc = tracing.current_location()
     return f" at {loc[0]}:{loc[1]}" if loc else ""
 
@@ -132,7 +134,7 @@ class TensorProxy:
     # --- values: not known while tracing
     def _data_dependent(self, what):
         raise DataDependentError(
-            f"thunder: {what} of tensor {self.name}{_where()} needs its values, which are not known "
+            f"thunder: {what} of tensor {self.name}{where()} needs its values, which are not known "
             "while tracing (data-dependent control flow). Workaround: compute the condition outside "
             "the jitted function, or use torch.where instead of Python if/while."
         )
@@ -160,47 +162,66 @@ class TensorProxy:
 
     # --- torch-level calls
     def __getattr__(self, name):
+        from thunder.ops import fallback  # (registered ops that refuse arguments fall back too)
+
+        attr = getattr(torch.Tensor, name, None)
         op = registry.METHODS.get(name)
         if op is not None:
-            return functools.partial(op, self)
+            return functools.partial(fallback.registered, op, attr, self)
         if name in _INPLACE_ONLY:
-            return functools.partial(_inplace, _INPLACE_ONLY[name], name, self)
+            return functools.partial(inplace, _INPLACE_ONLY[name], name, self)
         if name.endswith("_") and not name.startswith("_") and name[:-1] in registry.METHODS:
-            return functools.partial(_inplace, registry.METHODS[name[:-1]], name, self)
-        if hasattr(torch.Tensor, name):
-            raise NotImplementedError(
-                f"thunder: torch.Tensor.{name}{_where()} is not supported yet. "
-                "Workaround: run it outside the jitted function."
-            )
-        raise AttributeError(f"'Tensor' object has no attribute '{name}'")
+            update = functools.partial(inplace, registry.METHODS[name[:-1]], name)
+            return functools.partial(fallback.registered, update, attr, self)
+        if name in _NOT_TRACED:
+            raise NotImplementedError(f"thunder: torch.Tensor.{name}{where()} {_NOT_TRACED[name]}")
+        if attr is None or name.startswith("__"):
+            raise AttributeError(f"'Tensor' object has no attribute '{name}'")
+        if isinstance(attr, types.GetSetDescriptorType):  # a property: x.real, x.imag, x.data
+            return fallback.call(attr.__get__, self)
+        if isinstance(attr, property):
+            return fallback.call(attr.fget, self)
+        return functools.partial(fallback.call, attr, self)
 
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
         # torch functions called with proxies from code the interpreter runs natively
-        op = registry.lookup_callable(func)
-        if op is None:
-            raise NotImplementedError(f"thunder: {_callable_name(func)}{_where()} is not supported yet")
-        return op(*args, **(kwargs or {}))
+        from thunder.ops import fallback
+
+        return fallback.dispatch(func, *args, **(kwargs or {}))
 
 
-def _callable_name(fn):
-    mod = getattr(fn, "__module__", None) or ""
-    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", repr(fn))
-    if mod.startswith("torch._C") or not mod:
-        mod = "torch"
-    return f"{mod}.{name}"
+# Tensor attributes whose answer is not part of a trace: memory layout (a trace has no strides:
+# inputs of any layout share it) and the autograd state of real tensors
+_STRIDES = ("depends on strides, which thunder does not trace (one trace serves inputs of any layout). "
+            "Workaround: call .contiguous() where a contiguous tensor is needed, without asking.")
+_MEMORY = "is about the tensor's memory, which a trace does not have. Workaround: run it outside the jitted function."
+_AUTOGRAD = ("is about eager autograd state, which a trace does not have. Workaround: call it outside the jitted "
+             "function (thunder.jit's result supports .backward(), hooks and .grad as eager does).")
+_NOT_TRACED = {
+    "stride": _STRIDES, "is_contiguous": _STRIDES, "storage_offset": _STRIDES, "dim_order": _STRIDES,
+    "data_ptr": _MEMORY, "untyped_storage": _MEMORY, "storage": _MEMORY, "is_pinned": _MEMORY,
+    "is_shared": _MEMORY, "is_set_to": _MEMORY, "share_memory_": _MEMORY, "pin_memory": _MEMORY,
+    "record_stream": _MEMORY, "grad": _AUTOGRAD, "backward": _AUTOGRAD, "register_hook": _AUTOGRAD,
+    "retain_grad": _AUTOGRAD, "requires_grad_": _AUTOGRAD, "register_post_accumulate_grad_hook": _AUTOGRAD,
+}
 
 
-def _inplace(op, method_name, self, *args, **kwargs):
-    """An in-place update, recorded functionally: the proxy then stands for the result. Like
-    eager, the update reaches what the proxy is a view of (and on up to an input, whose final
-    value the program copies back) and every other view of those tensors."""
+def check_inplace_allowed(self):
+    """Eager's error for an in-place update of a leaf that requires grad (or of a view of one)."""
     root = self
     while root.base is not None:
         root = root.base
     if root.is_input and root.requires_grad and tracing.grad_enabled():
         raise RuntimeError(("a view of a leaf Variable" if root is not self else "a leaf Variable")
                            + " that requires grad is being used in an in-place operation.")
+
+
+def inplace(op, method_name, self, *args, **kwargs):
+    """An in-place update, recorded functionally: the proxy then stands for the result. Like
+    eager, the update reaches what the proxy is a view of (and on up to an input, whose final
+    value the program copies back) and every other view of those tensors."""
+    check_inplace_allowed(self)
     out = op(self, *args, **kwargs)
     if out.dtype != self.dtype:
         if not torch.can_cast(out.dtype, self.dtype):
@@ -208,22 +229,24 @@ def _inplace(op, method_name, self, *args, **kwargs):
                                f"type {_dtype_name(self.dtype)}")
         out = out.to(self.dtype)
     if out.shape != self.shape:
+        if getattr(op, "is_view", False):  # x.unsqueeze_(0), x.t_(): the fallback records torch's own call
+            raise NotImplementedError(f"thunder: {method_name} changes the shape of a tensor in place")
         raise RuntimeError(f"output with shape {list(self.shape)} doesn't match the broadcast shape {list(out.shape)}")
     assign(self, out)
     return self
 
 
-def write_out(op, out, result):
-    """`out=` arguments: the result is written into out (an in-place update of out)."""
+def write_out(name, out, result):
+    """`out=` arguments of the call `name`: the result is written into out (an in-place update of out)."""
     outs, results = (out, result) if isinstance(out, (tuple, list)) else ((out,), (result,))
     for o, r in zip(outs, results):
         if not isinstance(o, TensorProxy):
-            raise TypeError(f"{op.torch_name}(): argument 'out' must be Tensor, not {type(o).__name__}")
+            raise TypeError(f"{name}(): argument 'out' must be Tensor, not {type(o).__name__}")
         if o.shape != r.shape:
-            raise NotImplementedError(f"thunder: {op.torch_name}(out=...){_where()} with an out tensor of "
+            raise NotImplementedError(f"thunder: {name}(out=...){where()} with an out tensor of "
                                       f"shape {list(o.shape)} for a result of shape {list(r.shape)} (eager resizes "
                                       "it) is not supported. Workaround: use the result instead of out=.")
-        _inplace(lambda self, value: value, f"{op.name}(out=)", o, r)
+        inplace(lambda self, value: value, f"{name}(out=)", o, r)
     return out
 
 
@@ -251,7 +274,7 @@ def _same_memory_unview(op):
     def rule(base, value, index, **args):
         if value.shape == base.shape and value.dtype == base.dtype:
             return value  # the view is the same tensor (detach, contiguous, a no-op to())
-        raise NotImplementedError(f"thunder: an in-place update of the result of {op.torch_name}{_where()} "
+        raise NotImplementedError(f"thunder: an in-place update of the result of {op.torch_name}{where()} "
                                   "cannot reach its base yet. Workaround: use out-of-place ops.")
     return rule
 
@@ -290,11 +313,13 @@ _INPLACE_ONLY = {"zero_": _zero, "fill_": _fill, "copy_": _copy}
 
 def _dunder(name):
     def method(self, *args):
+        from thunder.ops import fallback
+
         op = registry.DUNDERS.get(name)
-        if op is None:
-            raise NotImplementedError(f"thunder: the operator {name}{_where()} on tensors is not supported yet")
+        if op is None:  # torch's own operator, through the fallback
+            return fallback.call(getattr(torch.Tensor, name), self, *args)
         # reflected operators too are called with the proxy first: their ops take it so
-        return op(self, *args)
+        return fallback.registered(op, getattr(torch.Tensor, name), self, *args)
 
     method.__name__ = name
     return method
@@ -307,8 +332,8 @@ _OPERATORS = [
 for _n in _OPERATORS:
     setattr(TensorProxy, f"__{_n}__", _dunder(f"__{_n}__"))
     setattr(TensorProxy, f"__r{_n}__", _dunder(f"__r{_n}__"))
-for _n in ["eq", "ne", "lt", "le", "gt", "ge", "neg", "pos", "abs", "invert", "getitem"]:
-    setattr(TensorProxy, f"__{_n}__", _dunder(f"__{_n}__"))
+for _n in ["eq", "ne", "lt", "le", "gt", "ge", "neg", "pos", "abs", "invert", "getitem", "reversed", "contains"]:
+    setattr(TensorProxy, f"__{_n}__", _dunder(f"__{_n}__"))  # (reversed(x) is x.flip(0), as in eager)
 
 
 def _invert(self):
@@ -322,7 +347,10 @@ TensorProxy.__invert__ = _invert
 
 
 def _setitem(self, key, value):
-    return _inplace(registry.OPS["ltorch.setitem"], "__setitem__", self, key, value)
+    from thunder.ops import fallback
+
+    update = functools.partial(inplace, registry.OPS["ltorch.setitem"], "__setitem__")
+    return fallback.registered(update, torch.Tensor.__setitem__, self, key, value)
 
 
 TensorProxy.__setitem__ = _setitem
@@ -330,7 +358,7 @@ TensorProxy.__setitem__ = _setitem
 
 def _inplace_dunder(name):
     def method(self, other):
-        return _inplace(registry.DUNDERS[f"__{name}__"], f"__i{name}__", self, other)
+        return inplace(registry.DUNDERS[f"__{name}__"], f"__i{name}__", self, other)
 
     return method
 

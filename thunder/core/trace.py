@@ -131,8 +131,9 @@ def record_op(op, values):
     if op.is_view:
         for o in outs:
             o.is_view = True
-    base = next((v for v in values.values() if isinstance(v, TensorProxy)), None)
+    first = next((v for v in values.values() if isinstance(v, TensorProxy)), None)
     for i, o in enumerate(outs):
+        base = o.base if o.base is not None else first  # (a meta function may name the base)
         if o.is_view and base is not None:
             # remember how o was made from base, so in-place updates can flow between them
             o.base, o.recipe = base, (op, dict(values), i)

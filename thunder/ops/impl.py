@@ -168,3 +168,64 @@ def normal(mean, std=1.0, size=None, *, dtype=None, device=None, requires_grad=F
     if size is None:  # a tensor mean and/or std
         return torch.normal(mean, std)
     return torch.normal(mean, std, size, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+# --- the fallback's gradient (ltorch.torch_call_vjp, see ops/fallback.py)
+def torch_call_vjp(call, inputs, cotangents, *, grads_for, cotangent_for, mutated=(), rng_state=None,
+                   autocast=None):
+    """torch's gradients of a ltorch.torch_call, `call(*inputs)`, for inputs `grads_for`, given
+    the cotangents of its results `cotangent_for` (the tensors of its result, then the new values
+    of the inputs `mutated` it writes in place): the call recomputed on detached inputs under
+    enable_grad (from rng_state, the generator state the forward started from, for a random
+    call; in the autocast region (device type, dtype) it ran in), then torch.autograd.grad."""
+    leaves = [x.detach().requires_grad_(i in grads_for) for i, x in enumerate(inputs)]
+    args = list(leaves)
+    with torch.enable_grad(), _generator_state(rng_state, inputs), _autocast(autocast):
+        for j in mutated:
+            args[j] = args[j].clone()  # (the forward wrote into a clone too)
+        out = call(*args)
+    results = [t for t in _tensors(out) if not any(t is a for a in args)] + [args[j] for j in mutated]
+    pairs = [(results[i], g) for i, g in zip(cotangent_for, cotangents) if results[i].requires_grad]
+    wanted = [leaves[i] for i in grads_for]
+    grads = [None] * len(wanted)
+    if pairs:
+        grads = torch.autograd.grad([r for r, _ in pairs], wanted, [g for _, g in pairs], allow_unused=True)
+    return tuple(g if g is not None else torch.zeros_like(w) for g, w in zip(grads, wanted))
+
+
+def _tensors(v):
+    if isinstance(v, torch.Tensor):
+        yield v
+    elif isinstance(v, (tuple, list)):
+        for x in v:
+            yield from _tensors(x)
+
+
+class _generator_state:
+    """Runs a block from a saved generator state, and restores the generator's own state after it."""
+
+    def __init__(self, state, inputs):
+        self.state = state
+        self.device = next((x.device for x in inputs if x.device.type != "cpu"), torch.device("cpu"))
+
+    def __enter__(self):
+        if self.state is None:
+            return
+        cuda = self.device.type == "cuda"
+        self.fork = torch.random.fork_rng(devices=[self.device] if cuda else [], device_type=self.device.type)
+        self.fork.__enter__()
+        if cuda:
+            torch.cuda.set_rng_state(self.state, self.device)
+        else:
+            torch.set_rng_state(self.state)
+
+    def __exit__(self, *exc):
+        if self.state is not None:
+            self.fork.__exit__(*exc)
+        return False
+
+
+def _autocast(state):
+    import contextlib
+
+    return contextlib.nullcontext() if state is None else torch.autocast(state[0], dtype=state[1])

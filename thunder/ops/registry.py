@@ -151,6 +151,9 @@ class OpDef:
     differentiable: bool = True  # False: results never carry gradient (only inputs' metadata is read)
     effects: bool = False  # writes memory (copy_ into an input): not Pure
     normalize: Callable | None = None  # normalize(values): rewrites bound arguments (int -> tuple, ...)
+    # python(values, result names) -> statements: the generated code of ops that torch_name and
+    # the calling convention of ops/execute.py cannot express (the fallback's ltorch.torch_call)
+    python: Callable | None = None
     doc: str = ""
     signature: inspect.Signature = field(default=None, repr=False)
 
@@ -212,7 +215,7 @@ class OpDef:
             return result
         from thunder.core.proxies import write_out
 
-        return write_out(self, out, result)
+        return write_out(self.torch_name, out, result)
 
 
 def _gather_varargs(op, args, kwargs):

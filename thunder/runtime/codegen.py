@@ -1,37 +1,10 @@
 """Code generation: an MLIR trace module becomes a Python function that calls torch."""
-import torch
-
+from thunder.core.pysource import Name, py_repr
 from thunder.dialects import attrs
 from thunder.dialects.definitions import decode_op
 from thunder.dialects.emit import find_func, loc_file_line, loc_names, mutated_inputs
 from thunder.dialects.mlir import ir
 from thunder.ops.execute import NAMESPACE, call_args
-
-
-def py_repr(v):
-    """Python source for a value in a generated program."""
-    if isinstance(v, Name):
-        return v.name
-    if isinstance(v, torch.dtype):
-        return str(v)  # torch.float32
-    if isinstance(v, torch.device):
-        return f"torch.device({str(v)!r})"
-    if isinstance(v, float):
-        if v != v or v in (float("inf"), float("-inf")):
-            return f"float({str(v)!r})"
-        return repr(v)
-    if isinstance(v, tuple):
-        inner = ", ".join(py_repr(x) for x in v)
-        return f"({inner},)" if len(v) == 1 else f"({inner})"
-    if isinstance(v, list):
-        return "[" + ", ".join(py_repr(x) for x in v) + "]"
-    if isinstance(v, dict):
-        return "{" + ", ".join(f"{py_repr(k)}: {py_repr(x)}" for k, x in v.items()) + "}"
-    if isinstance(v, slice):
-        return f"slice({py_repr(v.start)}, {py_repr(v.stop)}, {py_repr(v.step)})"
-    if v is Ellipsis:
-        return "..."
-    return repr(v)
 
 
 class Unprintable(NotImplementedError):
@@ -41,13 +14,6 @@ class Unprintable(NotImplementedError):
     def __init__(self, message, location=None):
         super().__init__(message)
         self.location = location
-
-
-class Name:
-    __slots__ = ("name",)
-
-    def __init__(self, name):
-        self.name = name
 
 
 def _source_line(loc):
@@ -121,27 +87,30 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
                 lines.append(_fusion_call(operation, namer, callees, constants, comments))
                 continue
             try:
-                op, values = decode_op(operation.operation, lambda v: Name(namer.names[v]))
+                op, values = decode_op(operation.operation, lambda v: Name(namer.names[v], *attrs.tensor_meta(v.type)))
             except (NotImplementedError, ValueError) as e:
                 raise Unprintable(f"codegen: {e}: a Python program holds ltorch and thunder ops, numbers "
                                   f"(arith.constant) and calls of fusion regions", operation.location) from None
-            args, kwargs = call_args(op, values)
-            call = ", ".join([py_repr(a) for a in args] + [f"{k}={py_repr(v)}" for k, v in kwargs.items()])
             wanted = loc_names(operation.location)
             outs = [namer.assign(r, wanted[i] if i < len(wanted) else None)
                     for i, r in enumerate(operation.results)]
-            if op.returns_sequence:
-                target = ", ".join(outs) + ("," if len(outs) == 1 else "")
+            if op.python is not None:
+                statements = op.python(values, outs)
             else:
-                target = outs[0]
-            line = f"  {target} = {op.torch_name}({call})"
+                args, kwargs = call_args(op, values)
+                call = ", ".join([py_repr(a) for a in args] + [f"{k}={py_repr(v)}" for k, v in kwargs.items()])
+                if op.returns_sequence:
+                    target = ", ".join(outs) + ("," if len(outs) == 1 else "")
+                else:
+                    target = outs[0]
+                statements = [f"{target} = {op.torch_name}({call})"]
+            lines += [f"  {st}" for st in statements]
             if comments:
                 types = ", ".join(_describe(r.type) for r in operation.results)
-                line += f"  # {types}"
+                lines[-1] += f"  # {types}"
                 src = _source_line(operation.location)
                 if src:
-                    line += f" ({src})"
-            lines.append(line)
+                    lines[-1] += f" ({src})"
     return "\n".join(lines) + "\n"
 
 

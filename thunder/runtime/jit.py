@@ -7,11 +7,12 @@ from dataclasses import dataclass, field
 import torch
 
 from thunder.core import trace as tracing
+from thunder.core.callables import is_torch_op
 from thunder.core.proxies import TensorProxy
 from thunder.dialects.emit import emit
 from thunder.dialects.mlir import ir
 from thunder.lowering.passes import build_pass_manager, pass_name, pass_options, split_pipeline
-from thunder.ops import registry
+from thunder.ops import fallback, registry
 from thunder.runtime import sharp_edges, structure
 from thunder.runtime.codegen import compile_source, python_source
 from thunder.runtime.prologue import MISS, compile_prologue, prologue_source
@@ -453,15 +454,50 @@ _TORCH_FUNCTION_CHECKS = {torch.overrides.has_torch_function, torch.overrides.ha
                           torch.overrides.has_torch_function_variadic}
 
 
+def _is_compiling():
+    return True
+
+
+def _is_compiling_checks():
+    """torch's "am I being compiled?" functions: thunder is a compiler, and libraries take their
+    trace-friendly path when these answer True (transformers' is_torchdynamo_compiling() calls
+    torch.compiler.is_compiling()). torch._dynamo is not imported here (it is slow to import);
+    its function is found once user code has imported it."""
+    import sys
+
+    checks = {torch.compiler.is_compiling}
+    for module in ("torch._dynamo.external_utils", "torch._utils"):
+        fn = getattr(sys.modules.get(module), "is_compiling", None)
+        if fn is not None:
+            checks.add(fn)
+    return checks
+
+
+def _isinstance(obj, cls):
+    """isinstance, with proxies standing for tensors: isinstance(x, torch.Tensor) is True for a
+    proxy (libraries branch on it), as torch.is_tensor(x) then is."""
+    if isinstance(obj, TensorProxy):
+        classes = cls if isinstance(cls, tuple) else (cls,)
+        if any(c is torch.Tensor or c is torch._C.TensorBase for c in classes):
+            return True
+    return isinstance(obj, cls)
+
+
 def _lookup(fn):
+    if fn is isinstance:
+        return _isinstance
     op = registry.lookup_callable(fn)
     if op is not None:
-        return op
+        return functools.partial(fallback.registered, op, fn)
     try:
         if fn in _TORCH_FUNCTION_CHECKS:
             return _no_torch_function
+        if getattr(fn, "__name__", None) == "is_compiling" and fn in _is_compiling_checks():
+            return _is_compiling
     except TypeError:
         pass
+    if is_torch_op(fn):  # no registry entry: thunder's fallback records it (ops/fallback.py)
+        return functools.partial(fallback.call, fn)
     module = getattr(fn, "__module__", None) or ""
     if module.startswith("thunder.") and not module.startswith("thunder.tests"):
         return fn  # our own machinery (proxy methods, ops) runs natively

@@ -2,6 +2,8 @@
 buffers, attributes of objects, globals, closure cells). Each becomes an input of the trace that
 the prologue reads at call time, so a changed value shows in the next call and changed metadata
 recompiles. Module flags that change what the program does (training, hooks) are guarded too."""
+import dataclasses
+
 import torch
 
 from thunder.core import trace as tracing
@@ -12,6 +14,10 @@ _HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_back
 
 
 _MISSING = object()
+
+
+def _is_real_tensor(v):
+    return isinstance(v, torch.Tensor) and not isinstance(v, TensorProxy)
 
 
 def _identifier(hint):
@@ -33,6 +39,7 @@ class StateTracker:
         self._guarded = set()
         self._paths = {id(m): p for p, m in root.named_modules(remove_duplicate=False)} if root is not None else {}
         self.input_objects = set()  # ids of objects passed as inputs (the prologue checks identity)
+        self._owners = None  # id(tensor) -> (module, name) of the root's parameters and buffers
 
     def const(self, obj):
         for k, v in self.consts.items():
@@ -77,12 +84,11 @@ class StateTracker:
                 expr, hint = f"{self.const(owner)}[{name!r}]", name
             else:  # a closure cell
                 expr, hint = f"{self.const(owner)}.cell_contents", name
-            p = proxy_for(value, tracing.new_name(_identifier(hint)))
-            self.tensors.append(value)
-            self.proxies.append(p)
-            self.reads.append((expr, len(self.tensors) - 1))
-            self._seen[key] = p
-            return p
+            return self._read(value, key, expr, hint)
+        if type(value) in (list, tuple) and any(_is_real_tensor(v) for v in value):
+            # a list of tensors (nn.LSTM's _flat_weights): each is read where it lives, a module's
+            # parameter or buffer through its module, another through the list
+            return type(value)(self._load_item(value, i, provenance) for i in range(len(value)))
         if kind == "attr" and isinstance(owner, torch.nn.Module):
             self._guard_module_attr(owner, name, value)
         if kind == "attr" and (id(owner), name) not in self.scalar_reads:
@@ -90,6 +96,28 @@ class StateTracker:
         if kind == "closure" and (id(owner), "cell_contents") not in self.scalar_reads:
             self.scalar_reads[(id(owner), "cell_contents")] = (owner, value)
         return value
+
+    def _read(self, value, key, expr, hint):
+        p = proxy_for(value, tracing.new_name(_identifier(hint)))
+        self.tensors.append(value)
+        self.proxies.append(p)
+        self.reads.append((expr, len(self.tensors) - 1))
+        self._seen[key] = p
+        return p
+
+    def _load_item(self, items, i, provenance):
+        v = items[i]
+        if not _is_real_tensor(v):
+            return v
+        if self._owners is None:
+            self._owners = {} if self.root is None else {
+                id(t): (m, n) for m in self.root.modules()
+                for n, t in [*m._parameters.items(), *m._buffers.items()] if t is not None}
+        owner = self._owners.get(id(v))
+        if owner is not None:
+            return self.load(v, dataclasses.replace(provenance, kind="attr", owner=owner[0], name=owner[1]))
+        key = (id(items), i)
+        return self._seen.get(key) or self._read(v, key, f"{self.const(items)}[{i}]", f"{provenance.name}_{i}")
 
     def store(self, value, provenance):
         """An attribute write in the jitted code: replayed by the program on every call when the

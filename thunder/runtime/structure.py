@@ -1,7 +1,8 @@
 """Inputs and outputs: nested Python values <-> flat lists of tensors plus a spec of the rest.
 
 A spec is a small tree: ("tensor", i), ("const", value), ("object", value) (checked by
-identity), ("tuple"|"list", [specs]), ("dict", [(key, spec)]), ("namedtuple", type, [specs]),
+identity), ("tuple"|"list", [specs]), ("dict", [(key, spec)]), ("namedtuple"|"structseq", type,
+[specs]) (structseq: torch.return_types.*),
 ("dataclass"...) is left for later. Constants are Python scalars and the other values a cache
 entry is specialised on."""
 import dataclasses
@@ -26,6 +27,11 @@ def _is_plain_dataclass(x):
 
 def _is_namedtuple(x):
     return isinstance(x, tuple) and hasattr(type(x), "_fields")
+
+
+def _is_structseq(x):
+    """torch.return_types.sort and the like: tuples with field names, built from one sequence."""
+    return isinstance(x, tuple) and type(x).__module__ == "torch.return_types"
 
 
 def flatten_inputs(value, name, tensors, proxies, strict):
@@ -85,8 +91,9 @@ def flatten_outputs(value, refs):
             "(a global or a constant); return it outside the jitted function or pass it as an input")
     if isinstance(value, CONSTANT_TYPES):
         return ("const", value)
-    if _is_namedtuple(value):
-        return ("namedtuple", type(value), [flatten_outputs(v, refs) for v in value])
+    if _is_namedtuple(value) or _is_structseq(value):
+        kind = "namedtuple" if _is_namedtuple(value) else "structseq"
+        return (kind, type(value), [flatten_outputs(v, refs) for v in value])
     if isinstance(value, (tuple, list)):
         return ("tuple" if isinstance(value, tuple) else "list", [flatten_outputs(v, refs) for v in value])
     if isinstance(value, dict):
@@ -111,7 +118,7 @@ def rebuild_source(spec, flat, constants=None):
             name = f"_const{len(constants)}"
             constants[name] = v
             return name
-        from thunder.runtime.codegen import py_repr
+        from thunder.core.pysource import py_repr
 
         return py_repr(v)
     if kind in ("tuple", "list"):
@@ -119,13 +126,15 @@ def rebuild_source(spec, flat, constants=None):
         if kind == "list":
             return "[" + ", ".join(parts) + "]"
         return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
-    if kind == "namedtuple":
-        parts = [rebuild_source(s, flat, constants) for s in spec[2]]
+    if kind in ("namedtuple", "structseq"):
+        parts = ", ".join(rebuild_source(s, flat, constants) for s in spec[2])
+        if kind == "structseq":
+            parts = f"({parts},)"  # built from one sequence
         if constants is None:
-            return f"{spec[1].__name__}({', '.join(parts)})"
+            return f"{spec[1].__name__}({parts})"
         name = f"_const{len(constants)}"
         constants[name] = spec[1]
-        return f"{name}({', '.join(parts)})"
+        return f"{name}({parts})"
     if kind == "dict":
         return "{" + ", ".join(f"{k!r}: {rebuild_source(s, flat, constants)}" for k, s in spec[1]) + "}"
     if kind == "dataclass":
@@ -148,7 +157,7 @@ def iter_specs(specs):
         yield s
         if s[0] in ("tuple", "list"):
             yield from iter_specs(s[1])
-        elif s[0] == "namedtuple":
+        elif s[0] in ("namedtuple", "structseq"):
             yield from iter_specs(s[2])
         elif s[0] == "dict":
             yield from iter_specs([c for _, c in s[1]])

@@ -1,0 +1,358 @@
+"""The fallback (thunder/ops/fallback.py): torch calls without a registry entry are recorded as
+ltorch.torch_call, run as the torch call, and differentiated with torch's own derivative; where
+torch decomposes them into registry ops, those are recorded instead."""
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.utils._pytree import tree_leaves
+
+import thunder
+from thunder.core.meta_eval import output_metadata
+from thunder.core.proxies import DataDependentError, TensorProxy
+
+DT = torch.float64
+
+
+def _t(*shape, dtype=DT, requires_grad=True):
+    return torch.randn(shape, dtype=dtype).requires_grad_(requires_grad)
+
+
+def _grads(fn, args, cotangents=None):
+    out = fn(*args)
+    outs = [o for o in tree_leaves(out) if isinstance(o, torch.Tensor) and o.requires_grad]
+    inputs = [a for a in tree_leaves(args) if isinstance(a, torch.Tensor) and a.requires_grad]
+    if cotangents is None:
+        gen = torch.Generator().manual_seed(0)
+        cotangents = [torch.randn(o.shape, dtype=o.dtype, generator=gen) for o in outs]
+    return out, torch.autograd.grad(outs, inputs, cotangents, allow_unused=True), cotangents
+
+
+def check_like_eager(fn, *args, name, rtol=1e-7, atol=1e-9):
+    """Values, result structure and gradients of thunder.jit(fn) against eager; `name` (the
+    callable the fallback recorded) shows in the acquired MLIR and in the program that ran."""
+    expected, expected_grads, cts = _grads(fn, args)
+    jfn = thunder.jit(fn)
+    out, grads, _ = _grads(jfn, args, cts)
+    assert type(out) is type(expected)
+    for a, b in zip(tree_leaves(out), tree_leaves(expected)):
+        assert type(a) is type(b)
+        if isinstance(a, torch.Tensor):
+            assert a.dtype == b.dtype and a.shape == b.shape
+        torch.testing.assert_close(a, b, rtol=rtol, atol=atol)
+    for g, e in zip(grads, expected_grads):
+        assert (g is None) == (e is None)
+        if e is not None:
+            torch.testing.assert_close(g, e, rtol=rtol, atol=atol)
+    traces = thunder.last_traces(jfn)
+    assert f'callable = "{name}"' in traces[0].to_mlir()
+    assert f"{name}(" in str(traces[-1])
+    return jfn
+
+
+# (function, arguments, the callable the trace names)
+OBSCURE = {
+    "bessel_j0": (lambda x: torch.special.bessel_j0(x) * 2, lambda: (_t(3, 4),), "torch.special.bessel_j0"),
+    "cumprod": (lambda x: torch.cumprod(x, 1), lambda: (_t(3, 4),), "torch.cumprod"),
+    "cumprod_method_dtype": (lambda x: x.cumprod(0, dtype=DT), lambda: (_t(3, 4, dtype=torch.float32),),
+                             "torch.Tensor.cumprod"),
+    "aten_overload": (lambda x: torch.ops.aten.cumsum.default(x, 0), lambda: (_t(5, 2),),
+                      "torch.ops.aten.cumsum.default"),
+    "sort": (lambda x: torch.sort(x, 1, descending=True), lambda: (_t(3, 5),), "torch.sort"),
+    "qr": (lambda x: torch.linalg.qr(x), lambda: (_t(5, 3),), "torch.linalg.qr"),
+    "rfft_complex": (lambda x: torch.view_as_real(torch.fft.rfft(x)), lambda: (_t(2, 8),), "torch.fft.rfft"),
+    "cdist_two_inputs": (lambda a, b: torch.cdist(a, b), lambda: (_t(4, 3), _t(5, 3)), "torch._C._VariableFunctions.cdist"),
+}
+
+
+@pytest.mark.parametrize("case", OBSCURE)
+def test_unregistered_op_runs_differentiates_and_shows(case):
+    fn, make_args, name = OBSCURE[case]
+    check_like_eager(fn, *make_args(), name=name)
+
+
+def test_lstm_many_weights_nested_results():
+    # nn.LSTM calls torch.lstm with a list of 16 weights and returns (output, (h, c))
+    torch.manual_seed(0)
+    lstm = torch.nn.LSTM(3, 4, num_layers=2, bidirectional=True).to(DT)
+    x = _t(5, 2, 3)
+    expected, (h, c) = lstm(x)
+    jlstm = thunder.jit(lstm)
+    out, (jh, jc) = jlstm(x)
+    for a, b in ((out, expected), (jh, h), (jc, c)):
+        torch.testing.assert_close(a, b)
+    g = torch.randn_like(out)
+    expected_grads = torch.autograd.grad((expected, h), [x, *lstm.parameters()], (g, torch.ones_like(h)))
+    grads = torch.autograd.grad((out, jh), [x, *lstm.parameters()], (g, torch.ones_like(jh)))
+    for a, b in zip(grads, expected_grads):
+        torch.testing.assert_close(a, b)
+    assert 'callable = "torch.lstm"' in thunder.last_traces(jlstm)[0].to_mlir()
+
+
+def test_random_op_forward_and_gradient_are_torchs():
+    # F.rrelu in training mode draws a slope per element; the backward redraws the same ones
+    def fn(x):
+        return F.rrelu(x * 1, training=True)
+
+    x = _t(4, 5)
+    jfn = thunder.jit(fn)
+    for _ in range(2):  # the second call draws new slopes, as eager does
+        torch.manual_seed(1)
+        expected, expected_grads, cts = _grads(fn, (x,))
+        torch.manual_seed(1)
+        out, grads, _ = _grads(jfn, (x,), cts)
+        torch.testing.assert_close(out, expected, rtol=0, atol=0)
+        torch.testing.assert_close(grads[0], expected_grads[0], rtol=0, atol=0)
+    mlir = thunder.last_traces(jfn)[0].to_mlir()
+    assert '"ltorch.torch_call_random"' in mlir and 'callable = "torch.rrelu"' in mlir
+    assert "ltorch.rng_state" in mlir
+
+
+def test_random_ops_are_not_merged():
+    def fn(x):
+        return torch.Tensor.exponential_(x * 1), torch.Tensor.exponential_(x * 1)
+
+    x = torch.randn(100)
+    a, b = thunder.jit(fn)(x)
+    assert not torch.equal(a, b)
+
+
+def test_decomposition_into_registry_ops_is_preferred_and_fuses():
+    # F.hardswish has no registry entry; torch._decomp decomposes it into add/clamp/mul/div
+    def fn(x):
+        return F.hardswish(x) * 2
+
+    x = torch.randn(64, 32)
+    jfn = thunder.jit(fn, fusion="always")
+    torch.testing.assert_close(jfn(x), fn(x))
+    traces = thunder.last_traces(jfn)
+    assert "torch_call" not in traces[0].to_mlir()
+    assert "ltorch.clamp" in traces[0].to_mlir()
+    assert "fusion_0(" in str(traces[-1])
+    x = _t(6, 7)
+    expected, expected_grads, cts = _grads(fn, (x,))
+    _, grads, _ = _grads(thunder.jit(fn), (x,), cts)
+    torch.testing.assert_close(grads[0], expected_grads[0])
+
+
+DECOMPOSED = {
+    "logaddexp": lambda x, y: torch.logaddexp(x, y),
+    "mish": lambda x, y: F.mish(x) * y,
+    "elu": lambda x, y: F.elu(x, alpha=0.7) + y,
+    "logsumexp": lambda x, y: torch.logsumexp(x * y, 1),
+    "vector_norm": lambda x, y: torch.linalg.vector_norm(x + y, ord=3, dim=0),
+    "xlogy": lambda x, y: torch.xlogy(x, y.abs() + 0.5),
+    "kron": lambda x, y: torch.kron(x, y[:2, :2]),
+}
+
+
+@pytest.mark.parametrize("case", DECOMPOSED)
+def test_decomposed_ops_values_and_gradients(case):
+    fn = DECOMPOSED[case]
+    args = _t(3, 4), _t(3, 4)
+    expected, expected_grads, cts = _grads(fn, args)
+    jfn = thunder.jit(fn)
+    out, grads, _ = _grads(jfn, args, cts)
+    torch.testing.assert_close(out, expected)
+    for g, e in zip(grads, expected_grads):
+        torch.testing.assert_close(g, e)
+    assert "torch_call" not in thunder.last_traces(jfn)[0].to_mlir()
+
+
+def test_decomposed_factory_is_on_the_calls_device():
+    # new_ones decomposes into full(..., device=x.device): the decomposition ran on meta tensors,
+    # and its device=meta must become the call's device (as transformers' masks do it)
+    def fn(x):
+        return x.new_ones((), dtype=torch.bool) & (x > 0), x.new_zeros(2) + 1
+
+    x = torch.randn(3)
+    jfn = thunder.jit(fn)
+    for a, b in zip(jfn(x), fn(x)):
+        assert a.device == b.device
+        torch.testing.assert_close(a, b)
+    assert "meta" not in str(thunder.last_traces(jfn)[-1])
+
+
+def test_inplace_method_with_out_of_place_form():
+    # x.cumprod_(1) is recorded as torch.Tensor.cumprod and assigned: the caller's tensor changes
+    def fn(x):
+        x.cumprod_(1)
+        return x * 2
+
+    x, y = torch.randn(3, 4), None
+    y = x.clone()
+    jfn = thunder.jit(fn)
+    torch.testing.assert_close(jfn(x), fn(y))
+    torch.testing.assert_close(x, y)
+    program = str(thunder.last_traces(jfn)[-1])
+    assert "torch.Tensor.cumprod(x, 1)" in program and "cumprod_" not in program
+
+
+def test_inplace_without_out_of_place_form_runs_on_a_clone():
+    def fn(x):
+        y = x * 1
+        y.fill_diagonal_(2.5)
+        return y
+
+    x = _t(4, 4)
+    jfn = check_like_eager(fn, x, name="torch.Tensor.fill_diagonal_")
+    assert ".clone()" in str(thunder.last_traces(jfn)[-1])
+
+
+def test_inplace_true_keyword_and_shape_changing_inplace():
+    def fn(x):
+        y = x * 1
+        y.unsqueeze_(0)  # changes y's shape in place: torch's call on a clone
+        F.rrelu(y, training=False, inplace=True)  # torch.rrelu_ -> torch.rrelu, assigned to y
+        z = x * 3
+        F.relu(z, inplace=True)  # the registered op refuses inplace=True: F.relu(z), assigned to z
+        return y + z
+
+    x = _t(3, 4)
+    jfn = check_like_eager(fn, x, name="torch.Tensor.unsqueeze_")
+    program = str(thunder.last_traces(jfn)[-1])
+    assert "torch.rrelu(" in program and "rrelu_" not in program
+    assert "torch.nn.functional.relu(" in program and "inplace=True" not in program
+
+
+def test_out_variant():
+    def fn(x, out):
+        torch.cumprod(x, 0, out=out)
+        return out + 1
+
+    x, out = torch.randn(3, 4), torch.empty(3, 4)
+    out_eager = torch.empty(3, 4)
+    jfn = thunder.jit(fn)
+    torch.testing.assert_close(jfn(x, out), fn(x, out_eager))
+    torch.testing.assert_close(out, out_eager)
+    assert "torch.cumprod(x, 0)" in str(thunder.last_traces(jfn)[-1])
+
+
+def test_inplace_on_leaf_that_requires_grad_is_eagers_error():
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+        thunder.jit(lambda x: x.fill_diagonal_(1.0))(_t(3, 3))
+
+
+def test_properties_and_metadata_calls():
+    def fn(x):
+        c = torch.complex(x, x * 2)
+        return c.imag + c.real, x.get_device(), torch.numel(x), x.is_signed()
+
+    x = torch.randn(2, 3)
+    jfn = thunder.jit(fn)
+    out, expected = jfn(x), fn(x)
+    torch.testing.assert_close(out[0], expected[0])
+    assert out[1:] == expected[1:]
+
+
+def test_untraceable_call_names_call_line_and_workaround():
+    class Sub(torch.Tensor):
+        pass
+
+    with pytest.raises(NotImplementedError, match=r"torch.Tensor.as_subclass at .*test_fallback.py:\d+ cannot be "
+                                                  r"traced.*Workaround"):
+        thunder.jit(lambda x: x.as_subclass(Sub))(torch.randn(2))
+    with pytest.raises(NotImplementedError, match=r"strides.*Workaround"):
+        thunder.jit(lambda x: x.stride())(torch.randn(2))
+
+
+def test_real_tensor_from_native_code_is_refused_naming_the_call():
+    def made_natively():  # generator functions run natively: their tensors are real, not inputs
+        yield torch.ones(3)
+
+    def fn(x):
+        return torch.cumprod(next(made_natively()), 0) + x
+
+    with pytest.raises(NotImplementedError, match=r"torch.cumprod at .*test_fallback.py:\d+ cannot be traced: it "
+                                                  r"got a tensor of shape \(3,\) that is not an input"):
+        thunder.jit(fn)(torch.randn(3))
+
+
+def test_data_dependent_call_raises_naming_call_and_line():
+    with pytest.raises(DataDependentError, match=r"torch.nonzero at .*test_fallback.py:\d+ needs the values"):
+        thunder.jit(lambda x: torch.nonzero(x))(torch.randn(3))
+    with pytest.raises(DataDependentError, match=r"torch.equal"):
+        thunder.jit(lambda x, y: torch.equal(x, y))(torch.randn(3), torch.randn(3))
+
+
+def test_errors_are_eagers():
+    fn = lambda x: torch.cumprod(x, 3)  # noqa: E731
+    with pytest.raises(IndexError) as eager:
+        fn(torch.randn(2, 2))
+    with pytest.raises(IndexError, match=str(eager.value).split("(")[0]):
+        thunder.jit(fn)(torch.randn(2, 2))
+
+
+def test_factories_without_tensor_arguments():
+    def fn(x):
+        return x * torch.hann_window(4, dtype=x.dtype), x[torch.randperm(3)]
+
+    x = torch.randn(3, 4)
+    jfn = thunder.jit(fn)
+    for _ in range(2):
+        torch.manual_seed(0)
+        out = jfn(x)
+        torch.manual_seed(0)
+        for a, b in zip(out, fn(x)):
+            torch.testing.assert_close(a, b)
+    mlir = thunder.last_traces(jfn)[0].to_mlir()
+    assert 'callable = "torch.randperm"' in mlir  # (hann_window decomposes into registry ops)
+    assert "torch_call" in mlir and "hann_window" not in mlir
+
+
+def test_autocast_region_inside_the_function():
+    # torch.baddbmm is in autocast's lower-precision list: it runs in bfloat16, as in eager
+    def fn(b, x, y):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return torch.baddbmm(b, x, y)
+
+    args = torch.randn(2, 3, 5), torch.randn(2, 3, 4), torch.randn(2, 4, 5)
+    out, expected = thunder.jit(fn)(*args), fn(*args)
+    assert out.dtype == expected.dtype == torch.bfloat16
+    torch.testing.assert_close(out, expected)
+
+
+def test_no_grad_region():
+    def fn(x):
+        with torch.no_grad():
+            y = torch.special.bessel_j0(x)
+        return x * y
+
+    x = _t(3)
+    out = thunder.jit(fn)(x)
+    (g,) = torch.autograd.grad(out.sum(), x)
+    torch.testing.assert_close(g, torch.special.bessel_j0(x).detach())
+
+
+def test_long_tensor_lists_of_one_type():
+    # 40 results of one type are one run of the variadic result group (no slot limit)
+    def fn(x):
+        parts = torch.unbind(x)
+        return torch.stack(parts[::-1]) + torch.cat([x] * 40).sum()
+
+    x = torch.randn(40, 3)
+    torch.testing.assert_close(thunder.jit(fn)(x), fn(x))
+
+
+def test_is_compiling_answers_true_inside():
+    from transformers.utils import is_torchdynamo_compiling
+
+    import torch._dynamo
+
+    def fn(x):
+        yes = torch.compiler.is_compiling() and is_torchdynamo_compiling() and torch._dynamo.is_compiling()
+        return x + (1 if yes else 0)
+
+    x = torch.zeros(2)
+    assert not torch.compiler.is_compiling()
+    torch.testing.assert_close(thunder.jit(fn)(x), torch.ones(2))
+
+
+def test_output_metadata_is_reusable():
+    # the meta evaluation the fallback uses, on proxies (for data-dependent splits later)
+    x = TensorProxy((3, 5), torch.float32, "cpu", name="x")
+    out = output_metadata(torch.sort, (x, 1), {})
+    assert type(out) is torch.return_types.sort
+    assert [(tuple(t.shape), t.dtype) for t in out] == [((3, 5), torch.float32), ((3, 5), torch.int64)]
+    assert output_metadata(torch.Tensor.dim, (x,), {}) == 2
+    with pytest.raises(DataDependentError, match="torch.Tensor.item"):
+        output_metadata(torch.Tensor.item, (TensorProxy((), torch.float32, "cpu", name="s"),), {})

@@ -1,0 +1,322 @@
+"""The output metadata of any torch call, computed by torch itself: the call runs on meta tensors
+that stand for the proxies (under FakeTensorMode on the real device where a meta kernel is
+missing, for calls without tensor arguments, for non-tensor results, and under torch.autocast).
+A TorchDispatchMode watches the aten ops it dispatches: one that reads values
+(Tag.data_dependent_output: item, equal) makes the call data-dependent, as does a result shape
+that depends on values (nonzero, boolean masks: torch's meta and fake kernels refuse those),
+and one with Tag.nondeterministic_seeded makes the call random. The floating inputs require
+grad, so the results' requires_grad says which carry gradient; identity and _version say what
+the call returns of its inputs and which it writes.
+
+`output_metadata(fn, args, kwargs)` is the reusable entry point: the call's result with a
+fresh TensorProxy for each tensor. `evaluate(name, source, operands)` is the form the generic
+op `ltorch.torch_call` uses (its callable's name, its argument source and its operands' types)
+and is cached."""
+import contextlib
+import functools
+from dataclasses import dataclass
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from thunder.core.callables import display_name, resolve
+from thunder.core.proxies import DataDependentError, TensorProxy, where
+from thunder.core.pysource import call_source, parse_call
+
+_CONSTANT_TYPES = (bool, int, float, complex, str, torch.dtype, torch.device, torch.layout, torch.memory_format,
+                   torch.Size)
+
+
+@dataclass(frozen=True)
+class Result:
+    """A tensor of the call's result: results[i] of the evaluation."""
+    index: int
+
+
+@dataclass(frozen=True)
+class Operand:
+    """The call returned one of its tensor arguments itself (an in-place op returns self)."""
+    index: int
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    results: tuple  # (shape, dtype, device) of each tensor the op produces: the call's new result
+    # tensors in the order the result lists them, then the new values of the operands it writes
+    template: object  # the call's result: Result/Operand leaves for tensors, constants as they are
+    mutated: tuple  # operand indices the call writes in place (their new values end `results`)
+    views: tuple  # (result index, operand index): the result is a view of (shares memory with) the operand
+    random: bool  # an aten op that draws random numbers ran
+    aten: tuple  # the aten ops the call dispatched (after torch's CompositeImplicit decompositions)
+    differentiable: tuple  # per result: whether torch's result carries gradient (None: not known)
+
+    @property
+    def num_outputs(self):
+        return len(self.results) - len(self.mutated)
+
+
+class UntraceableError(NotImplementedError):
+    """A call thunder cannot record (its result is not tensors/numbers/collections of them, an
+    argument has no literal form, ...)."""
+
+
+def untraceable(name, why, workaround="run it outside the jitted function and pass its result in as an input"):
+    return UntraceableError(f"thunder: {name}{where()} cannot be traced: {why}. Workaround: {workaround}.")
+
+
+class _NeedsValues(Exception):
+    pass
+
+
+class _Watch(TorchDispatchMode):
+    """Sees every aten op the call dispatches (before its meta/fake kernel runs)."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops = []
+        self.random = False
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if torch.Tag.data_dependent_output in func.tags:  # (item, equal, allclose: they read values)
+            raise _NeedsValues(func)
+        self.random = self.random or torch.Tag.nondeterministic_seeded in func.tags
+        self.ops.append(func)
+        return func(*args, **(kwargs or {}))
+
+
+def operand_order(tensors):
+    """The order of a call's tensors as operands: grouped by type (stable), so that a long list
+    of few types is few runs (see dialects/definitions.py)."""
+    first = {}
+    keys = [(tuple(t.shape), t.dtype, t.device) for t in tensors]
+    for k in keys:
+        first.setdefault(k, len(first))
+    return sorted(range(len(tensors)), key=lambda i: first[keys[i]])
+
+
+def encode_call(name, args, kwargs):
+    """(operand proxies, argument source) of a call: the distinct proxies among the arguments,
+    and the rest written as source with `_i` for operand i."""
+    found, seen = [], set()
+
+    def collect(v):
+        if isinstance(v, TensorProxy):
+            if id(v) not in seen:
+                seen.add(id(v))
+                found.append(v)
+        elif isinstance(v, torch.Tensor):
+            raise untraceable(name, f"it got a tensor of shape {tuple(v.shape)} that is not an input of the jitted "
+                              "function (created outside thunder's view, e.g. by code run natively)",
+                              "pass the tensor as an argument of the jitted function")
+        elif isinstance(v, (tuple, list)):
+            for x in v:
+                collect(x)
+        elif isinstance(v, dict):
+            for x in v.values():
+                collect(x)
+
+    collect(args)
+    collect(kwargs)
+    if any(isinstance(v, torch.Generator) for v in (*args, *kwargs.values())):
+        raise untraceable(name, "it draws from a torch.Generator argument (generator=...); only torch's global "
+                          "generator is traced", "seed the global generator with torch.manual_seed and leave out "
+                          "generator=")
+    operands = [found[i] for i in operand_order(found)]
+    index = {id(p): i for i, p in enumerate(operands)}
+    try:
+        source = call_source(args, kwargs, lambda v: index.get(id(v)) if isinstance(v, TensorProxy) else None)
+    except TypeError as e:
+        raise untraceable(name, f"an argument has no literal form in a trace: {e}",
+                          "pass tensors, numbers, strings, dtypes, devices or tuples/lists of them, "
+                          "or run the call outside the jitted function") from None
+    return operands, source
+
+
+def output_metadata(fn, args, kwargs):
+    """fn(*args, **kwargs)'s result as torch computes it on proxies' metadata: tensors become
+    fresh TensorProxies (operands returned as such stay themselves), numbers and other metadata
+    are as torch computed them. Raises DataDependentError when the call needs tensor values,
+    UntraceableError when it cannot be traced."""
+    name = display_name(fn)
+    operands, source = encode_call(name, args, kwargs)
+    ev = evaluate_callable(fn, name, source, tuple(_meta(p) for p in operands))
+    outs = [TensorProxy(*r) for r in ev.results]
+    return build(ev.template, outs, operands)
+
+
+def build(template, results, operands):
+    """The call's result from its template: Result(i) -> results[i], Operand(j) -> operands[j]."""
+    if isinstance(template, Result):
+        return results[template.index]
+    if isinstance(template, Operand):
+        return operands[template.index]
+    if isinstance(template, list):
+        return [build(t, results, operands) for t in template]
+    if isinstance(template, tuple):
+        items = tuple(build(t, results, operands) for t in template)
+        return type(template)(items) if _is_structseq(template) else items
+    return template
+
+
+def _meta(p):
+    return (tuple(p.shape), p.dtype, p.device)
+
+
+def _is_structseq(v):
+    return isinstance(v, tuple) and type(v).__module__ == "torch.return_types"
+
+
+def autocast_state(operands):
+    """(device type, dtype) of the torch.autocast region the call is in, or None."""
+    devices = {t[2].type for t in operands} or {"cpu"}
+    for d in sorted(devices):
+        if d in ("cpu", "cuda") and torch.is_autocast_enabled(d):
+            return (d, torch.get_autocast_dtype(d))
+    return None
+
+
+def evaluate(name, source, operands, autocast=None):
+    """The Evaluation of the call `name(source)` with operand types `operands` ((shape, dtype,
+    device) each); autocast: (device type, dtype) of the torch.autocast region it runs in."""
+    return _evaluate(name, source, tuple(operands), autocast, torch.get_default_dtype())
+
+
+def evaluate_callable(fn, name, source, operands, autocast=None):
+    """evaluate() for a callable that may have no name (a Python function called natively)."""
+    if autocast is None:
+        autocast = autocast_state(operands)
+    try:
+        hash(fn)
+    except TypeError:
+        return _run(fn, name, source, operands, autocast)
+    return _evaluate_fn(fn, name, source, tuple(operands), autocast, torch.get_default_dtype())
+
+
+# (the default dtype is part of the key: factories and int -> float promotions depend on it)
+@functools.lru_cache(maxsize=4096)
+def _evaluate(name, source, operands, autocast, default_dtype):
+    return _run(resolve(name), name, source, operands, autocast)
+
+
+@functools.lru_cache(maxsize=4096)
+def _evaluate_fn(fn, name, source, operands, autocast, default_dtype):
+    return _run(fn, name, source, operands, autocast)
+
+
+def _run(fn, name, source, operands, autocast):
+    # with the floating inputs requiring grad first, which tells which results carry gradient;
+    # a call torch refuses on such inputs (resize_) runs again without, and that run's answer
+    # (or error) is the call's
+    for grad in (True, False):
+        try:
+            return _attempt(fn, name, source, operands, autocast, grad)
+        except (DataDependentError, UntraceableError):
+            raise
+        except Exception:
+            if not grad:
+                raise
+
+
+def _attempt(fn, name, source, operands, autocast, grad):
+    fake = autocast is not None or not operands
+    try:
+        ev, constants = _run_on(fn, name, source, operands, autocast, fake, grad)
+        if constants and not fake:  # device-dependent answers (get_device, type()) need the real device
+            ev, _ = _run_on(fn, name, source, operands, autocast, True, grad)
+        return ev
+    except NotImplementedError as e:
+        if fake or "meta" not in str(e).lower() or isinstance(e, (DataDependentError, UntraceableError)):
+            raise
+    return _run_on(fn, name, source, operands, autocast, True, grad)[0]
+
+
+def _run_on(fn, name, source, operands, autocast, fake, grad):
+    """(Evaluation, whether the result has non-tensor values) of one run on meta or fake tensors."""
+    from torch._subclasses import fake_tensor
+
+    mode = fake_tensor.FakeTensorMode() if fake else None
+    watch = _Watch()
+    try:
+        with (mode or contextlib.nullcontext()), _autocast(autocast), torch.set_grad_enabled(grad):
+            tensors = [torch.empty(shape, dtype=dtype, device=device if fake else "meta")
+                       for shape, dtype, device in operands]
+            if grad:  # (clones: in-place updates of leaves that require grad are refused)
+                tensors = [t.requires_grad_().clone() if t.dtype.is_floating_point or t.dtype.is_complex else t
+                           for t in tensors]
+            before = [(t._version, t.shape, t.dtype) for t in tensors]
+            args, kwargs = parse_call(source, tensors)
+            with watch:
+                out = fn(*args, **kwargs)
+    except _NeedsValues as e:
+        raise DataDependentError(
+            f"thunder: {name}{where()} needs the values of its tensor arguments ({e.args[0]} reads them), which "
+            "are not known while tracing. Workaround: compute it outside the jitted function, or keep it in tensor "
+            "operations (torch.where instead of a Python branch on a tensor).") from None
+    except (fake_tensor.DynamicOutputShapeException, fake_tensor.DataDependentOutputException) as e:
+        raise DataDependentError(
+            f"thunder: {name}{where()} needs the values of its tensor arguments (the shape of its result depends "
+            f"on them: {e}), which are not known while tracing. Workaround: compute it outside the jitted "
+            "function, or use an operation whose result shape does not depend on values (torch.where, "
+            "masked_fill instead of boolean indexing).") from None
+    except fake_tensor.UnsupportedOperatorException as e:
+        raise untraceable(name, f"torch cannot compute the metadata of its result without running it ({e})") from None
+    device = next((d for _, _, d in operands if d.type != "cpu"), operands[0][2] if operands else torch.device("cpu"))
+    results, grads, views, constants = [], [], [], [False]
+    position = {id(t): i for i, t in enumerate(tensors)}
+
+    def convert(v):
+        if isinstance(v, torch.Tensor):
+            if id(v) in position:
+                return Operand(position[id(v)])
+            if type(v) not in (torch.Tensor, fake_tensor.FakeTensor, torch.nn.Parameter):
+                raise untraceable(name, f"it returns a tensor subclass ({type(v).__name__})")
+            results.append((tuple(v.shape), v.dtype, device if v.device.type == "meta" else v.device))
+            grads.append(v.requires_grad if grad else None)
+            for j, t in enumerate(tensors):
+                if torch._C._is_alias_of(v, t):
+                    views.append((len(results) - 1, j))
+                    break
+            return Result(len(results) - 1)
+        if v is None:
+            return None
+        if isinstance(v, _CONSTANT_TYPES):
+            constants[0] = True
+            return v
+        if isinstance(v, list):
+            return [convert(x) for x in v]
+        if isinstance(v, tuple) and (type(v) is tuple or _is_structseq(v)):
+            items = tuple(convert(x) for x in v)
+            return type(v)(items) if _is_structseq(v) else items
+        raise untraceable(name, f"its result is a {type(v).__name__}, not tensors, numbers or tuples/lists of them")
+
+    template = convert(out)
+    mutated = tuple(j for j, t in enumerate(tensors) if (t._version, t.shape, t.dtype) != before[j])
+    for j in mutated:
+        t = tensors[j]
+        results.append((tuple(t.shape), t.dtype, operands[j][2]))
+        grads.append(t.requires_grad if grad else None)
+    ev = Evaluation(tuple(results), template, mutated, tuple(views), watch.random, tuple(watch.ops), tuple(grads))
+    return ev, constants[0]
+
+
+class _autocast:
+    """The autocast state an evaluation runs in: the given region, or none at all (the tracer
+    may be inside a region the call does not belong to: see autocast_state)."""
+
+    def __init__(self, state):
+        self.state = state
+
+    def __enter__(self):
+        self.saved = [(d, torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in ("cpu", "cuda")]
+        for d in ("cpu", "cuda"):
+            torch.set_autocast_enabled(d, False)
+        if self.state is not None:
+            d, dtype = self.state
+            torch.set_autocast_enabled(d, True)
+            torch.set_autocast_dtype(d, dtype)
+
+    def __exit__(self, *exc):
+        for d, enabled, dtype in self.saved:
+            torch.set_autocast_enabled(d, enabled)
+            torch.set_autocast_dtype(d, dtype)
+        return False

@@ -1,0 +1,354 @@
+"""The fallback: every torch call without a registry entry is still recorded and run.
+
+`call(fn, *args, **kwargs)` records such a call. Its output metadata comes from torch itself
+(thunder/core/meta_eval.py: the call on meta or fake tensors). If torch decomposes it into ops
+the registry has, those ops are recorded instead (ops/aten_decomp.py), so fusion sees through
+it; otherwise one generic op:
+
+    %0:2 = "ltorch.torch_call"(%x) {args = "_0, 1", autocast, callable = "torch.sort", ...}
+
+`callable` names the torch callable (resolvable: "torch.cumprod", "torch.Tensor.cumprod",
+"torch.ops.aten.cumprod.default"); `args` is the source of the call's arguments with `_i` for
+tensor operand i (thunder/core/pysource.py); the results are the tensors of the call's result in
+order, then the new values of the operands it writes in place (the program runs the call on
+clones of those). Which result goes where in the returned structure (a tuple, a
+torch.return_types.sort, ...) is computed by the same evaluation that gives the types, so the
+MLIR op carries no more than the call (and `autocast`, the torch.autocast region it runs in).
+`ltorch.torch_call_random` is the same for calls that draw random numbers (not Pure);
+`ltorch.rng_state` records the generator state such a call starts from, so that its backward
+can redraw the same numbers.
+
+Gradients are torch's: the VJP rule records `ltorch.torch_call_vjp`, which runs
+impl.torch_call_vjp: the call recomputed on detached inputs under enable_grad (from the saved
+generator state for random calls), then torch.autograd.grad with the cotangents. Results torch
+gives no gradient (sort's indices, bessel_j0, which has no derivative) are detached.
+
+Registered ops that refuse arguments as a thunder limitation (NotImplementedError("thunder:
+..."), e.g. advanced indexing) fall back the same way (`registered`).
+
+In-place calls (`x.foo_()`, `torch.foo_(x)`, `F.foo(x, inplace=True)`) are recorded as the
+out-of-place form (`foo`, `inplace=False`) and assigned like registered in-place ops
+(core/proxies.py `inplace`); without an out-of-place form (x.uniform_()), or when the
+update changes the tensor's shape, the in-place call on a clone. `out=` is the call without it,
+then written into out (`write_out`)."""
+import torch
+
+from thunder.core import meta_eval, trace as tracing
+from thunder.core.callables import callable_name, resolve
+from thunder.core.meta_eval import Result, build, encode_call, evaluate, untraceable
+from thunder.core.proxies import DataDependentError, TensorProxy, assign, check_inplace_allowed, inplace, write_out
+from thunder.core.pysource import Name, call_source, parse_call, py_repr
+from thunder.ops import registry
+from thunder.ops.registry import Device, Ints, Str, Tensor, Tensors, ltorch
+from thunder.ops.vjp_utils import differentiable
+
+
+# --------------------------------------------------------------------------------------------
+# The ops
+
+
+def _autocast_of(text):
+    """"cpu:torch.bfloat16" -> ("cpu", torch.bfloat16)."""
+    if text is None:
+        return None
+    device, dtype = text.split(":")
+    return device, getattr(torch, dtype.removeprefix("torch."))
+
+
+def _autocast_text(state):
+    return None if state is None else f"{state[0]}:{state[1]}"
+
+
+def _evaluation(tensors, callable, args, autocast):
+    return evaluate(callable, args, [(tuple(t.shape), t.dtype, t.device) for t in tensors], _autocast_of(autocast))
+
+
+def _results(tensors, callable, args, autocast, random):
+    ev = _evaluation(tensors, callable, args, autocast)
+    if ev.random != random:
+        raise ValueError(f"{callable} {'draws' if ev.random else 'draws no'} random numbers: it is recorded as "
+                         f"ltorch.torch_call{'_random' if ev.random else ''}")
+    if not ev.results:
+        raise ValueError(f"{callable}({args}) produces no tensors")
+    outs = tuple(TensorProxy(*r) for r in ev.results)
+    for i, j in ev.views:  # (record_op links them, so in-place updates flow between the two)
+        outs[i].is_view, outs[i].base = True, tensors[j]
+    return outs
+
+
+@ltorch("(callable)", returns_sequence=True)
+def torch_call(tensors: Tensors, *, callable: Str, args: Str, autocast: Str | None = None):
+    """A torch call without a registry entry (thunder's fallback): `callable` with the arguments
+    `args` (`_i` is tensor operand i), run by the generated program as that torch call; results:
+    its result tensors, then the new values of operands it updates in place. `autocast`
+    ("cpu:torch.bfloat16"): the torch.autocast region it runs in. Not fusible; gradient: torch's
+    (torch_call_vjp)."""
+    return _results(tensors, callable, args, autocast, False)
+
+
+@ltorch("(callable)", returns_sequence=True, random=True)
+def torch_call_random(tensors: Tensors, rng_state: Tensor | None = None, *, callable: Str, args: Str,
+                      autocast: Str | None = None):
+    """ltorch.torch_call of a callable that draws random numbers (not Pure). rng_state: the
+    generator state it starts from (ltorch.rng_state), read by its gradient only."""
+    return _results(tensors, callable, args, autocast, True)
+
+
+@ltorch("impl.torch_call_vjp", returns_sequence=True, differentiable=False)
+def torch_call_vjp(tensors: Tensors, rng_state: Tensor | None = None, *, callable: Str, args: Str,
+                   autocast: Str | None = None, grads_for: Ints, cotangent_for: Ints):
+    """torch's gradient of a ltorch.torch_call: tensors are the call's operands, then the
+    cotangents of its results `cotangent_for`; results: the gradients of operands `grads_for`.
+    Runs impl.torch_call_vjp (the call recomputed under enable_grad, from rng_state when given,
+    then torch.autograd.grad)."""
+    n = len(tensors) - len(cotangent_for)
+    inputs, cotangents = tensors[:n], tensors[n:]
+    ev = _evaluation(inputs, callable, args, autocast)
+    for i, g in zip(cotangent_for, cotangents):
+        if not 0 <= i < len(ev.results) or (tuple(g.shape), g.dtype) != ev.results[i][:2]:
+            raise ValueError(f"cotangent {i} of type {tuple(g.shape)} {g.dtype} does not match result {i} of {callable}")
+    if any(not 0 <= i < n for i in grads_for):
+        raise ValueError(f"grads_for {grads_for} out of range for {n} operands")
+    return tuple(TensorProxy.like(inputs[i]) for i in grads_for)
+
+
+@ltorch("torch.get_rng_state", random=True, differentiable=False)
+def rng_state(device: Device):
+    """The state of `device`'s random generator (a uint8 tensor on the CPU), read right before a
+    random ltorch.torch_call_random whose gradient may be needed. Not Pure: it stays in order."""
+    return TensorProxy((_state_size(torch.device(device)),), torch.uint8, torch.device("cpu"))
+
+
+def _state_size(device):
+    if device.type == "cuda":
+        return torch.cuda.get_rng_state(device).numel()
+    return torch.get_rng_state().numel()
+
+
+# --------------------------------------------------------------------------------------------
+# Gradients
+
+
+def _vjp(g, out, tensors, callable, args, autocast=None, rng_state=None):
+    grads_for = tuple(i for i, t in enumerate(tensors) if differentiable(t))
+    cotangent_for = tuple(i for i, gi in enumerate(g) if gi is not None)
+    if not grads_for or not cotangent_for:
+        return {"tensors": (None,) * len(tensors)}
+    grads = torch_call_vjp((*tensors, *(g[i] for i in cotangent_for)), rng_state, callable=callable, args=args,
+                           autocast=autocast, grads_for=grads_for, cotangent_for=cotangent_for)
+    result = [None] * len(tensors)
+    for i, gi in zip(grads_for, grads):
+        result[i] = gi
+    return {"tensors": tuple(result)}
+
+
+torch_call.vjp(_vjp)
+torch_call_random.vjp(_vjp)
+rng_state.vjp(lambda g, out, device: {})
+
+
+# --------------------------------------------------------------------------------------------
+# Code generation
+
+
+def _call_expr(callable, args, operand_names):
+    """`torch.cumprod(t0, 1)`: the call with the operands' names in place of `_i`."""
+    a, k = parse_call(args, [Name(n) for n in operand_names])
+    return f"{callable}({call_source(a, k, lambda v: None)})"
+
+
+def _target(template, names):
+    """The assignment target that unpacks the call's result (result tensors get their names,
+    everything else `_`), or None when it holds no result tensor."""
+    def t(v):
+        if isinstance(v, Result):
+            return names[v.index]
+        if isinstance(v, (tuple, list)) and v:
+            return "(" + ", ".join(t(x) for x in v) + ("," if len(v) == 1 else "") + ")"
+        return "_"
+
+    if not any(isinstance(v, Result) for v in _leaves(template)):
+        return None
+    if isinstance(template, (tuple, list)) and template:
+        return ", ".join(t(x) for x in template) + ("," if len(template) == 1 else "")
+    return t(template)
+
+
+def _leaves(template):
+    if isinstance(template, (tuple, list)):
+        for x in template:
+            yield from _leaves(x)
+    else:
+        yield template
+
+
+def _with_autocast(lines, autocast):
+    state = _autocast_of(autocast)
+    if state is None:
+        return lines
+    return [f"with torch.autocast({state[0]!r}, dtype={py_repr(state[1])}):"] + ["  " + ln for ln in lines]
+
+
+def _python(values, outs):
+    """Statements of a (random) torch_call: operands it writes are cloned first (into the names
+    of their new values), then the call itself."""
+    tensors = values["tensors"]
+    ev = _evaluation(tensors, values["callable"], values["args"], values["autocast"])
+    names = [t.name for t in tensors]
+    lines = []
+    for k, j in enumerate(ev.mutated):
+        new = outs[ev.num_outputs + k]
+        lines.append(f"{new} = {names[j]}.clone()")
+        names[j] = new
+    call = _call_expr(values["callable"], values["args"], names)
+    target = _target(ev.template, outs)
+    lines.append(call if target is None else f"{target} = {call}")
+    return _with_autocast(lines, values["autocast"])
+
+
+def _python_vjp(values, outs):
+    """`b1, = impl.torch_call_vjp(lambda _0: torch.cumprod(_0, 1), (x,), (g,), ...)`."""
+    tensors = values["tensors"]
+    n = len(tensors) - len(values["cotangent_for"])
+    ev = _evaluation(tensors[:n], values["callable"], values["args"], values["autocast"])
+    params = [f"_{i}" for i in range(n)]
+    call = f"lambda {', '.join(params)}: {_call_expr(values['callable'], values['args'], params)}"
+    inputs = py_repr(tuple(tensors[:n]))
+    cotangents = py_repr(tuple(tensors[n:]))
+    state = values["rng_state"].name if values["rng_state"] is not None else "None"
+    target = ", ".join(outs) + ("," if len(outs) == 1 else "")
+    return [f"{target} = impl.torch_call_vjp({call}, {inputs}, {cotangents}, grads_for={py_repr(values['grads_for'])}, "
+            f"cotangent_for={py_repr(values['cotangent_for'])}, mutated={py_repr(ev.mutated)}, rng_state={state}, "
+            f"autocast={py_repr(_autocast_of(values['autocast']))})"]
+
+
+def _python_rng_state(values, outs):
+    device = torch.device(values["device"])
+    if device.type == "cuda":
+        return [f"{outs[0]} = torch.cuda.get_rng_state({str(device)!r})"]
+    return [f"{outs[0]} = torch.get_rng_state()"]
+
+
+torch_call.python = torch_call_random.python = _python
+torch_call_vjp.python = _python_vjp
+rng_state.python = _python_rng_state
+
+
+# --------------------------------------------------------------------------------------------
+# Recording
+
+
+def dispatch(fn, *args, **kwargs):
+    """fn(*args, **kwargs) while tracing: its registry entry, else the fallback."""
+    op = registry.lookup_callable(fn)
+    if op is not None:
+        return registered(op, fn, *args, **kwargs)
+    return call(fn, *args, **kwargs)
+
+
+def registered(op, fn, *args, **kwargs):
+    """op(*args, **kwargs), op being fn's registry entry (or a method wrapping it); where op
+    refuses the arguments as a thunder limitation (NotImplementedError("thunder: ..."): a
+    combination it does not model, e.g. advanced indexing, return_indices=True), the fallback
+    records fn itself, which torch then checks. (NotImplementedErrors that are eager's own,
+    '"softmax" not implemented for \'Long\'', stay.)"""
+    ctx = tracing.current()
+    n = len(ctx.symbols) if ctx is not None else 0
+    proxies = [a for a in (*args, *kwargs.values()) if isinstance(a, TensorProxy)]
+    views = [list(p.views) for p in proxies]
+    try:
+        return op(*args, **kwargs)
+    except NotImplementedError as e:
+        if (ctx is None or isinstance(e, (DataDependentError, meta_eval.UntraceableError))
+                or not str(e).startswith("thunder:") or callable_name(fn) is None):
+            raise
+    del ctx.symbols[n:]  # what the op recorded before it refused (autocast's casts, a view)
+    for p, v in zip(proxies, views):
+        p.views[:] = v
+    return call(fn, *args, **kwargs)
+
+
+def call(fn, *args, **kwargs):
+    """Record fn(*args, **kwargs), a torch call without a registry entry (see the module doc)."""
+    name = callable_name(fn)
+    if name is None:
+        raise untraceable(meta_eval.display_name(fn), "thunder cannot name it in a trace")
+    if kwargs.get("out") is not None:
+        out = kwargs.pop("out")
+        return write_out(name, out, dispatch(fn, *args, **kwargs))
+    operands, source = encode_call(name, args, kwargs)
+    autocast = meta_eval.autocast_state([(tuple(t.shape), t.dtype, t.device) for t in operands])
+    ev = evaluate(name, source, [(tuple(t.shape), t.dtype, t.device) for t in operands], autocast)
+    if ev.mutated:
+        return _mutating(fn, name, args, kwargs, operands, source, autocast, ev)
+    if not ev.results:
+        return build(ev.template, [], operands)
+    outs = None
+    if autocast is None and not ev.random and not ev.views:
+        from thunder.ops import aten_decomp
+
+        outs = aten_decomp.replay(name, source, operands, ev)
+    if outs is None:
+        outs = _record(name, source, operands, autocast, ev)
+    return build(ev.template, _no_gradient_where_torch_has_none(outs, operands, ev), operands)
+
+
+def _record(name, source, operands, autocast, ev):
+    values = {"tensors": tuple(operands), "callable": name, "args": source, "autocast": _autocast_text(autocast)}
+    op = torch_call
+    if ev.random:
+        op = torch_call_random
+        needs_state = tracing.grad_enabled() and any(differentiable(t) for t in operands)
+        values["rng_state"] = rng_state(_device(operands, ev)) if needs_state else None
+    return list(op(**values))
+
+
+def _no_gradient_where_torch_has_none(outs, operands, ev):
+    """Results that torch gives no gradient (bessel_j0 has no derivative, sort's indices) are
+    detached, as eager's do not require grad."""
+    if not tracing.grad_enabled() or not any(differentiable(t) for t in operands):
+        return outs
+    from thunder.ops.grad import detach
+
+    return [detach(o) if ev.differentiable[i] is False and differentiable(o) else o for i, o in enumerate(outs)]
+
+
+def _device(operands, ev):
+    devices = [t.device for t in operands] + [r[2] for r in ev.results]
+    return next((d for d in devices if d.type != "cpu"), torch.device("cpu"))
+
+
+def _mutating(fn, name, args, kwargs, operands, source, autocast, ev):
+    """An in-place call: the out-of-place form assigned to self where there is one and the update
+    keeps self's shape and dtype; else the in-place call on clones, whose new values are assigned."""
+    self = args[0] if args else None
+    if (isinstance(self, TensorProxy) and len(ev.mutated) == 1 and operands[ev.mutated[0]] is self
+            and ev.results[-1] == (tuple(self.shape), self.dtype, self.device)):
+        if kwargs.get("inplace") is True:  # F.relu(x, inplace=True): F.relu(x), assigned to x
+            return inplace(lambda s, *a, **k: dispatch(fn, s, *a, **k), name, self, *args[1:],
+                           **{**kwargs, "inplace": False})
+        base = _out_of_place(name)
+        if base is not None:
+            return inplace(lambda s, *a, **k: dispatch(base, s, *a, **k), name, self, *args[1:], **kwargs)
+    outs = _no_gradient_where_torch_has_none(_record(name, source, operands, autocast, ev), operands, ev)
+    for k, j in enumerate(ev.mutated):
+        target, new = operands[j], outs[ev.num_outputs + k]
+        if (tuple(new.shape), new.dtype) != (tuple(target.shape), target.dtype) and (
+                target.is_input or target.base is not None or target.views):
+            raise NotImplementedError(
+                f"thunder: {name}{meta_eval.where()} changes the shape or dtype of {target.name} in place, which is "
+                "an input or shares memory with other tensors. Workaround: use the out-of-place form and the result.")
+        check_inplace_allowed(target)
+        assign(target, new)
+    return build(ev.template, outs, operands)
+
+
+def _out_of_place(name):
+    """torch.foo for torch.foo_, torch.Tensor.foo for torch.Tensor.foo_ (None if there is none)."""
+    if not name.endswith("_") or name.endswith("__") or name.startswith("torch.ops."):
+        return None
+    try:
+        base = resolve(name[:-1])
+    except (AttributeError, KeyError):
+        return None
+    return base if callable(base) and not isinstance(base, type) else None
