@@ -131,6 +131,26 @@ def test_setitem_gradients():
         torch.testing.assert_close(a, b)
 
 
+def test_setitem_value_with_leading_size_1_dims():
+    # eager drops a value's leading size-1 dims beyond the target's rank (found by the fuzzer:
+    # thunder raised "shape mismatch")
+    def f(x, v):
+        y = x * 2
+        y[0] = v
+        y[1:, :1] = v * 3
+        return y * y
+
+    x = torch.randn(3, 3, 2, dtype=torch.float64, requires_grad=True)
+    v = torch.randn(1, 1, 2, dtype=torch.float64, requires_grad=True)
+    out, expected = thunder.jit(f)(x, v), f(x, v)
+    torch.testing.assert_close(out, expected)
+    g = torch.randn_like(out)
+    for a, b in zip(torch.autograd.grad(out, (x, v), g), torch.autograd.grad(expected, (x, v), g)):
+        torch.testing.assert_close(a, b)
+    with pytest.raises(RuntimeError, match="shape mismatch"):  # a leading dim of 2 is still an error
+        thunder.jit(f)(x, torch.randn(2, 1, 2, dtype=torch.float64))
+
+
 def test_inplace_errors_like_eager():
     with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
         thunder.jit(lambda x: x.add_(1))(torch.randn(2, requires_grad=True))

@@ -130,7 +130,10 @@ class TensorProxy:
 
     @property
     def mT(self):
-        return self.transpose(-2, -1)
+        # as eager: the identity on a 0-d tensor, an error on a 1-d one
+        if self.ndim == 1:
+            raise RuntimeError("tensor.mT is only supported on matrices or batches of matrices. Got 1-D tensor.")
+        return self if self.ndim == 0 else self.transpose(-2, -1)
 
     def __len__(self):
         if not self.shape:
@@ -350,6 +353,16 @@ for _n in _OPERATORS:
     setattr(TensorProxy, f"__r{_n}__", _dunder(f"__r{_n}__"))
 for _n in ["eq", "ne", "lt", "le", "gt", "ge", "neg", "pos", "abs", "invert", "getitem", "reversed", "contains"]:
     setattr(TensorProxy, f"__{_n}__", _dunder(f"__{_n}__"))  # (reversed(x) is x.flip(0), as in eager)
+
+
+def _invert(self):
+    # eager's ~ checks the dtype itself (TypeError) before bitwise_not would (NotImplementedError)
+    if self.dtype.is_floating_point or self.dtype.is_complex:
+        raise TypeError("~ (operator.invert) is only implemented on integer and Boolean-type tensors")
+    return _dunder("__invert__")(self)
+
+
+TensorProxy.__invert__ = _invert
 
 
 def _setitem(self, key, value):

@@ -446,6 +446,8 @@ unbind.decompose(lambda input, dim=0: _pieces_decomp(input, *_unbind_pieces(inpu
 
 
 def _narrow_range(input, dim, start, length):
+    if input.ndim == 0:
+        raise RuntimeError("narrow() cannot be applied to a 0-dim tensor.")
     d = canonical_dim(dim, input.ndim)
     n = input.shape[d]
     if not -n <= start <= n:
@@ -700,8 +702,8 @@ def setitem(input: Tensor, key: Index, value: TensorOrNumber):
     key = key if isinstance(key, tuple) else (key,)
     target = getitem.meta(input, key)
     if is_tensor(value):
-        broadcast_shapes(value.shape, target.shape)
-        if tuple(broadcast_shapes(value.shape, target.shape)) != tuple(target.shape):
+        vshape = _without_leading_ones(value.shape, target.ndim)
+        if tuple(broadcast_shapes(vshape, target.shape)) != tuple(target.shape):
             raise RuntimeError(f"shape mismatch: value tensor of shape {list(value.shape)} cannot be broadcast "
                                f"to indexing result of shape {list(target.shape)}")
     return _like(input, input.shape)
@@ -710,13 +712,24 @@ def setitem(input: Tensor, key: Index, value: TensorOrNumber):
 setitem.__class__ = _IndexOp
 
 
+def _without_leading_ones(shape, ndim):
+    """A value's shape without the leading size-1 dims beyond ndim (eager's x[key] = v drops them)."""
+    shape = tuple(shape)
+    while len(shape) > ndim and shape[0] == 1:
+        shape = shape[1:]
+    return shape
+
+
 @setitem.vjp
 def _(g, out, input, key, value):
     from thunder.ops.vjp_utils import sum_to_shape
 
     gv = None
     if is_tensor(value):
-        gv = sum_to_shape(getitem(g, key), value.shape)
+        target = getitem(g, key)
+        gv = sum_to_shape(target, _without_leading_ones(value.shape, target.ndim))
+        if tuple(gv.shape) != tuple(value.shape):
+            gv = reshape(gv, tuple(value.shape))
     return {"input": setitem(g, key, 0.0 if g.dtype.is_floating_point else 0), "value": gv}
 
 
