@@ -101,7 +101,7 @@ LINEAR_MODULES = {"thunder.ops.shape", "thunder.ops.creation", "thunder.ops.grad
                   "thunder.ops.fallback"}
 LINEAR = {"matmul", "rmatmul", "mm", "bmm", "linear", "embedding", "conv1d", "conv2d", "conv_transpose2d",
           "avg_pool2d", "adaptive_avg_pool2d", "bilinear", "index_select", "gather", "scatter_add", "index_put",
-          "scaled_dot_product_attention"}
+          "scaled_dot_product_attention", "sdpa_flash"}
 
 
 def test_every_value_dependent_rule_has_special_points():

@@ -282,3 +282,28 @@ def test_layer_norm_backward_op_and_its_decomposition(affine):
         (lambda g, x: layer_norm_backward(g, x, (6,), None, None, 1e-5))
     m = check(fn, *args)
     assert '"ltorch.layer_norm_backward"' in str(m)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_sdpa_flash_ops_and_their_decompositions(causal):
+    """impl.sdpa_flash(_backward) against torch's flash attention kernels (with a strided last dim,
+    which those kernels would read wrong), and their decompositions against them."""
+    from thunder.ops import impl
+    from thunder.ops.nn import sdpa_flash, sdpa_flash_backward
+
+    aten = torch.ops.aten
+    q, k, v = r(2, 3, 6, 4, dtype=f64), r(2, 3, 4, 5, dtype=f64).transpose(-1, -2), r(2, 3, 5, 4, dtype=f64)
+    out, lse = aten._scaled_dot_product_flash_attention_for_cpu(q, k.contiguous(), v, 0.0, causal, scale=0.4)
+    got_out, got_lse = impl.sdpa_flash(q, k, v, causal, scale=0.4)
+    torch.testing.assert_close(got_out, out)
+    torch.testing.assert_close(got_lse, lse)
+    g = r(2, 3, 4, 6, dtype=f64).transpose(-1, -2)
+    expected = aten._scaled_dot_product_flash_attention_for_cpu_backward(
+        g.contiguous(), q, k.contiguous(), v, out, lse, 0.0, causal, scale=0.4)
+    for a, b in zip(impl.sdpa_flash_backward(g, q, k, v, out, lse, causal, scale=0.4), expected):
+        torch.testing.assert_close(a, b)
+    m = check(lambda q, k, v: sdpa_flash(q, k, v, causal, scale=0.4), q, k, v)
+    assert '"ltorch.sdpa_flash"' in str(m)
+    m = check(lambda g, q, k, v, o, lse: sdpa_flash_backward(g, q, k, v, o, lse, causal, scale=0.4),
+              g, q, k, v, out, lse)
+    assert '"ltorch.sdpa_flash_backward"' in str(m)

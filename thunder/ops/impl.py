@@ -233,3 +233,19 @@ def _autocast(state):
     import contextlib
 
     return contextlib.nullcontext() if state is None else torch.autocast(state[0], dtype=state[1])
+
+
+# --- attention: torch's CPU flash attention kernels read garbage (NaN) where a last dim is strided
+def _unit_last_stride(x):
+    return x if x.stride(-1) == 1 else x.contiguous()
+
+
+def sdpa_flash(query, key, value, is_causal=False, *, scale=None):
+    q, k, v = (_unit_last_stride(x) for x in (query, key, value))
+    return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, is_causal, scale=scale)
+
+
+def sdpa_flash_backward(grad_out, query, key, value, out, logsumexp, is_causal=False, *, scale=None):
+    g, q, k, v, o = (_unit_last_stride(x) for x in (grad_out, query, key, value, out))
+    return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward(g, q, k, v, o, logsumexp, 0.0,
+                                                                                is_causal, scale=scale)
