@@ -87,6 +87,8 @@ CASES = {
     "softmax": [(lambda x: torch.softmax(x, 1), [TIES])],
     "log_softmax": [(lambda x: torch.log_softmax(x, 1), [TIES])],
     "layer_norm": [(lambda x: F.layer_norm(x, (3,)), [FLAT])],
+    # (what layer_norm runs as when differentiated: its mean and rstd saved for backward)
+    "native_layer_norm": [(lambda x, w: F.layer_norm(x, (3,), w, w), [FLAT, vec(1., 0., -2.)])],
     "rms_norm": [(lambda x: F.rms_norm(x, (3,)), [FLAT * 0])],
     "batch_norm": [(lambda x: F.batch_norm(x, None, None, training=True), [FLAT.t().contiguous()])],
     "group_norm": [(lambda x: F.group_norm(x, 1), [FLAT[None]])],

@@ -145,6 +145,10 @@ def convolution_backward_weight(grad_output, input, weight_shape, stride, paddin
 def layer_norm_backward(grad_output, input, normalized_shape, weight=None, bias=None, eps=1e-5):
     # mean and rstd are recomputed (F.layer_norm does not return them)
     _, mean, rstd = torch.ops.aten.native_layer_norm(input, normalized_shape, weight, bias, eps)
+    return native_layer_norm_backward(grad_output, input, normalized_shape, mean, rstd, weight, bias)
+
+
+def native_layer_norm_backward(grad_output, input, normalized_shape, mean, rstd, weight=None, bias=None):
     mask = [True, weight is not None, bias is not None]
     gx, gw, gb = torch.ops.aten.native_layer_norm_backward(grad_output, input, normalized_shape, mean, rstd,
                                                           weight, bias, mask)

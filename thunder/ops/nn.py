@@ -524,13 +524,21 @@ def _(grad_output, input, normalized_shape, weight=None, bias=None, eps=1e-5):
     from thunder.ops.elementwise import add, mul, rsqrt, sub
     from thunder.ops.reductions import mean, sum_
 
-    g = grad_output
     dims = _layer_norm_check(input, normalized_shape, weight, bias)
+    x = _vjp.upcast(input)
+    mu = mean(x, dims, True)
+    rstd = rsqrt(add(mean(mul(sub(x, mu), sub(x, mu)), dims, True), float(eps)))
+    return _layer_norm_grads(grad_output, input, normalized_shape, weight, bias, dims, mu, rstd)
+
+
+def _layer_norm_grads(g, input, normalized_shape, weight, bias, dims, mu, rstd):
+    """layer_norm's input, weight and bias cotangents from the mean and rstd of its groups."""
+    from thunder.ops.elementwise import mul, sub
+    from thunder.ops.reductions import mean, sum_
+
     lead = tuple(range(input.ndim - len(dims)))
     x, g32 = _vjp.upcast(input), _vjp.upcast(g)
-    centered = sub(x, mean(x, dims, True))
-    rstd = rsqrt(add(mean(mul(centered, centered), dims, True), float(eps)))
-    xhat = mul(centered, rstd)
+    xhat = mul(sub(x, mu), rstd)
     gxhat = mul(g32, weight) if weight is not None else g32
     # d input = rstd * (gxhat - mean(gxhat) - xhat * mean(gxhat * xhat))
     gx = mul(sub(sub(gxhat, mean(gxhat, dims, True)), mul(xhat, mean(mul(gxhat, xhat), dims, True))), rstd)
@@ -544,6 +552,70 @@ def _(grad_output, input, normalized_shape, weight=None, bias=None, eps=1e-5):
     gb = (_vjp.grad_for(bias, over_lead(g32)) if bias is not None
           else _vjp.zeros(shape, input.dtype, input.device))
     return _vjp.grad_for(input, gx), gw, gb
+
+
+@layer_norm.trains_as
+def _(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    if any(p is not None and p.dtype != input.dtype for p in (weight, bias)):
+        return None
+    return native_layer_norm, dict(input=input, normalized_shape=normalized_shape, weight=weight, bias=bias, eps=eps)
+
+
+@ltorch("torch.ops.aten.native_layer_norm", returns_sequence=True)
+def native_layer_norm(input: Tensor, normalized_shape: Ints, weight: Tensor | None, bias: Tensor | None, eps: Float):
+    """layer_norm with the mean and 1/std of each normalized group (shape: input's with the
+    normalized dims 1, dtype: input's), as torch's kernel returns them: layer_norm's form in
+    @forward (its backward kernel reads them instead of recomputing them)."""
+    dims = _layer_norm_check(input, normalized_shape, weight, bias)
+    stats = tuple(1 if i in dims else s for i, s in enumerate(input.shape))
+    return (TensorProxy(input.shape, input.dtype, input.device), TensorProxy(stats, input.dtype, input.device),
+            TensorProxy(stats, input.dtype, input.device))
+
+
+def _layer_norm_stats(x, dims, eps):
+    """mean and rstd of x over dims (prims, x in its compute dtype), kept as size-1 dims."""
+    n = float(math.prod(x.shape[d] for d in dims))
+    keep = tuple(1 if i in dims else s for i, s in enumerate(x.shape))
+    mean = prims.div(prims.sum(x, dims), n)
+    centered = prims.sub(x, _keep(mean, x.shape, dims))
+    rstd = prims.rsqrt(prims.add(prims.div(prims.sum(prims.mul(centered, centered), dims), n), float(eps)))
+    return prims.reshape(mean, keep), prims.reshape(rstd, keep)
+
+
+@native_layer_norm.decompose
+def _(input, normalized_shape, weight, bias, eps):
+    dims = _layer_norm_check(input, normalized_shape, weight, bias)
+    x = to_dtype(input, _compute_dtype(input.dtype))
+    mean, rstd = _layer_norm_stats(x, dims, eps)
+    out = prims.mul(prims.sub(x, expand_to(mean, x.shape)), expand_to(rstd, x.shape))
+    if weight is not None:
+        out = prims.mul(out, expand_to(to_dtype(weight, x.dtype), x.shape))
+    if bias is not None:
+        out = prims.add(out, expand_to(to_dtype(bias, x.dtype), x.shape))
+    return tuple(to_dtype(v, input.dtype) for v in (out, mean, rstd))
+
+
+@ltorch("impl.native_layer_norm_backward", returns_sequence=True)
+def native_layer_norm_backward(grad_output: Tensor, input: Tensor, normalized_shape: Ints, mean: Tensor,
+                               rstd: Tensor, weight: Tensor | None = None, bias: Tensor | None = None):
+    """native_layer_norm's VJP (input, weight, bias cotangents; zeros for an absent weight or
+    bias) from its saved mean and rstd: torch's fused kernel."""
+    return layer_norm_backward.meta(grad_output, input, normalized_shape, weight, bias)
+
+
+@native_layer_norm_backward.decompose
+def _(grad_output, input, normalized_shape, mean, rstd, weight=None, bias=None):
+    dims = _layer_norm_check(input, normalized_shape, weight, bias)
+    mean, rstd = _vjp.upcast(mean), _vjp.upcast(rstd)
+    return _layer_norm_grads(grad_output, input, normalized_shape, weight, bias, dims, mean, rstd)
+
+
+@native_layer_norm.vjp
+def _(g, out, input, normalized_shape, weight, bias, eps):
+    if any(x is not None for x in g[1:]):
+        raise NotImplementedError("thunder: the mean and rstd of native_layer_norm are not differentiable")
+    gx, gw, gb = native_layer_norm_backward(g[0], input, normalized_shape, out[1], out[2], weight, bias)
+    return {"input": gx, "weight": gw if weight is not None else None, "bias": gb if bias is not None else None}
 
 
 @layer_norm.vjp
