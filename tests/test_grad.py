@@ -45,6 +45,18 @@ def check_grad(fn, *args, rtol=1e-7, atol=1e-9):
     return jfn
 
 
+def _edges():
+    """Values at the kinks of activations (-6, -3, -1, 0, 1, 2, 3, 6), around them, and far out (mish at 100)."""
+    v = [-100.0, -6.0, -4.0, -3.0, -2.0, -1.0, -0.5, 0.0, 0.5, 1.0, 2.0, 2.5, 3.0, 4.0, 6.0, 7.0, 100.0]
+    return torch.tensor(v, dtype=DT, requires_grad=True)
+
+
+def _inplace_hardswish_of_view(a):
+    b = a * 2
+    F.hardswish(b[::2], inplace=True)
+    return b
+
+
 def _ties(*shape):
     """Values with many repeats (ties for max/min/amax)."""
     return torch.randint(0, 3, shape).to(DT).requires_grad_()
@@ -107,6 +119,16 @@ CASES = [
     ("softplus_beta", lambda a: F.softplus(a * 10, beta=2.0, threshold=5.0), lambda: (_t(4, 5),)),
     ("leaky_relu", lambda a: F.leaky_relu(a, 0.2), lambda: (_t(4, 5),)),
     ("hardtanh", lambda a: F.hardtanh(a * 2), lambda: (_t(4, 5),)),
+    ("hardtanh_at_bounds", lambda a: F.hardtanh(a, -1.0, 2.0), lambda: (_edges(),)),
+    ("relu6_at_bounds", lambda a: F.relu6(a), lambda: (_edges(),)),
+    ("hardswish", lambda a: F.hardswish(a), lambda: (_edges(),)),
+    ("hardsigmoid", lambda a: F.hardsigmoid(a), lambda: (_edges(),)),
+    ("mish", lambda a: F.mish(a), lambda: (_edges(),)),
+    ("elu", lambda a: F.elu(a, 0.7), lambda: (_edges(),)),
+    ("selu_celu", lambda a: F.selu(a) + F.celu(a, 2.0), lambda: (_edges(),)),
+    ("threshold", lambda a: F.threshold(a, 1.0, -2.0), lambda: (_edges(),)),
+    ("inplace_relu", lambda a: F.relu(a * 1, inplace=True), lambda: (_edges(),)),
+    ("inplace_hardswish_of_view", lambda a: _inplace_hardswish_of_view(a), lambda: (_edges(),)),
     # reductions
     ("sum_all", lambda a: a.sum(), lambda: (_t(3, 4),)),
     ("sum_dim", lambda a: a.sum(1), lambda: (_t(3, 4, 5),)),

@@ -192,13 +192,18 @@ def _inplace(op, method_name, self, *args, **kwargs):
     """An in-place update, recorded functionally: the proxy then stands for the result. Like
     eager, the update reaches what the proxy is a view of (and on up to an input, whose final
     value the program copies back) and every other view of those tensors."""
+    return update_inplace(self, lambda: op(self, *args, **kwargs))
+
+
+def update_inplace(self, compute):
+    """self updated in place with compute() (which records the functional op): see _inplace."""
     root = self
     while root.base is not None:
         root = root.base
     if root.is_input and root.requires_grad and tracing.grad_enabled():
         raise RuntimeError(("a view of a leaf Variable" if root is not self else "a leaf Variable")
                            + " that requires grad is being used in an in-place operation.")
-    out = op(self, *args, **kwargs)
+    out = compute()
     if out.dtype != self.dtype:
         if not torch.can_cast(out.dtype, self.dtype):
             raise RuntimeError(f"result type {_dtype_name(out.dtype)} can't be cast to the desired output "

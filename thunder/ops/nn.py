@@ -229,12 +229,9 @@ def _(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     return to_dtype(out, input.dtype)
 
 
-def _dropout_check(p, inplace):
+def _dropout_check(p):
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
-    if inplace:
-        raise NotImplementedError("thunder: F.dropout(inplace=True) is not supported yet. Workaround: use "
-                                  "inplace=False and use its result")
 
 
 def _dropout(x, p):
@@ -247,13 +244,13 @@ def _dropout(x, p):
 
 @ltorch("torch.nn.functional.dropout", random=True, aliases=(F.dropout,))
 def dropout(input: Tensor, p: Float = 0.5, training: Bool = True, inplace: Bool = False):
-    _dropout_check(p, inplace)
+    _dropout_check(p)
     return TensorProxy(input.shape, input.dtype, input.device)
 
 
 @dropout.decompose
 def _(input, p=0.5, training=True, inplace=False):
-    _dropout_check(p, inplace)
+    _dropout_check(p)
     return _dropout(input, p) if training and p > 0 else input
 
 

@@ -14,6 +14,7 @@ numbers) and what becomes an attribute (dims, dtypes, flags). The interpreter, t
 MLIR dialects, the verifier, the Python code generator, the passes and docs/dialect.md all read
 these entries.
 """
+import functools
 import inspect
 from dataclasses import dataclass, field
 from typing import Callable
@@ -204,10 +205,16 @@ class OpDef:
         return values
 
     def __call__(self, *args, **kwargs):
-        from thunder.core.trace import record_op
+        from thunder.core.trace import current, record_op
 
         out = kwargs.pop("out", None)
-        result = record_op(self, self.bind(args, kwargs))
+        values = self.bind(args, kwargs)
+        if values.get("inplace") is True and current() is not None:
+            # F.relu(x, inplace=True), torch.relu_(x): the functional op, assigned to x
+            from thunder.core.proxies import update_inplace
+
+            return update_inplace(values[self.params[0].name], lambda: record_op(self, {**values, "inplace": False}))
+        result = record_op(self, values)
         if out is None:
             return result
         from thunder.core.proxies import write_out
@@ -230,6 +237,7 @@ def _gather_varargs(op, args, kwargs):
 
 OPS: dict[str, OpDef] = {}  # "ltorch.add" -> OpDef
 BY_CALLABLE: dict = {}  # torch.add -> OpDef (the interpreter's and __torch_function__'s lookup)
+INPLACE_CALLABLES: dict = {}  # torch.relu_ -> the relu OpDef (ops with an `inplace` flag)
 METHODS: dict[str, OpDef] = {}  # TensorProxy method name -> OpDef
 DUNDERS: dict[str, OpDef] = {}  # "__add__" -> OpDef, called as op(proxy, other)
 
@@ -271,6 +279,8 @@ def _register(dialect, torch_name, *, methods=(), dunders=(), rdunders=(), alias
         if dialect == "ltorch":
             for c in aliases:
                 BY_CALLABLE[c] = op
+            if any(p.name == "inplace" for p in op.params):
+                _register_inplace_variants(op)
             for m in methods:
                 METHODS[m] = op
             for d in (*dunders, *rdunders):
@@ -290,8 +300,24 @@ def prim(torch_name, **kw):
     return _register("thunder", torch_name, **kw)
 
 
+def _register_inplace_variants(op):
+    """torch.relu_, torch._C._nn.hardtanh_, ...: the `<name>_` functions next to an op's aliases,
+    for ops whose `inplace` flag is what those functions do."""
+    import torch
+
+    for c in op.aliases:
+        name = getattr(c, "__name__", None)
+        for ns in (torch, torch.Tensor, torch.nn.functional, torch._C._nn):
+            f = getattr(ns, f"{name}_", None) if name else None
+            if f is not None and f not in BY_CALLABLE:
+                INPLACE_CALLABLES[f] = op
+
+
 def lookup_callable(fn):
     try:
-        return BY_CALLABLE.get(fn)
+        op = BY_CALLABLE.get(fn)
+        if op is None and fn in INPLACE_CALLABLES:
+            return functools.partial(INPLACE_CALLABLES[fn], inplace=True)
+        return op
     except TypeError:  # unhashable callables
         return None
