@@ -146,6 +146,11 @@ CASES = [
     ("amin_keepdim", lambda a: a.amin((0, -1), keepdim=True), lambda: (_ties(3, 4, 2),)),
     ("prod", lambda a: a.prod(1), lambda: (_t(3, 4, positive=True),)),
     ("max_dim", lambda a: torch.max(a, 1)[0], lambda: (_t(3, 4),)),
+    ("max_dim_ties", lambda a: torch.max(a, 1).values, lambda: (_ties(4, 6),)),
+    ("min_dim_keepdim_ties", lambda a: a.min(0, keepdim=True).values, lambda: (_ties(5, 3),)),
+    ("max_full_ties", lambda a: a.max() + a.min(), lambda: (_ties(3, 4),)),
+    ("max_of_two", lambda a, b: torch.max(a, b), lambda: (_ties(4, 5), _ties(5))),
+    ("square", lambda a: torch.square(a) + a.square(), lambda: (_t(3, 4),)),
     # shape ops
     ("reshape", lambda a: a.reshape(4, -1), lambda: (_t(2, 6),)),
     ("view", lambda a: a.view(3, 2, 2) * 2, lambda: (_t(12),)),

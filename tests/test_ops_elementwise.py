@@ -268,6 +268,28 @@ def test_relu_ints_and_nan():
 # where, clamp, maximum/minimum, lerp
 
 
+@pytest.mark.parametrize("dtype", [F32, F64, I64, I32, U8, B, F16, BF16])
+def test_square(dtype):
+    x = make(3, 4, dtype=dtype)
+    check(torch.square, x, **tol(x))
+    check(lambda y: y.square() + 1, x, **tol(x))
+    check(torch.square, make(dtype=dtype))
+    check(torch.square, make(0, 2, dtype=dtype))
+    check(torch.square, make(4, 3, dtype=dtype).t())
+
+
+def test_where_overloads():
+    import thunder
+    from thunder.core.proxies import DataDependentError
+
+    c, x, y = make(2, 3, dtype=B), make(2, 3), make(3, dtype=F64)
+    check(lambda m, a, b: a.where(m, b), c, x, y)  # Tensor.where(condition, other)
+    check(lambda m, a: a.where(m, 0.5), c, x)
+    check(lambda m, a: torch.where(m, 2, 1.5), c, x)
+    with pytest.raises(DataDependentError, match=r"torch.where\(condition\).* at .*test_ops_elementwise.py:\d+"):
+        thunder.jit(lambda m: torch.where(m))(c)
+
+
 def test_where():
     c = make(2, 3, dtype=B)
     a, b = make(2, 3), make(3, dtype=F64)
@@ -459,7 +481,7 @@ NAMED = {
     "logical_xor": lambda x: torch.logical_xor(x, x),
     **{n: getattr(torch, n) for n in FLOAT_UNARY + ["floor", "ceil", "round", "trunc", "sign", "isnan", "isinf",
                                                     "isfinite", "relu"]},
-    "gelu": F.gelu, "silu": F.silu, "softplus": F.softplus, "leaky_relu": F.leaky_relu, "hardtanh": F.hardtanh,
+    "square": torch.square, "gelu": F.gelu, "silu": F.silu, "softplus": F.softplus, "leaky_relu": F.leaky_relu, "hardtanh": F.hardtanh,
     "relu6": F.relu6, "elu": F.elu, "selu": F.selu, "celu": F.celu, "mish": F.mish, "hardswish": F.hardswish,
     "hardsigmoid": F.hardsigmoid, "threshold": lambda x: F.threshold(x, 1.0, 0.0),
     "clamp": lambda x: x.clamp(0, 1), "clamp_min": lambda x: x.clamp_min(0), "clamp_max": lambda x: x.clamp_max(0),

@@ -147,15 +147,32 @@ def test_zero_dim_tensors():
 
 
 def test_max_dim_traces_values_and_indices():
-    # a tuple of two proxies, as eager's namedtuple unpacks (record_op returns a plain tuple)
+    # torch.return_types.max of two proxies, as eager's
     from thunder.core import trace as tracing
     from thunder.core.proxies import proxy_for
 
     with tracing.tracing(tracing.TraceCtx()):
-        values, indices = torch.max(proxy_for(make(3, 4)), 1, keepdim=True)
+        result = torch.max(proxy_for(make(3, 4)), 1, keepdim=True)
+    values, indices = result
+    assert type(result) is torch.return_types.max and result.values is values and result.indices is indices
     assert (values.shape, values.dtype, indices.shape, indices.dtype) == ((3, 1), F32, (3, 1), I64)
-    eager = torch.max(make(3, 4), 1)
-    assert len(eager) == 2
+
+
+@pytest.mark.parametrize("name", ["max", "min"])
+def test_max_min_return_types_and_overloads(name):
+    import thunder
+
+    x, y = make(3, 4), make(4, dtype=F64)
+    fn = getattr(torch, name)
+    out = thunder.jit(lambda a: fn(a, dim=1))(x)  # returned as eager's structseq
+    assert type(out) is getattr(torch.return_types, name)
+    torch.testing.assert_close(tuple(out), tuple(fn(x, dim=1)))
+    f = lambda a: getattr(a, name)(-1, keepdim=True).values * 2 + getattr(a, name)(0).indices  # noqa: E731
+    torch.testing.assert_close(thunder.jit(f)(x), f(x))
+    # two tensors: torch.maximum / torch.minimum (broadcasting, type promotion)
+    for g in (lambda a, b: fn(a, b), lambda a, b: getattr(a, name)(b), lambda a, b: fn(a, other=b)):
+        module = check(g, x, y)
+        assert f'"ltorch.{name}imum"' in str(module)
 
 
 def test_empty_dims():

@@ -26,6 +26,12 @@ def _where():
     return f" at {loc[0]}:{loc[1]}" if loc else ""
 
 
+def data_dependent(what, workaround):
+    """Raise DataDependentError for an op whose result's shape depends on tensor values."""
+    raise DataDependentError(f"thunder: {what}{_where()} has a result whose shape depends on tensor values, "
+                             f"which are not known while tracing. Workaround: {workaround}")
+
+
 class TensorProxy:
     """Stands for a tensor: it knows shape, dtype, device and requires_grad, not values."""
 

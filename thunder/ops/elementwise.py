@@ -10,7 +10,8 @@ from thunder.core.proxies import TensorProxy
 from thunder.ops import prims
 from thunder.ops.decomp_utils import as_tensor, expand_to, opmath_dtype, to_dtype
 from thunder.ops.meta_utils import broadcast_shapes, device_of, elementwise, is_tensor
-from thunder.ops.registry import Bool, Float, Int, Number, Str, Tensor, TensorOrNumber, ltorch
+from thunder.ops import registry
+from thunder.ops.registry import Bool, Float, Int, Number, OpDef, Str, Tensor, TensorOrNumber, ltorch
 
 # --------------------------------------------------------------------------------------------
 # Shared pieces
@@ -120,6 +121,17 @@ isnan = _unary("isnan", prims.isnan, bool_out=True)
 isinf = _unary("isinf", _is_inf, bool_out=True)
 isfinite = _unary("isfinite", _is_finite, bool_out=True)
 bitwise_not = _unary("bitwise_not", prims.bitwise_not, reject=("float",), dunders=("__invert__",))
+
+
+@ltorch("torch.square", methods=("square",), aliases=_aliases("square"))
+def square(input: Tensor):
+    """input * input (bool inputs give int64, as torch.pow(input, 2))."""
+    return TensorProxy.like(input, dtype=torch.int64 if input.dtype is torch.bool else input.dtype)
+
+
+@square.decompose
+def _(input):
+    return _compute([input], square.meta(input), lambda x: prims.mul(x, x))
 
 
 @ltorch("torch.round", methods=("round",), aliases=_aliases("round"))
@@ -381,6 +393,18 @@ def _(input, other):
 # Selection and clamping
 
 
+class _WhereOp(OpDef):
+    """torch.where(condition) alone is torch.nonzero(condition, as_tuple=True)."""
+
+    def __call__(self, *args, **kwargs):
+        if len(args) + len(kwargs) == 1:
+            from thunder.core.proxies import data_dependent
+
+            data_dependent("torch.where(condition) (the indices of the True elements)",
+                           "use torch.where(condition, input, other) or a mask (x * condition)")
+        return super().__call__(*args, **kwargs)
+
+
 @ltorch("torch.where", aliases=(torch.where,))
 def where(condition: Tensor, input: TensorOrNumber, other: TensorOrNumber):
     if condition.dtype not in (torch.bool, torch.uint8):
@@ -398,6 +422,10 @@ def _(condition, input, other):
     if not is_tensor(a) and not is_tensor(b):
         a = as_tensor(a, out)
     return prims.where(cond, a, b)
+
+
+where.__class__ = _WhereOp
+registry.method("where", lambda self, condition, other: where(condition, self, other))  # x.where(cond, y)
 
 
 def _clamp_meta(name, input, min, max):
@@ -664,6 +692,7 @@ _unary_rule(log, lambda g, out, x: div(g, x))
 _unary_rule(sqrt, lambda g, out, x: div(g, mul(out, 2.0)))
 _unary_rule(rsqrt, lambda g, out, x: mul(mul(g, mul(mul(out, out), out)), -0.5))
 _unary_rule(tanh, lambda g, out, x: mul(g, rsub(mul(out, out), 1.0)))
+_unary_rule(square, lambda g, out, x: mul(g, mul(x, 2.0)))
 _unary_rule(sigmoid, lambda g, out, x: mul(g, mul(out, rsub(out, 1.0))))
 _unary_rule(relu, lambda g, out, x, inplace=False: where(gt(out, 0), g, 0.0))
 

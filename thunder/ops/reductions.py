@@ -6,8 +6,8 @@ import torch
 from thunder.core.proxies import TensorProxy
 from thunder.ops import prims
 from thunder.ops.decomp_utils import keep_dims, opmath_dtype, reduction_dims, to_dtype
-from thunder.ops.meta_utils import canonical_dim, canonical_dims, reduced_shape
-from thunder.ops.registry import Bool, DType, Dims, Float, Int, Tensor, ltorch
+from thunder.ops.meta_utils import canonical_dim, canonical_dims, is_tensor, reduced_shape
+from thunder.ops.registry import Bool, DType, Dims, Float, Int, OpDef, Tensor, ltorch
 
 
 def _aliases(name):
@@ -172,8 +172,23 @@ argmax = _argextremum("argmax", False)
 argmin = _argextremum("argmin", True)
 
 
+class _ExtremumOp(OpDef):
+    """torch.max(a, b) of two tensors is torch.maximum (and min minimum): the overload of the
+    reduction's second argument."""
+
+    def __call__(self, *args, **kwargs):
+        other = args[1] if len(args) > 1 else kwargs.get("other")
+        if is_tensor(other):
+            from thunder.ops.elementwise import maximum, minimum
+
+            rest = {k: v for k, v in kwargs.items() if k != "other"}
+            return (maximum if self.name == "max" else minimum)(args[0], other, **rest)
+        return super().__call__(*args, **kwargs)
+
+
 def _max_min(name, prim, smallest):
-    """torch.max(x) (a full reduction) and torch.max(x, dim, keepdim) -> (values, indices)."""
+    """torch.max(x) (a full reduction), torch.max(x, dim, keepdim) -> (values, indices) and
+    torch.max(x, other) (torch.maximum)."""
     def meta(input: Tensor, dim: Int | None = None, keepdim: Bool = False):
         if dim is None:
             if keepdim:
@@ -191,7 +206,8 @@ def _max_min(name, prim, smallest):
     meta.__name__ = name
     meta.__doc__ = _max_min.__doc__.replace("max", name)
     op = ltorch(f"impl.{name}_reduction", methods=(name,), aliases=_aliases(name), returns_sequence=True,
-                name=name)(meta)
+                name=name, return_type=getattr(torch.return_types, name))(meta)
+    op.__class__ = _ExtremumOp
     op.decompose(decomposition)
     return op
 
@@ -288,3 +304,25 @@ def _extremum_vjp(g, out, input, dim=(), keepdim=False):
 
 amax.vjp(_extremum_vjp)
 amin.vjp(_extremum_vjp)
+
+
+def _max_min_vjp(g, out, input, dim=None, keepdim=False):
+    """max()/min() share the cotangent evenly among ties (as amax); max(dim)/min(dim) give it to
+    the element their index names (as torch: one element per row even with ties)."""
+    if dim is None:
+        return _extremum_vjp(g[0], out[0], input)
+    gv, idx = g[0], out[1]
+    if gv is None or not _vjp.differentiable(input):
+        return {"input": None}
+    if input.ndim == 0:
+        return {"input": _vjp.grad_for(input, gv)}
+    from thunder.ops.indexing import scatter_add
+    from thunder.ops.shape import unsqueeze
+
+    if not keepdim:
+        gv, idx = unsqueeze(gv, dim), unsqueeze(idx, dim)
+    return {"input": _vjp.grad_for(input, scatter_add(_vjp.zeros_like(input, gv.dtype), dim, idx, gv))}
+
+
+max_.vjp(_max_min_vjp)
+min_.vjp(_max_min_vjp)

@@ -152,6 +152,7 @@ class OpDef:
     differentiable: bool = True  # False: results never carry gradient (only inputs' metadata is read)
     effects: bool = False  # writes memory (copy_ into an input): not Pure
     normalize: Callable | None = None  # normalize(values): rewrites bound arguments (int -> tuple, ...)
+    return_type: type | None = None  # a torch.return_types structseq for results like (values, indices)
     doc: str = ""
     signature: inspect.Signature = field(default=None, repr=False)
 
@@ -215,6 +216,8 @@ class OpDef:
 
             return update_inplace(values[self.params[0].name], lambda: record_op(self, {**values, "inplace": False}))
         result = record_op(self, values)
+        if self.return_type is not None and isinstance(result, tuple):
+            result = self.return_type(result)
         if out is None:
             return result
         from thunder.core.proxies import write_out
@@ -238,7 +241,7 @@ def _gather_varargs(op, args, kwargs):
 OPS: dict[str, OpDef] = {}  # "ltorch.add" -> OpDef
 BY_CALLABLE: dict = {}  # torch.add -> OpDef (the interpreter's and __torch_function__'s lookup)
 INPLACE_CALLABLES: dict = {}  # torch.relu_ -> the relu OpDef (ops with an `inplace` flag)
-METHODS: dict[str, OpDef] = {}  # TensorProxy method name -> OpDef
+METHODS: dict = {}  # TensorProxy method name -> OpDef (or a function calling one, see `method`)
 DUNDERS: dict[str, OpDef] = {}  # "__add__" -> OpDef, called as op(proxy, other)
 
 
@@ -252,7 +255,8 @@ def _params_of(fn):
 
 
 def _register(dialect, torch_name, *, methods=(), dunders=(), rdunders=(), aliases=(), varargs=None,
-              returns_sequence=False, random=False, view=False, differentiable=True, effects=False, name=None):
+              returns_sequence=False, random=False, view=False, differentiable=True, effects=False, name=None,
+              return_type=None):
     def decorator(meta):
         op = OpDef(
             name=name or meta.__name__.rstrip("_"),
@@ -270,6 +274,7 @@ def _register(dialect, torch_name, *, methods=(), dunders=(), rdunders=(), alias
             is_view=view,
             differentiable=differentiable,
             effects=effects,
+            return_type=return_type,
             doc=inspect.getdoc(meta) or "",
             signature=inspect.signature(meta).replace(return_annotation=inspect.Signature.empty),
         )
@@ -298,6 +303,15 @@ def ltorch(torch_name, **kw):
 def prim(torch_name, **kw):
     """Define a primitive (dialect thunder)."""
     return _register("thunder", torch_name, **kw)
+
+
+def method(name, fn):
+    """A Tensor method that calls an op with its arguments in another order (x.where(cond, y) is
+    torch.where(cond, x, y)): fn(self, *args, **kwargs)."""
+    import torch
+
+    METHODS[name] = fn
+    BY_CALLABLE[getattr(torch.Tensor, name)] = fn
 
 
 def _register_inplace_variants(op):

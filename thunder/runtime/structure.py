@@ -28,6 +28,11 @@ def _is_namedtuple(x):
     return isinstance(x, tuple) and hasattr(type(x), "_fields")
 
 
+def _is_structseq(x):
+    """torch.return_types.max and friends: built from one sequence, not from fields."""
+    return isinstance(x, tuple) and hasattr(type(x), "n_fields") and not hasattr(type(x), "_fields")
+
+
 def flatten_inputs(value, name, tensors, proxies, strict):
     """Spec of an input value; tensors found are appended to `tensors` and a proxy for each
     to `proxies` (named after where it sits: x, x_0, x_key)."""
@@ -85,7 +90,7 @@ def flatten_outputs(value, refs):
             "(a global or a constant); return it outside the jitted function or pass it as an input")
     if isinstance(value, CONSTANT_TYPES):
         return ("const", value)
-    if _is_namedtuple(value):
+    if _is_namedtuple(value) or _is_structseq(value):
         return ("namedtuple", type(value), [flatten_outputs(v, refs) for v in value])
     if isinstance(value, (tuple, list)):
         return ("tuple" if isinstance(value, tuple) else "list", [flatten_outputs(v, refs) for v in value])
@@ -120,12 +125,14 @@ def rebuild_source(spec, flat, constants=None):
             return "[" + ", ".join(parts) + "]"
         return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
     if kind == "namedtuple":
-        parts = [rebuild_source(s, flat, constants) for s in spec[2]]
+        parts = ", ".join(rebuild_source(s, flat, constants) for s in spec[2])
+        if not hasattr(spec[1], "_fields"):  # a structseq takes one tuple
+            parts = f"({parts},)"
         if constants is None:
-            return f"{spec[1].__name__}({', '.join(parts)})"
+            return f"{spec[1].__name__}({parts})"
         name = f"_const{len(constants)}"
         constants[name] = spec[1]
-        return f"{name}({', '.join(parts)})"
+        return f"{name}({parts})"
     if kind == "dict":
         return "{" + ", ".join(f"{k!r}: {rebuild_source(s, flat, constants)}" for k, s in spec[1]) + "}"
     if kind == "dataclass":
