@@ -91,6 +91,26 @@ def _decode_index_entry(a):
     return slice(*(ir.IntegerAttr(d[k]).value if k in d else None for k in ("start", "stop", "step")))
 
 
+def _encode_data(v):
+    if isinstance(v, (tuple, list)):
+        return ir.ArrayAttr.get([_encode_data(x) for x in v])
+    if isinstance(v, bool):
+        return ir.BoolAttr.get(v)
+    if isinstance(v, int):
+        return i64(v)
+    return ir.FloatAttr.get(ir.F64Type.get(), v)
+
+
+def _decode_data(a):
+    if isinstance(a, ir.ArrayAttr):
+        return tuple(_decode_data(x) for x in ir.ArrayAttr(a))
+    if isinstance(a, ir.BoolAttr):
+        return ir.BoolAttr(a).value
+    if isinstance(a, ir.IntegerAttr):
+        return ir.IntegerAttr(a).value
+    return ir.FloatAttr(a).value
+
+
 def encode(kind, value):
     if value is None:
         return ir.UnitAttr.get()
@@ -113,6 +133,8 @@ def encode(kind, value):
         return ir.StringAttr.get(str(torch.device(value)))
     if k == "Index":
         return ir.ArrayAttr.get([_encode_index_entry(e) for e in value])
+    if k == "Data":
+        return _encode_data(value)
     raise TypeError(f"no attribute encoding for parameter kind {kind}")
 
 
@@ -138,4 +160,6 @@ def decode(kind, attr):
         return torch.device(ir.StringAttr(attr).value)
     if k == "Index":
         return tuple(_decode_index_entry(a) for a in ir.ArrayAttr(attr))
+    if k == "Data":
+        return _decode_data(attr)
     raise TypeError(f"no attribute encoding for parameter kind {kind}")

@@ -111,7 +111,14 @@ DType = Kind("dtype", accepts=_is_dtype)
 Device = Kind("device", accepts=_is_device)
 Index = Kind("Index", accepts=lambda v: True)  # a __getitem__ key without tensors
 
-KINDS = [Tensor, Tensors, Number, TensorOrNumber, Int, Float, Bool, Str, Ints, Dims, DType, Device, Index]
+
+def _is_data(v):
+    return _is_number(v) or isinstance(v, (tuple, list)) and all(_is_data(x) for x in v)
+
+
+Data = Kind("Data", accepts=_is_data)  # a number or nested tuples of numbers: torch.tensor's data
+
+KINDS = [Tensor, Tensors, Number, TensorOrNumber, Int, Float, Bool, Str, Ints, Dims, DType, Device, Index, Data]
 
 
 @dataclass
