@@ -285,3 +285,16 @@ def test_fused_low_precision_reductions(dtype):
     check(lambda y: ((y * 2).amax(0), (y - 1).amin(1), (y * 0.5 + 1).prod(1)), x, **t)
     check(lambda y: ((y * 2).sum(1, dtype=torch.float32), y.t().sum(0)), x, **t)
     check(lambda y: torch.softmax(y, -1) * 2, x, **t)
+
+
+@pytest.mark.parametrize("dtype", [F32, F64, I64, B, F16])
+def test_cumsum(dtype):
+    x = make(3, 4, dtype=dtype)
+    t = LOW.get(dtype, {})
+    module = check(lambda y: (torch.cumsum(y, 0), y.cumsum(-1), y.cumsum(1, dtype=torch.float64)), x, **t)
+    assert '"ltorch.cumsum"' in str(module)
+    check(lambda y: y.t().cumsum(0), x, **t)
+    check(lambda y: y.cumsum(0), make(dtype=dtype))
+    check(lambda y: y.cumsum(1), make(2, 0, dtype=dtype))
+    with pytest.raises(IndexError):
+        trace_module(lambda y: y.cumsum(2), x)

@@ -7,11 +7,12 @@ import math
 import torch
 import torch.nn.functional as F
 
+from thunder.core import dtypes
 from thunder.core.proxies import TensorProxy
 from thunder.ops import prims
 from thunder.ops.decomp_utils import expand_to, to_dtype
 from thunder.ops.meta_utils import broadcast_shapes, canonical_dim
-from thunder.ops.registry import Bool, DType, Float, Int, Ints, Tensor, ltorch
+from thunder.ops.registry import Bool, DType, Float, Int, Ints, Number, Str, Tensor, Tensors, ltorch
 
 T = torch.Tensor
 _HALF = (torch.float16, torch.bfloat16)
@@ -115,6 +116,197 @@ def bmm(input: Tensor, mat2: Tensor):
 
 mm.decompose(lambda input, mat2: prims.matmul(input, mat2))
 bmm.decompose(lambda input, mat2: prims.matmul(input, mat2))
+
+
+def _addmm_check(name, input, a, b, alpha):
+    """The result shape of beta * input + alpha * (a @ b) (a, b: matrices, or batches of them)."""
+    for x in (a, b):
+        if name == "baddbmm" and x.ndim < 3:  # eager reads size(2) first
+            raise IndexError(f"Dimension out of range (expected to be in range of [{-x.ndim}, {x.ndim - 1}], but got 2)")
+    (_mm_check if name == "addmm" else _bmm_check)(a, b)
+    if input.dtype != b.dtype:
+        raise RuntimeError(f"self and mat2 must have the same dtype, but got {_dtype_word(input.dtype)} and "
+                           f"{_dtype_word(b.dtype)}")
+    if isinstance(alpha, float) and not a.dtype.is_floating_point:
+        raise RuntimeError("For integral input tensors, argument alpha must not be a floating point number.")
+    shape = matmul.meta(a, b).shape
+    from thunder.ops.shape import expand
+
+    expand.meta(input, shape)  # torch's error for an input that does not broadcast to the product
+    return shape
+
+
+def _dtype_word(dtype):
+    return {torch.float32: "Float", torch.float64: "Double", torch.float16: "Half", torch.bfloat16: "BFloat16",
+            torch.int64: "Long", torch.int32: "Int"}.get(dtype, str(dtype))
+
+
+def _addmm_meta(name, input, a, b, beta, alpha):
+    return TensorProxy(_addmm_check(name, input, a, b, alpha), a.dtype, a.device)
+
+
+def _addmm_decomp(name, input, a, b, beta, alpha):
+    """beta * input + alpha * (a @ b); with beta == 0 input is not read (its nan and inf neither)."""
+    shape = _addmm_check(name, input, a, b, alpha)
+    out = prims.matmul(a, b)
+    if alpha != 1:
+        out = prims.mul(out, to_dtype(alpha, out.dtype))
+    if beta == 0:
+        return out
+    x = expand_to(input, shape)
+    if beta != 1:
+        x = prims.mul(x, to_dtype(beta, x.dtype))
+    return prims.add(x, out)
+
+
+@ltorch("torch.addmm", methods=("addmm",), aliases=(torch.addmm, T.addmm))
+def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta: Number = 1, alpha: Number = 1):
+    """beta * input + alpha * (mat1 @ mat2), input broadcast to the product's shape."""
+    return _addmm_meta("addmm", input, mat1, mat2, beta, alpha)
+
+
+@ltorch("torch.baddbmm", methods=("baddbmm",), aliases=(torch.baddbmm, T.baddbmm))
+def baddbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta: Number = 1, alpha: Number = 1):
+    """beta * input + alpha * (batch1 @ batch2) for batches of matrices."""
+    return _addmm_meta("baddbmm", input, batch1, batch2, beta, alpha)
+
+
+addmm.decompose(lambda input, mat1, mat2, *, beta=1, alpha=1: _addmm_decomp("addmm", input, mat1, mat2, beta, alpha))
+baddbmm.decompose(lambda input, batch1, batch2, *, beta=1, alpha=1:
+                  _addmm_decomp("baddbmm", input, batch1, batch2, beta, alpha))
+
+
+def _outer_check(input, vec2):
+    for name, v in (("self", input), ("vec2", vec2)):
+        if v.ndim != 1:
+            raise RuntimeError(f"outer: Expected 1-D argument {name}, but got {v.ndim}-D")
+    return (input.shape[0], vec2.shape[0])
+
+
+@ltorch("torch.outer", methods=("outer", "ger"), aliases=(torch.outer, torch.ger, T.outer, T.ger))
+def outer(input: Tensor, vec2: Tensor):
+    """input[i] * vec2[j] (with type promotion)."""
+    return TensorProxy(_outer_check(input, vec2), dtypes.promote(input, vec2), input.device)
+
+
+@outer.decompose
+def _(input, vec2):
+    shape = _outer_check(input, vec2)
+    dt = dtypes.promote(input, vec2)
+    a = prims.broadcast_in_dim(to_dtype(input, dt), shape, (0,))
+    b = prims.broadcast_in_dim(to_dtype(vec2, dt), shape, (1,))
+    return prims.mul(a, b)
+
+
+# einsum: the equation's labels per operand (an ellipsis becomes labels 0, 1, ... aligned to the
+# right across operands), the output's labels, and each label's size
+
+
+def _einsum_plan(equation, operands):
+    eq = equation.replace(" ", "")
+    lhs, arrow, rhs = eq.partition("->")
+    terms = lhs.split(",")
+    if len(terms) != len(operands):
+        more = "more" if len(operands) > len(terms) else "fewer"
+        raise RuntimeError(f"einsum(): {more} operands were provided than specified in the equation")
+    if len({t.dtype for t in operands}) > 1:
+        raise RuntimeError(f"expected scalar type {_dtype_word(operands[0].dtype)} but found "
+                           f"{_dtype_word(next(t.dtype for t in operands if t.dtype != operands[0].dtype))}")
+    ell = max((t.ndim - len(term.replace("...", "")) for term, t in zip(terms, operands) if "..." in term), default=0)
+
+    def labels(term, ndim):
+        if not all(c.isalpha() or c == "." for c in term) or term.count(".") not in (0, 3) or \
+                term.count("...") > 1:
+            raise RuntimeError(f"einsum(): invalid subscript given at index {len(lhs)} in the equation string, "
+                               "subscripts must be in [a-zA-Z]")
+        head, dots, tail = term.partition("...")
+        n = ndim - len(head) - len(tail) if dots else 0
+        if n < 0 or not dots and len(term) != ndim:
+            raise RuntimeError(f"einsum(): the number of subscripts in the equation ({len(term.replace('...', ''))}) "
+                               f"does not match the number of dimensions ({ndim}) for operand "
+                               f"{terms.index(term) if term in terms else 0}"
+                               + (" and no ellipsis was given" if not dots else ""))
+        return [*head, *range(ell - n, ell), *tail]
+
+    ins = [labels(term, t.ndim) for term, t in zip(terms, operands)]
+    sizes = {}
+    for lab, t in zip(ins, operands):
+        for label, n in zip(lab, t.shape):
+            have = sizes.get(label, 1)
+            if n != have and 1 not in (n, have):
+                raise RuntimeError(f"einsum(): operands do not broadcast with remapped shapes (original->remapped): "
+                                   f"subscript {label} has sizes {have} and {n}")
+            sizes[label] = max(have, n) if 1 in (n, have) else n
+    if arrow:
+        out = labels(rhs, len(rhs.replace("...", "")) + ell) if "..." in rhs else list(rhs)
+        if len(set(out)) != len(out) or any(c not in sizes for c in out if isinstance(c, str)):
+            raise RuntimeError("einsum(): output subscript appears more than once or not in the input")
+    else:
+        counts = {}
+        for lab in ins:
+            for c in lab:
+                counts[c] = counts.get(c, 0) + 1
+        out = [*range(ell), *sorted(c for c, k in counts.items() if isinstance(c, str) and k == 1)]
+    return ins, out, sizes
+
+
+@ltorch("torch.einsum", varargs="tensors", aliases=(torch.einsum,))
+def einsum(equation: Str, tensors: Tensors):
+    """Sums of products over the equation's labels (torch.einsum("ij,jk->ik", a, b))."""
+    ins, out, sizes = _einsum_plan(equation, tensors)
+    return TensorProxy(tuple(sizes[c] for c in out), tensors[0].dtype, tensors[0].device)
+
+
+def _diagonal(x, labels):
+    """x with repeated labels reduced to their diagonal (ii -> i)."""
+    while len(set(labels)) != len(labels):
+        c = next(c for c in labels if labels.count(c) > 1)
+        i, j = [k for k, lab in enumerate(labels) if lab == c][:2]
+        rest = [k for k in range(x.ndim) if k not in (i, j)]
+        n = x.shape[i]
+        x = prims.transpose(x, (*rest, i, j)) if (*rest, i, j) != tuple(range(x.ndim)) else x
+        x = prims.reshape(x, (*x.shape[:-2], n * n))
+        starts, stops, steps = [0] * x.ndim, list(x.shape), [1] * x.ndim
+        stops[-1], steps[-1] = n * n, n + 1
+        x = prims.slice(x, tuple(starts), tuple(stops), tuple(steps))
+        labels = [labels[k] for k in rest] + [c]
+    return x, labels
+
+
+def _arrange(x, labels, order):
+    """x's dims in the order of the labels `order` (a permutation of labels)."""
+    perm = tuple(labels.index(c) for c in order)
+    return x if perm == tuple(range(x.ndim)) else prims.transpose(x, perm)
+
+
+@einsum.decompose
+def _(equation, tensors):
+    ins, out, sizes = _einsum_plan(equation, tensors)
+    xs = []
+    for i, (x, lab) in enumerate(zip(tensors, ins)):
+        x, lab = _diagonal(x, list(lab))
+        full = tuple(sizes[c] for c in lab)
+        x = prims.broadcast_in_dim(x, full, tuple(range(x.ndim))) if tuple(x.shape) != full else x
+        later = set(out).union(*(ins[j] for j in range(len(ins)) if j != i))
+        gone = [k for k, c in enumerate(lab) if c not in later]  # summed right away
+        if gone:
+            x = prims.sum(x, tuple(gone))
+            lab = [c for k, c in enumerate(lab) if k not in gone]
+        xs.append((x, lab))
+    x, lab = xs[0]
+    for i in range(1, len(xs)):
+        y, ylab = xs[i]
+        needed = set(out).union(*(ins[j] for j in range(i + 1, len(ins))))
+        batch = [c for c in lab if c in ylab and c in needed]
+        contract = [c for c in lab if c in ylab and c not in needed]
+        left = [c for c in lab if c not in ylab]
+        right = [c for c in ylab if c not in lab]
+        n = lambda cs: math.prod(sizes[c] for c in cs)  # noqa: E731
+        a = prims.reshape(_arrange(x, lab, batch + left + contract), (n(batch), n(left), n(contract)))
+        b = prims.reshape(_arrange(y, ylab, batch + contract + right), (n(batch), n(contract), n(right)))
+        x = prims.reshape(prims.matmul(a, b), tuple(sizes[c] for c in batch + left + right))
+        lab = batch + left + right
+    return _arrange(x, lab, out)
 
 
 def _linear_check(input, weight, bias):
@@ -392,6 +584,34 @@ def _(g, out, input, mat2):
 @bmm.vjp
 def _(g, out, input, mat2):
     return {"input": bmm(g, _vjp.mT(mat2)), "mat2": bmm(_vjp.mT(input), g)}
+
+
+def _addmm_vjp(product):
+    def rule(g, out, input, a, b, beta=1, alpha=1):
+        from thunder.ops.elementwise import mul
+
+        ga = product(g, _vjp.mT(b)) if _vjp.differentiable(a) else None
+        gb = product(_vjp.mT(a), g) if _vjp.differentiable(b) else None
+        if alpha != 1:
+            ga, gb = (mul(x, alpha) if x is not None else None for x in (ga, gb))
+        gi = None
+        if _vjp.differentiable(input):
+            gi = _vjp.grad_for(input, g if beta == 1 else mul(g, beta))
+        return gi, ga, gb
+
+    return rule
+
+
+@addmm.vjp
+def _(g, out, input, mat1, mat2, *, beta=1, alpha=1):
+    gi, g1, g2 = _addmm_vjp(mm)(g, out, input, mat1, mat2, beta, alpha)
+    return {"input": gi, "mat1": g1, "mat2": g2}
+
+
+@baddbmm.vjp
+def _(g, out, input, batch1, batch2, *, beta=1, alpha=1):
+    gi, g1, g2 = _addmm_vjp(bmm)(g, out, input, batch1, batch2, beta, alpha)
+    return {"input": gi, "batch1": g1, "batch2": g2}
 
 
 @linear.vjp

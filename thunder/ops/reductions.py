@@ -217,6 +217,17 @@ min_ = _max_min("min", prims.amin, True)
 
 
 # --------------------------------------------------------------------------------------------
+# cumsum: no decomposition (prims have no scan; sums in another order would round differently)
+
+
+@ltorch("torch.cumsum", methods=("cumsum",), aliases=_aliases("cumsum"))
+def cumsum(input: Tensor, dim: Int, *, dtype: DType | None = None):
+    """Running sums along dim (integers and bools in int64 unless dtype says otherwise)."""
+    canonical_dim(dim, input.ndim)
+    return TensorProxy(input.shape, _accumulate_dtype(input, dtype), input.device)
+
+
+# --------------------------------------------------------------------------------------------
 # var, std
 
 
@@ -326,3 +337,15 @@ def _max_min_vjp(g, out, input, dim=None, keepdim=False):
 
 max_.vjp(_max_min_vjp)
 min_.vjp(_max_min_vjp)
+
+
+@cumsum.vjp
+def _(g, out, input, dim, *, dtype=None):
+    """Running sums from the end (as torch: flip, cumsum, flip)."""
+    if not _vjp.differentiable(input):
+        return {"input": None}
+    if input.ndim == 0:
+        return {"input": _vjp.grad_for(input, g)}
+    from thunder.ops.shape import flip
+
+    return {"input": _vjp.grad_for(input, flip(cumsum(flip(g, (dim,)), dim), (dim,)))}

@@ -239,7 +239,8 @@ def _gather_varargs(op, args, kwargs):
     if op.varargs in kwargs or len(args) <= i:
         return args, kwargs
     rest = args[i:]
-    if len(rest) == 1 and (isinstance(rest[0], (tuple, list)) or not _is_int(rest[0])):
+    single = _is_tensor(rest[0]) if op.params[i].kind.base_name == "Tensors" else _is_int(rest[0])
+    if len(rest) == 1 and not single:
         return args, kwargs
     # following positional params are keyword-only in torch when varargs are used
     return (*args[:i], tuple(rest)), kwargs
