@@ -161,6 +161,8 @@ CASES = [
     ("tril_triu", lambda a: a.tril(-1) + a.triu(1) * 2, lambda: (_t(3, 4, 5),)),
     ("cumsum", lambda a: a.cumsum(1) + torch.cumsum(a, 0, dtype=torch.float64), lambda: (_t(3, 4),)),
     ("cumsum_0d", lambda a: a.cumsum(0), lambda: (_t(),)),
+    ("topk", lambda a: a.topk(2).values + a.topk(3, 0, largest=False)[0].sum(), lambda: (_t(4, 5),)),
+    ("sort", lambda a: a.sort(0, descending=True).values * a + a.sort(stable=True)[0], lambda: (_t(4, 5),)),
     ("addmm", lambda c, a, b: torch.addmm(c, a, b, beta=0.5, alpha=2.0), lambda: (_t(4), _t(3, 5), _t(5, 4))),
     ("addmm_beta0", lambda c, a, b: torch.addmm(c, a, b, beta=0), lambda: (_t(3, 1), _t(3, 5), _t(5, 4))),
     ("baddbmm", lambda c, a, b: torch.baddbmm(c, a, b, alpha=0.5), lambda: (_t(2, 3, 4), _t(2, 3, 5), _t(2, 5, 4))),

@@ -298,3 +298,32 @@ def test_cumsum(dtype):
     check(lambda y: y.cumsum(1), make(2, 0, dtype=dtype))
     with pytest.raises(IndexError):
         trace_module(lambda y: y.cumsum(2), x)
+
+
+@pytest.mark.parametrize("dtype", [F32, F64, I64, F16])
+def test_topk_sort_argsort(dtype):
+    x = make(4, 6, dtype=dtype)
+    module = check(lambda y: (torch.topk(y, 3), y.topk(2, 0, largest=False), y.topk(6, sorted=True)), x)
+    assert '"ltorch.topk"' in str(module)
+    module = check(lambda y: (torch.sort(y), y.sort(0, True), torch.sort(y, dim=1, stable=True),
+                              torch.argsort(y, dim=0, stable=True), y.argsort(1, True)), x)
+    assert '"ltorch.sort"' in str(module) and '"ltorch.argsort"' in str(module)
+    check(lambda y: (y.t().topk(1), y.t().sort(stable=True)), x)  # non-contiguous
+    check(lambda y: (y.topk(1, 0), y.sort(0), y.argsort(0)), make(dtype=dtype))  # 0-d
+    check(lambda y: (y.topk(0), y.sort(dim=0, stable=True)), make(0, 3, dtype=dtype))
+
+
+def test_sort_bool_and_return_types():
+    import thunder
+
+    check(lambda y: torch.sort(y, stable=True), make(3, 5, dtype=B))
+    x = make(3, 5)
+    for name in ("topk", "sort"):
+        out = thunder.jit(lambda y: getattr(y, name)(*((2,) if name == "topk" else ())))(x)
+        assert type(out) is getattr(torch.return_types, name)
+        torch.testing.assert_close(out.values, getattr(x, name)(*((2,) if name == "topk" else ())).values)
+    for fn in (lambda y: y.topk(7), lambda y: y.topk(-1), lambda y: (y > 0).topk(1), lambda y: y.sort(2)):
+        with pytest.raises(Exception) as eager:
+            fn(x)
+        with pytest.raises(eager.type):
+            trace_module(fn, x)

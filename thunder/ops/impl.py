@@ -92,6 +92,15 @@ max_reduction = _extremum(torch.max)
 min_reduction = _extremum(torch.min)
 
 
+def sort(input, dim=-1, descending=False, *, stable=False):
+    # torch.sort's stable overload takes dim and descending by keyword only
+    return tuple(torch.sort(input, dim=dim, descending=descending, stable=stable))
+
+
+def argsort(input, dim=-1, descending=False, *, stable=False):
+    return torch.argsort(input, dim=dim, descending=descending, stable=stable)
+
+
 def arange(start=0, end=None, step=1, *, dtype=None, device=None, requires_grad=False):
     if end is None:
         start, end = 0, start

@@ -217,6 +217,44 @@ min_ = _max_min("min", prims.amin, True)
 
 
 # --------------------------------------------------------------------------------------------
+# topk, sort, argsort: no decomposition (prims do not sort); the gradient goes back to the
+# elements the indices name
+
+
+def _sorted_shape(input, dim, k=None):
+    d = canonical_dim(dim, input.ndim)
+    shape = list(input.shape)
+    if k is not None:
+        if not 0 <= k <= (shape[d] if shape else 1):
+            raise RuntimeError("selected index k out of range")
+        if shape:
+            shape[d] = k
+    return tuple(shape)
+
+
+@ltorch("torch.topk", methods=("topk",), aliases=_aliases("topk"), returns_sequence=True,
+        return_type=torch.return_types.topk)
+def topk(input: Tensor, k: Int, dim: Int = -1, largest: Bool = True, sorted: Bool = True):
+    """The k largest (smallest) elements along dim and their indices."""
+    if input.dtype is torch.bool:
+        raise RuntimeError("topk does not support bool dtypes on CPU")
+    shape = _sorted_shape(input, dim, k)
+    return TensorProxy(shape, input.dtype, input.device), TensorProxy(shape, torch.int64, input.device)
+
+
+@ltorch("impl.sort", methods=("sort",), aliases=_aliases("sort"), returns_sequence=True,
+        return_type=torch.return_types.sort)
+def sort(input: Tensor, dim: Int = -1, descending: Bool = False, *, stable: Bool = False):
+    shape = _sorted_shape(input, dim)
+    return TensorProxy(shape, input.dtype, input.device), TensorProxy(shape, torch.int64, input.device)
+
+
+@ltorch("impl.argsort", methods=("argsort",), aliases=_aliases("argsort"))
+def argsort(input: Tensor, dim: Int = -1, descending: Bool = False, *, stable: Bool = False):
+    return TensorProxy(_sorted_shape(input, dim), torch.int64, input.device)
+
+
+# --------------------------------------------------------------------------------------------
 # cumsum: no decomposition (prims have no scan; sums in another order would round differently)
 
 
@@ -317,11 +355,9 @@ amax.vjp(_extremum_vjp)
 amin.vjp(_extremum_vjp)
 
 
-def _max_min_vjp(g, out, input, dim=None, keepdim=False):
-    """max()/min() share the cotangent evenly among ties (as amax); max(dim)/min(dim) give it to
-    the element their index names (as torch: one element per row even with ties)."""
-    if dim is None:
-        return _extremum_vjp(g[0], out[0], input)
+def _to_indices(g, out, input, dim, keepdim=True):
+    """The cotangent g of values picked from input along dim at the indices out[1], sent back to
+    those elements (zeros elsewhere)."""
     gv, idx = g[0], out[1]
     if gv is None or not _vjp.differentiable(input):
         return {"input": None}
@@ -333,6 +369,14 @@ def _max_min_vjp(g, out, input, dim=None, keepdim=False):
     if not keepdim:
         gv, idx = unsqueeze(gv, dim), unsqueeze(idx, dim)
     return {"input": _vjp.grad_for(input, scatter_add(_vjp.zeros_like(input, gv.dtype), dim, idx, gv))}
+
+
+def _max_min_vjp(g, out, input, dim=None, keepdim=False):
+    """max()/min() share the cotangent evenly among ties (as amax); max(dim)/min(dim) give it to
+    the element their index names (as torch: one element per row even with ties)."""
+    if dim is None:
+        return _extremum_vjp(g[0], out[0], input)
+    return _to_indices(g, out, input, dim, keepdim)
 
 
 max_.vjp(_max_min_vjp)
@@ -349,3 +393,6 @@ def _(g, out, input, dim, *, dtype=None):
     from thunder.ops.shape import flip
 
     return {"input": _vjp.grad_for(input, flip(cumsum(flip(g, (dim,)), dim), (dim,)))}
+
+topk.vjp(lambda g, out, input, k, dim=-1, largest=True, sorted=True: _to_indices(g, out, input, dim))
+sort.vjp(lambda g, out, input, dim=-1, descending=False, *, stable=False: _to_indices(g, out, input, dim))
