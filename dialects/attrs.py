@@ -135,6 +135,8 @@ def encode(kind, value):
         return ir.ArrayAttr.get([_encode_index_entry(e) for e in value])
     if k == "Data":
         return _encode_data(value)
+    if k == "Floats":
+        return ir.DenseF64ArrayAttr.get([float(x) for x in value])
     raise TypeError(f"no attribute encoding for parameter kind {kind}")
 
 
@@ -162,4 +164,6 @@ def decode(kind, attr):
         return tuple(_decode_index_entry(a) for a in ir.ArrayAttr(attr))
     if k == "Data":
         return _decode_data(attr)
+    if k == "Floats":
+        return tuple(ir.DenseF64ArrayAttr(attr))
     raise TypeError(f"no attribute encoding for parameter kind {kind}")

@@ -51,6 +51,13 @@ def _edges():
     return torch.tensor(v, dtype=DT, requires_grad=True)
 
 
+def _zero_row():
+    """A matrix with a row of zeros (its norm is 0: eager's norm gradient is 0 there, not nan)."""
+    x = torch.randn(3, 4, dtype=DT)
+    x[1] = 0
+    return x.requires_grad_()
+
+
 def _inplace_hardswish_of_view(a):
     b = a * 2
     F.hardswish(b[::2], inplace=True)
@@ -172,6 +179,13 @@ CASES = [
      lambda: (_t(3, 3), _t(2, 2))),
     ("einsum_three", lambda a, b, c: torch.einsum("ij,jk,k->i", a, b, c), lambda: (_t(2, 3), _t(3, 4), _t(4))),
     ("einsum_broadcast", lambda a, b: torch.einsum("...ij,kj->...ik", a, b), lambda: (_t(2, 3, 1), _t(4, 5))),
+    ("pad", lambda a: F.pad(a, (1, 2, -1, 1), value=0.5) + F.pad(a, (2, 2, 1, 1), mode="reflect").sum(),
+     lambda: (_t(2, 3, 4),)),
+    ("pad_modes", lambda a: F.pad(a, (1, 3), mode="replicate") * F.pad(a, (1, 3), mode="circular"),
+     lambda: (_t(2, 3, 4),)),
+    ("normalize", lambda a: F.normalize(a) + F.normalize(a, p=1, dim=0), lambda: (_zero_row(),)),
+    ("normalize_p", lambda a: F.normalize(a, p=float("inf")) * F.normalize(a, p=3.0, dim=0) + F.normalize(a, eps=0.5),
+     lambda: (_zero_row(),)),
     # shape ops
     ("reshape", lambda a: a.reshape(4, -1), lambda: (_t(2, 6),)),
     ("view", lambda a: a.view(3, 2, 2) * 2, lambda: (_t(12),)),

@@ -87,6 +87,15 @@ CASES = {
                              r(5, 4, dtype=f64).t()),
     "einsum_f16": (lambda a, b: torch.einsum("ij,jk->ik", a, b), r(3, 4, dtype=f16), r(4, 5, dtype=f16), HALF_TOL),
     "einsum_int": (lambda a, b: torch.einsum("i,j->ij", a, b), torch.arange(3), torch.arange(4)),
+    # normalize
+    "normalize": (lambda a: (F.normalize(a), F.normalize(a, dim=-1), F.normalize(a, p=1, dim=0)), r(3, 4)),
+    "normalize_p": (lambda a: (F.normalize(a, p=float("inf")), F.normalize(a, p=3.0), F.normalize(a, p=0),
+                               F.normalize(a, p=float("-inf"), eps=0.5)), r(3, 4)),
+    "normalize_zero_rows": (lambda a, s: F.normalize(a * s), r(3, 4), torch.tensor([[0.0], [1.0], [1e-20]])),
+    "normalize_1d_noncontig": (lambda a, b: (F.normalize(a, dim=0), F.normalize(b, dim=1)), r(5), r(4, 3).t()),
+    "normalize_f64": (lambda a: F.normalize(a, dim=2), r(2, 3, 4, dtype=f64)),
+    "normalize_f16": (lambda a: F.normalize(a), r(3, 8, dtype=f16), HALF_TOL),
+    "normalize_bf16": (lambda a: F.normalize(a, dim=-1), r(3, 8, dtype=bf16), HALF_TOL),
     # softmax
     "softmax_F": (lambda a: F.softmax(a, dim=-1), r(3, 4, 5)),
     "softmax_torch": (lambda a: torch.softmax(a, 1), r(3, 4, 5)),
@@ -236,6 +245,8 @@ ERRORS = {
     "einsum_dims": (lambda a: torch.einsum("ijk", a), r(2, 3)),
     "einsum_sizes": (lambda a, b: torch.einsum("ij,jk", a, b), r(2, 3), r(4, 5)),
     "einsum_dtype": (lambda a, b: torch.einsum("ij,jk", a, b), r(2, 3), r(3, 4, dtype=f64)),
+    "normalize_int": (lambda a: F.normalize(a.long()), r(3, 4)),
+    "normalize_dim": (lambda a: F.normalize(a, dim=2), r(3, 4)),
 }
 
 
@@ -280,6 +291,7 @@ NAMES = {
     "baddbmm": (lambda c, a, b: torch.baddbmm(c, a, b), r(2), r(1, 2, 3), r(1, 3, 2)),
     "outer": (lambda a, b: torch.outer(a, b), r(2), r(3)),
     "einsum": (lambda a, b: torch.einsum("ij,jk", a, b), r(2, 3), r(3, 2)),
+    "normalize": (lambda a: F.normalize(a), r(2, 3)),
     "scaled_dot_product_attention": (lambda q, k, v: sdpa(q, k, v), r(2, 3), r(2, 3), r(2, 3)),
 }
 

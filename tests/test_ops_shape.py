@@ -1,6 +1,7 @@
 """Shape ops (thunder/ops/shape.py) against eager, traced and decomposed."""
 import pytest
 import torch
+import torch.nn.functional as F
 
 from op_harness import check, trace_module
 
@@ -154,6 +155,20 @@ CASES = {
     "tril_types": (lambda a, b, c: (a.tril(), b.triu(1), c.tril()), torch.rand(3, 3) > 0.5,
                    torch.arange(9).reshape(3, 3), r(3, 2, dtype=torch.bfloat16)),
     "tril_empty": (lambda a: a.tril(), r(0, 3)),
+    # F.pad
+    "pad": (lambda a: (F.pad(a, (1, 2)), F.pad(a, [0, 1, 2, 0], value=-1.5), F.pad(a, (1, 1, 1, 1, 1, 1))), x3),
+    "pad_negative": (lambda a: (F.pad(a, (-1, 2, 1, -2)), F.pad(a, (-1, -1), value=3.0)), x3),
+    "pad_types": (lambda a, b, c: (F.pad(a, (1, 1), value=2.7), F.pad(b, (2, 0), value=True), F.pad(c, (1, 2))),
+                  torch.arange(6).reshape(2, 3), torch.rand(2, 3) > 0.5, r(2, 3, dtype=torch.bfloat16)),
+    "pad_reflect": (lambda a, b: (F.pad(a, (2, 2), mode="reflect"), F.pad(b, (1, 3, 2, 0), mode="reflect")),
+                    r(2, 3, 4), r(1, 2, 4, 5)),
+    "pad_replicate": (lambda a, b: (F.pad(a, (2, 4), mode="replicate"), F.pad(b, (1, 0, 0, 2, 3, 1), mode="replicate"),
+                                    F.pad(a, (-1, -1), mode="replicate")), r(2, 3, 4), r(1, 2, 3, 4, 5)),
+    "pad_circular": (lambda a, b: (F.pad(a, (1, 3), mode="circular"), F.pad(b, (2, 2, 1, 0), mode="circular"),
+                                   F.pad(a, (-1, 1), mode="circular")), r(2, 3, 4), r(1, 2, 3, 4)),
+    "pad_noncontig_f16": (lambda a, b: (F.pad(a, (1, 1, 0, 2)), F.pad(b, (2, 1), mode="reflect")), xt,
+                          r(2, 3, 5, dtype=torch.float16)),
+    "pad_empty_0d": (lambda a, b: (F.pad(a, (1, 1)), F.pad(b, ())), r(2, 0), x0),
 }
 
 
@@ -246,6 +261,14 @@ ERRORS = {
     "diff_prepend_ndim": (lambda a: a.diff(prepend=a[0]), x3),
     "diff_prepend_shape": (lambda a: a.diff(dim=0, prepend=a[:, :1]), x3),
     "tril_1d": (lambda a: a.tril(), x1),
+    "pad_odd": (lambda a: F.pad(a, (1,)), x3),
+    "pad_too_long": (lambda a: F.pad(a, (1,) * 8), x3),
+    "pad_crop_too_much": (lambda a: F.pad(a, (-6, 0)), x3),
+    "pad_mode": (lambda a: F.pad(a, (1, 1), mode="bogus"), x3),
+    "pad_reflect_value": (lambda a: F.pad(a, (1, 1), mode="reflect", value=1.0), x3),
+    "pad_reflect_too_big": (lambda a: F.pad(a, (5, 0), mode="reflect"), x3),
+    "pad_circular_too_big": (lambda a: F.pad(a, (6, 0), mode="circular"), x3),
+    "pad_reflect_1d": (lambda a: F.pad(a, (1, 1), mode="reflect"), x1),
 }
 
 
@@ -296,6 +319,7 @@ NAMES = {
     "diff": (lambda a: a.diff(), x3),
     "tril": (lambda a: a.tril(), x3),
     "triu": (lambda a: a.triu(), x3),
+    "pad": (lambda a: F.pad(a, (1, 1)), x3),
 }
 
 
@@ -318,5 +342,6 @@ def test_repeat_interleave_tensor_repeats_need_output_size():
 def test_views_are_marked():
     from thunder.ops import registry
 
-    for name in set(NAMES) - {"cat", "stack", "repeat", "repeat_interleave", "flip", "roll", "diff", "tril", "triu"}:
+    for name in set(NAMES) - {"cat", "stack", "repeat", "repeat_interleave", "flip", "roll", "diff", "tril", "triu",
+                              "pad"}:
         assert registry.OPS[f"ltorch.{name}"].is_view, name

@@ -151,6 +151,14 @@ def convolution_backward_weight(grad_output, input, weight_shape, stride, paddin
 
 
 # --- fused backward kernels of torch, with our signatures
+def interpolate(input, size, scale_factor=None, mode="nearest", align_corners=None, recompute_scale_factor=None,
+                antialias=False):
+    # size is always the output size; scale_factor (when given) sets the source index scales
+    sizes = dict(size=size) if scale_factor is None else dict(scale_factor=scale_factor)
+    return torch.nn.functional.interpolate(input, **sizes, mode=mode, align_corners=align_corners,
+                                           antialias=antialias)
+
+
 def layer_norm_backward(grad_output, input, normalized_shape, weight=None, bias=None, eps=1e-5):
     # mean and rstd are recomputed (F.layer_norm does not return them)
     _, mean, rstd = torch.ops.aten.native_layer_norm(input, normalized_shape, weight, bias, eps)

@@ -381,6 +381,52 @@ log_softmax.decompose(lambda input, dim, dtype=None, **_: _softmax_decomp(input,
 # normalization, dropout, embedding
 
 
+def _normalize_check(input, p, dim):
+    if not (input.dtype.is_floating_point or input.dtype.is_complex):
+        raise RuntimeError(f"linalg.vector_norm: Expected a floating point or complex tensor as input. Got "
+                           f"{_dtype_word(input.dtype)}")
+    return canonical_dim(dim, input.ndim)
+
+
+@ltorch("torch.nn.functional.normalize", aliases=(F.normalize,))
+def normalize(input: Tensor, p: Float = 2.0, dim: Int = 1, eps: Float = 1e-12):
+    """input / max(||input||_p along dim, eps)."""
+    _normalize_check(input, p, dim)
+    return TensorProxy(input.shape, input.dtype, input.device)
+
+
+def _vector_norm(x, p, d):
+    """||x||_p along dim d (kept), in x's dtype, with prims."""
+    a = prims.abs(x)
+    if p == 2:
+        n = prims.sqrt(prims.sum(prims.mul(x, x), (d,)))
+    elif p == 1:
+        n = prims.sum(a, (d,))
+    elif p == math.inf:
+        n = prims.amax(a, (d,))
+    elif p == -math.inf:
+        n = prims.amin(a, (d,))
+    elif p == 0:
+        n = prims.sum(prims.convert_element_type(prims.ne(x, 0.0), x.dtype), (d,))
+    else:
+        n = prims.pow(prims.sum(prims.pow(a, float(p)), (d,)), 1.0 / p)
+    return _keep(n, x.shape, (d,))
+
+
+@normalize.decompose
+def _(input, p=2.0, dim=1, eps=1e-12):
+    d = _normalize_check(input, p, dim)
+    if input.ndim == 0:
+        d = None
+    cdt = _compute_dtype(input.dtype)
+    x = to_dtype(input, cdt)
+    x1 = prims.reshape(x, (1,)) if d is None else x
+    n = to_dtype(_vector_norm(x1, p, 0 if d is None else d), input.dtype)  # eager rounds the norm
+    denom = prims.maximum(n, prims.full(tuple(n.shape), to_dtype(eps, n.dtype), dtype=n.dtype, device=n.device))
+    denom = prims.reshape(denom, ()) if d is None else denom
+    return to_dtype(prims.div(x, to_dtype(denom, cdt)), input.dtype)
+
+
 def _layer_norm_check(input, normalized_shape, weight, bias):
     ns = tuple(normalized_shape)
     if not ns:
@@ -771,3 +817,46 @@ def _(g, out, query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
     return {"query": _vjp.grad_for(query, gq), "key": _vjp.grad_for(key, unrepeat(gk, k_heads)),
             "value": _vjp.grad_for(value, unrepeat(gv, v_heads)),
             "attn_mask": _vjp.grad_for(attn_mask, gs) if attn_mask is not None and not is_causal else None}
+
+
+@normalize.vjp
+def _(g, out, input, p=2.0, dim=1, eps=1e-12):
+    """As eager's composite input / norm(input).clamp_min(eps): the division's rule, clamp_min's
+    (no gradient to the norm below eps) and the norm's (zero where the norm is 0)."""
+    from thunder.ops.elementwise import abs_, add, clamp_min, div, eq, ge, mul, ne, neg, pow_, sign, sqrt, where
+    from thunder.ops.reductions import amax, amin, sum_
+
+    if not _vjp.differentiable(input):
+        return {"input": None}
+    d = canonical_dim(dim, input.ndim) if input.ndim else None  # a 0-d input is its own norm's vector
+    x, g32 = _vjp.upcast(input), _vjp.upcast(g)
+    a = abs_(x)
+
+    def over_dim(v, reduce=sum_):
+        return reduce(v, d, True) if d is not None else v
+
+    if p == 2:
+        norm = sqrt(over_dim(mul(x, x)))
+    elif p == 1:
+        norm = over_dim(a)
+    elif p in (math.inf, -math.inf):
+        norm = over_dim(a, amax if p > 0 else amin)
+    elif p == 0:
+        norm = over_dim(_vjp.convert(ne(x, 0.0), x.dtype))
+    else:
+        norm = pow_(over_dim(pow_(a, float(p))), 1.0 / p)
+    norm = _vjp.upcast(_vjp.convert(norm, input.dtype))  # eager's norm has input's dtype
+    denom = clamp_min(norm, eps)
+    gx = div(g32, denom)
+    gnorm = where(ge(norm, eps), neg(over_dim(div(mul(g32, x), mul(denom, denom)))), 0.0)
+    if p == 2:
+        gx = add(gx, where(eq(norm, 0.0), 0.0, mul(x, div(gnorm, norm))))
+    elif p == 1:
+        gx = add(gx, mul(sign(x), gnorm))
+    elif p in (math.inf, -math.inf):
+        hit = _vjp.convert(eq(a, norm), x.dtype)
+        gx = add(gx, div(mul(mul(sign(x), gnorm), hit), over_dim(hit)))
+    elif p != 0:
+        scale = where(eq(norm, 0.0), 0.0, div(gnorm, pow_(norm, float(p - 1))))
+        gx = add(gx, mul(mul(x, pow_(a, float(p - 2))), scale))
+    return {"input": _vjp.grad_for(input, gx)}

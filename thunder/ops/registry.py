@@ -117,8 +117,10 @@ def _is_data(v):
 
 
 Data = Kind("Data", accepts=_is_data)  # a number or nested tuples of numbers: torch.tensor's data
+Floats = Kind("Floats", accepts=lambda v: isinstance(v, tuple) and all(
+    isinstance(x, (int, float)) and not isinstance(x, bool) for x in v))  # scale factors
 
-KINDS = [Tensor, Tensors, Number, TensorOrNumber, Int, Float, Bool, Str, Ints, Dims, DType, Device, Index, Data]
+KINDS = [Tensor, Tensors, Number, TensorOrNumber, Int, Float, Bool, Str, Ints, Dims, DType, Device, Index, Data, Floats]
 
 
 @dataclass

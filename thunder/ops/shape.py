@@ -11,9 +11,9 @@ import torch
 
 from thunder.core.proxies import TensorProxy
 from thunder.ops import prims
-from thunder.ops.decomp_utils import expand_to, to_dtype
+from thunder.ops.decomp_utils import as_tensor, expand_to, to_dtype
 from thunder.ops.meta_utils import broadcast_shapes, canonical_dim, canonical_dims, is_tensor
-from thunder.ops.registry import Dims, Index, Int, Ints, OpDef, Tensor, TensorOrNumber, Tensors, ltorch
+from thunder.ops.registry import Dims, Index, Int, Ints, Number, OpDef, Str, Tensor, TensorOrNumber, Tensors, ltorch
 
 T = torch.Tensor
 
@@ -707,6 +707,90 @@ def _triangle(name, keep):
 
 tril = _triangle("tril", prims.le)
 triu = _triangle("triu", prims.ge)
+
+
+# --------------------------------------------------------------------------------------------
+# F.pad: constant (negative pads crop), reflect, replicate, circular
+
+
+_PAD_MODES = ("constant", "reflect", "replicate", "circular")
+
+
+def _pad_pairs(input, pad, mode, value):
+    """[(dim, before, after)] for the padded dims (pad lists the last dim first), checked as torch."""
+    if len(pad) % 2:
+        raise RuntimeError("Padding length must be divisible by 2")
+    k = len(pad) // 2
+    if k > input.ndim:
+        raise RuntimeError(f"Padding length should be less than or equal to two times the input dimension but got "
+                           f"padding length {len(pad)} and input of dimension {input.ndim}")
+    if mode not in _PAD_MODES:
+        raise NotImplementedError(f"Unrecognised padding mode {mode}")
+    if mode != "constant":
+        if value is not None and value != 0:
+            raise RuntimeError(f'Padding mode "{mode}" doesn\'t take in value argument')
+        if not (k in (1, 2, 3) and input.ndim in (k + 1, k + 2)):
+            raise NotImplementedError(f"Padding size {len(pad)} is not supported for {input.ndim}D input tensor. "
+                                      "Supported combinations for non-constant padding: 2D or 3D input with padding "
+                                      "size 2, 3D or 4D input with size 4, 4D or 5D input with size 6")
+    pairs = [(input.ndim - 1 - i, pad[2 * i], pad[2 * i + 1]) for i in range(k)]
+    for d, lo, hi in pairs:
+        n = input.shape[d]
+        if n + lo + hi < 0 or lo < -n or hi < -n:
+            raise RuntimeError("narrow(): length must be non-negative.")
+        if mode == "reflect" and (lo >= n or hi >= n):
+            raise RuntimeError(f"Argument #4: Padding size should be less than the corresponding input dimension, "
+                               f"but got: padding ({lo}, {hi}) at dimension {d} of input {list(input.shape)}")
+        if mode == "circular" and (lo > n or hi > n):
+            raise RuntimeError("Padding value causes wrapping around more than once.")
+        if mode == "replicate" and n == 0 and lo + hi > 0:
+            raise RuntimeError(f"input tensor must have non-zero size at dimension {d} to be padded")
+    return pairs
+
+
+@ltorch("torch.nn.functional.pad", aliases=(torch.nn.functional.pad,))
+def pad(input: Tensor, pad: Ints, mode: Str = "constant", value: Number | None = None):
+    """pad[2i], pad[2i + 1]: elements before and after the i-th last dim."""
+    shape = list(input.shape)
+    for d, lo, hi in _pad_pairs(input, pad, mode, value):
+        shape[d] += lo + hi
+    return _like(input, shape)
+
+
+def _pad_indices(n, lo, hi, mode, device):
+    """For reflect and replicate: which input element each output element along a dim copies."""
+    i = prims.iota(n + lo + hi, start=-lo, step=1, dtype=torch.int64, device=device)
+    if mode == "replicate":
+        return prims.minimum(prims.maximum(i, as_tensor(0, i)), as_tensor(n - 1, i))
+    i = prims.abs(i)  # reflect: -i before the start, 2 (n - 1) - i after the end
+    return prims.where(prims.ge(i, n), prims.sub(2 * (n - 1), i), i)
+
+
+@pad.decompose
+def _(input, pad, mode="constant", value=None):
+    x = input
+    for d, lo, hi in _pad_pairs(input, pad, mode, value):
+        n = x.shape[d]
+        if mode in ("reflect", "replicate"):
+            if (lo, hi) != (0, 0):
+                x = prims.take(x, d, _pad_indices(n, lo, hi, mode, x.device))
+            continue
+        x = _slice_dim(x, d, max(-lo, 0), n - max(-hi, 0)) if lo < 0 or hi < 0 else x  # negative pads crop
+        m, lo, hi = x.shape[d], max(lo, 0), max(hi, 0)
+        if mode == "circular":  # the last lo elements before, the first hi after
+            parts = [_slice_dim(x, d, m - lo, m)] if lo else []
+            parts += [x] + ([_slice_dim(x, d, 0, hi)] if hi else [])
+        else:
+            fill = to_dtype(0 if value is None else value, x.dtype)
+
+            def block(size):
+                shape = tuple(size if i == d else s for i, s in enumerate(x.shape))
+                return prims.full(shape, bool(fill) if x.dtype is torch.bool else fill, dtype=x.dtype, device=x.device)
+
+            parts = ([block(lo)] if lo else []) + [x] + ([block(hi)] if hi else [])
+        if len(parts) > 1:
+            x = prims.cat(tuple(parts), d)
+    return x
 
 
 # --------------------------------------------------------------------------------------------
