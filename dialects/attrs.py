@@ -64,10 +64,14 @@ def i64(v):
 
 
 def _encode_index_entry(e):
+    from thunder.ops.impl import TENSOR_INDEX
+
     if e is None:
         return ir.UnitAttr.get()
     if e is Ellipsis:
         return ir.StringAttr.get("...")
+    if e is TENSOR_INDEX:  # where the next index tensor operand goes
+        return ir.StringAttr.get("tensor")
     if isinstance(e, bool):
         return ir.BoolAttr.get(e)
     if isinstance(e, int):
@@ -79,10 +83,12 @@ def _encode_index_entry(e):
 
 
 def _decode_index_entry(a):
+    from thunder.ops.impl import TENSOR_INDEX
+
     if isinstance(a, ir.UnitAttr):
         return None
     if isinstance(a, ir.StringAttr):
-        return Ellipsis
+        return Ellipsis if ir.StringAttr(a).value == "..." else TENSOR_INDEX
     if isinstance(a, ir.BoolAttr):
         return ir.BoolAttr(a).value
     if isinstance(a, ir.IntegerAttr):

@@ -280,13 +280,6 @@ def test_errors_match_eager(fn, args):
         trace_module(fn, *args)
 
 
-def test_advanced_indexing_is_not_supported_yet():
-    with pytest.raises(NotImplementedError, match="advanced indexing"):
-        trace_module(lambda a, i: a[i], x3, torch.tensor([0, 1]))
-    with pytest.raises(NotImplementedError, match="advanced indexing"):
-        trace_module(lambda a: a[[0, 2]], x3)
-
-
 NAMES = {
     "reshape": (lambda a: a.reshape(-1), x3),
     "view": (lambda a: a.view(-1), x3),

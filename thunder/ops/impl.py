@@ -169,10 +169,27 @@ def layer_norm_backward(grad_output, input, normalized_shape, weight=None, bias=
     return gx, gw if gw is not None else zeros, gb if gb is not None else zeros
 
 
-# --- views
-def setitem(input, key, value):
+# --- indexing: keys with tensors hold TENSOR_INDEX where each of `indices` goes
+class _TensorIndex:
+    def __repr__(self):
+        return "impl.TENSOR_INDEX"  # how generated code names it
+
+
+TENSOR_INDEX = _TensorIndex()
+
+
+def _key(key, indices):
+    it = iter(indices)
+    return tuple(next(it) if e is TENSOR_INDEX else e for e in key)
+
+
+def index(input, key, indices):
+    return input[_key(key, indices)]
+
+
+def setitem(input, key, value, *, indices=()):
     out = input.clone()
-    out[key] = value
+    out[_key(key, indices) if indices else key] = value
     return out
 
 

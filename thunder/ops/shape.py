@@ -12,6 +12,7 @@ import torch
 from thunder.core.proxies import TensorProxy
 from thunder.ops import prims
 from thunder.ops.decomp_utils import as_tensor, expand_to, to_dtype
+from thunder.ops.indexing import _IndexOp, advanced_getitem, as_key, is_advanced, setitem
 from thunder.ops.meta_utils import broadcast_shapes, canonical_dim, canonical_dims, is_tensor
 from thunder.ops.registry import Dims, Index, Int, Ints, Number, OpDef, Str, Tensor, TensorOrNumber, Tensors, ltorch
 
@@ -799,10 +800,7 @@ def _(input, pad, mode="constant", value=None):
 
 def _index_plan(input, key):
     """(per input dim: (start, stop, step), result shape) of a basic-indexing key."""
-    for e in key:
-        if is_tensor(e) or isinstance(e, (list, torch.Tensor)):
-            raise NotImplementedError("thunder: advanced indexing (with tensors or lists) is not supported yet. "
-                                      "Workaround: use torch.index_select or torch.gather")
+    for e in key:  # tensors and lists: thunder/ops/indexing.py
         if not (e is None or e is Ellipsis or isinstance(e, (int, pyslice))):
             raise IndexError("only integers, slices (`:`), ellipsis (`...`), None and long or byte Variables "
                              "are valid indices")
@@ -841,15 +839,12 @@ def _index_plan(input, key):
     return ranges, tuple(shape)
 
 
-class _IndexOp(OpDef):
-    """x[k] and x[k0, k1] are both calls with a tuple key: the Index attribute is a tuple."""
+class _GetItemOp(_IndexOp):
+    """Keys with tensors or lists are advanced indexing: a copy (ltorch.index), not a view."""
 
-    def bind(self, args, kwargs):
-        if len(args) >= 2 and not isinstance(args[1], tuple):
-            args = (args[0], (args[1],), *args[2:])
-        if "key" in kwargs and not isinstance(kwargs["key"], tuple):
-            kwargs = {**kwargs, "key": (kwargs["key"],)}
-        return super().bind(args, kwargs)
+    def __call__(self, input, key):
+        key = as_key(key)
+        return advanced_getitem(input, key) if is_advanced(key) else super().__call__(input, key)
 
 
 @ltorch("operator.getitem", dunders=("__getitem__",), view=True, aliases=(T.__getitem__,))
@@ -859,7 +854,7 @@ def getitem(input: Tensor, key: Index):
     return _like(input, _index_plan(input, key)[1])
 
 
-getitem.__class__ = _IndexOp
+getitem.__class__ = _GetItemOp
 
 
 @getitem.decompose
@@ -1004,33 +999,7 @@ def _(g, out, input, dim=0):
 
 
 # --------------------------------------------------------------------------------------------
-# setitem, and how in-place updates of views reach their base (unview rules)
-
-
-@ltorch("impl.setitem")
-def setitem(input: Tensor, key: Index, value: TensorOrNumber):
-    """input with input[key] = value, as a new tensor (x[key] = v is recorded as this)."""
-    key = key if isinstance(key, tuple) else (key,)
-    target = getitem.meta(input, key)
-    if is_tensor(value):
-        broadcast_shapes(value.shape, target.shape)
-        if tuple(broadcast_shapes(value.shape, target.shape)) != tuple(target.shape):
-            raise RuntimeError(f"shape mismatch: value tensor of shape {list(value.shape)} cannot be broadcast "
-                               f"to indexing result of shape {list(target.shape)}")
-    return _like(input, input.shape)
-
-
-setitem.__class__ = _IndexOp
-
-
-@setitem.vjp
-def _(g, out, input, key, value):
-    from thunder.ops.vjp_utils import sum_to_shape
-
-    gv = None
-    if is_tensor(value):
-        gv = sum_to_shape(getitem(g, key), value.shape)
-    return {"input": setitem(g, key, 0.0 if g.dtype.is_floating_point else 0), "value": gv}
+# how in-place updates of views reach their base (unview rules; setitem: thunder/ops/indexing.py)
 
 
 def _reshape_unview(base, value, out_index, **args):
