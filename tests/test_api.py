@@ -250,3 +250,13 @@ def test_disable_torch_autograd():
     x = torch.randn(3, requires_grad=True)
     out = thunder.jit(lambda x: x * 2, disable_torch_autograd=True)(x)
     assert not out.requires_grad
+
+
+def test_isinstance_sees_tensors():
+    """Inside the jitted function an input is a torch.Tensor (torch's Python code branches on it)."""
+    f = lambda x: (isinstance(x, torch.Tensor), isinstance(x, (int, torch.Tensor)),  # noqa: E731
+                   isinstance(x, torch.nn.Parameter), torch.is_tensor(x), torch.is_floating_point(x),
+                   x * 2 if isinstance(x, torch.Tensor) else x)
+    out = thunder.jit(f)(torch.ones(2))
+    assert out[:5] == (True, True, False, True, True)
+    torch.testing.assert_close(out[5], torch.full((2,), 2.0))

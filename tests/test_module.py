@@ -252,3 +252,26 @@ def test_gpt_block_module_trains_like_eager():
             o.step()
     for p, q in zip(m.parameters(), ref.parameters()):
         torch.testing.assert_close(p, q)
+
+
+def test_module_list_of_tensors_attribute_is_read_at_call_time():
+    """A plain list of tensors held by a module (nn.LSTM's _flat_weights): each element is an
+    input read at call time, with its gradient."""
+    class Scaled(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.randn(3))
+            self.pair = [self.w, torch.ones(3)]
+
+        def forward(self, x):
+            return x * self.pair[0] + self.pair[1]
+
+    m = Scaled()
+    tm = thunder.jit(m)
+    x = torch.randn(3)
+    out = tm(x)
+    torch.testing.assert_close(out, m(x))
+    out.sum().backward()
+    torch.testing.assert_close(m.w.grad, x)
+    m.pair[1] = torch.full((3,), 5.0)  # a new value shows in the next call
+    torch.testing.assert_close(tm(x), m(x))

@@ -180,10 +180,17 @@ class TensorProxy:
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
         # torch functions called with proxies from code the interpreter runs natively
+        if func in _METADATA and args and isinstance(args[0], TensorProxy):
+            return _METADATA[func](args[0])
         op = registry.lookup_callable(func)
         if op is None:
             raise NotImplementedError(f"thunder: {_callable_name(func)}{_where()} is not supported yet")
         return op(*args, **(kwargs or {}))
+
+
+# torch functions that read only metadata: answered by the proxy, nothing is recorded
+_METADATA = {torch.is_floating_point: TensorProxy.is_floating_point, torch.is_complex: TensorProxy.is_complex,
+             torch.numel: TensorProxy.numel}
 
 
 def _callable_name(fn):

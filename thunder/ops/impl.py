@@ -159,6 +159,12 @@ def interpolate(input, size, scale_factor=None, mode="nearest", align_corners=No
                                            antialias=antialias)
 
 
+def native_multi_head_attention(*args, **kwargs):
+    # without need_weights torch returns (output, None): the op's one result
+    out, weights = torch._native_multi_head_attention(*args, **kwargs)
+    return (out,) if weights is None else (out, weights)
+
+
 def layer_norm_backward(grad_output, input, normalized_shape, weight=None, bias=None, eps=1e-5):
     # mean and rstd are recomputed (F.layer_norm does not return them)
     _, mean, rstd = torch.ops.aten.native_layer_norm(input, normalized_shape, weight, bias, eps)

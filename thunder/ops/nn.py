@@ -12,7 +12,7 @@ from thunder.core.proxies import TensorProxy
 from thunder.ops import prims
 from thunder.ops.decomp_utils import expand_to, to_dtype
 from thunder.ops.meta_utils import broadcast_shapes, canonical_dim
-from thunder.ops.registry import Bool, DType, Float, Int, Ints, Number, Str, Tensor, Tensors, ltorch
+from thunder.ops.registry import Bool, DType, Float, Int, Ints, Number, OpDef, Str, Tensor, Tensors, ltorch
 
 T = torch.Tensor
 _HALF = (torch.float16, torch.bfloat16)
@@ -600,6 +600,69 @@ def _(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *, scal
         probs = _dropout(probs, dropout_p)
     out = prims.matmul(probs, v)
     return to_dtype(out, query.dtype)
+
+
+class _NativeMHAOp(OpDef):
+    """Without need_weights the second result is None, as eager's."""
+
+    def __call__(self, *args, **kwargs):
+        out = super().__call__(*args, **kwargs)
+        return out if len(out) == 2 else (out[0], None)
+
+
+@ltorch("impl.native_multi_head_attention", aliases=(torch._native_multi_head_attention,), returns_sequence=True)
+def native_multi_head_attention(query: Tensor, key: Tensor, value: Tensor, embed_dim: Int, num_head: Int,
+                                qkv_weight: Tensor, qkv_bias: Tensor, proj_weight: Tensor, proj_bias: Tensor,
+                                mask: Tensor | None = None, need_weights: Bool = True,
+                                average_attn_weights: Bool = True, mask_type: Int | None = None):
+    """nn.MultiheadAttention's inference fast path (batch first): (output, attention weights
+    averaged over heads or per head; None without need_weights). Mask entries that are nonzero
+    (True) are masked out, float masks too (as eager's kernel)."""
+    b, l, e = query.shape
+    s = key.shape[1]
+    if e != embed_dim or embed_dim % num_head or tuple(qkv_weight.shape) != (3 * e, e):
+        raise RuntimeError(f"_native_multi_head_attention: query of shape {list(query.shape)}, embed_dim {embed_dim}, "
+                           f"{num_head} heads and qkv_weight of shape {list(qkv_weight.shape)} do not fit")
+    out = TensorProxy((b, l, proj_weight.shape[0]), query.dtype, query.device)
+    if not need_weights:
+        return (out,)
+    return out, TensorProxy((b, l, s) if average_attn_weights else (b, num_head, l, s), query.dtype, query.device)
+
+
+native_multi_head_attention.__class__ = _NativeMHAOp
+
+
+@native_multi_head_attention.decompose
+def _(query, key, value, embed_dim, num_head, qkv_weight, qkv_bias, proj_weight, proj_bias, mask=None,
+      need_weights=True, average_attn_weights=True, mask_type=None):
+    from thunder.ops.elementwise import mul, ne
+    from thunder.ops.indexing import masked_fill
+    from thunder.ops.reductions import mean
+    from thunder.ops.shape import chunk, reshape, transpose
+
+    b, l, e = query.shape
+    s, hd = key.shape[1], embed_dim // num_head
+    wq, wk, wv = chunk(qkv_weight, 3)
+    bq, bk, bv = chunk(qkv_bias, 3)
+
+    def heads(x, w, bias, n):  # (b, n, e) -> (b, heads, n, head dim)
+        return transpose(reshape(linear(x, w, bias), (b, n, num_head, hd)), 1, 2)
+
+    q = heads(query, wq, bq, l)
+    k, v = heads(key, wk, bk, s), heads(value, wv, bv, s)
+    scores = matmul(mul(q, 1.0 / math.sqrt(hd)), transpose(k, -2, -1))
+    if mask is not None:
+        m = mask if mask.dtype is torch.bool else ne(mask, 0)
+        if mask_type == 0:
+            m = reshape(m, (1, 1, l, s))
+        elif mask_type == 1:
+            m = reshape(m, (b, 1, 1, s))
+        scores = masked_fill(scores, m, float("-inf"))
+    p = softmax(scores, -1)
+    out = linear(reshape(transpose(matmul(p, v), 1, 2), (b, l, e)), proj_weight, proj_bias)
+    if not need_weights:
+        return (out,)
+    return out, (mean(p, 1) if average_attn_weights else p)
 
 
 # --------------------------------------------------------------------------------------------

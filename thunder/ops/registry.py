@@ -208,6 +208,11 @@ class OpDef:
                 if p.kind.base_name in ("Ints", "Dims") and _is_ints(tuple(v) if isinstance(v, (tuple, list)) else v):
                     values[p.name] = tuple(v)
                     continue
+                if not p.kind.operand and any(_is_tensor(x) for x in (v if isinstance(v, (tuple, list)) else (v,))):
+                    from thunder.core.proxies import data_dependent
+
+                    data_dependent(f"{self.torch_name}() with a tensor as its '{p.name}'",
+                                   "pass a Python number (computed from shapes, not from tensor values)")
                 raise TypeError(
                     f"{self.torch_name}(): argument '{p.name}' must be {p.kind.name}, "
                     f"not {type(v).__name__}"

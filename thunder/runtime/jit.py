@@ -441,10 +441,25 @@ _TORCH_FUNCTION_CHECKS = {torch.overrides.has_torch_function, torch.overrides.ha
                           torch.overrides.has_torch_function_variadic}
 
 
+def _is_tensor_class(classinfo):
+    if isinstance(classinfo, tuple):
+        return any(_is_tensor_class(c) for c in classinfo)
+    return isinstance(classinfo, type) and issubclass(torch.Tensor, classinfo)
+
+
+def _isinstance(obj, classinfo):
+    """isinstance in the jitted code: a proxy is a torch.Tensor (not a subclass such as Parameter)."""
+    if isinstance(obj, TensorProxy) and _is_tensor_class(classinfo):
+        return True
+    return isinstance(obj, classinfo)
+
+
 def _lookup(fn):
     op = registry.lookup_callable(fn)
     if op is not None:
         return op
+    if fn is isinstance:
+        return _isinstance
     try:
         if fn in _TORCH_FUNCTION_CHECKS:
             return _no_torch_function

@@ -77,12 +77,12 @@ class StateTracker:
                 expr, hint = f"{self.const(owner)}[{name!r}]", name
             else:  # a closure cell
                 expr, hint = f"{self.const(owner)}.cell_contents", name
-            p = proxy_for(value, tracing.new_name(_identifier(hint)))
-            self.tensors.append(value)
-            self.proxies.append(p)
-            self.reads.append((expr, len(self.tensors) - 1))
-            self._seen[key] = p
-            return p
+            return self._input(value, key, expr, hint)
+        if kind == "attr" and isinstance(value, (list, tuple)) and any(isinstance(v, torch.Tensor) for v in value):
+            # a module's list of tensors (nn.LSTM's _flat_weights): each element an input
+            expr = self._owner_expr(owner, name)
+            return type(value)(self._input(v, (id(owner), f"{name}[{i}]"), f"{expr}[{i}]", f"{name}_{i}")
+                               if isinstance(v, torch.Tensor) else v for i, v in enumerate(value))
         if kind == "attr" and isinstance(owner, torch.nn.Module):
             self._guard_module_attr(owner, name, value)
         if kind == "attr" and (id(owner), name) not in self.scalar_reads:
@@ -90,6 +90,17 @@ class StateTracker:
         if kind == "closure" and (id(owner), "cell_contents") not in self.scalar_reads:
             self.scalar_reads[(id(owner), "cell_contents")] = (owner, value)
         return value
+
+    def _input(self, value, key, expr, hint):
+        """The proxy of tensor `value`, read by the prologue as expr."""
+        if key in self._seen:
+            return self._seen[key]
+        p = proxy_for(value, tracing.new_name(_identifier(hint)))
+        self.tensors.append(value)
+        self.proxies.append(p)
+        self.reads.append((expr, len(self.tensors) - 1))
+        self._seen[key] = p
+        return p
 
     def store(self, value, provenance):
         """An attribute write in the jitted code: replayed by the program on every call when the
