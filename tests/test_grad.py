@@ -51,6 +51,13 @@ def _edges():
     return torch.tensor(v, dtype=DT, requires_grad=True)
 
 
+def _padding_mask():
+    """An attention mask with query rows masked out entirely (left padding)."""
+    m = torch.ones(2, 1, 4, 4, dtype=torch.bool).tril()
+    m[1, :, :2] = False
+    return m
+
+
 def _zero_row():
     """A matrix with a row of zeros (its norm is 0: eager's norm gradient is 0 there, not nan)."""
     x = torch.randn(3, 4, dtype=DT)
@@ -179,6 +186,11 @@ CASES = [
      lambda: (_t(3, 3), _t(2, 2))),
     ("einsum_three", lambda a, b, c: torch.einsum("ij,jk,k->i", a, b, c), lambda: (_t(2, 3), _t(3, 4), _t(4))),
     ("einsum_broadcast", lambda a, b: torch.einsum("...ij,kj->...ik", a, b), lambda: (_t(2, 3, 1), _t(4, 5))),
+    ("sdpa_empty_rows", lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, m),
+     lambda: (_t(2, 3, 4, 8), _t(2, 3, 4, 8), _t(2, 3, 4, 8), _padding_mask())),
+    ("sdpa_empty_rows_float", lambda q, k, v, m: F.scaled_dot_product_attention(
+        q, k, v, torch.zeros(m.shape, dtype=DT).masked_fill(~m, float("-inf"))),
+     lambda: (_t(2, 3, 4, 8), _t(2, 3, 4, 8), _t(2, 3, 4, 8), _padding_mask())),
     ("pad", lambda a: F.pad(a, (1, 2, -1, 1), value=0.5) + F.pad(a, (2, 2, 1, 1), mode="reflect").sum(),
      lambda: (_t(2, 3, 4),)),
     ("pad_modes", lambda a: F.pad(a, (1, 3), mode="replicate") * F.pad(a, (1, 3), mode="circular"),

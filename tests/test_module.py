@@ -275,3 +275,20 @@ def test_module_list_of_tensors_attribute_is_read_at_call_time():
     torch.testing.assert_close(m.w.grad, x)
     m.pair[1] = torch.full((3,), 5.0)  # a new value shows in the next call
     torch.testing.assert_close(tm(x), m(x))
+
+
+def test_modules_created_in_forward():
+    """A module made inside the traced code (BERT's CrossEntropyLoss()) is not state: its
+    attributes are set as the code runs and nothing of it is replayed or guarded."""
+    class Head(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = nn.Linear(4, 5)
+
+        def forward(self, x, t):
+            return nn.CrossEntropyLoss(label_smoothing=0.1)(self.proj(x), t)
+
+    m, x, t = Head(), torch.randn(3, 4), torch.tensor([1, 0, 4])
+    tm = thunder.jit(m)
+    for _ in range(2):
+        torch.testing.assert_close(tm(x, t), m(x, t))

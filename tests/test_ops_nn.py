@@ -148,6 +148,11 @@ CASES = {
     "sdpa_bool_mask": (lambda q, k, v, m: sdpa(q, k, v, m), q4, k4, v4,
                        torch.cat([torch.ones(5, 1, dtype=torch.bool), r(5, 5) > 0], 1)),
     "sdpa_batched_mask": (lambda q, k, v, m: sdpa(q, k, v, attn_mask=m), q4, k4, v4, r(2, 1, 5, 6)),
+    # rows masked out entirely (padding) attend to nothing: 0 as torch's _safe_softmax, not nan
+    "sdpa_bool_mask_empty_rows": (lambda q, k, v, m: sdpa(q, k, v, m), q4, k4, v4,
+                                  torch.tensor([[True] * 6, [False] * 6, [True, False] * 3, [False] * 6, [True] * 6])),
+    "sdpa_float_mask_empty_rows": (lambda q, k, v, m: sdpa(q, k, v, m), q4, k4, v4,
+                                   torch.zeros(2, 1, 5, 6).masked_fill(torch.arange(5)[:, None] % 2 == 1, float("-inf"))),
     "sdpa_3d": (lambda q, k, v: sdpa(q, k, v), r(3, 5, 8), r(3, 6, 8), r(3, 6, 4)),
     "sdpa_2d": (lambda q, k, v: sdpa(q, k, v, is_causal=True), r(5, 8), r(5, 8), r(5, 4)),
     "sdpa_broadcast_batch": (lambda q, k, v: sdpa(q, k, v), q4, r(1, 3, 6, 8), r(2, 1, 6, 4)),

@@ -596,6 +596,11 @@ def _(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *, scal
         else:
             scores = prims.add(scores, to_dtype(mask, cdt))
     probs = _softmax_decomp(scores, -1, None, log=False)
+    if attn_mask is not None:  # as torch's _safe_softmax: rows masked out entirely attend to nothing (0, not nan)
+        masked = prims.eq(scores, float("-inf"))
+        full_rows = prims.eq(prims.sum(prims.convert_element_type(masked, torch.int64), (len(shape) - 1,)), S)
+        zeros = prims.full(shape, 0.0, dtype=probs.dtype, device=probs.device)
+        probs = prims.where(prims.broadcast_in_dim(full_rows, shape, tuple(range(len(shape) - 1))), zeros, probs)
     if dropout_p > 0:
         probs = _dropout(probs, dropout_p)
     out = prims.matmul(probs, v)
@@ -863,6 +868,11 @@ def _(g, out, query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
         else:
             scores = add(scores, _vjp.upcast(attn_mask))
     p = softmax(scores, -1)
+    if attn_mask is not None:  # rows masked out entirely: probabilities 0 (torch's _safe_softmax)
+        from thunder.ops.elementwise import eq
+        from thunder.ops.reductions import all_
+
+        p = where(all_(eq(scores, float("-inf")), -1, True), 0.0, p)
     g32 = _vjp.upcast(g)
     gv = matmul(_vjp.mT(p), g32)
     gp = matmul(g32, _vjp.mT(v))

@@ -33,6 +33,7 @@ class StateTracker:
         self._guarded = set()
         self._paths = {id(m): p for p, m in root.named_modules(remove_duplicate=False)} if root is not None else {}
         self.input_objects = set()  # ids of objects passed as inputs (the prologue checks identity)
+        self._outside = set()  # ids of objects the traced code read from globals, closures and their attributes
 
     def const(self, obj):
         for k, v in self.consts.items():
@@ -83,6 +84,8 @@ class StateTracker:
             expr = self._owner_expr(owner, name)
             return type(value)(self._input(v, (id(owner), f"{name}[{i}]"), f"{expr}[{i}]", f"{name}_{i}")
                                if isinstance(v, torch.Tensor) else v for i, v in enumerate(value))
+        if kind != "attr" or self._outlives_call(owner):
+            self._outside.add(id(value))  # read from outside the traced code: it outlives the call
         if kind == "attr" and isinstance(owner, torch.nn.Module):
             self._guard_module_attr(owner, name, value)
         if kind == "attr" and (id(owner), name) not in self.scalar_reads:
@@ -124,9 +127,11 @@ class StateTracker:
         self.writes[(id(owner), name)] = (owner, name, value)
 
     def _outlives_call(self, owner):
-        if isinstance(owner, torch.nn.Module):
-            return True
-        return any(owner is v for v in self.consts.values()) or id(owner) in self.input_objects
+        """The jitted module's submodules, objects read from outside (globals, closures, their
+        attributes) and inputs; not objects the traced code creates (nn.CrossEntropyLoss() made
+        in forward: its writes are neither replayed nor undone)."""
+        return (id(owner) in self._paths or id(owner) in self._outside or id(owner) in self.input_objects
+                or any(owner is v for v in self.consts.values()))
 
     def restore(self):
         """Undo the attribute writes tracing made (they happened with proxies)."""

@@ -94,11 +94,11 @@ def flatten_outputs(value, refs):
         return ("namedtuple", type(value), [flatten_outputs(v, refs) for v in value])
     if isinstance(value, (tuple, list)):
         return ("tuple" if isinstance(value, tuple) else "list", [flatten_outputs(v, refs) for v in value])
-    if isinstance(value, dict):
-        return ("dict", [(k, flatten_outputs(v, refs)) for k, v in value.items()])
-    if _is_plain_dataclass(value):
+    if _is_plain_dataclass(value):  # before dict: transformers' ModelOutput is both
         return ("dataclass", type(value), [(f.name, flatten_outputs(getattr(value, f.name), refs))
                                            for f in dataclasses.fields(value)])
+    if isinstance(value, dict):
+        return ("dict", [(k, flatten_outputs(v, refs)) for k, v in value.items()])
     raise NotImplementedError(f"thunder: returning an object of type {type(value).__name__} is not supported")
 
 
