@@ -260,3 +260,13 @@ def test_isinstance_sees_tensors():
     out = thunder.jit(f)(torch.ones(2))
     assert out[:5] == (True, True, False, True, True)
     torch.testing.assert_close(out[5], torch.full((2,), 2.0))
+
+
+def test_model_output_keeps_its_type():
+    """transformers' ModelOutput is a dataclass and a dict: returned as itself (out.logits)."""
+    from transformers.modeling_outputs import CausalLMOutput
+
+    out = thunder.jit(lambda x: CausalLMOutput(loss=x.sum(), logits=x * 2))(torch.ones(2))
+    assert type(out) is CausalLMOutput and out.hidden_states is None
+    torch.testing.assert_close(out.logits, torch.full((2,), 2.0))
+    torch.testing.assert_close(out["loss"], torch.tensor(2.0))
