@@ -13,7 +13,7 @@ from thunder.core.proxies import TensorProxy
 from thunder.ops import prims
 from thunder.ops.decomp_utils import as_tensor, expand_to, to_dtype
 from thunder.ops.indexing import _IndexOp, advanced_getitem, as_key, is_advanced, setitem
-from thunder.ops.meta_utils import broadcast_shapes, canonical_dim, canonical_dims, is_tensor
+from thunder.ops.meta_utils import canonical_dim, canonical_dims, is_tensor
 from thunder.ops.registry import Dims, Index, Int, Ints, Number, OpDef, Str, Tensor, TensorOrNumber, Tensors, ltorch
 
 T = torch.Tensor
