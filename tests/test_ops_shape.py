@@ -124,6 +124,7 @@ CASES = {
     "fused_f16_views": (lambda a: ((a.t() * 2).reshape(-1) + 1, a[::2].permute(1, 0) * a[1, ::2]), r(3, 4, dtype=torch.float16)),
     "fused_empty_views": (lambda a: (a.t() * 2).reshape(-1) + 1, r(0, 3)),
     # repeat, repeat_interleave, flip, roll, diff, tril/triu
+    "split_size_keyword": (lambda a: (a.split(split_size=2, dim=1), torch.split(a, split_size_or_sections=[1, 2])), x3),
     "repeat": (lambda a: a.repeat(2, 1, 3), x3),
     "repeat_lead": (lambda a: a.repeat((2, 1, 2)) * 2, xt),
     "repeat_0d": (lambda a: (a.repeat(3), a.repeat(())), x0),

@@ -439,6 +439,17 @@ def unbind(input: Tensor, dim: Int = 0):
     return _pieces_meta(input, *_unbind_pieces(input, dim), squeeze=True)
 
 
+class _SplitOp(OpDef):
+    """x.split(split_size=...): Tensor.split names the argument split_size."""
+
+    def bind(self, args, kwargs):
+        if "split_size" in kwargs:
+            kwargs = {**kwargs, "split_size_or_sections": kwargs["split_size"]}
+            del kwargs["split_size"]
+        return super().bind(args, kwargs)
+
+
+split.__class__ = _SplitOp
 split.decompose(lambda tensor, split_size_or_sections, dim=0:
                 _pieces_decomp(tensor, *_split_pieces(tensor, split_size_or_sections, dim)))
 chunk.decompose(lambda input, chunks, dim=0: _pieces_decomp(input, *_chunk_pieces(input, chunks, dim)))
