@@ -270,3 +270,14 @@ def test_model_output_keeps_its_type():
     assert type(out) is CausalLMOutput and out.hidden_states is None
     torch.testing.assert_close(out.logits, torch.full((2,), 2.0))
     torch.testing.assert_close(out["loss"], torch.tensor(2.0))
+
+
+def test_op_errors_note_the_users_line():
+    """An op's error keeps eager's type and message and gains a note naming the call and line."""
+    def f(x):
+        return x.view(7, -1)
+
+    with pytest.raises(RuntimeError, match="invalid for input of size 16") as info:
+        thunder.jit(f)(torch.randn(4, 4))
+    line = f.__code__.co_firstlineno + 1
+    assert f"thunder: in torch.reshape at {__file__}:{line}" in info.value.__notes__
