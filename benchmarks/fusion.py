@@ -3,7 +3,10 @@ default mode), float32 on CPU, in one process: elementwise/reduction cases and a
 (benchmarks/gpt_block.py) forward and training step. Checks thunder's results (and grads) against
 eager before timing; prints a markdown table and the geometric means of the speedups.
 
-    .venv/bin/python benchmarks/fusion.py [CASE ...] [--threads 2] [--quick] [--warm-disk-cache]
+    .venv/bin/python benchmarks/fusion.py [CASE ...] [--threads 2] [--quick] [--warm-disk-cache] [--device cuda]
+
+--device cuda: the same cases on the GPU, thunder with the cuda executor (docs/cuda.md), each
+timed call synchronized.
 
 CASE: keep the cases whose name contains one of these strings (e.g. `gpt`). thunder's kernel disk
 cache (THUNDER_KERNEL_CACHE) and inductor's (TORCHINDUCTOR_CACHE_DIR) point at a fresh temporary
@@ -34,10 +37,12 @@ from gpt_block import gpt_block, make_inputs
 from timing import best_seconds
 
 GEN = torch.Generator().manual_seed(0)
+DEVICE = "cpu"
+EXECUTORS = {"cpu": None, "cuda": ["cuda", "linalg", "torch"]}
 
 
 def randn(*shape):
-    return torch.randn(*shape, generator=GEN)
+    return torch.randn(*shape, generator=GEN).to(DEVICE)
 
 
 def bias_gelu_residual(x, b, r):
@@ -61,11 +66,12 @@ def swiglu(x, w1, w3):
 
 
 def causal_mask(n):
-    return torch.full((n, n), float("-inf")).triu(1)
+    return torch.full((n, n), float("-inf")).triu(1).to(DEVICE)
 
 
 def gpt_args():
-    return make_inputs(8, 128, 256) + [4]  # batch, seq, width; heads
+    args = [a.detach().to(DEVICE).requires_grad_() for a in make_inputs(8, 128, 256)]
+    return args + [4]  # batch, seq, width; heads
 
 
 # name -> (fn, its inputs, training step?)
@@ -91,12 +97,15 @@ def runner(fn, args, training):
     def run():
         if not training:
             with torch.no_grad():
-                return fn(*args), []
-        out = fn(*args)
-        out.sum().backward()
-        grads = [t.grad for t in tensors]
-        for t in tensors:
-            t.grad = None
+                out, grads = fn(*args), []
+        else:
+            out = fn(*args)
+            out.sum().backward()
+            grads = [t.grad for t in tensors]
+            for t in tensors:
+                t.grad = None
+        if DEVICE == "cuda":
+            torch.cuda.synchronize()
         return out, grads
     return run
 
@@ -122,7 +131,7 @@ def bench(name, quick):
     args = make()
     eager = runner(fn, args, training)
     log_start = len(COMPILE_LOG)
-    jfn = thunder.jit(fn)
+    jfn = thunder.jit(fn, executors=EXECUTORS[DEVICE])
     thunder_run = runner(jfn, args, training)
     result, thunder_first = first_call(thunder_run)
     check(name, result, eager(), training)
@@ -157,13 +166,17 @@ def main():
     ap.add_argument("--threads", type=int, default=2, help="torch threads (default 2: this machine's cores)")
     ap.add_argument("--quick", action="store_true", help="1 warm-up + 2 timed calls: only checks the script runs")
     ap.add_argument("--warm-disk-cache", action="store_true", help="keep thunder's and inductor's disk caches")
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     a = ap.parse_args()
+    global DEVICE
+    DEVICE = a.device
     names = [n for n in CASES if not a.cases or any(c in n for c in a.cases)]
     if not names:
         sys.exit(f"no case matches {a.cases}; cases: {', '.join(CASES)}")
     torch.set_num_threads(a.threads)
     caches = f"fresh, empty ({FRESH_CACHE})" if FRESH_CACHE else "as they are (may be warm)"
-    print(f"float32, CPU, torch {torch.__version__}, torch.set_num_threads({a.threads}); thunder and inductor "
+    where = torch.cuda.get_device_name() if DEVICE == "cuda" else "CPU"
+    print(f"float32, {where}, torch {torch.__version__}, torch.set_num_threads({a.threads}); thunder and inductor "
           f"disk caches: {caches}" + (" -- QUICK: timings meaningless" if a.quick else ""))
     results = {}
     for name in names:

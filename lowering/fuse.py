@@ -1,42 +1,41 @@
-"""thunder-fuse: outline regions of ops that the CPU linalg executor can run.
+"""thunder-fuse: outline regions of ops that a fusion executor (lowering/executors.py) can run.
 
-An op is claimed when it is a thunder prim that `lowering/linalg` lowers (`to_linalg.supported`,
-CPU tensors of static shape and an element type the kernels handle), or an ltorch op whose
-decomposition consists of such prims only (found by decomposing a copy of it; cached per
-signature). Each func (not the fusion callees themselves) is partitioned into regions of
-connected claimed ops. Regions grow greedily in program order: an op joins the regions of its
-producers when the merge keeps the graph of regions acyclic (no path from the merged set back
-into itself through an op outside it), else it starts a region of its own. Policy "auto" keeps
-the regions a cost model (`worth_fusing`) expects to be faster than torch's calls; "always"
-keeps every region. A kept region becomes
+An op is claimed by the first of the executors (option `executors`, default linalg,cuda) whose
+device its tensors are on (static shapes, element types the kernels handle) and that supports
+it: a thunder prim (linalg and cuda: the prims `lowering/linalg` lowers, `kernel_prim`), or an
+ltorch op whose decomposition consists of such prims only (found by decomposing a copy of it;
+cached per signature). Each func (not the fusion callees themselves) is partitioned into
+regions of connected ops claimed by one executor. Regions grow greedily in program order: an op
+joins the regions of its producers when the merge keeps the graph of regions acyclic (no path
+from the merged set back into itself through an op outside it), else it starts a region of its
+own. Policy "auto" keeps the regions the executor's cost model (`worth_fusing`) expects to be
+faster than torch's calls; "always" keeps every region. A kept region becomes
 
     func.func private @fusion_N(inputs) -> outputs attributes {thunder.executor = "linalg"}
 
 (its ops decomposed into prims, with copies of the numbers they use) and, in the caller,
 `func.call @fusion_N`. The caller is rescheduled in a topological order that keeps program order
 where it can and the order of ops with side effects (random ops) as it was. Codegen binds
-`fusion_N` to `compile_region(<callee>, "fusion_N")`."""
+`fusion_N` to the executor's `compile(<callee>, "fusion_N")`."""
 import heapq
 import math
 import re
 
 from thunder.dialects.emit import loc_names
 from thunder.dialects.mlir import func, ir
+from thunder.lowering import executors as executor_registry
 from thunder.lowering.decompose import decompose_module
 from thunder.lowering.linalg.scalar import POW_SPECIAL, elt_bytes
-from thunder.lowering.linalg.to_linalg import lower_region, supported, to_linalg
+from thunder.lowering.linalg.to_linalg import supported
 from thunder.ops import registry
 
 POLICIES = ("auto", "always")
-# policy "auto"'s cost model, in seconds on this project's 2-core CPU machines: a torch op's
-# dispatch, a kernel call's fixed cost (memref descriptors, output allocation), memory traffic
-TORCH_OP_SECONDS = 1.5e-6
-KERNEL_CALL_SECONDS = 5e-6
-BYTES_PER_SECOND = 8e9
+# linalg, policy "auto": an untiled CPU kernel runs on one thread, pass after pass over whole
+# tensors: only worth it while they fit in cache
 UNTILED_MAX_BYTES = 1 << 18
+DEFAULT_EXECUTORS = ("linalg", "cuda")
 
 EXECUTOR_ATTR = "thunder.executor"
-EXECUTOR = "linalg"
 ELEMENT_TYPES = {"f16", "bf16", "f32", "f64", "i1", "i8", "i16", "i32", "i64"}
 # prims whose lowering is a scalar libm call (no polynomial in linalg/approx.py): they stop
 # LLVM's loop vectorizer, and such a kernel is many times slower than torch's vectorized
@@ -50,13 +49,21 @@ def is_fusion(func_op):
     return EXECUTOR_ATTR in func_op.attributes
 
 
-def _cpu_static(t):
+def _static(t, device="cpu"):
+    """A tensor type of static shape and a kernel element type on this device type."""
     if not isinstance(t, ir.RankedTensorType):
         try:
             t = ir.RankedTensorType(t)
         except ValueError:
             return False
-    return t.encoding is None and t.has_static_shape and str(t.element_type) in ELEMENT_TYPES
+    if t.encoding is None:
+        on = "cpu"
+    else:
+        try:
+            on = ir.StringAttr(t.encoding).value.split(":")[0]
+        except ValueError:
+            return False
+    return on == device and t.has_static_shape and str(t.element_type) in ELEMENT_TYPES
 
 
 def _is_number(v):
@@ -74,14 +81,26 @@ def _nonzero_number(v):
         return False
 
 
-def claimed(operation) -> bool:
-    """Whether the linalg executor can run this op inside a region."""
-    name = operation.name
-    if not name.startswith("thunder.") or not supported(name):
+def claimed(operation, executor=None) -> bool:
+    """Whether the executor (default linalg) can run this thunder prim inside a region."""
+    executor = executor or executor_registry.get("linalg")
+    if not operation.name.startswith("thunder."):
         return False
-    if len(operation.results) != 1 or not _cpu_static(operation.results[0].type):
+    if len(operation.results) != 1 or not _static(operation.results[0].type, executor.device):
         return False
     if not list(operation.results[0].uses):  # dead: a region of dead ops would have no outputs
+        return False
+    for v in operation.operands:
+        if not (_is_number(v) or _static(v.type, executor.device)):
+            return False
+    return executor.supports(operation)
+
+
+def kernel_prim(operation) -> bool:
+    """Whether a prim has a kernel lowering (lowering/linalg, shared by the linalg and cuda
+    executors) without libm calls or integer division by a tensor."""
+    name = operation.name
+    if not supported(name):
         return False
     elt = str(ir.RankedTensorType(operation.results[0].type).element_type)
     is_int = elt.startswith("i")
@@ -92,35 +111,34 @@ def claimed(operation) -> bool:
         return False
     if name == "thunder.div" and is_int and not _nonzero_number(operation.operands[1]):
         return False  # torch raises ZeroDivisionError for x / 0, which a kernel cannot
-    for v in operation.operands:
-        if not (_is_number(v) or _cpu_static(v.type)):
-            return False
     return True
 
 
 _DECOMPOSES_TO_CLAIMED = {}  # ltorch op signature -> bool
 
 
-def claimable(operation) -> bool:
-    """claimed, or an ltorch op (no side effects, live CPU results of static shape) whose
-    decomposition is made of claimed prims."""
+def claimable(operation, executor=None) -> bool:
+    """claimed, or an ltorch op (no side effects, live results of static shape on the
+    executor's device) whose decomposition is made of claimed prims."""
+    executor = executor or executor_registry.get("linalg")
     if operation.name.startswith("thunder."):
-        return claimed(operation)
+        return claimed(operation, executor)
     op = registry.OPS.get(operation.name)
     if op is None or op.dialect != "ltorch" or op.decomposition is None or op.random or op.effects:
         return False
-    if not operation.results or not all(_cpu_static(r.type) and list(r.uses) for r in operation.results):
+    device = executor.device
+    if not operation.results or not all(_static(r.type, device) and list(r.uses) for r in operation.results):
         return False
-    if not all(_is_number(v) or _cpu_static(v.type) for v in operation.operands):
+    if not all(_is_number(v) or _static(v.type, device) for v in operation.operands):
         return False
-    key = (operation.name, str(operation.attributes),
+    key = (executor.name, operation.name, str(operation.attributes),
            tuple(str(v.owner.attributes["value"]) if _is_number(v) else str(v.type) for v in operation.operands))
     if key not in _DECOMPOSES_TO_CLAIMED:
-        _DECOMPOSES_TO_CLAIMED[key] = _decomposes_to_claimed(operation)
+        _DECOMPOSES_TO_CLAIMED[key] = _decomposes_to_claimed(operation, executor)
     return _DECOMPOSES_TO_CLAIMED[key]
 
 
-def _decomposes_to_claimed(operation):
+def _decomposes_to_claimed(operation, executor):
     scratch = ir.Module.create()
     tensors = [v for v in operation.operands if not _is_number(v)]
     numbers = [v for v in operation.operands if _is_number(v)]
@@ -130,7 +148,7 @@ def _decomposes_to_claimed(operation):
     except Exception:  # a decomposition that does not take these types
         return False
     body = f.regions[0].blocks[0].operations
-    return all(o.operation.name in ("arith.constant", "func.return") or claimed(o.operation) for o in body)
+    return all(o.operation.name in ("arith.constant", "func.return") or claimed(o.operation, executor) for o in body)
 
 
 def _number(v):
@@ -219,12 +237,13 @@ class _Graph:
         return True
 
     def partition(self, claimed_ops):
+        """Regions of connected ops; claimed_ops: {op index: executor name} (one per region)."""
         for i in range(len(self.ops)):
             if i not in claimed_ops:
                 continue
             candidates = []
             for p in sorted(self.preds[i]):
-                if p in self.parent:
+                if p in self.parent and claimed_ops[p] == claimed_ops[i]:
                     r = self.find(p)
                     if r not in candidates:
                         candidates.append(r)
@@ -330,15 +349,17 @@ def _build_func(where, name, members, inputs, numbers, outputs):
     return f
 
 
-def worth_fusing(members, inputs, outputs):
+def worth_fusing(members, inputs, outputs, cost=None):
     """Policy "auto": whether one kernel call is expected to beat the ops as torch calls (each a
-    dispatch plus reading its operands and writing its results; views move no data)."""
-    torch_seconds = sum(TORCH_OP_SECONDS + (0 if _is_view(o) else
-                                            sum(_bytes(v) for v in o.operands if not _is_number(v)) +
-                                            sum(_bytes(r) for r in o.results)) / BYTES_PER_SECOND
+    dispatch plus reading its operands and writing its results; views move no data), with the
+    executor's cost model (default linalg's)."""
+    cost = cost or executor_registry.get("linalg").cost
+    torch_seconds = sum(cost.op_seconds + (0 if _is_view(o) else
+                                           sum(_bytes(v) for v in o.operands if not _is_number(v)) +
+                                           sum(_bytes(r) for r in o.results)) / cost.bytes_per_second
                         for o in members)
-    kernel_seconds = KERNEL_CALL_SECONDS + (sum(_bytes(v) for v in inputs) +
-                                            sum(_bytes(v) for v in outputs)) / BYTES_PER_SECOND
+    kernel_seconds = cost.call_seconds + (sum(_bytes(v) for v in inputs) +
+                                          sum(_bytes(v) for v in outputs)) / cost.bytes_per_second
     return kernel_seconds < torch_seconds
 
 
@@ -391,44 +412,28 @@ def _without_tail_views(graph, ops):
         ops = [i for i in ops if i not in tail]
 
 
-_VERIFY_CONTEXT = None
-
-
-def _region_ok(region_text, name):
-    """Whether the region lowers to linalg that MLIR accepts (parsed and verified)."""
-    global _VERIFY_CONTEXT
-    try:
-        text = to_linalg(region_text, name)
-        if _VERIFY_CONTEXT is None:
-            _VERIFY_CONTEXT = ir.Context()
-        with _VERIFY_CONTEXT:
-            ir.Module.parse(text)
-        return True
-    except Exception:  # e.g. a prim on a type the lowering does not take (sin of an int tensor)
-        return False
-
-
-def _outline_region(f, graph, ops, name, policy):
+def _outline_region(f, graph, ops, name, policy, executor):
     """(ops, callee, inputs, outputs, name) for a region kept by the policy, or None. With
-    policy auto, a region whose kernel would not be tiled (see to_linalg.tiling) first leaves
-    its tail reductions (a bias gradient summed over rows) to torch, so the rest tiles by rows."""
+    policy auto, a region the executor would not run well (linalg: a kernel that is not tiled,
+    see to_linalg.tiling) first leaves its tail reductions (a bias gradient summed over rows) to
+    torch, so the rest tiles by rows."""
     while True:
         ops = _without_tail_views(graph, ops)
         if not ops:
             return None
         members = [graph.ops[i] for i in ops]
         inputs, numbers, outputs = _region_values(members)
-        if policy == "auto" and not worth_fusing(members, inputs, outputs):
+        if policy == "auto" and not worth_fusing(members, inputs, outputs, executor.cost):
             return None
         callee = _build_func(f, name, members, inputs, numbers, outputs)
-        callee.attributes[EXECUTOR_ATTR] = ir.StringAttr.get(EXECUTOR)
+        callee.attributes[EXECUTOR_ATTR] = ir.StringAttr.get(executor.name)
         decompose_module(callee.operation)
         _erase_unused_numbers(callee.regions[0].blocks[0])
         text = region_text(callee)
-        if not _region_ok(text, name):
+        if not executor.accepts(text, name):
             callee.operation.erase()
             return None
-        if policy == "always" or lower_region(text, name).rows is not None:
+        if policy == "always" or executor.runs_well is None or executor.runs_well(text, name):
             return ops, callee, inputs, outputs, name
         callee.operation.erase()
         tail = _tail_reductions(graph, ops)
@@ -437,7 +442,7 @@ def _outline_region(f, graph, ops, name, policy):
             # worth it while they fit in cache
             if sum(_bytes(v) for v in inputs + outputs) > UNTILED_MAX_BYTES:
                 return None
-            return _outline_region(f, graph, ops, name, "always")
+            return _outline_region(f, graph, ops, name, "always", executor)
         ops = [i for i in ops if i not in tail]
 
 
@@ -455,15 +460,22 @@ def _tail_reductions(graph, ops):
     return tail
 
 
-def fuse_func(f, module_block, counter, policy="auto"):
+def fuse_func(f, module_block, counter, policy="auto", executors=DEFAULT_EXECUTORS):
     block = f.regions[0].blocks[0]
     graph = _Graph(block)
-    claimed_ops = {i for i, o in enumerate(graph.ops) if claimable(o)}
+    candidates = [executor_registry.get(e) for e in executors]
+    claimed_ops = {}
+    for i, o in enumerate(graph.ops):
+        for e in candidates:  # the first executor that claims it
+            if claimable(o, e):
+                claimed_ops[i] = e.name
+                break
     # outline; a region the lowering rejects stays as torch calls (dropping it keeps the
     # graph of the other regions acyclic)
     outlined = []
     for ops in graph.partition(claimed_ops):
-        region = _outline_region(f, graph, ops, f"fusion_{counter}", policy)
+        executor = executor_registry.get(claimed_ops[ops[0]])
+        region = _outline_region(f, graph, ops, f"fusion_{counter}", policy, executor)
         if region is not None:
             counter += 1
             outlined.append(region)
@@ -499,16 +511,22 @@ def _erase_unused_numbers(block):
             o.operation.erase()
 
 
-def fuse_module(module_op, policy="auto"):
+def fuse_module(module_op, policy="auto", executors=DEFAULT_EXECUTORS):
+    """executors: names (or one comma-separated string, as the pass option
+    `thunder-fuse{executors=linalg,cuda}` gives it), in order of preference."""
     if policy not in POLICIES:
         raise ValueError(f"thunder-fuse: unknown policy {policy!r}; expected one of {', '.join(POLICIES)}")
+    if isinstance(executors, str):
+        executors = [e for e in executors.split(",") if e]
+    for e in executors:
+        executor_registry.get(e)
     module_block = module_op.regions[0].blocks[0]
     with module_op.context, ir.Location.unknown():
         counter = _next_index(module_block)
         funcs = [op for op in module_block.operations
                  if op.operation.name == "func.func" and not is_fusion(op) and len(op.regions[0].blocks) > 0]
         for f in funcs:
-            counter = fuse_func(f, module_block, counter, policy)
+            counter = fuse_func(f, module_block, counter, policy, executors)
 
 
 def region_text(func_op):

@@ -43,9 +43,10 @@ def _load_passes():
                       "and @backward (saved values + cotangents -> input gradients)")(autograd.autograd_module)
 
     if "thunder-fuse" not in PASSES:
-        register_pass("thunder-fuse", "Outline regions of ops the CPU linalg executor claims into func.func "
-                      "private @fusion_N (thunder.executor = \"linalg\", decomposed into thunder prims), called "
-                      "with func.call; option policy=auto (regions a cost model finds faster) or always")(
+        register_pass("thunder-fuse", "Outline regions of ops a fusion executor claims into func.func "
+                      "private @fusion_N (thunder.executor = \"linalg\" on CPU tensors, \"cuda\" on CUDA "
+                      "tensors; decomposed into thunder prims), called with func.call; options "
+                      "policy=auto (regions a cost model finds faster) or always, executors=linalg,cuda")(
             fuse.fuse_module)
 
     if "thunder-decompose" not in PASSES:

@@ -5,3 +5,16 @@ import sys, os; sys.path.insert(0, os.path.dirname(__file__))
 # its own directories), so tests never read or fill the user's cache. THUNDER_TEST_KERNEL_CACHE
 # names a directory to keep between sessions instead (entries are keyed by content: safe to reuse).
 os.environ["THUNDER_KERNEL_CACHE"] = os.environ.get("THUNDER_TEST_KERNEL_CACHE") or "off"
+
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _op_harness_ptx():
+    """After each test module: the PTX of the CUDA kernels of the regions its op_harness checks
+    collected, assembled by ptxas (op_harness.flush_ptx)."""
+    yield
+    import op_harness
+
+    op_harness.flush_ptx()

@@ -5,12 +5,19 @@ It is traced with proxies, emitted as MLIR (verified and round-tripped through t
 into Python and run; the result must equal fn(*args, **kwargs) in values, dtypes and shapes.
 The same is repeated after the thunder-decompose pass (ltorch ops -> thunder prims), and after
 thunder-fuse on the decomposed module: every region the pass claims (single prims included, see
-`POLICY`) runs as a compiled CPU kernel (lowering/linalg).
+`POLICY`) runs as a compiled CPU kernel (lowering/linalg). The same regions are also run as the
+CUDA executor's kernels, interpreted on the CPU (lowering/gpu/emulate.py: the kernels' own index
+arithmetic, schedules and bounds, compared with eager), and collected into a batch whose PTX
+`flush_ptx` generates and checks with ptxas for sm_80 and sm_90 (tests/conftest.py calls it
+after each test module; distinct regions only).
 
-THUNDER_TEST_FUSED=0: skip the fused variant. THUNDER_FUSE_STATS=<file>: append "checks
-fused_checks regions" of this process to <file> at exit."""
+THUNDER_TEST_FUSED=0: skip the fused variants. THUNDER_TEST_CUDA=0: skip the CUDA ones.
+THUNDER_FUSE_STATS=<file>: append "checks fused_checks regions" of this process to <file> at
+exit."""
 import atexit
+import importlib.util
 import os
+import warnings
 
 import torch
 
@@ -58,7 +65,49 @@ def _assert_same(actual, expected, rtol, atol):
 # so that every fusible op runs through a kernel
 POLICY = "always"
 FUSED = os.environ.get("THUNDER_TEST_FUSED", "1") != "0"
+CUDA = FUSED and os.environ.get("THUNDER_TEST_CUDA", "1") != "0" and importlib.util.find_spec("llvmlite") is not None
 STATS = {"checks": 0, "fused": 0, "regions": 0}
+ARCHS = ("sm_80", "sm_90")
+_PTX_BATCH = None
+_SEEN = set()  # region texts already emulated and added to a batch
+
+
+def _test_name():
+    return os.environ.get("PYTEST_CURRENT_TEST", "?").split(" ")[0]
+
+
+def _emulated_kernels(m, kernels):
+    """Bind each fusion_N of the module to its CUDA kernels run by the emulator; add new regions
+    to the PTX batch."""
+    global _PTX_BATCH
+    from thunder.lowering.gpu import Batch
+    from thunder.lowering.gpu.emulate import emulate_region
+
+    if _PTX_BATCH is None:
+        _PTX_BATCH = Batch()
+    for name, callee in fuse.fusion_callees(m.operation).items():
+        text = fuse.region_text(callee).replace(f"@{name}(", "@fusion(", 1)
+        if text not in _SEEN:
+            _SEEN.add(text)
+            _PTX_BATCH.add(text, "fusion", label=_test_name())
+        kernels[name] = lambda *ts, text=text: emulate_region(text, "fusion", *ts)
+
+
+def flush_ptx():
+    """PTX of the collected regions' kernels for ARCHS, assembled by ptxas (generated only, with
+    a warning, where ptxas is absent); a failure names the kernels and the tests they came from."""
+    global _PTX_BATCH
+    batch, _PTX_BATCH = _PTX_BATCH, None
+    if not batch:
+        return
+    from thunder.lowering.gpu import ptx
+
+    if ptx.ptxas_path() is None:
+        for arch in ARCHS:
+            batch.ptx(arch)
+        warnings.warn("ptxas (CUDA toolkit) not found: the kernels' PTX was generated, not assembled")
+        return
+    batch.check(ARCHS)
 
 
 def fused_variant(module):
@@ -103,17 +152,21 @@ def check(fn, *args, rtol=None, atol=None, decompose=True, random=False, **kwarg
             STATS["regions"] += n
             if n:
                 variants.append(("fused", f))
+                if CUDA and not random:
+                    variants.append(("cuda (emulated)", f))
         for label, m in variants:
             kernels = {}
             try:
                 src = python_source(m, constants=kernels)
+                if label == "cuda (emulated)":
+                    _emulated_kernels(m, kernels)
                 out = compile_source(src, constants=kernels)(*tensors)
                 out = list(out) if isinstance(out, tuple) else [out]
                 if not random:
                     _assert_same(out, expected, rtol, atol)
             except Exception as e:
                 e.add_note(f"op_harness: in the {label} variant")
-                if label == "fused":
+                if label in ("fused", "cuda (emulated)"):
                     e.add_note(str(m))
                 raise
     return module

@@ -3,6 +3,7 @@
     thunder-opt trace.mlir --pass-pipeline='builtin.module(thunder-decompose,cse,canonicalize)'
     cat trace.mlir | thunder-opt - --pass-pipeline='builtin.module(cse)'
     thunder-opt --list-passes
+    thunder-opt trace.mlir --pass-pipeline='builtin.module(thunder-decompose,thunder-fuse{policy=always})' --to-ptx=sm_90
 """
 import argparse
 import sys
@@ -21,6 +22,15 @@ def _parser():
     p.add_argument("--to-linalg", action="store_true",
                    help="print each fusion region (thunder-fuse's @fusion_N) as the linalg func its CPU "
                         "kernel is compiled from (contiguous inputs)")
+    p.add_argument("--to-gpu", action="store_true",
+                   help="print each fusion region's CUDA kernels: the gpu.module (one gpu.func per launch, "
+                        "its schedule in thunder.launch) before the NVVM lowering (contiguous inputs)")
+    p.add_argument("--to-ptx", nargs="?", const="sm_90", default=None, metavar="ARCH",
+                   help="print the PTX of each fusion region's CUDA kernels for ARCH (default sm_90); "
+                        "needs llvmlite (the cuda extra)")
+    p.add_argument("--mlir-print-ir-after-all", action="store_true",
+                   help="print the IR after every pass to stderr (the pass pipeline, and with --to-ptx the "
+                        "gpu.module's lowering to NVVM)")
     p.add_argument("-o", dest="output", default="-", help="output file (default stdout)")
     return p
 
@@ -34,13 +44,18 @@ def run_one(text, args, out):
         try:
             module = ir.Module.parse(text)
             if args.pass_pipeline:
-                build_pass_manager(args.pass_pipeline).run(module.operation)
+                pm = build_pass_manager(args.pass_pipeline)
+                if args.mlir_print_ir_after_all:
+                    pm.enable_ir_printing()
+                pm.run(module.operation)
         except ir.MLIRError as e:
             print(_format_error(e, args.input if args.input != '-' else '<stdin>'), file=sys.stderr)
             return False
         except ValueError as e:  # an unknown pass or a malformed pipeline
             print(f"thunder-opt: {e}", file=sys.stderr)
             return False
+        if args.to_gpu or args.to_ptx:
+            return _gpu(module, args, out)
         if args.to_linalg:
             from thunder.lowering.fuse import fusion_callees, region_text
             from thunder.lowering.linalg.to_linalg import lower_region, row_major_strides, signature
@@ -61,6 +76,28 @@ def run_one(text, args, out):
             out.write(module.operation.get_asm(enable_debug_info=args.mlir_print_debuginfo))
             out.write("\n")
     return True
+
+
+def _gpu(module, args, out):
+    """--to-gpu / --to-ptx: each fusion region's kernels, with their launch configurations."""
+    from thunder.lowering.fuse import fusion_callees, region_text
+    from thunder.lowering.gpu import UnsupportedOp, module_ptx, region_kernels
+
+    ok = True
+    for name, callee in fusion_callees(module.operation).items():
+        try:
+            kernels = region_kernels(region_text(callee), name, prefix=f"{name}_k")
+            if args.to_gpu:
+                out.write(f"// {name}\n{kernels.module}")
+            if args.to_ptx:
+                out.write(f"// {name}: PTX for {args.to_ptx}\n")
+                for launch in kernels.launches:
+                    out.write(f"// launch {launch.name}: {launch.describe()}\n")
+                out.write(module_ptx(kernels.module, args.to_ptx, print_ir=args.mlir_print_ir_after_all))
+        except (UnsupportedOp, ImportError) as e:
+            print(f"thunder-opt: {name}: {e}", file=sys.stderr)
+            ok = False
+    return ok
 
 
 def _format_error(e, filename):

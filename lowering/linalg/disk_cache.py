@@ -256,3 +256,35 @@ def compiled_function(key_text, name, build, *, loops="loops", opt_level=3):
     if how == "compiled":
         return keep, how
     return _loaded_function_type()(keep, addr, name), how
+
+
+def cached_text(parts, build, suffix):
+    """build()'s text (e.g. PTX), kept in the cache directory under a hash of FORMAT and parts
+    (strings that determine it, the target chip among them): read back when present and intact,
+    else built and stored. Same trailer check and atomic writes as the kernels' libraries."""
+    directory = cache_dir()
+    path = None
+    if directory is not None:
+        h = hashlib.sha256()
+        for part in (FORMAT, *parts):
+            h.update(part.encode())
+            h.update(b"\0")
+        path = os.path.join(directory, h.hexdigest() + suffix)
+        data = _read_verified(path)
+        if data is not None:
+            stats["disk"] += 1
+            return data.decode()
+    text = build()
+    stats["compiled"] += 1
+    if path is not None:
+        try:
+            os.makedirs(directory, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=".", suffix=suffix, dir=directory)
+            data = text.encode()
+            with os.fdopen(fd, "wb") as f:
+                f.write(data + _MAGIC + hashlib.sha256(data).digest())
+            os.replace(tmp, path)
+            stats["stored"] += 1
+        except OSError as e:  # never let storing break compiling
+            log.debug("kernel cache: not stored: %s", e)
+    return text

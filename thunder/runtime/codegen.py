@@ -129,7 +129,7 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
 
 
 def _fusion_callees(module):
-    """name -> func op of the regions thunder-fuse outlined (thunder.executor = "linalg")."""
+    """name -> func op of the regions thunder-fuse outlined (thunder.executor = "<name>")."""
     out = {}
     for op in module.body.operations:
         if op.operation.name == "func.func" and "thunder.executor" in op.attributes:
@@ -138,23 +138,23 @@ def _fusion_callees(module):
 
 
 def _fusion_call(operation, namer, callees, constants, comments):
-    """`t5, t6 = fusion_0(a, t3)`; constants (when given) gets fusion_0 bound to the compiled
-    kernel (lowering/linalg: compiled for each new combination of input strides on first call)."""
+    """`t5, t6 = fusion_0(a, t3)`; constants (when given) gets fusion_0 bound to what the
+    region's executor compiles (lowering/executors.py; the kernels themselves are compiled on
+    first call, for each new combination of input strides)."""
+    from thunder.lowering import executors
+
     callee = ir.FlatSymbolRefAttr(operation.attributes["callee"]).value
     f = callees.get(callee)
     if f is None:
         raise NotImplementedError(f"codegen: func.call of @{callee}, which is not a fusion region")
-    executor = ir.StringAttr(f.attributes["thunder.executor"]).value
-    if executor != "linalg":
-        raise NotImplementedError(f"codegen: unknown executor {executor!r} of @{callee}")
+    executor = executors.of_region(f).name
     if constants is not None and callee not in constants:
         from thunder.lowering.fuse import region_text
-        from thunder.lowering.linalg import compile_region
 
         # one symbol name for all regions: identical regions (the same block in every layer)
-        # share one kernel in compile_region's cache
+        # share one kernel in the executor's cache
         text = region_text(f).replace(f"@{callee}(", "@fusion(", 1)
-        constants[callee] = compile_region(text, "fusion")
+        constants[callee] = executors.get(executor).compile(text, "fusion")
     args = ", ".join(namer.names[v] for v in operation.operands)
     wanted = loc_names(operation.location)
     outs = [namer.assign(r, wanted[i] if i < len(wanted) else None) for i, r in enumerate(operation.results)]

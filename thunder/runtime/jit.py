@@ -19,7 +19,9 @@ from thunder.runtime.state import StateTracker
 from thunder.runtime.traces import Trace
 
 CACHE_OPTIONS = ("constant values", "no caching", "same input")
-# "linalg": regions compiled to native CPU kernels (thunder-fuse, lowering/linalg); "torch": the rest
+# fusion executors (lowering/executors.py, by name): "linalg" (CPU kernels), "cuda" (CUDA kernels
+# through MLIR's gpu dialect), "nvfuser"; "torch": the rest. Default: CPU fusion only (the cuda
+# executor is opt-in: executors=["cuda", "linalg", "torch"])
 EXECUTORS = ("linalg", "torch")
 FUSION_POLICIES = ("auto", "always")
 SHARP_EDGES = ("allow", "warn", "error")
@@ -113,7 +115,14 @@ def make_compile_data(fn, *, executors=None, cache=None, sharp_edges=None, disab
     _check_option("cache option", cache, CACHE_OPTIONS)
     executors = tuple(executors) if executors is not None else EXECUTORS
     for e in executors:
-        _check_option("executor", getattr(e, "name", e), EXECUTORS)
+        name = getattr(e, "name", e)
+        from thunder.lowering import executors as registry
+
+        _check_option("executor", name, ("torch", *registry.EXECUTORS))
+        if name != "torch":
+            require = registry.get(name).require
+            if require is not None:
+                require()
     sharp_edges = sharp_edges or "allow"
     _check_option("sharp_edges option", sharp_edges, SHARP_EDGES)
     fusion = fusion or "auto"
@@ -359,20 +368,23 @@ def _requested(cd, name):
 
 
 def _fusion_policy(cd):
-    """thunder-fuse's policy for this function, None when nothing fuses: a thunder-fuse in
-    transforms (its policy option, default "auto"), else the linalg executor's (cd.fusion)."""
+    """(policy, executors) of thunder-fuse for this function, None when nothing fuses: a
+    thunder-fuse in transforms (its options; default "auto" and linalg,cuda), else cd.fusion and
+    the fusion executors among cd.executors."""
     for e in cd.transforms:
         if not callable(e) and pass_name(e) == "thunder-fuse":
-            return pass_options(e).get("policy", "auto")
-    return cd.fusion if "linalg" in (getattr(e, "name", e) for e in cd.executors) else None
+            options = pass_options(e)
+            return options.get("policy", "auto"), options.get("executors", "linalg,cuda")
+    fusing = tuple(n for n in (getattr(e, "name", e) for e in cd.executors) if n != "torch")
+    return (cd.fusion, fusing) if fusing else None
 
 
-def _fuse(module, policy):
-    """thunder-fuse on the module; whether it outlined a region."""
+def _fuse(module, fusion):
+    """thunder-fuse with (policy, executors) on the module; whether it outlined a region."""
     from thunder.lowering.fuse import fuse_module, fusion_callees
 
     with module.context:
-        fuse_module(module.operation, policy)
+        fuse_module(module.operation, *fusion)
     return bool(fusion_callees(module.operation))
 
 

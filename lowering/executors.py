@@ -1,0 +1,147 @@
+"""Fusion executors, by name: which regions each one claims and how it runs them.
+
+thunder-fuse (fuse.py) asks an executor which prims it can run (`supports`) on tensors of its
+device, and whether a region is worth a kernel (`cost`, `runs_well`); it tags the outlined func
+with `thunder.executor = "<name>"`, and codegen (runtime/codegen.py) binds each `fusion_N` to
+`executor.compile(region_text, name)`. Executors import their compilers lazily: nothing CUDA is
+imported for the CPU path.
+
+| name      | device | regions become                                                     |
+| linalg    | cpu    | native CPU kernels (lowering/linalg)                               |
+| cuda      | cuda   | CUDA kernels: gpu.module -> PTX, launched with cuda.bindings (lowering/gpu) |
+| nvfuser   | cuda   | nvFuser FusionDefinitions (lowering/gpu/nvfuser.py)                |
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """Seconds of a torch op's fixed cost (dispatch, launch), of a kernel call's, and the bytes
+    per second both move (policy "auto" in fuse.worth_fusing)."""
+    op_seconds: float
+    call_seconds: float
+    bytes_per_second: float
+
+
+@dataclass(frozen=True)
+class Executor:
+    name: str
+    device: str  # "cpu" or "cuda": the device of the tensors of the regions it claims
+    cost: CostModel
+    compile: Callable  # (region text, func name) -> callable(*tensors) -> tuple of outputs
+    supports: Callable  # (thunder prim operation) -> whether it can run inside a region
+    accepts: Callable  # (region text, name) -> whether it compiles the region (checked before keeping it)
+    runs_well: Callable = None  # (region text, name) -> whether policy auto keeps it as it is
+    require: Callable = None  # () -> None, or raise ImportError naming what is missing
+
+
+def _kernel_prim(operation):
+    from thunder.lowering.fuse import kernel_prim
+
+    return kernel_prim(operation)
+
+
+_VERIFY_CONTEXT = None
+
+
+def _verifies(text):
+    global _VERIFY_CONTEXT
+    from thunder.dialects.mlir import ir
+
+    if _VERIFY_CONTEXT is None:
+        _VERIFY_CONTEXT = ir.Context()
+    with _VERIFY_CONTEXT:
+        ir.Module.parse(text)
+
+
+def _linalg_accepts(text, name):
+    """Whether the region lowers to linalg that MLIR accepts (parsed and verified)."""
+    from thunder.lowering.linalg.to_linalg import to_linalg
+
+    try:
+        _verifies(to_linalg(text, name))
+        return True
+    except Exception:  # e.g. a prim on a type the lowering does not take (sin of an int tensor)
+        return False
+
+
+def _cuda_accepts(text, name):
+    """Whether the region's kernels are written and their gpu.module verifies."""
+    from thunder.lowering.gpu import region_kernels
+
+    try:
+        _verifies(region_kernels(text, name).module)
+        return True
+    except Exception:
+        return False
+
+
+def _compile_linalg(text, name):
+    from thunder.lowering.linalg import compile_region
+
+    return compile_region(text, name)
+
+
+def _linalg_tiles(text, name):
+    from thunder.lowering.linalg.to_linalg import lower_region
+
+    return lower_region(text, name).rows is not None
+
+
+def _compile_cuda(text, name):
+    from thunder.lowering.gpu.launch import compile_region
+
+    return compile_region(text, name)
+
+
+def _require_cuda():
+    try:
+        import llvmlite  # noqa: F401
+    except ImportError as e:
+        raise ImportError("thunder: the cuda executor needs llvmlite to generate PTX: "
+                          "pip install 'thunder-mlir[cuda]'") from e
+
+
+def _nvfuser(attr):
+    def f(*args):
+        from thunder.lowering.gpu import nvfuser
+
+        return getattr(nvfuser, attr)(*args)
+    return f
+
+
+EXECUTORS: dict[str, Executor] = {}
+
+
+def register(executor: Executor):
+    EXECUTORS[executor.name] = executor
+    return executor
+
+
+# on this project's 2-core CPU machines: a torch op ~1.5 us, a kernel call ~5 us, ~8 GB/s
+register(Executor("linalg", "cpu", CostModel(1.5e-6, 5e-6, 8e9), _compile_linalg, _kernel_prim, _linalg_accepts,
+                  _linalg_tiles))
+# a CUDA torch op costs its launch (~5 us of CPU time; GPU time hides behind it for small
+# tensors), one of our kernels a Python-level launch (~8 us); an H100 moves ~2.5 TB/s
+register(Executor("cuda", "cuda", CostModel(5e-6, 8e-6, 2.5e12), _compile_cuda, _kernel_prim, _cuda_accepts,
+                  require=_require_cuda))
+register(Executor("nvfuser", "cuda", CostModel(5e-6, 10e-6, 2.5e12), _nvfuser("compile_region"),
+                  _nvfuser("supports"), _nvfuser("accepts"), require=_nvfuser("require")))
+
+
+def get(name) -> Executor:
+    try:
+        return EXECUTORS[name]
+    except KeyError:
+        raise ValueError(f"thunder: unknown executor {name!r}; expected one of "
+                         f"{', '.join(map(repr, EXECUTORS))}") from None
+
+
+def of_region(func_op) -> Executor:
+    """The executor a fusion callee is tagged with."""
+    from thunder.dialects.mlir import ir
+
+    return get(ir.StringAttr(func_op.attributes["thunder.executor"]).value)

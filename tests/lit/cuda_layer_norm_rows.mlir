@@ -1,0 +1,48 @@
+// RUN: thunder-opt %s --pass-pipeline='builtin.module(thunder-fuse{policy=always})' | filecheck %s --check-prefix=FUSE
+// RUN: thunder-opt %s --pass-pipeline='builtin.module(thunder-fuse{policy=always})' --to-gpu | filecheck %s
+// RUN: thunder-opt %s --pass-pipeline='builtin.module(thunder-fuse{policy=always executors=linalg})' | filecheck %s --check-prefix=CPU-ONLY
+// RUN: thunder-opt %s --pass-pipeline='builtin.module(thunder-fuse{policy=always})' --to-ptx=sm_90 | filecheck %s --check-prefix=PTX
+// RUN: thunder-opt %s --pass-pipeline='builtin.module(thunder-fuse{policy=always})' --to-ptx --mlir-print-ir-after-all 2>&1 >/dev/null | filecheck %s --check-prefix=NVVM
+// Layer norm on CUDA tensors (rows of 256): the cuda executor claims the region; one block of
+// 64 threads per row, each thread loads columns lane, lane+64, lane+128, lane+192 once and keeps
+// them in registers for both reductions (gpu.all_reduce: warp shuffles) and the output. The row
+// count is the kernel argument %n: the kernel does not depend on the first dim.
+
+// CPU-ONLY-NOT: thunder.executor
+// FUSE: func.func private @fusion_0({{.*}}tensor<8x256xf32, "cuda:0">{{.*}} attributes {thunder.executor = "cuda"}
+
+// CHECK-LABEL: gpu.module @kernels
+// CHECK: gpu.func @fusion_0_k0(%in0: !llvm.ptr<1> {llvm.noalias, llvm.readonly}, %in1: !llvm.ptr<1> {{.*}}, %in2: !llvm.ptr<1> {{.*}}, %out0: !llvm.ptr<1> {llvm.noalias}, %n: i64) kernel
+// CHECK-SAME: known_block_size = array<i32: 64, 1, 1>
+// CHECK-SAME: thunder.launch = "rows: n = 1 leading dim(s) of output 0, 1 per block of 64 threads"
+// CHECK: %[[LANE:.*]] = arith.index_cast %{{.*}} : index to i64
+// CHECK-COUNT-4: llvm.load {{.*}} -> f32
+// CHECK: gpu.all_reduce add
+// CHECK-NOT: llvm.load %{{.*}} -> f32
+// CHECK: gpu.all_reduce add
+// CHECK: math.sqrt
+// CHECK: llvm.getelementptr %in1[%[[LANE]]]
+// CHECK: llvm.store
+// CHECK-NOT: scf.if
+// CHECK: gpu.return
+
+// PTX: // fusion_0: PTX for sm_90
+// PTX: // launch fusion_0_k0: rows: n = 1 leading dim(s) of output 0, 1 per block of 64 threads
+// PTX: .target sm_90
+// PTX: .visible .entry fusion_0_k0(
+// PTX-COUNT-4: ld.global.nc.{{[bf]}}32
+// PTX: shfl.sync.bfly.b32
+// PTX: bar.sync
+// PTX: sqrt.rn.f32
+// PTX-NOT: call
+// PTX: ret;
+
+// NVVM: IR Dump After ConvertGpuOpsToNVVMOps
+// NVVM: llvm.func @fusion_0_k0(
+// NVVM-SAME: nvvm.kernel
+// NVVM: nvvm.shfl.sync bfly
+// NVVM: nvvm.barrier
+func.func @ln(%arg0: tensor<8x256xf32, "cuda:0">, %arg1: tensor<256xf32, "cuda:0">, %arg2: tensor<256xf32, "cuda:0">) -> tensor<8x256xf32, "cuda:0"> {
+  %0 = "ltorch.layer_norm"(%arg0, %arg1, %arg2) {eps = 1.000000e-05 : f64, normalized_shape = array<i64: 256>, operandSegmentSizes = array<i32: 1, 1, 1>} : (tensor<8x256xf32, "cuda:0">, tensor<256xf32, "cuda:0">, tensor<256xf32, "cuda:0">) -> tensor<8x256xf32, "cuda:0">
+  return %0 : tensor<8x256xf32, "cuda:0">
+}
