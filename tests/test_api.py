@@ -318,3 +318,18 @@ def test_objects_holding_computed_tensors_are_returned_rebuilt():
     torch.testing.assert_close(second.items[0], (x * 2 + 1) * 2)
     torch.testing.assert_close(first.t, x + 1)
     torch.testing.assert_close(total, (x * 2).sum())
+
+
+def test_input_object_updated_and_returned_is_the_same_object():
+    # (as a KV cache passed in, extended, and returned): eager returns the same object, updated
+    def f(holder, x):
+        holder.t = torch.cat([holder.t, x])
+        return holder, holder.t.sum()
+
+    jf = thunder.jit(f)
+    holder = _Holder(torch.ones(2))
+    for step in range(2):
+        out, total = jf(holder, torch.full((1,), 2.0))
+        assert out is holder
+        torch.testing.assert_close(holder.t, torch.tensor([1.0, 1.0] + [2.0] * (step + 1)))
+        torch.testing.assert_close(total, holder.t.sum())

@@ -248,3 +248,32 @@ def test_nanogpt():
     targets = torch.roll(idx, -1, 1)
     targets[:, -1] = -1
     check_model(NanoGPT(), dict(idx=idx, targets=targets))
+
+
+def test_gpt2_greedy_generation_with_kv_cache():
+    # the jitted model is called once per token with the DynamicCache it returned (its tensors
+    # grow by one position each step: one compile per step under the default cache option)
+    model = _language_model("gpt2").eval()
+    jitted = thunder.jit(model)
+    prompt = _ids(batch=1, seq=5)
+
+    def greedy(fn, steps=5):
+        out = fn(input_ids=prompt, use_cache=True)
+        tokens, logits = [], [out.logits]
+        for _ in range(steps):
+            nxt = out.logits[:, -1].argmax(-1, keepdim=True)
+            tokens.append(nxt.item())
+            out = fn(input_ids=nxt, past_key_values=out.past_key_values, use_cache=True)
+            logits.append(out.logits)
+        return tokens, logits, out.past_key_values
+
+    with torch.no_grad():
+        expected_tokens, expected_logits, expected_cache = greedy(model)
+        tokens, logits, cache = greedy(jitted)
+    assert tokens == expected_tokens
+    for a, b in zip(logits, expected_logits, strict=True):
+        torch.testing.assert_close(a, b, rtol=RTOL, atol=ATOL)
+    assert type(cache) is type(expected_cache)
+    for layer, expected_layer in zip(cache.layers, expected_cache.layers, strict=True):
+        torch.testing.assert_close(layer.keys, expected_layer.keys, rtol=RTOL, atol=ATOL)
+        torch.testing.assert_close(layer.values, expected_layer.values, rtol=RTOL, atol=ATOL)
