@@ -333,3 +333,32 @@ def test_input_object_updated_and_returned_is_the_same_object():
         assert out is holder
         torch.testing.assert_close(holder.t, torch.tensor([1.0, 1.0] + [2.0] * (step + 1)))
         torch.testing.assert_close(total, holder.t.sum())
+
+
+def test_recompiles_beyond_the_limit_warn_once_naming_the_input():
+    import warnings
+
+    jf = thunder.jit(lambda x: x * 2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for n in range(1, 9 + 1):  # 8 recompiles after the first compile: within the limit
+            jf(torch.ones(n))
+        assert not [w for w in caught if "recompiled" in str(w.message)]
+        for n in range(10, 14):
+            torch.testing.assert_close(jf(torch.ones(n)), torch.full((n,), 2.0))
+    messages = [str(w.message) for w in caught if "recompiled" in str(w.message)]
+    assert len(messages) == 1
+    assert "recompiled 9 times (recompile_limit=8)" in messages[0]
+    assert "tensor argument 0: shape changed" in messages[0] and "symbolic values" in messages[0]
+
+    quiet = thunder.jit(lambda x: x * 2, recompile_limit=None)
+    strict = thunder.jit(lambda x: x * 2, recompile_limit=1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for n in range(1, 5):
+            quiet(torch.ones(n)), strict(torch.ones(n))
+    assert [str(w.message) for w in caught if "recompiled" in str(w.message)] == [
+        m for m in [str(w.message) for w in caught] if "recompile_limit=1" in m]
+    assert len([w for w in caught if "recompiled" in str(w.message)]) == 1
+    with pytest.raises(ValueError, match="recompile_limit"):
+        thunder.jit(lambda x: x, recompile_limit=-1)
