@@ -560,7 +560,20 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
                                  enable_gqa: Bool = False):
     """Random only with dropout_p > 0."""
     batch, _ = _sdpa_check(query, key, value, attn_mask, dropout_p, is_causal, enable_gqa)
+    if dropout_p > 0 and _needs_grad(query, key, value, attn_mask):
+        # the dropout mask is drawn inside torch's kernel, where a backward of ours cannot see it:
+        # the fallback records torch's own call, whose gradient replays the same draw
+        raise NotImplementedError("thunder: scaled_dot_product_attention with dropout_p > 0 in training runs as "
+                                  "torch's call")
     return TensorProxy((*batch, query.shape[-2], value.shape[-1]), query.dtype, query.device)
+
+
+def _needs_grad(*tensors):
+    """Whether the call is traced with grad enabled (whether a gradient will flow through these
+    tensors is known only after tracing)."""
+    from thunder.core import trace as tracing
+
+    return tracing.current() is not None and tracing.grad_enabled()
 
 
 def _repeat_heads(x, groups):
