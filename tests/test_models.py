@@ -302,3 +302,32 @@ def test_gpt2_greedy_generation_with_kv_cache():
     for layer, expected_layer in zip(cache.layers, expected_cache.layers, strict=True):
         torch.testing.assert_close(layer.keys, expected_layer.keys, rtol=RTOL, atol=ATOL)
         torch.testing.assert_close(layer.values, expected_layer.values, rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.parametrize("name", ["gpt2", "distilbert"])
+def test_training_with_dropout_matches_eager_under_the_same_seed(name):
+    # dropout in the model (nn.Dropout) and in attention (sdpa's dropout_p): the same draws as
+    # eager from the same generator state, so the loss and every gradient match
+    t, ids = transformers, _ids()
+    if name == "gpt2":
+        model = _hf(t.GPT2Config, t.GPT2LMHeadModel, vocab_size=96, n_positions=32, n_embd=32, n_layer=2, n_head=2,
+                    resid_pdrop=0.1, embd_pdrop=0.1, attn_pdrop=0.1)
+        kwargs = dict(input_ids=ids, labels=ids)
+    else:
+        model = _hf(t.DistilBertConfig, t.DistilBertForSequenceClassification, vocab_size=96, dim=32, hidden_dim=64,
+                    n_layers=2, n_heads=4, max_position_embeddings=32)
+        kwargs = dict(input_ids=ids, labels=torch.tensor([0, 1]))
+    reference = copy.deepcopy(model).train()
+    jitted = thunder.jit(model.train())
+    for seed in (0, 1):
+        torch.manual_seed(seed)
+        expected = reference(**kwargs).loss
+        torch.manual_seed(seed)
+        loss = jitted(**kwargs).loss
+        torch.testing.assert_close(loss, expected, rtol=RTOL, atol=ATOL)
+        expected_grads = torch.autograd.grad(expected, list(reference.parameters()), allow_unused=True)
+        grads = torch.autograd.grad(loss, list(model.parameters()), allow_unused=True)
+        for g, e in zip(grads, expected_grads, strict=True):
+            assert (g is None) == (e is None)
+            if e is not None:
+                torch.testing.assert_close(g, e, rtol=RTOL, atol=ATOL)

@@ -473,11 +473,12 @@ def _dropout_check(p):
 
 
 def _dropout(x, p):
-    """Zero each element with probability p and scale the others by 1 / (1 - p)."""
-    u = prims.uniform(tuple(x.shape), 0.0, 1.0, dtype=_compute_dtype(x.dtype), device=x.device)
-    keep = prims.lt(u, 1.0 - p)  # never true for p == 1
-    scaled = prims.mul(x, to_dtype(1.0 / (1.0 - p) if p < 1 else 0.0, x.dtype))
-    return prims.where(keep, scaled, to_dtype(0, x.dtype))
+    """Zero each element with probability p and scale the others by 1 / (1 - p), as torch's
+    native_dropout: the same mask draw (so eager's bits under the same seed), x * mask * scale
+    (so a NaN dropped stays NaN, as in eager)."""
+    keep = prims.bernoulli_mask(tuple(x.shape), 1.0 - p, device=x.device)  # never true for p == 1
+    masked = prims.mul(x, to_dtype(keep, x.dtype))
+    return prims.mul(masked, to_dtype(1.0 / (1.0 - p) if p < 1 else 0.0, x.dtype))
 
 
 @ltorch("torch.nn.functional.dropout", random=True, aliases=(F.dropout,))
