@@ -456,7 +456,7 @@ def test_pow_half_at_negative_zero_and_infinity(dtype, exponent):
     assert torch.equal(out.signbit()[numbers], expected.signbit()[numbers])
 
 
-@pytest.mark.parametrize("case", ["rows", "first_dim", "mixed_dtypes", "bf16", "strided", "one_empty"])
+@pytest.mark.parametrize("case", ["rows", "first_dim", "mixed_dtypes", "bf16", "strided", "one_empty", "inner_tiles"])
 def test_cat_in_kernels(case):
     """cat inside fused regions: along the columns of tiles of rows, along the tiled dim (the
     region runs untiled), after a promotion, in bf16, of strided inputs, with an empty input."""
@@ -469,6 +469,8 @@ def test_cat_in_kernels(case):
                           torch.randn(5, 8).bfloat16())),
         "strided": (rotary, (torch.randn(2, 6, 5, 3).transpose(1, 3), torch.randn(6, 5).t(), torch.randn(5, 6))),
         "one_empty": (lambda a, b: torch.cat((a, b, a), 1) + 1, (torch.randn(6, 4), torch.randn(6, 0))),
+        # rows of the first dim hold 128 KiB: tiles of the second dim's rows (strided tiles)
+        "inner_tiles": (rotary, (torch.randn(2, 8, 64, 64), torch.randn(64, 64), torch.randn(64, 64))),
     }
     fn, args = fns[case]
     jf = thunder.jit(fn, transforms=FUSE)
