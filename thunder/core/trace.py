@@ -39,10 +39,15 @@ class TraceCtx:
         self.symbols: list[BoundSymbol] = []
         self.inputs: list = []  # Refs of the input tensors, in order
         self._counter = 0
+        self._numbers = 0
         self._prefix = prefix
         self._used = set()
         self.track_grad_mode = False  # record no_grad regions (the user's program, not decompositions)
         self.mutated = {}  # input name -> the proxy holding its final value (in-place updates)
+        # thunder.jit's tracing: reads tensor values by running the recorded prefix on the real
+        # inputs (runtime/reads.py); None elsewhere (passes, decompositions), where reads raise
+        self.reader = None
+        self.live = None  # id -> proxy, weakly: the proxies made while a reader is set (values to keep)
 
     def new_name(self, hint=None):
         if hint is not None:
@@ -87,6 +92,49 @@ def new_name(hint=None):
     return ctx.new_name(hint) if ctx is not None else None
 
 
+def new_number_name():
+    """A name for a runtime number (n0, n1, ...)."""
+    ctx = _current.get()
+    if ctx is None:
+        return None
+    while True:
+        name = f"n{ctx._numbers}"
+        ctx._numbers += 1
+        if name not in ctx._used:
+            ctx._used.add(name)
+            return name
+
+
+def track(proxy):
+    """A new proxy: the reader keeps the values of live proxies only."""
+    ctx = _current.get()
+    if ctx is not None and ctx.live is not None:
+        ctx.live[id(proxy)] = proxy
+
+
+def read_value(proxy, expr):
+    """The real value of a proxy (tensor or number), read while tracing; DataDependentError where
+    no values are available (passes, decompositions, functional code without a reader)."""
+    ctx = _current.get()
+    if ctx is None or ctx.reader is None:
+        from thunder.core.proxies import DataDependentError, where
+
+        raise DataDependentError(
+            f"thunder: the value of {expr}{where()} is needed, and values are not known here (only while "
+            "thunder.jit traces a call). Workaround: compute it outside, or keep it in tensor operations "
+            "(torch.where instead of a Python branch on a tensor).")
+    return ctx.reader.value(proxy)
+
+
+def split(proxy, why):
+    """The value of a proxy that Python needs: the trace is specialized on it from here on (the
+    program checks it). See runtime/reads.py."""
+    ctx = _current.get()
+    if ctx is None or ctx.reader is None:
+        read_value(proxy, f"{proxy.expr} ({why})")
+    return ctx.reader.split(proxy, why)
+
+
 def current_location():
     """(filename, lineno) of the user's line being interpreted, if any."""
     try:
@@ -98,13 +146,22 @@ def current_location():
 
 
 def ref(p):
+    """The Ref of a proxy; a NumberProxy's has shape (), its dtype (float64, int64, bool) and
+    device None (a scalar SSA value in MLIR)."""
+    if not hasattr(type(p), "shape"):  # a NumberProxy
+        return Ref(p.name, (), p.dtype, None)
     return Ref(p.name, tuple(p.shape), p.dtype, p.device)
 
 
+def is_number_ref(r):
+    return r.device is None
+
+
 def _to_refs(v):
+    from thunder.core.numbers import NumberProxy
     from thunder.core.proxies import TensorProxy
 
-    if isinstance(v, TensorProxy):
+    if isinstance(v, (TensorProxy, NumberProxy)):
         return ref(v)
     if isinstance(v, tuple) and any(isinstance(x, TensorProxy) for x in v):
         return tuple(_to_refs(x) for x in v)
@@ -124,7 +181,7 @@ def record_op(op, values):
         from thunder.ops import autocast
 
         values = autocast.apply(op, values)  # casts of an active torch.autocast region
-    out = op.meta(**values)
+    out = run_meta(op, values)
     outs = list(out) if isinstance(out, (tuple, list)) else [out]
     from thunder.core.proxies import TensorProxy
 
@@ -133,6 +190,8 @@ def record_op(op, values):
             o.is_view = True
     first = next((v for v in values.values() if isinstance(v, TensorProxy)), None)
     for i, o in enumerate(outs):
+        if not isinstance(o, TensorProxy):
+            continue  # a runtime number
         base = o.base if o.base is not None else first  # (a meta function may name the base)
         if o.is_view and base is not None:
             # remember how o was made from base, so in-place updates can flow between them
@@ -145,6 +204,17 @@ def record_op(op, values):
         outs = [_detach(o) for o in outs]
         out = tuple(outs) if isinstance(out, (tuple, list)) else outs[0]
     return tuple(outs) if isinstance(out, (tuple, list)) else out
+
+
+def run_meta(op, values):
+    """op's meta function on bound values; runtime numbers (NumberProxy operands) are seen as
+    an example value of their type (metadata depends on their type only: the ops whose metadata
+    depends on values read them when binding, see OpDef.bind)."""
+    from thunder.core.numbers import NumberProxy, example
+
+    if any(isinstance(v, NumberProxy) for v in values.values()):
+        values = {k: example(v) for k, v in values.items()}
+    return op.meta(**values)
 
 
 def _grad_enabled():

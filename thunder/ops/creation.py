@@ -115,7 +115,7 @@ def _arange_args(start, end, step, dtype):
     return start, end, step, dtype, length
 
 
-@ltorch("impl.arange", aliases=(torch.arange,))
+@ltorch("impl.arange", aliases=(torch.arange,), static_numbers=("start", "end", "step"))
 def arange(start: Number = 0, end: Number | None = None, step: Number = 1, *, dtype: DType | None = None,
            device: Device | None = None, requires_grad: Bool = False):
     """torch.arange(end), torch.arange(start, end, step=1)."""

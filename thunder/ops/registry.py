@@ -18,6 +18,8 @@ import inspect
 from dataclasses import dataclass, field
 from typing import Callable
 
+from thunder.core.numbers import concrete, has_proxy
+
 # --------------------------------------------------------------------------------------------
 # Parameter kinds
 
@@ -72,11 +74,21 @@ def _is_tensor(v):
 
 
 def _is_number(v):
-    return isinstance(v, (bool, int, float)) and not _is_tensor(v)
+    # (NumberProxy: a runtime number, an SSA value of the trace)
+    from thunder.core.numbers import is_number
+
+    return is_number(v) and not _is_tensor(v)
 
 
 def _is_int(v):
     return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_int_like(v):
+    """An int, or a runtime int (a NumberProxy, read where an int attribute needs its value)."""
+    from thunder.core.numbers import NumberProxy
+
+    return _is_int(v) or isinstance(v, NumberProxy) and v.python_type is int
 
 
 def _is_ints(v):
@@ -150,6 +162,9 @@ class OpDef:
     is_view: bool = False  # the result shares memory with the input in eager (in-place safety)
     differentiable: bool = True  # False: results never carry gradient (only inputs' metadata is read)
     effects: bool = False  # writes memory (copy_ into an input): not Pure
+    # Number operands whose values decide the result's metadata (arange's start/end/step): a
+    # runtime number (NumberProxy) there is read, and the trace specialized on it
+    static_numbers: tuple = ()
     normalize: Callable | None = None  # normalize(values): rewrites bound arguments (int -> tuple, ...)
     # python(values, result names) -> statements: the generated code of ops that torch_name and
     # the calling convention of ops/execute.py cannot express (the fallback's ltorch.torch_call)
@@ -189,6 +204,10 @@ class OpDef:
             raise TypeError(f"{self.torch_name}(): {e}") from None
         bound.apply_defaults()
         values = dict(bound.arguments)
+        for p in self.params:
+            # attributes are constants of the trace: runtime numbers there are read (a split)
+            if (not p.kind.operand or p.name in self.static_numbers) and has_proxy(values[p.name]):
+                values[p.name] = concrete(values[p.name], f"the '{p.name}' argument of {self.torch_name}")
         if self.normalize is not None:
             self.normalize(values)  # raises torch's errors for bad values
         for p in self.params:
@@ -225,7 +244,7 @@ def _gather_varargs(op, args, kwargs):
     if op.varargs in kwargs or len(args) <= i:
         return args, kwargs
     rest = args[i:]
-    if len(rest) == 1 and (isinstance(rest[0], (tuple, list)) or not _is_int(rest[0])):
+    if len(rest) == 1 and (isinstance(rest[0], (tuple, list)) or not _is_int_like(rest[0])):
         return args, kwargs
     # following positional params are keyword-only in torch when varargs are used
     return (*args[:i], tuple(rest)), kwargs
@@ -247,7 +266,8 @@ def _params_of(fn):
 
 
 def _register(dialect, torch_name, *, methods=(), dunders=(), rdunders=(), aliases=(), varargs=None,
-              returns_sequence=False, random=False, view=False, differentiable=True, effects=False, name=None):
+              returns_sequence=False, random=False, view=False, differentiable=True, effects=False, name=None,
+              static_numbers=()):
     def decorator(meta):
         op = OpDef(
             name=name or meta.__name__.rstrip("_"),
@@ -265,6 +285,7 @@ def _register(dialect, torch_name, *, methods=(), dunders=(), rdunders=(), alias
             is_view=view,
             differentiable=differentiable,
             effects=effects,
+            static_numbers=tuple(static_numbers),
             doc=inspect.getdoc(meta) or "",
             signature=inspect.signature(meta).replace(return_annotation=inspect.Signature.empty),
         )

@@ -8,6 +8,7 @@ import torch
 
 from thunder.core import trace as tracing
 from thunder.core.callables import is_torch_op
+from thunder.core.numbers import NumberProxy
 from thunder.core.proxies import TensorProxy
 from thunder.dialects.emit import emit
 from thunder.dialects.mlir import ir
@@ -15,7 +16,9 @@ from thunder.lowering.passes import build_pass_manager, pass_name, pass_options,
 from thunder.ops import fallback, registry
 from thunder.runtime import sharp_edges, structure
 from thunder.runtime.codegen import compile_source, python_source
+from thunder.ops.impl import ValueChanged
 from thunder.runtime.prologue import MISS, compile_prologue, prologue_source
+from thunder.runtime.reads import Reader
 from thunder.runtime.state import StateTracker
 from thunder.runtime.traces import Trace
 
@@ -50,6 +53,9 @@ class CompileStats:
     last_saved_bytes: dict | None = None
     last_interpreted_instructions: list | None = None
     last_interpreter_log: list | None = None
+    # where the last compiled program was split on a value read from a tensor (runtime/reads.py):
+    # Split(location "file:line", what was read, the value)
+    last_splits: list = field(default_factory=list)
 
     def __repr__(self):
         return (f"CompileStats(calls={self.calls}, cache_hits={self.cache_hits}, "
@@ -153,8 +159,13 @@ class ThunderFunction:
     def __call__(self, *args, **kwargs):
         cs = self._cs
         cs.calls += 1
+        changed = None
         for entry in self._entries:
-            result = entry.run(args, kwargs)
+            try:
+                result = entry.run(args, kwargs)
+            except ValueChanged as e:  # a value the entry was specialized on (runtime/reads.py)
+                changed = changed or str(e)
+                continue
             if result is not MISS:
                 cs.cache_hits += 1
                 if entry is not self._last_entry:
@@ -162,23 +173,39 @@ class ThunderFunction:
                     cs.last_traces, cs.last_prologue_traces = entry.traces, entry.prologue_traces
                     cs.last_backward_traces = entry.backward_traces
                 return result
-        return self._miss(args, kwargs)
+        return self._miss(args, kwargs, changed)
 
-    def _miss(self, args, kwargs):
+    def _miss(self, args, kwargs, changed=None):
         cs, cd = self._cs, self._cd
         cs.cache_misses += 1
-        cs.last_miss_reason = _miss_reason(self._entries, args, kwargs) if self._entries else "first call"
-        entry = compile_entry(cd, cs, args, kwargs)
-        if cd.cache_option != "no caching":
-            self._entries.insert(0, entry)
-            del self._entries[MAX_ENTRIES:]  # e.g. a counter attribute makes every call a new entry
-        self._last_entry = entry
-        cs.last_traces, cs.last_prologue_traces = entry.traces, entry.prologue_traces
-        cs.last_backward_traces = entry.backward_traces
-        result = entry.run(args, kwargs)
+        cs.last_miss_reason = changed or (_miss_reason(self._entries, args, kwargs) if self._entries else "first call")
+        entry = self._add(compile_entry(cd, cs, args, kwargs))
+        try:
+            result = entry.run(args, kwargs)
+        except ValueChanged as e:
+            # the program computed a value that Python read differently from the eager run while
+            # tracing: fused kernels round differently. Without fusion it runs torch's calls, as
+            # that run did
+            if entry in self._entries:
+                self._entries.remove(entry)
+            if _fusion_policy(cd) is None:
+                raise RuntimeError(f"thunder: the compiled program computes a value that Python read while tracing "
+                                   f"differently from eager PyTorch: {e}") from None
+            entry = self._add(compile_entry(cd, cs, args, kwargs, fusion=False))
+            result = entry.run(args, kwargs)
         if result is MISS:  # a check the tracing could not foresee (a mutable object, say)
             raise RuntimeError("thunder: internal error, a freshly compiled entry rejected its inputs")
         return result
+
+    def _add(self, entry):
+        if self._cd.cache_option != "no caching":
+            self._entries.insert(0, entry)
+            del self._entries[MAX_ENTRIES:]  # e.g. a counter attribute makes every call a new entry
+        self._last_entry = entry
+        cs = self._cs
+        cs.last_traces, cs.last_prologue_traces = entry.traces, entry.prologue_traces
+        cs.last_backward_traces = entry.backward_traces
+        return entry
 
     def __repr__(self):
         return f"<thunder.jit of {getattr(self._cd.fn, '__qualname__', self._cd.fn)!r}>"
@@ -262,7 +289,8 @@ def _param_names(fn, args, kwargs):
     return names[:len(args)] + [f"arg{i}" for i in range(len(names), len(args))]
 
 
-def compile_entry(cd, cs, args, kwargs) -> CacheEntry:
+def compile_entry(cd, cs, args, kwargs, fusion=True) -> CacheEntry:
+    """The cache entry for this call. fusion=False: no thunder-fuse (see _miss)."""
     from thunder.interpreter import interpret
 
     times = {}
@@ -287,12 +315,15 @@ def compile_entry(cd, cs, args, kwargs) -> CacheEntry:
         if state is not None:
             state.input_objects = {id(s[1]) for s in structure.iter_specs(arg_specs + [s for _, s in kw_specs])
                                    if s[0] == "object"}
+        reader = Reader(ctx, tensors, proxies, cd.sharp_edges, cd.warned_sharp_edges)
         try:
             result = interpret(cd.fn, pargs, pkwargs, lookup=_make_lookup(cd), on_load=_on_load(cd, state),
                                record=record, on_store=_on_store(cd, state))
         finally:
             if state is not None:
                 state.restore()
+            ctx.reader = ctx.live = None  # (the values read are not needed any more)
+        cs.last_splits = reader.splits
         # (an input updated in place has been rebound to its new value: use its input name)
         ctx.inputs = [tracing.Ref(p.input_name or p.name, tuple(p.shape), p.dtype, p.device) for p in proxies]
     cs.last_interpreted_instructions = list(result.instructions) if record else None
@@ -300,7 +331,7 @@ def compile_entry(cd, cs, args, kwargs) -> CacheEntry:
     out_refs = []
     out_spec = structure.flatten_outputs(result.value, out_refs)
     writes = state.finish_writes() if state is not None else []
-    tensor_writes = [v for _, _, v in writes if isinstance(v, TensorProxy)]
+    tensor_writes = [v for _, _, v in writes if isinstance(v, (TensorProxy, NumberProxy))]
     if tensor_writes:  # written tensors are returned after the output, for the prologue to store
         out_spec = ("tuple", [out_spec] + [structure.flatten_outputs(v, out_refs) for v in tensor_writes])
     times["interpretation"] = time.perf_counter() - t
@@ -315,7 +346,7 @@ def compile_entry(cd, cs, args, kwargs) -> CacheEntry:
     t = time.perf_counter()
     grad_mode = torch.is_grad_enabled()
     training = grad_mode and not cd.disable_torch_autograd and any(x.requires_grad for x in tensors)
-    fusion = _fusion_policy(cd)
+    fusion = _fusion_policy(cd) if fusion else None
     for element in (*DEFAULT_PASSES, *cd.transforms):
         if not callable(element) and pass_name(element) == "thunder-fuse":
             continue  # run below (inference) or after thunder-autograd and thunder-remat (training)
@@ -480,12 +511,37 @@ def _isinstance(obj, cls):
         classes = cls if isinstance(cls, tuple) else (cls,)
         if any(c is torch.Tensor or c is torch._C.TensorBase for c in classes):
             return True
+    if isinstance(obj, NumberProxy):  # a runtime number is an instance of its Python type
+        classes = cls if isinstance(cls, tuple) else (cls,)
+        if any(isinstance(obj.python_type(), c) for c in classes if isinstance(c, type)):
+            return True
     return isinstance(obj, cls)
+
+
+def _runtime_number(cls):
+    """int(x) / float(x) inside the interpreter: for a tensor or a runtime number, a runtime
+    number (core/numbers.py; Python's own int()/float() must return a real one, which would
+    read the value)."""
+    def convert(*args, **kwargs):
+        if len(args) == 1 and not kwargs:
+            x = args[0]
+            if isinstance(x, TensorProxy):
+                return x._scalar(cls)
+            if isinstance(x, NumberProxy):
+                return x._unary(cls.__name__)
+        return cls(*args, **kwargs)
+
+    return convert
+
+
+_NUMBER_CONVERSIONS = {int: _runtime_number(int), float: _runtime_number(float)}
 
 
 def _lookup(fn):
     if fn is isinstance:
         return _isinstance
+    if fn is int or fn is float:
+        return _NUMBER_CONVERSIONS[fn]
     op = registry.lookup_callable(fn)
     if op is not None:
         return functools.partial(fallback.registered, op, fn)

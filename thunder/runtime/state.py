@@ -7,6 +7,7 @@ import dataclasses
 import torch
 
 from thunder.core import trace as tracing
+from thunder.core.numbers import NumberProxy
 from thunder.core.proxies import TensorProxy, proxy_for
 
 # module attributes whose value decides what forward does: a change must recompile
@@ -133,7 +134,7 @@ class StateTracker:
             self.originals[key] = (owner, name, owner.__dict__.get(name, _MISSING)
                                    if hasattr(owner, "__dict__") and name != "cell_contents"
                                    else getattr(owner, name, _MISSING))
-        if not (isinstance(value, (TensorProxy, bool, int, float, str, type(None)))):
+        if not (isinstance(value, (TensorProxy, NumberProxy, bool, int, float, str, type(None)))):
             raise NotImplementedError(
                 f"thunder: writing a {type(value).__name__} to '{provenance.name}' ({provenance.kind}, "
                 f"{provenance.filename}:{provenance.lineno}) is not supported: only "

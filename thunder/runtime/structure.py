@@ -9,6 +9,7 @@ import dataclasses
 import torch
 
 from thunder.core import trace as tracing
+from thunder.core.numbers import NumberProxy
 from thunder.core.proxies import TensorProxy, proxy_for
 
 CONSTANT_TYPES = (bool, int, float, complex, str, type(None), torch.dtype, torch.device, slice,
@@ -82,7 +83,7 @@ def flatten_outputs(value, refs):
     """Spec of the jitted function's return value; its tensor proxies are appended to refs."""
     from thunder.core.trace import ref
 
-    if isinstance(value, TensorProxy):
+    if isinstance(value, (TensorProxy, NumberProxy)):  # (a runtime number is a result of the program too)
         refs.append(ref(value))
         return ("tensor", len(refs) - 1)
     if isinstance(value, torch.Tensor):

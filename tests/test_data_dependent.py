@@ -1,0 +1,217 @@
+"""Data-dependent Python inside thunder.jit: values read from tensors split the program (the
+value becomes a constant the program checks; another value is a cache miss), runtime numbers
+stay runtime values while Python does not need them (runtime/reads.py, core/numbers.py)."""
+import warnings
+
+import pytest
+import torch
+
+import thunder
+
+
+def check_calls(fn, inputs, *, compiles=None, **jit_kwargs):
+    """thunder.jit(fn) equals fn on every input tuple in turn (also the inputs' in-place updates);
+    compiles: the expected number of compilations."""
+    jf = thunder.jit(fn, **jit_kwargs)
+    for args in inputs:
+        a1 = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+        a2 = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+        torch.testing.assert_close(jf(*a2), fn(*a1))
+        for x, y in zip(a2, a1):
+            if isinstance(x, torch.Tensor):
+                torch.testing.assert_close(x, y)
+    if compiles is not None:
+        assert thunder.compile_stats(jf).cache_misses == compiles
+    return jf
+
+
+def signs(*s, n=4):
+    return [(torch.arange(1.0, n + 1) * v,) for v in s]
+
+
+# ---- each kind of read
+def test_branch_on_a_comparison_compiles_once_per_outcome():
+    def f(x):
+        if x.sum() > 0:
+            return x * 2
+        return x - 1
+
+    jf = check_calls(f, signs(1, -1, 2, -3, 1, -1), compiles=2)
+    cs = thunder.compile_stats(jf)
+    assert cs.calls == 6 and cs.cache_hits == 4
+
+
+@pytest.mark.parametrize("read", [
+    lambda t: bool(t > 0),
+    lambda t: t.item() > 0,
+    lambda t: float(t) > 0,
+    lambda t: int(t) > 0,
+    lambda t: (t > 0).any(),
+    lambda t: t.tolist() > 0,
+], ids=["bool", "item", "float", "int", "any", "tolist"])
+def test_each_read_kind_branches_as_eager(read):
+    def f(x):
+        s = x.sum()
+        return x + 1 if read(s) else x * 3
+
+    check_calls(f, signs(1, -1, 1, -2), compiles=2)
+
+
+def test_value_used_as_index_and_size():
+    def f(x, n):
+        k = int(n)
+        return x[:k] * 2, torch.zeros(k) + x[k]
+
+    jf = check_calls(f, [(torch.arange(6.0), torch.tensor(2)), (torch.arange(6.0), torch.tensor(4)),
+                         (torch.arange(6.0) + 1, torch.tensor(2))], compiles=2)
+    assert thunder.compile_stats(jf).last_miss_reason.endswith("of n at {}:{} changed (2 -> 4)".format(__file__, f.__code__.co_firstlineno + 2))
+
+
+def test_tolist_and_numpy():
+    def f(x):
+        a, b = x.tolist()
+        return x * (a + b), x * float(x.numpy().sum())
+
+    # (numpy() needs the values: a split; tolist() gives runtime numbers)
+    jf = check_calls(f, [(torch.tensor([1.0, 2.0]),), (torch.tensor([3.0, -1.0]),), (torch.tensor([1.0, 2.0]),)],
+                     compiles=2)
+    assert [s.what for s in thunder.compile_stats(jf).last_splits] == ["numpy() of x.tolist()[0]",
+                                                                      "numpy() of x.tolist()[1]"]
+
+
+def test_carried_number_does_not_specialize():
+    def f(y):
+        return y * 2, y.sum().item()
+
+    jf = check_calls(f, [(torch.randn(3),) for _ in range(4)], compiles=1)
+    assert thunder.compile_stats(jf).last_splits == []
+
+
+def test_number_as_operand_and_arithmetic_stays_a_runtime_value():
+    def f(x, s):
+        m = s.max().item()
+        scale = 2 * m + 1
+        return x * scale, scale / 3, -m, m ** 2
+
+    check_calls(f, [(torch.randn(3), torch.randn(4)) for _ in range(4)], compiles=1)
+
+
+def test_miss_reason_names_the_read_line_and_values():
+    def f(x):
+        if x.sum() > 0:
+            return x
+        return -x
+
+    jf = thunder.jit(f)
+    jf(torch.ones(2))
+    jf(-torch.ones(2))
+    reason = thunder.compile_stats(jf).last_miss_reason
+    assert "bool()" in reason and "test_data_dependent.py:" in reason and "True -> False" in reason
+
+
+# ---- reporting and sharp edges
+def test_compile_stats_and_trace_report_the_split():
+    def f(x):
+        y = x * 2
+        if y.sum() > 0:
+            return y + 1
+        return y
+
+    jf = thunder.jit(f)
+    jf(torch.ones(3))
+    line = f.__code__.co_firstlineno + 2
+    [split] = thunder.compile_stats(jf).last_splits
+    assert (split.location, split.what, split.value) == (f"{__file__}:{line}", "bool() of t2", True)
+    trace = str(thunder.last_traces(jf)[-1])
+    assert f"  n0 = torch.Tensor.item(t2)  # bool ({__file__}:{line})\n  if n0 is not True: impl.value_changed(n0, True, 'bool() of t2 at {__file__}:{line}', _rng)" in trace
+
+
+def test_sharp_edges_error_names_the_line():
+    def f(x):
+        if x.sum().item() > 0:
+            return x
+        return -x
+
+    with pytest.raises(thunder.JITSharpEdgeError, match=r"bool\(\) of .* at .*test_data_dependent.py:\d+"):
+        thunder.jit(f, sharp_edges="error")(torch.randn(3))
+    # carried numbers are no split
+    torch.testing.assert_close(thunder.jit(lambda x: x * x.sum().item(), sharp_edges="error")(torch.ones(2)),
+                               torch.full((2,), 2.0))
+
+
+def test_sharp_edges_warn_once_per_line():
+    def f(x):
+        return x + 1 if x.any() else x
+
+    jf = thunder.jit(f, sharp_edges="warn")
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        jf(torch.ones(2))
+        jf(torch.zeros(2))
+        jf(torch.zeros(3))
+    assert len([x for x in w if "needs a tensor's value" in str(x.message)]) == 1
+
+
+# ---- training, randomness, in-place updates, fusion
+def test_training_through_a_branch():
+    def f(x, w):
+        y = x @ w
+        if y.mean() > 0:
+            return (y.relu() * 2).sum()
+        return (y * y).sum()
+
+    jf = thunder.jit(f)
+    for s in (1, -1, 1):
+        x = torch.randn(3, 4).abs() * s
+        w1 = torch.rand(4, 2, requires_grad=True)
+        w2 = w1.detach().clone().requires_grad_()
+        out = jf(x, w1)
+        expected = f(x, w2)
+        torch.testing.assert_close(out, expected)
+        out.backward()
+        expected.backward()
+        torch.testing.assert_close(w1.grad, w2.grad)
+    assert thunder.compile_stats(jf).cache_misses == 2
+
+
+def test_dropout_before_a_read_matches_eager_under_manual_seed():
+    def f(x):
+        y = torch.nn.functional.dropout(x, 0.5)
+        if y.sum() > 4:
+            return y * 2
+        return y - 1
+
+    jf = thunder.jit(f)
+    for seed in (0, 1, 2, 3, 4, 5):
+        x = torch.ones(8)
+        torch.manual_seed(seed)
+        expected = f(x)
+        after_eager = torch.rand(1)
+        torch.manual_seed(seed)
+        got = jf(x)
+        after_jit = torch.rand(1)
+        torch.testing.assert_close(got, expected)
+        torch.testing.assert_close(after_jit, after_eager)  # (a miss does not change the stream)
+
+
+def test_inplace_updates_before_and_after_a_read_happen_once():
+    def f(x, buf):
+        buf.add_(1)
+        if buf.sum() > 0:
+            buf.mul_(2)
+        else:
+            buf.sub_(1)
+        return x + buf
+
+    check_calls(f, [(torch.ones(3), torch.zeros(3)), (torch.ones(3), -torch.full((3,), 5.0)),
+                    (torch.ones(3), torch.ones(3)), (torch.ones(3), -torch.full((3,), 5.0))], compiles=2)
+
+
+def test_fused_kernels_with_reads():
+    def f(x):
+        y = (x * 2).exp() - 1
+        if y.sum() > 10:
+            return (y.tanh() + 1) * y.sum().item()
+        return y.sin() * 3
+
+    check_calls(f, [(torch.ones(4),), (torch.zeros(4),), (torch.ones(4) * 2,)], compiles=2, fusion="always")
