@@ -2,7 +2,7 @@
 import torch
 
 from thunder.core import dtypes
-from thunder.dialects.mlir import arith, ir
+from thunder.dialects.mlir import arith, complex_, ir
 
 
 # ---- tensor types, and the scalar types of runtime numbers
@@ -34,9 +34,10 @@ def tensor_meta(t):
 
 
 def is_constant(value: ir.Value):
-    """Whether a value is a number constant (arith.constant) rather than a tensor or a runtime number."""
+    """Whether a value is a number constant (arith.constant, complex.constant) rather than a tensor
+    or a runtime number."""
     owner = value.owner
-    return isinstance(owner, ir.OpView) and owner.name == "arith.constant"
+    return isinstance(owner, ir.OpView) and owner.name in CONSTANT_OPS
 
 
 def is_tensor_type(t):
@@ -44,6 +45,9 @@ def is_tensor_type(t):
 
 
 # ---- numbers: operands of scalar type
+CONSTANT_OPS = ("arith.constant", "complex.constant")  # the ops that make numbers
+
+
 def number_type(value):
     if isinstance(value, bool):
         return ir.IntegerType.get_signless(1)
@@ -51,11 +55,16 @@ def number_type(value):
         return ir.IntegerType.get_signless(64)
     if isinstance(value, float):
         return ir.F64Type.get()
+    if isinstance(value, complex):
+        return ir.ComplexType.get(ir.F64Type.get())
     raise NotImplementedError(f"thunder: numbers of type {type(value).__name__} are not supported")
 
 
 def constant(value):
     t = number_type(value)
+    if isinstance(value, complex):
+        parts = [ir.FloatAttr.get(ir.F64Type.get(), x) for x in (value.real, value.imag)]
+        return complex_.ConstantOp(t, ir.ArrayAttr.get(parts)).result
     if isinstance(value, float):
         attr = ir.FloatAttr.get(t, value)
     else:
@@ -64,11 +73,14 @@ def constant(value):
 
 
 def constant_value(value: ir.Value):
-    """The Python number an arith.constant stands for, or raise ValueError."""
+    """The Python number an arith.constant (complex.constant) stands for, or raise ValueError."""
     owner = value.owner
-    if not isinstance(owner, ir.OpView) or owner.name != "arith.constant":
+    if not isinstance(owner, ir.OpView) or owner.name not in CONSTANT_OPS:
         raise ValueError("not a constant")
     attr = owner.attributes["value"]
+    if owner.name == "complex.constant":
+        re, im = (ir.FloatAttr(a).value for a in ir.ArrayAttr(attr))
+        return complex(re, im)
     if isinstance(attr, ir.FloatAttr):
         return ir.FloatAttr(attr).value
     t = ir.IntegerType(ir.IntegerAttr(attr).type)

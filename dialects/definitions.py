@@ -123,11 +123,29 @@ def _define(op):
     return type(cls_name, (_DIALECTS[op.dialect].Operation,), ns, name=op.name, traits=traits)
 
 
+# what an operand of each operand kind may be (a kind without an entry here is a KeyError:
+# add it when adding the kind)
+_OPERAND_TAKES = {"Tensor": {"tensor"}, "Tensors": {"tensor"}, "Number": {"number"},
+                  "TensorOrNumber": {"tensor", "number"}}
+
+
+def _check_operand(p, value):
+    """A tensor where the op wants a number (ltorch.add's alpha) or the reverse is an error: the
+    meta function may ignore the operand, the generated call would not."""
+    is_tensor = attrs.is_tensor_type(value.type)
+    takes = _OPERAND_TAKES[p.kind.base_name]
+    if ("tensor" if is_tensor else "number") not in takes:
+        raise ValueError(f"operand '{p.name}' ({p.kind.base_name}) must be a {' or a '.join(sorted(takes))}, "
+                         f"not a value of type {value.type}")
+
+
 def decode_op(operation, tensor_of):
     """(OpDef, {param: value}) of an ltorch/thunder operation. tensor_of maps an ir.Value of
     tensor type or a runtime number (scalar type) to what stands for it (a proxy, a name);
     constant numbers come from their arith.constant."""
-    op = registry.OPS[operation.name]
+    op = registry.OPS.get(operation.name)
+    if op is None:
+        raise NotImplementedError(f"{operation.name} is not an ltorch or thunder op")
     operands = list(operation.operands)
     if needs_segments(op):
         if "operandSegmentSizes" not in operation.attributes:
@@ -142,6 +160,8 @@ def decode_op(operation, tensor_of):
         slot += slots
         group = operands[i:i + n]
         i += n
+        for v in group:
+            _check_operand(p, v)
         conv = [attrs.constant_value(v) if attrs.is_constant(v) else tensor_of(v) for v in group]
         values[p.name] = tuple(conv) if p.kind.variadic else (conv[0] if conv else None)
     for p in attribute_params(op):

@@ -32,7 +32,7 @@ def lift(func_op) -> Lifted:
     outputs = []
     for operation in block.operations:
         name = operation.operation.name
-        if name == "arith.constant":
+        if name in attrs.CONSTANT_OPS:
             continue
         if name == "func.return":
             outputs = [refs[v] for v in operation.operands]

@@ -2,6 +2,7 @@
 provider can be swapped for upstream `mlir` packages later."""
 from torch_mlir import ir, passmanager  # noqa: F401
 from torch_mlir.dialects import arith, ext, func  # noqa: F401
+from torch_mlir.dialects import complex as complex_  # noqa: F401  (complex number constants)
 # native CPU lowering (lowering/linalg): linalg on tensors -> LLVM, JIT-compiled by the
 # upstream ExecutionEngine
 from torch_mlir.dialects import bufferization, linalg, math, memref, tensor  # noqa: F401

@@ -5,13 +5,15 @@ as capacity; data dependencies are infinite edges; forward inputs and results of
 not be recomputed (matmuls, attention, random ops) hang off the source, values @backward needs
 lead to the sink. A minimum cut is the cheapest set of values to save; everything else @backward
 needs is recomputed there from them. Cheap elementwise chains are thus recomputed, not saved.
+An input that @forward updates in place is saved as a copy of its old value (it costs its size).
 """
 import networkx as nx
 
-from thunder.core.trace import Ref, TraceCtx
+from thunder.core.trace import BoundSymbol, Ref, TraceCtx
 from thunder.dialects.emit import emit_into, find_func, mutated_inputs
 from thunder.dialects.lift import lift
 from thunder.dialects.mlir import ir
+from thunder.ops.registry import OPS
 
 # ops whose results are saved rather than recomputed: expensive, or random
 EXPENSIVE = {"matmul", "mm", "bmm", "linear", "scaled_dot_product_attention", "conv1d", "conv2d",
@@ -40,8 +42,9 @@ def _rename(v, mapping):
     return v
 
 
-def choose_saved(forward_ctx, needed):
-    """Min-cut: the forward values to save so that `needed` (names) can be computed."""
+def choose_saved(forward_ctx, needed, copied=()):
+    """Min-cut: the forward values to save so that `needed` (names) can be computed. copied:
+    names of inputs that forward updates in place: saving one saves a copy of it (its size)."""
     if not needed:
         return []
     g = nx.DiGraph()
@@ -50,7 +53,7 @@ def choose_saved(forward_ctx, needed):
     for r in forward_ctx.inputs:
         refs[r.name] = r
         g.add_edge(src, (r.name, "in"))
-        g.add_edge((r.name, "in"), (r.name, "out"), capacity=INPUT_COST)
+        g.add_edge((r.name, "in"), (r.name, "out"), capacity=nbytes(r) or 1 if r.name in copied else INPUT_COST)
     for bsym in forward_ctx.symbols:
         ins = bsym.tensor_args()
         for o in bsym.outputs:
@@ -95,8 +98,18 @@ def remat_module(module_op):
     bouts = [_rename(r, mapping) for r in bwd.outputs]
 
     needed = [r.name for r in old_saved]
-    saved = choose_saved(fwd.ctx, needed)
+    # an input forward updates in place holds its new value once forward returns: backward gets
+    # a copy of its old value where it needs one
+    updated = {fwd.ctx.inputs[i].name for i in mutated_inputs(fwd_op)}
+    saved = choose_saved(fwd.ctx, needed, copied=updated)
     saved_names = {r.name for r in saved}
+    fwd_saved = []
+    for r in saved:
+        if r.name in updated:
+            copy = Ref(_fresh(r.name, taken), r.shape, r.dtype, r.device)
+            fwd.ctx.symbols.insert(0, BoundSymbol(OPS["ltorch.clone"], {"input": r, "memory_format": None}, [copy], None))
+            r = copy
+        fwd_saved.append(r)
     # recompute, in forward order, what backward needs and was not saved
     need = set(needed) - saved_names
     recompute = []
@@ -114,7 +127,7 @@ def remat_module(module_op):
     attrs_b = {k: bwd_op.attributes[k] for k in ("thunder.grad_of", "thunder.cotangent_for")}
     arg_attrs = fwd_op.attributes["arg_attrs"] if "arg_attrs" in fwd_op.attributes else None
     with ir.InsertionPoint(fwd_op), fwd_op.location:
-        emit_into(fwd.ctx, fwd.outputs[:num_outputs] + saved + mutated, "forward",
+        emit_into(fwd.ctx, fwd.outputs[:num_outputs] + fwd_saved + mutated, "forward",
                   arg_attrs=list(arg_attrs) if arg_attrs is not None else None, attributes=attrs_f)
         emit_into(new_bwd, bouts, "backward", attributes=attrs_b)
     fwd_op.erase()

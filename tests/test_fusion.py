@@ -395,3 +395,55 @@ def test_views_and_row_reductions_at_the_end_of_a_region_stay_with_torch():
     for a, e in zip(jf(g, x, b), grads(g, x, b)):
         _close_grad(a, e)
     assert "torch.sum(" not in str(thunder.last_traces(jf)[-1])
+
+
+@pytest.mark.parametrize("fusion", ["always", "auto"])
+@pytest.mark.parametrize("requires_grad", [False, True])
+@pytest.mark.parametrize("case", ["softmax_0d", "amax_0d", "sum_prod_0d"])
+def test_reductions_of_0d_tensors(case, requires_grad, fusion):
+    # a reduction of a 0-d tensor is a copy of its element; lowered as a linalg.generic without
+    # reduction iterators, elementwise fusion merged it into its consumer's loop and accumulated
+    # it per element (x * softmax(s, 0) gave [1, 1/2, 1/3, 1/4])
+    fn = {"softmax_0d": lambda x, s: x * torch.softmax(s, 0),
+          "amax_0d": lambda x, s: x + torch.softmax(x.amax().exp() + s, -1),
+          "sum_prod_0d": lambda x, s: x * s.sum() - s.prod(0) * s.amin(0, keepdim=True)}[case]
+    x, s = torch.arange(1.0, 5.0), torch.tensor(3.0)
+    ours = [t.clone().requires_grad_(requires_grad) for t in (x, s)]
+    ref = [t.clone().requires_grad_(requires_grad) for t in (x, s)]
+    jf = thunder.jit(fn, fusion=fusion)
+    out, expected = jf(*ours), fn(*ref)
+    _close(out, expected)
+    if fusion == "always":
+        assert "fusion_" in str(thunder.last_traces(jf)[-1])
+    if requires_grad:
+        out.backward(torch.arange(4.0))
+        expected.backward(torch.arange(4.0))
+        for a, b in zip(ours, ref):
+            _close_grad(a.grad, b.grad)
+
+
+@pytest.mark.parametrize("case", ["by_sqrt", "by_scaled_sqrt"])
+def test_division_at_special_divisors(case):
+    # kernels divide exactly: with fastmath<arcp>, LLVM made x / sqrt(y) a product with an rsqrt
+    # estimate, NaN at y = 0 and y = inf (sqrt's backward at 0 gave NaN instead of inf)
+    fn = {"by_sqrt": lambda a, b: a / torch.sqrt(b),
+          "by_scaled_sqrt": lambda a, b: a / (torch.sqrt(b) * 2)}[case]
+    b = torch.tensor([0., -0., 1., float("inf"), 4., 1e-30, 1e30, 3.]).repeat(16, 4)
+    a = torch.full_like(b, 2.)
+    jf = thunder.jit(fn, fusion="always")
+    torch.testing.assert_close(jf(a, b), fn(a, b), equal_nan=True)
+    assert "fusion_0(" in str(thunder.last_traces(jf)[-1])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("exponent", [0.5, -0.5])
+def test_pow_half_at_negative_zero_and_infinity(dtype, exponent):
+    # torch computes float16 x ** +-0.5 with std::pow ((-0) ** -0.5 = +inf, (-inf) ** 0.5 = inf),
+    # float32/bfloat16 with sqrt/rsqrt (-inf, NaN); the kernel gave float16 sqrt's -inf and NaN
+    x = torch.tensor([-0.0, float("-inf"), -4.0, 0.0, float("inf"), 4.0], dtype=dtype).repeat(4)
+    jf = thunder.jit(lambda x: x ** exponent, fusion="always")
+    out, expected = jf(x), x ** exponent
+    assert "fusion_0(" in str(thunder.last_traces(jf)[-1])
+    torch.testing.assert_close(out, expected, equal_nan=True)
+    numbers = ~expected.isnan()
+    assert torch.equal(out.signbit()[numbers], expected.signbit()[numbers])

@@ -21,14 +21,18 @@ def fn(x, b):
     return torch.softmax(x + b, -1)
 
 
+# kernels with fn's signature that compute something else (for entries under the wrong key)
+OTHERS = [lambda x, b: torch.softmax(x - b, -1), lambda x, b: torch.tanh(x * b)]
+
+
 def make_inputs():
     g = torch.Generator().manual_seed(0)
     return torch.randn(8, 100, generator=g), torch.randn(100, generator=g)
 
 
-def linalg_text():
-    """The linalg func @computation of fn's region, for contiguous inputs (not tiled)."""
-    jf = thunder.jit(fn, transforms=["thunder-decompose"], executors=["torch"])
+def linalg_text(f=fn):
+    """The linalg func @computation of f's region, for contiguous inputs (not tiled)."""
+    jf = thunder.jit(f, transforms=["thunder-decompose"], executors=["torch"])
     jf(*make_inputs())
     text = str(thunder.last_traces(jf)[-2].to_mlir())
     return to_linalg(text, "computation", [(100, 1), (1,)], tile=False)
@@ -47,11 +51,11 @@ def builder(text, name="computation", calls=None):
     return build
 
 
-def check(fn_):
+def check(fn_, f=fn):
     x, b = make_inputs()
     out = torch.empty(8, 100)
     fn_([x, b, out])
-    torch.testing.assert_close(out, fn(x, b))
+    torch.testing.assert_close(out, f(x, b))
 
 
 @pytest.fixture
@@ -147,7 +151,7 @@ def test_corrupt_entry_is_recompiled_and_replaced(text, cache, damage):
     f, how = disk_cache.compiled_function(text, "computation", builder(text, calls=calls))
     assert how == "compiled" and calls == [1] and disk_cache.stats["rejected"] == rejected + 1
     check(f)
-    assert disk_cache._read_verified(entry) is not None  # replaced by a good entry
+    assert disk_cache._read_verified(entry, entry.stem) is not None  # replaced by a good entry
     f, how = disk_cache.compiled_function(text, "computation", builder(text, calls=calls))
     assert how == "disk" and calls == [1]
     check(f)
@@ -156,12 +160,11 @@ def test_corrupt_entry_is_recompiled_and_replaced(text, cache, damage):
 def test_verified_but_unloadable_entry(text, cache, monkeypatch):
     # an entry whose checksum is right but which dlopen refuses (as under a loader policy that
     # forbids text relocations): compiled, and this process stops storing
-    import hashlib
     monkeypatch.setattr(disk_cache, "_store_broken", False)
     cache.mkdir()
     body = b"\x7fELF but not really"
-    (cache / (disk_cache.key(text, "computation") + ".so")).write_bytes(
-        body + disk_cache._MAGIC + hashlib.sha256(body).digest())
+    digest = disk_cache.key(text, "computation")
+    (cache / (digest + ".so")).write_bytes(body + disk_cache._trailer(body, digest))
     f, how = disk_cache.compiled_function(text, "computation", builder(text))
     assert how == "compiled" and disk_cache._store_broken
     check(f)
@@ -198,3 +201,77 @@ def test_linkers(text, cache, monkeypatch, driver):
     f, how = disk_cache.compiled_function(text, "computation", builder(text))
     assert how == "disk"
     check(f)
+
+
+def _store_entries(cache, functions):
+    """Compile and store one entry per function; [(function, linalg text, entry path)]."""
+    out = []
+    for f in functions:
+        t = linalg_text(f)
+        disk_cache.load_or_compile(t, "computation", builder(t))
+        out.append((f, t, cache / (disk_cache.key(t, "computation") + ".so")))
+    assert sorted(p.name for _, _, p in out) == entries(cache)
+    return out
+
+
+def _expect_rebuilt(stored):
+    """Each entry is rejected (not loaded as another kernel), compiled again, correct, and
+    replaced by its own entry, which the next lookup loads."""
+    rejected = disk_cache.stats["rejected"]
+    for f, t, path in stored:
+        calls = []
+        k, how = disk_cache.compiled_function(t, "computation", builder(t, calls=calls))
+        assert how == "compiled" and calls == [1]
+        check(k, f)
+        assert disk_cache._read_verified(path, path.stem) is not None
+        k, how = disk_cache.compiled_function(t, "computation", builder(t, calls=calls))
+        assert how == "disk" and calls == [1]
+        check(k, f)
+    assert disk_cache.stats["rejected"] == rejected + len(stored)
+
+
+@pytest.mark.parametrize("move", ["swap", "rotate"])
+def test_entries_under_another_key_are_rebuilt(cache, move):
+    # each entry passes an integrity check on its own; only the key inside the checked content
+    # tells that a file holds another kernel (loaded, it computed the other kernel silently, or
+    # crashed on another signature)
+    stored = _store_entries(cache, [fn] + (OTHERS[:1] if move == "swap" else OTHERS))
+    data = [p.read_bytes() for _, _, p in stored]
+    for (_, _, path), d in zip(stored, data[1:] + data[:1]):
+        path.write_bytes(d)
+    _expect_rebuilt(stored)
+
+
+@pytest.mark.parametrize("damage", ["foreign library", "old format", "cut trailer"])
+def test_entries_without_their_key_are_rebuilt(cache, damage):
+    import hashlib
+    (stored,) = _store_entries(cache, [fn])
+    path = stored[2]
+    data = path.read_bytes()
+    lib = data[:-disk_cache._TRAILER]
+    bad = {"foreign library": lib,  # a valid shared library, no trailer
+           "old format": lib + disk_cache._MAGIC + hashlib.sha256(lib).digest(),  # no key
+           "cut trailer": data[:-1]}[damage]
+    path.write_bytes(bad)
+    _expect_rebuilt([stored])
+
+
+def test_text_entries_are_bound_to_their_key(cache):
+    # cached_text (the CUDA executor's PTX) shares the kernels' trailer: an entry moved under
+    # another key is rebuilt, not returned
+    calls = []
+
+    def build(text):
+        return lambda: calls.append(text) or text
+
+    a = disk_cache.cached_text(("a",), build("text of a"), ".txt")
+    b = disk_cache.cached_text(("b",), build("text of b"), ".txt")
+    assert (a, b) == ("text of a", "text of b") and len(entries(cache)) == 2
+    assert disk_cache.cached_text(("a",), build("again"), ".txt") == "text of a"  # from disk
+    pa, pb = sorted(cache.iterdir(), key=lambda p: p.stat().st_mtime_ns)
+    data_a, data_b = pa.read_bytes(), pb.read_bytes()
+    pa.write_bytes(data_b)
+    pb.write_bytes(data_a)
+    assert disk_cache.cached_text(("a",), build("rebuilt a"), ".txt") == "rebuilt a"
+    assert disk_cache.cached_text(("b",), build("rebuilt b"), ".txt") == "rebuilt b"
+    assert calls == ["text of a", "text of b", "rebuilt a", "rebuilt b"]

@@ -5,6 +5,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import thunder
+
 from op_harness import check, trace_module
 
 torch.manual_seed(0)
@@ -91,6 +93,23 @@ def test_div_rounding_mode(mode, dtype):
     check(lambda x, y: torch.div(x, y, rounding_mode=mode), a, b, **tol(a))
     check(lambda x: x.div(-3, rounding_mode=mode), a, **tol(a))
     check(lambda x: torch.divide(7, x, rounding_mode=mode), b, **tol(a))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_floor_divide_by_infinities_and_signed_zero_quotients(dtype):
+    # torch's div_floor: an infinite divisor gives -1 where the signs differ, else a signed zero
+    # (the decomposition gave NaN: found by the fuzzer, as -1 // x with x requiring grad runs the
+    # decomposition in the forward); a zero quotient has a / b's sign
+    inf, nan = float("inf"), float("nan")
+    a = torch.tensor([-1.0, 1.0, -1.0, 1.0, 0.0, inf, -inf, nan, -1.0, 1.0, -0.0, 1.0], dtype=dtype)
+    b = torch.tensor([inf, inf, -inf, -inf, inf, inf, inf, inf, -2.5, -2.5, 3.0, 0.0], dtype=dtype)
+    check(torch.floor_divide, a, b)
+    jf = thunder.jit(torch.floor_divide, transforms=["thunder-decompose"])
+    out = jf(a, b)
+    torch.testing.assert_close(out, torch.floor_divide(a, b), equal_nan=True)
+    assert torch.equal(torch.signbit(out), torch.signbit(torch.floor_divide(a, b)))
+    x = b.clone().requires_grad_()
+    torch.testing.assert_close(thunder.jit(lambda x: -1 // x)(x), -1 // b, equal_nan=True)
 
 
 def test_floor_divide_and_remainder_signs():
@@ -326,6 +345,7 @@ ERRORS = [
     ("floor_bool", lambda x: torch.floor(x > 0), NotImplementedError),
     ("bitwise_float", lambda x: x & x, NotImplementedError),
     ("bitwise_not_float", lambda x: torch.bitwise_not(x), NotImplementedError),
+    ("invert_float", lambda x: ~x, TypeError),  # the operator checks first, with another type
     ("int_neg_pow", lambda x: x.long() ** -1, RuntimeError),
     ("pow_bool", lambda x: torch.pow(x > 0, x > 1), NotImplementedError),
     ("div_mode", lambda x: torch.div(x, x, rounding_mode="round"), RuntimeError),

@@ -61,6 +61,7 @@ CASES = {
     "t_2d": (lambda a: a.t(), xt),
     "t_1d": (lambda a: torch.t(a), x1),
     "T_mT": (lambda a, b: (a.mT, b.T), x3, xt),
+    "mT_0d": (lambda a: a.mT + 1, x0),  # eager: the identity (deprecated) on 0-d tensors
     "movedim": (lambda a: a.movedim(0, -1), x3),
     "movedim_tuple": (lambda a: torch.movedim(a, (0, 1), (2, 0)), x3),
     # broadcasting
@@ -195,6 +196,8 @@ ERRORS = {
     "unbind_0d": (lambda a: a.unbind(), x0),
     "narrow_start": (lambda a: a.narrow(0, 4, 0), x3),
     "narrow_length": (lambda a: a.narrow(0, 2, 2), x3),
+    "narrow_0d": (lambda a: a.narrow(0, 0, 1), x0),
+    "mT_1d": (lambda a: a[0, 0].mT, x3),
     "select_index": (lambda a: a.select(0, 3), x3),
     "getitem_out_of_range": (lambda a: a[3], x3),
     "getitem_neg_out_of_range": (lambda a: a[:, -5], x3),

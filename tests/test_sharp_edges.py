@@ -131,6 +131,26 @@ def test_setitem_gradients():
         torch.testing.assert_close(a, b)
 
 
+def test_setitem_value_with_leading_size_1_dims():
+    # eager drops a value's leading size-1 dims beyond the target's rank (found by the fuzzer:
+    # thunder raised "shape mismatch")
+    def f(x, v):
+        y = x * 2
+        y[0] = v
+        y[1:, :1] = v * 3
+        return y * y
+
+    x = torch.randn(3, 3, 2, dtype=torch.float64, requires_grad=True)
+    v = torch.randn(1, 1, 2, dtype=torch.float64, requires_grad=True)
+    out, expected = thunder.jit(f)(x, v), f(x, v)
+    torch.testing.assert_close(out, expected)
+    g = torch.randn_like(out)
+    for a, b in zip(torch.autograd.grad(out, (x, v), g), torch.autograd.grad(expected, (x, v), g)):
+        torch.testing.assert_close(a, b)
+    with pytest.raises(RuntimeError, match="shape mismatch"):  # a leading dim of 2 is still an error
+        thunder.jit(f)(x, torch.randn(2, 1, 2, dtype=torch.float64))
+
+
 def test_inplace_errors_like_eager():
     with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
         thunder.jit(lambda x: x.add_(1))(torch.randn(2, requires_grad=True))
@@ -519,3 +539,147 @@ def test_yield_from_classmethod_and_objects_with_tensor_attributes():
     holder.w = torch.randn(3)  # a tensor attribute of an input object is read at call time
     torch.testing.assert_close(jf(x, holder), f(x, holder))
     assert thunder.cache_misses(jf) == 1
+
+
+# ---- errors keep the user's line
+class ModelError(Exception):
+    pass
+
+
+def _user_failure(kind, x):
+    if kind == "value":
+        raise ValueError("bad value")
+    if kind == "key":
+        return {"a": x}["b"]
+    if kind == "assert":
+        assert x.shape[0] > 10, "too short"
+    if kind == "stop":
+        return next(iter(()))
+    if kind == "torch":
+        return x + torch.ones(5)  # shapes do not broadcast
+    raise ModelError("custom")
+
+
+@pytest.mark.parametrize("kind", ["value", "key", "assert", "stop", "torch", "custom"])
+def test_exceptions_from_user_code_carry_the_user_frames(kind):
+    import traceback
+
+    def forward(x):
+        y = x * 2
+        return _user_failure(kind, y)
+
+    with pytest.raises(Exception) as eager:
+        forward(torch.ones(3))
+    with pytest.raises(type(eager.value)) as info:
+        thunder.jit(forward)(torch.ones(3))
+    frames = [(f.filename, f.name) for f in traceback.extract_tb(info.value.__traceback__)]
+    assert (__file__, "forward") in frames and (__file__, "_user_failure") in frames
+    line = [f.lineno for f in traceback.extract_tb(info.value.__traceback__) if f.name == "_user_failure"][0]
+    eager_line = [f.lineno for f in traceback.extract_tb(eager.value.__traceback__) if f.name == "_user_failure"][0]
+    assert line == eager_line
+
+
+def test_an_exception_does_not_keep_the_inputs_alive():
+    import gc
+    import weakref
+
+    def f(x, w):
+        y = x * w
+        raise ValueError("boom")
+
+    x, w = torch.randn(3), torch.randn(3, requires_grad=True)
+    refs = [weakref.ref(x), weakref.ref(w)]
+    jf = thunder.jit(f)
+    gc.disable()
+    try:
+        try:
+            jf(x, w)
+        except ValueError:
+            pass
+        del x, w
+        assert [r() for r in refs] == [None, None]  # no reference cycle keeps them
+    finally:
+        gc.enable()
+
+
+# ---- Python values as inputs: every value round-trips through the prologue
+@pytest.mark.parametrize("value", [float("inf"), float("-inf"), float("nan"), -0.0, 0.0, 2 ** 62, 1 + 2j, -1j, True],
+                         ids=str)
+def test_python_number_inputs_round_trip(value):
+    jf = thunder.jit(lambda x, s: x * s)
+    x = torch.tensor([1.0, -2.0, 0.0])
+    for _ in range(2):
+        out, expected = jf(x, value), x * value
+        assert out.dtype == expected.dtype
+        torch.testing.assert_close(out, expected, equal_nan=True)
+        assert torch.equal(torch.signbit(out.real), torch.signbit(expected.real))
+    assert thunder.cache_misses(jf) == 1
+
+
+def test_number_inputs_that_compare_equal_are_different_entries():
+    jf = thunder.jit(lambda x, s: x * s, fusion="always")
+    x = torch.ones(2)
+    for s in (0.0, -0.0, 1, 1.0, True, 0.0, -0.0):
+        out, expected = jf(x, s), x * s
+        assert out.dtype == expected.dtype and torch.equal(torch.signbit(out), torch.signbit(expected)), s
+    assert thunder.cache_misses(jf) == 5
+
+
+def test_huge_ints_raise_eagers_overflow_error():
+    for v in (2 ** 70, -2 ** 64):
+        with pytest.raises(OverflowError) as eager:
+            torch.ones(2) * v
+        with pytest.raises(OverflowError, match=str(eager.value)):
+            thunder.jit(lambda x, s: x * s)(torch.ones(2), v)
+
+
+def test_numpy_scalars_as_torch_reads_them():
+    np = pytest.importorskip("numpy")
+    x, xi = torch.arange(1.0, 4.0), torch.arange(1, 4, dtype=torch.int32)
+    cases = [(x, np.float32(2.5)), (xi, np.float32(2.5)), (xi, np.int64(3)), (x, np.float64(-0.0)),
+             (x, np.complex128(1 + 1j)), (xi, np.bool_(True))]
+    for t, s in cases:
+        jf = thunder.jit(lambda t, s: t * s + torch.full((2,), s).sum())
+        for _ in range(2):
+            out, expected = jf(t, s), t * s + torch.full((2,), s).sum()
+            assert out.dtype == expected.dtype, (s, out.dtype, expected.dtype)
+            torch.testing.assert_close(out, expected)
+        assert thunder.cache_misses(jf) == 1
+    jf = thunder.jit(lambda t, s: t * s)
+    jf(x, np.float32(2.0))
+    jf(x, np.float64(2.0))  # another type: another entry
+    assert thunder.cache_misses(jf) == 2
+
+
+def test_complex_scalars():
+    x = torch.arange(1.0, 4.0)
+    for fn in (lambda x: x * (1 + 2j), lambda x: x.add(2j, alpha=2), lambda x: torch.full((2,), 1 - 1j) + x[:2],
+               lambda x: (x.to(torch.int64) + 1j).abs()):
+        out, expected = thunder.jit(fn)(x), fn(x)
+        assert out.dtype == expected.dtype
+        torch.testing.assert_close(out, expected)
+
+
+# ---- views whose validity depends on strides
+def test_view_of_a_non_contiguous_tensor_raises_as_eager():
+    for fn in (lambda a: a.t().view(-1), lambda a: (a.t() + 1).view(6), lambda a: a[:, :2].view(4)):
+        with pytest.raises(RuntimeError) as eager:
+            fn(torch.ones(2, 3))
+        with pytest.raises(RuntimeError, match=r"view size is not compatible"):
+            thunder.jit(fn)(torch.ones(2, 3))
+        assert "view size is not compatible" in str(eager.value)
+    same(lambda a: a.t().reshape(-1) * 1, torch.randn(2, 3))
+    same(lambda a: a.t().contiguous().view(-1) * 1, torch.randn(2, 3))
+
+
+def test_reshape_and_contiguous_copy_where_eager_copies():
+    def f(x):
+        y = x.t().reshape(-1)
+        y.add_(1)  # a copy in eager: x unchanged
+        z = x.t().contiguous()
+        z.mul_(2)  # a copy
+        w = x.reshape(-1)
+        w.sub_(3)  # a view: reaches x
+        return x.clone(), y, z
+
+    same(f, torch.randn(2, 3))

@@ -13,12 +13,13 @@ Generated from the op registry (`thunder/ops/`) by `python -m thunder.tools.gen_
 do not edit by hand.
 
 Each op is an IRDL operation. Tensor and number parameters are operands (numbers are
-`arith.constant` values of type i64, f64 or i1), the other parameters are attributes (ints as
-i64, int tuples as `array<i64: ...>`, dtypes as types, None as `unit`). A tensor list (`Tensors`)
-and the results of ops returning several tensors are variadic groups, each holding a run of
-tensors of one type (`operandSegmentSizes`, `resultSegmentSizes`). Ops are Pure (CSE and DCE
-apply) unless marked random. The verifier runs the meta function on the operand types and
-attributes and checks the result types.
+`arith.constant` values of type i64, f64 or i1, complex numbers `complex.constant` values of type
+complex<f64>), the other parameters are attributes (ints as i64, int tuples as `array<i64: ...>`,
+dtypes as types, None as `unit`). A tensor list (`Tensors`) and the results of ops returning
+several tensors are variadic groups, each holding a run of tensors of one type
+(`operandSegmentSizes`, `resultSegmentSizes`). Ops are Pure (CSE and DCE apply) unless marked
+random. The verifier runs the meta function on the operand types and attributes and checks the
+result types.
 
 - `ltorch`: one op per PyTorch function; the torch executor runs it as shown. `ltorch.torch_call`
   is any other torch call (thunder's fallback, see docs/architecture.md): it runs as the callable

@@ -6,6 +6,7 @@
     thunder-opt trace.mlir --pass-pipeline='builtin.module(thunder-decompose,thunder-fuse{policy=always})' --to-ptx=sm_90
 """
 import argparse
+import io
 import sys
 
 
@@ -39,7 +40,10 @@ def run_one(text, args, out):
     from thunder.dialects.definitions import context
     from thunder.dialects.mlir import ir
     from thunder.lowering.passes import build_pass_manager
+    from thunder.lowering.linalg.scalar import UnsupportedOp
+    from thunder.runtime.codegen import Unprintable
 
+    filename = args.input if args.input != '-' else '<stdin>'
     with context():
         try:
             module = ir.Module.parse(text)
@@ -49,7 +53,7 @@ def run_one(text, args, out):
                     pm.enable_ir_printing()
                 pm.run(module.operation)
         except ir.MLIRError as e:
-            print(_format_error(e, args.input if args.input != '-' else '<stdin>'), file=sys.stderr)
+            print(_format_error(e, filename), file=sys.stderr)
             return False
         except ValueError as e:  # an unknown pass or a malformed pipeline
             print(f"thunder-opt: {e}", file=sys.stderr)
@@ -62,16 +66,26 @@ def run_one(text, args, out):
 
             for name, callee in fusion_callees(module.operation).items():
                 text = region_text(callee)
-                _, ins, _ = signature(text, name)
-                strides = [row_major_strides(t.shape) for t in ins]
-                out.write(f"// {name}\n" + lower_region(text, name, strides).text)
+                try:
+                    _, ins, _ = signature(text, name)
+                    strides = [row_major_strides(t.shape) for t in ins]
+                    out.write(f"// {name}\n" + lower_region(text, name, strides).text)
+                except UnsupportedOp as e:
+                    print(f"{_where(callee.location, filename)}: error: @{name} has no linalg form: {e}",
+                          file=sys.stderr)
+                    return False
         elif args.to_python:
             from thunder.runtime.codegen import python_source
 
             for op in module.body.operations:
                 if op.operation.name == "func.func":
                     name = ir.StringAttr(op.attributes["sym_name"]).value
-                    out.write(python_source(module, fn_name=name))
+                    try:
+                        out.write(python_source(module, fn_name=name))
+                    except Unprintable as e:
+                        print(f"{_where(e.location, filename)}: error: cannot print @{name} as Python: {e}",
+                              file=sys.stderr)
+                        return False
         else:
             out.write(module.operation.get_asm(enable_debug_info=args.mlir_print_debuginfo))
             out.write("\n")
@@ -146,18 +160,41 @@ def main(argv=None):
             print(f"  {name:24s} {description}")
         return 0
     try:
-        text = sys.stdin.read() if args.input == "-" else open(args.input).read()
+        data = sys.stdin.buffer.read() if args.input == "-" else open(args.input, "rb").read()
     except OSError as e:
         print(f"thunder-opt: cannot read {args.input}: {e.strerror}", file=sys.stderr)
         return 1
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        col = e.start - data.rfind(b"\n", 0, e.start)
+        print(f"{args.input if args.input != '-' else '<stdin>'}:{line}:{col}: error: not UTF-8 text "
+              f"(byte 0x{data[e.start]:02x})", file=sys.stderr)
+        return 1
     chunks = split_input(text) if args.split_input_file else [text]
-    out = sys.stdout if args.output == "-" else open(args.output, "w")
+    # collected first, so that -o names a file only once there is something to write to it
+    out = io.StringIO()
     ok = True
-    for i, chunk in enumerate(chunks):
-        if i:
-            out.write("// -----\n")
-        ok = run_one(chunk, args, out) and ok
-    out.flush()
+    try:
+        for i, chunk in enumerate(chunks):
+            if i:
+                out.write("// -----\n")
+            ok = run_one(chunk, args, out) and ok
+    except Exception as e:  # a bug in a pass or printer: one line, not a traceback
+        print(f"thunder-opt: internal error (please report it with this input): {type(e).__name__}: {e}",
+              file=sys.stderr)
+        return 1
+    if args.output == "-":
+        sys.stdout.write(out.getvalue())
+        sys.stdout.flush()
+    else:
+        try:
+            with open(args.output, "w") as f:
+                f.write(out.getvalue())
+        except OSError as e:
+            print(f"thunder-opt: cannot write {args.output}: {e.strerror}", file=sys.stderr)
+            return 1
     return 0 if ok else 1
 
 

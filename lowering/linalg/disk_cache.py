@@ -15,8 +15,10 @@ The key hashes: the region's linalg text (with the func name and the input strid
 the pass pipeline, the opt level, the MLIR bindings (torch-mlir version, the ExecutionEngine
 extension's size and mtime), the CPU (machine, model name, flags: LLVM compiles for the host
 CPU's features) and FORMAT below (bump it when the stored format or the calling convention
-changes). Each file ends with a trailer (magic + sha256 of the library) that is checked before
-loading; a corrupt or unloadable entry is ignored, compiled again and replaced.
+changes). Each file ends with a trailer: magic, the entry's key and a sha256 over the library and
+the key. Loading checks both against the key asked for, so an entry is only ever loaded as the
+kernel it was stored for: a corrupt, truncated, foreign, renamed, swapped or unloadable entry is
+ignored, compiled again and replaced.
 
 Directory: $THUNDER_KERNEL_CACHE if set ("", "0", "off", "false", "no": no disk cache), else
 ${XDG_CACHE_HOME:-~/.cache}/thunder-mlir/kernels. Writes go to a temporary file renamed into
@@ -36,9 +38,9 @@ import subprocess
 import sys
 import tempfile
 
-FORMAT = "thunder-mlir-kernel-1"
+FORMAT = "thunder-mlir-kernel-2"
 _MAGIC = b"THKCACHE"
-_TRAILER = len(_MAGIC) + 32
+_TRAILER = len(_MAGIC) + 32 + 32  # magic, key, sha256(library + key)
 _OFF = {"", "0", "off", "false", "no", "none"}
 
 log = logging.getLogger(__name__)
@@ -135,25 +137,33 @@ _LINK_LIBS = (
 )
 
 
-def _read_verified(path):
-    """The library bytes of a cache file if its trailer matches, else None."""
+def _trailer(lib, digest):
+    """What follows the library in the entry of key digest (hex): the key is inside the checked
+    content, so an entry moved under another key's name fails the check."""
+    k = bytes.fromhex(digest)
+    return _MAGIC + k + hashlib.sha256(lib + k).digest()
+
+
+def _read_verified(path, digest):
+    """The library bytes of a cache file if it is intact and the entry of key digest, else None."""
     try:
         with open(path, "rb") as f:
             data = f.read()
     except OSError:
         return None
-    if len(data) <= _TRAILER or data[-_TRAILER:-32] != _MAGIC:
+    if len(data) <= _TRAILER:
         return None
     lib = data[:-_TRAILER]
-    return lib if hashlib.sha256(lib).digest() == data[-32:] else None
+    return lib if data[-_TRAILER:] == _trailer(lib, digest) else None
 
 
-def _load(path, name):
-    """(library, address of the packed entry) of a cache file, or None (missing or bad)."""
+def _load(path, digest, name):
+    """(library, address of the packed entry) of the cache file of key digest, or None
+    (missing, or not that key's intact entry)."""
     global _store_broken
     if not os.path.exists(path):
         return None
-    if _read_verified(path) is None:
+    if _read_verified(path, digest) is None:
         log.debug("kernel cache: corrupt entry %s", path)
         stats["rejected"] += 1
         return None
@@ -193,7 +203,7 @@ def _store(directory, digest, engine):
         with open(so, "rb") as f:
             lib = f.read()
         with open(so, "ab") as f:
-            f.write(_MAGIC + hashlib.sha256(lib).digest())
+            f.write(_trailer(lib, digest))
         os.replace(so, os.path.join(directory, digest + ".so"))
         stats["stored"] += 1
         return True
@@ -218,7 +228,7 @@ def load_or_compile(key_text, name, build, *, loops="loops", opt_level=3):
     if directory is not None:
         try:
             digest = key(key_text, name, loops, opt_level)
-            hit = _load(os.path.join(directory, digest + ".so"), name)
+            hit = _load(os.path.join(directory, digest + ".so"), digest, name)
         except Exception as e:  # never let the cache break compiling
             log.debug("kernel cache: lookup failed: %s", e)
             hit = None
@@ -260,8 +270,9 @@ def compiled_function(key_text, name, build, *, loops="loops", opt_level=3):
 
 def cached_text(parts, build, suffix):
     """build()'s text (e.g. PTX), kept in the cache directory under a hash of FORMAT and parts
-    (strings that determine it, the target chip among them): read back when present and intact,
-    else built and stored. Same trailer check and atomic writes as the kernels' libraries."""
+    (strings that determine it, the target chip among them): read back when present, intact and
+    stored under this key, else built and stored. Same trailer (key included) and atomic writes as
+    the kernels' libraries."""
     directory = cache_dir()
     path = None
     if directory is not None:
@@ -269,8 +280,9 @@ def cached_text(parts, build, suffix):
         for part in (FORMAT, *parts):
             h.update(part.encode())
             h.update(b"\0")
-        path = os.path.join(directory, h.hexdigest() + suffix)
-        data = _read_verified(path)
+        digest = h.hexdigest()
+        path = os.path.join(directory, digest + suffix)
+        data = _read_verified(path, digest)
         if data is not None:
             stats["disk"] += 1
             return data.decode()
@@ -282,7 +294,7 @@ def cached_text(parts, build, suffix):
             fd, tmp = tempfile.mkstemp(prefix=".", suffix=suffix, dir=directory)
             data = text.encode()
             with os.fdopen(fd, "wb") as f:
-                f.write(data + _MAGIC + hashlib.sha256(data).digest())
+                f.write(data + _trailer(data, digest))
             os.replace(tmp, path)
             stats["stored"] += 1
         except OSError as e:  # never let storing break compiling

@@ -194,7 +194,9 @@ def _reciprocal(b, xs, t):
 
 def _div(b, xs, t):
     if is_float(t):
-        return b.op(f"arith.divf {xs[0]}, {xs[1]} fastmath<arcp> : {t}")
+        # no fastmath<arcp>: with it LLVM turns x / sqrt(y) into x * an rsqrt estimate, which
+        # is NaN at y = 0 and y = inf (and x * (1 / y) is not x / y for tiny or huge y)
+        return b.op(f"arith.divf {xs[0]}, {xs[1]} : {t}")
     if t == "i1":
         raise UnsupportedOp("div on i1")
     # torch: rounding_mode="trunc". A division by 0 (torch raises ZeroDivisionError) or of the
@@ -221,6 +223,11 @@ def _pow(b, xs, t):
     if is_float(t) and e in POW_SPECIAL:
         x = xs[0]
         if abs(e) == 0.5:
+            if t == "f16":  # torch's float16 pow is std::pow, not sqrt: (-0) ** 0.5 = +0, (-inf) ** 0.5 = inf
+                ninf = b.const(float("-inf"), t)
+                is_ninf = b.op(f"arith.cmpf oeq, {x}, {ninf} : {t}")
+                x = b.op(f"arith.addf {x}, {b.const(0.0, t)} : {t}")  # -0 + 0 = +0
+                x = b.op(f"arith.select {is_ninf}, {b.const(float('inf'), t)}, {x} : {t}")
             r = b.op(f"math.sqrt {x} : {t}")
         elif abs(e) == 1.0:
             r = x

@@ -270,7 +270,10 @@ def _lower_op(em, op, out_t: TensorT):
     if name in REDUCTIONS:
         ssa, t = operands[0]
         dims = sorted(d % max(t.rank, 1) for d in ir.DenseI64ArrayAttr(attrs["dims"]))
-        if not dims:  # a copy
+        # no dims, or a 0-d input (whose one element is the result): a copy. A 0-d reduction as
+        # a linalg.generic would have no reduction iterator, and elementwise fusion would then
+        # merge it into its consumer's loop, accumulating into one buffer across iterations
+        if not dims or t.rank == 0:
             return em.generic(out_t, [(ssa, t, [f"d{i}" for i in range(t.rank)])],
                               lambda b, xs, acc: convert_scalar(b, xs[0], t.elt, out_t.elt))
         # f16/bf16 accumulate in f32, rounded once at the end (as torch's reductions)

@@ -1,4 +1,6 @@
 """torch dtypes: their MLIR element types, their categories, and PyTorch's type promotion."""
+import sys
+
 import torch
 
 # torch dtype <-> MLIR element type (text form). Signless integers are torch's signed ones.
@@ -60,6 +62,34 @@ def _category(dtype):
     return 1
 
 
+def is_numpy_scalar(v):
+    np = sys.modules.get("numpy")
+    return np is not None and isinstance(v, np.generic)
+
+
+def python_number(v, op_name, scalar=True):
+    """A number argument of a torch op as torch reads it. numpy scalars: for a Scalar parameter
+    (scalar=True), numpy ints as ints, complex128 as complex, the others (bool_, floats,
+    complex64) as float(); elsewhere as the Python value they hold. Ints beyond 64 bits raise
+    eager's OverflowError."""
+    if is_numpy_scalar(v):
+        np = sys.modules["numpy"]
+        if not scalar:
+            v = v.item()
+        elif isinstance(v, np.integer):
+            v = int(v)
+        else:
+            v = complex(v) if isinstance(v, complex) else float(v)
+    if type(v) is int and not -2 ** 63 <= v < 2 ** 63:
+        if v < -2 ** 63:
+            raise OverflowError("can't convert negative int to unsigned")
+        if v >= 2 ** 64:
+            raise OverflowError("int too big to convert")
+        raise NotImplementedError(f"thunder: {op_name} with the integer {v} (above int64, below uint64) is not "
+                                  "supported. Workaround: pass it as a float or a tensor.")
+    return v
+
+
 def _scalar_category(value):
     if isinstance(value, bool):
         return 0
@@ -72,12 +102,21 @@ def _scalar_category(value):
     raise TypeError(f"expected a number, got {type(value).__name__}")
 
 
+def default_dtype():
+    """torch.get_default_dtype(), for meta functions: the trace then depends on it (its cache
+    entry checks it)."""
+    from thunder.core.trace import consult
+
+    consult("default_dtype")
+    return torch.get_default_dtype()
+
+
 def scalar_dtype(value):
     """The dtype a Python number takes part in type promotion with."""
     cat = _scalar_category(value)
     if cat == 3:
-        return torch.complex128 if torch.get_default_dtype() is torch.float64 else torch.complex64
-    return (torch.bool, torch.int64, torch.get_default_dtype())[cat]
+        return torch.complex128 if default_dtype() is torch.float64 else torch.complex64
+    return default_dtype() if cat == 2 else (torch.bool, torch.int64)[cat]
 
 
 def _join(a, b):

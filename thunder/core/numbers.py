@@ -46,7 +46,7 @@ def python_type_of_dtype(dtype):
 
 def is_number(v):
     """A Python number (not bool-like tensors) or a NumberProxy."""
-    return isinstance(v, (bool, int, float, NumberProxy))
+    return isinstance(v, (bool, int, float, complex, NumberProxy))
 
 
 def number_type(v):

@@ -32,7 +32,7 @@ class TensorProxy:
     """Stands for a tensor: it knows shape, dtype, device and requires_grad, not values."""
 
     __slots__ = ("name", "shape", "dtype", "device", "requires_grad", "is_view", "is_input",
-                 "input_name", "base", "recipe", "views", "__weakref__")
+                 "input_name", "base", "recipe", "views", "meta", "stride_deps", "leaf", "__weakref__")
 
     def __init__(self, shape, dtype, device, requires_grad=False, name=None):
         self.shape = torch.Size(shape)
@@ -47,6 +47,10 @@ class TensorProxy:
         self.recipe = None  # for views: (op, args, result index) that made it from its base
         self.views = []  # views taken of this proxy (regenerated when it is updated in place)
         tracing.track(self)
+        # eager's strides: a meta tensor made by torch's own kernels (record_op); None: contiguous
+        self.meta = None
+        self.stride_deps = frozenset()  # names of the inputs whose strides decide this one's
+        self.leaf = True  # for inputs: whether the tensor is a leaf of autograd's graph
 
     __hash__ = object.__hash__
 
@@ -103,6 +107,16 @@ class TensorProxy:
     def layout(self):
         return torch.strided
 
+    # --- strides: answered with eager's (the trace then depends on the inputs' strides)
+    def stride(self, dim=None):
+        tracing.strides_decide(self)
+        s = meta_of(self).stride()
+        return s if dim is None else s[dim]
+
+    def is_contiguous(self, memory_format=torch.contiguous_format):
+        tracing.strides_decide(self)
+        return meta_of(self).is_contiguous(memory_format=memory_format)
+
     # tensor kinds thunder's proxies never are
     is_nested = is_sparse = is_quantized = is_meta = is_mkldnn = is_sparse_csr = False
     grad_fn = None
@@ -117,7 +131,10 @@ class TensorProxy:
 
     @property
     def mT(self):
-        return self.transpose(-2, -1)
+        # as eager: the identity on a 0-d tensor, an error on a 1-d one
+        if self.ndim == 1:
+            raise RuntimeError("tensor.mT is only supported on matrices or batches of matrices. Got 1-D tensor.")
+        return self if self.ndim == 0 else self.transpose(-2, -1)
 
     def __len__(self):
         if not self.shape:
@@ -219,15 +236,15 @@ def _nest(flat, shape):
     return [_nest(flat[i * n:(i + 1) * n], shape[1:]) for i in range(shape[0])]
 
 
-# Tensor attributes whose answer is not part of a trace: memory layout (a trace has no strides:
-# inputs of any layout share it) and the autograd state of real tensors
-_STRIDES = ("depends on strides, which thunder does not trace (one trace serves inputs of any layout). "
-            "Workaround: call .contiguous() where a contiguous tensor is needed, without asking.")
+# Tensor attributes whose answer is not part of a trace: memory layout beyond strides (stride()
+# and is_contiguous() are answered above) and the autograd state of real tensors
+_STRIDES = ("depends on the memory layout, which thunder does not trace beyond strides. "
+            "Workaround: use stride() / is_contiguous(), or call .contiguous() where needed.")
 _MEMORY = "is about the tensor's memory, which a trace does not have. Workaround: run it outside the jitted function."
 _AUTOGRAD = ("is about eager autograd state, which a trace does not have. Workaround: call it outside the jitted "
              "function (thunder.jit's result supports .backward(), hooks and .grad as eager does).")
 _NOT_TRACED = {
-    "stride": _STRIDES, "is_contiguous": _STRIDES, "storage_offset": _STRIDES, "dim_order": _STRIDES,
+    "storage_offset": _STRIDES, "dim_order": _STRIDES,
     "data_ptr": _MEMORY, "untyped_storage": _MEMORY, "storage": _MEMORY, "is_pinned": _MEMORY,
     "is_shared": _MEMORY, "is_set_to": _MEMORY, "share_memory_": _MEMORY, "pin_memory": _MEMORY,
     "record_stream": _MEMORY, "grad": _AUTOGRAD, "backward": _AUTOGRAD, "register_hook": _AUTOGRAD,
@@ -241,6 +258,11 @@ def check_inplace_allowed(self):
     while root.base is not None:
         root = root.base
     if root.is_input and root.requires_grad and tracing.grad_enabled():
+        if not root.leaf:
+            raise NotImplementedError(
+                f"thunder: an in-place update{_where()} of an input that requires grad and is not a leaf (the "
+                "result of other ops) is not supported. Workaround: update a clone, or make the update "
+                "outside the jitted function.")
         raise RuntimeError(("a view of a leaf Variable" if root is not self else "a leaf Variable")
                            + " that requires grad is being used in an in-place operation.")
 
@@ -364,6 +386,16 @@ for _n in ["eq", "ne", "lt", "le", "gt", "ge", "neg", "pos", "abs", "invert", "g
     setattr(TensorProxy, f"__{_n}__", _dunder(f"__{_n}__"))  # (reversed(x) is x.flip(0), as in eager)
 
 
+def _invert(self):
+    # eager's ~ checks the dtype itself (TypeError) before bitwise_not would (NotImplementedError)
+    if self.dtype.is_floating_point or self.dtype.is_complex:
+        raise TypeError("~ (operator.invert) is only implemented on integer and Boolean-type tensors")
+    return _dunder("__invert__")(self)
+
+
+TensorProxy.__invert__ = _invert
+
+
 def _setitem(self, key, value):
     from thunder.ops import fallback
 
@@ -399,4 +431,17 @@ def proxy_for(t: torch.Tensor, name=None, *, input=True):
     p = TensorProxy(t.shape, t.dtype, t.device, t.requires_grad, name=name)
     p.is_input = input
     p.input_name = p.name if input else None
+    p.meta = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta")
+    p.stride_deps = frozenset((p.name,)) if input else frozenset()
+    p.leaf = t.is_leaf
+    ctx = tracing.current()
+    if ctx is not None and t.requires_grad:
+        ctx.differentiable = True
     return p
+
+
+def meta_of(p):
+    """A meta tensor with p's shape, dtype and eager's strides (contiguous when unknown)."""
+    if p.meta is None or p.meta.shape != p.shape or p.meta.dtype != p.dtype:
+        p.meta = torch.empty(p.shape, dtype=p.dtype, device="meta")
+    return p.meta

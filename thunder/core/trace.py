@@ -48,6 +48,10 @@ class TraceCtx:
         # inputs (runtime/reads.py); None elsewhere (passes, decompositions), where reads raise
         self.reader = None
         self.live = None  # id -> proxy, weakly: the proxies made while a reader is set (values to keep)
+        self.consulted = set()  # ambient torch state the trace depends on (runtime/guards.py AMBIENT)
+        self.track_strides = False  # eager's strides on proxies (the user's program, not decompositions)
+        self.differentiable = False  # an input requires grad
+        self.stride_dependent = set()  # names of the inputs whose strides decided something
 
     def new_name(self, hint=None):
         if hint is not None:
@@ -133,6 +137,20 @@ def split(proxy, why):
     if ctx is None or ctx.reader is None:
         read_value(proxy, f"{proxy.expr} ({why})")
     return ctx.reader.split(proxy, why)
+def strides_decide(proxy):
+    """Something in the trace depends on proxy's strides: the cache entry checks the strides of
+    the inputs they come from."""
+    ctx = _current.get()
+    if ctx is not None:
+        ctx.stride_dependent |= proxy.stride_deps
+
+
+def consult(state):
+    """The trace depends on ambient torch state `state` (a name in runtime/guards.py AMBIENT):
+    the cache entry checks it."""
+    ctx = _current.get()
+    if ctx is not None:
+        ctx.consulted.add(state)
 
 
 def current_location():
@@ -185,10 +203,12 @@ def record_op(op, values):
     outs = list(out) if isinstance(out, (tuple, list)) else [out]
     from thunder.core.proxies import TensorProxy
 
-    if op.is_view:
-        for o in outs:
-            o.is_view = True
     first = next((v for v in values.values() if isinstance(v, TensorProxy)), None)
+    metas = _eager_strides(ctx, op, values, outs) if ctx.track_strides else None
+    if op.is_view:
+        for o, m in zip(outs, metas or [None] * len(outs)):
+            # reshape, flatten, contiguous: a view where eager's strides allow one, else a copy
+            o.is_view = m is None or first is None or _aliases(m, first.meta)
     for i, o in enumerate(outs):
         if not isinstance(o, TensorProxy):
             continue  # a runtime number
@@ -199,7 +219,7 @@ def record_op(op, values):
             base.views.append(o)
     ctx.symbols.append(BoundSymbol(op, {k: _to_refs(v) for k, v in values.items()},
                                    [ref(o) for o in outs], current_location()))
-    if ctx.track_grad_mode and not _grad_enabled() and op.name != "detach":
+    if ctx.track_grad_mode and not _grad_enabled() and op.name not in ("detach", "no_grad_update"):
         # under torch.no_grad() the results carry no autograd history: record that in the trace
         outs = [_detach(o) for o in outs]
         out = tuple(outs) if isinstance(out, (tuple, list)) else outs[0]
@@ -215,6 +235,60 @@ def run_meta(op, values):
     if any(isinstance(v, NumberProxy) for v in values.values()):
         values = {k: example(v) for k, v in values.items()}
     return op.meta(**values)
+
+
+def _eager_strides(ctx, op, values, outs):
+    """Runs op on meta tensors (torch's own kernels) for eager's strides of its results, which
+    become the results' meta tensors; None when torch cannot (a data-dependent op, say): the
+    results count as contiguous. Ops whose validity depends on strides (view of a transposed
+    tensor) raise eager's error here."""
+    from thunder.core.proxies import TensorProxy, meta_of
+    from thunder.ops.execute import call_args, run_eagerly
+
+    tensors = [x for v in values.values() for x in (v if isinstance(v, tuple) else (v,)) if isinstance(x, TensorProxy)]
+    deps = frozenset().union(*(t.stride_deps for t in tensors))
+    if not all(isinstance(o, TensorProxy) for o in outs):
+        return None  # (runtime numbers: no strides)
+    for o in outs:
+        o.stride_deps = deps
+    if op.strided:
+        ctx.stride_dependent |= deps
+    if op.random:
+        return None  # (torch's random kernels would draw from the generator even on meta tensors)
+
+    from thunder.core.numbers import example
+
+    def meta(v):
+        if isinstance(v, TensorProxy):
+            return meta_of(v)
+        return tuple(meta(x) for x in v) if isinstance(v, tuple) else example(v)
+
+    import torch
+
+    try:
+        with not_tracing():
+            if op.strided and op.aliases:  # as eager calls it: Tensor.view checks strides, the program reshapes
+                args, kwargs = call_args(op, {k: meta(v) for k, v in values.items()})
+                result = op.aliases[0](*args, **kwargs)
+            else:
+                result = run_eagerly(op, {k: meta(v) for k, v in values.items()})
+    except RuntimeError:
+        if op.strided:
+            raise  # eager's error: the strides do not allow it
+        return None
+    except Exception:  # noqa: BLE001 - no meta kernel: strides unknown
+        return None
+    results = list(result) if isinstance(result, (tuple, list)) else [result]
+    if len(results) != len(outs) or any(not isinstance(m, torch.Tensor) or m.shape != o.shape for m, o in zip(results, outs)):
+        return None
+    for o, m in zip(outs, results):
+        o.meta = m
+    return results
+
+
+def _aliases(m, base):
+    """Whether meta tensor m shares memory with meta tensor base (the same storage object)."""
+    return base is not None and m.untyped_storage()._cdata == base.untyped_storage()._cdata
 
 
 def _grad_enabled():
@@ -250,8 +324,13 @@ def _check_no_real_tensors(op, values):
 
 def rebind(proxy, new):
     """After an in-place op the proxy object stands for the op's result; an input's final
-    value is copied back at the end (see TraceCtx.mutated)."""
+    value is copied back at the end (see TraceCtx.mutated). Under no_grad the tensor keeps its
+    autograd history, as in eager (ltorch.no_grad_update)."""
     ctx = _current.get()
+    if ctx is not None and ctx.track_grad_mode and ctx.differentiable and not _grad_enabled():
+        from thunder.ops.registry import OPS
+
+        new = OPS["ltorch.no_grad_update"](proxy, new)
     if ctx is not None and proxy.input_name is not None:
         ctx.mutated[proxy.input_name] = proxy
     proxy.name = new.name

@@ -9,7 +9,18 @@ pure-Python callee, so that callers can observe and redirect what the program do
   of a callable object. A non-None replacement is called natively with the same arguments.
   Otherwise Python functions are interpreted and everything else is called natively.
 * ``on_load(value, provenance) -> value`` sees every value read from a module global (LOAD_GLOBAL, not
-  builtins), a closure cell (LOAD_DEREF) or an attribute (LOAD_ATTR / LOAD_METHOD / super attribute).
+  builtins), a closure cell (LOAD_DEREF), an attribute (LOAD_ATTR / LOAD_METHOD / super attribute /
+  ``getattr``; not the result of an interpreted property getter), an item of a list, tuple or dict
+  (subscripts, for-loops and unpacking of lists and tuples: kind "item"), a parameter's default (kind
+  "default", owner the function), and whether an attribute exists (``hasattr``, ``getattr`` with a
+  default: kind "hasattr", the value a bool), and the result of every native call made by interpreted
+  code (kind "native", owner the callable).
+* ``on_call(fn)`` is told of every Python function about to be interpreted (``fn`` itself included).
+
+Special methods written in Python (``__getitem__``, ``__setitem__``, ``__iter__``, ``__len__``,
+``__contains__``, ``__bool__``) are interpreted like calls. An exception leaving an interpreted frame
+gets a traceback entry for it (file, line, function name; the interpreter's own entries are dropped),
+as CPython gives one to each frame it unwinds.
 
 Not interpreted (run natively): generator functions (calling one returns a native generator), class
 bodies (``__build_class__``), callbacks invoked by native code (``map(f, xs)``, ``sorted(key=f)``),
@@ -25,7 +36,7 @@ from typing import Any, Callable
 
 from thunder.interpreter.errors import InterpreterError
 from thunder.interpreter.frame import Provenance
-from thunder.interpreter.runtime import Runtime, current_frame
+from thunder.interpreter.runtime import Runtime, current_frame, strip_interpreter
 
 __all__ = ["interpret", "InterpreterError", "Provenance", "InterpretResult", "current_source_location"]
 
@@ -41,7 +52,8 @@ def interpret(fn: Callable, args: tuple | list = (), kwargs: dict | None = None,
               lookup: Callable[[Any], Callable | None] | None = None,
               on_load: Callable[[Any, Provenance], Any] | None = None,
               record: bool = False,
-              on_store: Callable[[Any, Provenance], None] | None = None) -> InterpretResult:
+              on_store: Callable[[Any, Provenance], None] | None = None,
+              on_call: Callable[[Any], None] | None = None) -> InterpretResult:
     """Runs ``fn(*args, **kwargs)`` in the interpreter and returns an InterpretResult.
 
     Exceptions raised by the program propagate unchanged. ``lookup`` is not consulted for ``fn`` itself
@@ -49,8 +61,16 @@ def interpret(fn: Callable, args: tuple | list = (), kwargs: dict | None = None,
     function of a bound method / partial passed as ``fn``). ``on_store(value, provenance)`` is told
     of every STORE_ATTR / STORE_GLOBAL, and of STORE_DEREF into cells made outside the interpreted
     code (kind "closure", owner the cell), before the store happens."""
-    rt = Runtime(lookup, on_load, record, on_store)
-    value = rt.call_unlooked(fn, tuple(args), dict(kwargs or {}), None)
+    rt = Runtime(lookup, on_load, record, on_store, on_call)
+    try:
+        value = rt.call_unlooked(fn, tuple(args), dict(kwargs or {}), None)
+    except InterpreterError:
+        raise
+    except BaseException as e:
+        e.__traceback__ = strip_interpreter(e.__traceback__)
+        raise
+    finally:
+        rt.handled_exc = None
     return InterpretResult(value, rt.instructions, rt.log)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 import types
-from typing import Any
+from typing import Any, Callable
 
 __all__ = ["bind_arguments", "function_str"]
 
@@ -32,8 +32,10 @@ def _format_missing(qualname: str, kind: str, names: list[str]) -> TypeError:
     return TypeError(f"{qualname}() missing {len(names)} required {kind} argument{s}: {listed}")
 
 
-def bind_arguments(fn: types.FunctionType, args: tuple, kwargs: dict[str, Any]) -> dict[str, Any]:
-    """Returns the initial fast locals of a call to ``fn`` (name -> value)."""
+def bind_arguments(fn: types.FunctionType, args: tuple, kwargs: dict[str, Any],
+                   load_default: Callable[[str, Any], Any] | None = None) -> dict[str, Any]:
+    """Returns the initial fast locals of a call to ``fn`` (name -> value). A parameter that takes
+    its default gets ``load_default(name, value)`` when given (values read from the function)."""
     code = fn.__code__
     qualname = fn.__qualname__
     argcount = code.co_argcount
@@ -100,7 +102,8 @@ def bind_arguments(fn: types.FunctionType, args: tuple, kwargs: dict[str, Any]) 
             raise _format_missing(qualname, "positional", missing)
         for i in range(max(nargs, first_default), argcount):
             if varnames[i] not in bound:
-                bound[varnames[i]] = defaults[i - first_default]
+                value = defaults[i - first_default]
+                bound[varnames[i]] = value if load_default is None else load_default(varnames[i], value)
 
     if kwonly:
         kwdefaults = fn.__kwdefaults__ or {}
@@ -108,7 +111,8 @@ def bind_arguments(fn: types.FunctionType, args: tuple, kwargs: dict[str, Any]) 
         for name in varnames[argcount:total]:
             if name not in bound:
                 if name in kwdefaults:
-                    bound[name] = kwdefaults[name]
+                    value = kwdefaults[name]
+                    bound[name] = value if load_default is None else load_default(name, value)
                 else:
                     missing.append(name)
         if missing:

@@ -10,7 +10,7 @@ import sys
 from typing import Any
 
 from thunder.interpreter.frame import NULL, Frame
-from thunder.interpreter.opcodes import COMMON_HANDLERS, RETURN, load_attr, register
+from thunder.interpreter.opcodes import COMMON_HANDLERS, RETURN, load_attr, register, subscript
 
 __all__ = ["HANDLERS", "PY_VERSION", "SUPPORTED_VERSIONS"]
 
@@ -47,7 +47,7 @@ def _load_method_311(rt, f: Frame, i) -> None:
 
 @_op311("JUMP_IF_TRUE_OR_POP")
 def _jump_if_true_or_pop(rt, f: Frame, i) -> None:
-    if bool(f.stack[-1]):
+    if rt.truth(f.stack[-1], f):
         f.jump(i.argval)
     else:
         f.stack.pop()
@@ -55,7 +55,7 @@ def _jump_if_true_or_pop(rt, f: Frame, i) -> None:
 
 @_op311("JUMP_IF_FALSE_OR_POP")
 def _jump_if_false_or_pop(rt, f: Frame, i) -> None:
-    if not bool(f.stack[-1]):
+    if not rt.truth(f.stack[-1], f):
         f.jump(i.argval)
     else:
         f.stack.pop()
@@ -135,7 +135,7 @@ def _binary_slice(rt, f: Frame, i) -> None:
     stop = f.stack.pop()
     start = f.stack.pop()
     container = f.stack.pop()
-    f.stack.append(container[start:stop])
+    f.stack.append(subscript(rt, f, container, slice(start, stop)))
 
 
 @_op312("STORE_SLICE")

@@ -114,7 +114,7 @@ class Frame:
     is also a cell variable shares one slot, which MAKE_CELL converts into a cell)."""
 
     __slots__ = ("fn", "code", "info", "globals", "builtins", "locals", "cells", "stack", "idx",
-                 "cur", "instr", "kw_names", "return_value", "reraising")
+                 "cur", "instr", "kw_names", "return_value", "reraising", "keep_traceback")
 
     def __init__(self, fn: types.FunctionType, code: types.CodeType, locals_: dict[str, Any]):
         self.fn = fn  # needed for COPY_FREE_VARS (closure) and zero-arg super()
@@ -131,7 +131,8 @@ class Frame:
         self.instr: dis.Instruction | None = None  # instruction currently executing
         self.kw_names: tuple[str, ...] = ()  # set by KW_NAMES, consumed by CALL
         self.return_value: Any = None
-        self.reraising = False  # set by RERAISE / bare raise: such exceptions keep their __context__
+        self.reraising = False  # set by RERAISE / raise: such exceptions keep their __context__
+        self.keep_traceback = False  # set by RERAISE / bare raise: no traceback entry for this frame
 
     # --- stack helpers ---
     def push(self, v: Any) -> None:

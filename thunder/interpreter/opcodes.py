@@ -131,7 +131,7 @@ def _make_cell(rt, f: Frame, i) -> None:
     name = i.argval
     # An argument captured by an inner function starts as a plain local; move it into its cell.
     f.cells[name] = types.CellType(f.locals.pop(name)) if name in f.locals else types.CellType()
-    rt.own_cells.add(id(f.cells[name]))
+    rt.own_cells[id(f.cells[name])] = f.cells[name]
 
 
 @op("COPY_FREE_VARS")
@@ -156,7 +156,8 @@ def _load_deref(rt, f: Frame, i) -> None:
         value = cell.cell_contents
     except ValueError:
         raise _unbound_deref(f, name) from None
-    f.stack.append(rt.loaded(value, "closure", name, cell, f))
+    # a variable of interpreted code (its cell made by MAKE_CELL) is not a value from outside
+    f.stack.append(value if rt.own_cells.get(id(cell)) is cell else rt.loaded(value, "closure", name, cell, f))
 
 
 @op("LOAD_CLOSURE")
@@ -167,7 +168,7 @@ def _load_closure(rt, f: Frame, i) -> None:
 @op("STORE_DEREF")
 def _store_deref(rt, f: Frame, i) -> None:
     cell, value = f.cells[i.argval], f.stack.pop()
-    if id(cell) not in rt.own_cells:  # a variable captured from outside the interpreted code
+    if rt.own_cells.get(id(cell)) is not cell:  # a variable captured from outside the interpreted code
         rt.stored(value, "closure", i.argval, cell, f)
     cell.cell_contents = value
 
@@ -236,8 +237,7 @@ def load_attr(rt, f: Frame, name: str, method: bool) -> None:
     """Attribute load; with ``method`` pushes NULL first so CALL sees [NULL, bound attr]. CPython pushes
     [function, self] for methods instead, but calling the bound method is equivalent."""
     obj = f.stack.pop()
-    value = rt.get_attribute(obj, name, f)
-    value = rt.loaded(value, "attr", name, obj, f)
+    value = rt.load_attribute(obj, name, f)
     if method:
         f.stack.append(NULL)
     f.stack.append(value)
@@ -286,7 +286,8 @@ def _is_op(rt, f: Frame, i) -> None:
 def _contains_op(rt, f: Frame, i) -> None:
     container = f.stack.pop()
     item = f.stack.pop()
-    res = operator.contains(container, item)
+    fn = rt.python_slot(container, "__contains__")
+    res = bool(rt.call(fn, (container, item), {}, f)) if fn is not None else operator.contains(container, item)
     f.stack.append(not res if i.arg else res)
 
 
@@ -307,14 +308,26 @@ def _unary_invert(rt, f: Frame, i) -> None:
 
 @op("UNARY_NOT")
 def _unary_not(rt, f: Frame, i) -> None:
-    f.stack.append(not bool(f.stack.pop()))
+    f.stack.append(not rt.truth(f.stack.pop(), f))
+
+
+def subscript(rt, f: Frame, container: Any, key: Any) -> Any:
+    """container[key]: a Python __getitem__ is interpreted; items of lists, tuples and dicts are
+    reported to on_load (kind "item": owner the container, name the key)."""
+    fn = rt.python_slot(container, "__getitem__")
+    if fn is not None:
+        return rt.call(fn, (container, key), {}, f)
+    value = container[key]
+    if rt.on_load is not None and isinstance(container, (list, tuple, dict)) and type(key) is not slice:
+        value = rt.loaded(value, "item", key, container, f)
+    return value
 
 
 @op("BINARY_SUBSCR")
 def _binary_subscr(rt, f: Frame, i) -> None:
     key = f.stack.pop()
     container = f.stack.pop()
-    f.stack.append(container[key])
+    f.stack.append(subscript(rt, f, container, key))
 
 
 @op("STORE_SUBSCR")
@@ -322,7 +335,11 @@ def _store_subscr(rt, f: Frame, i) -> None:
     key = f.stack.pop()
     container = f.stack.pop()
     value = f.stack.pop()
-    container[key] = value
+    fn = rt.python_slot(container, "__setitem__")
+    if fn is not None:
+        rt.call(fn, (container, key, value), {}, f)
+    else:
+        container[key] = value
 
 
 @op("DELETE_SUBSCR")
@@ -492,7 +509,7 @@ def _unpack(seq: Any, before: int, after: int | None) -> list[Any]:
 def _unpack_sequence(rt, f: Frame, i) -> None:
     seq = f.stack.pop()
     if type(seq) in (tuple, list) and len(seq) == i.arg:
-        items = list(seq)
+        items = list(rt.items(seq, f))
     else:
         items = _unpack(seq, i.arg, None)
     f.stack.extend(reversed(items))  # first item ends up on top
@@ -509,7 +526,18 @@ def _unpack_ex(rt, f: Frame, i) -> None:
 # ----------------------------------------------------------------------------------------------
 @op("GET_ITER")
 def _get_iter(rt, f: Frame, i) -> None:
-    f.stack.append(iter(f.stack.pop()))
+    obj = f.stack.pop()
+    if type(obj) in (list, tuple):
+        f.stack.append(rt.items(obj, f))
+        return
+    fn = rt.python_slot(obj, "__iter__")
+    if fn is None:
+        f.stack.append(iter(obj))
+        return
+    it = rt.call(fn, (obj,), {}, f)
+    if not hasattr(type(it), "__next__"):
+        raise TypeError(f"iter() returned non-iterator of type '{type(it).__name__}'")
+    f.stack.append(it)
 
 
 @op("GET_LEN")
@@ -523,16 +551,16 @@ def _jump(rt, f: Frame, i) -> None:
 
 
 # Direction is irrelevant once dis has resolved the target, so 3.11's FORWARD/BACKWARD variants and
-# 3.12's direction-less names share handlers. Truthiness is native bool(): __bool__ may raise.
+# 3.12's direction-less names share handlers. Truthiness is rt.truth: a Python __bool__ is interpreted.
 @op("POP_JUMP_IF_TRUE", "POP_JUMP_FORWARD_IF_TRUE", "POP_JUMP_BACKWARD_IF_TRUE")
 def _pop_jump_if_true(rt, f: Frame, i) -> None:
-    if bool(f.stack.pop()):
+    if rt.truth(f.stack.pop(), f):
         f.jump(i.argval)
 
 
 @op("POP_JUMP_IF_FALSE", "POP_JUMP_FORWARD_IF_FALSE", "POP_JUMP_BACKWARD_IF_FALSE")
 def _pop_jump_if_false(rt, f: Frame, i) -> None:
-    if not bool(f.stack.pop()):
+    if not rt.truth(f.stack.pop(), f):
         f.jump(i.argval)
 
 
@@ -703,11 +731,19 @@ def _check_exc_match(rt, f: Frame, i) -> None:
     f.stack.append(_exception_matches(f.stack[-1], match))
 
 
+def _raise(exc: BaseException):
+    """Raises exc without a local of the raising frame holding it (a cycle through the traceback
+    would keep the frames, and the tensors they hold, alive until the next garbage collection)."""
+    try:
+        raise exc
+    finally:
+        del exc
+
+
 @op("RERAISE")
 def _reraise(rt, f: Frame, i) -> None:
-    exc = f.stack.pop()
-    f.reraising = True  # keep the exception's context/traceback as they are
-    raise exc
+    f.reraising = f.keep_traceback = True  # keep the exception's context/traceback as they are
+    _raise(f.stack.pop())
 
 
 @op("RAISE_VARARGS")
@@ -717,8 +753,9 @@ def _raise_varargs(rt, f: Frame, i) -> None:
         exc = rt.handled_exc
         if exc is None:
             raise RuntimeError("No active exception to reraise")
-        f.reraising = True
-        raise exc
+        f.reraising = f.keep_traceback = True
+        del exc
+        _raise(rt.handled_exc)
     exc = f.stack.pop()
     if isinstance(exc, type) and issubclass(exc, BaseException):
         cls = exc
@@ -736,7 +773,10 @@ def _raise_varargs(rt, f: Frame, i) -> None:
         exc.__cause__ = cause  # also sets __suppress_context__
     rt.set_context(exc, overwrite=True)
     f.reraising = True  # context already set above
-    raise exc
+    try:
+        raise exc
+    finally:
+        del exc, cause  # see _raise
 
 
 @op("LOAD_ASSERTION_ERROR")

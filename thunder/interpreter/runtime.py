@@ -57,11 +57,12 @@ def _mro_lookup(tp: type, name: str) -> Any:
 
 class Runtime:
     def __init__(self, lookup: Callable | None, on_load: Callable | None, record: bool,
-                 on_store: Callable | None = None):
+                 on_store: Callable | None = None, on_call: Callable | None = None):
         self.lookup = lookup
         self.on_load = on_load
         self.on_store = on_store
-        self.own_cells: set[int] = set()  # ids of cells made by interpreted frames (MAKE_CELL)
+        self.on_call = on_call
+        self.own_cells: dict = {}  # id -> cell made by an interpreted frame (MAKE_CELL; cells are unhashable)
         self.record = record
         self.instructions: list = []
         self.log: list[str] = []
@@ -113,10 +114,12 @@ class Runtime:
     # ------------------------------------------------------------------------------------------
     # attribute access
     # ------------------------------------------------------------------------------------------
-    def get_attribute(self, obj: Any, name: str, f: Frame) -> Any:
-        # Interpret Python property getters (they may contain ops the caller wants to see), but only in
-        # the plain case where getattr would certainly call fget: default __getattribute__, no __getattr__
-        # fallback, and not a class (class attribute access returns the property object itself).
+    def load_attribute(self, obj: Any, name: str, f: Frame, report: bool = True) -> Any:
+        """getattr(obj, name) as the program does it. Python property getters are interpreted (they
+        may contain ops the caller wants to see; their own reads are reported, their result is not),
+        but only in the plain case where getattr would certainly call fget: default __getattribute__,
+        no __getattr__ fallback, and not a class (class attribute access returns the property object
+        itself). Other values go through on_load (unless report is False)."""
         tp = type(obj)
         if not issubclass(tp, type):
             attr = _mro_lookup(tp, name)
@@ -124,9 +127,53 @@ class Runtime:
                     and _mro_lookup(tp, "__getattribute__") is _OBJECT_GETATTRIBUTE
                     and _mro_lookup(tp, "__getattr__") is None):
                 return self.call(attr.fget, (obj,), {}, f)
-        return getattr(obj, name)
+        value = getattr(obj, name)
+        return self.loaded(value, "attr", name, obj, f) if report else value
 
-    # ------------------------------------------------------------------------------------------
+    def python_slot(self, obj: Any, name: str) -> types.FunctionType | None:
+        """The Python function implementing special method `name` for obj (to be interpreted, so
+        what it reads is seen), or None when it is native or obj is a class."""
+        tp = type(obj)
+        if issubclass(tp, type):
+            return None
+        fn = _mro_lookup(tp, name)
+        return fn if type(fn) is types.FunctionType else None
+
+    def truth(self, v: Any, f: Frame) -> bool:
+        """bool(v) with Python __bool__/__len__ interpreted (the checks of PyObject_IsTrue)."""
+        tp = type(v)
+        if tp is bool:
+            return v
+        if tp in _NATIVE_TRUTH:
+            return bool(v)
+        fn = self.python_slot(v, "__bool__")
+        if fn is not None:
+            r = self.call(fn, (v,), {}, f)
+            if type(r) is not bool:
+                raise TypeError(f"__bool__ should return bool, returned {type(r).__name__}")
+            return r
+        if _mro_lookup(tp, "__bool__") is None:
+            fn = self.python_slot(v, "__len__")
+            if fn is not None:
+                return self.length(v, fn, f) != 0
+        return bool(v)
+
+    def length(self, v: Any, fn: types.FunctionType, f: Frame) -> int:
+        """len(v) through an interpreted Python __len__, with len()'s checks."""
+        import operator
+
+        n = operator.index(self.call(fn, (v,), {}, f))
+        if n < 0:
+            raise ValueError("__len__() should return >= 0")
+        return n
+
+    def items(self, seq: Any, f: Frame) -> Any:
+        """An iterator over a list or tuple that reports each item to on_load (kind "item")."""
+        if self.on_load is None:
+            return iter(seq)
+        return _ReportingIterator(self, seq, f)
+
+        # ------------------------------------------------------------------------------------------
     # calls
     # ------------------------------------------------------------------------------------------
     def call(self, fn: Any, args: tuple, kwargs: dict, caller: Frame | None) -> Any:
@@ -157,11 +204,20 @@ class Runtime:
                 handled, result = special(self, caller, args, kwargs)
                 if handled:
                     return result
-            return fn(*args, **kwargs)
+            return self.native(fn, args, kwargs, caller)
         call_attr = _mro_lookup(tp, "__call__")
         if type(call_attr) is types.FunctionType:  # callable object with a Python __call__
             return self.call(call_attr, (fn, *args), kwargs, caller)
-        return fn(*args, **kwargs)
+        return self.native(fn, args, kwargs, caller)
+
+    def native(self, fn: Any, args: tuple, kwargs: dict, caller: Frame | None) -> Any:
+        """A native call; its result passes on_load (kind "native", owner fn), so a caller that
+        stands proxies for some objects can map them (a weakref resolving to an input tensor)."""
+        result = fn(*args, **kwargs)
+        if self.on_load is None or caller is None:
+            return result
+        return self.on_load(result, Provenance("native", getattr(fn, "__name__", "?"), fn, caller.code.co_name,
+                                               caller.code.co_filename, caller.lineno))
 
     def call_class(self, cls: type, args: tuple, kwargs: dict, caller: Frame | None) -> Any:
         """Emulates type.__call__: native __new__ (unless Python-defined), interpreted Python __init__."""
@@ -197,7 +253,14 @@ class Runtime:
             # they run natively. Coroutines/async generators are interpreted and hit RETURN_GENERATOR,
             # which raises InterpreterError.
             return fn(*args, **kwargs)
-        frame = Frame(fn, code, bind_arguments(fn, args, kwargs))
+        if self.on_call is not None:
+            self.on_call(fn)
+        load_default = None
+        if self.on_load is not None:
+            def load_default(name, value):
+                return self.on_load(value, Provenance("default", name, fn, code.co_name, code.co_filename,
+                                                      code.co_firstlineno))
+        frame = Frame(fn, code, bind_arguments(fn, args, kwargs, load_default))
         return self.run_frame(frame)
 
     # ------------------------------------------------------------------------------------------
@@ -239,11 +302,22 @@ class Runtime:
                     f.reraising = False
                 else:
                     self.set_context(exc, overwrite=False)
+                # like CPython, an exception raised (not re-raised) in a frame gets a traceback
+                # entry for it at this line, in place of the interpreter's own entries
+                if f.keep_traceback:
+                    f.keep_traceback = False
+                    exc.__traceback__ = strip_interpreter(exc.__traceback__)
+                else:
+                    exc.__traceback__ = user_traceback(exc.__traceback__, f)
                 entry = f.info.handler_for(instr.offset)
                 if entry is None:
                     if record:
                         self.log.append(f"raise {f.code.co_name}: {type(exc).__name__}")
-                    raise exc
+                    f.stack.clear()  # the frame drops its values, as CPython's does
+                    try:
+                        raise exc
+                    finally:
+                        del exc  # a local holding the exception would make a cycle with its traceback
                 del f.stack[entry.depth:]
                 if entry.lasti:
                     f.stack.append(instr.offset)
@@ -254,12 +328,78 @@ class Runtime:
             frames.pop()
 
 
+class _ReportingIterator:
+    """Iterates a list (live, as list iteration does) or a tuple, passing each item to on_load."""
+
+    __slots__ = ("rt", "seq", "f", "i")
+
+    def __init__(self, rt: Runtime, seq: Any, f: Frame):
+        self.rt, self.seq, self.f, self.i = rt, seq, f, 0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        i = self.i
+        try:
+            value = self.seq[i]
+        except IndexError:
+            raise StopIteration from None
+        self.i = i + 1
+        return self.rt.loaded(value, "item", i, self.seq, self.f)
+
+
+_NATIVE_TRUTH = frozenset({int, float, str, type(None), list, tuple, dict, set, bytes})
+
+
+# ----------------------------------------------------------------------------------------------
+# tracebacks: exceptions leaving interpreted frames carry the user's frames, as in eager
+# ----------------------------------------------------------------------------------------------
+def _interpreter_files() -> frozenset:
+    import thunder.interpreter as pkg
+
+    folder = os.path.dirname(pkg.__file__)
+    return frozenset(os.path.join(folder, n) for n in os.listdir(folder) if n.endswith(".py"))
+
+
+_INTERPRETER_FILES = _interpreter_files()
+
+
+def _frame_template(getframe):
+    return getframe()
+
+
+@functools.lru_cache(maxsize=1024)
+def _frame_code(code: types.CodeType) -> types.CodeType:
+    """A code object that returns its own frame, named and placed like `code`."""
+    return _frame_template.__code__.replace(co_name=code.co_name, co_qualname=getattr(code, "co_qualname", code.co_name),
+                                            co_filename=code.co_filename, co_firstlineno=code.co_firstlineno)
+
+
+def strip_interpreter(tb: types.TracebackType | None) -> types.TracebackType | None:
+    """tb without its leading entries in the interpreter's own code."""
+    while tb is not None and tb.tb_frame.f_code.co_filename in _INTERPRETER_FILES:
+        tb = tb.tb_next
+    return tb
+
+
+def user_traceback(tb: types.TracebackType | None, f: Frame) -> types.TracebackType:
+    """The traceback of an exception leaving interpreted frame f: an entry for f at its current
+    line (a real frame object of a code object named and placed like f's, made by running it),
+    then what happened below it (the interpreter's own entries dropped)."""
+    # (the new frame's f_back is this function's frame: no local of it may hold the new frame)
+    # (its globals are f's, for linecache; it reads none, so sys._getframe comes as an argument)
+    return types.TracebackType(strip_interpreter(tb), types.FunctionType(_frame_code(f.code), f.globals)(sys._getframe),
+                               -1, f.lineno or f.code.co_firstlineno)
+
+
 def _callable_name(fn: Any) -> str:
     return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__name__
 
 
 # ----------------------------------------------------------------------------------------------
-# builtins that inspect their caller's frame: give them the interpreted frame, not ours
+# builtins that inspect their caller's frame (given the interpreted frame, not ours), and those that
+# read or write attributes and lengths (getattr, hasattr, setattr, len: their reads are reported)
 # ----------------------------------------------------------------------------------------------
 def _zero_arg_super(f: Frame) -> Any:
     code = f.code
@@ -310,7 +450,53 @@ def _b_eval_exec(fn):
     return special
 
 
+def _b_getattr(rt, f, args, kwargs):
+    if kwargs or len(args) not in (2, 3) or not isinstance(args[1], str):
+        return False, None
+    obj, name = args[0], args[1]
+    if len(args) == 2:
+        return True, rt.load_attribute(obj, name, f)
+    try:
+        return True, rt.load_attribute(obj, name, f)
+    except AttributeError:
+        rt.loaded(False, "hasattr", name, obj, f)
+        return True, args[2]
+
+
+def _b_hasattr(rt, f, args, kwargs):
+    if kwargs or len(args) != 2 or not isinstance(args[1], str):
+        return False, None
+    try:
+        rt.load_attribute(args[0], args[1], f, report=False)
+        found = True
+    except AttributeError:
+        found = False
+    rt.loaded(found, "hasattr", args[1], args[0], f)
+    return True, found
+
+
+def _b_setattr(rt, f, args, kwargs):
+    if kwargs or len(args) != 3 or not isinstance(args[1], str):
+        return False, None
+    rt.stored(args[2], "attr", args[1], args[0], f)
+    setattr(*args)
+    return True, None
+
+
+def _b_len(rt, f, args, kwargs):
+    if kwargs or len(args) != 1:
+        return False, None
+    fn = rt.python_slot(args[0], "__len__")
+    if fn is None:
+        return False, None
+    return True, rt.length(args[0], fn, f)
+
+
 _FRAME_BUILTINS = {
+    builtins.getattr: _b_getattr,
+    builtins.hasattr: _b_hasattr,
+    builtins.setattr: _b_setattr,
+    builtins.len: _b_len,
     builtins.globals: _b_globals,
     builtins.locals: _b_locals,
     builtins.vars: _b_locals,

@@ -3,6 +3,7 @@ import math
 
 import torch
 
+from thunder.core import dtypes
 from thunder.core.proxies import TensorProxy
 from thunder.ops import prims
 from thunder.ops.decomp_utils import to_dtype
@@ -29,7 +30,7 @@ def _check_size(name, size):
 
 def _number_dtype(value):
     """The dtype torch.full infers from its fill value."""
-    return torch.bool if isinstance(value, bool) else torch.int64 if isinstance(value, int) else torch.get_default_dtype()
+    return torch.bool if isinstance(value, bool) else torch.int64 if isinstance(value, int) else dtypes.default_dtype()
 
 
 # --------------------------------------------------------------------------------------------
@@ -39,10 +40,10 @@ def _number_dtype(value):
 def _constant(name, value):
     def meta(size: Ints, *, dtype: DType | None = None, device: Device | None = None, requires_grad: Bool = False):
         _check_size(name, size)
-        return TensorProxy(size, dtype or torch.get_default_dtype(), _device(device), requires_grad)
+        return TensorProxy(size, dtype or dtypes.default_dtype(), _device(device), requires_grad)
 
     def decomposition(size, *, dtype=None, device=None, requires_grad=False):
-        return _full(size, value, dtype or torch.get_default_dtype(), device)
+        return _full(size, value, dtype or dtypes.default_dtype(), device)
 
     meta.__name__ = name
     op = ltorch(f"torch.{name}", varargs="size", aliases=(getattr(torch, name),))(meta)
@@ -104,7 +105,7 @@ def _arange_args(start, end, step, dtype):
         start, end = 0, start
     if dtype is None:
         floats = any(isinstance(v, float) for v in (start, end, step))
-        dtype = torch.get_default_dtype() if floats else torch.int64
+        dtype = dtypes.default_dtype() if floats else torch.int64
     if not (dtype.is_floating_point or dtype.is_complex):  # integer arange works on truncated bounds
         start, end, step = int(start), int(end), int(step)
     if step == 0:

@@ -242,6 +242,13 @@ def _div_floor(a, b):
     q = prims.div(prims.sub(a, prims.remainder(a, b)), b)  # an integer up to rounding
     f = prims.floor(q)
     f = prims.where(prims.gt(prims.sub(q, f), 0.5), prims.add(f, 1.0), f)
+    signed_zero = prims.mul(prims.div(a, b), 0.0)  # torch: copysign(0, a / b)
+    f = prims.where(prims.eq(q, 0.0), signed_zero, f)
+    # a finite a over an infinite b: -1 where their signs differ, else a signed zero (remainder
+    # is +-inf there, not a, so q would be NaN)
+    differ = prims.bitwise_and(prims.ne(a, 0.0), prims.ne(prims.lt(b, 0.0), prims.lt(a, 0.0)))
+    by_inf = prims.bitwise_and(prims.eq(prims.abs(b), math.inf), prims.lt(prims.abs(a), math.inf))
+    f = prims.where(by_inf, prims.where(differ, -1.0, signed_zero), f)
     return prims.where(prims.eq(b, 0.0), prims.div(a, b), f)
 
 
@@ -600,9 +607,24 @@ _unary_rule(exp, lambda g, out, x: mul(g, out))
 _unary_rule(log, lambda g, out, x: div(g, x))
 _unary_rule(sqrt, lambda g, out, x: div(g, mul(out, 2.0)))
 _unary_rule(rsqrt, lambda g, out, x: mul(mul(g, mul(mul(out, out), out)), -0.5))
-_unary_rule(tanh, lambda g, out, x: mul(g, rsub(mul(out, out), 1.0)))
-_unary_rule(sigmoid, lambda g, out, x: mul(g, mul(out, rsub(out, 1.0))))
-_unary_rule(relu, lambda g, out, x, inplace=False: where(gt(out, 0), g, 0.0))
+# as torch's tanh_backward kernel: in float32 for float16/bfloat16, rounded once
+_unary_rule(tanh, lambda g, out, x: mul(_vjp.upcast(g), rsub(mul(_vjp.upcast(out), _vjp.upcast(out)), 1.0)))
+
+
+def _sigmoid_grad(g, out, x):
+    # as torch's sigmoid_backward kernel: (g * (1 - out)) * out, in float32 for bfloat16 but
+    # rounded per op in float16
+    if out.dtype is torch.bfloat16:
+        g, out = _vjp.upcast(g), _vjp.upcast(out)
+    return mul(mul(g, rsub(out, 1.0)), out)
+
+
+_unary_rule(sigmoid, _sigmoid_grad)
+# as torch's threshold_backward: zero where out <= 0, so a NaN result passes g on (NaN > 0 would not)
+_unary_rule(relu, lambda g, out, x, inplace=False: where(le(out, 0), 0.0, g))
+# as torch's hardtanh_backward: none at or beyond the bounds, g inside them and for NaN
+_unary_rule(hardtanh, lambda g, out, x, min_val=-1.0, max_val=1.0, inplace=False:
+            where(logical_or(le(x, min_val), ge(x, max_val)), 0.0, g))
 
 
 def _gelu_grad(g, out, x, approximate="none"):
@@ -623,7 +645,7 @@ def _gelu_grad(g, out, x, approximate="none"):
 def _silu_grad(g, out, x, inplace=False):
     x, g32 = _vjp.upcast(x), _vjp.upcast(g)
     s = sigmoid(x)
-    return mul(g32, mul(s, add(mul(x, rsub(s, 1.0)), 1.0)))
+    return mul(mul(g32, s), add(mul(x, rsub(s, 1.0)), 1.0))  # torch's silu_backward order
 
 
 def _softplus_grad(g, out, x, beta=1.0, threshold=20.0):
@@ -670,11 +692,12 @@ def _(g, out, input, other):
 
 
 def _div_rule(g, out, a, b, rounding_mode=None):
-    """Cotangents of a / b: (g / b, -g * out / b); zero with a rounding mode (as torch)."""
+    """Cotangents of a / b: (g / b, -g * (out / b)), rounded as torch's (out / b first: g * out
+    can overflow where out / b does not); zero with a rounding mode (as torch)."""
     if rounding_mode is not None:
         return (_vjp.zeros_like(a) if _diff(a) else None), (_vjp.zeros_like(b) if _diff(b) else None)
     return (_grad(a, div(g, b)) if _diff(a) else None,
-            _grad(b, neg(div(mul(g, out), b))) if _diff(b) else None)
+            _grad(b, neg(mul(g, div(out, b)))) if _diff(b) else None)
 
 
 @div.vjp
@@ -690,9 +713,13 @@ def _(g, out, dividend, divisor):
 
 
 @rtruediv.vjp
-def _(g, out, input, other):  # other / input
-    go, gi = _div_rule(g, out, other, input)
-    return {"input": gi, "other": go}
+def _(g, out, input, other):
+    """input.reciprocal() * other differentiated as torch does (its reciprocal and mul backward),
+    so the roundings are torch's"""
+    r = reciprocal(input)
+    gi = neg(mul(mul(g, other), mul(r, r))) if _diff(input) else None
+    return {"input": _grad(input, gi) if gi is not None else None,
+            "other": _grad(other, mul(g, r)) if _diff(other) else None}
 
 
 def _pow_rule(g, out, base, exponent):

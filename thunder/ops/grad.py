@@ -1,5 +1,6 @@
 """Ops about autograd and memory: detach (also what thunder records for ops run under no_grad),
-and copy_, the write of an input's new value that thunder-functionalize turns into a result."""
+no_grad_update (an in-place update under no_grad), and copy_, the write of an input's new value
+that thunder-functionalize turns into a result."""
 import torch
 
 from thunder.core.proxies import TensorProxy
@@ -16,6 +17,20 @@ def detach(input: Tensor):
 @detach.decompose
 def _(input):
     return input
+
+
+@ltorch("impl.no_grad_update")
+def no_grad_update(input: Tensor, value: Tensor):
+    """value, standing for input after an in-place update under torch.no_grad(). In eager the
+    tensor keeps its autograd history while its values change, so gradients reach input as if it
+    were unchanged, and value gets none (what thunder records in place of a rebind under no_grad
+    when the trace has tensors that require grad)."""
+    return TensorProxy(input.shape, input.dtype, input.device)
+
+
+@no_grad_update.vjp
+def _(g, out, input, value):
+    return {"input": g, "value": None}
 
 
 @ltorch("torch.Tensor.copy_", effects=True, name="copy_")

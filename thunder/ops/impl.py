@@ -153,6 +153,10 @@ def layer_norm_backward(grad_output, input, normalized_shape, weight=None, bias=
 
 
 # --- views
+def no_grad_update(input, value):
+    return value
+
+
 def setitem(input, key, value):
     out = input.clone()
     out[key] = value
@@ -235,13 +239,28 @@ def _autocast(state):
 class ValueChanged(Exception):
     """A value that the compiled program was specialized on while tracing (a tensor value Python
     read, the shape of a data-dependent result) differs in this call: the cache tries its next
-    entry. Raised before the program changed anything (inputs are written at its end)."""
+    entry. Raised before the program changed anything (inputs are written at its end). what names
+    the read and its line; expected, got: the values."""
+
+    def __init__(self, what, expected, got):
+        super().__init__(what, expected, got)
+        self.what, self.expected, self.got = what, expected, got
+
+    @property
+    def reason(self):
+        """The miss reason, as the guards of runtime/guards.py word theirs."""
+        from thunder.runtime.guards import CHECKS
+
+        return CHECKS["value"].why(self.what, self.expected, self.got)
+
+    def __str__(self):
+        return self.reason
 
 
 def value_changed(got, expected, what, rng=None):
     if rng is not None:  # the random draws of this attempt are undone: the next entry redraws them
         rng_restore(rng)
-    raise ValueChanged(f"{what} changed ({expected!r} -> {got!r})")
+    raise ValueChanged(what, expected, got)
 
 
 def float_differs(got, expected):

@@ -44,7 +44,7 @@ def elementwise(*args, result_dtype=None, int_to_float=False, always_bool=False)
     shape = broadcast_shapes(*(t.shape for t in tensors))
     dtype = dtypes.promote(*args)
     if int_to_float and not (dtype.is_floating_point or dtype.is_complex):
-        dtype = torch.get_default_dtype()
+        dtype = dtypes.default_dtype()
     if always_bool:
         dtype = torch.bool
     if result_dtype is not None:

@@ -4,6 +4,7 @@ Prims are strict: elementwise prims take tensors of one shape and dtype (or numb
 decompositions make broadcasting (broadcast_in_dim) and type promotion (convert_element_type)
 explicit. Reductions take a tuple of dims and no keepdim."""
 import builtins
+import math
 
 import torch
 
@@ -230,7 +231,8 @@ _unary_vjp(expm1, lambda g, out, a: mul(g, add(out, _num(1, out))))
 _unary_vjp(log, lambda g, out, a: div(g, a))
 _unary_vjp(log1p, lambda g, out, a: div(g, add(a, _num(1, a))))
 _unary_vjp(sqrt, lambda g, out, a: div(g, mul(out, _num(2, out))))
-_unary_vjp(rsqrt, lambda g, out, a: mul(mul(g, _num(-0.5, out)), div(out, a)))
+# -0.5 * out**3 (as torch), not out / a: a division by the input is -inf instead of inf at -0.
+_unary_vjp(rsqrt, lambda g, out, a: mul(g, mul(mul(mul(out, out), out), _num(-0.5, out))))
 _unary_vjp(sin, lambda g, out, a: mul(g, cos(a)))
 _unary_vjp(cos, lambda g, out, a: neg(mul(g, sin(a))))
 _unary_vjp(tanh, lambda g, out, a: mul(g, sub(_num(1, out), mul(out, out))))
@@ -248,27 +250,63 @@ def _binary_vjp(op, rule):
     op.vjp(vjp)
 
 
-def _split_ties(g, a, b, a_wins):
-    # torch gives each side half the gradient where the inputs are equal
-    half = mul(g, 0.5)
-    zero = _zeros_like(g)
-    ga = where(a_wins, g, where(eq(a, b), half, zero))
-    gb = where(a_wins, zero, where(eq(a, b), half, g))
+def _split_ties(g, a, b, a_loses, b_loses):
+    # as torch: half the gradient to each side where the inputs are equal, none to the side that
+    # loses, all of it to both where they are unordered (a NaN, which the result propagates)
+    full = where(eq(a, b), mul(g, 0.5), g)
+    return where(a_loses, _num(0, g), full), where(b_loses, _num(0, g), full)
+
+
+def _pow_vjp(g, out, a, b):
+    """Cotangents of a ** b, as torch's pow_backward_self / pow_backward_exponent: no gradient
+    to the base where the exponent is 0, none to the exponent where the base is 0 and the exponent
+    >= 0 (where out * log(a) would be 0 * -inf)."""
+    ga = gb = None
+    if is_tensor(a):
+        if is_tensor(b):
+            d = mul(b, pow(a, sub(b, _num(1, out))))
+            ga = where(eq(b, _num(0, b)), _num(0, out), mul(g, d))
+        elif b == 0:
+            ga = _zeros_like(g)
+        else:
+            ga = mul(g, mul(pow(a, _num(b - 1, out)), _num(b, out)))
+    if is_tensor(b):
+        if is_tensor(a):
+            base_zero = bitwise_and(eq(a, _num(0, a)), ge(b, _num(0, b)))
+            gb = where(base_zero, _num(0, out), mul(g, mul(out, log(a))))
+        else:
+            log_a = math.log(a) if a > 0 else (-math.inf if a == 0 else math.nan)
+            gb = mul(g, mul(out, log_a))
+            if a == 0:
+                gb = where(ge(b, _num(0, b)), _num(0, out), gb)
     return ga, gb
+
+
+def _atan2_vjp(g, out, a, b):
+    """As torch: 1 / (a^2 + b^2) taken as 0 where it is infinite (at the origin), so the
+    gradient there is 0, not NaN."""
+    d = add(mul(a, a), mul(b, b))
+    r = where(eq(d, _num(0, d)), _num(0, d), reciprocal(d))
+    return mul(mul(g, b), r), neg(mul(mul(g, a), r))
 
 
 _binary_vjp(add, lambda g, out, a, b: (g, g))
 _binary_vjp(sub, lambda g, out, a, b: (g, neg(g)))
 _binary_vjp(mul, lambda g, out, a, b: (mul(g, b), mul(g, a)))
-_binary_vjp(div, lambda g, out, a, b: (div(g, b), neg(div(mul(g, out), b))))
-_binary_vjp(pow, lambda g, out, a, b: (
-    mul(g, mul(b, pow(a, sub(b, _num(1, out))))) if is_tensor(b) else mul(g, mul(pow(a, _num(b - 1, out)), _num(b, out))),
-    mul(g, mul(out, log(a))) if is_tensor(b) else None))
-_binary_vjp(remainder, lambda g, out, a, b: (g, neg(mul(g, floor(div(a, b)))) if is_tensor(b) else None))
-_binary_vjp(maximum, lambda g, out, a, b: _split_ties(g, a, b, gt(a, b)))
-_binary_vjp(minimum, lambda g, out, a, b: _split_ties(g, a, b, lt(a, b)))
-_binary_vjp(atan2, lambda g, out, a, b: (
-    div(mul(g, b), add(mul(a, a), mul(b, b))), neg(div(mul(g, a), add(mul(a, a), mul(b, b))))))
+_binary_vjp(div, lambda g, out, a, b: (div(g, b), neg(mul(g, div(out, b)))))  # as torch: out / b first
+_binary_vjp(pow, _pow_vjp)
+def _remainder_vjp(g, out, a, b):
+    """As torch: (g, -g * a.div(b, rounding_mode="floor")), torch's floor division (NaN for an
+    infinite a, where floor(a / b) would be +-inf)."""
+    from thunder.ops.elementwise import _div_floor  # built from prims; elementwise imports this module
+
+    return g, (neg(mul(g, _div_floor(a, b))) if is_tensor(b) else None)
+
+
+_binary_vjp(remainder, _remainder_vjp)
+_binary_vjp(maximum, lambda g, out, a, b: _split_ties(g, a, b, lt(a, b), lt(b, a)))
+_binary_vjp(minimum, lambda g, out, a, b: _split_ties(g, a, b, gt(a, b), gt(b, a)))
+_binary_vjp(atan2, _atan2_vjp)
 
 
 @where.vjp
@@ -348,10 +386,53 @@ def _(g, out, a, dims):
     return {"a": _unreduce(g, a, _dims(a, dims))}
 
 
+def _exclusive_cumprod(x, reverse=False):
+    """Along the last dim: the product of the elements before (reverse: after) each one, by
+    doubling (log2(n) steps of shifted products, ones shifted in)."""
+    lead, n = tuple(x.shape[:-1]), x.shape[-1]
+    zeros = (0,) * len(lead)
+    if n == 1:
+        return full(tuple(x.shape), _num(1, x), dtype=x.dtype, device=x.device)
+
+    def shifted(y, k):  # y moved k places along the last dim (reverse: back), ones filling in
+        ones = full((*lead, k), _num(1, y), dtype=y.dtype, device=y.device)
+        if reverse:
+            return cat((slice(y, (*zeros, k), (*lead, n), (1,) * y.ndim), ones), y.ndim - 1)
+        return cat((ones, slice(y, (*zeros, 0), (*lead, n - k), (1,) * y.ndim)), y.ndim - 1)
+
+    y, k = shifted(x, 1), 1
+    while k < n:
+        y = mul(y, shifted(y, k))
+        k *= 2
+    return y
+
+
+def prod_grad(g, out, a, dims, whole=False):
+    """The cotangent of a's product over dims (g and out broadcast back to a's shape), as torch's
+    prod_backward: g * out / a while a holds no zero; else g times the product of the other
+    elements of each one's slice (exclusive products from both sides), so that a zero gets the
+    product of the others instead of 0 / 0; a whole-tensor product (whole) with two or more
+    zeros: 0 (torch's shortcut, which differs from the products of others if a holds inf/NaN)."""
+    kept = tuple(i for i in range(a.ndim) if i not in dims)
+    perm = kept + tuple(dims)  # the reduced dims last, as one dim of n elements
+    n = math.prod(a.shape[i] for i in dims)
+    if n == 0:
+        return g
+    moved = tuple(a.shape[i] for i in perm)
+    rows = reshape(transpose(a, perm), (*moved[:len(kept)], n))
+    others = mul(_exclusive_cumprod(rows), _exclusive_cumprod(rows, reverse=True))
+    others = transpose(reshape(others, moved), tuple(perm.index(i) for i in range(a.ndim)))
+    zeros = sum(convert_element_type(eq(a, _num(0, a)), torch.int64), tuple(range(a.ndim)))
+    safe = mul(g, others)
+    if whole:
+        safe = where(broadcast_in_dim(gt(zeros, 1), tuple(a.shape), ()), _num(0, g), safe)
+    return where(broadcast_in_dim(gt(zeros, 0), tuple(a.shape), ()), safe, mul(g, div(out, a)))
+
+
 @prod.vjp
 def _(g, out, a, dims):
     d = _dims(a, dims)
-    return {"a": div(mul(_unreduce(g, a, d), _unreduce(out, a, d)), a)}
+    return {"a": prod_grad(_unreduce(g, a, d), _unreduce(out, a, d), a, d) if d else g}
 
 
 def _extremum_vjp(g, out, a, dims):

@@ -15,6 +15,7 @@ import math
 
 import torch
 
+from thunder.core import dtypes
 from thunder.core.proxies import TensorProxy
 from thunder.ops import prims
 from thunder.ops.decomp_utils import as_tensor, expand_to, opmath_dtype, to_dtype
@@ -132,14 +133,14 @@ def rand(size: Ints, *, dtype: DType | None = None, device: Device | None = None
     """torch.rand(*size): uniform on [0, 1). Decomposes into thunder.uniform (a draw of the same
     distribution, not eager's stream)."""
     _check_size(size)
-    dtype = dtype or torch.get_default_dtype()
+    dtype = dtype or dtypes.default_dtype()
     _require_float("check_uniform_bounds", dtype)
     return TensorProxy(size, dtype, _device(device), requires_grad)
 
 
 @rand.decompose
 def _(size, *, dtype=None, device=None, requires_grad=False):
-    return _uniform(size, dtype or torch.get_default_dtype(), _device(device))
+    return _uniform(size, dtype or dtypes.default_dtype(), _device(device))
 
 
 @_random("torch.randn", varargs="size", aliases=(torch.randn,))
@@ -147,14 +148,14 @@ def randn(size: Ints, *, dtype: DType | None = None, device: Device | None = Non
     """torch.randn(*size): standard normal. Decomposes into Box-Muller over two thunder.uniform
     draws (computed in float32 for float16/bfloat16; the same distribution, not eager's stream)."""
     _check_size(size)
-    dtype = dtype or torch.get_default_dtype()
+    dtype = dtype or dtypes.default_dtype()
     _require_float("normal_kernel_cpu", dtype)
     return TensorProxy(size, dtype, _device(device), requires_grad)
 
 
 @randn.decompose
 def _(size, *, dtype=None, device=None, requires_grad=False):
-    dtype = dtype or torch.get_default_dtype()
+    dtype = dtype or dtypes.default_dtype()
     return to_dtype(_standard_normal(size, opmath_dtype(dtype), _device(device)), dtype)
 
 
@@ -275,7 +276,7 @@ def _normal_out(mean, std, size, dtype, device, requires_grad):
         if std < 0:
             raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
         _check_size(size)
-        out = TensorProxy(size, dtype or torch.get_default_dtype(), _device(device), requires_grad)
+        out = TensorProxy(size, dtype or dtypes.default_dtype(), _device(device), requires_grad)
     else:
         if size is not None or dtype is not None or device is not None or requires_grad:
             raise TypeError("normal() received an invalid combination of arguments: size, dtype, device and "

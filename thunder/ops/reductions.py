@@ -246,6 +246,17 @@ def _(g, out, input, dim=None, keepdim=False, *, dtype=None):
     return {"input": _vjp.grad_for(input, _vjp.unreduce(g, input, dim, keepdim))}
 
 
+@prod.vjp
+def _(g, out, input, dim=None, keepdim=False, *, dtype=None):
+    # torch tells a whole-tensor product from one over dims (prims.prod_grad)
+    if input.ndim == 0:
+        return {"input": _vjp.grad_for(input, g)}
+    x = _vjp.convert(input, out.dtype)
+    gx = prims.prod_grad(_vjp.unreduce(g, input, dim, keepdim), _vjp.unreduce(out, input, dim, keepdim), x,
+                         reduction_dims(dim, input.ndim), whole=dim is None)
+    return {"input": _vjp.grad_for(input, gx)}
+
+
 @mean.vjp
 def _(g, out, input, dim=None, keepdim=False, *, dtype=None):
     from thunder.ops.elementwise import div
@@ -288,3 +299,29 @@ def _extremum_vjp(g, out, input, dim=(), keepdim=False):
 
 amax.vjp(_extremum_vjp)
 amin.vjp(_extremum_vjp)
+
+
+def _max_min_vjp(g, out, input, dim=None, keepdim=False):
+    """max/min, as torch: a full reduction shares g evenly among the elements equal to the result
+    (the NaNs when it is NaN); with dim, g goes to the element at the returned index only."""
+    from thunder.ops.elementwise import div, eq, isnan, where
+
+    gv = g[0]
+    if gv is None or not _vjp.differentiable(input):
+        return {"input": None}
+    if dim is None:
+        value = out[0]
+        mask = where(isnan(value), isnan(input), eq(input, value))
+        count = sum_(_vjp.convert(mask, gv.dtype))
+        return {"input": _vjp.grad_for(input, where(mask, div(gv, count), 0.0))}
+    if input.ndim == 0:
+        return {"input": _vjp.grad_for(input, gv)}
+    d = canonical_dim(dim, input.ndim)
+    positions = prims.broadcast_in_dim(
+        prims.iota(input.shape[d], start=0, step=1, dtype=torch.int64, device=input.device), tuple(input.shape), (d,))
+    chosen = eq(positions, _vjp.unreduce(out[1], input, dim, keepdim))
+    return {"input": _vjp.grad_for(input, where(chosen, _vjp.unreduce(gv, input, dim, keepdim), 0.0))}
+
+
+max_.vjp(_max_min_vjp)
+min_.vjp(_max_min_vjp)

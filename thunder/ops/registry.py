@@ -160,6 +160,7 @@ class OpDef:
     unview_rule: Callable | None = None  # view ops: unview(base, value, index, **args) -> new base
     random: bool = False  # not Pure: draws from the random generator
     is_view: bool = False  # the result shares memory with the input in eager (in-place safety)
+    strided: bool = False  # whether it is a view, or allowed at all, depends on the input's strides
     differentiable: bool = True  # False: results never carry gradient (only inputs' metadata is read)
     effects: bool = False  # writes memory (copy_ into an input): not Pure
     # Number operands whose values decide the result's metadata (arange's start/end/step): a
@@ -210,8 +211,11 @@ class OpDef:
                 values[p.name] = concrete(values[p.name], f"the '{p.name}' argument of {self.torch_name}")
         if self.normalize is not None:
             self.normalize(values)  # raises torch's errors for bad values
+        from thunder.core.dtypes import python_number
+
         for p in self.params:
-            v = values[p.name]
+            v = values[p.name] = python_number(values[p.name], self.torch_name,
+                                               p.kind.base_name in ("Number", "TensorOrNumber"))
             if isinstance(v, list) and p.kind.base_name in ("Ints", "Dims", "Tensors"):
                 v = values[p.name] = tuple(v)
             if not p.kind.accepts(v):
@@ -266,8 +270,8 @@ def _params_of(fn):
 
 
 def _register(dialect, torch_name, *, methods=(), dunders=(), rdunders=(), aliases=(), varargs=None,
-              returns_sequence=False, random=False, view=False, differentiable=True, effects=False, name=None,
-              static_numbers=()):
+              returns_sequence=False, random=False, view=False, strided=False, differentiable=True, effects=False,
+              name=None, static_numbers=()):
     def decorator(meta):
         op = OpDef(
             name=name or meta.__name__.rstrip("_"),
@@ -283,6 +287,7 @@ def _register(dialect, torch_name, *, methods=(), dunders=(), rdunders=(), alias
             returns_sequence=returns_sequence,
             random=random,
             is_view=view,
+            strided=strided,
             differentiable=differentiable,
             effects=effects,
             static_numbers=tuple(static_numbers),

@@ -77,14 +77,15 @@ def _reshape_decomp(input, shape):
     return _reshape(input, _infer_shape(shape, input.numel()))
 
 
-@ltorch("torch.reshape", methods=("reshape",), varargs="shape", view=True,
+@ltorch("torch.reshape", methods=("reshape",), varargs="shape", view=True, strided=True,
         aliases=(torch.reshape, T.reshape))
 def reshape(input: Tensor, shape: Ints):
     return _reshape_meta(input, shape)
 
 
 # view runs as torch.reshape: the same values, and no stride errors after layout-changing passes
-@ltorch("torch.reshape", methods=("view",), varargs="shape", view=True, aliases=(T.view,))
+# (eager's stride error is raised while tracing, by record_op running torch's meta kernel)
+@ltorch("torch.reshape", methods=("view",), varargs="shape", view=True, strided=True, aliases=(T.view,))
 def view(input: Tensor, shape: Ints):
     return _reshape_meta(input, shape)
 
@@ -93,12 +94,12 @@ reshape.decompose(_reshape_decomp)
 view.decompose(_reshape_decomp)
 
 
-@ltorch("torch.Tensor.reshape_as", methods=("reshape_as",), view=True, aliases=(T.reshape_as,))
+@ltorch("torch.Tensor.reshape_as", methods=("reshape_as",), view=True, strided=True, aliases=(T.reshape_as,))
 def reshape_as(input: Tensor, other: Tensor):
     return _reshape_meta(input, other.shape)
 
 
-@ltorch("torch.Tensor.reshape_as", methods=("view_as",), view=True, aliases=(T.view_as,))
+@ltorch("torch.Tensor.reshape_as", methods=("view_as",), view=True, strided=True, aliases=(T.view_as,))
 def view_as(input: Tensor, other: Tensor):
     return _reshape_meta(input, other.shape)
 
@@ -116,7 +117,7 @@ def _flatten_shape(input, start_dim, end_dim):
     return (*input.shape[:s], math.prod(input.shape[s:e + 1]), *input.shape[e + 1:])
 
 
-@ltorch("torch.flatten", methods=("flatten",), view=True, aliases=(torch.flatten, T.flatten))
+@ltorch("torch.flatten", methods=("flatten",), view=True, strided=True, aliases=(torch.flatten, T.flatten))
 def flatten(input: Tensor, start_dim: Int = 0, end_dim: Int = -1):
     return _like(input, _flatten_shape(input, start_dim, end_dim))
 
@@ -126,7 +127,7 @@ def _(input, start_dim=0, end_dim=-1):
     return _reshape(input, _flatten_shape(input, start_dim, end_dim))
 
 
-@ltorch("torch.unflatten", methods=("unflatten",), view=True, aliases=(torch.unflatten, T.unflatten))
+@ltorch("torch.unflatten", methods=("unflatten",), view=True, strided=True, aliases=(torch.unflatten, T.unflatten))
 def unflatten(input: Tensor, dim: Int, sizes: Ints):
     return _like(input, _unflatten_shape(input, dim, sizes))
 
@@ -168,9 +169,9 @@ def unsqueeze(input: Tensor, dim: Int):
 unsqueeze.decompose(lambda input, dim: _reshape(input, _unsqueeze_shape(input, dim)))
 
 
-@ltorch("torch.Tensor.contiguous", methods=("contiguous",), view=True, aliases=(T.contiguous,))
+@ltorch("torch.Tensor.contiguous", methods=("contiguous",), view=True, strided=True, aliases=(T.contiguous,))
 def contiguous(input: Tensor):
-    """memory_format is not supported (the trace has no strides)."""
+    """memory_format is not supported."""
     return _like(input, input.shape)
 
 
@@ -445,6 +446,8 @@ unbind.decompose(lambda input, dim=0: _pieces_decomp(input, *_unbind_pieces(inpu
 
 
 def _narrow_range(input, dim, start, length):
+    if input.ndim == 0:
+        raise RuntimeError("narrow() cannot be applied to a 0-dim tensor.")
     d = canonical_dim(dim, input.ndim)
     n = input.shape[d]
     if not -n <= start <= n:
@@ -699,8 +702,8 @@ def setitem(input: Tensor, key: Index, value: TensorOrNumber):
     key = key if isinstance(key, tuple) else (key,)
     target = getitem.meta(input, key)
     if is_tensor(value):
-        broadcast_shapes(value.shape, target.shape)
-        if tuple(broadcast_shapes(value.shape, target.shape)) != tuple(target.shape):
+        vshape = _without_leading_ones(value.shape, target.ndim)
+        if tuple(broadcast_shapes(vshape, target.shape)) != tuple(target.shape):
             raise RuntimeError(f"shape mismatch: value tensor of shape {list(value.shape)} cannot be broadcast "
                                f"to indexing result of shape {list(target.shape)}")
     return _like(input, input.shape)
@@ -709,14 +712,61 @@ def setitem(input: Tensor, key: Index, value: TensorOrNumber):
 setitem.__class__ = _IndexOp
 
 
+def _without_leading_ones(shape, ndim):
+    """A value's shape without the leading size-1 dims beyond ndim (eager's x[key] = v drops them)."""
+    shape = tuple(shape)
+    while len(shape) > ndim and shape[0] == 1:
+        shape = shape[1:]
+    return shape
+
+
 @setitem.vjp
 def _(g, out, input, key, value):
     from thunder.ops.vjp_utils import sum_to_shape
 
     gv = None
     if is_tensor(value):
-        gv = sum_to_shape(getitem(g, key), value.shape)
+        target = getitem(g, key)
+        gv = sum_to_shape(target, _without_leading_ones(value.shape, target.ndim))
+        if tuple(gv.shape) != tuple(value.shape):
+            gv = reshape(gv, tuple(value.shape))
     return {"input": setitem(g, key, 0.0 if g.dtype.is_floating_point else 0), "value": gv}
+
+
+# --------------------------------------------------------------------------------------------
+# inputs that share memory (runtime/structure.py Inputs): each is a view of its storage, a 1-d
+# tensor over the whole storage, so an in-place update of one reaches the others. Not reachable
+# from user code: torch.as_strided's storage offsets need the storage, which proxies do not have.
+
+
+@ltorch("torch.as_strided", view=True)
+def as_strided(input: Tensor, size: Ints, stride: Ints, storage_offset: Int):
+    """A view of the storage input (1-d, contiguous, offset 0)."""
+    if input.ndim != 1:
+        raise ValueError("as_strided: the input must be a storage (1-d)")
+    if size and storage_offset + sum((n - 1) * s for n, s in zip(size, stride)) >= input.shape[0]:
+        raise RuntimeError("as_strided: the view does not fit in the storage")
+    return _like(input, tuple(size))
+
+
+@ltorch("torch.as_strided_scatter")
+def as_strided_scatter(input: Tensor, src: Tensor, size: Ints, stride: Ints, storage_offset: Int):
+    """The storage input with src written into its view as_strided(size, stride, storage_offset)."""
+    if tuple(src.shape) != tuple(size):
+        raise RuntimeError(f"as_strided_scatter: src of shape {list(src.shape)} for a view of shape {list(size)}")
+    return _like(input, input.shape)
+
+
+as_strided.unview(lambda base, value, out_index, size, stride, storage_offset:
+                  as_strided_scatter(base, value, size, stride, storage_offset))
+
+
+@as_strided.vjp
+def _(g, out, input, size, stride, storage_offset):
+    # (the views of a storage do not overlap themselves: structure.alias_groups)
+    from thunder.ops.registry import OPS
+
+    return {"input": as_strided_scatter(OPS["ltorch.zeros_like"](input), g, size, stride, storage_offset)}
 
 
 def _reshape_unview(base, value, out_index, **args):

@@ -8,6 +8,15 @@ from thunder.ops import registry
 from thunder.ops.execute import NAMESPACE, call_args
 
 
+class Unprintable(NotImplementedError):
+    """A func the generated Python cannot express (an op other than ltorch/thunder ops, numbers,
+    fusion calls and return; an argument that is not a tensor); location: where in the module."""
+
+    def __init__(self, message, location=None):
+        super().__init__(message)
+        self.location = location
+
+
 def _source_line(loc):
     """file:line for the comment of a traced op (named locations only: parsed files have none)."""
     where = loc_file_line(loc) if loc_names(loc) else None
@@ -48,6 +57,10 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
         namer = _Namer()
         callees = _fusion_callees(module)
         namer.used.update(callees)  # fusion_N names the kernel in the program's namespace
+        for a in block.arguments:
+            if not attrs.is_tensor_type(a.type):
+                raise Unprintable(f"codegen: @{fn_name} has an argument of type {a.type}: its Python program takes tensors only",
+                                  f.location)
         params = [namer.assign(a, (loc_names(a.location) or [None])[0]) for a in block.arguments]
         lines = []
         if header:
@@ -61,7 +74,7 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
             lines.append(f"  {rng}")
         for operation in block.operations:
             name = operation.operation.name
-            if name == "arith.constant":
+            if name in attrs.CONSTANT_OPS:
                 continue  # numbers are written inline where they are used
             if name == "func.return":
                 flat = [namer.names[v] for v in operation.operands]
@@ -77,7 +90,11 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
             if name == "func.call":
                 lines.append(_fusion_call(operation, namer, callees, constants, comments))
                 continue
-            op, values = decode_op(operation.operation, lambda v: Name(namer.names[v], *attrs.tensor_meta(v.type)))
+            try:
+                op, values = decode_op(operation.operation, lambda v: Name(namer.names[v], *attrs.tensor_meta(v.type)))
+            except (NotImplementedError, ValueError) as e:
+                raise Unprintable(f"codegen: {e}: a Python program holds ltorch and thunder ops, numbers "
+                                  f"(arith.constant) and calls of fusion regions", operation.location) from None
             wanted = loc_names(operation.location)
             outs = [namer.assign(r, wanted[i] if i < len(wanted) else None)
                     for i, r in enumerate(operation.results)]
@@ -139,8 +156,11 @@ def _fusion_call(operation, namer, callees, constants, comments):
     callee = ir.FlatSymbolRefAttr(operation.attributes["callee"]).value
     f = callees.get(callee)
     if f is None:
-        raise NotImplementedError(f"codegen: func.call of @{callee}, which is not a fusion region")
-    executor = executors.of_region(f).name
+        raise Unprintable(f"codegen: func.call of @{callee}, which is not a fusion region", operation.location)
+    try:
+        executor = executors.of_region(f).name
+    except ValueError as e:  # an executor name no registry entry has
+        raise Unprintable(f"codegen: @{callee}: {e}", operation.location) from None
     if constants is not None and callee not in constants:
         from thunder.lowering.fuse import region_text
 

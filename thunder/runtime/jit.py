@@ -14,10 +14,10 @@ from thunder.dialects.emit import emit
 from thunder.dialects.mlir import ir
 from thunder.lowering.passes import build_pass_manager, pass_name, pass_options, split_pipeline
 from thunder.ops import fallback, registry
-from thunder.runtime import sharp_edges, structure
+from thunder.runtime import guards, sharp_edges, structure
 from thunder.runtime.codegen import compile_source, python_source
 from thunder.ops.impl import ValueChanged
-from thunder.runtime.prologue import MISS, compile_prologue, prologue_source
+from thunder.runtime.prologue import MISS, Prologue
 from thunder.runtime.reads import Reader
 from thunder.runtime.state import StateTracker
 from thunder.runtime.traces import Trace
@@ -86,6 +86,7 @@ class CacheEntry:
     prologue_traces: list
     description: list  # what the entry was compiled for, to explain later misses
     backward_traces: list = field(default_factory=list)
+    first_run: object = None  # the prologue without its guards: the call that compiled the entry
 
 
 def _check_option(name, value, allowed):
@@ -164,7 +165,7 @@ class ThunderFunction:
             try:
                 result = entry.run(args, kwargs)
             except ValueChanged as e:  # a value the entry was specialized on (runtime/reads.py)
-                changed = changed or str(e)
+                changed = changed or e.reason
                 continue
             if result is not MISS:
                 cs.cache_hits += 1
@@ -178,24 +179,25 @@ class ThunderFunction:
     def _miss(self, args, kwargs, changed=None):
         cs, cd = self._cs, self._cd
         cs.cache_misses += 1
+        # (a value an entry was specialized on differs: that entry's guard is the reason)
         cs.last_miss_reason = changed or (_miss_reason(self._entries, args, kwargs) if self._entries else "first call")
         entry = self._add(compile_entry(cd, cs, args, kwargs))
+        # the call that traced runs the program without the guards: they hold for the state the
+        # trace started from, which the trace itself may have changed (a global counter, a list
+        # appended to), as the function does when called eagerly
         try:
-            result = entry.run(args, kwargs)
+            return entry.first_run(args, kwargs)
         except ValueChanged as e:
-            # the program computed a value that Python read differently from the eager run while
-            # tracing: fused kernels round differently. Without fusion it runs torch's calls, as
-            # that run did
+            # the program computed a value that Python read differently from the run of torch's
+            # calls while tracing: fused kernels round differently. Without fusion it runs
+            # torch's calls, as that run did
             if entry in self._entries:
                 self._entries.remove(entry)
             if _fusion_policy(cd) is None:
                 raise RuntimeError(f"thunder: the compiled program computes a value that Python read while tracing "
-                                   f"differently from eager PyTorch: {e}") from None
+                                   f"differently from eager PyTorch: {e.reason}") from None
             entry = self._add(compile_entry(cd, cs, args, kwargs, fusion=False))
-            result = entry.run(args, kwargs)
-        if result is MISS:  # a check the tracing could not foresee (a mutable object, say)
-            raise RuntimeError("thunder: internal error, a freshly compiled entry rejected its inputs")
-        return result
+            return entry.first_run(args, kwargs)
 
     def _add(self, entry):
         if self._cd.cache_option != "no caching":
@@ -212,16 +214,16 @@ class ThunderFunction:
 
 
 def _describe_inputs(args, kwargs):
-    tensors, proxies = [], []
+    inputs = structure.Inputs()
     with tracing.not_tracing():
-        specs = [structure.flatten_inputs(a, "x", tensors, proxies, strict=False)[0] for a in args]
-        kspecs = [(k, structure.flatten_inputs(v, "x", tensors, proxies, strict=False)[0])
-                  for k, v in kwargs.items()]
-    return specs, kspecs, [_meta(t) for t in tensors]
+        specs = [structure.flatten_inputs(a, "x", inputs, strict=False)[0] for a in args]
+        kspecs = [(k, structure.flatten_inputs(v, "x", inputs, strict=False)[0]) for k, v in kwargs.items()]
+    return specs, kspecs, [_meta(t) for t in inputs.tensors]
 
 
-def _meta(t):
-    return (tuple(t.shape), t.dtype, t.device, t.requires_grad)
+def _meta(t, strides=True):
+    """What the prologue checks of a tensor (its strides only where the trace depends on them)."""
+    return (tuple(t.shape), t.dtype, t.device, t.requires_grad, tuple(t.stride()) if strides else None)
 
 
 def _miss_reason(entries, args, kwargs):
@@ -237,32 +239,32 @@ def _miss_reason(entries, args, kwargs):
     if len(now[2]) != n_args:
         return "a different number of tensor arguments"
     for i, (a, b) in enumerate(zip(now[2], arg_meta)):
+        if b[4] is None:
+            a = a[:4] + (None,)
         if a != b:
             return _changed(f"tensor argument {i}", b, a)
-    if state is not None:
-        consts, guards, reads = state
-        for expr, expected in guards:
-            try:
-                value = eval(expr, dict(consts))
-            except Exception:
-                value = "<unreadable>"
-            if value is not expected and value != expected:
-                return f"{_readable(expr)} changed ({expected!r} -> {value!r})"
-        for expr, before in reads:
-            try:
-                t = eval(expr, dict(consts))
-            except Exception:
-                return f"{_readable(expr)} is gone"
-            if not isinstance(t, torch.Tensor):
-                return f"{_readable(expr)} is no longer a tensor"
-            if _meta(t) != before:
-                return _changed(_readable(expr), before, _meta(t))
+    consts, entry_guards, reads = state
+    for expr, before in reads:
+        try:
+            t = eval(expr, dict(consts))
+        except Exception:
+            return f"{_readable(expr)} is gone"
+        if not isinstance(t, torch.Tensor):
+            return f"{_readable(expr)} is no longer a tensor"
+        if _meta(t, before[4] is not None) != before:
+            return _changed(_readable(expr), before, _meta(t, before[4] is not None))
+    failed = guards.failing(entry_guards, consts)
+    if failed is not None:
+        g, value = failed
+        return guards.CHECKS[g.check].why(g.what or g.expr, g.expected, value)
     return "a non-tensor input changed (number, string, structure or object)"
 
 
 def _changed(what, before, now):
-    fields = [n for n, x, y in zip(("shape", "dtype", "device", "requires_grad"), before, now) if x != y]
-    return f"{what}: {', '.join(fields)} changed ({before} -> {now})"
+    names = ("shape", "dtype", "device", "requires_grad", "strides")
+    fields = [n for n, x, y in zip(names, before, now) if x != y]
+    n = 5 if before[4] is not None else 4
+    return f"{what}: {', '.join(fields)} changed ({before[:n]} -> {now[:n]})"
 
 
 def _readable(expr):
@@ -289,54 +291,96 @@ def _param_names(fn, args, kwargs):
     return names[:len(args)] + [f"arg{i}" for i in range(len(names), len(args))]
 
 
-def compile_entry(cd, cs, args, kwargs, fusion=True) -> CacheEntry:
-    """The cache entry for this call. fusion=False: no thunder-fuse (see _miss)."""
+@dataclass
+class _Acquired:
+    """What one interpretation of the function produced."""
+    ctx: object
+    inputs: structure.Inputs
+    arg_specs: list
+    kw_specs: list
+    state: StateTracker
+    ambient: dict
+    result: object
+    splits: list  # the values read from tensors (runtime/reads.py Split)
+
+
+def _acquire(cd, args, kwargs, shared=None):
+    """Interprets cd.fn on proxies of the inputs; shared: see structure.Inputs."""
     from thunder.interpreter import interpret
 
-    times = {}
-    t_start = t = time.perf_counter()
     ctx = tracing.TraceCtx()
     ctx.track_grad_mode = True
-    tensors, proxies = [], []
+    ctx.track_strides = True
+    inputs = structure.Inputs(shared)
     names = _param_names(cd.module.forward if cd.module is not None else cd.fn, args, kwargs)
     with tracing.tracing(ctx):
         arg_specs, pargs = [], []
         for a, name in zip(args, names):
-            s, p = structure.flatten_inputs(a, name, tensors, proxies, cd.strict)
+            s, p = structure.flatten_inputs(a, name, inputs, cd.strict)
             arg_specs.append(s)
             pargs.append(p)
         kw_specs, pkwargs = [], {}
         for k, v in kwargs.items():
-            s, p = structure.flatten_inputs(v, k, tensors, proxies, cd.strict)
+            s, p = structure.flatten_inputs(v, k, inputs, cd.strict)
             kw_specs.append((k, s))
             pkwargs[k] = p
-        record = cd.debug_options.record_interpreter_history
-        state = None if cd.strict else StateTracker(cd.module, tensors, proxies)
-        if state is not None:
-            state.input_objects = {id(s[1]) for s in structure.iter_specs(arg_specs + [s for _, s in kw_specs])
-                                   if s[0] == "object"}
-        reader = Reader(ctx, tensors, proxies, cd.sharp_edges, cd.warned_sharp_edges)
+        state = StateTracker(cd.module, inputs, strict=cd.strict)
+        state.pin_root_function(cd.fn)
+        for spec in structure.iter_specs(arg_specs + [s for _, s in kw_specs]):
+            if spec[0] == "object":  # checked by identity: reached through its constant
+                state.pin(spec[1])
+        ambient = guards.ambient_snapshot()
+        if any(x.requires_grad for x in inputs.tensors):
+            tracing.consult("grad_enabled")  # the program differs with grad mode (autograd or not)
+        for dev in sorted({t.device.type for t in inputs.tensors} & {"cpu", "cuda"}):
+            tracing.consult(f"autocast_{dev}")  # an autocast region around the call: its casts are traced
+            if ambient[f"autocast_{dev}"]:
+                tracing.consult(f"autocast_{dev}_dtype")
+        reader = Reader(ctx, inputs, cd.sharp_edges, cd.warned_sharp_edges)
         try:
-            result = interpret(cd.fn, pargs, pkwargs, lookup=_make_lookup(cd), on_load=_on_load(cd, state),
-                               record=record, on_store=_on_store(cd, state))
+            result = interpret(cd.fn, pargs, pkwargs, lookup=_make_lookup(cd), on_load=state.load,
+                               record=cd.debug_options.record_interpreter_history,
+                               on_store=_on_store(cd, state), on_call=state.called)
         finally:
-            if state is not None:
-                state.restore()
+            state.restore()
             ctx.reader = ctx.live = None  # (the values read are not needed any more)
-        cs.last_splits = reader.splits
         # (an input updated in place has been rebound to its new value: use its input name)
-        ctx.inputs = [tracing.Ref(p.input_name or p.name, tuple(p.shape), p.dtype, p.device) for p in proxies]
+        ctx.inputs = [tracing.Ref(p.input_name or p.name, tuple(p.shape), p.dtype, p.device) for p, _ in inputs.params()]
+    return _Acquired(ctx, inputs, arg_specs, kw_specs, state, ambient, result, reader.splits)
+
+
+def compile_entry(cd, cs, args, kwargs, fusion=True) -> CacheEntry:
+    """The cache entry for this call. fusion=False: no thunder-fuse (see ThunderFunction._miss)."""
+    times = {}
+    t_start = t = time.perf_counter()
+    acq = _acquire(cd, args, kwargs)
+    mutated = [i for i, p in enumerate(acq.inputs.proxies) if p.input_name in acq.ctx.mutated]
+    shared = structure.alias_groups(acq.inputs.tensors, mutated) if mutated else {}
+    if shared:
+        # inputs that share memory, one updated in place: traced again with them as views of their
+        # storage (side effects of the function's Python code happen twice in this case)
+        first = acq.inputs.tensors
+        acq = _acquire(cd, args, kwargs, shared)
+        if [id(x) for x in acq.inputs.tensors] != [id(x) for x in first]:
+            raise NotImplementedError("thunder: the function read other tensors when traced again for its inputs "
+                                      "that share memory. Workaround: pass a clone of one of them.")
+    ctx, inputs, state, ambient = acq.ctx, acq.inputs, acq.state, acq.ambient
+    arg_specs, kw_specs, result = acq.arg_specs, acq.kw_specs, acq.result
+    cs.last_splits = acq.splits
+    record = cd.debug_options.record_interpreter_history
     cs.last_interpreted_instructions = list(result.instructions) if record else None
     cs.last_interpreter_log = list(result.log) if record else None
     out_refs = []
     out_spec = structure.flatten_outputs(result.value, out_refs)
-    writes = state.finish_writes() if state is not None else []
+    writes = state.finish_writes()
     tensor_writes = [v for _, _, v in writes if isinstance(v, (TensorProxy, NumberProxy))]
     if tensor_writes:  # written tensors are returned after the output, for the prologue to store
         out_spec = ("tuple", [out_spec] + [structure.flatten_outputs(v, out_refs) for v in tensor_writes])
     times["interpretation"] = time.perf_counter() - t
 
     t = time.perf_counter()
+    params = inputs.params()
+    tensors, proxies = [t for _, t in params], [p for p, _ in params]
     index = {p.input_name: i for i, p in enumerate(proxies)}
     mutated = [(index[name], tracing.ref(p)) for name, p in ctx.mutated.items()]
     module = emit(ctx, out_refs, mutated=mutated)
@@ -379,20 +423,25 @@ def compile_entry(cd, cs, args, kwargs, fusion=True) -> CacheEntry:
         if cd.disable_torch_autograd:
             computation = torch.no_grad()(computation)
         traces.append(Trace("torch executor (execution trace)", module, python=source))
-    pro_src, pro_consts = prologue_source(arg_specs, kw_specs, tensors, [p.name for p in proxies],
-                                          check_metadata=cd.cache_option != "same input",
-                                          grad_mode=grad_mode if any(x.requires_grad for x in tensors) else None,
-                                          state=state, writes=writes)
-    run = compile_prologue(pro_src, pro_consts, computation)
+    entry_guards = list(state.guards.values()) + guards.ambient_guards(ctx.consulted, ambient)
+    read = inputs.tensors
+    strided = [i for i, p in enumerate(inputs.proxies) if p.input_name in ctx.stride_dependent]
+    mutated_reads = {i for i, p in enumerate(inputs.proxies) if p.input_name in ctx.mutated}
+    mutated_reads |= {first for p, _, first in inputs.storages if p.input_name in ctx.mutated}
+    prologue = Prologue(arg_specs, kw_specs, read, guards=entry_guards, reads=state.reads, consts=state.consts,
+                        writes=writes, check=cd.cache_option != "same input", strided=strided,
+                        shared=inputs.shared, storages=[first for _, _, first in inputs.storages],
+                        mutated=sorted(mutated_reads))
+    run, first_run = prologue.compile(computation)
     times["codegen"] = time.perf_counter() - t
     cs.last_stage_times = times
     cs.last_compile_time = time.perf_counter() - t_start
-    prologue_trace = Trace("prologue", python=pro_src)
-    n_arg_tensors = len(tensors) - (len(state.reads) if state is not None else 0)
-    state_info = None if state is None else (
-        state.consts, state.guards, [(expr, _meta(tensors[i])) for expr, i in state.reads])
-    description = (arg_specs, kw_specs, [_meta(x) for x in tensors[:n_arg_tensors]], state_info)
-    return CacheEntry(run, traces, [prologue_trace], description, backward_traces)
+    prologue_trace = Trace("prologue", python=prologue.source)
+    n_arg_tensors = len(read) - len(state.reads)
+    strided = set(strided)
+    description = (arg_specs, kw_specs, [_meta(x, i in strided) for i, x in enumerate(read[:n_arg_tensors])],
+                   (state.consts, entry_guards, [(expr, _meta(read[i], i in strided)) for expr, i in state.reads]))
+    return CacheEntry(run, traces, [prologue_trace], description, backward_traces, first_run)
 
 
 def _requested(cd, name):
@@ -550,8 +599,11 @@ def _lookup(fn):
             return _no_torch_function
         if getattr(fn, "__name__", None) == "is_compiling" and fn in _is_compiling_checks():
             return _is_compiling
-    except TypeError:
-        pass
+        query = guards.QUERIES.get(fn)
+    except TypeError:  # unhashable
+        query = None
+    if query is not None:
+        return _consulting(fn, query)
     if is_torch_op(fn):  # no registry entry: thunder's fallback records it (ops/fallback.py)
         return functools.partial(fallback.call, fn)
     module = getattr(fn, "__module__", None) or ""
@@ -560,27 +612,20 @@ def _lookup(fn):
     return None
 
 
+def _consulting(fn, state_name):
+    """fn answers with ambient torch state: the trace depends on it."""
+    def query(*args, **kwargs):
+        tracing.consult(state_name)
+        return fn(*args, **kwargs)
+
+    return query
+
+
 def _on_store(cd, state):
     def on_store(value, provenance):
         if provenance.kind == "global":
             sharp_edges.check_global_write(provenance, cd.sharp_edges, cd.warned_sharp_edges)
-        elif state is not None:
+        else:
             state.store(value, provenance)
 
     return on_store
-
-
-def _on_load(cd, state):
-    def on_load(value, provenance):
-        if state is not None:
-            return state.load(value, provenance)
-        if isinstance(value, torch.Tensor) and not isinstance(value, TensorProxy):
-            where = f"{provenance.filename}:{provenance.lineno}"
-            kind = {"global": "global", "closure": "closure variable", "attr": "attribute"}[provenance.kind]
-            raise NotImplementedError(
-                f"thunder: functional.jit reads tensor "
-                f"'{provenance.name}' ({kind}, in {provenance.fn_name} at {where}) that is not an input "
-                "of the jitted function. Workaround: pass it as an argument, or use thunder.jit.")
-        return value
-
-    return on_load

@@ -1,159 +1,199 @@
 """Prologues: generated straight-line Python that checks a call's inputs against what a cache
 entry was compiled for, unpacks the tensors and calls the entry's program.
 
-An entry function returns MISS when any check fails, so the cache can try the next entry."""
+An entry function returns MISS when any check fails (or reading what it checks raises), so the
+cache can try the next entry. Checks: the arguments' structure, tensor metadata and Python
+values (structure.py specs), then the guards (guards.py) on what the trace read from outside
+its arguments, cheapest first, then the tensors read from outside (state.py)."""
 import torch
+
+from thunder.runtime import guards as guards_
+from thunder.runtime.structure import storage_view
 
 MISS = object()
 
 
+def shares_storage(mutated, others):
+    """Whether a tensor of `mutated` shares its storage with another tensor of mutated or others."""
+    seen = set()
+    for t in mutated:
+        ptr = t.untyped_storage().data_ptr()
+        if ptr in seen:
+            return True
+        if ptr:  # (no memory, nothing to share)
+            seen.add(ptr)
+    for t in others:
+        if t.untyped_storage().data_ptr() in seen:
+            return True
+    return False
+
+
 class _Gen:
-    def __init__(self, check_metadata):
+    def __init__(self, check, example_tensors, consts, strided=()):
         self.lines = []
-        self.consts = {}
-        self.check = check_metadata
+        self.consts = consts
+        self._const_names = {id(v): k for k, v in consts.items()}
+        self.check = check
+        self.example = example_tensors
+        self.strided = strided  # indices of the tensors whose strides the trace depends on
         self.tensor_vars = {}
 
     def const(self, value):
-        name = f"_c{len(self.consts)}"
-        self.consts[name] = value
+        name = self._const_names.get(id(value))
+        if name is None:
+            name = self._const_names[id(value)] = f"_c{len(self._const_names)}"
+            self.consts[name] = value
         return name
 
     def emit(self, line):
-        self.lines.append("  " + line)
+        self.lines.append("    " + line)
 
     def miss_if(self, cond):
-        self.emit(f"if {cond}: return MISS")
+        if self.check:
+            self.emit(f"if {cond}: return MISS")
 
     def tensor(self, expr, index, var):
         self.emit(f"{var} = {expr}")
         self.tensor_vars[index] = var
-        if self.check:
-            t = self._example[index]
-            dev = -1 if t.device.type == "cpu" else t.get_device()
-            conds = [f"not isinstance({var}, Tensor)", f"{var}.dtype is not {self.const(t.dtype)}",
-                     f"{var}.shape != {self.const(t.shape)}", f"{var}.get_device() != {dev}",
-                     f"{'not ' if t.requires_grad else ''}{var}.requires_grad"]
-            if t.device.type not in ("cpu", "cuda"):
-                conds.append(f"{var}.device != {self.const(t.device)}")
-            self.miss_if(" or ".join(conds))
+        t = self.example[index]
+        dev = -1 if t.device.type == "cpu" else t.get_device()
+        conds = [f"not isinstance({var}, Tensor)", f"{var}.dtype is not {self.const(t.dtype)}",
+                 f"{var}.shape != {self.const(t.shape)}", f"{var}.get_device() != {dev}",
+                 f"{'not ' if t.requires_grad else ''}{var}.requires_grad"]
+        if t.device.type not in ("cpu", "cuda"):
+            conds.append(f"{var}.device != {self.const(t.device)}")
+        if index in self.strided:
+            conds.append(f"{var}.stride() != {t.stride()!r}")
+        self.miss_if(" or ".join(conds))
 
     def value(self, expr, spec, var):
         kind = spec[0]
         if kind == "tensor":
             self.tensor(expr, spec[1], var)
-            return
-        if not self.check:
-            if kind in ("tuple", "list", "namedtuple"):
-                self._children(expr, spec, var)
-            elif kind == "dict":
-                for k, s in spec[1]:
-                    self.value(f"{expr}[{k!r}]", s, f"{var}_{len(self.lines)}")
-            elif kind == "dataclass":
-                for f, s in spec[2]:
-                    self.value(f"{expr}.{f}", s, f"{var}_{len(self.lines)}")
-            return
-        if kind == "const":
+        elif kind == "const":
             v = spec[1]
-            if isinstance(v, (bool, int, float, complex, str)) and not isinstance(v, torch.Size):
-                self.miss_if(f"type({expr}) is not {type(v).__name__} or {expr} != {v!r}")
-            elif v is None or v is Ellipsis:
-                self.miss_if(f"{expr} is not {v!r}")
-            else:
+            if v is None or v is Ellipsis or isinstance(v, (bool, torch.dtype)):
+                self.miss_if(f"{expr} is not {self.const(v) if isinstance(v, torch.dtype) else repr(v)}")
+            elif guards_.is_plain_value(v):
+                self.miss_if(guards_.CHECKS["value"].miss_source(expr, v, self.const))
+            else:  # slices, torch.Size
                 c = self.const(v)
                 self.miss_if(f"type({expr}) is not type({c}) or {expr} != {c}")
-            return
-        if kind == "object":
+        elif kind == "object":
             self.miss_if(f"{expr} is not {self.const(spec[1])}")
-            return
-        if kind in ("tuple", "list", "namedtuple"):
-            typ = {"tuple": "tuple", "list": "list"}.get(kind) or self.const(spec[1])
+        elif kind in ("tuple", "list", "namedtuple", "dataclass", "dict"):
             self.emit(f"{var} = {expr}")
-            n = len(spec[-1])
-            self.miss_if(f"type({var}) is not {typ} or len({var}) != {n}")
-            self._children(var, spec, var)
-            return
-        if kind == "dataclass":
-            self.emit(f"{var} = {expr}")
-            self.miss_if(f"type({var}) is not {self.const(spec[1])}")
-            for i, (f, s) in enumerate(spec[2]):
-                self.value(f"{var}.{f}", s, f"{var}_{i}")
-            return
-        if kind == "dict":
-            self.emit(f"{var} = {expr}")
-            keys = [k for k, _ in spec[1]]
-            self.miss_if(f"type({var}) is not dict or list({var}) != {keys!r}")
-            for i, (k, s) in enumerate(spec[1]):
-                self.value(f"{var}[{k!r}]", s, f"{var}_{i}")
-            return
-        raise ValueError(kind)
-
-    def _children(self, var, spec, base):
-        for i, s in enumerate(spec[-1]):
-            self.value(f"{var}[{i}]", s, f"{base}_{i}")
-
-
-def prologue_source(args_spec, kwargs_spec, example_tensors, arg_names, check_metadata=True, grad_mode=None,
-                    state=None, writes=()):
-    """Source of `def entry(args, kwargs)` for the input specs (see structure.py);
-    example_tensors are the tensors the entry was compiled with. arg_names name the flat
-    tensors (the computation's parameters)."""
-    g = _Gen(check_metadata)
-    g._example = example_tensors
-    g.lines.append("def entry(args, kwargs):")
-    g.miss_if(f"len(args) != {len(args_spec)}")
-    if kwargs_spec:
-        g.miss_if(f"kwargs.keys() != {{{', '.join(repr(k) for k, _ in kwargs_spec)}}}")
-    else:
-        g.miss_if("kwargs")
-    for i, s in enumerate(args_spec):
-        g.value(f"args[{i}]", s, f"a{i}")
-    for i, (k, s) in enumerate(kwargs_spec):
-        g.value(f"kwargs[{k!r}]", s, f"k{i}")
-    if state is not None:
-        # tensors read from modules, objects, globals and cells, and the module flags that
-        # decide what forward does (see state.py)
-        g.consts.update(state.consts)
-        for expr, expected in state.guards:
-            if expected is None or isinstance(expected, bool):
-                g.miss_if(f"{expr} is not {expected!r}")
+            if kind == "dict":
+                keys = [k for k, _ in spec[1]]
+                self.miss_if(f"type({var}) is not dict or list({var}) != {keys!r}")
+                for i, (k, s) in enumerate(spec[1]):
+                    self.value(f"{var}[{k!r}]", s, f"{var}_{i}")
+            elif kind == "dataclass":
+                self.miss_if(f"type({var}) is not {self.const(spec[1])}")
+                for i, (f, s) in enumerate(spec[2]):
+                    self.value(f"{var}.{f}", s, f"{var}_{i}")
             else:
-                g.miss_if(f"{expr} != {expected!r}")
-        for i, (expr, index) in enumerate(state.reads):
+                typ = {"tuple": "tuple", "list": "list"}.get(kind) or self.const(spec[1])
+                self.miss_if(f"type({var}) is not {typ} or len({var}) != {len(spec[-1])}")
+                for i, s in enumerate(spec[-1]):
+                    self.value(f"{var}[{i}]", s, f"{var}_{i}")
+        else:
+            raise ValueError(kind)
+
+
+class Prologue:
+    """The source of `def entry(args, kwargs)` for the input specs (structure.py) of the tensors
+    the entry was compiled with, its guards, the tensors it reads from outside (reads:
+    (expression, tensor index)) and the attribute writes it replays; strided: the indices of the
+    tensors whose strides the trace depends on (views, is_contiguous()); shared, storages: the
+    tensors that are views of a storage the program takes in their place (structure.Inputs);
+    mutated: the tensors the program updates in place, which must share memory with no other
+    input (or exactly as the shared ones did). check=False leaves every check out (cache="same
+    input", and the call that compiled the entry)."""
+
+    def __init__(self, args_spec, kwargs_spec, example_tensors, *, guards=(), reads=(), consts=None, writes=(),
+                 check=True, strided=(), shared=None, storages=(), mutated=()):
+        self.consts = dict(consts or {})
+        self.strided = frozenset(strided)
+        self.shared = dict(shared or {})  # see structure.Inputs
+        self.storages = list(storages)  # index of the first tensor of each storage the program takes
+        self.mutated = list(mutated)  # indices of tensors updated in place (a storage: its first tensor)
+        self.source = self._source(check, args_spec, kwargs_spec, example_tensors, guards, reads, writes)
+        self.unchecked_source = self._source(False, args_spec, kwargs_spec, example_tensors, guards, reads, writes) \
+            if check else self.source
+
+    def _source(self, check, args_spec, kwargs_spec, example_tensors, guards, reads, writes):
+        g = _Gen(check, example_tensors, self.consts, self.strided)
+        g.lines.append("def entry(args, kwargs):")
+        g.lines.append("  try:")
+        g.miss_if(f"len(args) != {len(args_spec)}")
+        if kwargs_spec:
+            g.miss_if(f"kwargs.keys() != {{{', '.join(repr(k) for k, _ in kwargs_spec)}}}")
+        else:
+            g.miss_if("kwargs")
+        for i, s in enumerate(args_spec):
+            g.value(f"args[{i}]", s, f"a{i}")
+        for i, (k, s) in enumerate(kwargs_spec):
+            g.value(f"kwargs[{k!r}]", s, f"k{i}")
+        for guard in sorted(guards, key=lambda x: guards_.CHECKS[x.check].rank):
+            g.miss_if(guards_.CHECKS[guard.check].miss_source(guard.expr, guard.expected, g.const))
+        for i, (expr, index) in enumerate(reads):
             g.tensor(expr, index, f"s{i}")
-    if check_metadata:
-        # an ambient torch.autocast region changes the program (its casts are traced)
-        for dev in sorted({t.device.type for t in example_tensors} & {"cpu", "cuda"}):
-            if torch.is_autocast_enabled(dev):
-                g.miss_if(f"not is_autocast_enabled({dev!r}) or get_autocast_dtype({dev!r}) is not "
-                          f"{g.const(torch.get_autocast_dtype(dev))}")
-            else:
-                g.miss_if(f"is_autocast_enabled({dev!r})")
-    if grad_mode is not None and check_metadata:
-        # with inputs that require grad, the program differs with grad mode (autograd or not)
-        g.miss_if(f"{'not ' if grad_mode else ''}is_grad_enabled()")
-    flat = ", ".join(g.tensor_vars[i] for i in range(len(example_tensors)))
-    if not writes:
-        g.emit(f"return computation({flat})")
-    else:
-        # attribute writes of the jitted code, replayed: tensors come back after the output
-        tensor_writes = [w for w in writes if not isinstance(w[2], (bool, int, float, str, type(None)))]
-        outs = ", ".join(["out"] + [f"w{i}" for i in range(len(tensor_writes))])
-        g.emit(f"{outs}, = computation({flat})" if tensor_writes else f"out = computation({flat})")
-        i = 0
-        for expr, name, value in writes:
-            if isinstance(value, (bool, int, float, str, type(None))):
-                g.emit(f"{expr}.{name} = {value!r}")
-            else:
-                g.emit(f"{expr}.{name} = w{i}")
-                i += 1
-        g.emit("return out")
-    return "\n".join(g.lines) + "\n", g.consts
+        self._memory_checks(g, example_tensors)
+        storage_vars = []
+        for k, first in enumerate(self.storages):
+            storage_vars.append(f"st{k}")
+            g.emit(f"st{k} = storage_view({g.tensor_vars[first]})")
+        if g.lines[-1] == "  try:":
+            g.emit("pass")
+        g.lines.append("  except Exception:  # reading what a check reads failed: it changed")
+        g.lines.append("    return MISS")
+        flat = ", ".join([g.tensor_vars[i] for i in range(len(example_tensors)) if i not in self.shared] + storage_vars)
+        if not writes:
+            g.lines.append(f"  return computation({flat})")
+        else:
+            # attribute writes of the jitted code, replayed: tensors come back after the output
+            tensor_writes = [w for w in writes if not isinstance(w[2], (bool, int, float, str, type(None)))]
+            outs = ", ".join(["out"] + [f"w{i}" for i in range(len(tensor_writes))])
+            g.lines.append(f"  {outs}, = computation({flat})" if tensor_writes else f"  out = computation({flat})")
+            i = 0
+            for expr, name, value in writes:
+                if isinstance(value, (bool, int, float, str, type(None))):
+                    g.lines.append(f"  {expr}.{name} = {value!r}" if guards_.has_literal(value) or
+                                   isinstance(value, bool) else f"  {expr}.{name} = {g.const(value)}")
+                else:
+                    g.lines.append(f"  {expr}.{name} = w{i}")
+                    i += 1
+            g.lines.append("  return out")
+        return "\n".join(g.lines) + "\n"
 
+    def _memory_checks(self, g, example):
+        """Tensors that share memory share it as when traced; tensors updated in place share it
+        with no other."""
+        v = g.tensor_vars
+        groups = {}
+        for i, k in sorted(self.shared.items()):
+            groups.setdefault(k, []).append(i)
+        for members in groups.values():
+            first, t0 = members[0], example[members[0]]
+            g.miss_if(f"{v[first]}.untyped_storage().nbytes() != {t0.untyped_storage().nbytes()}")
+            for i in members:
+                t = example[i]
+                same = "" if i == first else \
+                    f"{v[i]}.untyped_storage().data_ptr() != {v[first]}.untyped_storage().data_ptr() or "
+                g.miss_if(f"{same}{v[i]}.storage_offset() != {t.storage_offset()} or {v[i]}.stride() != {t.stride()!r}")
+        if self.mutated:
+            others = [v[i] for i in range(len(example)) if i not in self.shared and i not in self.mutated]
+            g.miss_if(f"shares_storage(({''.join(v[i] + ', ' for i in self.mutated)}), "
+                      f"({''.join(x + ', ' for x in others)}))")
 
-def compile_prologue(source, consts, computation):
-    ns = {"MISS": MISS, "Tensor": torch.Tensor, "computation": computation,
-          "is_grad_enabled": torch.is_grad_enabled, "is_autocast_enabled": torch.is_autocast_enabled,
-          "get_autocast_dtype": torch.get_autocast_dtype, **consts}
-    exec(compile(source, "<thunder prologue>", "exec"), ns)
-    return ns["entry"]
+    def compile(self, computation):
+        """(entry, the entry without checks)."""
+        ns = {"MISS": MISS, "Tensor": torch.Tensor, "computation": computation, "storage_view": storage_view,
+              "shares_storage": shares_storage, **guards_.NAMESPACE,
+              **guards_.AMBIENT_NAMESPACE, **self.consts}
+        entries = []
+        for source in (self.source, self.unchecked_source):
+            exec(compile(source, "<thunder prologue>", "exec"), ns)
+            entries.append(ns["entry"])
+        return tuple(entries)

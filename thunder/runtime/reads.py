@@ -54,10 +54,9 @@ class Split:
 
 
 class Reader:
-    def __init__(self, ctx, tensors, proxies, sharp_edges="allow", warned=None):
+    def __init__(self, ctx, inputs, sharp_edges="allow", warned=None):
         self.ctx = ctx
-        # the call's input tensors and their proxies (the state tracker appends what it reads)
-        self.tensors, self.proxies = tensors, proxies
+        self.inputs = inputs  # structure.Inputs: the call's tensors and their proxies (it grows as the trace reads)
         self.sharp_edges, self.warned = sharp_edges, warned if warned is not None else set()
         self.scope = {**NAMESPACE, "_rng": None}  # the values computed so far, by variable name
         self.done = 0  # ctx.symbols[:done] have run
@@ -146,7 +145,7 @@ class Reader:
     def _run_pending(self):
         from thunder.runtime.codegen import op_statements
 
-        for p, t in zip(self.proxies, self.tensors):
+        for p, t in self.inputs.params():
             self.scope.setdefault(self._var(p.input_name or p.name), t)
         symbols = self.ctx.symbols
         self.done = min(self.done, len(symbols))  # (a refused op's symbols are dropped: fallback.registered)
@@ -197,8 +196,8 @@ class Reader:
         n = len(self.scope)
         if n < 2 * self._kept + 64:
             return
-        live = {self._var(p.name) for p in list(self.ctx.live.values())} | {self._var(p.input_name) for p in self.proxies
-                                                                if p.input_name}
+        live = {self._var(p.name) for p in list(self.ctx.live.values())} | {self._var(p.input_name)
+                                                                for p, _ in self.inputs.params() if p.input_name}
         for k in [k for k in self.scope if k.startswith("v_") and k not in live]:
             del self.scope[k]
         self._kept = len(self.scope)

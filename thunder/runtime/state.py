@@ -1,20 +1,33 @@
-"""State inputs: tensors the jitted code reads from outside its arguments (module parameters and
-buffers, attributes of objects, globals, closure cells). Each becomes an input of the trace that
-the prologue reads at call time, so a changed value shows in the next call and changed metadata
-recompiles. Module flags that change what the program does (training, hooks) are guarded too."""
+"""State: what the jitted code reads from outside its arguments (globals, closure cells,
+attributes, container items, parameter defaults: module parameters and buffers, configuration,
+functions, submodules, hooks).
+
+Tensors become extra inputs of the trace that the prologue reads at call time, so a new value
+shows in the next call and new metadata recompiles. Every other value the trace read becomes a
+guard (guards.py) checked by the prologue: objects (functions, modules, classes, dtypes) by
+identity, numbers and strings by type and value, containers by a snapshot of their items.
+
+A read can be guarded only when the prologue can read the same thing again: each object the
+tracker knows how to reach has a path (an expression over the prologue's constants). Roots are
+the jitted function or module, input objects, globals dicts and closure cells; an object whose
+identity is guarded is reached through its constant from then on, so every guard is one step
+from a constant. Objects the trace made itself, or got from native code, have no path: what is
+read from them is derived from what was guarded."""
 import dataclasses
+import types
+from collections import OrderedDict
 
 import torch
 
-from thunder.core import trace as tracing
 from thunder.core.numbers import NumberProxy
-from thunder.core.proxies import TensorProxy, proxy_for
-
-# module attributes whose value decides what forward does: a change must recompile
-_HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
-
+from thunder.core.proxies import TensorProxy
+from thunder.runtime.guards import Guard, has_literal, is_plain_value, snapshot
 
 _MISSING = object()
+# values compared by identity without a guard on how they were found
+_IDENTITY = (type(None), bool, type(Ellipsis), type(NotImplemented))
+# containers guarded by a snapshot of their items
+_CONTAINERS = (list, tuple, dict, OrderedDict, set, frozenset, torch.Size)
 
 
 def _is_real_tensor(v):
@@ -26,87 +39,105 @@ def _identifier(hint):
     return name if not name[0].isdigit() else f"m{name}"
 
 
+def _class_attr(cls, name):
+    for klass in cls.__mro__:
+        if name in klass.__dict__:
+            return klass.__dict__[name]
+    return _MISSING
+
+
 class StateTracker:
-    def __init__(self, root, tensors, proxies):
+    def __init__(self, root, inputs, *, strict=False):
         self.root = root  # the jitted nn.Module, or None
-        self.tensors, self.proxies = tensors, proxies
-        self.reads = []  # (expression, tensor index)
-        self.guards = []  # (expression, expected value) checked with `is`/==
+        self.inputs = inputs  # structure.Inputs: tensors read become inputs of the trace
+        self.strict = strict  # functional.jit: tensors from outside the arguments are refused
+        self.reads = []  # (expression, tensor index): tensors the prologue reads
+        self.guards = {}  # (expression, check, name for "absent"/"hasattr") -> Guard, in the order made
         self.consts = {}  # name -> object the expressions refer to
-        self._seen = {}  # (id(owner), name) -> proxy
-        self.scalar_reads = {}  # (id(owner), name) -> (owner, value) of the first non-tensor read
+        self._const_names = {}  # id(object) -> its name in consts
+        self._paths = {}  # id(object) -> (object, expression that reads it)
+        self._tensor_reads = {}  # expression -> proxy
+        self._snapshots = set()  # ids of containers whose items a snapshot guard covers
         self.writes = {}  # (id(owner), name) -> (owner, name, value): attribute writes to replay
         self.originals = {}  # (id(owner), name) -> (owner, name, value before the first write)
-        self._guarded = set()
-        self._paths = {id(m): p for p, m in root.named_modules(remove_duplicate=False)} if root is not None else {}
-        self.input_objects = set()  # ids of objects passed as inputs (the prologue checks identity)
+        self._module_names = {id(m): p for p, m in root.named_modules(remove_duplicate=False)} if root is not None else {}
         self._owners = None  # id(tensor) -> (module, name) of the root's parameters and buffers
+        if root is not None:
+            self.pin(root)
 
+    # -- constants and paths
     def const(self, obj):
-        for k, v in self.consts.items():
-            if v is obj:
-                return k
-        name = f"_s{len(self.consts)}"
-        self.consts[name] = obj
+        name = self._const_names.get(id(obj))
+        if name is None:
+            name = self._const_names[id(obj)] = f"_s{len(self.consts)}"
+            self.consts[name] = obj
         return name
 
-    def _module_expr(self, module):
-        path = self._paths.get(id(module))
-        if path is None:
-            return self.const(module)
-        expr = self.const(self.root)
-        for part in path.split(".") if path else []:
-            expr += f"._modules[{part!r}]"
-        return expr
+    def pin(self, obj, expr=None):
+        """obj can be reached by the prologue: through expr, or (default) as a constant."""
+        entry = self._paths.get(id(obj))
+        if entry is None:
+            entry = self._paths[id(obj)] = (obj, expr if expr is not None else self.const(obj))
+        return entry[1]
 
-    def _owner_expr(self, owner, name):
-        """Expression that reads attribute `name` of owner the way forward's getattr does."""
-        if isinstance(owner, torch.nn.Module):
-            m = self._module_expr(owner)
-            for container in ("_parameters", "_buffers"):
-                if name in owner.__dict__.get(container, {}):
-                    return f"{m}.{container}[{name!r}]"
-            return f"{m}.__dict__[{name!r}]"
-        return f"{self.const(owner)}.{name}"
+    def path(self, obj):
+        entry = self._paths.get(id(obj))
+        if entry is not None:
+            return entry[1]
+        if isinstance(obj, (type, types.ModuleType)):  # classes and Python modules live for good
+            return self.pin(obj)
+        return None
 
+    def _pin_container(self, value, expr):
+        self.pin(value, expr)
+        self._snapshots.add(id(value))
+
+    def pin_root_function(self, fn):
+        """The jitted callable: the function (its code is guarded), or a bound method's parts."""
+        if isinstance(fn, types.MethodType):
+            self.pin(fn.__self__)
+            fn = fn.__func__
+        self.pin(fn)
+
+    def guard(self, expr, check, expected, what=""):
+        # one guard per expression and check ("absent" and "hasattr" check one name each)
+        key = (expr, check, expected if check in ("absent", "hasattr") else None)
+        if key not in self.guards:
+            self.guards[key] = Guard(expr, check, expected, what)
+
+    # -- the interpreter's hooks
     def load(self, value, provenance):
-        if isinstance(value, TensorProxy):
+        """on_load: a value read from a global, cell, attribute, container item or default."""
+        if isinstance(value, (TensorProxy, NumberProxy)):  # (one the trace made: stored, read back)
             return value
         kind, name, owner = provenance.kind, provenance.name, provenance.owner
+        if kind == "native":
+            # native code handing back a tensor the trace reads as an input (a weakref to a
+            # parameter): the same tensor, so its proxy
+            return self.inputs.proxy_of(value) if type(value) is torch.nn.Parameter or \
+                type(value) is torch.Tensor else value
+        if (id(owner), "cell_contents" if kind == "closure" else name) in self.writes:
+            return value  # written by the trace before: the program replays the write
+        expr, what = self._expr(kind, name, owner)
         if isinstance(value, torch.Tensor):
-            key = (id(owner), name)
-            if key in self._seen:
-                return self._seen[key]
-            if kind == "attr":
-                expr = self._owner_expr(owner, name)
-                hint = self._paths.get(id(owner), "").replace(".", "_")
-                hint = f"{hint}_{name}" if hint else name
-            elif kind == "global":
-                expr, hint = f"{self.const(owner)}[{name!r}]", name
-            else:  # a closure cell
-                expr, hint = f"{self.const(owner)}.cell_contents", name
-            return self._read(value, key, expr, hint)
+            return self._tensor(value, provenance, expr)
+        if expr is None:
+            return value
+        if kind == "item" and id(owner) in self._snapshots:
+            if _is_container(value):
+                self._pin_container(value, expr)  # covered by the snapshot; its items are read through it
+            return value
+        if kind == "hasattr":
+            self.guard(expr, "hasattr", (name, value), what)
+        else:
+            self._guard_value(expr, value, what, kind, name, owner)
         if type(value) in (list, tuple) and any(_is_real_tensor(v) for v in value):
-            # a list of tensors (nn.LSTM's _flat_weights): each is read where it lives, a module's
-            # parameter or buffer through its module, another through the list
-            return type(value)(self._load_item(value, i, provenance) for i in range(len(value)))
-        if kind == "attr" and isinstance(owner, torch.nn.Module):
-            self._guard_module_attr(owner, name, value)
-        if kind == "attr" and (id(owner), name) not in self.scalar_reads:
-            self.scalar_reads[(id(owner), name)] = (owner, value)
-        if kind == "closure" and (id(owner), "cell_contents") not in self.scalar_reads:
-            self.scalar_reads[(id(owner), "cell_contents")] = (owner, value)
+            # a list of tensors handed to native code (nn.LSTM's _flat_weights): each is read where
+            # it lives, a module's parameter or buffer through its module, another through the list
+            return type(value)(self._list_item(value, i, provenance, expr) for i in range(len(value)))
         return value
 
-    def _read(self, value, key, expr, hint):
-        p = proxy_for(value, tracing.new_name(_identifier(hint)))
-        self.tensors.append(value)
-        self.proxies.append(p)
-        self.reads.append((expr, len(self.tensors) - 1))
-        self._seen[key] = p
-        return p
-
-    def _load_item(self, items, i, provenance):
+    def _list_item(self, items, i, provenance, expr):
         v = items[i]
         if not _is_real_tensor(v):
             return v
@@ -116,13 +147,20 @@ class StateTracker:
                 for n, t in [*m._parameters.items(), *m._buffers.items()] if t is not None}
         owner = self._owners.get(id(v))
         if owner is not None:
-            return self.load(v, dataclasses.replace(provenance, kind="attr", owner=owner[0], name=owner[1]))
-        key = (id(items), i)
-        return self._seen.get(key) or self._read(v, key, f"{self.const(items)}[{i}]", f"{provenance.name}_{i}")
+            p = self.load(v, dataclasses.replace(provenance, kind="attr", owner=owner[0], name=owner[1]))
+            if isinstance(p, TensorProxy):
+                return p
+        return self._tensor(v, dataclasses.replace(provenance, kind="item", owner=items, name=i), f"{expr}[{i}]")
+
+    def called(self, fn):
+        """on_call: a Python function is about to be interpreted; its code is part of the key."""
+        p = self.path(fn)
+        if p is not None:
+            self.guard(f"{p}.__code__", "is", fn.__code__, f"the code of {fn.__qualname__}")
 
     def store(self, value, provenance):
         """An attribute write in the jitted code: replayed by the program on every call when the
-        object outlives the call (a module, an input object)."""
+        object outlives the call (a module, an object the prologue can reach)."""
         if provenance.kind == "closure":  # a variable captured from outside (nonlocal)
             owner, name = provenance.owner, "cell_contents"
         elif provenance.kind == "attr" and self._outlives_call(provenance.owner):
@@ -139,12 +177,116 @@ class StateTracker:
                 f"thunder: writing a {type(value).__name__} to '{provenance.name}' ({provenance.kind}, "
                 f"{provenance.filename}:{provenance.lineno}) is not supported: only "
                 "tensors and Python scalars are replayed on every call. Workaround: return the value instead.")
-        self.writes[(id(owner), name)] = (owner, name, value)
+        self.writes[key] = (owner, name, value)
 
+    # -- expressions
+    def _expr(self, kind, name, owner):
+        """(expression the prologue reads the value with, what it is in words); the expression
+        is None when the owner cannot be reached from the prologue."""
+        if kind == "global":
+            return f"{self.const(owner)}[{name!r}]", f"global '{name}'"
+        if kind == "closure":
+            return f"{self.const(owner)}.cell_contents", f"closure variable '{name}'"
+        p = self.path(owner)
+        if p is None:
+            return None, None
+        if kind == "attr":
+            return self._attr_expr(p, owner, name), f"attribute '{name}' of {type(owner).__name__}"
+        if kind == "hasattr":
+            return p, f"whether {type(owner).__name__} has attribute '{name}'"
+        if kind == "item":
+            key = repr(name) if has_literal(name) else self.const(name)
+            return f"{p}[{key}]", f"item {name!r} of {_describe_owner(owner)}"
+        if kind == "default":
+            code = owner.__code__
+            positional = code.co_varnames[:code.co_argcount]
+            what = f"the default of parameter '{name}' of {owner.__qualname__}"
+            if name in positional:
+                return f"{p}.__defaults__[{positional.index(name) - code.co_argcount}]", what
+            return f"{p}.__kwdefaults__[{name!r}]", what
+        raise ValueError(kind)
+
+    def _attr_expr(self, p, owner, name):
+        """Reads attribute `name` of owner the way getattr does (nn.Module parameters, buffers
+        and submodules from their dicts, which is what Module.__getattr__ does)."""
+        if isinstance(owner, torch.nn.Module) and name not in owner.__dict__:
+            for container in ("_parameters", "_buffers", "_modules"):
+                if name in owner.__dict__.get(container, {}):
+                    return f"{p}.{container}[{name!r}]"
+        return f"{p}.{name}" if name.isidentifier() else f"getattr({p}, {name!r})"
+
+    # -- guards on values
+    def _guard_value(self, expr, value, what, kind, name, owner):
+        if isinstance(value, _IDENTITY):
+            self.guard(expr, "is", value, what)
+        elif is_plain_value(value):
+            self.guard(expr, "value", value, what)
+        elif type(value) is types.MethodType:
+            self._guard_method(expr, value, what, kind, name, owner)
+        elif isinstance(value, (types.BuiltinMethodType, types.MethodWrapperType)) and \
+                getattr(value, "__self__", None) is owner:
+            pass  # a method of a builtin type (dict.get): decided by the owner's type
+        elif _is_container(value):
+            self.guard(expr, "same", snapshot(value, self.pin), what)
+            self._pin_container(value, expr)
+        elif kind == "attr" and not _stable(owner, name, value):
+            # a fresh object on each read (a descriptor): what it is, and reads through it
+            self.guard(expr, "type", type(value), what)
+            self.pin(value, expr)
+        else:
+            self.guard(expr, "is", value, what)
+            self.pin(value)
+
+    def _guard_method(self, expr, method, what, kind, name, owner):
+        fn, bound = method.__func__, method.__self__
+        if kind == "attr" and bound is owner and _class_attr(type(owner), name) is fn:
+            # the class's method: guard that no instance attribute shadows it, and the class's entry
+            if hasattr(owner, "__dict__"):
+                self.guard(self.path(owner), "absent", name, f"method {type(owner).__name__}.{name}")
+            self.guard(f"{self.path(type(owner))}.{name}", "is", fn, f"method {type(owner).__name__}.{name}")
+        else:
+            self.guard(expr, "method", (fn, bound), what)
+        self.pin(fn)
+
+    # -- tensors
+    def _tensor(self, value, provenance, expr):
+        kind, name, owner = provenance.kind, provenance.name, provenance.owner
+        if self.strict:
+            where = f"{provenance.filename}:{provenance.lineno}"
+            what = {"global": "global", "closure": "closure variable", "attr": "attribute", "item": "container item",
+                    "default": "default"}.get(kind, kind)
+            raise NotImplementedError(
+                f"thunder: functional.jit reads tensor '{name}' ({what}, in {provenance.fn_name} at {where}) "
+                "that is not an input of the jitted function. Workaround: pass it as an argument, or use thunder.jit.")
+        if expr is None and kind == "attr":
+            # an object reached by native code: read through it as a constant
+            expr = self._attr_expr(self._module_expr(owner), owner, name)
+        if expr is None:
+            return value  # not readable at call time: an op refuses it, naming it
+        p = self._tensor_reads.get(expr)
+        if p is not None:
+            return p
+        module_name = self._module_names.get(id(owner), "").replace(".", "_")
+        hint = f"{module_name}_{name}" if module_name else str(name)
+        i, p = self.inputs.add(value, _identifier(hint))
+        self.reads.append((expr, i))
+        self._tensor_reads[expr] = p
+        return p
+
+    def _module_expr(self, obj):
+        """A submodule of the jitted module reached by native code: through its path from the
+        root (a replaced submodule then shows); other objects as constants."""
+        name = self._module_names.get(id(obj))
+        if name is None or self.root is None:
+            return self.path(obj) or self.const(obj)
+        expr = self.path(self.root)
+        for part in name.split(".") if name else []:
+            expr += f"._modules[{part!r}]"
+        return expr
+
+    # -- writes
     def _outlives_call(self, owner):
-        if isinstance(owner, torch.nn.Module):
-            return True
-        return any(owner is v for v in self.consts.values()) or id(owner) in self.input_objects
+        return isinstance(owner, torch.nn.Module) or self.path(owner) is not None
 
     def restore(self):
         """Undo the attribute writes tracing made (they happened with proxies)."""
@@ -158,29 +300,22 @@ class StateTracker:
                 setattr(owner, name, value)
 
     def finish_writes(self):
-        """Guards for attributes read before being written (their value decides the program),
-        and the writes to replay: [(owner expression, name, value)]."""
-        out = []
-        for key, (owner, name, value) in self.writes.items():
-            expr = self.const(owner) if not isinstance(owner, torch.nn.Module) else self._module_expr(owner)
-            read = self.scalar_reads.get(key)
-            if read is not None and not isinstance(read[1], TensorProxy):
-                before = read[1]
-                if isinstance(before, (bool, int, float, str, type(None))):
-                    self.guards.append((f"{expr}.{name}", before))
-            out.append((expr, name, value))
-        return out
+        """The writes to replay: [(owner expression, name, value)]."""
+        return [(self.path(owner) or self._module_expr(owner), name, value)
+                for owner, name, value in self.writes.values()]
 
-    def _guard_module_attr(self, owner, name, value):
-        key = (id(owner), name)
-        if key in self._guarded:
-            return
-        if name == "training":
-            self._guarded.add(key)
-            self.guards.append((f"{self._module_expr(owner)}.training", value))
-        elif name in _HOOK_DICTS:
-            self._guarded.add(key)
-            self.guards.append((f"len({self._module_expr(owner)}.{name})", len(value)))
-        elif value is None and (name in owner._parameters or name in owner._buffers):
-            self._guarded.add(key)
-            self.guards.append((self._owner_expr(owner, name), None))
+
+def _stable(owner, name, value):
+    try:
+        return getattr(owner, name) is value
+    except Exception:  # noqa: BLE001 - a second read that fails is not stable
+        return False
+
+
+def _is_container(value):
+    """Lists, tuples (namedtuples too), dicts (OrderedDict: module hook dicts) and sets."""
+    return type(value) in _CONTAINERS or isinstance(value, tuple) and hasattr(type(value), "_fields")
+
+
+def _describe_owner(owner):
+    return f"a {type(owner).__name__}"

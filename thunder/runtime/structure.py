@@ -9,6 +9,7 @@ import dataclasses
 import torch
 
 from thunder.core import trace as tracing
+from thunder.core.dtypes import is_numpy_scalar
 from thunder.core.numbers import NumberProxy
 from thunder.core.proxies import TensorProxy, proxy_for
 
@@ -35,28 +36,113 @@ def _is_structseq(x):
     return isinstance(x, tuple) and type(x).__module__ == "torch.return_types"
 
 
-def flatten_inputs(value, name, tensors, proxies, strict):
-    """Spec of an input value; tensors found are appended to `tensors` and a proxy for each
-    to `proxies` (named after where it sits: x, x_0, x_key)."""
+class Inputs:
+    """The tensors a trace reads, in the order it reads them (the arguments', then those read from
+    outside them: state.py), with their proxies.
+
+    shared: {index: storage number} for tensors that share memory with another input the trace
+    updates in place (alias_groups). Each of those is a view (ltorch.as_strided) of a proxy of its
+    storage, a 1-d tensor over the whole storage, so an in-place update of one reaches the others
+    as in eager; the program takes the storages in their place (params())."""
+
+    def __init__(self, shared=None):
+        self.tensors, self.proxies = [], []
+        self.shared = dict(shared or {})
+        self.storages = []  # (proxy, tensor, index of the first tensor of that storage)
+        self._storage_proxies = {}  # storage number -> proxy
+        self._by_id = {}  # id(tensor) -> proxy (the tensors are kept alive by self.tensors)
+
+    def add(self, t, name):
+        """Index and proxy of a tensor the trace reads."""
+        i = len(self.tensors)
+        self.tensors.append(t)
+        k = self.shared.get(i)
+        if k is None:
+            p = proxy_for(t, tracing.new_name(name) or name)
+        else:
+            storage = self._storage_proxies.get(k)
+            if storage is None:
+                whole = storage_view(t)
+                storage = self._storage_proxies[k] = proxy_for(whole, tracing.new_name(f"{name}_storage"))
+                self.storages.append((storage, whole, i))
+            from thunder.ops.registry import OPS
+
+            with torch.enable_grad():  # (an input, even when first read under no_grad: not detached)
+                p = OPS["ltorch.as_strided"](storage, tuple(t.shape), tuple(t.stride()), t.storage_offset())
+        self.proxies.append(p)
+        self._by_id[id(t)] = p
+        return i, p
+
+    def proxy_of(self, t):
+        """The proxy of t when t (this object) is a tensor the trace reads, else t."""
+        return self._by_id.get(id(t), t)
+
+    def params(self):
+        """(proxy, tensor) of the program's parameters: the tensors read, storages in place of the
+        tensors that are views of them."""
+        return ([(p, t) for i, (p, t) in enumerate(zip(self.proxies, self.tensors)) if i not in self.shared]
+                + [(p, t) for p, t, _ in self.storages])
+
+
+def storage_view(t):
+    """A 1-d tensor over the whole storage of t (of t's dtype); of the tensor t is a view of,
+    when there is one, so autograd sends gradients for any part of the storage there."""
+    root = _autograd_root(t)
+    return root.as_strided((t.untyped_storage().nbytes() // t.element_size(),), (1,), 0)
+
+
+def _autograd_root(t):
+    base = t._base
+    return base if base is not None and base.dtype == t.dtype else t
+
+
+def alias_groups(tensors, mutated):
+    """{index: storage number} for the tensors that share a storage with another of `tensors`,
+    one of them updated in place by the trace (mutated: indices). Raises NotImplementedError
+    where a view of the storage cannot stand for them."""
+    by_storage = {}
+    for i, t in enumerate(tensors):
+        ptr = t.untyped_storage().data_ptr()
+        if ptr:  # (no memory: nothing to share)
+            by_storage.setdefault((t.device, ptr), []).append(i)
+    shared = {}
+    groups = [m for m in by_storage.values() if len(m) > 1 and set(m) & set(mutated)]
+    for k, members in enumerate(groups):
+        group = [tensors[i] for i in members]
+        why = ("of different dtypes" if len({t.dtype for t in group}) > 1
+               else "some requiring grad, some not" if len({t.requires_grad for t in group}) > 1
+               else "requiring grad, not views of one tensor" if group[0].requires_grad and len(
+                   {id(_autograd_root(t)) for t in group}) > 1
+               else "one overlapping itself (an expanded tensor)" if any(
+                   torch._debug_has_internal_overlap(t) == 1 for t in group) else None)
+        if why is not None:
+            raise NotImplementedError(f"thunder: inputs that share memory, one of them updated in place, {why}, are "
+                                      "not supported. Workaround: pass a clone of one of them.")
+        for i in members:
+            shared[i] = k
+    return shared
+
+
+def flatten_inputs(value, name, inputs, strict):
+    """Spec of an input value; tensors found are added to inputs (an Inputs; proxies named
+    after where they sit: x, x_0, x_key)."""
     if isinstance(value, torch.Tensor):
-        tensors.append(value)
-        p = proxy_for(value, tracing.new_name(name) or name)
-        proxies.append(p)
-        return ("tensor", len(tensors) - 1), p
+        i, p = inputs.add(value, name)
+        return ("tensor", i), p
     if isinstance(value, torch.Size):
         return ("const", value), value
-    if isinstance(value, CONSTANT_TYPES):
+    if isinstance(value, CONSTANT_TYPES) or is_numpy_scalar(value):
         return ("const", value), value
     if _is_namedtuple(value):
-        parts = [flatten_inputs(v, f"{name}_{f}", tensors, proxies, strict) for f, v in zip(value._fields, value)]
+        parts = [flatten_inputs(v, f"{name}_{f}", inputs, strict) for f, v in zip(value._fields, value)]
         return ("namedtuple", type(value), [s for s, _ in parts]), type(value)(*(p for _, p in parts))
     if _is_plain_dataclass(value) and not strict:
         fields = [f.name for f in dataclasses.fields(value)]
-        parts = [flatten_inputs(getattr(value, f), f"{name}_{f}", tensors, proxies, strict) for f in fields]
+        parts = [flatten_inputs(getattr(value, f), f"{name}_{f}", inputs, strict) for f in fields]
         proxy = dataclasses.replace(value, **{f: p for f, (_, p) in zip(fields, parts)})
         return ("dataclass", type(value), [(f, s) for f, (s, _) in zip(fields, parts)]), proxy
     if isinstance(value, (tuple, list)):
-        parts = [flatten_inputs(v, f"{name}_{i}", tensors, proxies, strict) for i, v in enumerate(value)]
+        parts = [flatten_inputs(v, f"{name}_{i}", inputs, strict) for i, v in enumerate(value)]
         kind = "tuple" if isinstance(value, tuple) else "list"
         proxy = tuple(p for _, p in parts)
         return (kind, [s for s, _ in parts]), proxy if kind == "tuple" else list(proxy)
@@ -67,7 +153,7 @@ def flatten_inputs(value, name, tensors, proxies, strict):
             if not isinstance(k, (str, int)):
                 raise UnpackError(f"Cannot unpack object of type {type(k).__name__} (a dict key)")
             key_name = f"{name}_{k}" if isinstance(k, str) and k.isidentifier() else f"{name}_{len(items)}"
-            s, p = flatten_inputs(v, key_name, tensors, proxies, strict)
+            s, p = flatten_inputs(v, key_name, inputs, strict)
             items.append((k, s))
             proxy[k] = p
         return ("dict", items), proxy

@@ -1,0 +1,196 @@
+"""Inputs that share memory: an in-place update of one shows in the others, as in eager. The
+prologue detects the sharing (an entry of its own for each pattern), so a cached program never
+runs on inputs that share memory in a way it was not traced for."""
+import copy
+
+import pytest
+import torch
+import torch.nn as nn
+
+import thunder
+
+
+def g(a, b):
+    a.add_(1)
+    return b * 2
+
+
+def check(fn, make_args, jitted=None, **jit_options):
+    """fn on fresh inputs from make_args(), eagerly and jitted: equal results and equal inputs after."""
+    jf = jitted or thunder.jit(fn, **jit_options)
+    eager_args, jit_args = make_args(), make_args()
+    expected = fn(*eager_args)
+    actual = jf(*jit_args)
+    torch.testing.assert_close(actual, expected)
+    for a, e in zip(jit_args, eager_args):
+        if isinstance(e, torch.Tensor):
+            torch.testing.assert_close(a, e)
+    return jf
+
+
+def same_tensor():
+    z = torch.zeros(2)
+    return z, z
+
+
+def overlapping_views():
+    base = torch.arange(6.0)
+    return base[:4], base[2:]
+
+
+def distinct():
+    return torch.zeros(2), torch.zeros(2)
+
+
+@pytest.mark.parametrize("fusion", ["auto", "always"])
+def test_same_tensor_twice_and_overlapping_views(fusion):
+    check(g, same_tensor, fusion=fusion)
+    check(g, overlapping_views, fusion=fusion)
+
+
+def test_each_pattern_gets_its_own_entry():
+    jg = thunder.jit(g)
+    for make in (distinct, same_tensor, overlapping_views, distinct, same_tensor, overlapping_views):
+        check(g, make, jitted=jg)
+    assert thunder.cache_misses(jg) == 3
+    # another overlap (same shapes, other offsets) is another pattern
+    check(g, lambda: (lambda b: (b[1:5], b[3:7]))(torch.arange(8.0)), jitted=jg)
+    assert thunder.cache_misses(jg) == 4
+
+
+def test_entry_traced_without_sharing_misses_when_inputs_share():
+    jg = thunder.jit(g)
+    check(g, distinct, jitted=jg)
+    z = torch.zeros(2)
+    out = jg(z, z)  # must not run the program traced for distinct inputs
+    torch.testing.assert_close(out, torch.full((2,), 2.0))
+    assert thunder.cache_misses(jg) == 2
+
+
+def test_reading_after_writing_through_several_views():
+    def f(a, b, c):
+        a.mul_(2)
+        b[0] = -1.0
+        c.add_(a.sum())
+        return a + b + c
+
+    def make():
+        base = torch.arange(1.0, 9.0)
+        return base[:4], base[2:6], base[4:]
+
+    check(f, make)
+
+
+def test_views_of_a_2d_base():
+    def f(rows, cols):
+        rows.add_(10)
+        return cols.sum(0)
+
+    def make():
+        base = torch.arange(12.0).reshape(3, 4)
+        return base[1], base[:, 2]
+
+    check(f, make)
+
+
+def test_parameter_or_buffer_also_passed_as_argument():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("buf", torch.arange(3.0))
+            self.w = nn.Parameter(torch.ones(3), requires_grad=False)
+
+        def forward(self, x):
+            self.buf.add_(x)
+            return x * self.w + self.buf
+
+    m, ref = M(), M()
+    tm = thunder.jit(m)
+    torch.testing.assert_close(tm(m.buf), ref(ref.buf))
+    torch.testing.assert_close(m.buf, ref.buf)
+    torch.testing.assert_close(tm(torch.ones(3)), ref(torch.ones(3)))  # no sharing: another entry
+    torch.testing.assert_close(m.buf, ref.buf)
+
+    class N(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.arange(3.0), requires_grad=False)
+
+        def forward(self, x):
+            x.mul_(2)
+            return self.w + x
+
+    n, nref = N(), N()
+    tn = thunder.jit(n)
+    torch.testing.assert_close(tn(n.w), nref(nref.w))
+    torch.testing.assert_close(n.w, nref.w)
+
+
+def test_global_tensor_also_passed_as_argument():
+    state = {"acc": torch.zeros(3)}
+
+    def f(x):
+        state["acc"].add_(x)
+        return state["acc"] * 1
+
+    acc = state["acc"]
+    jf = thunder.jit(f)
+    out = jf(acc)
+    torch.testing.assert_close(out, torch.zeros(3))  # acc + acc with acc == 0
+    torch.testing.assert_close(acc, torch.zeros(3))
+    acc.fill_(1.0)
+    out = jf(acc)
+    torch.testing.assert_close(out, torch.full((3,), 2.0))
+    torch.testing.assert_close(acc, torch.full((3,), 2.0))
+
+
+def test_sharing_without_in_place_updates_and_gradients():
+    def f(a, b):
+        return (a * b).sum()
+
+    w = torch.randn(4, requires_grad=True)
+    jf = thunder.jit(f)
+    (gw,) = torch.autograd.grad(jf(w, w), (w,))
+    torch.testing.assert_close(gw, 2 * w.detach())
+    base = torch.randn(6, requires_grad=True)
+    (gb,) = torch.autograd.grad(jf(base[:4], base[2:]), (base,))
+    (eb,) = torch.autograd.grad(f(base[:4], base[2:]), (base,))
+    torch.testing.assert_close(gb, eb)
+
+
+def test_in_place_update_of_a_leaf_that_requires_grad_raises_like_eager():
+    w = torch.zeros(2, requires_grad=True)
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+        g(w, w)
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+        thunder.jit(g)(w, w)
+
+
+def test_sharing_with_a_tensor_that_requires_grad_is_refused_clearly():
+    w = torch.zeros(2, requires_grad=True)
+    eager = g(w.detach(), w)  # eager allows updating a detached alias
+    assert eager.requires_grad
+    with pytest.raises(NotImplementedError, match="share memory, one of them updated in place, some requiring grad"):
+        thunder.jit(g)(w.detach(), w)
+
+
+def test_training_step_with_shared_input_under_no_grad():
+    torch.manual_seed(0)
+    m = nn.Linear(3, 3)
+    ref = copy.deepcopy(m)
+
+    def step(model, x):
+        with torch.no_grad():
+            model.weight.mul_(0.5)
+            x.add_(1)
+        return model(x).sum()
+
+    tm_step = thunder.jit(step)
+    x1, x2 = m.weight[0], ref.weight[0]  # share memory with the weight
+    out, expected = tm_step(m, x1), step(ref, x2)
+    torch.testing.assert_close(out, expected)
+    torch.testing.assert_close(m.weight, ref.weight)
+    out.backward()
+    expected.backward()
+    torch.testing.assert_close(m.weight.grad, ref.weight.grad)
+    torch.testing.assert_close(m.bias.grad, ref.bias.grad)
