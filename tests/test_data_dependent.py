@@ -215,3 +215,77 @@ def test_fused_kernels_with_reads():
         return y.sin() * 3
 
     check_calls(f, [(torch.ones(4),), (torch.zeros(4),), (torch.ones(4) * 2,)], compiles=2, fusion="always")
+
+
+# ---- ops whose result shape depends on values
+def test_nonzero_masked_select_unique_repeat_interleave():
+    def f(x, r):
+        return (torch.nonzero(x > 0), torch.masked_select(x, x > 0.5) * 2, torch.unique(x.round(), return_counts=True),
+                torch.repeat_interleave(x[0], r), x.nonzero(as_tuple=True))
+
+    r = torch.tensor([1, 0, 2, 3])
+    x = torch.tensor([[1.0, -1.0, 0.7, 2.0], [0.2, 3.0, -2.0, 0.0]])
+    jf = check_calls(f, [(x, r), (x + 0, r), (-x, r), (x, r)], compiles=2)
+    assert [s.what for s in thunder.compile_stats(jf).last_splits][:3] == [
+        "the result shape of torch.nonzero()", "the result shape of torch.masked_select()",
+        "the result shape of torch._unique2()"]
+    line = f.__code__.co_firstlineno
+    assert [s.location for s in thunder.compile_stats(jf).last_splits] == [f"{__file__}:{line + 1}"] * 3 + [
+        f"{__file__}:{line + 2}"] * 2
+
+
+def test_data_dependent_shapes_with_gradients():
+    def f(x):
+        return (torch.masked_select(x, x > 0) ** 2).sum() + x[x < -0.5].exp().sum()
+
+    jf = thunder.jit(f)
+    for seed in range(3):
+        torch.manual_seed(seed)
+        x1 = torch.randn(5, 3, requires_grad=True)
+        x2 = x1.detach().clone().requires_grad_()
+        out = jf(x1)
+        expected = f(x2)
+        torch.testing.assert_close(out, expected)
+        out.backward()
+        expected.backward()
+        torch.testing.assert_close(x1.grad, x2.grad)
+
+
+def test_equal_and_allclose_are_runtime_bools():
+    def f(x, y):
+        return torch.equal(x, y), x.allclose(y), x * 2 if torch.equal(x, y) else x
+
+    x = torch.randn(3)
+    check_calls(f, [(x, x.clone()), (x, x + 1), (x, x.clone())], compiles=2)
+
+
+def test_module_buffer_update_and_stored_number_in_training():
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("steps", torch.zeros(()))
+            self.lin = torch.nn.Linear(3, 3)
+            self.last = None
+
+        def forward(self, x):
+            self.steps.add_(1)
+            y = self.lin(x)
+            self.last = y.sum().item()  # (a runtime number written to an attribute)
+            if self.steps > 2:
+                return y * self.last
+            return y
+
+    m1 = M()
+    m2 = M()
+    m2.load_state_dict(m1.state_dict())
+    jm = thunder.jit(m1)
+    for _ in range(5):
+        x = torch.randn(2, 3)
+        out, expected = jm(x), m2(x)
+        torch.testing.assert_close(out, expected)
+        out.sum().backward()
+        expected.sum().backward()
+        assert m1.steps.item() == m2.steps.item() and m1.last == pytest.approx(m2.last)
+        assert type(m1.last) is float
+        torch.testing.assert_close(m1.lin.weight.grad, m2.lin.weight.grad)
+    assert thunder.compile_stats(jm).cache_misses == 2

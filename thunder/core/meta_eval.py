@@ -264,6 +264,9 @@ def _attempt(fn, name, source, operands, autocast, grad, dynamic=False):
     except NotImplementedError as e:
         if fake or "meta" not in str(e).lower() or isinstance(e, (DataDependentError, UntraceableError)):
             raise
+    except RuntimeError as e:  # "cannot repeat_interleave a meta tensor without output_size": fake tensors can
+        if fake or "meta tensor" not in str(e):
+            raise
     return _run_on(fn, name, source, operands, autocast, True, grad)[0]
 
 

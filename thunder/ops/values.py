@@ -18,7 +18,7 @@ import torch
 
 from thunder.core.numbers import BINARY, UNARY, NumberProxy, apply, python_type_of_dtype
 from thunder.core.pysource import py_repr
-from thunder.ops.registry import Number, Str, Tensor, TensorOrNumber, ltorch
+from thunder.ops.registry import Bool, Float, Number, Str, Tensor, TensorOrNumber, ltorch
 
 
 def _python_type(input, what):
@@ -100,3 +100,18 @@ def _python_check(values, outs):
 
 
 check.python = _python_check
+
+
+@ltorch("torch.equal", methods=("equal",), aliases=(torch.equal,), differentiable=False)
+def equal(input: Tensor, other: Tensor):
+    """Whether input and other have the same shape and values (a runtime bool)."""
+    return NumberProxy(bool)
+
+
+@ltorch("torch.allclose", methods=("allclose",), aliases=(torch.allclose,), differentiable=False)
+def allclose(input: Tensor, other: Tensor, rtol: Float = 1e-05, atol: Float = 1e-08, equal_nan: Bool = False):
+    """Whether all of input and other are close (torch.isclose), a runtime bool."""
+    if input.dtype != other.dtype:
+        raise RuntimeError(f"{other.dtype} did not match {input.dtype}")
+    torch.broadcast_shapes(input.shape, other.shape)
+    return NumberProxy(bool)

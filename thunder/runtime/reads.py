@@ -30,6 +30,7 @@ obeys sharp_edges: "error" raises JITSharpEdgeError naming the line instead of s
 warns once per line.
 """
 import contextlib
+import os
 import warnings
 import weakref
 from dataclasses import dataclass
@@ -110,17 +111,14 @@ class Reader:
 
     def check_shapes(self, outs, what):
         """Checks of the shapes of outs, results of an op whose result shapes depend on values."""
-        location = tracing.current_location()
-        loc = f"{location[0]}:{location[1]}" if location else "unknown line"
-        for o in outs:
-            if isinstance(o, TensorProxy):
-                self._record_check(o, tuple(o.shape), f"{what}: shape of {o.name}", loc)
+        loc = location()
+        for i, o in enumerate(outs):
+            self._record_check(o, tuple(o.shape), what if len(outs) == 1 else f"{what} (result {i})", loc)
         self.splits.append(Split(loc, what, tuple(tuple(o.shape) for o in outs if isinstance(o, TensorProxy))))
 
     # --- internals
     def _sharp_edge(self, what):
-        location = tracing.current_location()
-        loc = f"{location[0]}:{location[1]}" if location else "unknown line"
+        loc = location()
         if self.sharp_edges == "allow":
             return loc
         msg = (f"thunder: {what} at {loc} needs a tensor's value while tracing: the program is split there "
@@ -201,6 +199,21 @@ class Reader:
         for k in [k for k in self.scope if k.startswith("v_") and k not in live]:
             del self.scope[k]
         self._kept = len(self.scope)
+
+
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+
+
+def location():
+    """"file:line" of the read: the innermost interpreted line outside torch's own Python code
+    (torch.unique reads in torch/functional.py for the user's line that called it)."""
+    from thunder.interpreter.runtime import active_frames
+
+    frames = [f for _, f in active_frames()]
+    for f in reversed(frames):
+        if not f.code.co_filename.startswith(_TORCH_DIR):
+            return f"{f.code.co_filename}:{f.lineno}"
+    return f"{frames[-1].code.co_filename}:{frames[-1].lineno}" if frames else "unknown line"
 
 
 def reader():
