@@ -256,3 +256,55 @@ def test_proxies_are_tensors_to_isinstance():
 
     x = torch.ones(2)
     torch.testing.assert_close(thunder.jit(f)(x, 3), f(x, 3))
+
+
+def test_isinstance_sees_tensors():
+    """Inside the jitted function an input is a torch.Tensor (torch's Python code branches on it)."""
+    f = lambda x: (isinstance(x, torch.Tensor), isinstance(x, (int, torch.Tensor)),  # noqa: E731
+                   isinstance(x, torch.nn.Parameter), torch.is_tensor(x), torch.is_floating_point(x),
+                   x * 2 if isinstance(x, torch.Tensor) else x)
+    out = thunder.jit(f)(torch.ones(2))
+    assert out[:5] == (True, True, False, True, True)
+    torch.testing.assert_close(out[5], torch.full((2,), 2.0))
+
+
+def test_model_output_keeps_its_type():
+    """transformers' ModelOutput is a dataclass and a dict: returned as itself (out.logits)."""
+    modeling_outputs = pytest.importorskip("transformers.modeling_outputs", reason="transformers is not installed")
+    CausalLMOutput = modeling_outputs.CausalLMOutput
+
+    out = thunder.jit(lambda x: CausalLMOutput(loss=x.sum(), logits=x * 2))(torch.ones(2))
+    assert type(out) is CausalLMOutput and out.hidden_states is None
+    torch.testing.assert_close(out.logits, torch.full((2,), 2.0))
+    torch.testing.assert_close(out["loss"], torch.tensor(2.0))
+
+
+def test_op_errors_note_the_users_line():
+    """An op's error keeps eager's type and message and gains a note naming the call and line."""
+    def f(x):
+        return x.view(7, -1)
+
+    with pytest.raises(RuntimeError, match="invalid for input of size 16") as info:
+        thunder.jit(f)(torch.randn(4, 4))
+    line = f.__code__.co_firstlineno + 1
+    assert f"thunder: in torch.reshape at {__file__}:{line}" in info.value.__notes__
+
+
+class _Holder:
+    def __init__(self, t):
+        self.t, self.n, self.items = t, 3, [t * 2]
+
+
+def test_objects_holding_computed_tensors_are_returned_rebuilt():
+    # transformers' DynamicCache (past_key_values) is such an object: a fresh one per call, as eager
+    def f(x):
+        return _Holder(x + 1), x.sum()
+
+    jf, x = thunder.jit(f), torch.randn(3)
+    first, _ = jf(x)
+    second, total = jf(x * 2)
+    assert type(second) is _Holder and second is not first and second.n == 3
+    torch.testing.assert_close(second.t, x * 2 + 1)
+    torch.testing.assert_close(second.items[0], (x * 2 + 1) * 2)
+    torch.testing.assert_close(first.t, x + 1)
+    torch.testing.assert_close(total, (x * 2).sum())

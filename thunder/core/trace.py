@@ -199,7 +199,11 @@ def record_op(op, values):
         from thunder.ops import autocast
 
         values = autocast.apply(op, values)  # casts of an active torch.autocast region
-    out = run_meta(op, values)
+    try:
+        out = run_meta(op, values)
+    except Exception as e:  # eager's exception for a bad call, or a refusal: say where it came from
+        _note_location(e, op)
+        raise
     outs = list(out) if isinstance(out, (tuple, list)) else [out]
     from thunder.core.proxies import TensorProxy
 
@@ -289,6 +293,12 @@ def _eager_strides(ctx, op, values, outs):
 def _aliases(m, base):
     """Whether meta tensor m shares memory with meta tensor base (the same storage object)."""
     return base is not None and m.untyped_storage()._cdata == base.untyped_storage()._cdata
+
+
+def _note_location(e, op):
+    loc = current_location()
+    if loc is not None and not any(n.startswith("thunder: in ") for n in getattr(e, "__notes__", ())):
+        e.add_note(f"thunder: in {op.torch_name} at {loc[0]}:{loc[1]}")
 
 
 def _grad_enabled():

@@ -330,8 +330,6 @@ def _acquire(cd, args, kwargs, shared=None):
             if spec[0] == "object":  # checked by identity: reached through its constant
                 state.pin(spec[1])
         ambient = guards.ambient_snapshot()
-        if any(x.requires_grad for x in inputs.tensors):
-            tracing.consult("grad_enabled")  # the program differs with grad mode (autograd or not)
         for dev in sorted({t.device.type for t in inputs.tensors} & {"cpu", "cuda"}):
             tracing.consult(f"autocast_{dev}")  # an autocast region around the call: its casts are traced
             if ambient[f"autocast_{dev}"]:
@@ -344,6 +342,8 @@ def _acquire(cd, args, kwargs, shared=None):
         finally:
             state.restore()
             ctx.reader = ctx.live = None  # (the values read are not needed any more)
+        if any(x.requires_grad for x in inputs.tensors):  # (arguments and tensors read from state)
+            tracing.consult("grad_enabled")  # the program differs with grad mode (autograd or not)
         # (an input updated in place has been rebound to its new value: use its input name)
         ctx.inputs = [tracing.Ref(p.input_name or p.name, tuple(p.shape), p.dtype, p.device) for p, _ in inputs.params()]
     return _Acquired(ctx, inputs, arg_specs, kw_specs, state, ambient, result, reader.splits)
@@ -553,18 +553,22 @@ def _is_compiling_checks():
     return checks
 
 
-def _isinstance(obj, cls):
-    """isinstance, with proxies standing for tensors: isinstance(x, torch.Tensor) is True for a
-    proxy (libraries branch on it), as torch.is_tensor(x) then is."""
-    if isinstance(obj, TensorProxy):
-        classes = cls if isinstance(cls, tuple) else (cls,)
-        if any(c is torch.Tensor or c is torch._C.TensorBase for c in classes):
-            return True
+def _is_tensor_class(classinfo):
+    if isinstance(classinfo, tuple):
+        return any(_is_tensor_class(c) for c in classinfo)
+    return isinstance(classinfo, type) and issubclass(torch.Tensor, classinfo)
+
+
+def _isinstance(obj, classinfo):
+    """isinstance in the jitted code: a proxy is a torch.Tensor (not a subclass such as Parameter;
+    libraries branch on it)."""
+    if isinstance(obj, TensorProxy) and _is_tensor_class(classinfo):
+        return True
     if isinstance(obj, NumberProxy):  # a runtime number is an instance of its Python type
-        classes = cls if isinstance(cls, tuple) else (cls,)
+        classes = classinfo if isinstance(classinfo, tuple) else (classinfo,)
         if any(isinstance(obj.python_type(), c) for c in classes if isinstance(c, type)):
             return True
-    return isinstance(obj, cls)
+    return isinstance(obj, classinfo)
 
 
 def _runtime_number(cls):

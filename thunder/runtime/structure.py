@@ -2,10 +2,12 @@
 
 A spec is a small tree: ("tensor", i), ("const", value), ("object", value) (checked by
 identity), ("tuple"|"list", [specs]), ("dict", [(key, spec)]), ("namedtuple"|"structseq", type,
-[specs]) (structseq: torch.return_types.*),
-("dataclass"...) is left for later. Constants are Python scalars and the other values a cache
-entry is specialised on."""
+[specs]) (structseq: torch.return_types.*), ("dataclass", type, [(field, spec)]) and, for
+outputs only, ("instance", type, [(attribute, spec)]) (another object holding tensors the trace
+computed). Constants are Python scalars and the other values a cache entry is specialised on."""
 import dataclasses
+import types
+
 import torch
 
 from thunder.core import trace as tracing
@@ -165,10 +167,13 @@ def flatten_inputs(value, name, inputs, strict):
     return ("object", value), value
 
 
-def flatten_outputs(value, refs):
-    """Spec of the jitted function's return value; its tensor proxies are appended to refs."""
+def flatten_outputs(value, refs, _open=None):
+    """Spec of the jitted function's return value; its tensor proxies are appended to refs.
+    Other objects that hold tensors the trace computed (transformers' DynamicCache) are rebuilt
+    per call from their attributes ("instance"); objects that hold none are returned as they are."""
     from thunder.core.trace import ref
 
+    _open = set() if _open is None else _open
     if isinstance(value, (TensorProxy, NumberProxy)):  # (a runtime number is a result of the program too)
         refs.append(ref(value))
         return ("tensor", len(refs) - 1)
@@ -180,15 +185,39 @@ def flatten_outputs(value, refs):
         return ("const", value)
     if _is_namedtuple(value) or _is_structseq(value):
         kind = "namedtuple" if _is_namedtuple(value) else "structseq"
-        return (kind, type(value), [flatten_outputs(v, refs) for v in value])
+        return (kind, type(value), [flatten_outputs(v, refs, _open) for v in value])
     if isinstance(value, (tuple, list)):
-        return ("tuple" if isinstance(value, tuple) else "list", [flatten_outputs(v, refs) for v in value])
-    if isinstance(value, dict):
-        return ("dict", [(k, flatten_outputs(v, refs)) for k, v in value.items()])
-    if _is_plain_dataclass(value):
-        return ("dataclass", type(value), [(f.name, flatten_outputs(getattr(value, f.name), refs))
+        return ("tuple" if isinstance(value, tuple) else "list", [flatten_outputs(v, refs, _open) for v in value])
+    if _is_plain_dataclass(value):  # before dict: transformers' ModelOutput is both
+        return ("dataclass", type(value), [(f.name, flatten_outputs(getattr(value, f.name), refs, _open))
                                            for f in dataclasses.fields(value)])
-    raise NotImplementedError(f"thunder: returning an object of type {type(value).__name__} is not supported")
+    if isinstance(value, dict):
+        return ("dict", [(k, flatten_outputs(v, refs, _open)) for k, v in value.items()])
+    return _flatten_object(value, refs, _open)
+
+
+def _flatten_object(value, refs, _open):
+    state = getattr(value, "__dict__", None)
+    if type(state) is not dict or isinstance(value, (type, types.ModuleType, types.FunctionType, torch.nn.Module)):
+        return ("const", value)
+    if id(value) in _open:
+        raise NotImplementedError(f"thunder: returning a {type(value).__name__} that refers to itself and holds "
+                                  "tensors computed by the function is not supported. Workaround: return its tensors.")
+    _open.add(id(value))
+    n = len(refs)
+    fields = [(k, flatten_outputs(v, refs, _open)) for k, v in state.items()]
+    _open.discard(id(value))
+    if len(refs) == n:
+        return ("const", value)  # no tensors of the trace inside: the object itself
+    return ("instance", type(value), fields)
+
+
+def rebuild_object(cls, state):
+    """An object of class cls with attributes `state`, made as copy/pickle make one (without
+    calling __init__): how the program returns objects holding tensors it computed."""
+    obj = cls.__new__(cls)
+    obj.__dict__.update(state)
+    return obj
 
 
 def rebuild_source(spec, flat, constants=None):
@@ -231,6 +260,13 @@ def rebuild_source(spec, flat, constants=None):
         name = f"_const{len(constants)}"
         constants[name] = spec[1]
         return f"{name}({fields})"
+    if kind == "instance":
+        state = "{" + ", ".join(f"{k!r}: {rebuild_source(s, flat, constants)}" for k, s in spec[2]) + "}"
+        if constants is None:
+            return f"rebuild_object({spec[1].__name__}, {state})"
+        cls, rebuild = f"_const{len(constants)}", f"_const{len(constants) + 1}"
+        constants[cls], constants[rebuild] = spec[1], rebuild_object
+        return f"{rebuild}({cls}, {state})"
     raise ValueError(kind)
 
 
@@ -248,5 +284,5 @@ def iter_specs(specs):
             yield from iter_specs(s[2])
         elif s[0] == "dict":
             yield from iter_specs([c for _, c in s[1]])
-        elif s[0] == "dataclass":
+        elif s[0] in ("dataclass", "instance"):
             yield from iter_specs([c for _, c in s[2]])
