@@ -289,3 +289,73 @@ def test_module_buffer_update_and_stored_number_in_training():
         assert type(m1.last) is float
         torch.testing.assert_close(m1.lin.weight.grad, m2.lin.weight.grad)
     assert thunder.compile_stats(jm).cache_misses == 2
+
+
+# ---- boolean masks: the number of True elements is read, the rest are registered ops
+def masks():
+    torch.manual_seed(0)
+    x = torch.randn(4, 5)
+    return [(x,), (x.flip(0),), (-x,), (x,), (torch.zeros(4, 5),)]
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: x[x > 0],
+    lambda x: x[x[:, 0] > 0, 1:] * 2,
+    lambda x: x[:, x[0] > 0].exp(),
+    lambda x: (x[..., x[1] > 0], x[x[:, 2] > 0, torch.tensor([1])]),
+    lambda x: torch.where(x > 0),
+    lambda x: x[torch.where(x > 0)],
+], ids=["mask", "mask_slice", "slice_mask", "mixed", "where", "where_index"])
+def test_bool_mask_getitem_as_eager_with_gradients(fn):
+    jf = check_calls(fn, masks())
+    for (x,) in masks()[:3]:
+        x1, x2 = x.clone().requires_grad_(), x.clone().requires_grad_()
+        out, expected = jf(x1), fn(x2)
+        if out[0].dtype is torch.int64:
+            continue  # (indices: no gradient)
+        if isinstance(out, tuple):
+            out, expected = torch.cat([o.reshape(-1) for o in out]), torch.cat([e.reshape(-1) for e in expected])
+        torch.testing.assert_close(out, expected)
+        (out * torch.arange(float(out.numel())).view(out.shape)).sum().backward()
+        (expected * torch.arange(float(expected.numel())).view(expected.shape)).sum().backward()
+        torch.testing.assert_close(x1.grad, x2.grad)
+
+
+def test_bool_mask_count_changes_compile_and_hit():
+    def f(x):
+        return x[x > 0] * 2
+
+    counts = [int((x > 0).sum()) for (x,) in masks()]
+    jf = check_calls(f, masks(), compiles=len(set(counts)))
+    assert len(set(counts)) > 1
+    line = f.__code__.co_firstlineno + 1
+    assert [(s.what, s.location, s.value) for s in thunder.compile_stats(jf).last_splits] == [
+        ("the number of True elements of the mask t0", f"{__file__}:{line}", 0)]
+    assert "nonzero_static" in str(thunder.last_traces(jf)[-1])  # (the registered index op, no generic call)
+    assert "__getitem__" not in str(thunder.last_traces(jf)[-1])
+
+
+def test_bool_mask_setitem():
+    def aug(x, m):
+        x = x.clone()
+        x[m] += 1
+        x[m] *= torch.arange(1.0, 1.0 + int(m.sum()))
+        return x
+
+    def fill(x, m):
+        x[m] = 0.0  # (a where: no read)
+        return x
+
+    inputs = [(x, x > 0) for (x,) in masks()]
+    check_calls(aug, inputs)
+    jf = check_calls(fill, inputs, compiles=1)
+    assert thunder.compile_stats(jf).last_splits == []
+
+
+def test_tensor_values_as_sizes_and_repeats():
+    def f(x, r):
+        return torch.zeros(r[0]) + x.sum(), x.repeat_interleave(r, dim=0), torch.repeat_interleave(r), x.reshape(r[1], -1)
+
+    x = torch.randn(3, 4)
+    check_calls(f, [(x, torch.tensor([2, 3, 1])), (x, torch.tensor([2, 3, 1])), (x, torch.tensor([1, 6, 0])),
+                    (x, torch.tensor([2, 3, 1]))], compiles=2)

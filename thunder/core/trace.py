@@ -130,6 +130,23 @@ def read_value(proxy, expr):
     return ctx.reader.value(proxy)
 
 
+def values_known():
+    """Whether tensor values can be read here (thunder.jit's tracing has a reader; passes and
+    decompositions do not)."""
+    ctx = _current.get()
+    return ctx is not None and ctx.reader is not None
+
+
+def read_int(tensor, what, why):
+    """The value of a one-element integer tensor proxy as a Python int, which the trace is
+    specialized on (a split, runtime/reads.py); what names it in reports."""
+    n = tensor.item()
+    if not isinstance(n, int):
+        n.expr = what
+        n = n.concrete(why)
+    return n
+
+
 def split(proxy, why):
     """The value of a proxy that Python needs: the trace is specialized on it from here on (the
     program checks it). See runtime/reads.py."""

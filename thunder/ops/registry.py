@@ -92,6 +92,13 @@ def _is_int_like(v):
     return _is_int(v) or isinstance(v, NumberProxy) and v.python_type is int
 
 
+def _index(v):
+    """operator.index of a tensor (its value, read while tracing), other values as they are."""
+    import operator
+
+    return operator.index(v) if _is_tensor(v) else v
+
+
 def _is_ints(v):
     return isinstance(v, (tuple, list)) and all(_is_int(x) for x in v)
 
@@ -235,7 +242,15 @@ class OpDef:
                     values[p.name] = tuple(v)
                     continue
                 if not p.kind.operand and any(_is_tensor(x) for x in (v if isinstance(v, (tuple, list)) else (v,))):
+                    from thunder.core import trace as tracing
                     from thunder.core.proxies import data_dependent
+
+                    if tracing.values_known():  # a tensor as a size: its value is read (a split), as eager's __index__
+                        v = values[p.name] = tuple(_index(x) for x in v) if isinstance(v, (tuple, list)) else _index(v)
+                        if p.kind.base_name == "Ints" and _is_int(v):  # (torch.zeros(n): a size of one dim)
+                            v = values[p.name] = (v,)
+                        if p.kind.accepts(v):
+                            continue
 
                     data_dependent(f"{self.torch_name}() with a tensor as its '{p.name}'",
                                    "pass a Python number (computed from shapes, not from tensor values)")
