@@ -359,3 +359,25 @@ def test_tensor_values_as_sizes_and_repeats():
     x = torch.randn(3, 4)
     check_calls(f, [(x, torch.tensor([2, 3, 1])), (x, torch.tensor([2, 3, 1])), (x, torch.tensor([1, 6, 0])),
                     (x, torch.tensor([2, 3, 1]))], compiles=2)
+
+
+def test_many_reads_run_each_recorded_op_once(monkeypatch):
+    """Reading 40 values does not rerun the prefix 40 times: each recorded op runs once while
+    tracing (then codegen writes it once for the program)."""
+    from thunder.runtime import codegen
+
+    written = []
+    original = codegen.op_statements
+    monkeypatch.setattr(codegen, "op_statements", lambda op, values, outs: written.append(op.name) or
+                        original(op, values, outs))
+
+    def f(x):
+        for _ in range(40):
+            x = x * 0.5 if x.sum() > 1 else x + 1
+        return x
+
+    jf = check_calls(f, [(torch.ones(3),)], compiles=1)
+    n = len(written)
+    assert len(thunder.compile_stats(jf).last_splits) == 40
+    ops = sum(1 for ln in str(thunder.last_traces(jf)[0]).splitlines() if " = " in ln or "value_changed" in ln)
+    assert ops >= 5 * 40 and n <= 2 * ops + 10, (ops, n)
