@@ -381,3 +381,34 @@ def test_many_reads_run_each_recorded_op_once(monkeypatch):
     assert len(thunder.compile_stats(jf).last_splits) == 40
     ops = sum(1 for ln in str(thunder.last_traces(jf)[0]).splitlines() if " = " in ln or "value_changed" in ln)
     assert ops >= 5 * 40 and n <= 2 * ops + 10, (ops, n)
+
+
+def test_manual_seed_inside_the_function_before_a_read():
+    def f(x):
+        torch.manual_seed(7)  # (recorded: every call seeds, as eager)
+        y = x + torch.rand(4)
+        return y * 2 if y.sum() > 2.5 else y
+
+    jf = check_calls(f, [(torch.zeros(4),), (torch.ones(4),), (torch.zeros(4),)])
+    after_jit = torch.rand(2)
+    f(torch.zeros(4))
+    torch.testing.assert_close(after_jit, torch.rand(2))  # (the generator is where eager leaves it)
+    assert "torch.manual_seed(7)" in str(thunder.last_traces(jf)[-1])
+
+
+def test_value_a_fused_kernel_rounds_differently_recompiles_without_fusion():
+    torch.manual_seed(0)
+    x = torch.randn(64)
+    expr = lambda x: ((x * 1.3).exp().tanh() * 3).sum()  # noqa: E731
+    eager = float(expr(x))
+    fused = float(thunder.jit(expr, fusion="always")(x))
+    assert fused != eager  # (the premise: the kernel's exp/tanh round differently from torch's)
+
+    def f(x):
+        return x + 1 if expr(x).item() == eager else x - 1
+
+    jf = thunder.jit(f, fusion="always")
+    torch.testing.assert_close(jf(x), x + 1)  # as eager: the read value was torch's
+    assert "thunder-fuse" not in [t.producer for t in thunder.last_traces(jf)]
+    torch.testing.assert_close(jf(x), x + 1)
+    assert thunder.compile_stats(jf).cache_hits == 1
