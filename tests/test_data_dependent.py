@@ -412,3 +412,21 @@ def test_value_a_fused_kernel_rounds_differently_recompiles_without_fusion():
     assert "thunder-fuse" not in [t.producer for t in thunder.last_traces(jf)]
     torch.testing.assert_close(jf(x), x + 1)
     assert thunder.compile_stats(jf).cache_hits == 1
+
+
+@pytest.mark.parametrize("fn, compiles", [
+    (lambda x, n: torch.cumprod(x, int(n[0]) - 1), 2),  # (an argument of a torch call without a registry entry)
+    (lambda x, n: torch.topk(x, int(n[1]) + 1).values, 2),
+    (lambda x, n: sum(x * i for i in range(int(n[1]))), 2),
+    (lambda x, n: {1: x, 2: -x}.get(int(n[0]) + 1, x), 2),
+    (lambda x, n: x * round(n.float().mean().item(), 1), 2),
+    (lambda x, n: x * (2 if isinstance(n.sum().item(), int) else 3), 1),
+    (lambda x, n: (x, n.sum().item(), n.tolist(), float(n[0]), int(n[2])), 1),
+], ids=["torch_call_arg", "topk_k", "range", "dict_key", "round", "isinstance", "returned"])
+def test_python_uses_of_values(fn, compiles):
+    inputs = [(torch.arange(1.0, 5.0), torch.tensor(n)) for n in ([0, 2, 1], [0, 2, 1], [1, 1, 3], [0, 2, 1])]
+    jf = check_calls(fn, inputs, compiles=compiles)
+    out = jf(*inputs[0])
+    expected = fn(*inputs[0])
+    if isinstance(expected, tuple):  # (Python numbers come back as Python numbers of eager's types)
+        assert [type(v) for v in out] == [type(v) for v in expected]

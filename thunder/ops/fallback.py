@@ -38,6 +38,7 @@ import torch
 from thunder.core import meta_eval, trace as tracing
 from thunder.core.callables import callable_name, resolve
 from thunder.core.meta_eval import Result, build, encode_call, evaluate, untraceable
+from thunder.core.numbers import concrete, has_proxy
 from thunder.core.proxies import (DataDependentError, TensorProxy, assign, check_inplace_allowed, inplace,
                                   proxy_of_meta, write_out)
 from thunder.core.pysource import Name, call_source, parse_call, py_repr
@@ -284,6 +285,8 @@ def call(fn, *args, **kwargs):
     if kwargs.get("out") is not None:
         out = kwargs.pop("out")
         return write_out(name, out, dispatch(fn, *args, **kwargs))
+    if has_proxy((args, kwargs)):  # runtime numbers: the call's arguments are constants of the trace (a split)
+        args, kwargs = concrete((args, kwargs), f"an argument of {name}")
     operands, source = encode_call(name, args, kwargs)
     autocast = meta_eval.autocast_state([(tuple(t.shape), t.dtype, t.device) for t in operands])
     try:
