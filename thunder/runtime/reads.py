@@ -60,7 +60,7 @@ class Reader:
         self.inputs = inputs  # structure.Inputs: the call's tensors and their proxies (it grows as the trace reads)
         self.sharp_edges, self.warned = sharp_edges, warned if warned is not None else set()
         self.scope = {**NAMESPACE, "_rng": None}  # the values computed so far, by variable name
-        self.done = 0  # ctx.symbols[:done] have run
+        self.ran = []  # the symbols run so far: a prefix of ctx.symbols
         self.rng = impl.rng_snapshot()  # the generators' state the next op runs from
         self.autocast = [(d, torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in ("cpu", "cuda")]
         self.splits = []
@@ -146,17 +146,22 @@ class Reader:
         for p, t in self.inputs.params():
             self.scope.setdefault(self._var(p.input_name or p.name), t)
         symbols = self.ctx.symbols
-        self.done = min(self.done, len(symbols))  # (a refused op's symbols are dropped: fallback.registered)
-        if self.done == len(symbols):
+        # (the symbols an op recorded before it refused are dropped, fallback.registered: what
+        # replaces them runs)
+        done = min(len(self.ran), len(symbols))
+        while done and symbols[done - 1] is not self.ran[done - 1]:
+            done -= 1
+        del self.ran[done:]
+        if done == len(symbols):
             return
         lines = []
-        for bsym in symbols[self.done:]:
+        for bsym in symbols[done:]:
+            self.ran.append(bsym)
             outs = [self._var(o.name) for o in bsym.outputs]
             if outs and all(o in self.scope for o in outs):
                 continue  # computed by run_call
             values = {k: self._names(v) for k, v in bsym.args.items()}
             lines += op_statements(bsym.op, values, outs)
-        self.done = len(symbols)
         code = compile("\n".join(lines) + "\n", "<thunder: the traced prefix, run to read a value>", "exec")
         with self._bubble():
             exec(code, self.scope)
