@@ -55,6 +55,9 @@ class Split:
 
 
 class Reader:
+    """Reads values while one call is traced (ctx.reader): runs the recorded ops on the call's
+    inputs, records the checks of the values Python needed and the splits to report."""
+
     def __init__(self, ctx, inputs, sharp_edges="allow", warned=None):
         self.ctx = ctx
         self.inputs = inputs  # structure.Inputs: the call's tensors and their proxies (it grows as the trace reads)
