@@ -308,3 +308,47 @@ def test_objects_holding_computed_tensors_are_returned_rebuilt():
     torch.testing.assert_close(second.items[0], (x * 2 + 1) * 2)
     torch.testing.assert_close(first.t, x + 1)
     torch.testing.assert_close(total, (x * 2).sum())
+
+
+def test_input_object_updated_and_returned_is_the_same_object():
+    # (as a KV cache passed in, extended, and returned): eager returns the same object, updated
+    def f(holder, x):
+        holder.t = torch.cat([holder.t, x])
+        return holder, holder.t.sum()
+
+    jf = thunder.jit(f)
+    holder = _Holder(torch.ones(2))
+    for step in range(2):
+        out, total = jf(holder, torch.full((1,), 2.0))
+        assert out is holder
+        torch.testing.assert_close(holder.t, torch.tensor([1.0, 1.0] + [2.0] * (step + 1)))
+        torch.testing.assert_close(total, holder.t.sum())
+
+
+def test_recompiles_beyond_the_limit_warn_once_naming_the_input():
+    import warnings
+
+    jf = thunder.jit(lambda x: x * 2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for n in range(1, 9 + 1):  # 8 recompiles after the first compile: within the limit
+            jf(torch.ones(n))
+        assert not [w for w in caught if "recompiled" in str(w.message)]
+        for n in range(10, 14):
+            torch.testing.assert_close(jf(torch.ones(n)), torch.full((n,), 2.0))
+    messages = [str(w.message) for w in caught if "recompiled" in str(w.message)]
+    assert len(messages) == 1
+    assert "recompiled 9 times (recompile_limit=8)" in messages[0]
+    assert "tensor argument 0: shape changed" in messages[0] and "symbolic values" in messages[0]
+
+    quiet = thunder.jit(lambda x: x * 2, recompile_limit=None)
+    strict = thunder.jit(lambda x: x * 2, recompile_limit=1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for n in range(1, 5):
+            quiet(torch.ones(n)), strict(torch.ones(n))
+    assert [str(w.message) for w in caught if "recompiled" in str(w.message)] == [
+        m for m in [str(w.message) for w in caught] if "recompile_limit=1" in m]
+    assert len([w for w in caught if "recompiled" in str(w.message)]) == 1
+    with pytest.raises(ValueError, match="recompile_limit"):
+        thunder.jit(lambda x: x, recompile_limit=-1)

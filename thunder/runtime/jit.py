@@ -1,5 +1,6 @@
 """thunder.jit: the jitted callable, its cache, and compilation on a cache miss."""
 import functools
+import warnings
 import inspect
 import time
 from dataclasses import dataclass, field
@@ -77,6 +78,7 @@ class CompileData:
     module: object = None  # the nn.Module when jitting a module
     warned_sharp_edges: set = field(default_factory=set)
     fusion: str = "auto"  # thunder-fuse's policy when the linalg executor is on
+    recompile_limit: int | None = 8  # more recompiles than this warn once (None: never)
 
 
 @dataclass
@@ -109,7 +111,8 @@ def _normalize_transforms(transforms):
 
 
 def make_compile_data(fn, *, executors=None, cache=None, sharp_edges=None, disable_torch_autograd=False,
-                      transforms=None, debug_options=None, strict=False, fusion=None, **compile_options):
+                      transforms=None, debug_options=None, strict=False, fusion=None, recompile_limit=8,
+                      **compile_options):
     if not callable(fn):
         raise TypeError(f"thunder.jit expects a callable, got {type(fn).__name__}")
     if isinstance(fn, torch.nn.parallel.DistributedDataParallel):
@@ -139,12 +142,15 @@ def make_compile_data(fn, *, executors=None, cache=None, sharp_edges=None, disab
         debug_options = DebugOptions(**debug_options)
     if compile_options:
         raise TypeError(f"thunder.jit got unexpected keyword arguments: {', '.join(compile_options)}")
+    if recompile_limit is not None and (type(recompile_limit) is not int or recompile_limit < 0):
+        raise ValueError(f"thunder.jit: recompile_limit must be a non-negative int or None, got {recompile_limit!r}")
     return CompileData(fn, cache, executors, sharp_edges, bool(disable_torch_autograd),
                        _normalize_transforms(transforms), debug_options or DebugOptions(), strict,
                        dict(executors=executors, cache=cache, sharp_edges=sharp_edges,
                             disable_torch_autograd=disable_torch_autograd, transforms=transforms,
                             debug_options=debug_options, fusion=fusion),
-                       fn if isinstance(fn, torch.nn.Module) else None, fusion=fusion)
+                       fn if isinstance(fn, torch.nn.Module) else None, fusion=fusion,
+                       recompile_limit=recompile_limit)
 
 
 class ThunderFunction:
@@ -181,6 +187,8 @@ class ThunderFunction:
         cs.cache_misses += 1
         # (a value an entry was specialized on differs: that entry's guard is the reason)
         cs.last_miss_reason = changed or (_miss_reason(self._entries, args, kwargs) if self._entries else "first call")
+        if cd.recompile_limit is not None and cs.cache_misses - 1 == cd.recompile_limit + 1:
+            _warn_recompiles(cd, cs)
         entry = self._add(compile_entry(cd, cs, args, kwargs))
         # the call that traced runs the program without the guards: they hold for the state the
         # trace started from, which the trace itself may have changed (a global counter, a list
@@ -211,6 +219,17 @@ class ThunderFunction:
 
     def __repr__(self):
         return f"<thunder.jit of {getattr(self._cd.fn, '__qualname__', self._cd.fn)!r}>"
+
+
+def _warn_recompiles(cd, cs):
+    """Once, when a function has recompiled more than cd.recompile_limit times."""
+    name = getattr(cd.fn, "__qualname__", type(cd.fn).__name__)
+    warnings.warn(
+        f"thunder: {name} has recompiled {cs.cache_misses - 1} times (recompile_limit={cd.recompile_limit}); "
+        f"the input that keeps changing: {cs.last_miss_reason}. Each new value or shape compiles a new "
+        "program. Workaround: pad inputs to a few fixed sizes, pass changing numbers as tensors, or use "
+        "cache='symbolic values' once it is available (dynamic shapes are not implemented yet); "
+        "thunder.jit(..., recompile_limit=None) silences this.", stacklevel=4)
 
 
 def _describe_inputs(args, kwargs):

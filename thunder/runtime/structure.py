@@ -178,6 +178,8 @@ def flatten_outputs(value, refs, _open=None):
         refs.append(ref(value))
         return ("tensor", len(refs) - 1)
     if isinstance(value, torch.Tensor):
+        if _open:  # inside an object: the tensor it holds (a state tensor, a global), as eager's object does
+            return ("const", value)
         raise NotImplementedError(
             "thunder: the jitted function returns a tensor that is not computed from its inputs "
             "(a global or a constant); return it outside the jitted function or pass it as an input")
