@@ -430,3 +430,29 @@ def test_python_uses_of_values(fn, compiles):
     expected = fn(*inputs[0])
     if isinstance(expected, tuple):  # (Python numbers come back as Python numbers of eager's types)
         assert [type(v) for v in out] == [type(v) for v in expected]
+
+
+def test_gpt2_padding_mask_through_transformers_eager_mask_checks(monkeypatch):
+    """transformers' non-compiling path checks the attention mask's values in Python (masking_utils:
+    `if padding_mask.all()`-style early exits): with is_compiling() answering False those become
+    splits, and the model still equals eager for every mask."""
+    from thunder.runtime import jit as jit_module
+
+    transformers = pytest.importorskip("transformers", reason="transformers is not installed")
+
+    monkeypatch.setattr(jit_module, "_is_compiling", lambda: False)
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(vocab_size=100, n_positions=32, n_embd=32, n_layer=1, n_head=2)
+    model = transformers.GPT2LMHeadModel(config).eval()
+    jm = thunder.jit(model)
+    ids = torch.randint(0, 100, (2, 8))
+    masks = [torch.ones(2, 8, dtype=torch.long) for _ in range(3)]
+    masks[1][0, :3] = 0
+    masks[2][1, 5:] = 0
+    with torch.no_grad():
+        for mask in masks + masks[:1]:
+            torch.testing.assert_close(jm(input_ids=ids, attention_mask=mask).logits,
+                                       model(input_ids=ids, attention_mask=mask).logits)
+    cs = thunder.compile_stats(jm)
+    assert cs.cache_misses == 2 and cs.cache_hits == 2  # (two masks with padding take the same branches)
+    assert {s.location.split("/")[-1].split(":")[0] for s in cs.last_splits} == {"masking_utils.py"}
