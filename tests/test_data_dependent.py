@@ -456,3 +456,15 @@ def test_gpt2_padding_mask_through_transformers_eager_mask_checks(monkeypatch):
     cs = thunder.compile_stats(jm)
     assert cs.cache_misses == 2 and cs.cache_hits == 2  # (two masks with padding take the same branches)
     assert {s.location.split("/")[-1].split(":")[0] for s in cs.last_splits} == {"masking_utils.py"}
+
+
+def test_tensor_of_runtime_numbers_stays_runtime():
+    def f(x):
+        s, m = x.sum().item(), int(x.argmax())
+        return (torch.tensor(s) + x, torch.tensor([[s, 1.0], [m, s]]), torch.tensor(m), x.new_tensor([s, m]),
+                torch.tensor(s, dtype=torch.float64, requires_grad=True))
+
+    jf = check_calls(f, [(torch.randn(3),) for _ in range(4)], compiles=1)
+    assert thunder.compile_stats(jf).last_splits == []
+    out = jf(torch.randn(3))
+    assert out[2].dtype is torch.int64 and out[4].requires_grad and out[4].is_leaf
