@@ -149,16 +149,6 @@ def test_untraceable_call_raises_not_implemented_naming_it():
         jf(torch.randn(3))
 
 
-def test_data_dependent_control_flow_raises_with_source_line():
-    def f(x):
-        if x.sum() > 0:
-            return x
-        return -x
-
-    with pytest.raises(NotImplementedError, match=r"test_api.py:\d+"):
-        thunder.jit(f)(torch.randn(3))
-
-
 def test_errors_like_eager():
     jf = thunder.jit(foo)
     with pytest.raises(RuntimeError, match="must match the size"):

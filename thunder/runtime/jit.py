@@ -9,6 +9,7 @@ import torch
 
 from thunder.core import trace as tracing
 from thunder.core.callables import is_torch_op
+from thunder.core.numbers import NumberProxy
 from thunder.core.proxies import TensorProxy
 from thunder.dialects.emit import emit
 from thunder.dialects.mlir import ir
@@ -16,7 +17,9 @@ from thunder.lowering.passes import build_pass_manager, pass_name, pass_options,
 from thunder.ops import fallback, registry
 from thunder.runtime import guards, sharp_edges, structure
 from thunder.runtime.codegen import compile_source, python_source
+from thunder.ops.impl import ValueChanged
 from thunder.runtime.prologue import MISS, Prologue
+from thunder.runtime.reads import Reader
 from thunder.runtime.state import StateTracker
 from thunder.runtime.traces import Trace
 
@@ -51,6 +54,9 @@ class CompileStats:
     last_saved_bytes: dict | None = None
     last_interpreted_instructions: list | None = None
     last_interpreter_log: list | None = None
+    # where the last compiled program was split on a value read from a tensor (runtime/reads.py):
+    # Split(location "file:line", what was read, the value)
+    last_splits: list = field(default_factory=list)
 
     def __repr__(self):
         return (f"CompileStats(calls={self.calls}, cache_hits={self.cache_hits}, "
@@ -160,8 +166,13 @@ class ThunderFunction:
     def __call__(self, *args, **kwargs):
         cs = self._cs
         cs.calls += 1
+        changed = None
         for entry in self._entries:
-            result = entry.run(args, kwargs)
+            try:
+                result = entry.run(args, kwargs)
+            except ValueChanged as e:  # a value the entry was specialized on (runtime/reads.py)
+                changed = changed or e.reason
+                continue
             if result is not MISS:
                 cs.cache_hits += 1
                 if entry is not self._last_entry:
@@ -169,25 +180,42 @@ class ThunderFunction:
                     cs.last_traces, cs.last_prologue_traces = entry.traces, entry.prologue_traces
                     cs.last_backward_traces = entry.backward_traces
                 return result
-        return self._miss(args, kwargs)
+        return self._miss(args, kwargs, changed)
 
-    def _miss(self, args, kwargs):
+    def _miss(self, args, kwargs, changed=None):
         cs, cd = self._cs, self._cd
         cs.cache_misses += 1
-        cs.last_miss_reason = _miss_reason(self._entries, args, kwargs) if self._entries else "first call"
+        # (a value an entry was specialized on differs: that entry's guard is the reason)
+        cs.last_miss_reason = changed or (_miss_reason(self._entries, args, kwargs) if self._entries else "first call")
         if cd.recompile_limit is not None and cs.cache_misses - 1 == cd.recompile_limit + 1:
             _warn_recompiles(cd, cs)
-        entry = compile_entry(cd, cs, args, kwargs)
-        if cd.cache_option != "no caching":
-            self._entries.insert(0, entry)
-            del self._entries[MAX_ENTRIES:]  # e.g. a counter attribute makes every call a new entry
-        self._last_entry = entry
-        cs.last_traces, cs.last_prologue_traces = entry.traces, entry.prologue_traces
-        cs.last_backward_traces = entry.backward_traces
+        entry = self._add(compile_entry(cd, cs, args, kwargs))
         # the call that traced runs the program without the guards: they hold for the state the
         # trace started from, which the trace itself may have changed (a global counter, a list
         # appended to), as the function does when called eagerly
-        return entry.first_run(args, kwargs)
+        try:
+            return entry.first_run(args, kwargs)
+        except ValueChanged as e:
+            # the program computed a value that Python read differently from the run of torch's
+            # calls while tracing: fused kernels round differently. Without fusion it runs
+            # torch's calls, as that run did
+            if entry in self._entries:
+                self._entries.remove(entry)
+            if _fusion_policy(cd) is None:
+                raise RuntimeError(f"thunder: the compiled program computes a value that Python read while tracing "
+                                   f"differently from eager PyTorch: {e.reason}") from None
+            entry = self._add(compile_entry(cd, cs, args, kwargs, fusion=False))
+            return entry.first_run(args, kwargs)
+
+    def _add(self, entry):
+        if self._cd.cache_option != "no caching":
+            self._entries.insert(0, entry)
+            del self._entries[MAX_ENTRIES:]  # e.g. a counter attribute makes every call a new entry
+        self._last_entry = entry
+        cs = self._cs
+        cs.last_traces, cs.last_prologue_traces = entry.traces, entry.prologue_traces
+        cs.last_backward_traces = entry.backward_traces
+        return entry
 
     def __repr__(self):
         return f"<thunder.jit of {getattr(self._cd.fn, '__qualname__', self._cd.fn)!r}>"
@@ -292,6 +320,7 @@ class _Acquired:
     state: StateTracker
     ambient: dict
     result: object
+    splits: list  # the values read from tensors (runtime/reads.py Split)
 
 
 def _acquire(cd, args, kwargs, shared=None):
@@ -324,20 +353,23 @@ def _acquire(cd, args, kwargs, shared=None):
             tracing.consult(f"autocast_{dev}")  # an autocast region around the call: its casts are traced
             if ambient[f"autocast_{dev}"]:
                 tracing.consult(f"autocast_{dev}_dtype")
+        reader = Reader(ctx, inputs, cd.sharp_edges, cd.warned_sharp_edges)
         try:
             result = interpret(cd.fn, pargs, pkwargs, lookup=_make_lookup(cd), on_load=state.load,
                                record=cd.debug_options.record_interpreter_history,
                                on_store=_on_store(cd, state), on_call=state.called)
         finally:
             state.restore()
+            ctx.reader = ctx.live = None  # (the values read are not needed any more)
         if any(x.requires_grad for x in inputs.tensors):  # (arguments and tensors read from state)
             tracing.consult("grad_enabled")  # the program differs with grad mode (autograd or not)
         # (an input updated in place has been rebound to its new value: use its input name)
         ctx.inputs = [tracing.Ref(p.input_name or p.name, tuple(p.shape), p.dtype, p.device) for p, _ in inputs.params()]
-    return _Acquired(ctx, inputs, arg_specs, kw_specs, state, ambient, result)
+    return _Acquired(ctx, inputs, arg_specs, kw_specs, state, ambient, result, reader.splits)
 
 
-def compile_entry(cd, cs, args, kwargs) -> CacheEntry:
+def compile_entry(cd, cs, args, kwargs, fusion=True) -> CacheEntry:
+    """The cache entry for this call. fusion=False: no thunder-fuse (see ThunderFunction._miss)."""
     times = {}
     t_start = t = time.perf_counter()
     acq = _acquire(cd, args, kwargs)
@@ -353,13 +385,14 @@ def compile_entry(cd, cs, args, kwargs) -> CacheEntry:
                                       "that share memory. Workaround: pass a clone of one of them.")
     ctx, inputs, state, ambient = acq.ctx, acq.inputs, acq.state, acq.ambient
     arg_specs, kw_specs, result = acq.arg_specs, acq.kw_specs, acq.result
+    cs.last_splits = acq.splits
     record = cd.debug_options.record_interpreter_history
     cs.last_interpreted_instructions = list(result.instructions) if record else None
     cs.last_interpreter_log = list(result.log) if record else None
     out_refs = []
     out_spec = structure.flatten_outputs(result.value, out_refs)
     writes = state.finish_writes()
-    tensor_writes = [v for _, _, v in writes if isinstance(v, TensorProxy)]
+    tensor_writes = [v for _, _, v in writes if isinstance(v, (TensorProxy, NumberProxy))]
     if tensor_writes:  # written tensors are returned after the output, for the prologue to store
         out_spec = ("tuple", [out_spec] + [structure.flatten_outputs(v, out_refs) for v in tensor_writes])
     times["interpretation"] = time.perf_counter() - t
@@ -376,7 +409,7 @@ def compile_entry(cd, cs, args, kwargs) -> CacheEntry:
     t = time.perf_counter()
     grad_mode = torch.is_grad_enabled()
     training = grad_mode and not cd.disable_torch_autograd and any(x.requires_grad for x in tensors)
-    fusion = _fusion_policy(cd)
+    fusion = _fusion_policy(cd) if fusion else None
     for element in (*DEFAULT_PASSES, *cd.transforms):
         if not callable(element) and pass_name(element) == "thunder-fuse":
             continue  # run below (inference) or after thunder-autograd and thunder-remat (training)
@@ -550,12 +583,37 @@ def _isinstance(obj, classinfo):
     libraries branch on it)."""
     if isinstance(obj, TensorProxy) and _is_tensor_class(classinfo):
         return True
+    if isinstance(obj, NumberProxy):  # a runtime number is an instance of its Python type
+        classes = classinfo if isinstance(classinfo, tuple) else (classinfo,)
+        if any(isinstance(obj.python_type(), c) for c in classes if isinstance(c, type)):
+            return True
     return isinstance(obj, classinfo)
+
+
+def _runtime_number(cls):
+    """int(x) / float(x) inside the interpreter: for a tensor or a runtime number, a runtime
+    number (core/numbers.py; Python's own int()/float() must return a real one, which would
+    read the value)."""
+    def convert(*args, **kwargs):
+        if len(args) == 1 and not kwargs:
+            x = args[0]
+            if isinstance(x, TensorProxy):
+                return x._scalar(cls)
+            if isinstance(x, NumberProxy):
+                return x._unary(cls.__name__)
+        return cls(*args, **kwargs)
+
+    return convert
+
+
+_NUMBER_CONVERSIONS = {int: _runtime_number(int), float: _runtime_number(float)}
 
 
 def _lookup(fn):
     if fn is isinstance:
         return _isinstance
+    if fn is int or fn is float:
+        return _NUMBER_CONVERSIONS[fn]
     op = registry.lookup_callable(fn)
     if op is not None:
         return functools.partial(fallback.registered, op, fn)

@@ -19,6 +19,7 @@ from collections import OrderedDict
 
 import torch
 
+from thunder.core.numbers import NumberProxy
 from thunder.core.proxies import TensorProxy
 from thunder.runtime.guards import Guard, has_literal, is_plain_value, snapshot
 
@@ -108,7 +109,7 @@ class StateTracker:
     # -- the interpreter's hooks
     def load(self, value, provenance):
         """on_load: a value read from a global, cell, attribute, container item or default."""
-        if isinstance(value, TensorProxy):
+        if isinstance(value, (TensorProxy, NumberProxy)):  # (one the trace made: stored, read back)
             return value
         kind, name, owner = provenance.kind, provenance.name, provenance.owner
         if kind == "native":
@@ -307,7 +308,7 @@ class StateTracker:
             original = self.originals[key][2]
             if value is original or (is_plain_value(value) and type(value) is type(original) and value == original):
                 continue
-            if not isinstance(value, (TensorProxy, bool, int, float, str, type(None))):
+            if not isinstance(value, (TensorProxy, NumberProxy, bool, int, float, str, type(None))):
                 site = self._write_sites[key]
                 raise NotImplementedError(
                     f"thunder: writing a {type(value).__name__} to '{site.name}' ({site.kind}, {site.filename}:"

@@ -12,6 +12,7 @@ import torch
 
 from thunder.core import trace as tracing
 from thunder.core.dtypes import is_numpy_scalar
+from thunder.core.numbers import NumberProxy
 from thunder.core.proxies import TensorProxy, proxy_for
 
 CONSTANT_TYPES = (bool, int, float, complex, str, type(None), torch.dtype, torch.device, slice,
@@ -173,7 +174,7 @@ def flatten_outputs(value, refs, _open=None):
     from thunder.core.trace import ref
 
     _open = set() if _open is None else _open
-    if isinstance(value, TensorProxy):
+    if isinstance(value, (TensorProxy, NumberProxy)):  # (a runtime number is a result of the program too)
         refs.append(ref(value))
         return ("tensor", len(refs) - 1)
     if isinstance(value, torch.Tensor):
