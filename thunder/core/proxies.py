@@ -32,7 +32,7 @@ class TensorProxy:
     """Stands for a tensor: it knows shape, dtype, device and requires_grad, not values."""
 
     __slots__ = ("name", "shape", "dtype", "device", "requires_grad", "is_view", "is_input",
-                 "input_name", "base", "recipe", "views", "meta", "stride_deps", "leaf")
+                 "input_name", "base", "recipe", "views", "meta", "stride_deps", "leaf", "inference")
 
     def __init__(self, shape, dtype, device, requires_grad=False, name=None):
         self.shape = torch.Size(shape)
@@ -49,6 +49,7 @@ class TensorProxy:
         # eager's strides: a meta tensor made by torch's own kernels (record_op); None: contiguous
         self.meta = None
         self.stride_deps = frozenset()  # names of the inputs whose strides decide this one's
+        self.inference = False  # made under torch.inference_mode(): returned as an inference tensor
         self.leaf = True  # for inputs: whether the tensor is a leaf of autograd's graph
 
     __hash__ = object.__hash__

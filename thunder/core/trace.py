@@ -46,6 +46,7 @@ class TraceCtx:
         self.consulted = set()  # ambient torch state the trace depends on (runtime/guards.py AMBIENT)
         self.track_strides = False  # eager's strides on proxies (the user's program, not decompositions)
         self.differentiable = False  # an input requires grad
+        self.grad_ops = False  # an op of the user's program was recorded with grad mode on
         self.stride_dependent = set()  # names of the inputs whose strides decided something
 
     def new_name(self, hint=None):
@@ -162,10 +163,16 @@ def record_op(op, values):
             base.views.append(o)
     ctx.symbols.append(BoundSymbol(op, {k: _to_refs(v) for k, v in values.items()},
                                    [ref(o) for o in outs], current_location()))
+    if ctx.track_grad_mode and _grad_enabled():
+        ctx.grad_ops = True
     if ctx.track_grad_mode and not _grad_enabled() and op.name not in ("detach", "no_grad_update"):
         # under torch.no_grad() the results carry no autograd history: record that in the trace
         outs = [_detach(o) for o in outs]
         out = tuple(outs) if isinstance(out, (tuple, list)) else outs[0]
+        if _inference_mode():
+            for o in outs:
+                if isinstance(o, TensorProxy):
+                    o.inference = True
     return tuple(outs) if isinstance(out, (tuple, list)) else out
 
 
@@ -217,6 +224,12 @@ def _eager_strides(ctx, op, values, outs):
 def _aliases(m, base):
     """Whether meta tensor m shares memory with meta tensor base (the same storage object)."""
     return base is not None and m.untyped_storage()._cdata == base.untyped_storage()._cdata
+
+
+def _inference_mode():
+    import torch
+
+    return torch.is_inference_mode_enabled()
 
 
 def _grad_enabled():

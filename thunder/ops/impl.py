@@ -233,3 +233,10 @@ def _autocast(state):
     import contextlib
 
     return contextlib.nullcontext() if state is None else torch.autocast(state[0], dtype=state[1])
+
+
+def inference_tensor(t):
+    """t as an inference tensor (what eager's torch.inference_mode() makes): a copy made in
+    inference mode, for results of a trace's inference_mode region that the function returns."""
+    with torch.inference_mode():
+        return t.clone()

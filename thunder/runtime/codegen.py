@@ -81,7 +81,7 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
                     for i, v in zip(mutated, flat[-k:]):
                         lines.append(f"  {params[i]}.copy_({v})")
                     flat = flat[:-k]
-                lines.append("  return " + _return_expr(flat, output_spec, constants))
+                lines.append("  return " + _return_expr(flat, output_spec, constants, params))
                 continue
             if name == "func.call":
                 lines.append(_fusion_call(operation, namer, callees, constants, comments))
@@ -160,12 +160,12 @@ def _describe(t):
     return f"{device.type} {str(dtype).replace('torch.', '')}[{', '.join(map(str, shape))}]"
 
 
-def _return_expr(flat, output_spec, constants):
+def _return_expr(flat, output_spec, constants, params):
     if output_spec is None:
         return "(" + ", ".join(flat) + ("," if len(flat) == 1 else "") + ")" if len(flat) != 1 else flat[0]
     from thunder.runtime.structure import rebuild_source
 
-    return rebuild_source(output_spec, flat, constants)
+    return rebuild_source(output_spec, flat, constants, params)
 
 
 def compile_source(source, fn_name="computation", filename="<thunder>", constants=None):

@@ -338,11 +338,11 @@ def compile_entry(cd, cs, args, kwargs) -> CacheEntry:
     cs.last_interpreted_instructions = list(result.instructions) if record else None
     cs.last_interpreter_log = list(result.log) if record else None
     out_refs = []
-    out_spec = structure.flatten_outputs(result.value, out_refs)
+    out_spec = structure.flatten_outputs(result.value, out_refs, inputs)
     writes = state.finish_writes()
     tensor_writes = [v for _, _, v in writes if isinstance(v, TensorProxy)]
     if tensor_writes:  # written tensors are returned after the output, for the prologue to store
-        out_spec = ("tuple", [out_spec] + [structure.flatten_outputs(v, out_refs) for v in tensor_writes])
+        out_spec = ("tuple", [out_spec] + [structure.flatten_outputs(v, out_refs, inputs) for v in tensor_writes])
     times["interpretation"] = time.perf_counter() - t
 
     t = time.perf_counter()
@@ -356,7 +356,10 @@ def compile_entry(cd, cs, args, kwargs) -> CacheEntry:
 
     t = time.perf_counter()
     grad_mode = torch.is_grad_enabled()
-    training = grad_mode and not cd.disable_torch_autograd and any(x.requires_grad for x in tensors)
+    # autograd where an op ran with grad mode on (outside, or under enable_grad inside the function)
+    # on inputs that require grad, and something is returned
+    training = (ctx.grad_ops and not cd.disable_torch_autograd and any(x.requires_grad for x in tensors)
+                and bool(out_refs))
     fusion = _fusion_policy(cd)
     for element in (*DEFAULT_PASSES, *cd.transforms):
         if not callable(element) and pass_name(element) == "thunder-fuse":
@@ -379,7 +382,7 @@ def compile_entry(cd, cs, args, kwargs) -> CacheEntry:
     backward_traces = []
     if training:
         source, computation, backward_traces = _autograd_program(cs, module, tensors, proxies, out_spec, traces,
-                                                                 fusion=fusion,
+                                                                 fusion=fusion, grad_mode=grad_mode,
                                                                  decompose=_requested(cd, "thunder-decompose"))
         times["autograd"] = time.perf_counter() - t
         t = time.perf_counter()
@@ -436,8 +439,9 @@ def _fuse(module, fusion):
     return bool(fusion_callees(module.operation))
 
 
-def _autograd_program(cs, module, tensors, proxies, out_spec, traces, fusion=None, decompose=False):
+def _autograd_program(cs, module, tensors, proxies, out_spec, traces, fusion=None, decompose=False, grad_mode=True):
     """thunder-autograd on the trace; returns (source, computation, backward traces).
+    grad_mode: the caller's (off: torch.enable_grad() inside the function made the graph).
     fusion: thunder-fuse's policy for @forward and @backward after thunder-remat (None: no
     fusion); decompose: their ltorch ops into prims first (thunder-decompose in transforms)."""
     from thunder.lowering.autograd import REQUIRES_GRAD, autograd_module
@@ -473,9 +477,11 @@ def _autograd_program(cs, module, tensors, proxies, out_spec, traces, fusion=Non
     n = program.num_outputs
     flat = ["outs"] if n == 1 else [f"outs[{i}]" for i in range(n)]
     constants = {"_program": program}
-    ret = rebuild_source(out_spec, flat, constants)
-    source = (f"def computation({', '.join(names)}):\n  outs = _program({', '.join(names)})\n"
-              f"  return {ret}\n")
+    ret = rebuild_source(out_spec, flat, constants, names)
+    call = f"outs = _program({', '.join(names)})"
+    if not grad_mode:
+        call = f"with torch.enable_grad():\n    {call}"
+    source = f"def computation({', '.join(names)}):\n  {call}\n  return {ret}\n"
     computation = compile_source(source, constants=constants)
     traces.append(Trace("torch executor (execution trace)", m, python=source + "\n" + program.forward_source))
     return source, computation, backward

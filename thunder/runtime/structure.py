@@ -2,8 +2,8 @@
 
 A spec is a small tree: ("tensor", i), ("const", value), ("object", value) (checked by
 identity), ("tuple"|"list", [specs]), ("dict", [(key, spec)]), ("namedtuple"|"structseq", type,
-[specs]) (structseq: torch.return_types.*),
-("dataclass"...) is left for later. Constants are Python scalars and the other values a cache
+[specs]) (structseq: torch.return_types.*), ("dataclass", type, [(field, spec)]); outputs also
+("input", k) (a tensor the trace read, returned as it is) and ("inference", spec). Constants are Python scalars and the other values a cache
 entry is specialised on."""
 import dataclasses
 import torch
@@ -75,6 +75,16 @@ class Inputs:
     def proxy_of(self, t):
         """The proxy of t when t (this object) is a tensor the trace reads, else t."""
         return self._by_id.get(id(t), t)
+
+    def param_index(self, p):
+        """The place among params() of p when p is the proxy of a tensor the trace reads (updated
+        in place or not), else None."""
+        if p.input_name is None:
+            return None
+        for k, (q, _) in enumerate(self.params()):
+            if q is p:
+                return k
+        return None
 
     def params(self):
         """(proxy, tensor) of the program's parameters: the tensors read, storages in place of the
@@ -164,13 +174,21 @@ def flatten_inputs(value, name, inputs, strict):
     return ("object", value), value
 
 
-def flatten_outputs(value, refs):
-    """Spec of the jitted function's return value; its tensor proxies are appended to refs."""
+def flatten_outputs(value, refs, inputs=None):
+    """Spec of the jitted function's return value; its tensor proxies are appended to refs.
+    inputs (an Inputs): a tensor the trace read (argument, parameter, buffer) returned as such is
+    ("input", k), k its place among inputs.params(): the program returns that very object, as
+    eager does (same identity, requires_grad and grad_fn; after the copy-back of an in-place
+    update). A tensor made under torch.inference_mode() is ("inference", spec)."""
     from thunder.core.trace import ref
 
     if isinstance(value, TensorProxy):
+        k = inputs.param_index(value) if inputs is not None else None
+        if k is not None:
+            return ("input", k)
         refs.append(ref(value))
-        return ("tensor", len(refs) - 1)
+        spec = ("tensor", len(refs) - 1)
+        return ("inference", spec) if value.inference else spec
     if isinstance(value, torch.Tensor):
         raise NotImplementedError(
             "thunder: the jitted function returns a tensor that is not computed from its inputs "
@@ -179,23 +197,49 @@ def flatten_outputs(value, refs):
         return ("const", value)
     if _is_namedtuple(value) or _is_structseq(value):
         kind = "namedtuple" if _is_namedtuple(value) else "structseq"
-        return (kind, type(value), [flatten_outputs(v, refs) for v in value])
+        return (kind, type(value), [flatten_outputs(v, refs, inputs) for v in value])
     if isinstance(value, (tuple, list)):
-        return ("tuple" if isinstance(value, tuple) else "list", [flatten_outputs(v, refs) for v in value])
+        return ("tuple" if isinstance(value, tuple) else "list", [flatten_outputs(v, refs, inputs) for v in value])
     if isinstance(value, dict):
-        return ("dict", [(k, flatten_outputs(v, refs)) for k, v in value.items()])
+        return ("dict", [(k, flatten_outputs(v, refs, inputs)) for k, v in value.items()])
     if _is_plain_dataclass(value):
-        return ("dataclass", type(value), [(f.name, flatten_outputs(getattr(value, f.name), refs))
+        return ("dataclass", type(value), [(f.name, flatten_outputs(getattr(value, f.name), refs, inputs))
                                            for f in dataclasses.fields(value)])
-    raise NotImplementedError(f"thunder: returning an object of type {type(value).__name__} is not supported")
+    if _holds_proxy(value):
+        raise NotImplementedError(f"thunder: returning an object of type {type(value).__name__} that holds tensors "
+                                  "is not supported. Workaround: return the tensors (a tuple, dict or dataclass)")
+    return ("const", value)  # any other object (torch.finfo, a class, a function): returned as it is
 
 
-def rebuild_source(spec, flat, constants=None):
-    """A Python expression that rebuilds the output from the flat result names. Values that
-    have no literal form go into `constants` (name -> value) for the generated code's globals."""
+def _holds_proxy(value):
+    """Whether an object's attributes hold a tensor proxy (one level down, and in containers there)."""
+    try:
+        attrs = list(vars(value).values())
+    except TypeError:
+        attrs = []
+    stack = attrs
+    while stack:
+        v = stack.pop()
+        if isinstance(v, TensorProxy):
+            return True
+        if isinstance(v, (tuple, list)):
+            stack.extend(v)
+        elif isinstance(v, dict):
+            stack.extend(v.values())
+    return False
+
+
+def rebuild_source(spec, flat, constants=None, params=None):
+    """A Python expression that rebuilds the output from the flat result names (and the program's
+    parameter names, params, for inputs returned as they are). Values that have no literal form
+    go into `constants` (name -> value) for the generated code's globals."""
     kind = spec[0]
     if kind == "tensor":
         return flat[spec[1]]
+    if kind == "input":
+        return params[spec[1]] if params is not None else f"_input{spec[1]}"
+    if kind == "inference":
+        return f"impl.inference_tensor({rebuild_source(spec[1], flat, constants, params)})"
     if kind == "const":
         v = spec[1]
         if isinstance(v, (torch.Size, torch.dtype, torch.device)) or constants is not None and not _has_literal(v):
@@ -208,12 +252,12 @@ def rebuild_source(spec, flat, constants=None):
 
         return py_repr(v)
     if kind in ("tuple", "list"):
-        parts = [rebuild_source(s, flat, constants) for s in spec[1]]
+        parts = [rebuild_source(s, flat, constants, params) for s in spec[1]]
         if kind == "list":
             return "[" + ", ".join(parts) + "]"
         return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
     if kind in ("namedtuple", "structseq"):
-        parts = ", ".join(rebuild_source(s, flat, constants) for s in spec[2])
+        parts = ", ".join(rebuild_source(s, flat, constants, params) for s in spec[2])
         if kind == "structseq":
             parts = f"({parts},)"  # built from one sequence
         if constants is None:
@@ -222,9 +266,9 @@ def rebuild_source(spec, flat, constants=None):
         constants[name] = spec[1]
         return f"{name}({parts})"
     if kind == "dict":
-        return "{" + ", ".join(f"{k!r}: {rebuild_source(s, flat, constants)}" for k, s in spec[1]) + "}"
+        return "{" + ", ".join(f"{k!r}: {rebuild_source(s, flat, constants, params)}" for k, s in spec[1]) + "}"
     if kind == "dataclass":
-        fields = ", ".join(f"{f}={rebuild_source(s, flat, constants)}" for f, s in spec[2])
+        fields = ", ".join(f"{f}={rebuild_source(s, flat, constants, params)}" for f, s in spec[2])
         if constants is None:
             return f"{spec[1].__name__}({fields})"
         name = f"_const{len(constants)}"
