@@ -193,3 +193,109 @@ def test_returning_an_object_holding_tensors_names_its_type():
 
     with pytest.raises(NotImplementedError, match="Holder that holds tensors"):
         thunder.jit(lambda x: Holder(x * 2))(torch.randn(2))
+
+
+# ---------------------------------------------------------------------------------------------
+# 5. API surface
+
+
+def _add(a, b):
+    return a * 2 + b
+
+
+@pytest.mark.parametrize("option", list(thunder.CACHE_OPTIONS))
+def test_cache_options_enum_and_strings(option):
+    a, b = torch.randn(2, 3), torch.randn(2, 3)
+    if option is thunder.CACHE_OPTIONS.SYMBOLIC_VALUES:
+        with pytest.raises(NotImplementedError, match="SYMBOLIC_VALUES"):
+            thunder.jit(_add, cache=option)
+        return
+    for cache in (option, option.value):
+        jf = thunder.jit(_add, cache=cache)
+        assert thunder.cache_option(jf) is option and thunder.cache_option(jf) == option.value
+        for _ in range(2):
+            torch.testing.assert_close(jf(a, b), _add(a, b))
+        misses = {"constant values": 1, "same input": 1, "no caching": 2}[option.value]
+        assert thunder.cache_misses(jf) == misses
+    with pytest.raises(ValueError, match="unknown cache option 'sometimes'"):
+        thunder.jit(_add, cache="sometimes")
+
+
+def test_compile_stats_lists_every_recompile_and_its_reason():
+    jf = thunder.jit(_add)
+    jf(torch.randn(2, 3), torch.randn(2, 3))
+    jf(torch.randn(2, 3), torch.randn(2, 3))
+    jf(torch.randn(4, 3), torch.randn(4, 3))
+    jf(torch.randn(4, 3, dtype=torch.float64), torch.randn(4, 3))
+    stats = thunder.compile_stats(jf)
+    assert stats.cache_misses == 3 and len(stats.miss_reasons) == 3
+    assert stats.miss_reasons[0] == "first call"
+    assert stats.miss_reasons[1] == "tensor argument 0: shape changed (((2, 3), torch.float32, device(type='cpu'), False) -> ((4, 3), torch.float32, device(type='cpu'), False))"
+    assert stats.miss_reasons[2].startswith("tensor argument 0: dtype changed")
+    assert stats.last_miss_reason == stats.miss_reasons[-1]
+
+
+def test_traces_args_python_callable_and_save_trace(tmp_path):
+    jf = thunder.jit(_add)
+    a, b = torch.randn(2, 3), torch.randn(2, 3)
+    jf(a, b)
+    traces = thunder.last_traces(jf)
+    first, last = traces[0], traces[-1]
+    assert [(r.name, r.shape, r.dtype) for r in first.args] == [("a", (2, 3), torch.float32), ("b", (2, 3), torch.float32)]
+    for trace in (first, last):
+        torch.testing.assert_close(trace.python_callable()(a, b), _add(a, b))
+    assert thunder.last_prologue_traces(jf)[0].args == ["args", "kwargs"]
+    path = tmp_path / "trace.py"
+    last.save_trace(path)
+    assert path.read_text() == str(last)
+    namespace = {}
+    from thunder.ops.execute import NAMESPACE
+
+    namespace.update(NAMESPACE)
+    exec(path.read_text(), namespace)
+    torch.testing.assert_close(namespace["computation"](a, b), _add(a, b))
+
+
+def test_training_traces_python_callable_runs_forward_and_backward():
+    jf = thunder.jit(lambda x: (x.sin() * 2).sum())
+    x = torch.randn(5, requires_grad=True)
+    jf(x).backward()
+    fwd = thunder.last_traces(jf)[-1].python_callable()
+    torch.testing.assert_close(fwd(x), (x.sin() * 2).sum())
+    bwd_trace = thunder.last_backward_traces(jf)[-1]
+    assert bwd_trace.python_callable() is not None and "def backward(" in str(bwd_trace)
+
+
+def test_thunder_module_forwards_attributes_and_loads_original_state_dict():
+    m = torch.nn.Linear(3, 2)
+    m.custom = "hello"
+    tm = thunder.jit(m)
+    assert tm.weight is m.weight and tm.bias is m.bias and tm.custom == "hello" and tm.in_features == 3
+    with pytest.raises(AttributeError):
+        tm.not_there
+    state = {k: torch.randn_like(v) for k, v in m.state_dict().items()}
+    tm.load_original_state_dict(state)
+    x = torch.randn(4, 3)
+    torch.testing.assert_close(tm(x), torch.nn.functional.linear(x, state["weight"], state["bias"]))
+    assert tm.weight is m.weight
+
+
+def test_debug_options_check_traces_verifies_every_pass():
+    seen = []
+
+    def breaks_the_trace(module):
+        seen.append(True)
+        from thunder.dialects.mlir import ir
+
+        with module.context:
+            func = module.body.operations[0]
+            ret = func.regions[0].blocks[0].operations[len(func.regions[0].blocks[0].operations) - 1]
+            ret.operation.erase()  # a func without its terminator does not verify
+
+    jf = thunder.jit(_add, debug_options=thunder.DebugOptions(check_traces=True))
+    a, b = torch.randn(2), torch.randn(2)
+    torch.testing.assert_close(jf(a, b), _add(a, b))
+    jbad = thunder.jit(_add, transforms=[breaks_the_trace], debug_options=thunder.DebugOptions(check_traces=True))
+    with pytest.raises(RuntimeError, match="after breaks_the_trace does not verify"):
+        jbad(torch.randn(2), torch.randn(2))
+    assert seen

@@ -1,6 +1,8 @@
 """thunder.jit: the jitted callable, its cache, and compilation on a cache miss."""
+import enum
 import functools
 import inspect
+import warnings
 import time
 from dataclasses import dataclass, field
 
@@ -19,7 +21,20 @@ from thunder.runtime.prologue import MISS, Prologue
 from thunder.runtime.state import StateTracker
 from thunder.runtime.traces import Trace
 
-CACHE_OPTIONS = ("constant values", "no caching", "same input")
+
+
+class CACHE_OPTIONS(str, enum.Enum):
+    """thunder.jit's cache= options; the strings ("constant values", ...) are accepted as well, and
+    each member equals its string."""
+    CONSTANT_VALUES = "constant values"  # recompile when shapes, dtypes, ... or Python scalar values change
+    NO_CACHING = "no caching"  # recompile on every call
+    SAME_INPUT = "same input"  # assume every call matches the first: no checks
+    SYMBOLIC_VALUES = "symbolic values"  # not yet: see dynamic shapes
+
+    def __str__(self):
+        return self.value
+
+
 # fusion executors (lowering/executors.py, by name): "linalg" (CPU kernels), "cuda" (CUDA kernels
 # through MLIR's gpu dialect), "nvfuser"; "torch": the rest. Default: CPU fusion only (the cuda
 # executor is opt-in: executors=["cuda", "linalg", "torch"])
@@ -33,6 +48,7 @@ MAX_ENTRIES = 64  # cache entries kept per jitted function (most recent first)
 @dataclass
 class DebugOptions:
     record_interpreter_history: bool = False  # fills last_interpreted_instructions / _log
+    check_traces: bool = False  # run MLIR's verifier on the trace after every pass
 
 
 @dataclass
@@ -41,6 +57,7 @@ class CompileStats:
     cache_hits: int = 0
     cache_misses: int = 0
     last_miss_reason: str | None = None
+    miss_reasons: list = field(default_factory=list)  # the reason of every miss, in order ("first call", ...)
     last_compile_time: float = 0.0  # seconds, whole cache miss
     last_stage_times: dict = field(default_factory=dict)  # stage -> seconds
     last_traces: list = field(default_factory=list)
@@ -83,6 +100,20 @@ class CacheEntry:
     first_run: object = None  # the prologue without its guards: the call that compiled the entry
 
 
+def _cache_option(cache):
+    if cache is None:
+        return CACHE_OPTIONS.CONSTANT_VALUES
+    try:
+        option = CACHE_OPTIONS(cache)
+    except ValueError:
+        _check_option("cache option", cache, [o.value for o in CACHE_OPTIONS])
+    if option is CACHE_OPTIONS.SYMBOLIC_VALUES:
+        raise NotImplementedError("thunder.jit: cache=CACHE_OPTIONS.SYMBOLIC_VALUES (\"symbolic values\", one program "
+                                  "for all shapes) is not implemented yet; use \"constant values\", which compiles "
+                                  "a program per input shape")
+    return option
+
+
 def _check_option(name, value, allowed):
     if value not in allowed:
         raise ValueError(f"thunder.jit: unknown {name} {value!r}; expected one of {', '.join(map(repr, allowed))}")
@@ -113,8 +144,7 @@ def make_compile_data(fn, *, executors=None, cache=None, sharp_edges=None, disab
             "thunder.jit of a DistributedDataParallel module is not supported: its forward has "
             "per-call side effects on the reducer. Workaround: DistributedDataParallel(thunder.jit(model)) "
             "(and DDP's own no_sync()).")
-    cache = "constant values" if cache is None else cache
-    _check_option("cache option", cache, CACHE_OPTIONS)
+    cache = _cache_option(cache)
     executors = tuple(executors) if executors is not None else EXECUTORS
     for e in executors:
         name = getattr(e, "name", e)
@@ -131,13 +161,14 @@ def make_compile_data(fn, *, executors=None, cache=None, sharp_edges=None, disab
     _check_option("fusion policy", fusion, FUSION_POLICIES)
     if isinstance(debug_options, dict):
         debug_options = DebugOptions(**debug_options)
-    if compile_options:
-        raise TypeError(f"thunder.jit got unexpected keyword arguments: {', '.join(compile_options)}")
+    if compile_options:  # recorded (last_compile_options), as thunder does, but nothing reads them
+        warnings.warn(f"thunder.jit: unknown compile options {', '.join(map(repr, compile_options))} are recorded "
+                      "(thunder.last_compile_options) and otherwise ignored", UserWarning, stacklevel=3)
     return CompileData(fn, cache, executors, sharp_edges, bool(disable_torch_autograd),
                        _normalize_transforms(transforms), debug_options or DebugOptions(), strict,
                        dict(executors=executors, cache=cache, sharp_edges=sharp_edges,
                             disable_torch_autograd=disable_torch_autograd, transforms=transforms,
-                            debug_options=debug_options, fusion=fusion),
+                            debug_options=debug_options, fusion=fusion, **compile_options),
                        fn if isinstance(fn, torch.nn.Module) else None, fusion=fusion)
 
 
@@ -168,7 +199,11 @@ class ThunderFunction:
     def _miss(self, args, kwargs):
         cs, cd = self._cs, self._cd
         cs.cache_misses += 1
-        cs.last_miss_reason = _miss_reason(self._entries, args, kwargs) if self._entries else "first call"
+        if self._entries:
+            cs.last_miss_reason = _miss_reason(self._entries, args, kwargs)
+        else:
+            cs.last_miss_reason = "cache option 'no caching'" if cs.cache_misses > 1 else "first call"
+        cs.miss_reasons.append(cs.last_miss_reason)
         entry = compile_entry(cd, cs, args, kwargs)
         if cd.cache_option != "no caching":
             self._entries.insert(0, entry)
@@ -372,6 +407,8 @@ def compile_entry(cd, cs, args, kwargs) -> CacheEntry:
             with module.context:
                 build_pass_manager(f"builtin.module({element})").run(module.operation)
             producer = pass_name(element)
+        if cd.debug_options.check_traces:
+            _verify(module, producer)
         traces.append(Trace(producer, module, output_spec=out_spec))
     if fusion is not None and not training and _fuse(module, fusion):
         traces.append(Trace("thunder-fuse", module, output_spec=out_spec))
@@ -392,7 +429,7 @@ def compile_entry(cd, cs, args, kwargs) -> CacheEntry:
         computation = compile_source(source, constants=constants)
         if cd.disable_torch_autograd:
             computation = torch.no_grad()(computation)
-        traces.append(Trace("torch executor (execution trace)", module, python=source))
+        traces.append(Trace("torch executor (execution trace)", module, python=source, fn=computation))
     entry_guards = list(state.guards.values()) + guards.ambient_guards(ctx.consulted, ambient)
     read = inputs.tensors
     strided = [i for i, p in enumerate(inputs.proxies) if p.input_name in ctx.stride_dependent]
@@ -406,12 +443,22 @@ def compile_entry(cd, cs, args, kwargs) -> CacheEntry:
     times["codegen"] = time.perf_counter() - t
     cs.last_stage_times = times
     cs.last_compile_time = time.perf_counter() - t_start
-    prologue_trace = Trace("prologue", python=prologue.source)
+    prologue_trace = Trace("prologue", python=prologue.source, fn_name="entry", fn=run)
     n_arg_tensors = len(read) - len(state.reads)
     strided = set(strided)
     description = (arg_specs, kw_specs, [_meta(x, i in strided) for i, x in enumerate(read[:n_arg_tensors])],
                    (state.consts, entry_guards, [(expr, _meta(read[i], i in strided)) for expr, i in state.reads]))
     return CacheEntry(run, traces, [prologue_trace], description, backward_traces, first_run)
+
+
+def _verify(module, producer):
+    """DebugOptions(check_traces=True): MLIR's verifier (the ops' meta functions on their operand
+    types) on the trace a pass left."""
+    with module.context:
+        try:
+            module.operation.verify()
+        except ir.MLIRError as e:
+            raise RuntimeError(f"thunder: the trace after {producer} does not verify: {e}") from None
 
 
 def _requested(cd, name):
@@ -462,8 +509,10 @@ def _autograd_program(cs, module, tensors, proxies, out_spec, traces, fusion=Non
         if decompose:
             build_pass_manager("builtin.module(thunder-decompose,cse,canonicalize)").run(m.operation)
     program = AutogradProgram(m, len(tensors))
-    traces.append(Trace("thunder-remat (forward)", m, python=program.forward_source, fn_name="forward"))
-    backward = [Trace("thunder-autograd (backward)", m, python=program.backward_source, fn_name="backward")]
+    traces.append(Trace("thunder-remat (forward)", m, python=program.forward_source, fn_name="forward",
+                        fn=program.forward))
+    backward = [Trace("thunder-autograd (backward)", m, python=program.backward_source, fn_name="backward",
+                      fn=program.backward)]
     # after AutogradProgram, which lifts @forward (func.call has no Python-level form)
     if fusion is not None and _fuse(m, fusion):
         for fn_name in ("forward", "backward"):
@@ -471,8 +520,10 @@ def _autograd_program(cs, module, tensors, proxies, out_spec, traces, fusion=Non
             src = python_source(m, fn_name, header=f"produced by: thunder-fuse ({fn_name})", constants=kernels)
             setattr(program, f"{fn_name}_source", src)
             setattr(program, fn_name, compile_source(src, fn_name, constants=kernels))
-        traces.append(Trace("thunder-fuse (forward)", m, python=program.forward_source, fn_name="forward"))
-        backward.append(Trace("thunder-fuse (backward)", m, python=program.backward_source, fn_name="backward"))
+        traces.append(Trace("thunder-fuse (forward)", m, python=program.forward_source, fn_name="forward",
+                            fn=program.forward))
+        backward.append(Trace("thunder-fuse (backward)", m, python=program.backward_source, fn_name="backward",
+                              fn=program.backward))
     names = [p.name for p in proxies]
     n = program.num_outputs
     flat = ["outs"] if n == 1 else [f"outs[{i}]" for i in range(n)]
@@ -483,7 +534,8 @@ def _autograd_program(cs, module, tensors, proxies, out_spec, traces, fusion=Non
         call = f"with torch.enable_grad():\n    {call}"
     source = f"def computation({', '.join(names)}):\n  {call}\n  return {ret}\n"
     computation = compile_source(source, constants=constants)
-    traces.append(Trace("torch executor (execution trace)", m, python=source + "\n" + program.forward_source))
+    traces.append(Trace("torch executor (execution trace)", m, python=source + "\n" + program.forward_source,
+                        fn=computation, fn_name="computation"))
     return source, computation, backward
 
 
