@@ -299,3 +299,178 @@ def test_debug_options_check_traces_verifies_every_pass():
     with pytest.raises(RuntimeError, match="after breaks_the_trace does not verify"):
         jbad(torch.randn(2), torch.randn(2))
     assert seen
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. Custom torch.autograd.Function
+
+
+class _ScaleTenfold(torch.autograd.Function):
+    """Its backward is not the derivative (10x): proves the user's backward is the one used."""
+
+    @staticmethod
+    def forward(ctx, x, k):
+        ctx.k = k
+        return x * k
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * ctx.k * 10, None
+
+
+class _Exp(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        y = x.exp()
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        (y,) = ctx.saved_tensors
+        return g * y
+
+
+class _MulAdd(torch.autograd.Function):
+    """Two tensor inputs, a non-tensor input, two outputs; records needs_input_grad."""
+    seen = []
+
+    @staticmethod
+    def forward(ctx, a, b, alpha):
+        ctx.save_for_backward(a, b)
+        ctx.alpha = alpha
+        return a * b, a + alpha * b
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, g_mul, g_add):
+        a, b = ctx.saved_tensors
+        _MulAdd.seen.append(ctx.needs_input_grad)
+        ga = g_mul * b + g_add if ctx.needs_input_grad[0] else None
+        gb = g_mul * a + ctx.alpha * g_add if ctx.needs_input_grad[1] else None
+        return ga, gb, None
+
+
+class _NoMaterialize(torch.autograd.Function):
+    seen = []
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.set_materialize_grads(False)
+        return x.sin(), x.cos()
+
+    @staticmethod
+    def backward(ctx, g_sin, g_cos):
+        _NoMaterialize.seen.append((g_sin is None, g_cos is None))
+        return g_sin * 3 if g_sin is not None else None
+
+
+class _SortValues(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        values, indices = x.sort()
+        ctx.mark_non_differentiable(indices)
+        ctx.save_for_backward(indices)
+        return values, indices
+
+    @staticmethod
+    def backward(ctx, g, _):
+        (indices,) = ctx.saved_tensors
+        return torch.zeros_like(g).scatter(0, indices, g)
+
+
+class _SetupContextSquare(torch.autograd.Function):
+    @staticmethod
+    def forward(x):
+        return x * x
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        (x,) = inputs
+        ctx.save_for_backward(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return 2 * x * g
+
+
+class _DoubleInPlace(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        x.mul_(2)
+        ctx.mark_dirty(x)
+        return x
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2
+
+
+def _custom_functions(x, y):
+    a = _ScaleTenfold.apply(x, 3.0)
+    b = _Exp.apply(a)
+    c, d = _MulAdd.apply(b, y, 0.5)
+    e, _ = _NoMaterialize.apply(d)
+    v, i = _SortValues.apply(c)
+    s = _SetupContextSquare.apply(e)
+    t = _DoubleInPlace.apply(s * 1)
+    return t, v, i
+
+
+@pytest.mark.parametrize("x_grad,y_grad", [(True, True), (True, False), (False, True), (False, False)])
+def test_custom_autograd_functions_use_the_users_backward(x_grad, y_grad):
+    x = torch.randn(5, requires_grad=x_grad)
+    y = torch.randn(5, requires_grad=y_grad)
+    jfn = thunder.jit(_custom_functions)
+    _MulAdd.seen.clear()
+    _NoMaterialize.seen.clear()
+    ref = _custom_functions(x, y)
+    seen_eager = (list(_MulAdd.seen), list(_NoMaterialize.seen))
+    for _ in range(2):  # the first call and the cached program
+        out = jfn(x, y)
+        for o, r in zip(out, ref):
+            torch.testing.assert_close(o, r)
+            _same_autograd(o, r)
+    leaves = [t for t in (x, y) if t.requires_grad]
+    if not leaves:
+        return
+    g = torch.randn(5)
+    _MulAdd.seen.clear()
+    _NoMaterialize.seen.clear()
+    expected = torch.autograd.grad((ref[0] * g).sum() + ref[1].sum(), leaves)
+    seen_eager = (list(_MulAdd.seen), list(_NoMaterialize.seen))
+    _MulAdd.seen.clear()
+    _NoMaterialize.seen.clear()
+    got = torch.autograd.grad((out[0] * g).sum() + out[1].sum(), leaves)
+    for a, b in zip(got, expected):
+        torch.testing.assert_close(a, b)
+    assert (_MulAdd.seen, _NoMaterialize.seen) == seen_eager
+    assert "impl.autograd_function_backward('_MulAdd#" in str(thunder.last_backward_traces(jfn)[-1])
+
+
+def test_custom_autograd_function_forward_is_traced():
+    jfn = thunder.jit(lambda x: _Exp.apply(x) + 1)
+    x = torch.randn(3, requires_grad=True)
+    jfn(x)
+    first = thunder.last_traces(jfn)[0].to_mlir()
+    assert '"ltorch.exp"' in first and '"ltorch.autograd_function"' in first
+    jfn(x.detach())  # no gradient needed: the forward's ops only
+    assert "autograd_function" not in thunder.last_traces(jfn)[0].to_mlir()
+
+
+def test_custom_autograd_function_backward_errors_as_eager():
+    class WrongShape(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g[:1]
+
+    x = torch.randn(3, requires_grad=True)
+    with pytest.raises(RuntimeError, match="returned an invalid gradient at index 0"):
+        WrongShape.apply(x).sum().backward()
+    with pytest.raises(RuntimeError, match="returned an invalid gradient at index 0"):
+        thunder.jit(WrongShape.apply)(x).sum().backward()

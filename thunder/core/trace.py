@@ -163,8 +163,17 @@ def record_op(op, values):
             base.views.append(o)
     ctx.symbols.append(BoundSymbol(op, {k: _to_refs(v) for k, v in values.items()},
                                    [ref(o) for o in outs], current_location()))
-    if ctx.track_grad_mode and _grad_enabled():
-        ctx.grad_ops = True
+    if ctx.track_grad_mode:
+        # requires_grad as eager answers it: a floating result of a differentiable op on a tensor
+        # that requires grad, with grad mode on
+        grad = _grad_enabled()
+        ctx.grad_ops |= grad
+        needs = grad and op.differentiable and any(
+            x.requires_grad for v in values.values() for x in (v if isinstance(v, tuple) else (v,))
+            if isinstance(x, TensorProxy))
+        for o in outs:
+            if isinstance(o, TensorProxy):
+                o.requires_grad = needs and (o.dtype.is_floating_point or o.dtype.is_complex)
     if ctx.track_grad_mode and not _grad_enabled() and op.name not in ("detach", "no_grad_update"):
         # under torch.no_grad() the results carry no autograd history: record that in the trace
         outs = [_detach(o) for o in outs]

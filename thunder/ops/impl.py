@@ -240,3 +240,10 @@ def inference_tensor(t):
     inference mode, for results of a trace's inference_mode region that the function returns."""
     with torch.inference_mode():
         return t.clone()
+
+
+def autograd_function_backward(key, saved, cotangents, *, cotangent_for, grads_for):
+    """A torch.autograd.Function's own backward (ops/custom_function.py)."""
+    from thunder.ops.custom_function import run_backward
+
+    return run_backward(key, saved, cotangents, cotangent_for, grads_for)

@@ -14,7 +14,7 @@ from thunder.core.proxies import TensorProxy
 from thunder.dialects.emit import emit
 from thunder.dialects.mlir import ir
 from thunder.lowering.passes import build_pass_manager, pass_name, pass_options, split_pipeline
-from thunder.ops import fallback, registry
+from thunder.ops import custom_function, fallback, registry
 from thunder.runtime import guards, sharp_edges, structure
 from thunder.runtime.codegen import compile_source, python_source
 from thunder.runtime.prologue import MISS, Prologue
@@ -591,6 +591,8 @@ def _isinstance(obj, cls):
 def _lookup(fn):
     if fn is isinstance:
         return _isinstance
+    if custom_function.is_apply(fn):  # MyFn.apply: its forward interpreted, its backward for gradients
+        return functools.partial(custom_function.apply, fn.__self__) if hasattr(fn, "__self__") else custom_function.apply
     op = registry.lookup_callable(fn)
     if op is not None:
         return functools.partial(fallback.registered, op, fn)
