@@ -474,3 +474,137 @@ def test_custom_autograd_function_backward_errors_as_eager():
         WrongShape.apply(x).sum().backward()
     with pytest.raises(RuntimeError, match="returned an invalid gradient at index 0"):
         thunder.jit(WrongShape.apply)(x).sum().backward()
+
+
+# ---------------------------------------------------------------------------------------------
+# 4. Inputs and state
+
+
+def test_isinstance_parameter_inside_jitted_code():
+    def f(w, x):
+        y = w * 2
+        return (isinstance(w, torch.nn.Parameter), isinstance(x, torch.nn.Parameter),
+                isinstance(y, torch.nn.Parameter), isinstance(w, torch.Tensor))
+
+    w, x = torch.nn.Parameter(torch.randn(2)), torch.randn(2)
+    assert thunder.jit(f)(w, x) == f(w, x) == (True, False, False, True)
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(2, 2)
+
+        def forward(self, x):
+            n = 0
+            for p in (self.lin.weight, self.lin.bias, x):
+                n += isinstance(p, torch.nn.Parameter)
+            return self.lin(x) * n
+
+    m = M()
+    torch.testing.assert_close(thunder.jit(m)(x), m(x))
+
+
+def test_partial_binding_tensors_reads_them_at_call_time():
+    import functools
+
+    def f(fn, x):
+        return fn(x) * 2
+
+    jf = thunder.jit(f)
+    for _ in range(2):
+        p = functools.partial(torch.add, torch.randn(3), alpha=2)
+        x = torch.randn(3)
+        torch.testing.assert_close(jf(p, x), f(p, x))
+    assert thunder.cache_misses(jf) == 1
+    p = functools.partial(torch.add, torch.randn(2, 3), alpha=2)  # a new shape: recompiles
+    torch.testing.assert_close(jf(p, x), f(p, x))
+    p = functools.partial(torch.mul, torch.randn(3))  # another function
+    torch.testing.assert_close(jf(p, x), f(p, x))
+    assert thunder.cache_misses(jf) == 3
+
+
+def test_grad_reads_are_inputs_read_at_call_time():
+    def f(p, x):
+        g = p.grad
+        if g is None:
+            return p * x
+        return p * x + g, (x * 2).grad
+
+    p, x = torch.nn.Parameter(torch.randn(3)), torch.randn(3)
+    jf = thunder.jit(f)
+    with torch.no_grad():
+        torch.testing.assert_close(jf(p, x), f(p, x))
+        p.grad = torch.randn(3)
+        out, g2 = jf(p, x)
+        torch.testing.assert_close(out, f(p, x)[0])
+        assert g2 is None
+        p.grad = torch.randn(3)  # a new gradient: read by the cached program
+        torch.testing.assert_close(jf(p, x)[0], f(p, x)[0])
+    assert thunder.cache_misses(jf) == 2
+    assert thunder.compile_stats(jf).miss_reasons[1].startswith("the .grad of p changed (None -> tensor(")
+    p.grad = None  # the first entry again
+    torch.testing.assert_close(jf(p, x), f(p, x))
+    assert thunder.cache_misses(jf) == 2
+
+
+def test_optimizer_step_inside_the_jitted_function_updates_the_parameters():
+    def sgd_step(params, lr):
+        with torch.no_grad():
+            for p in params:
+                p.sub_(lr * p.grad)
+
+    def train_step(model, x, lr):
+        loss = model(x).pow(2).sum()
+        loss.backward()
+        sgd_step(list(model.parameters()), lr)
+        for p in model.parameters():
+            p.grad = None
+        return loss
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 2)
+    ref = torch.nn.Linear(4, 2)
+    ref.load_state_dict(model.state_dict())
+    jstep = thunder.jit(sgd_step)
+    for _ in range(3):
+        x = torch.randn(8, 4)
+        train_step(ref, x, 0.1)
+        model(x).pow(2).sum().backward()
+        params = list(model.parameters())
+        assert jstep(params, 0.1) is None
+        for p in params:
+            p.grad = None
+        for a, b in zip(model.parameters(), ref.parameters()):
+            torch.testing.assert_close(a, b)
+            assert a.requires_grad and a.is_leaf
+    assert thunder.cache_misses(jstep) == 1
+
+
+def test_torch_calls_on_python_numbers():
+    def f(x):
+        return torch.add(2, 3), torch.mul(2.0, 3) + x, torch.sub(5, 3, alpha=2), torch.true_divide(3, 2)
+
+    x = torch.randn(2)
+    for o, r in zip(thunder.jit(f)(x), f(x)):
+        torch.testing.assert_close(o, r)
+        assert o.dtype == r.dtype
+    with pytest.raises(TypeError, match="must be Tensor, not int"):
+        thunder.jit(lambda x: torch.maximum(2, 3) + x)(x)
+
+
+def test_torch_compile_inside_a_jitted_function_raises_naming_it():
+    def f(x):
+        return torch.compile(torch.sin)(x)
+
+    with pytest.raises(NotImplementedError, match=r"thunder: torch.compile at .*test_public_behaviour.py:\d+ inside"):
+        thunder.jit(f)(torch.randn(2))
+
+
+def test_changing_the_default_dtype_inside_raises():
+    def f(x):
+        torch.set_default_dtype(torch.float64)
+        return x + torch.ones(2)
+
+    with pytest.raises(RuntimeError, match="Default dtype is changed during the execution of jitted function at "):
+        thunder.jit(f)(torch.randn(2))
+    assert torch.get_default_dtype() is torch.float32

@@ -47,6 +47,7 @@ class TraceCtx:
         self.track_strides = False  # eager's strides on proxies (the user's program, not decompositions)
         self.differentiable = False  # an input requires grad
         self.grad_ops = False  # an op of the user's program was recorded with grad mode on
+        self.read_grad = None  # x.grad of a proxy while tracing (runtime/state.py), when the caller reads them
         self.stride_dependent = set()  # names of the inputs whose strides decided something
 
     def new_name(self, hint=None):

@@ -45,9 +45,12 @@ class _Namer:
         return name
 
 
-def python_source(module, fn_name="computation", output_spec=None, comments=True, header=None, constants=None):
+def python_source(module, fn_name="computation", output_spec=None, comments=True, header=None, constants=None,
+                  no_grad_copies=()):
     """Python source of func @fn_name. output_spec, when given, rebuilds the user's output
-    structure from the flat results (see thunder.runtime.structure)."""
+    structure from the flat results (see thunder.runtime.structure). no_grad_copies: the inputs
+    (indices) whose in-place updates are written back outside autograd (tensors that require
+    grad, updated under no_grad: an optimizer step's p.sub_(lr * p.grad))."""
     with module.context:
         f = find_func(module.operation, fn_name)
         if f is None:
@@ -79,7 +82,8 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
                     # in-place updates of inputs: the caller sees them, as in eager
                     k = len(mutated)
                     for i, v in zip(mutated, flat[-k:]):
-                        lines.append(f"  {params[i]}.copy_({v})")
+                        target = f"{params[i]}.detach()" if i in no_grad_copies else params[i]
+                        lines.append(f"  {target}.copy_({v})")
                     flat = flat[:-k]
                 lines.append("  return " + _return_expr(flat, output_spec, constants, params))
                 continue

@@ -253,14 +253,14 @@ def _miss_reason(entries, args, kwargs):
     consts, entry_guards, reads = state
     for expr, before in reads:
         try:
-            t = eval(expr, dict(consts))
+            t = eval(expr, {**consts, "args": args, "kwargs": kwargs})
         except Exception:
             return f"{_readable(expr)} is gone"
         if not isinstance(t, torch.Tensor):
             return f"{_readable(expr)} is no longer a tensor"
         if _meta(t, before[4] is not None) != before:
             return _changed(_readable(expr), before, _meta(t, before[4] is not None))
-    failed = guards.failing(entry_guards, consts)
+    failed = guards.failing(entry_guards, {**consts, "args": args, "kwargs": kwargs})
     if failed is not None:
         g, value = failed
         return guards.CHECKS[g.check].why(g.what or g.expr, g.expected, value)
@@ -331,6 +331,8 @@ def _acquire(cd, args, kwargs, shared=None):
             kw_specs.append((k, s))
             pkwargs[k] = p
         state = StateTracker(cd.module, inputs, strict=cd.strict)
+        state.arg_paths = structure.tensor_paths(arg_specs, kw_specs)
+        ctx.read_grad = state.read_grad
         state.pin_root_function(cd.fn)
         for spec in structure.iter_specs(arg_specs + [s for _, s in kw_specs]):
             if spec[0] == "object":  # checked by identity: reached through its constant
@@ -425,7 +427,8 @@ def compile_entry(cd, cs, args, kwargs) -> CacheEntry:
         t = time.perf_counter()
     else:
         source = python_source(module, output_spec=out_spec, constants=constants,
-                               header="produced by: torch executor (execution trace)")
+                               header="produced by: torch executor (execution trace)",
+                               no_grad_copies={i for i, x in enumerate(tensors) if x.requires_grad})
         computation = compile_source(source, constants=constants)
         if cd.disable_torch_autograd:
             computation = torch.no_grad()(computation)
@@ -580,17 +583,58 @@ def _is_compiling_checks():
 
 def _isinstance(obj, cls):
     """isinstance, with proxies standing for tensors: isinstance(x, torch.Tensor) is True for a
-    proxy (libraries branch on it), as torch.is_tensor(x) then is."""
+    proxy (libraries branch on it), as torch.is_tensor(x) then is; isinstance(w, nn.Parameter)
+    for the proxy of a parameter."""
     if isinstance(obj, TensorProxy):
         classes = cls if isinstance(cls, tuple) else (cls,)
         if any(c is torch.Tensor or c is torch._C.TensorBase for c in classes):
             return True
+        if obj.is_parameter and any(c is torch.nn.Parameter for c in classes):
+            return True  # (an nn.Parameter argument or attribute, updated in place or not)
     return isinstance(obj, cls)
+
+
+def _refuse(exc_type, message):
+    def refused(*args, **kwargs):
+        loc = tracing.current_location()
+        where = f" at {loc[0]}:{loc[1]}" if loc else ""
+        raise exc_type(message.format(where=where))
+
+    return refused
+
+
+# calls that thunder refuses inside a jitted function (the exception type and the message)
+_REFUSED = {
+    torch.compile: (NotImplementedError, "thunder: torch.compile{where} inside a jitted function is not supported "
+                    "(thunder compiles the function already). Workaround: call the function itself, or apply "
+                    "torch.compile outside thunder.jit"),
+    torch.set_default_dtype: (RuntimeError, "Default dtype is changed during the execution of jitted function{where}. "
+                              "This is currently unsupported. Workaround: set it before calling the jitted function"),
+}
+
+
+def _compiled_by_dynamo(fn):
+    """A function or module that torch.compile returned."""
+    try:
+        return (getattr(fn, "_torchdynamo_orig_callable", None) is not None
+                or type(fn).__module__ == "torch._dynamo.eval_frame")
+    except Exception:  # noqa: BLE001 - an object whose attributes cannot be read: not dynamo's
+        return False
 
 
 def _lookup(fn):
     if fn is isinstance:
         return _isinstance
+    try:
+        refused = _REFUSED.get(fn)
+    except TypeError:  # unhashable
+        refused = None
+    if refused is None and _compiled_by_dynamo(fn):
+        refused = (NotImplementedError, "thunder: calling a function compiled by torch.compile{where} inside a jitted "
+                   "function is not supported. Workaround: call the original function (torch.compile's result has "
+                   "it as _torchdynamo_orig_callable), or apply torch.compile outside thunder.jit")
+    if refused is not None:
+        return _refuse(*refused)
     if custom_function.is_apply(fn):  # MyFn.apply: its forward interpreted, its backward for gradients
         return functools.partial(custom_function.apply, fn.__self__) if hasattr(fn, "__self__") else custom_function.apply
     op = registry.lookup_callable(fn)

@@ -6,6 +6,8 @@ identity), ("tuple"|"list", [specs]), ("dict", [(key, spec)]), ("namedtuple"|"st
 ("input", k) (a tensor the trace read, returned as it is) and ("inference", spec). Constants are Python scalars and the other values a cache
 entry is specialised on."""
 import dataclasses
+import functools
+
 import torch
 
 from thunder.core import trace as tracing
@@ -166,6 +168,12 @@ def flatten_inputs(value, name, inputs, strict):
             items.append((k, s))
             proxy[k] = p
         return ("dict", items), proxy
+    if type(value) is functools.partial and not strict:  # its bound arguments are inputs too
+        fs, fp = flatten_inputs(value.func, f"{name}_func", inputs, strict)
+        parts = [flatten_inputs(v, f"{name}_{i}", inputs, strict) for i, v in enumerate(value.args)]
+        kparts = [(k, *flatten_inputs(v, f"{name}_{k}", inputs, strict)) for k, v in value.keywords.items()]
+        proxy = functools.partial(fp, *(p for _, p in parts), **{k: p for k, _, p in kparts})
+        return ("partial", fs, [s for s, _ in parts], [(k, s) for k, s, _ in kparts]), proxy
     if strict:
         raise UnpackError(
             f"Cannot unpack object of type {type(value).__name__}. thunder.functional.jit accepts "
@@ -281,6 +289,40 @@ def _has_literal(v):
     return isinstance(v, (bool, int, str, type(None))) or isinstance(v, float) and v == v and abs(v) != float("inf")
 
 
+def tensor_paths(arg_specs, kw_specs):
+    """{tensor index: the prologue's expression for it (args[0][1], kwargs['x'].weight)}."""
+    paths = {}
+
+    def walk(spec, expr):
+        kind = spec[0]
+        if kind == "tensor":
+            paths[spec[1]] = expr
+        elif kind in ("tuple", "list"):
+            for i, s in enumerate(spec[1]):
+                walk(s, f"{expr}[{i}]")
+        elif kind in ("namedtuple", "structseq"):
+            for i, s in enumerate(spec[2]):
+                walk(s, f"{expr}[{i}]")
+        elif kind == "dict":
+            for k, s in spec[1]:
+                walk(s, f"{expr}[{k!r}]")
+        elif kind == "dataclass":
+            for f, s in spec[2]:
+                walk(s, f"{expr}.{f}")
+        elif kind == "partial":
+            walk(spec[1], f"{expr}.func")
+            for i, s in enumerate(spec[2]):
+                walk(s, f"{expr}.args[{i}]")
+            for k, s in spec[3]:
+                walk(s, f"{expr}.keywords[{k!r}]")
+
+    for i, s in enumerate(arg_specs):
+        walk(s, f"args[{i}]")
+    for k, s in kw_specs:
+        walk(s, f"kwargs[{k!r}]")
+    return paths
+
+
 def iter_specs(specs):
     """Every spec node in a list of specs, depth first."""
     for s in specs:
@@ -293,3 +335,5 @@ def iter_specs(specs):
             yield from iter_specs([c for _, c in s[1]])
         elif s[0] == "dataclass":
             yield from iter_specs([c for _, c in s[2]])
+        elif s[0] == "partial":
+            yield from iter_specs([s[1], *s[2], *(c for _, c in s[3])])
