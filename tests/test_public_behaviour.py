@@ -609,3 +609,57 @@ def test_changing_the_default_dtype_inside_raises():
     with pytest.raises(RuntimeError, match="Default dtype is changed during the execution of jitted function at "):
         thunder.jit(f)(torch.randn(2))
     assert torch.get_default_dtype() is torch.float32
+
+
+@torch.no_grad()
+def _decorated_no_grad_helper(x):
+    return x * 2
+
+
+@torch.inference_mode()
+def _decorated_inference_helper(x):
+    return x + 1
+
+
+def _decorators_and_repeats(x, y):
+    a = _decorated_no_grad_helper(x)
+    b = _decorated_inference_helper(y)
+    c = x * y
+    return a, b, c, c
+
+
+@pytest.mark.parametrize("x_grad", [True, False])
+def test_grad_mode_decorators_and_repeated_outputs_match_eager(x_grad):
+    x, y = torch.randn(3, requires_grad=x_grad), torch.randn(3)
+    ref = _decorators_and_repeats(x, y)
+    out = thunder.jit(_decorators_and_repeats)(x, y)
+    for o, r in zip(out, ref):
+        torch.testing.assert_close(o, r)
+        _same_autograd(o, r)
+    assert out[2] is out[3]
+
+
+class _ScaledLinear(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 3)
+
+    def forward(self, x):
+        h = _Exp.apply(self.lin(x).tanh())
+        return _ScaleTenfold.apply(h, 0.5).sum() + _Exp.apply(self.lin.weight).mean()
+
+
+@pytest.mark.parametrize("transforms", [None, ["thunder-decompose"]])
+def test_custom_autograd_function_in_a_module_trains_like_eager(transforms):
+    torch.manual_seed(0)
+    model, ref = _ScaledLinear(), _ScaledLinear()
+    ref.load_state_dict(model.state_dict())
+    tm = thunder.jit(model, transforms=transforms)
+    for _ in range(2):
+        x = torch.randn(5, 4)
+        loss, loss_ref = tm(x), ref(x)
+        torch.testing.assert_close(loss, loss_ref)
+        loss.backward()
+        loss_ref.backward()
+        for p, q in zip(model.parameters(), ref.parameters()):
+            torch.testing.assert_close(p.grad, q.grad)

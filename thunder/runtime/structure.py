@@ -194,8 +194,12 @@ def flatten_outputs(value, refs, inputs=None):
         k = inputs.param_index(value) if inputs is not None else None
         if k is not None:
             return ("input", k)
-        refs.append(ref(value))
-        spec = ("tensor", len(refs) - 1)
+        r = ref(value)
+        if r in refs:  # returned twice: the same object twice, as in eager
+            spec = ("tensor", refs.index(r))
+        else:
+            refs.append(r)
+            spec = ("tensor", len(refs) - 1)
         return ("inference", spec) if value.inference else spec
     if isinstance(value, torch.Tensor):
         raise NotImplementedError(
