@@ -230,7 +230,8 @@ def test_compile_stats_lists_every_recompile_and_its_reason():
     stats = thunder.compile_stats(jf)
     assert stats.cache_misses == 3 and len(stats.miss_reasons) == 3
     assert stats.miss_reasons[0] == "first call"
-    assert stats.miss_reasons[1] == "tensor argument 0: shape changed (((2, 3), torch.float32, device(type='cpu'), False) -> ((4, 3), torch.float32, device(type='cpu'), False))"
+    assert stats.miss_reasons[1] == ("tensor argument 0: shape changed (((2, 3), torch.float32, device(type='cpu'), "
+                                     "False) -> ((4, 3), torch.float32, device(type='cpu'), False))")
     assert stats.miss_reasons[2].startswith("tensor argument 0: dtype changed")
     assert stats.last_miss_reason == stats.miss_reasons[-1]
 
@@ -241,7 +242,8 @@ def test_traces_args_python_callable_and_save_trace(tmp_path):
     jf(a, b)
     traces = thunder.last_traces(jf)
     first, last = traces[0], traces[-1]
-    assert [(r.name, r.shape, r.dtype) for r in first.args] == [("a", (2, 3), torch.float32), ("b", (2, 3), torch.float32)]
+    assert [(r.name, r.shape, r.dtype) for r in first.args] == [("a", (2, 3), torch.float32),
+                                                                 ("b", (2, 3), torch.float32)]
     for trace in (first, last):
         torch.testing.assert_close(trace.python_callable()(a, b), _add(a, b))
     assert thunder.last_prologue_traces(jf)[0].args == ["args", "kwargs"]

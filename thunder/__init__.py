@@ -28,7 +28,8 @@ def jit(fn, /, *, executors=None, cache=None, sharp_edges=None, disable_torch_au
     (default: recompile when shapes, dtypes, devices, requires_grad or Python scalar values
     change), SAME_INPUT / "same input" (assume every call matches the first: no checks),
     NO_CACHING / "no caching" (recompile on every call); SYMBOLIC_VALUES is not implemented yet.
-    Other keyword options are recorded (last_compile_options) with a warning. transforms: MLIR pass names (ours or upstream) or
+    Other keyword options are recorded (last_compile_options) with a warning.
+    transforms: MLIR pass names (ours or upstream) or
     callables on the trace module, run after the default passes."""
     cd = make_compile_data(fn, executors=executors, cache=cache, sharp_edges=sharp_edges,
                            disable_torch_autograd=disable_torch_autograd, transforms=transforms,

@@ -52,6 +52,7 @@ class _Applied:
 
 class _ForwardCtx:
     """`ctx` of a forward interpreted by thunder: records what torch's FunctionCtx would keep."""
+    OWN = ("needs_input_grad", "_saved", "_dirty", "_non_differentiable", "_materialize_grads")
 
     def __init__(self, needs_input_grad):
         self.needs_input_grad = needs_input_grad
@@ -121,7 +122,8 @@ def apply(function, *args, **kwargs):
         return out
     flat = list(out) if isinstance(out, tuple) else [out]
     excluded = {id(t) for t in ctx._non_differentiable}
-    routed = [i for i, o in enumerate(flat) if isinstance(o, TensorProxy) and differentiable(o) and id(o) not in excluded]
+    routed = [i for i, o in enumerate(flat)
+              if isinstance(o, TensorProxy) and differentiable(o) and id(o) not in excluded]
     if not routed:
         return out
     operands, position = [], {}
@@ -137,10 +139,14 @@ def apply(function, *args, **kwargs):
         raise TypeError("save_for_backward can only save variables, but argument 0 is not a Variable")
     tensor_attributes, attributes = [], {}
     for name, value in vars(ctx).items():
-        if name.startswith("_") or name == "needs_input_grad":
+        if name in _ForwardCtx.OWN:
             continue
         if isinstance(value, TensorProxy):
             tensor_attributes.append((name, operand(value)))
+        elif isinstance(value, (tuple, list)) and any(isinstance(v, TensorProxy) for v in value):
+            raise NotImplementedError(f"thunder: {function.__qualname__}.forward sets ctx.{name} to a "
+                                      f"{type(value).__name__} of tensors. Workaround: save them with "
+                                      "ctx.save_for_backward, or set one tensor per ctx attribute")
         else:
             attributes[name] = value
     input_positions = [i for i, a in enumerate(args) if isinstance(a, TensorProxy)]

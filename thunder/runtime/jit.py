@@ -48,7 +48,7 @@ MAX_ENTRIES = 64  # cache entries kept per jitted function (most recent first)
 @dataclass
 class DebugOptions:
     record_interpreter_history: bool = False  # fills last_interpreted_instructions / _log
-    check_traces: bool = False  # run MLIR's verifier on the trace after every pass
+    check_traces: bool = False  # run MLIR's verifier after each default pass and transform
 
 
 @dataclass
@@ -636,7 +636,9 @@ def _lookup(fn):
     if refused is not None:
         return _refuse(*refused)
     if custom_function.is_apply(fn):  # MyFn.apply: its forward interpreted, its backward for gradients
-        return functools.partial(custom_function.apply, fn.__self__) if hasattr(fn, "__self__") else custom_function.apply
+        if hasattr(fn, "__self__"):
+            return functools.partial(custom_function.apply, fn.__self__)
+        return custom_function.apply  # (Function.apply itself: called with the class first)
     op = registry.lookup_callable(fn)
     if op is not None:
         return functools.partial(fallback.registered, op, fn)

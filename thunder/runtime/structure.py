@@ -2,8 +2,9 @@
 
 A spec is a small tree: ("tensor", i), ("const", value), ("object", value) (checked by
 identity), ("tuple"|"list", [specs]), ("dict", [(key, spec)]), ("namedtuple"|"structseq", type,
-[specs]) (structseq: torch.return_types.*), ("dataclass", type, [(field, spec)]); outputs also
-("input", k) (a tensor the trace read, returned as it is) and ("inference", spec). Constants are Python scalars and the other values a cache
+[specs]) (structseq: torch.return_types.*), ("dataclass", type, [(field, spec)]), ("partial",
+func spec, [specs], [(keyword, spec)]); outputs also ("input", k) (a tensor the trace read,
+returned as it is) and ("inference", spec). Constants are Python scalars and the other values a cache
 entry is specialised on."""
 import dataclasses
 import functools
