@@ -665,3 +665,33 @@ def test_custom_autograd_function_in_a_module_trains_like_eager(transforms):
         loss_ref.backward()
         for p, q in zip(model.parameters(), ref.parameters()):
             torch.testing.assert_close(p.grad, q.grad)
+
+
+def test_custom_autograd_function_ctx_attributes():
+    class Private(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx._scale = 3.0  # any attribute name, private ones included
+            ctx.x = x  # a tensor attribute
+            return x * ctx._scale
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * ctx._scale + ctx.x
+
+    class TensorList(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.pair = [x, x]
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2
+
+    x = torch.randn(4, requires_grad=True)
+    (g,) = torch.autograd.grad(thunder.jit(Private.apply)(x).sum(), x)
+    (e,) = torch.autograd.grad(Private.apply(x).sum(), x)
+    torch.testing.assert_close(g, e)
+    with pytest.raises(NotImplementedError, match="sets ctx.pair to a list of tensors"):
+        thunder.jit(TensorList.apply)(x)
