@@ -75,10 +75,14 @@ def i64(v):
 
 
 def _encode_index_entry(e):
+    from thunder.ops.impl import TENSOR_INDEX
+
     if e is None:
         return ir.UnitAttr.get()
     if e is Ellipsis:
         return ir.StringAttr.get("...")
+    if e is TENSOR_INDEX:  # where the next index tensor operand goes
+        return ir.StringAttr.get("tensor")
     if isinstance(e, bool):
         return ir.BoolAttr.get(e)
     if isinstance(e, int):
@@ -90,16 +94,38 @@ def _encode_index_entry(e):
 
 
 def _decode_index_entry(a):
+    from thunder.ops.impl import TENSOR_INDEX
+
     if isinstance(a, ir.UnitAttr):
         return None
     if isinstance(a, ir.StringAttr):
-        return Ellipsis
+        return Ellipsis if ir.StringAttr(a).value == "..." else TENSOR_INDEX
     if isinstance(a, ir.BoolAttr):
         return ir.BoolAttr(a).value
     if isinstance(a, ir.IntegerAttr):
         return ir.IntegerAttr(a).value
     d = ir.DictAttr(a)
     return slice(*(ir.IntegerAttr(d[k]).value if k in d else None for k in ("start", "stop", "step")))
+
+
+def _encode_data(v):
+    if isinstance(v, (tuple, list)):
+        return ir.ArrayAttr.get([_encode_data(x) for x in v])
+    if isinstance(v, bool):
+        return ir.BoolAttr.get(v)
+    if isinstance(v, int):
+        return i64(v)
+    return ir.FloatAttr.get(ir.F64Type.get(), v)
+
+
+def _decode_data(a):
+    if isinstance(a, ir.ArrayAttr):
+        return tuple(_decode_data(x) for x in ir.ArrayAttr(a))
+    if isinstance(a, ir.BoolAttr):
+        return ir.BoolAttr(a).value
+    if isinstance(a, ir.IntegerAttr):
+        return ir.IntegerAttr(a).value
+    return ir.FloatAttr(a).value
 
 
 def encode(kind, value):
@@ -124,6 +150,10 @@ def encode(kind, value):
         return ir.StringAttr.get(str(torch.device(value)))
     if k == "Index":
         return ir.ArrayAttr.get([_encode_index_entry(e) for e in value])
+    if k == "Data":
+        return _encode_data(value)
+    if k == "Floats":
+        return ir.DenseF64ArrayAttr.get([float(x) for x in value])
     raise TypeError(f"no attribute encoding for parameter kind {kind}")
 
 
@@ -149,4 +179,8 @@ def decode(kind, attr):
         return torch.device(ir.StringAttr(attr).value)
     if k == "Index":
         return tuple(_decode_index_entry(a) for a in ir.ArrayAttr(attr))
+    if k == "Data":
+        return _decode_data(attr)
+    if k == "Floats":
+        return tuple(ir.DenseF64ArrayAttr(attr))
     raise TypeError(f"no attribute encoding for parameter kind {kind}")

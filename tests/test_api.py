@@ -268,3 +268,99 @@ def test_proxies_are_tensors_to_isinstance():
 
     x = torch.ones(2)
     torch.testing.assert_close(thunder.jit(f)(x, 3), f(x, 3))
+
+
+def test_isinstance_sees_tensors():
+    """Inside the jitted function an input is a torch.Tensor (torch's Python code branches on it)."""
+    f = lambda x: (isinstance(x, torch.Tensor), isinstance(x, (int, torch.Tensor)),  # noqa: E731
+                   isinstance(x, torch.nn.Parameter), torch.is_tensor(x), torch.is_floating_point(x),
+                   x * 2 if isinstance(x, torch.Tensor) else x)
+    out = thunder.jit(f)(torch.ones(2))
+    assert out[:5] == (True, True, False, True, True)
+    torch.testing.assert_close(out[5], torch.full((2,), 2.0))
+
+
+def test_model_output_keeps_its_type():
+    """transformers' ModelOutput is a dataclass and a dict: returned as itself (out.logits)."""
+    modeling_outputs = pytest.importorskip("transformers.modeling_outputs", reason="transformers is not installed")
+    CausalLMOutput = modeling_outputs.CausalLMOutput
+
+    out = thunder.jit(lambda x: CausalLMOutput(loss=x.sum(), logits=x * 2))(torch.ones(2))
+    assert type(out) is CausalLMOutput and out.hidden_states is None
+    torch.testing.assert_close(out.logits, torch.full((2,), 2.0))
+    torch.testing.assert_close(out["loss"], torch.tensor(2.0))
+
+
+def test_op_errors_note_the_users_line():
+    """An op's error keeps eager's type and message and gains a note naming the call and line."""
+    def f(x):
+        return x.view(7, -1)
+
+    with pytest.raises(RuntimeError, match="invalid for input of size 16") as info:
+        thunder.jit(f)(torch.randn(4, 4))
+    line = f.__code__.co_firstlineno + 1
+    assert f"thunder: in torch.reshape at {__file__}:{line}" in info.value.__notes__
+
+
+class _Holder:
+    def __init__(self, t):
+        self.t, self.n, self.items = t, 3, [t * 2]
+
+
+def test_objects_holding_computed_tensors_are_returned_rebuilt():
+    # transformers' DynamicCache (past_key_values) is such an object: a fresh one per call, as eager
+    def f(x):
+        return _Holder(x + 1), x.sum()
+
+    jf, x = thunder.jit(f), torch.randn(3)
+    first, _ = jf(x)
+    second, total = jf(x * 2)
+    assert type(second) is _Holder and second is not first and second.n == 3
+    torch.testing.assert_close(second.t, x * 2 + 1)
+    torch.testing.assert_close(second.items[0], (x * 2 + 1) * 2)
+    torch.testing.assert_close(first.t, x + 1)
+    torch.testing.assert_close(total, (x * 2).sum())
+
+
+def test_input_object_updated_and_returned_is_the_same_object():
+    # (as a KV cache passed in, extended, and returned): eager returns the same object, updated
+    def f(holder, x):
+        holder.t = torch.cat([holder.t, x])
+        return holder, holder.t.sum()
+
+    jf = thunder.jit(f)
+    holder = _Holder(torch.ones(2))
+    for step in range(2):
+        out, total = jf(holder, torch.full((1,), 2.0))
+        assert out is holder
+        torch.testing.assert_close(holder.t, torch.tensor([1.0, 1.0] + [2.0] * (step + 1)))
+        torch.testing.assert_close(total, holder.t.sum())
+
+
+def test_recompiles_beyond_the_limit_warn_once_naming_the_input():
+    import warnings
+
+    jf = thunder.jit(lambda x: x * 2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for n in range(1, 9 + 1):  # 8 recompiles after the first compile: within the limit
+            jf(torch.ones(n))
+        assert not [w for w in caught if "recompiled" in str(w.message)]
+        for n in range(10, 14):
+            torch.testing.assert_close(jf(torch.ones(n)), torch.full((n,), 2.0))
+    messages = [str(w.message) for w in caught if "recompiled" in str(w.message)]
+    assert len(messages) == 1
+    assert "recompiled 9 times (recompile_limit=8)" in messages[0]
+    assert "tensor argument 0: shape changed" in messages[0] and "symbolic values" in messages[0]
+
+    quiet = thunder.jit(lambda x: x * 2, recompile_limit=None)
+    strict = thunder.jit(lambda x: x * 2, recompile_limit=1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for n in range(1, 5):
+            quiet(torch.ones(n)), strict(torch.ones(n))
+    assert [str(w.message) for w in caught if "recompiled" in str(w.message)] == [
+        m for m in [str(w.message) for w in caught] if "recompile_limit=1" in m]
+    assert len([w for w in caught if "recompiled" in str(w.message)]) == 1
+    with pytest.raises(ValueError, match="recompile_limit"):
+        thunder.jit(lambda x: x, recompile_limit=-1)

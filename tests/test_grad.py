@@ -45,6 +45,32 @@ def check_grad(fn, *args, rtol=1e-7, atol=1e-9):
     return jfn
 
 
+def _edges():
+    """Values at the kinks of activations (-6, -3, -1, 0, 1, 2, 3, 6), around them, and far out (mish at 100)."""
+    v = [-100.0, -6.0, -4.0, -3.0, -2.0, -1.0, -0.5, 0.0, 0.5, 1.0, 2.0, 2.5, 3.0, 4.0, 6.0, 7.0, 100.0]
+    return torch.tensor(v, dtype=DT, requires_grad=True)
+
+
+def _padding_mask():
+    """An attention mask with query rows masked out entirely (left padding)."""
+    m = torch.ones(2, 1, 4, 4, dtype=torch.bool).tril()
+    m[1, :, :2] = False
+    return m
+
+
+def _zero_row():
+    """A matrix with a row of zeros (its norm is 0: eager's norm gradient is 0 there, not nan)."""
+    x = torch.randn(3, 4, dtype=DT)
+    x[1] = 0
+    return x.requires_grad_()
+
+
+def _inplace_hardswish_of_view(a):
+    b = a * 2
+    F.hardswish(b[::2], inplace=True)
+    return b
+
+
 def _ties(*shape):
     """Values with many repeats (ties for max/min/amax)."""
     return torch.randint(0, 3, shape).to(DT).requires_grad_()
@@ -107,6 +133,16 @@ CASES = [
     ("softplus_beta", lambda a: F.softplus(a * 10, beta=2.0, threshold=5.0), lambda: (_t(4, 5),)),
     ("leaky_relu", lambda a: F.leaky_relu(a, 0.2), lambda: (_t(4, 5),)),
     ("hardtanh", lambda a: F.hardtanh(a * 2), lambda: (_t(4, 5),)),
+    ("hardtanh_at_bounds", lambda a: F.hardtanh(a, -1.0, 2.0), lambda: (_edges(),)),
+    ("relu6_at_bounds", lambda a: F.relu6(a), lambda: (_edges(),)),
+    ("hardswish", lambda a: F.hardswish(a), lambda: (_edges(),)),
+    ("hardsigmoid", lambda a: F.hardsigmoid(a), lambda: (_edges(),)),
+    ("mish", lambda a: F.mish(a), lambda: (_edges(),)),
+    ("elu", lambda a: F.elu(a, 0.7), lambda: (_edges(),)),
+    ("selu_celu", lambda a: F.selu(a) + F.celu(a, 2.0), lambda: (_edges(),)),
+    ("threshold", lambda a: F.threshold(a, 1.0, -2.0), lambda: (_edges(),)),
+    ("inplace_relu", lambda a: F.relu(a * 1, inplace=True), lambda: (_edges(),)),
+    ("inplace_hardswish_of_view", lambda a: _inplace_hardswish_of_view(a), lambda: (_edges(),)),
     # reductions
     ("sum_all", lambda a: a.sum(), lambda: (_t(3, 4),)),
     ("sum_dim", lambda a: a.sum(1), lambda: (_t(3, 4, 5),)),
@@ -124,6 +160,44 @@ CASES = [
     ("amin_keepdim", lambda a: a.amin((0, -1), keepdim=True), lambda: (_ties(3, 4, 2),)),
     ("prod", lambda a: a.prod(1), lambda: (_t(3, 4, positive=True),)),
     ("max_dim", lambda a: torch.max(a, 1)[0], lambda: (_t(3, 4),)),
+    ("max_dim_ties", lambda a: torch.max(a, 1).values, lambda: (_ties(4, 6),)),
+    ("min_dim_keepdim_ties", lambda a: a.min(0, keepdim=True).values, lambda: (_ties(5, 3),)),
+    ("max_full_ties", lambda a: a.max() + a.min(), lambda: (_ties(3, 4),)),
+    ("max_of_two", lambda a, b: torch.max(a, b), lambda: (_ties(4, 5), _ties(5))),
+    ("square", lambda a: torch.square(a) + a.square(), lambda: (_t(3, 4),)),
+    ("repeat", lambda a: a.repeat(2, 1, 3), lambda: (_t(3, 4),)),
+    ("repeat_interleave", lambda a: a.repeat_interleave(3, dim=1) * a.repeat_interleave(2).reshape(2, 6)[:, :1],
+     lambda: (_t(2, 3),)),
+    ("repeat_interleave_tensor", lambda a: a.repeat_interleave(torch.tensor([2, 0, 3]), dim=0, output_size=5),
+     lambda: (_t(3, 2),)),
+    ("flip_roll", lambda a: a.flip(0, 1) * a.roll((1, -1), (0, 1)) + a.roll(2), lambda: (_t(3, 4),)),
+    ("diff", lambda a, p: torch.diff(a, n=2, dim=0, prepend=p), lambda: (_t(4, 3), _t(1, 3))),
+    ("tril_triu", lambda a: a.tril(-1) + a.triu(1) * 2, lambda: (_t(3, 4, 5),)),
+    ("cumsum", lambda a: a.cumsum(1) + torch.cumsum(a, 0, dtype=torch.float64), lambda: (_t(3, 4),)),
+    ("cumsum_0d", lambda a: a.cumsum(0), lambda: (_t(),)),
+    ("topk", lambda a: a.topk(2).values + a.topk(3, 0, largest=False)[0].sum(), lambda: (_t(4, 5),)),
+    ("sort", lambda a: a.sort(0, descending=True).values * a + a.sort(stable=True)[0], lambda: (_t(4, 5),)),
+    ("addmm", lambda c, a, b: torch.addmm(c, a, b, beta=0.5, alpha=2.0), lambda: (_t(4), _t(3, 5), _t(5, 4))),
+    ("addmm_beta0", lambda c, a, b: torch.addmm(c, a, b, beta=0), lambda: (_t(3, 1), _t(3, 5), _t(5, 4))),
+    ("baddbmm", lambda c, a, b: torch.baddbmm(c, a, b, alpha=0.5), lambda: (_t(2, 3, 4), _t(2, 3, 5), _t(2, 5, 4))),
+    ("outer", lambda a, b: torch.outer(a, b), lambda: (_t(3), _t(4))),
+    ("einsum_matmul", lambda a, b: torch.einsum("bij,jk->bki", a, b), lambda: (_t(2, 3, 4), _t(4, 5))),
+    ("einsum_diag_trace", lambda a, b: torch.einsum("ii,jk->jk", a, b) + torch.einsum("ii->i", a).sum(),
+     lambda: (_t(3, 3), _t(2, 2))),
+    ("einsum_three", lambda a, b, c: torch.einsum("ij,jk,k->i", a, b, c), lambda: (_t(2, 3), _t(3, 4), _t(4))),
+    ("einsum_broadcast", lambda a, b: torch.einsum("...ij,kj->...ik", a, b), lambda: (_t(2, 3, 1), _t(4, 5))),
+    ("sdpa_empty_rows", lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, m),
+     lambda: (_t(2, 3, 4, 8), _t(2, 3, 4, 8), _t(2, 3, 4, 8), _padding_mask())),
+    ("sdpa_empty_rows_float", lambda q, k, v, m: F.scaled_dot_product_attention(
+        q, k, v, torch.zeros(m.shape, dtype=DT).masked_fill(~m, float("-inf"))),
+     lambda: (_t(2, 3, 4, 8), _t(2, 3, 4, 8), _t(2, 3, 4, 8), _padding_mask())),
+    ("pad", lambda a: F.pad(a, (1, 2, -1, 1), value=0.5) + F.pad(a, (2, 2, 1, 1), mode="reflect").sum(),
+     lambda: (_t(2, 3, 4),)),
+    ("pad_modes", lambda a: F.pad(a, (1, 3), mode="replicate") * F.pad(a, (1, 3), mode="circular"),
+     lambda: (_t(2, 3, 4),)),
+    ("normalize", lambda a: F.normalize(a) + F.normalize(a, p=1, dim=0), lambda: (_zero_row(),)),
+    ("normalize_p", lambda a: F.normalize(a, p=float("inf")) * F.normalize(a, p=3.0, dim=0) + F.normalize(a, eps=0.5),
+     lambda: (_zero_row(),)),
     # shape ops
     ("reshape", lambda a: a.reshape(4, -1), lambda: (_t(2, 6),)),
     ("view", lambda a: a.view(3, 2, 2) * 2, lambda: (_t(12),)),

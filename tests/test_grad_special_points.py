@@ -92,6 +92,14 @@ CASES = {
     "group_norm": [(lambda x: F.group_norm(x, 1), [FLAT[None]])],
     "max_pool2d": [(lambda x: F.max_pool2d(x, 2), [torch.tensor([[[[1., 1.], [1., 0.]]]], dtype=torch.float64)])],
     "masked_fill": [(lambda x: x.masked_fill(x > 1, 0.), [SPECIAL])],
+    "square": [(torch.square, [SPECIAL])],
+    "relu6": [(F.relu6, [SPECIAL]), (F.relu6, [vec(0., 6., 3., -1., 7.)])],
+    "hardsigmoid": [(F.hardsigmoid, [SPECIAL]), (F.hardsigmoid, [vec(-3., 3., 0., -4., 4.)])],
+    "hardswish": [(F.hardswish, [SPECIAL]), (F.hardswish, [vec(-3., 3., 0., -4., 4.)])],
+    "mish": [(F.mish, [SPECIAL[SPECIAL.isfinite() | SPECIAL.isnan()]])],
+    "normalize": [(lambda x: F.normalize(x, dim=1), [FLAT]), (lambda x: F.normalize(x * 0, dim=1), [FLAT])],
+    "sort": [(lambda x: torch.sort(x, 1)[0] * vec(1., 2., 3.), [TIES])],
+    "topk": [(lambda x: torch.topk(x, 2, 1)[0] * vec(1., 2.), [TIES])],
 }
 
 # rules whose cotangent does not depend on the input's values (linear maps: shapes, indexing,
@@ -102,7 +110,7 @@ LINEAR_MODULES = {"thunder.ops.shape", "thunder.ops.creation", "thunder.ops.grad
                   "thunder.ops.fallback", "thunder.ops.custom_function"}
 LINEAR = {"matmul", "rmatmul", "mm", "bmm", "linear", "embedding", "conv1d", "conv2d", "conv_transpose2d",
           "avg_pool2d", "adaptive_avg_pool2d", "bilinear", "index_select", "gather", "scatter_add", "index_put",
-          "scaled_dot_product_attention"}
+          "scaled_dot_product_attention", "index", "setitem", "addmm", "baddbmm", "cumsum"}
 
 
 def test_every_value_dependent_rule_has_special_points():

@@ -634,3 +634,20 @@ def test_miss_reasons_name_what_changed():
     jf(X)
     reason = thunder.compile_stats(jf).last_miss_reason
     assert "'c'" in reason and "2.0" in reason and "3.0" in reason, reason
+
+
+def test_grad_mode_of_tensors_read_from_state_is_part_of_the_key():
+    # a first call under no_grad must not serve a later call with grad enabled: the parameters
+    # (read from the module, not passed) require grad, so the program differs with grad mode
+    lin = torch.nn.Linear(3, 2)
+    w = torch.randn(3, requires_grad=True)
+    x = torch.randn(4, 3)
+    for jf, params in ((thunder.jit(lin), list(lin.parameters())), (thunder.jit(lambda x: x * w), [w])):
+        with torch.no_grad():
+            assert not jf(x).requires_grad
+        out = jf(x)
+        assert out.requires_grad
+        grads = torch.autograd.grad(out.sum(), params)
+        expected = torch.autograd.grad((lin(x) if jf.__class__.__name__ == "ThunderModule" else x * w).sum(), params)
+        for g, e in zip(grads, expected):
+            torch.testing.assert_close(g, e)

@@ -300,3 +300,20 @@ def test_rows_split_over_threads():
         run(bias_gelu, torch.randn(1024, 1024)[::2], b)
     finally:
         torch.set_num_threads(threads)
+
+
+def test_iota_masks():
+    # tril (iota rows and columns compared), a causal mask, a one-hot pick: iota lowered from the loop index
+    run(lambda x: torch.tril(x, -1) * 2, torch.randn(6, 7))
+    run(lambda x: torch.triu(x.double(), 2) + 1, torch.randn(2, 5, 5))
+    run(lambda x: x * torch.arange(7) + torch.arange(2.5, 9.5), torch.randn(3, 7))
+    run(lambda x: torch.arange(10, 0, -3) * x, torch.randn(4))
+
+
+def test_iota_in_tiled_kernels():
+    # iota along the tiled rows: each tile's values start at its first row
+    fn = lambda x: x * torch.arange(x.shape[0])[:, None] + torch.tril(x)  # noqa: E731
+    x = torch.randn(3000, 64)
+    kernel, _ = run(fn, x)
+    lowered = kernel.lowered()
+    assert lowered.rows == 3000 and lowered.tile_rows < 3000 and "linalg.index" in lowered.text

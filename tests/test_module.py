@@ -252,3 +252,73 @@ def test_gpt_block_module_trains_like_eager():
             o.step()
     for p, q in zip(m.parameters(), ref.parameters()):
         torch.testing.assert_close(p, q)
+
+
+def test_module_list_of_tensors_attribute_is_read_at_call_time():
+    """A plain list of tensors held by a module (nn.LSTM's _flat_weights): each element is an
+    input read at call time, with its gradient."""
+    class Scaled(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.randn(3))
+            self.pair = [self.w, torch.ones(3)]
+
+        def forward(self, x):
+            return x * self.pair[0] + self.pair[1]
+
+    m = Scaled()
+    tm = thunder.jit(m)
+    x = torch.randn(3)
+    out = tm(x)
+    torch.testing.assert_close(out, m(x))
+    out.sum().backward()
+    torch.testing.assert_close(m.w.grad, x)
+    m.pair[1] = torch.full((3,), 5.0)  # a new value shows in the next call
+    torch.testing.assert_close(tm(x), m(x))
+
+
+def test_modules_created_in_forward():
+    """A module made inside the traced code (BERT's CrossEntropyLoss()) is not state: its
+    attributes are set as the code runs and nothing of it is replayed or guarded."""
+    class Head(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = nn.Linear(4, 5)
+
+        def forward(self, x, t):
+            return nn.CrossEntropyLoss(label_smoothing=0.1)(self.proj(x), t)
+
+    m, x, t = Head(), torch.randn(3, 4), torch.tensor([1, 0, 4])
+    tm = thunder.jit(m)
+    for _ in range(2):
+        torch.testing.assert_close(tm(x, t), m(x, t))
+
+
+class _Slot:
+    """Holds a value for the length of a call (as transformers' CompileableContextVar)."""
+
+    def __init__(self):
+        self.value = None
+
+
+_SLOT = _Slot()
+
+
+def test_state_written_and_undone_within_the_call():
+    # transformers' output capturing sets a global holder to a dict for one forward and resets it:
+    # nothing of it outlives the call, so nothing is replayed; a dict left behind is refused
+    def f(x, keep):
+        _SLOT.value = {"seen": []}
+        _SLOT.value["seen"].append(x * 2)
+        out = _SLOT.value["seen"][0] + 1
+        if not keep:
+            _SLOT.value = None
+        return out
+
+    x = torch.randn(3)
+    jf = thunder.jit(f)
+    for _ in range(2):
+        torch.testing.assert_close(jf(x, False), x * 2 + 1)
+        assert _SLOT.value is None
+    with pytest.raises(NotImplementedError, match="writing a dict to 'value'.*outlives the call"):
+        jf(x, True)

@@ -150,3 +150,74 @@ def test_clone(dtype):
     m = check(lambda a: torch.clone(a), x)
     assert '"ltorch.clone"' in str(m)
     check(lambda a: a.t().clone(), x)
+
+
+NEW = {
+    "new_zeros": lambda a: a.new_zeros(2, 3), "new_zeros_tuple": lambda a: a.new_zeros((4,), dtype=torch.int32),
+    "new_ones": lambda a: a.new_ones(torch.Size([2, 2])) + a[:2, :2],
+    "new_ones_0d": lambda a: a.new_ones(()), "new_ones_empty": lambda a: a.new_ones(0, 3),
+    "new_full": lambda a: a.new_full((2, 3), 7), "new_full_dtype": lambda a: a.new_full((3,), 2.5, dtype=torch.int64),
+    "new_full_bool": lambda a: a.new_full((3,), True),
+    "new_tensor": lambda a: a.new_tensor([[1, 2], [3, 4]]) * a[:2, :2],
+    "new_tensor_dtype": lambda a: a.new_tensor([1.5, -2.5], dtype=torch.int32),
+    "new_tensor_of_tensor": lambda a: a.new_tensor(a[:, 0], dtype=torch.float16),
+    "tensor_floats": lambda a: C.tensor([1.5, float("nan"), float("-inf"), 2]),
+    "tensor_ints": lambda a: C.tensor([[1, -2, 5], [3, 4, 0]]) + a[:2].long(),
+    "tensor_bools": lambda a: C.tensor([True, False, True]) & (a[0] > 0),
+    "tensor_number": lambda a: C.tensor(3) * a, "tensor_bool_number": lambda a: C.tensor(False),
+    "tensor_empty": lambda a: C.tensor([]), "tensor_nested_empty": lambda a: C.tensor([[], []]),
+    "tensor_dtype": lambda a: C.tensor([[1, 2]], dtype=torch.bfloat16, device="cpu"),
+    "tensor_of_tensors": lambda a: C.tensor([a[0, 0], a[1, 2]]),
+    "tensor_of_tensor": lambda a: C.tensor(a[1], dtype=torch.float64),
+}
+
+
+@pytest.mark.filterwarnings("ignore:To copy construct")
+@pytest.mark.parametrize("name", NEW)
+def test_new_and_tensor(name):
+    x = torch.randn(3, 3)
+    module = check(NEW[name], x)
+    op = "tensor" if name.startswith("tensor_") and "of_tensor" not in name else name.split("_of")[0]
+    for suffix in ("_tuple", "_0d", "_empty", "_dtype", "_bool"):
+        op = op.removesuffix(suffix)
+    assert f'"ltorch.{op}"' in str(module) or "of_tensor" in name
+
+
+def test_tensor_through_jit():
+    import thunder
+
+    assert ltorch(torch.tensor) is C.tensor and ltorch(torch.Tensor.new_tensor) is C.new_tensor
+    f = lambda a: torch.tensor([[1.5, 2], [3, 4]]) @ a + a.new_tensor([1, 2])  # noqa: E731
+    x = torch.randn(2, 2)
+    torch.testing.assert_close(thunder.jit(f)(x), f(x))
+
+
+def test_new_empty_shape_and_dtype():
+    module = check(lambda a: a.new_empty((2, 5), dtype=torch.int16), torch.randn(2), random=True)
+    assert '"ltorch.new_empty"' in str(module) and "tensor<2x5xi16>" in str(module)
+
+
+@pytest.mark.filterwarnings("ignore:To copy construct")
+def test_tensor_of_tensors_has_no_gradient():
+    import thunder
+
+    x = torch.randn(3, dtype=torch.float64, requires_grad=True)
+    f = lambda a: torch.tensor(a * 2) * a  # noqa: E731
+    out = thunder.jit(f)(x)
+    torch.testing.assert_close(out, f(x))
+    (g,) = torch.autograd.grad(out.sum(), x)
+    torch.testing.assert_close(g, x.detach() * 2)
+
+
+def test_tensor_errors_as_eager():
+    import thunder
+
+    for data in ([[1, 2], [3]], [[1], 2], [2, [1]], [[[1]], [2]]):
+        with pytest.raises(Exception) as eager:
+            torch.tensor(data)
+        with pytest.raises(eager.type):
+            thunder.jit(lambda a: torch.tensor(data) + a)(torch.ones(2))
+    with pytest.raises(RuntimeError):
+        torch.ones(2).new_zeros(-1)
+    with pytest.raises(RuntimeError):
+        thunder.jit(lambda a: a.new_zeros(-1))(torch.ones(2))

@@ -256,6 +256,25 @@ def test_activations(dtype):
     check(lambda y: F.leaky_relu(y, 0.2), x, **t)
     check(F.hardtanh, x, **t)
     check(lambda y: F.hardtanh(y, -2.0, 0.5), x, **t)
+    check(F.relu6, x, **t)
+    check(F.elu, x, **t)
+    check(lambda y: F.elu(y, alpha=0.5), x, **t)
+    check(F.selu, x, **t)
+    check(lambda y: F.celu(y, 2.0), x, **t)
+    check(F.mish, x, **t)
+    check(F.hardswish, x, **t)
+    check(F.hardsigmoid, x, **t)
+    check(lambda y: F.threshold(y, 0.5, -2.0), x, **t)
+    edges = torch.tensor([-6.0, -3.0, -1.0, 0.0, 1.0, 3.0, 6.0, 30.0, -30.0, float("nan")]).to(dtype)
+    for fn in (F.relu6, F.hardswish, F.hardsigmoid, F.mish, F.elu, lambda y: F.threshold(y, 1.0, 5.0)):
+        check(fn, edges, **t)
+
+
+def test_activations_ints():
+    x = make(3, 4, dtype=I64, low=-8, high=8)
+    check(F.relu6, x)
+    check(lambda y: F.threshold(y, 2, -1), x)
+    check(lambda y: F.threshold(y, 2.5, 7.0), make(3, 4, dtype=U8, high=8))
 
 
 def test_relu_ints_and_nan():
@@ -266,6 +285,28 @@ def test_relu_ints_and_nan():
 
 # --------------------------------------------------------------------------------------------
 # where, clamp, maximum/minimum, lerp
+
+
+@pytest.mark.parametrize("dtype", [F32, F64, I64, I32, U8, B, F16, BF16])
+def test_square(dtype):
+    x = make(3, 4, dtype=dtype)
+    check(torch.square, x, **tol(x))
+    check(lambda y: y.square() + 1, x, **tol(x))
+    check(torch.square, make(dtype=dtype))
+    check(torch.square, make(0, 2, dtype=dtype))
+    check(torch.square, make(4, 3, dtype=dtype).t())
+
+
+def test_where_overloads():
+    import thunder
+    from thunder.core.proxies import DataDependentError
+
+    c, x, y = make(2, 3, dtype=B), make(2, 3), make(3, dtype=F64)
+    check(lambda m, a, b: a.where(m, b), c, x, y)  # Tensor.where(condition, other)
+    check(lambda m, a: a.where(m, 0.5), c, x)
+    check(lambda m, a: torch.where(m, 2, 1.5), c, x)
+    with pytest.raises(DataDependentError, match=r"torch.where\(condition\).* at .*test_ops_elementwise.py:\d+"):
+        thunder.jit(lambda m: torch.where(m))(c)
 
 
 def test_where():
@@ -333,6 +374,71 @@ def test_inplace_on_intermediate():
     check(fn, make(2, 3))
 
 
+INPLACE_ACTIVATIONS = {
+    "relu": (F.relu, torch.relu_), "relu6": (F.relu6, None), "elu": (F.elu, F.elu_), "selu": (F.selu, torch.selu_),
+    "celu": (F.celu, torch.celu_), "silu": (F.silu, None), "mish": (F.mish, None), "hardswish": (F.hardswish, None),
+    "hardsigmoid": (F.hardsigmoid, None), "leaky_relu": (F.leaky_relu, F.leaky_relu_),
+    "hardtanh": (F.hardtanh, F.hardtanh_), "threshold": (lambda x, inplace: F.threshold(x, 0.1, 2.0, inplace),
+                                                      lambda x: F.threshold_(x, 0.1, 2.0)),
+    "dropout_p0": (lambda x, inplace: F.dropout(x, 0.0, True, inplace), None),
+}
+
+
+@pytest.mark.parametrize("name", INPLACE_ACTIVATIONS)
+def test_inplace_activations(name):
+    """inplace=True and the `<name>_` functions: the functional op assigned to the input (an
+    intermediate, a view of one, an input whose new value is copied back)."""
+    import thunder
+
+    fn, fn_ = INPLACE_ACTIVATIONS[name]
+    variants = [lambda y: fn(y, inplace=True)] + ([fn_] if fn_ is not None else [])
+    for act in variants:
+        def f(x):
+            y = x * 2
+            out = act(y)
+            z = x + 1
+            act(z[1:])
+            return y, out, z
+
+        check(f, make(3, 4))
+        a, b = make(3, 4), None
+        b = a.clone()
+        act(b)
+        thunder.jit(lambda x: act(x))(a)
+        torch.testing.assert_close(a, b)
+    assert f'"ltorch.{name.removesuffix("_p0")}"' in str(trace_module(lambda y: fn(y, inplace=True), make(2)))
+
+
+def test_inplace_activation_of_leaf_requiring_grad_raises_as_eager():
+    import thunder
+
+    x = make(3).requires_grad_()
+    with pytest.raises(RuntimeError, match="leaf Variable"):
+        F.relu(x, inplace=True)
+    with pytest.raises(RuntimeError, match="leaf Variable"):
+        thunder.jit(lambda x: F.relu(x, inplace=True))(x)
+
+
+def test_inplace_activation_modules_train_as_eager():
+    import thunder
+    from torch import nn
+
+    def model(inplace):
+        torch.manual_seed(0)
+        return nn.Sequential(nn.Linear(5, 6), nn.ReLU(inplace), nn.Linear(6, 6), nn.Hardswish(inplace),
+                             nn.Linear(6, 6), nn.ReLU6(inplace), nn.Linear(6, 6), nn.SiLU(inplace))
+
+    x = make(4, 5)
+    m, ref = model(True), model(False)
+    out = thunder.jit(m)(x)
+    expected = ref(x)
+    torch.testing.assert_close(out, expected)
+    out.square().sum().backward()
+    expected.square().sum().backward()
+    for p, q in zip(m.parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad, q.grad)
+
+
 # --------------------------------------------------------------------------------------------
 # Errors: the exception types eager raises
 
@@ -362,6 +468,11 @@ ERRORS = [
     ("logical_number", lambda x: torch.logical_and(x, 1), TypeError),
     ("lerp_dtype", lambda x: torch.lerp(x, x.double(), 0.5), RuntimeError),
     ("hardtanh_uint8", lambda x: F.hardtanh(x.to(torch.uint8)), RuntimeError),
+    ("relu6_bool", lambda x: F.relu6(x > 0), RuntimeError),
+    ("elu_int", lambda x: F.elu(x.long()), NotImplementedError),
+    ("hardswish_int", lambda x: F.hardswish(x.long()), NotImplementedError),
+    ("mish_bool", lambda x: F.mish(x > 0), NotImplementedError),
+    ("threshold_bool", lambda x: F.threshold(x > 0, 0.5, 1.0), NotImplementedError),
 ]
 
 
@@ -390,7 +501,9 @@ NAMED = {
     "logical_xor": lambda x: torch.logical_xor(x, x),
     **{n: getattr(torch, n) for n in FLOAT_UNARY + ["floor", "ceil", "round", "trunc", "sign", "isnan", "isinf",
                                                     "isfinite", "relu"]},
-    "gelu": F.gelu, "silu": F.silu, "softplus": F.softplus, "leaky_relu": F.leaky_relu, "hardtanh": F.hardtanh,
+    "square": torch.square, "gelu": F.gelu, "silu": F.silu, "softplus": F.softplus, "leaky_relu": F.leaky_relu, "hardtanh": F.hardtanh,
+    "relu6": F.relu6, "elu": F.elu, "selu": F.selu, "celu": F.celu, "mish": F.mish, "hardswish": F.hardswish,
+    "hardsigmoid": F.hardsigmoid, "threshold": lambda x: F.threshold(x, 1.0, 0.0),
     "clamp": lambda x: x.clamp(0, 1), "clamp_min": lambda x: x.clamp_min(0), "clamp_max": lambda x: x.clamp_max(0),
     "where": lambda x: torch.where(x > 0, x, 0.0), "maximum": lambda x: torch.maximum(x, x),
     "minimum": lambda x: torch.minimum(x, x), "atan2": lambda x: torch.atan2(x, x),

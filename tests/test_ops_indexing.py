@@ -239,3 +239,174 @@ def test_decompositions_use_prims():
             m = ir.Module.parse(str(module))
             decompose_module(m.operation)
             assert '"ltorch.' not in str(m)
+
+
+# --------------------------------------------------------------------------------------------
+# x[key] / x[key] = v with tensors, lists and masks in the key (advanced indexing)
+
+X = r(4, 5, 6)
+IX, JX = idx(0, 3, -1, 2), idx(1, 4)[:, None]
+
+
+def setting(key, value):
+    """fn(x, *tensors): a copy of x with copy[key] = value (tensors fill the key's and value's
+    callables)."""
+    def fn(x, *ts):
+        y = x * 1
+        k = key(*ts) if callable(key) else key
+        y[k] = value(*ts) if callable(value) else value
+        return y
+
+    return fn
+
+
+GETITEM = {
+    "one": (lambda a, i: a[i], X, IX),
+    "two": (lambda a, i: a[i, i], X, IX),
+    "broadcast": (lambda a, i, j: a[j, i[:3]], X, IX, idx(1, 2)[:, None]),
+    "after_slice": (lambda a, i: a[:, i], X, IX[:3]),
+    "separated": (lambda a, i: a[i, :, i], X, IX[:3]),
+    "int_then_tensor": (lambda a, i: a[0, :, i], X, IX),
+    "none_around": (lambda a, i, j: a[None, i, None, j], X, IX[:2], JX),
+    "ellipsis": (lambda a, i: (a[..., i], a[i, ..., i]), X, IX),
+    "python_bool": (lambda a, i, j: (a[i, True], a[:, j, True, i[:2]]), X, IX, JX),
+    "arange_pool": (lambda a, n, i: a[n, i], r(4, 5), torch.arange(4), idx(4, 0, 1, 2)),
+    "int32_0d": (lambda a, i, k, n: (a[i.int()], a[k], a[:, n, 1:]), X, IX, torch.tensor(2), torch.tensor(-2)),
+    "list": (lambda a: (a[[0, 2, -1]], a[[0, 2], [1, 3]], a[[[0, 2], [1, 3]],]), X),
+    "list_floats_truncate": (lambda a: a[[1.7, 0]], X),
+    "bool_list": (lambda a: (a[[True, False, True, True]], a[:, [False] * 4 + [True]], a[[True, False, True, True], 1:3]),
+                  X),
+    "bool_list_2d": (lambda a: a[:, [[True, False, True, False, False, True]] * 5],
+                     X),
+    "step_slice": (lambda a, i: a[::2, i[:2]], X, IX),
+    "empty_index": (lambda a, i: a[i], X, idx()),
+    "empty_input": (lambda a, i: a[:, i], r(0, 3), idx(2, 0)),
+    "noncontig": (lambda a, i: a[i, 1:], r(6, 4).t(), IX[:3]),
+    "ints_bools": (lambda a, b, i: (a[i], b[i]), torch.arange(24).reshape(4, 6), torch.rand(4, 2) > 0.5, IX),
+    "f16_bf16": (lambda a, b, i: (a[:, i], b[i, ::2]), r(3, 5, dtype=torch.float16), r(5, 4, dtype=torch.bfloat16),
+                 idx(1, 4, 0)),
+    "method_and_arith": (lambda a, i: a.__getitem__((i, 1)) * 2 + a[i].sum(1), X, IX),
+}
+
+
+@pytest.mark.parametrize("name", GETITEM)
+def test_advanced_getitem(name):
+    fn, *args = GETITEM[name]
+    module = check(fn, *args)
+    assert '"ltorch.index"' in str(module)
+
+
+SETITEM = {
+    "number": (setting(lambda i: i[:3], 0.5), X, IX),
+    "tensor_value": (setting(lambda i, v: (i[:3], slice(None), 2), lambda i, v: v), X, IX, r(3, 5)),
+    "broadcast_value": (setting(lambda i, v: (slice(None), i), lambda i, v: v), X, IX, r(6)),
+    "separated": (setting(lambda i, v: (i, slice(None), i), lambda i, v: v), X, IX, r(4, 5)),
+    "list": (setting([0, 2], -1.0), X),
+    "bool_list": (setting([True, False, True, False], 2.0), X),
+    "duplicates": (setting(lambda i, v: i, lambda i, v: v), X, idx(1, 1, 2, 1), torch.arange(4.0)[:, None, None]),
+    "mask": (setting(lambda m: m, 0.0), X, torch.rand(4, 5) > 0.5),
+    "mask_full_rank": (setting(lambda m: m, -3), torch.arange(24).reshape(4, 6), torch.rand(4, 6) > 0.5),
+    "mask_after_slice": (setting(lambda m: (slice(None), m), 1.5), X, torch.rand(5) > 0.5),
+    "mask_after_int": (setting(lambda m, v: (1, m), lambda m, v: v), X, torch.rand(5) > 0.5, r(6)),
+    "mask_0d_value": (setting(lambda m, v: m, lambda m, v: v), X, torch.rand(4) > 0.5, torch.tensor(7.0, dtype=torch.float64)),
+    "mask_of_values": (lambda a: _set_where_positive(a), X),
+    "f16": (setting(lambda i: i, 2.5), r(4, 3, dtype=torch.float16), IX[:2]),
+}
+
+
+def _set_where_positive(a):
+    y = a.clone()
+    y[y > 0] = 0.0
+    return y
+
+
+@pytest.mark.parametrize("name", SETITEM)
+def test_advanced_setitem(name):
+    fn, *args = SETITEM[name]
+    check(fn, *args)
+
+
+def test_setitem_through_views_and_inputs():
+    def f(a, i, m):
+        b = a * 2
+        b[0][i] = 1.0  # through a view of an intermediate
+        a[m] = -1.0  # an input, copied back to the caller
+        return b
+
+    args = r(3, 4), idx(3, 0), torch.rand(3, 4) > 0.5
+    a0 = args[0].clone()
+    out = thunder.jit(f)(*args)
+    expected_a = a0.clone()
+    expected = f(expected_a, *args[1:])
+    torch.testing.assert_close(out, expected)
+    torch.testing.assert_close(args[0], expected_a)
+
+
+ADV_GRADS = {
+    "getitem": (lambda a, i: a[i, :, i] * 2, d(4, 5, 6), IX[:3]),
+    "getitem_dup_none": (lambda a, i, j: a[None, j, i], d(5, 4), idx(1, 1, 0), idx(2, 2)[:, None]),
+    "getitem_list_bool": (lambda a: a[[0, 0, 2]] + a[[True, True, False]][:1, :1], d(3, 4)),
+    "setitem_index": (lambda a, i, v: _set(a, (slice(None), i), v), d(3, 4), idx(2, 0), d(3, 2)),
+    "setitem_dup": (lambda a, i, v: _set(a, i, v), d(4, 2), idx(1, 1, 3), d(2)),
+    "setitem_mask": (lambda a, m, v: _set(a, m, v), d(3, 4), mask(3, 4), d()),
+    "setitem_mask_row_value": (lambda a, m, v: _set(a, m, v), d(3, 4), mask(3), d(4)),
+}
+
+
+def _set(a, key, v):
+    b = a * 1
+    b[key] = v
+    return b
+
+
+@pytest.mark.parametrize("name", ADV_GRADS)
+def test_advanced_indexing_grad(name):
+    fn, *args = ADV_GRADS[name]
+    _grad_check(fn, *args)
+
+
+ADV_ERRORS = {
+    "list_out_of_range": (lambda a: a[[0, 5]], r(4, 5)),
+    "float_tensor": (lambda a, i: a[i.float()], r(4, 5), IX),
+    "short_tensor": (lambda a, i: a[i.short()], r(4, 5), IX),
+    "mask_shape_list": (lambda a: a[[True, False]], r(4, 5)),
+    "broadcast": (lambda a, i: a[i, i[:3]], r(4, 5), IX),
+    "too_many": (lambda a, i: a[0, 0, i], r(4, 5), IX),
+    "set_value_shape": (setting(lambda i, v: i, lambda i, v: v), r(4, 5), IX, r(3, 5)),
+    "set_mask_shape": (setting(lambda m: m, 0.0), r(4, 5), torch.rand(5, 4) > 0.5),
+    "set_uint8_mask_number": (setting(lambda m: m.to(torch.uint8), 1.0), r(4), torch.rand(4) > 0.5),
+}
+
+
+@pytest.mark.parametrize("name", ADV_ERRORS)
+def test_advanced_indexing_errors_as_eager(name):
+    fn, *args = ADV_ERRORS[name]
+    with pytest.raises(Exception) as eager:
+        fn(*args)
+    with pytest.raises(eager.type):
+        thunder.jit(fn)(*args)
+
+
+def test_data_dependent_masks_name_the_line():
+    """x[mask] and a value per masked element have data-dependent shapes: the error names the
+    construct, the user's line and a workaround."""
+    from thunder.core.proxies import DataDependentError
+
+    for fn in (lambda a: a[a > 0], lambda a: _set(a, a > 0, a[a > 0] * 2), lambda a, i: a[i, a[0] > 0]):
+        with pytest.raises(DataDependentError, match=r"bool mask.* at .*test_ops_indexing.py:\d+.*Workaround"):
+            thunder.jit(fn)(*([r(4, 4), idx(0)][:fn.__code__.co_argcount]))
+    with pytest.raises(DataDependentError, match="value per masked element"):
+        thunder.jit(lambda a, v: _set(a, a > 0, v))(r(4), r(4))
+
+
+def test_index_decomposes_to_take():
+    from thunder.dialects.definitions import context
+    from thunder.dialects.mlir import ir
+    from thunder.lowering.decompose import decompose_module
+
+    module = trace_module(lambda a, i: a[i, 1:, i], X, IX)
+    with context():
+        m = ir.Module.parse(str(module))
+        decompose_module(m.operation)
+        text = str(m)
+    assert '"thunder.take"' in text and '"ltorch.' not in text

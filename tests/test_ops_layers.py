@@ -125,6 +125,32 @@ CASES = {
     "bilinear_batch_dims": (lambda a, b, w, c: torch.bilinear(a, b, w, c), r(2, 5, 3), r(2, 5, 4), r(6, 3, 4), r(6)),
     "bilinear_f64": (lambda a, b, w: F.bilinear(a, b, w), r(5, 3, dtype=f64), r(5, 4, dtype=f64),
                      r(2, 3, 4, dtype=f64)),
+    # interpolate (the op is named bilinear's neighbour but is F.interpolate)
+    "interp_nearest_scale": (lambda x: F.interpolate(x, scale_factor=1.5), r(2, 3, 5, 7)),
+    "interp_nearest_size": (lambda x: (F.interpolate(x, size=(9, 4)), F.interpolate(x, scale_factor=2)), r(2, 3, 5, 7)),
+    "interp_nearest_1d_3d": (lambda a, b: (F.interpolate(a, size=4), F.interpolate(b, scale_factor=(2, 0.5, 1.3))),
+                             r(2, 3, 6), r(1, 2, 3, 4, 5)),
+    "interp_nearest_exact": (lambda x: F.interpolate(x, size=(3, 11), mode="nearest-exact"), r(2, 3, 5, 7)),
+    "interp_bilinear": (lambda x: (F.interpolate(x, size=(9, 4), mode="bilinear"),
+                                   F.interpolate(x, scale_factor=(1.7, 0.6), mode="bilinear")), r(2, 3, 5, 7)),
+    "interp_bilinear_align": (lambda x: F.interpolate(x, size=(9, 13), mode="bilinear", align_corners=True),
+                              r(2, 3, 5, 7)),
+    "interp_bilinear_recompute": (lambda x: F.interpolate(x, scale_factor=1.7, mode="bilinear",
+                                                          recompute_scale_factor=True), r(1, 2, 5, 7)),
+    "interp_linear_trilinear": (lambda a, b: (F.interpolate(a, size=11, mode="linear"),
+                                              F.interpolate(b, size=(4, 3, 8), mode="trilinear", align_corners=True)),
+                                r(2, 3, 6), r(1, 2, 3, 4, 5)),
+    "interp_bicubic": (lambda x: (F.interpolate(x, size=(9, 4), mode="bicubic"),
+                                  F.interpolate(x, scale_factor=2.5, mode="bicubic", align_corners=True)),
+                       r(2, 3, 5, 7)),
+    "interp_area": (lambda a, b: (F.interpolate(a, size=(2, 3), mode="area"), F.interpolate(b, size=4, mode="area")),
+                    r(2, 3, 5, 7), r(2, 3, 6)),
+    "interp_noncontig_f64": (lambda x: F.interpolate(x, size=(6, 6), mode="bilinear"),
+                             r(2, 3, 7, 5, dtype=f64).transpose(2, 3)),
+    "interp_f16": (lambda x: (F.interpolate(x, size=(9, 4), mode="bilinear"), F.interpolate(x, scale_factor=2)),
+                   r(1, 2, 5, 7, dtype=torch.float16), dict(rtol=1e-2, atol=1e-2)),
+    "interp_bf16": (lambda x: F.interpolate(x, size=(9, 4), mode="bicubic"), r(1, 2, 5, 7, dtype=torch.bfloat16),
+                    dict(rtol=3e-2, atol=3e-2)),
 }
 
 
@@ -176,6 +202,17 @@ ERRORS = {
     "bilinear_batch": (lambda a, b, w: F.bilinear(a, b, w), r(2, 3), r(3, 4), r(5, 3, 4)),
     "bilinear_bias": (lambda a, b, w, c: F.bilinear(a, b, w, c), r(2, 3), r(2, 4), r(5, 3, 4), r(4)),
     "bilinear_weight_rank": (lambda a, b, w: F.bilinear(a, b, w), r(2, 3), r(2, 4), r(5, 3)),
+    "interp_mode_rank": (lambda x: F.interpolate(x, size=5, mode="linear"), x4),
+    "interp_bilinear_3d": (lambda x: F.interpolate(x[0], size=5, mode="bilinear"), x4),
+    "interp_size_and_scale": (lambda x: F.interpolate(x, size=(5, 7), scale_factor=2.0), x4),
+    "interp_no_size": (lambda x: F.interpolate(x), x4),
+    "interp_size_length": (lambda x: F.interpolate(x, size=(5,)), x4),
+    "interp_scale_length": (lambda x: F.interpolate(x, scale_factor=[2, 3, 2]), x4),
+    "interp_align_nearest": (lambda x: F.interpolate(x, size=5, align_corners=True), x4),
+    "interp_bad_mode": (lambda x: F.interpolate(x, size=3, mode="bogus"), x4),
+    "interp_zero_size": (lambda x: F.interpolate(x, scale_factor=0.1), x4),
+    "interp_int": (lambda x: F.interpolate(x.long(), size=3), x4),
+    "interp_antialias_nearest": (lambda x: F.interpolate(x, size=3, antialias=True), x4),
 }
 
 
@@ -236,6 +273,13 @@ GRADS = {
     "rms_norm_no_weight": (lambda x: F.rms_norm(x, (8,), eps=1e-3), g64(3, 8)),
     "bilinear": (lambda a, b, w, c: F.bilinear(a, b, w, c), g64(2, 5, 3), g64(2, 5, 4), g64(6, 3, 4), g64(6)),
     "bilinear_1d_no_bias": (lambda a, b, w: F.bilinear(a, b, w), g64(3), g64(4), g64(2, 3, 4)),
+    "interp_nearest": (lambda x: F.interpolate(x, scale_factor=(1.5, 0.7)), g64(2, 3, 5, 7)),
+    "interp_bilinear": (lambda x: F.interpolate(x, size=(9, 4), mode="bilinear"), g64(2, 3, 5, 7)),
+    "interp_bilinear_align": (lambda x: F.interpolate(x, scale_factor=2, mode="bilinear", align_corners=True),
+                              g64(1, 2, 4, 3)),
+    "interp_bicubic": (lambda x: F.interpolate(x, size=(9, 4), mode="bicubic"), g64(1, 2, 5, 7)),
+    "interp_linear_area": (lambda x: F.interpolate(x, size=9, mode="linear") + F.interpolate(x, size=9, mode="area"),
+                           g64(2, 3, 5)),
 }
 
 
@@ -347,7 +391,17 @@ NAMES = {
     "group_norm": (lambda x: F.group_norm(x, 2), x4),
     "rms_norm": (lambda x: F.rms_norm(x, (9,)), x4),
     "bilinear": (lambda a, b, w: F.bilinear(a, b, w), r(2, 3), r(2, 4), r(5, 3, 4)),
+    "interpolate": (lambda x: F.interpolate(x, scale_factor=2, mode="bilinear"), x4),
 }
+
+
+def test_interpolate_antialias_runs_as_torch():
+    """antialias=True has no decomposition: torch runs it (no gradient through thunder)."""
+    x = r(1, 2, 8, 8)
+    f = lambda x: F.interpolate(x, size=(3, 5), mode="bilinear", antialias=True)  # noqa: E731
+    torch.testing.assert_close(thunder.jit(f)(x), f(x))
+    with pytest.raises(NotImplementedError, match="antialias"):
+        thunder.jit(f)(x.requires_grad_())
 
 
 @pytest.mark.parametrize("name", list(NAMES))

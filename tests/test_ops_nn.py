@@ -56,6 +56,46 @@ CASES = {
     "linear_kw_bias": (lambda a, w, b: F.linear(a, w, bias=b), r(2, 4), r(3, 4), r(3)),
     "linear_f16": (lambda a, w, b: F.linear(a, w, b), r(2, 4, dtype=f16), r(3, 4, dtype=f16), r(3, dtype=f16),
                    HALF_TOL),
+    # addmm, baddbmm (GPT-2's Conv1D), outer, einsum
+    "addmm": (lambda c, a, b: torch.addmm(c, a, b), r(5), r(3, 4), r(4, 5)),
+    "addmm_scaled": (lambda c, a, b: torch.addmm(c, a, b, beta=0.5, alpha=-2), r(3, 1), r(3, 4), r(4, 5)),
+    "addmm_beta0_nan": (lambda c, a, b: c.addmm(a, b, beta=0), torch.full((3, 5), float("nan")), r(3, 4), r(4, 5)),
+    "addmm_method_noncontig": (lambda c, a, b: c.addmm(a, b), r(3, 5), r(4, 3).t(), r(5, 4).t()),
+    "addmm_int": (lambda c, a, b: torch.addmm(c, a, b, alpha=2), torch.arange(2), torch.arange(6).reshape(3, 2),
+                  torch.arange(4).reshape(2, 2)),
+    "addmm_f64": (lambda c, a, b: torch.addmm(c, a, b), r(dtype=f64), r(3, 4, dtype=f64), r(4, 2, dtype=f64)),
+    "addmm_f16": (lambda c, a, b: torch.addmm(c, a, b), r(5, dtype=f16), r(3, 4, dtype=f16), r(4, 5, dtype=f16),
+                  HALF_TOL),
+    "addmm_bf16": (lambda c, a, b: torch.addmm(c, a, b), r(5, dtype=bf16), r(3, 4, dtype=bf16), r(4, 5, dtype=bf16),
+                   HALF_TOL),
+    "addmm_empty": (lambda c, a, b: torch.addmm(c, a, b), r(5), r(3, 0), r(0, 5)),
+    "baddbmm": (lambda c, a, b: torch.baddbmm(c, a, b), r(2, 3, 5), r(2, 3, 4), r(2, 4, 5)),
+    "baddbmm_scaled_bcast": (lambda c, a, b: c.baddbmm(a, b, beta=2.0, alpha=0.5), r(1, 5), r(2, 3, 4), r(2, 4, 5)),
+    "outer": (lambda a, b: torch.outer(a, b), r(3), r(4)),
+    "outer_promote_method": (lambda a, b: (a.outer(b), torch.ger(b, b)), torch.arange(3), r(4, dtype=f64)),
+    "outer_empty": (lambda a, b: torch.outer(a, b), r(0), r(4)),
+    "einsum_mm": (lambda a, b: torch.einsum("ij,jk->ik", a, b), r(3, 4), r(4, 5)),
+    "einsum_implicit": (lambda a, b: (torch.einsum("ij,jk", a, b), torch.einsum("ba", a)), r(3, 4), r(4, 5)),
+    "einsum_attention": (lambda q, k: torch.einsum("bhqd,bhkd->bhqk", q, k), r(2, 3, 5, 8), r(2, 3, 6, 8)),
+    "einsum_ellipsis": (lambda a, b: torch.einsum("...ij,...jk->...ik", a, b), r(2, 3, 4), r(4, 5)),
+    "einsum_diag_trace_sum": (lambda a: (torch.einsum("ii->i", a), torch.einsum("ii", a), torch.einsum("ij->", a)),
+                              r(4, 4)),
+    "einsum_three_list": (lambda a, b, c: torch.einsum("i,ij,j->", [a, b, c]), r(3), r(3, 4), r(4)),
+    "einsum_outer_batch": (lambda a, b: torch.einsum("bi,bj->bij", a, b), r(2, 3), r(2, 4)),
+    "einsum_bcast_one": (lambda a, b: torch.einsum("ij,kj->ik", a, b), r(2, 1), r(4, 3)),
+    "einsum_noncontig_f64": (lambda a, b: torch.einsum("ji,jk->ik", a, b), r(4, 3, dtype=f64).t().t(),
+                             r(5, 4, dtype=f64).t()),
+    "einsum_f16": (lambda a, b: torch.einsum("ij,jk->ik", a, b), r(3, 4, dtype=f16), r(4, 5, dtype=f16), HALF_TOL),
+    "einsum_int": (lambda a, b: torch.einsum("i,j->ij", a, b), torch.arange(3), torch.arange(4)),
+    # normalize
+    "normalize": (lambda a: (F.normalize(a), F.normalize(a, dim=-1), F.normalize(a, p=1, dim=0)), r(3, 4)),
+    "normalize_p": (lambda a: (F.normalize(a, p=float("inf")), F.normalize(a, p=3.0), F.normalize(a, p=0),
+                               F.normalize(a, p=float("-inf"), eps=0.5)), r(3, 4)),
+    "normalize_zero_rows": (lambda a, s: F.normalize(a * s), r(3, 4), torch.tensor([[0.0], [1.0], [1e-20]])),
+    "normalize_1d_noncontig": (lambda a, b: (F.normalize(a, dim=0), F.normalize(b, dim=1)), r(5), r(4, 3).t()),
+    "normalize_f64": (lambda a: F.normalize(a, dim=2), r(2, 3, 4, dtype=f64)),
+    "normalize_f16": (lambda a: F.normalize(a), r(3, 8, dtype=f16), HALF_TOL),
+    "normalize_bf16": (lambda a: F.normalize(a, dim=-1), r(3, 8, dtype=bf16), HALF_TOL),
     # softmax
     "softmax_F": (lambda a: F.softmax(a, dim=-1), r(3, 4, 5)),
     "softmax_torch": (lambda a: torch.softmax(a, 1), r(3, 4, 5)),
@@ -108,6 +148,11 @@ CASES = {
     "sdpa_bool_mask": (lambda q, k, v, m: sdpa(q, k, v, m), q4, k4, v4,
                        torch.cat([torch.ones(5, 1, dtype=torch.bool), r(5, 5) > 0], 1)),
     "sdpa_batched_mask": (lambda q, k, v, m: sdpa(q, k, v, attn_mask=m), q4, k4, v4, r(2, 1, 5, 6)),
+    # rows masked out entirely (padding) attend to nothing: 0 as torch's _safe_softmax, not nan
+    "sdpa_bool_mask_empty_rows": (lambda q, k, v, m: sdpa(q, k, v, m), q4, k4, v4,
+                                  torch.tensor([[True] * 6, [False] * 6, [True, False] * 3, [False] * 6, [True] * 6])),
+    "sdpa_float_mask_empty_rows": (lambda q, k, v, m: sdpa(q, k, v, m), q4, k4, v4,
+                                   torch.zeros(2, 1, 5, 6).masked_fill(torch.arange(5)[:, None] % 2 == 1, float("-inf"))),
     "sdpa_3d": (lambda q, k, v: sdpa(q, k, v), r(3, 5, 8), r(3, 6, 8), r(3, 6, 4)),
     "sdpa_2d": (lambda q, k, v: sdpa(q, k, v, is_causal=True), r(5, 8), r(5, 8), r(5, 4)),
     "sdpa_broadcast_batch": (lambda q, k, v: sdpa(q, k, v), q4, r(1, 3, 6, 8), r(2, 1, 6, 4)),
@@ -195,6 +240,18 @@ ERRORS = {
     "sdpa_mask_dtype": (lambda q, k, v, m: sdpa(q, k, v, m), q4, k4, v4, torch.ones(5, 6, dtype=torch.int64)),
     "sdpa_mask_and_causal": (lambda q, k, v, m: sdpa(q, k, v, m, is_causal=True), q4, k4, v4, r(5, 6)),
     "sdpa_gqa_heads": (lambda q, k, v: sdpa(q, k, v, enable_gqa=True), q4, r(2, 2, 6, 8), r(2, 2, 6, 4)),
+    "addmm_dtype": (lambda c, a, b: torch.addmm(c, a, b), r(5, dtype=f64), r(3, 4), r(4, 5)),
+    "addmm_mat_dtype": (lambda c, a, b: torch.addmm(c, a, b), r(5), r(3, 4, dtype=f64), r(4, 5)),
+    "addmm_input_shape": (lambda c, a, b: torch.addmm(c, a, b), r(4), r(3, 4), r(4, 5)),
+    "addmm_3d": (lambda c, a, b: torch.addmm(c, a, b), r(5), r(2, 3, 4), r(4, 5)),
+    "baddbmm_2d": (lambda c, a, b: torch.baddbmm(c, a, b), r(5), r(3, 4), r(4, 5)),
+    "outer_2d": (lambda a, b: torch.outer(a, b), r(2, 3), r(3)),
+    "einsum_operands": (lambda a, b: torch.einsum("ij,jk,kl", a, b), r(2, 3), r(3, 4)),
+    "einsum_dims": (lambda a: torch.einsum("ijk", a), r(2, 3)),
+    "einsum_sizes": (lambda a, b: torch.einsum("ij,jk", a, b), r(2, 3), r(4, 5)),
+    "einsum_dtype": (lambda a, b: torch.einsum("ij,jk", a, b), r(2, 3), r(3, 4, dtype=f64)),
+    "normalize_int": (lambda a: F.normalize(a.long()), r(3, 4)),
+    "normalize_dim": (lambda a: F.normalize(a, dim=2), r(3, 4)),
 }
 
 
@@ -232,6 +289,20 @@ def test_arguments_the_ops_refuse_run_as_torch():
     torch.testing.assert_close(w_jit, w_eager)  # rows 1 and 3 renormalized in place, as in eager
 
 
+def test_dropout_inplace():
+    import thunder
+
+    def f(a):
+        b = a * 1
+        out = F.dropout(b, 0.5, inplace=True)
+        return out, b
+
+    a = r(1000).abs() + 1
+    out, b = thunder.jit(f)(a)
+    torch.testing.assert_close(out, b)
+    assert set(torch.unique(out / a).tolist()) == {0.0, 2.0}
+
+
 NAMES = {
     "matmul": (lambda a, b: a @ b, r(2, 3), r(3)),
     "mm": (lambda a, b: a.mm(b), r(2, 3), r(3, 2)),
@@ -242,6 +313,11 @@ NAMES = {
     "layer_norm": (lambda a: F.layer_norm(a, (3,)), r(2, 3)),
     "dropout": (lambda a: F.dropout(a, 0.5, False), r(2, 3)),
     "embedding": (lambda i, w: F.embedding(i, w), torch.tensor([0, 1]), r(2, 3)),
+    "addmm": (lambda c, a, b: torch.addmm(c, a, b), r(2), r(2, 3), r(3, 2)),
+    "baddbmm": (lambda c, a, b: torch.baddbmm(c, a, b), r(2), r(1, 2, 3), r(1, 3, 2)),
+    "outer": (lambda a, b: torch.outer(a, b), r(2), r(3)),
+    "einsum": (lambda a, b: torch.einsum("ij,jk", a, b), r(2, 3), r(3, 2)),
+    "normalize": (lambda a: F.normalize(a), r(2, 3)),
     "scaled_dot_product_attention": (lambda q, k, v: sdpa(q, k, v), r(2, 3), r(2, 3), r(2, 3)),
 }
 

@@ -147,15 +147,32 @@ def test_zero_dim_tensors():
 
 
 def test_max_dim_traces_values_and_indices():
-    # a tuple of two proxies, as eager's namedtuple unpacks (record_op returns a plain tuple)
+    # torch.return_types.max of two proxies, as eager's
     from thunder.core import trace as tracing
     from thunder.core.proxies import proxy_for
 
     with tracing.tracing(tracing.TraceCtx()):
-        values, indices = torch.max(proxy_for(make(3, 4)), 1, keepdim=True)
+        result = torch.max(proxy_for(make(3, 4)), 1, keepdim=True)
+    values, indices = result
+    assert type(result) is torch.return_types.max and result.values is values and result.indices is indices
     assert (values.shape, values.dtype, indices.shape, indices.dtype) == ((3, 1), F32, (3, 1), I64)
-    eager = torch.max(make(3, 4), 1)
-    assert len(eager) == 2
+
+
+@pytest.mark.parametrize("name", ["max", "min"])
+def test_max_min_return_types_and_overloads(name):
+    import thunder
+
+    x, y = make(3, 4), make(4, dtype=F64)
+    fn = getattr(torch, name)
+    out = thunder.jit(lambda a: fn(a, dim=1))(x)  # returned as eager's structseq
+    assert type(out) is getattr(torch.return_types, name)
+    torch.testing.assert_close(tuple(out), tuple(fn(x, dim=1)))
+    f = lambda a: getattr(a, name)(-1, keepdim=True).values * 2 + getattr(a, name)(0).indices  # noqa: E731
+    torch.testing.assert_close(thunder.jit(f)(x), f(x))
+    # two tensors: torch.maximum / torch.minimum (broadcasting, type promotion)
+    for g in (lambda a, b: fn(a, b), lambda a, b: getattr(a, name)(b), lambda a, b: fn(a, other=b)):
+        module = check(g, x, y)
+        assert f'"ltorch.{name}imum"' in str(module)
 
 
 def test_empty_dims():
@@ -268,3 +285,45 @@ def test_fused_low_precision_reductions(dtype):
     check(lambda y: ((y * 2).amax(0), (y - 1).amin(1), (y * 0.5 + 1).prod(1)), x, **t)
     check(lambda y: ((y * 2).sum(1, dtype=torch.float32), y.t().sum(0)), x, **t)
     check(lambda y: torch.softmax(y, -1) * 2, x, **t)
+
+
+@pytest.mark.parametrize("dtype", [F32, F64, I64, B, F16])
+def test_cumsum(dtype):
+    x = make(3, 4, dtype=dtype)
+    t = LOW.get(dtype, {})
+    module = check(lambda y: (torch.cumsum(y, 0), y.cumsum(-1), y.cumsum(1, dtype=torch.float64)), x, **t)
+    assert '"ltorch.cumsum"' in str(module)
+    check(lambda y: y.t().cumsum(0), x, **t)
+    check(lambda y: y.cumsum(0), make(dtype=dtype))
+    check(lambda y: y.cumsum(1), make(2, 0, dtype=dtype))
+    with pytest.raises(IndexError):
+        trace_module(lambda y: y.cumsum(2), x)
+
+
+@pytest.mark.parametrize("dtype", [F32, F64, I64, F16])
+def test_topk_sort_argsort(dtype):
+    x = make(4, 6, dtype=dtype)
+    module = check(lambda y: (torch.topk(y, 3), y.topk(2, 0, largest=False), y.topk(6, sorted=True)), x)
+    assert '"ltorch.topk"' in str(module)
+    module = check(lambda y: (torch.sort(y), y.sort(0, True), torch.sort(y, dim=1, stable=True),
+                              torch.argsort(y, dim=0, stable=True), y.argsort(1, True)), x)
+    assert '"ltorch.sort"' in str(module) and '"ltorch.argsort"' in str(module)
+    check(lambda y: (y.t().topk(1), y.t().sort(stable=True)), x)  # non-contiguous
+    check(lambda y: (y.topk(1, 0), y.sort(0), y.argsort(0)), make(dtype=dtype))  # 0-d
+    check(lambda y: (y.topk(0), y.sort(dim=0, stable=True)), make(0, 3, dtype=dtype))
+
+
+def test_sort_bool_and_return_types():
+    import thunder
+
+    check(lambda y: torch.sort(y, stable=True), make(3, 5, dtype=B))
+    x = make(3, 5)
+    for name in ("topk", "sort"):
+        out = thunder.jit(lambda y: getattr(y, name)(*((2,) if name == "topk" else ())))(x)
+        assert type(out) is getattr(torch.return_types, name)
+        torch.testing.assert_close(out.values, getattr(x, name)(*((2,) if name == "topk" else ())).values)
+    for fn in (lambda y: y.topk(7), lambda y: y.topk(-1), lambda y: (y > 0).topk(1), lambda y: y.sort(2)):
+        with pytest.raises(Exception) as eager:
+            fn(x)
+        with pytest.raises(eager.type):
+            trace_module(fn, x)

@@ -1,6 +1,7 @@
 """Shape ops (thunder/ops/shape.py) against eager, traced and decomposed."""
 import pytest
 import torch
+import torch.nn.functional as F
 
 from op_harness import check, trace_module
 
@@ -123,6 +124,53 @@ CASES = {
     "fused_bool_views": (lambda a: ((a.t() & a.t()).flatten(), a.unsqueeze(0) | a), torch.rand(3, 4) > 0.5),
     "fused_f16_views": (lambda a: ((a.t() * 2).reshape(-1) + 1, a[::2].permute(1, 0) * a[1, ::2]), r(3, 4, dtype=torch.float16)),
     "fused_empty_views": (lambda a: (a.t() * 2).reshape(-1) + 1, r(0, 3)),
+    # repeat, repeat_interleave, flip, roll, diff, tril/triu
+    "split_size_keyword": (lambda a: (a.split(split_size=2, dim=1), torch.split(a, split_size_or_sections=[1, 2])), x3),
+    "repeat": (lambda a: a.repeat(2, 1, 3), x3),
+    "repeat_lead": (lambda a: a.repeat((2, 1, 2)) * 2, xt),
+    "repeat_0d": (lambda a: (a.repeat(3), a.repeat(())), x0),
+    "repeat_zero": (lambda a: a.repeat(0, 2), r(2, 3)),
+    "repeat_int_f16": (lambda a, b: (a.repeat(2, 2), b.repeat(1, 2)), torch.arange(6).reshape(2, 3),
+                       r(2, 2, dtype=torch.float16)),
+    "repeat_interleave": (lambda a: a.repeat_interleave(2), x3),
+    "repeat_interleave_dim": (lambda a: (torch.repeat_interleave(a, 3, dim=1), a.repeat_interleave(2, -1)), xt),
+    "repeat_interleave_0d": (lambda a: a.repeat_interleave(2), x0),
+    "repeat_interleave_gqa": (lambda a: a.repeat_interleave(2, dim=1) + 1, r(2, 3, 4, 5, dtype=torch.bfloat16)),
+    "repeat_interleave_tensor": (lambda a, n: a.repeat_interleave(n, dim=0, output_size=6), r(3, 2),
+                                 torch.tensor([1, 0, 5])),
+    "repeat_interleave_counts": (lambda n: torch.repeat_interleave(n, output_size=4), torch.tensor([2, 0, 2])),
+    "flip": (lambda a: a.flip(0), x3),
+    "flip_dims": (lambda a: (torch.flip(a, (0, -1)), a.flip(1, 2) * 2), x3),
+    "flip_noncontig_int": (lambda a, b: (a.flip(0), b.flip(1)), xt, torch.arange(6).reshape(2, 3)),
+    "flip_0d_empty": (lambda a, b: (a.flip(0), b.flip(0)), x0, r(0, 2)),
+    "roll": (lambda a: torch.roll(a, 2), x3),
+    "roll_dims": (lambda a: (a.roll((1, -2), (0, 2)), a.roll(7, 1), a.roll(-1, -1)), x3),
+    "roll_noncontig_bool": (lambda a, b: (a.roll(1, 0), b.roll(1, 1)), xt, torch.rand(3, 4) > 0.5),
+    "diff": (lambda a: torch.diff(a), x3),
+    "diff_n_dim": (lambda a: (a.diff(2, 0), a.diff(n=0), a.diff(n=7)), x3),
+    "diff_prepend_append": (lambda a, p, q: torch.diff(a, dim=1, prepend=p, append=q), r(2, 3), r(2, 1, dtype=torch.float64),
+                            torch.ones(2, 2, dtype=torch.int64)),
+    "diff_bool_int_f16": (lambda a, b, c: (a.diff(), b.diff(), c.diff(dim=0)), torch.rand(5) > 0.5,
+                          torch.arange(6).reshape(2, 3) ** 2, r(3, 2, dtype=torch.float16)),
+    "tril_triu": (lambda a: (torch.tril(a), a.triu(), a.tril(1), torch.triu(a, -2)), r(4, 5)),
+    "tril_batch_noncontig": (lambda a: (a.tril(-1), a.transpose(1, 2).triu(2)), x3),
+    "tril_types": (lambda a, b, c: (a.tril(), b.triu(1), c.tril()), torch.rand(3, 3) > 0.5,
+                   torch.arange(9).reshape(3, 3), r(3, 2, dtype=torch.bfloat16)),
+    "tril_empty": (lambda a: a.tril(), r(0, 3)),
+    # F.pad
+    "pad": (lambda a: (F.pad(a, (1, 2)), F.pad(a, [0, 1, 2, 0], value=-1.5), F.pad(a, (1, 1, 1, 1, 1, 1))), x3),
+    "pad_negative": (lambda a: (F.pad(a, (-1, 2, 1, -2)), F.pad(a, (-1, -1), value=3.0)), x3),
+    "pad_types": (lambda a, b, c: (F.pad(a, (1, 1), value=2.7), F.pad(b, (2, 0), value=True), F.pad(c, (1, 2))),
+                  torch.arange(6).reshape(2, 3), torch.rand(2, 3) > 0.5, r(2, 3, dtype=torch.bfloat16)),
+    "pad_reflect": (lambda a, b: (F.pad(a, (2, 2), mode="reflect"), F.pad(b, (1, 3, 2, 0), mode="reflect")),
+                    r(2, 3, 4), r(1, 2, 4, 5)),
+    "pad_replicate": (lambda a, b: (F.pad(a, (2, 4), mode="replicate"), F.pad(b, (1, 0, 0, 2, 3, 1), mode="replicate"),
+                                    F.pad(a, (-1, -1), mode="replicate")), r(2, 3, 4), r(1, 2, 3, 4, 5)),
+    "pad_circular": (lambda a, b: (F.pad(a, (1, 3), mode="circular"), F.pad(b, (2, 2, 1, 0), mode="circular"),
+                                   F.pad(a, (-1, 1), mode="circular")), r(2, 3, 4), r(1, 2, 3, 4)),
+    "pad_noncontig_f16": (lambda a, b: (F.pad(a, (1, 1, 0, 2)), F.pad(b, (2, 1), mode="reflect")), xt,
+                          r(2, 3, 5, dtype=torch.float16)),
+    "pad_empty_0d": (lambda a, b: (F.pad(a, (1, 1)), F.pad(b, ())), r(2, 0), x0),
 }
 
 
@@ -205,6 +253,26 @@ ERRORS = {
     "getitem_0d": (lambda a: a[0], x0),
     "getitem_negative_step": (lambda a: a[::-1], x3),
     "getitem_zero_step": (lambda a: a[::0], x3),
+    "repeat_too_few": (lambda a: a.repeat(2, 2), x3),
+    "repeat_negative": (lambda a: a.repeat(2, -1, 1), x3),
+    "repeat_interleave_negative": (lambda a: a.repeat_interleave(-1), x3),
+    "flip_dup": (lambda a: a.flip(0, -3), x3),
+    "flip_dim": (lambda a: a.flip(3), x3),
+    "roll_no_dims": (lambda a: a.roll((1, 2)), x3),
+    "roll_mismatch": (lambda a: a.roll((1, 2), 0), x3),
+    "diff_0d": (lambda a: a.diff(), x0),
+    "diff_negative": (lambda a: a.diff(-1), x3),
+    "diff_prepend_ndim": (lambda a: a.diff(prepend=a[0]), x3),
+    "diff_prepend_shape": (lambda a: a.diff(dim=0, prepend=a[:, :1]), x3),
+    "tril_1d": (lambda a: a.tril(), x1),
+    "pad_odd": (lambda a: F.pad(a, (1,)), x3),
+    "pad_too_long": (lambda a: F.pad(a, (1,) * 8), x3),
+    "pad_crop_too_much": (lambda a: F.pad(a, (-6, 0)), x3),
+    "pad_mode": (lambda a: F.pad(a, (1, 1), mode="bogus"), x3),
+    "pad_reflect_value": (lambda a: F.pad(a, (1, 1), mode="reflect", value=1.0), x3),
+    "pad_reflect_too_big": (lambda a: F.pad(a, (5, 0), mode="reflect"), x3),
+    "pad_circular_too_big": (lambda a: F.pad(a, (6, 0), mode="circular"), x3),
+    "pad_reflect_1d": (lambda a: F.pad(a, (1, 1), mode="reflect"), x1),
 }
 
 
@@ -214,13 +282,6 @@ def test_errors_match_eager(fn, args):
         fn(*args)
     with pytest.raises(eager.type):
         trace_module(fn, *args)
-
-
-def test_advanced_indexing_runs_as_torch():
-    # getitem refuses index tensors and lists; the fallback records torch's own __getitem__
-    module = check(lambda a, i: a[i] * 2, x3, torch.tensor([0, 1]))  # (also decomposed and fused around it)
-    assert 'callable = "torch.Tensor.__getitem__"' in str(module)
-    check(lambda a: a[[0, 2]], x3)
 
 
 NAMES = {
@@ -248,6 +309,14 @@ NAMES = {
     "narrow": (lambda a: a.narrow(0, 0, 1), x3),
     "select": (lambda a: a.select(0, 0), x3),
     "getitem": (lambda a: a[0, 1:], x3),
+    "repeat": (lambda a: a.repeat(2, 1, 1), x3),
+    "repeat_interleave": (lambda a: a.repeat_interleave(2, 0), x3),
+    "flip": (lambda a: a.flip(0), x3),
+    "roll": (lambda a: a.roll(1), x3),
+    "diff": (lambda a: a.diff(), x3),
+    "tril": (lambda a: a.tril(), x3),
+    "triu": (lambda a: a.triu(), x3),
+    "pad": (lambda a: F.pad(a, (1, 1)), x3),
 }
 
 
@@ -257,8 +326,19 @@ def test_op_in_module(name):
     assert f'"ltorch.{name}"' in str(check(fn, *args, decompose=True))
 
 
+def test_repeat_interleave_tensor_repeats_need_output_size():
+    import thunder
+    from thunder.core.proxies import DataDependentError
+
+    with pytest.raises(DataDependentError, match="output_size"):
+        thunder.jit(lambda a, n: a.repeat_interleave(n, dim=0))(r(3, 2), torch.tensor([1, 0, 5]))
+    with pytest.raises(DataDependentError, match="output_size"):
+        thunder.jit(lambda n: torch.repeat_interleave(n))(torch.tensor([1, 0, 5]))
+
+
 def test_views_are_marked():
     from thunder.ops import registry
 
-    for name in set(NAMES) - {"cat", "stack"}:
+    for name in set(NAMES) - {"cat", "stack", "repeat", "repeat_interleave", "flip", "roll", "diff", "tril", "triu",
+                              "pad"}:
         assert registry.OPS[f"ltorch.{name}"].is_view, name

@@ -186,13 +186,37 @@ def test_python_objects_and_structures_come_back_as_they_are():
     torch.testing.assert_close(out[8].loss, ref[8].loss)
 
 
-def test_returning_an_object_holding_tensors_names_its_type():
-    class Holder:
-        def __init__(self, t):
-            self.t = t
+def test_model_output_subclass_keeps_its_type_keys_and_inputs():
+    modeling_outputs = pytest.importorskip("transformers.modeling_outputs", reason="transformers is not installed")
 
-    with pytest.raises(NotImplementedError, match="Holder that holds tensors"):
-        thunder.jit(lambda x: Holder(x * 2))(torch.randn(2))
+    def f(x):
+        return modeling_outputs.CausalLMOutputWithPast(loss=(x * 2).sum(), logits=x)
+
+    x = torch.randn(2, 3, requires_grad=True)
+    out, ref = thunder.jit(f)(x), f(x)
+    assert type(out) is type(ref) and list(out.keys()) == list(ref.keys()) == ["loss", "logits"]
+    assert out.logits is x and out[1] is x and out.past_key_values is None
+    torch.testing.assert_close(out.loss, ref.loss)
+    _same_autograd(out.loss, ref.loss)
+
+
+class _Holder:
+    def __init__(self, t, u):
+        self.t, self.u = t, u
+
+
+def test_objects_made_inside_holding_tensors_come_back_with_real_tensors():
+    def f(x):
+        return _Holder(x, x * 2), _Holder(x, 3)
+
+    x = torch.randn(3, requires_grad=True)
+    jf = thunder.jit(f)
+    for _ in range(2):
+        (a, b), (ea, eb) = jf(x), f(x)
+        assert type(a) is _Holder and type(b) is _Holder and a is not b
+        assert a.t is x and b.t is x and b.u == 3
+        torch.testing.assert_close(a.u, ea.u)
+        _same_autograd(a.u, ea.u)
 
 
 # ---------------------------------------------------------------------------------------------

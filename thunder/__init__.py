@@ -30,7 +30,8 @@ def jit(fn, /, *, executors=None, cache=None, sharp_edges=None, disable_torch_au
     NO_CACHING / "no caching" (recompile on every call); SYMBOLIC_VALUES is not implemented yet.
     Other keyword options are recorded (last_compile_options) with a warning.
     transforms: MLIR pass names (ours or upstream) or
-    callables on the trace module, run after the default passes."""
+    callables on the trace module, run after the default passes. recompile_limit (default 8, None
+    for never): more recompiles than this warn once, naming the input that keeps changing."""
     cd = make_compile_data(fn, executors=executors, cache=cache, sharp_edges=sharp_edges,
                            disable_torch_autograd=disable_torch_autograd, transforms=transforms,
                            debug_options=debug_options, **compile_options)

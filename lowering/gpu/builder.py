@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 import re
 
+from thunder.dialects.mlir import ir
 from thunder.lowering.linalg.scalar import UnsupportedOp, literal
 
 UNROLL = 8  # elements per thread of a row kept in registers (else a loop recomputes them)
@@ -292,6 +293,10 @@ class KernelBuilder:
                 return names[o.operands[0]]
             if o.name == "math.ipowi":  # no NVVM lowering: square and multiply
                 names[o.results[0]] = self.ipowi(*(names[v] for v in o.operands), str(o.results[0].type))
+                continue
+            if o.name == "linalg.index":  # the loop's index along a dim (iota): this thread's
+                d = ir.IntegerAttr(o.attributes["dim"]).value
+                names[o.results[0]] = self.op(f"arith.index_cast {self.ssa(loop[d])} : i64 to index")
                 continue
             operands = ", ".join(names[v] for v in o.operands)
             attrs = ", ".join(f"{k} = {o.attributes[k]}" for k in o.attributes)

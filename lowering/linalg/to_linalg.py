@@ -267,6 +267,20 @@ def _lower_op(em, op, out_t: TensorT):
         r = em.fresh()
         em.emit(f"{r} = linalg.fill ins({c} : {out_t.elt}) outs({init} : {out_t}) -> {out_t}")
         return r
+    if name == "iota":  # start + i * step, i from the loop index (plus the tile's first row %i)
+        start, step = (ir.IntegerAttr(attrs[k]).value for k in ("start", "step"))
+
+        def iota_body(b, xs, acc):
+            i = b.op("linalg.index 0 : index")
+            if out_t.shape[0] is None:
+                i = b.op(f"arith.addi {i}, %i : index")
+            v = b.op(f"arith.index_cast {i} : index to i64")
+            if step != 1:
+                v = b.op(f"arith.muli {v}, {b.const(step, 'i64')} : i64")
+            if start != 0:
+                v = b.op(f"arith.addi {v}, {b.const(start, 'i64')} : i64")
+            return convert_scalar(b, v, "i64", out_t.elt)
+        return em.generic(out_t, [], iota_body)
     if name in REDUCTIONS:
         ssa, t = operands[0]
         dims = sorted(d % max(t.rank, 1) for d in ir.DenseI64ArrayAttr(attrs["dims"]))
@@ -460,7 +474,7 @@ def _operand_axes(op, a):
         rank = len(_static_shape(x))
         dims = {d % max(rank, 1) for d in ir.DenseI64ArrayAttr(op.attributes["dims"])}
         return [(x, [i for i in range(rank) if i not in dims][a])]
-    if name == "full":
+    if name in ("full", "iota"):  # no operands (a tile of iota starts at the tile's first row)
         return []
     return None
 

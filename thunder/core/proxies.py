@@ -28,6 +28,12 @@ def where():
     return f" at {loc[0]}:{loc[1]}" if loc else ""
 
 
+def data_dependent(what, workaround):
+    """Raise DataDependentError for an op whose result's shape depends on tensor values."""
+    raise DataDependentError(f"thunder: {what}{where()} has a result whose shape depends on tensor values, "
+                             f"which are not known while tracing. Workaround: {workaround}")
+
+
 class TensorProxy:
     """Stands for a tensor: it knows shape, dtype, device and requires_grad, not values."""
 
@@ -207,7 +213,14 @@ class TensorProxy:
         # torch functions called with proxies from code the interpreter runs natively
         from thunder.ops import fallback
 
+        if func in _METADATA and args and isinstance(args[0], TensorProxy):
+            return _METADATA[func](args[0])
         return fallback.dispatch(func, *args, **(kwargs or {}))
+
+
+# torch functions that read only metadata: answered by the proxy, nothing is recorded
+_METADATA = {torch.is_floating_point: TensorProxy.is_floating_point, torch.is_complex: TensorProxy.is_complex,
+             torch.numel: TensorProxy.numel}
 
 
 # Tensor attributes whose answer is not part of a trace: memory layout beyond strides (stride()
@@ -244,7 +257,7 @@ def check_inplace_allowed(self):
     if root.is_input and root.requires_grad and tracing.grad_enabled():
         if not root.leaf:
             raise NotImplementedError(
-                f"thunder: an in-place update{_where()} of an input that requires grad and is not a leaf (the "
+                f"thunder: an in-place update{where()} of an input that requires grad and is not a leaf (the "
                 "result of other ops) is not supported. Workaround: update a clone, or make the update "
                 "outside the jitted function.")
         raise RuntimeError(("a view of a leaf Variable" if root is not self else "a leaf Variable")
@@ -255,8 +268,13 @@ def inplace(op, method_name, self, *args, **kwargs):
     """An in-place update, recorded functionally: the proxy then stands for the result. Like
     eager, the update reaches what the proxy is a view of (and on up to an input, whose final
     value the program copies back) and every other view of those tensors."""
+    return update_inplace(self, lambda: op(self, *args, **kwargs), method_name, op)
+
+
+def update_inplace(self, compute, method_name="an in-place update", op=None):
+    """self updated in place with compute() (which records the functional op): see inplace."""
     check_inplace_allowed(self)
-    out = op(self, *args, **kwargs)
+    out = compute()
     if out.dtype != self.dtype:
         if not torch.can_cast(out.dtype, self.dtype):
             raise RuntimeError(f"result type {_dtype_name(out.dtype)} can't be cast to the desired output "

@@ -146,7 +146,11 @@ def record_op(op, values):
         from thunder.ops import autocast
 
         values = autocast.apply(op, values)  # casts of an active torch.autocast region
-    out = op.meta(**values)
+    try:
+        out = op.meta(**values)
+    except Exception as e:  # eager's exception for a bad call, or a refusal: say where it came from
+        _note_location(e, op)
+        raise
     outs = list(out) if isinstance(out, (tuple, list)) else [out]
     from thunder.core.proxies import TensorProxy
 
@@ -240,6 +244,12 @@ def _inference_mode():
     import torch
 
     return torch.is_inference_mode_enabled()
+
+
+def _note_location(e, op):
+    loc = current_location()
+    if loc is not None and not any(n.startswith("thunder: in ") for n in getattr(e, "__notes__", ())):
+        e.add_note(f"thunder: in {op.torch_name} at {loc[0]}:{loc[1]}")
 
 
 def _grad_enabled():

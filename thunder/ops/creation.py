@@ -8,7 +8,7 @@ from thunder.core.proxies import TensorProxy
 from thunder.ops import prims
 from thunder.ops.decomp_utils import to_dtype
 from thunder.ops.meta_utils import is_tensor
-from thunder.ops.registry import Bool, DType, Device, Ints, Number, OpDef, Str, Tensor, ltorch
+from thunder.ops.registry import Bool, Data, DType, Device, Ints, Number, OpDef, Str, Tensor, ltorch
 
 
 def _device(device):
@@ -93,6 +93,161 @@ def full_like(input: Tensor, fill_value: Number, *, dtype: DType | None = None, 
 @full_like.decompose
 def _(input, fill_value, *, dtype=None, device=None, requires_grad=False):
     return _full(input.shape, fill_value, dtype or input.dtype, device or input.device)
+
+
+# --------------------------------------------------------------------------------------------
+# Tensor.new_zeros, new_ones, new_full, new_empty: input's dtype and device unless given
+
+
+def _new(name, value):
+    def meta(input: Tensor, size: Ints, *, dtype: DType | None = None, device: Device | None = None,
+             requires_grad: Bool = False):
+        _check_size(name, size)
+        return TensorProxy(size, dtype or input.dtype, device or input.device, requires_grad)
+
+    def decomposition(input, size, *, dtype=None, device=None, requires_grad=False):
+        return _full(size, value, dtype or input.dtype, device or input.device)
+
+    meta.__name__ = name
+    meta.__doc__ = f"x.{name}(size): values {value}" + (" (eager leaves them undefined)" if name == "new_empty" else "")
+    op = ltorch(f"torch.Tensor.{name}", methods=(name,), varargs="size", aliases=(getattr(torch.Tensor, name),),
+                differentiable=False)(meta)
+    op.decompose(decomposition)
+    return op
+
+
+new_zeros = _new("new_zeros", 0)
+new_ones = _new("new_ones", 1)
+new_empty = _new("new_empty", 0)
+
+
+@ltorch("torch.Tensor.new_full", methods=("new_full",), aliases=(torch.Tensor.new_full,), differentiable=False)
+def new_full(input: Tensor, size: Ints, fill_value: Number, *, dtype: DType | None = None,
+             device: Device | None = None, requires_grad: Bool = False):
+    _check_size("new_full", size)
+    return TensorProxy(size, dtype or input.dtype, device or input.device, requires_grad)
+
+
+@new_full.decompose
+def _(input, size, fill_value, *, dtype=None, device=None, requires_grad=False):
+    return _full(size, fill_value, dtype or input.dtype, device or input.device)
+
+
+# --------------------------------------------------------------------------------------------
+# torch.tensor and Tensor.new_tensor: tensors of constant data (tensors in the data are stacked)
+
+
+def _data_shape(data):
+    """The shape torch.tensor gives data: sizes along the first elements, every element checked."""
+    shape, x = [], data
+    while isinstance(x, (tuple, list)):
+        shape.append(len(x))
+        if not x:
+            break
+        x = x[0]
+
+    def check(x, dim):
+        if dim == len(shape):
+            if isinstance(x, (tuple, list)):
+                raise TypeError(f"'{type(x).__name__}' object cannot be interpreted as a number")
+            return
+        if not isinstance(x, (tuple, list)):
+            raise TypeError("not a sequence")
+        if len(x) != shape[dim]:
+            raise ValueError(f"expected sequence of length {shape[dim]} at dim {dim} (got {len(x)})")
+        for y in x:
+            check(y, dim + 1)
+
+    check(data, 0)
+    return tuple(shape)
+
+
+def _data_dtype(data):
+    """torch.tensor's inference: float if any float, else int64 if any int, else bool."""
+    leaves = []
+
+    def walk(x):
+        if isinstance(x, (tuple, list)):
+            for y in x:
+                walk(y)
+        else:
+            leaves.append(x)
+
+    walk(data)
+    if not leaves or any(isinstance(x, float) for x in leaves):
+        return torch.get_default_dtype()
+    if all(isinstance(x, bool) for x in leaves):
+        return torch.bool
+    return torch.int64
+
+
+def _is_any_tensor(x):
+    return isinstance(x, (TensorProxy, torch.Tensor))  # real tensors when called eagerly
+
+
+def _has_tensor(data):
+    return _is_any_tensor(data) or isinstance(data, (tuple, list)) and any(_has_tensor(x) for x in data)
+
+
+def _as_tuples(data):
+    return tuple(_as_tuples(x) for x in data) if isinstance(data, (tuple, list)) else data
+
+
+class _TensorOp(OpDef):
+    """Data holding tensors (torch.tensor(t), torch.tensor([t0, t1])) is a copy of them cut off
+    from autograd, as in eager: recorded as clone/detach/stack instead of constant data."""
+
+    def __call__(self, *args, **kwargs):
+        try:
+            bound = self.signature.bind(*args, **kwargs)
+        except TypeError:
+            bound = None  # bind reports it
+        if bound is not None and _has_tensor(bound.arguments["data"]):
+            return _copy_of_tensors(self, bound.arguments)
+        return super().__call__(*args, **kwargs)
+
+
+def _copy_of_tensors(op, args):
+    from thunder.ops.grad import detach
+    from thunder.ops.shape import stack
+
+    def build(x):
+        if _is_any_tensor(x):
+            return detach(clone(x))
+        if isinstance(x, (tuple, list)) and x:
+            return stack([build(y) for y in x])
+        raise NotImplementedError(f"thunder: {op.torch_name} of data mixing tensors with numbers or empty "
+                                  "lists. Workaround: torch.stack the tensors")
+
+    dtype, device = args.get("dtype"), args.get("device")
+    if op.name == "new_tensor":
+        dtype, device = dtype or args["input"].dtype, device or args["input"].device
+    out = build(args["data"])
+    if dtype is not None and dtype != out.dtype or device is not None and _device(device) != out.device:
+        out = to(out, dtype, device=device)
+    return out
+
+
+def _normalize_data(values):
+    values["data"] = _as_tuples(values["data"])
+
+
+@ltorch("torch.tensor", aliases=(torch.tensor,))
+def tensor(data: Data, *, dtype: DType | None = None, device: Device | None = None, requires_grad: Bool = False):
+    """A tensor of constant data (numbers, nested tuples of numbers)."""
+    return TensorProxy(_data_shape(data), dtype or _data_dtype(data), _device(device), requires_grad)
+
+
+@ltorch("torch.Tensor.new_tensor", methods=("new_tensor",), aliases=(torch.Tensor.new_tensor,), differentiable=False)
+def new_tensor(input: Tensor, data: Data, *, dtype: DType | None = None, device: Device | None = None,
+               requires_grad: Bool = False):
+    """torch.tensor(data) with input's dtype and device unless given."""
+    return TensorProxy(_data_shape(data), dtype or input.dtype, device or input.device, requires_grad)
+
+
+for _op in (tensor, new_tensor):
+    _op.__class__ = _TensorOp
+    _op.normalize = _normalize_data
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
 """Elementwise ltorch ops: arithmetic, comparisons, unary math, activations."""
+import inspect
 import math
 
 import torch
@@ -9,7 +10,8 @@ from thunder.core.proxies import TensorProxy
 from thunder.ops import prims
 from thunder.ops.decomp_utils import as_tensor, expand_to, opmath_dtype, to_dtype
 from thunder.ops.meta_utils import broadcast_shapes, device_of, elementwise, is_tensor
-from thunder.ops.registry import Bool, Float, Int, Number, Str, Tensor, TensorOrNumber, ltorch
+from thunder.ops import registry
+from thunder.ops.registry import Bool, Float, Int, Number, OpDef, Str, Tensor, TensorOrNumber, ltorch
 
 # --------------------------------------------------------------------------------------------
 # Shared pieces
@@ -119,6 +121,17 @@ isnan = _unary("isnan", prims.isnan, bool_out=True)
 isinf = _unary("isinf", _is_inf, bool_out=True)
 isfinite = _unary("isfinite", _is_finite, bool_out=True)
 bitwise_not = _unary("bitwise_not", prims.bitwise_not, reject=("float",), dunders=("__invert__",))
+
+
+@ltorch("torch.square", methods=("square",), aliases=_aliases("square"))
+def square(input: Tensor):
+    """input * input (bool inputs give int64, as torch.pow(input, 2))."""
+    return TensorProxy.like(input, dtype=torch.int64 if input.dtype is torch.bool else input.dtype)
+
+
+@square.decompose
+def _(input):
+    return _compute([input], square.meta(input), lambda x: prims.mul(x, x))
 
 
 @ltorch("torch.round", methods=("round",), aliases=_aliases("round"))
@@ -387,6 +400,18 @@ def _(input, other):
 # Selection and clamping
 
 
+class _WhereOp(OpDef):
+    """torch.where(condition) alone is torch.nonzero(condition, as_tuple=True)."""
+
+    def __call__(self, *args, **kwargs):
+        if len(args) + len(kwargs) == 1:
+            from thunder.core.proxies import data_dependent
+
+            data_dependent("torch.where(condition) (the indices of the True elements)",
+                           "use torch.where(condition, input, other) or a mask (x * condition)")
+        return super().__call__(*args, **kwargs)
+
+
 @ltorch("torch.where", aliases=(torch.where,))
 def where(condition: Tensor, input: TensorOrNumber, other: TensorOrNumber):
     if condition.dtype not in (torch.bool, torch.uint8):
@@ -404,6 +429,10 @@ def _(condition, input, other):
     if not is_tensor(a) and not is_tensor(b):
         a = as_tensor(a, out)
     return prims.where(cond, a, b)
+
+
+where.__class__ = _WhereOp
+registry.method("where", lambda self, condition, other: where(condition, self, other))  # x.where(cond, y)
 
 
 def _clamp_meta(name, input, min, max):
@@ -484,17 +513,13 @@ def _(input, end, weight):
 
 
 # --------------------------------------------------------------------------------------------
-# Activations (torch.nn.functional)
-
-
-def _no_inplace(name, inplace):
-    if inplace:
-        raise NotImplementedError(f"thunder: {name}(inplace=True) is not supported yet; use inplace=False")
+# Activations (torch.nn.functional). inplace=True (and torch.relu_ and friends) is handled for
+# every op with an `inplace` flag by OpDef.__call__: the op is recorded with inplace=False and its
+# result assigned to the input.
 
 
 @ltorch("torch.nn.functional.relu", methods=("relu",), aliases=_aliases("relu", extra=(F.relu,)))
 def relu(input: Tensor, inplace: Bool = False):
-    _no_inplace("relu", inplace)
     _reject("relu", input.dtype, ("bool",), RuntimeError)
     return TensorProxy.like(input)
 
@@ -528,7 +553,6 @@ def _(input, *, approximate="none"):
 @ltorch("torch.nn.functional.silu", aliases=(F.silu,))
 def silu(input: Tensor, inplace: Bool = False):
     _reject("silu", input.dtype, ("bool", "int"))
-    _no_inplace("silu", inplace)
     return TensorProxy.like(input)
 
 
@@ -556,7 +580,6 @@ def _(input, beta=1.0, threshold=20.0):
 @ltorch("torch.nn.functional.leaky_relu", aliases=(F.leaky_relu,))
 def leaky_relu(input: Tensor, negative_slope: Float = 0.01, inplace: Bool = False):
     _reject("leaky_relu", input.dtype, ("bool", "int"))
-    _no_inplace("leaky_relu", inplace)
     return TensorProxy.like(input)
 
 
@@ -568,7 +591,6 @@ def _(input, negative_slope=0.01, inplace=False):
 
 @ltorch("torch.nn.functional.hardtanh", aliases=(F.hardtanh,))
 def hardtanh(input: Tensor, min_val: Float = -1.0, max_val: Float = 1.0, inplace: Bool = False):
-    _no_inplace("hardtanh", inplace)
     _reject("hardtanh", input.dtype, ("bool",), RuntimeError)
     if input.dtype is torch.uint8 and (min_val < 0 or max_val < 0):
         raise RuntimeError("cannot do hardtanh on an unsigned type with negative limits")
@@ -582,6 +604,75 @@ def _(input, min_val=-1.0, max_val=1.0, inplace=False):
         return prims.minimum(x, as_tensor(to_dtype(max_val, x.dtype), x))
 
     return _compute([input], hardtanh.meta(input), fn)
+
+
+@ltorch("torch.nn.functional.relu6", aliases=(F.relu6,))
+def relu6(input: Tensor, inplace: Bool = False):
+    """hardtanh(input, 0, 6)."""
+    return hardtanh.meta(input, 0.0, 6.0)
+
+
+relu6.decompose(lambda input, inplace=False: hardtanh(input, 0.0, 6.0))
+
+
+def _float_activation(name, fn, *params, kernel=None):
+    """An activation of floating-point inputs (float16/bfloat16 computed in float32), with the
+    parameters `params` ((name, kind, default) before `inplace`); fn(x, **params) in prims."""
+    def meta(input, **kw):
+        _reject(kernel or f"{name}_cpu", input.dtype, ("bool", "int"))
+        return TensorProxy.like(input)
+
+    sig = [inspect.Parameter("input", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Tensor)]
+    sig += [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=k, default=d) for n, k, d in params]
+    sig.append(inspect.Parameter("inplace", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Bool, default=False))
+    meta.__signature__ = inspect.Signature(sig)
+    meta.__name__ = name
+    f = getattr(F, name)
+    op = ltorch(f"torch.nn.functional.{name}", aliases=(f,))(meta)
+
+    @op.decompose
+    def _(input, *args, inplace=False, **kw):
+        kw.update(zip((n for n, _, _ in params), args))
+        return _compute([input], TensorProxy.like(input), lambda x: fn(x, **kw), upcast=True)
+
+    return op
+
+
+def _elu(x, alpha=1.0, scale=1.0, input_scale=1.0):
+    """torch's elu kernel: x <= 0 ? expm1(x * input_scale) * alpha * scale : x * scale."""
+    neg = prims.mul(prims.expm1(prims.mul(x, float(input_scale)) if input_scale != 1 else x), float(alpha * scale))
+    return prims.where(prims.le(x, 0.0), neg, prims.mul(x, float(scale)) if scale != 1 else x)
+
+
+_SELU_ALPHA, _SELU_SCALE = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
+
+
+def _relu6_shifted(x):
+    """min(max(x + 3, 0), 6)"""
+    return prims.minimum(prims.maximum(prims.add(x, 3.0), as_tensor(0.0, x)), as_tensor(6.0, x))
+
+
+elu = _float_activation("elu", lambda x, alpha: _elu(x, alpha), ("alpha", Float, 1.0), kernel="elu_cpu")
+selu = _float_activation("selu", lambda x: _elu(x, _SELU_ALPHA, _SELU_SCALE), kernel="elu_cpu")
+celu = _float_activation("celu", lambda x, alpha: _elu(x, alpha, 1.0, 1.0 / alpha), ("alpha", Float, 1.0),
+                         kernel="elu_cpu")
+mish = _float_activation("mish", lambda x: prims.mul(x, prims.tanh(prims.log1p(prims.exp(x)))))
+hardsigmoid = _float_activation("hardsigmoid", lambda x: prims.div(_relu6_shifted(x), 6.0))
+hardswish = _float_activation("hardswish", lambda x: prims.div(prims.mul(x, _relu6_shifted(x)), 6.0))
+
+
+@ltorch("torch.nn.functional.threshold", aliases=(F.threshold, torch.threshold))
+def threshold(input: Tensor, threshold: Float, value: Float, inplace: Bool = False):
+    """input <= threshold ? value : input (nan stays)."""
+    _reject("threshold_cpu", input.dtype, ("bool",))
+    return TensorProxy.like(input)
+
+
+@threshold.decompose
+def _(input, threshold, value, inplace=False):
+    return _compute([input], TensorProxy.like(input),
+                    lambda x: prims.where(prims.le(x, to_dtype(threshold, x.dtype)),
+                                          as_tensor(to_dtype(value, x.dtype), x), x))
 
 
 # --------------------------------------------------------------------------------------------
@@ -622,9 +713,7 @@ def _sigmoid_grad(g, out, x):
 _unary_rule(sigmoid, _sigmoid_grad)
 # as torch's threshold_backward: zero where out <= 0, so a NaN result passes g on (NaN > 0 would not)
 _unary_rule(relu, lambda g, out, x, inplace=False: where(le(out, 0), 0.0, g))
-# as torch's hardtanh_backward: none at or beyond the bounds, g inside them and for NaN
-_unary_rule(hardtanh, lambda g, out, x, min_val=-1.0, max_val=1.0, inplace=False:
-            where(logical_or(le(x, min_val), ge(x, max_val)), 0.0, g))
+_unary_rule(square, lambda g, out, x: mul(g, mul(x, 2.0)))
 
 
 def _gelu_grad(g, out, x, approximate="none"):
@@ -668,6 +757,34 @@ def _(grad_output, input, *, approximate="none"):
 _unary_rule(gelu, lambda g, out, x, approximate="none": gelu_backward(g, x, approximate=approximate))
 _unary_rule(silu, _silu_grad)
 _unary_rule(softplus, _softplus_grad)
+
+
+def _hardtanh_grad(g, out, x, min_val=-1.0, max_val=1.0, inplace=False):
+    # zero at the bounds too (as torch's hardtanh_backward; maximum/minimum would split ties)
+    return where(logical_or(le(x, min_val), ge(x, max_val)), 0.0, g)
+
+
+def _hardswish_grad(g, out, x, inplace=False):
+    x, g32 = _vjp.upcast(x), _vjp.upcast(g)  # as torch: 0 up to -3, g from 3, g * (x / 3 + 0.5) between
+    return where(le(x, -3.0), 0.0, where(lt(x, 3.0), mul(g32, add(div(x, 3.0), 0.5)), g32))
+
+
+def _hardsigmoid_grad(g, out, x, inplace=False):
+    return where(logical_and(gt(x, -3.0), lt(x, 3.0)), mul(_vjp.upcast(g), 1 / 6), 0.0)
+
+
+def _mish_grad(g, out, x, inplace=False):
+    # as torch's mish_backward: no exp(x) / (1 + exp(x)) that overflows to nan
+    x, g32 = _vjp.upcast(x), _vjp.upcast(g)
+    t = tanh(softplus(x))
+    return mul(g32, add(t, mul(mul(x, sigmoid(x)), rsub(mul(t, t), 1.0))))
+
+
+_unary_rule(hardtanh, _hardtanh_grad)
+_unary_rule(relu6, lambda g, out, x, inplace=False: _hardtanh_grad(g, out, x, 0.0, 6.0))
+_unary_rule(hardswish, _hardswish_grad)
+_unary_rule(hardsigmoid, _hardsigmoid_grad)
+_unary_rule(mish, _mish_grad)
 
 
 @add.vjp

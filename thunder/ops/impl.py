@@ -92,6 +92,15 @@ max_reduction = _extremum(torch.max)
 min_reduction = _extremum(torch.min)
 
 
+def sort(input, dim=-1, descending=False, *, stable=False):
+    # torch.sort's stable overload takes dim and descending by keyword only
+    return tuple(torch.sort(input, dim=dim, descending=descending, stable=stable))
+
+
+def argsort(input, dim=-1, descending=False, *, stable=False):
+    return torch.argsort(input, dim=dim, descending=descending, stable=stable)
+
+
 def arange(start=0, end=None, step=1, *, dtype=None, device=None, requires_grad=False):
     if end is None:
         start, end = 0, start
@@ -142,6 +151,20 @@ def convolution_backward_weight(grad_output, input, weight_shape, stride, paddin
 
 
 # --- fused backward kernels of torch, with our signatures
+def interpolate(input, size, scale_factor=None, mode="nearest", align_corners=None, recompute_scale_factor=None,
+                antialias=False):
+    # size is always the output size; scale_factor (when given) sets the source index scales
+    sizes = dict(size=size) if scale_factor is None else dict(scale_factor=scale_factor)
+    return torch.nn.functional.interpolate(input, **sizes, mode=mode, align_corners=align_corners,
+                                           antialias=antialias)
+
+
+def native_multi_head_attention(*args, **kwargs):
+    # without need_weights torch returns (output, None): the op's one result
+    out, weights = torch._native_multi_head_attention(*args, **kwargs)
+    return (out,) if weights is None else (out, weights)
+
+
 def layer_norm_backward(grad_output, input, normalized_shape, weight=None, bias=None, eps=1e-5):
     # mean and rstd are recomputed (F.layer_norm does not return them)
     _, mean, rstd = torch.ops.aten.native_layer_norm(input, normalized_shape, weight, bias, eps)
@@ -157,9 +180,27 @@ def no_grad_update(input, value):
     return value
 
 
-def setitem(input, key, value):
+# --- indexing: keys with tensors hold TENSOR_INDEX where each of `indices` goes
+class _TensorIndex:
+    def __repr__(self):
+        return "impl.TENSOR_INDEX"  # how generated code names it
+
+
+TENSOR_INDEX = _TensorIndex()
+
+
+def _key(key, indices):
+    it = iter(indices)
+    return tuple(next(it) if e is TENSOR_INDEX else e for e in key)
+
+
+def index(input, key, indices):
+    return input[_key(key, indices)]
+
+
+def setitem(input, key, value, *, indices=()):
     out = input.clone()
-    out[key] = value
+    out[_key(key, indices) if indices else key] = value
     return out
 
 

@@ -7,6 +7,8 @@ ltorch ops (and the take/index_add prims), so torch runs the backward as torch-l
 In-place variants (x.masked_fill_, x.scatter_add_, x.index_put_) come from the out-of-place method
 names through the proxies' in-place machinery."""
 import math
+from builtins import slice as pyslice
+from dataclasses import dataclass
 
 import torch
 
@@ -14,7 +16,8 @@ from thunder.core.proxies import TensorProxy
 from thunder.ops import prims
 from thunder.ops.decomp_utils import expand_to, to_dtype
 from thunder.ops.meta_utils import broadcast_shapes, canonical_dim, device_of, is_tensor
-from thunder.ops.registry import Bool, Int, Tensor, TensorOrNumber, Tensors, ltorch
+from thunder.ops.impl import TENSOR_INDEX
+from thunder.ops.registry import Bool, Index, Int, OpDef, Tensor, TensorOrNumber, Tensors, ltorch
 
 _INDEX_DTYPES = (torch.int64, torch.int32)
 
@@ -273,6 +276,344 @@ def _(input, indices, values, accumulate=False):
 
 
 # --------------------------------------------------------------------------------------------
+# x[key] and x[key] = v with tensors, lists and masks in the key (advanced indexing)
+#
+# As torch: ints, slices, None and Ellipsis index first (a view); then the index tensors
+# (broadcast together) pick along the dims they stand at. Their broadcast shape replaces those
+# dims where they are adjacent, else it goes first. A Python bool next to index tensors is an
+# index of a new dim of size 1 ([0] or []). A list is a constant index tensor; a list of bools
+# the indices of its True entries. A bool tensor mask gives a data-dependent shape in x[mask]
+# (refused) but not in x[mask] = v (a where).
+
+
+class _IndexOp(OpDef):
+    """x[k] and x[k0, k1] are both calls with a tuple key: the Index attribute is a tuple."""
+
+    def bind(self, args, kwargs):
+        if len(args) >= 2 and not isinstance(args[1], tuple):
+            args = (args[0], as_key(args[1]), *args[2:])
+        if "key" in kwargs and not isinstance(kwargs["key"], tuple):
+            kwargs = {**kwargs, "key": as_key(kwargs["key"])}
+        return super().bind(args, kwargs)
+
+
+def _is_index_tensor(e):
+    return isinstance(e, (TensorProxy, torch.Tensor))
+
+
+def as_key(key):
+    """A key as a tuple of indices, as torch reads it: a list holding tensors, sequences, slices,
+    None or Ellipsis is a tuple of indices; any other list is one index."""
+    if isinstance(key, tuple):
+        return key
+    if isinstance(key, list) and len(key) < 32 and any(
+            _is_index_tensor(e) or isinstance(e, (list, tuple, pyslice)) or e is None or e is Ellipsis for e in key):
+        return tuple(key)
+    return (key,)
+
+
+def is_advanced(key):
+    return any(_is_index_tensor(e) or isinstance(e, (list, tuple)) for e in key)
+
+
+def _consumed(key, tensors):
+    """How many input dims a key indexes (a mask as many as it has)."""
+    it = iter(tensors)
+    n = 0
+    for e in key:
+        if e is TENSOR_INDEX:
+            t = next(it)
+            n += t.ndim if t.dtype in (torch.bool, torch.uint8) else 1
+        elif isinstance(e, (int, pyslice)) and not isinstance(e, bool):
+            n += 1
+    return n
+
+
+def _materialize(input, key):
+    """(key with TENSOR_INDEX for each tensor, the tensors): lists become constant int64 tensors
+    (a list of bools: one index tensor per dim it covers, its True entries), checked against
+    input's shape as eager checks them."""
+    from thunder.ops.creation import tensor
+
+    out, tensors, dim = [], [], 0
+    ellipsis = input.ndim - sum(1 if isinstance(e, (list, tuple)) or _is_index_tensor(e) else
+                                (1 if isinstance(e, (int, pyslice)) and not isinstance(e, bool) else 0) for e in key)
+    for e in key:
+        if isinstance(e, (list, tuple)):
+            t = torch.tensor(e)
+            if t.dtype is torch.bool:
+                if dim + t.ndim > input.ndim:
+                    raise IndexError(f"too many indices for tensor of dimension {input.ndim}")
+                for k in range(t.ndim):
+                    if t.shape[k] != input.shape[dim + k]:
+                        raise IndexError(f"The shape of the mask {list(t.shape)} at index {k} does not match the shape "
+                                         f"of the indexed tensor {list(input.shape)} at index {dim + k}")
+                for idx in t.nonzero(as_tuple=True):
+                    out.append(TENSOR_INDEX)
+                    tensors.append(tensor(tuple(idx.tolist()), dtype=torch.int64, device=input.device))
+                dim += t.ndim
+                continue
+            t = t.long()  # as eager: a list that is not all bools indexes with its values as int64
+            if dim >= input.ndim:
+                raise IndexError(f"too many indices for tensor of dimension {input.ndim}")
+            n = input.shape[dim]
+            bad = t[(t < -n) | (t >= n)]
+            if bad.numel():
+                raise IndexError(f"index {bad.view(-1)[0].item()} is out of bounds for dimension {dim} with size {n}")
+            out.append(TENSOR_INDEX)
+            tensors.append(tensor(_as_nested(t.tolist()), dtype=torch.int64, device=input.device))
+            dim += 1
+        elif _is_index_tensor(e):
+            out.append(TENSOR_INDEX)
+            tensors.append(e)
+            dim += e.ndim if e.dtype in (torch.bool, torch.uint8) else 1
+        else:
+            out.append(e)
+            if e is Ellipsis:
+                dim, ellipsis = dim + ellipsis, 0
+            elif isinstance(e, (int, pyslice)) and not isinstance(e, bool):
+                dim += 1
+    return tuple(out), tensors
+
+
+def _as_nested(v):
+    return tuple(_as_nested(x) for x in v) if isinstance(v, list) else v
+
+
+@dataclass
+class _Plan:
+    basic: tuple  # the key of the view that ints, slices, None and Ellipsis take (tensors: slice(None))
+    view_shape: tuple
+    picks: list  # (view dim, index tensor or Python bool or bool mask, kind "index"/"bool"/"mask")
+    bshape: tuple  # the broadcast shape of the index tensors
+    dims: list  # the view dims they index
+    front: bool  # they are not adjacent: their broadcast dims go first
+    out_shape: tuple
+
+
+def _plan(input, key, tensors, masks=False):
+    from thunder.ops.shape import _index_plan
+
+    if _consumed(key, tensors) > input.ndim:
+        raise IndexError(f"too many indices for tensor of dimension {input.ndim}")
+    it = iter(tensors)
+    basic, picks, vdim, ellipsis = [], [], 0, True
+    for e in key:
+        if e is TENSOR_INDEX:
+            t = next(it)
+            if t.dtype in (torch.bool, torch.uint8):
+                basic += [pyslice(None)] * t.ndim
+                picks.append((vdim, t, "mask"))
+                vdim += t.ndim
+                continue
+            if t.dtype not in _INDEX_DTYPES:
+                raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+            basic.append(pyslice(None))
+            picks.append((vdim, t, "index"))
+            vdim += 1
+        elif isinstance(e, bool):
+            basic.append(None)
+            picks.append((vdim, e, "bool"))
+            vdim += 1
+        elif e is Ellipsis:
+            basic.append(e)
+            if ellipsis:
+                vdim, ellipsis = vdim + input.ndim - _consumed(key, tensors), False
+        elif e is None or isinstance(e, pyslice):
+            basic.append(e)
+            vdim += 1
+        else:
+            basic.append(e)
+    basic = tuple(basic)
+    view_shape = _index_plan(input, basic)[1]
+    if any(kind == "mask" for _, _, kind in picks):
+        if not masks:
+            from thunder.core.proxies import data_dependent
+
+            data_dependent("indexing with a bool mask (x[mask])", "use torch.where(mask, x, other), or multiply by "
+                           "the mask, and reduce over it")
+        if len(picks) != 1:
+            from thunder.core.proxies import data_dependent
+
+            data_dependent("a bool mask together with other index tensors", "index with the mask alone")
+        d, mask, _ = picks[0]
+        for k, n in enumerate(mask.shape):
+            if view_shape[d + k] != n:
+                raise IndexError(f"The shape of the mask {list(mask.shape)} at index {k} does not match the shape of "
+                                 f"the indexed tensor {list(view_shape)} at index {d + k}")
+        return _Plan(basic, view_shape, picks, None, list(range(d, d + mask.ndim)), False, None)
+    shapes = [tuple(t.shape) if kind == "index" else ((1,) if t else (0,)) for _, t, kind in picks]
+    try:
+        bshape = broadcast_shapes(*shapes)
+    except RuntimeError:
+        raise IndexError("shape mismatch: indexing tensors could not be broadcast together with shapes "
+                         + ", ".join(str(list(s)) for s in shapes)) from None
+    dims = [d for d, _, _ in picks]
+    front = dims != list(range(dims[0], dims[0] + len(dims)))
+    rest = [n for d, n in enumerate(view_shape) if d not in dims]
+    if front:
+        out = (*bshape, *rest)
+    else:
+        out = (*view_shape[:dims[0]], *bshape, *view_shape[dims[-1] + 1:])
+    return _Plan(basic, view_shape, picks, bshape, dims, front, out)
+
+
+@ltorch("impl.index")
+def index(input: Tensor, key: Index, indices: Tensors):
+    """input[key] for a key with index tensors (advanced indexing; a copy, not a view): key holds
+    TENSOR_INDEX where each of indices goes; bools next to them index new dims of size 1."""
+    return TensorProxy(_plan(input, key, indices).out_shape, input.dtype, input.device)
+
+
+def advanced_getitem(input, key):
+    key, tensors = _materialize(input, key)
+    return index(input, key, tuple(tensors))
+
+
+def _linear_offsets(plan, index_of):
+    """The offsets (1-D, int64) into view's indexed dims (folded into one, in order) of the
+    elements the index tensors pick; negative indices count from the end."""
+    sizes = [plan.view_shape[d] for d in plan.dims]
+    strides = _strides(tuple(sizes))
+    lin = None
+    for (d, t, kind), n, stride in zip(plan.picks, sizes, strides):
+        i = index_of(t, kind)
+        i = expand_to(i, plan.bshape)
+        i = prims.where(prims.lt(i, 0), prims.add(i, n), i)
+        term = prims.mul(i, stride) if stride != 1 else i
+        lin = term if lin is None else prims.add(lin, term)
+    return prims.reshape(lin, (math.prod(plan.bshape),))
+
+
+def _index_tensor(device):
+    def index_of(t, kind):
+        if kind == "bool":  # True: [0] of a new dim of size 1; False: []
+            return prims.full((1,) if t else (0,), 0, dtype=torch.int64, device=device)
+        return to_dtype(t, torch.int64)
+
+    return index_of
+
+
+def _layout(plan):
+    """(the permutation putting the indexed view dims first, the rest's sizes, the permutation
+    moving the picked elements' dims from the front to where they go)."""
+    rank = len(plan.view_shape)
+    rest = [d for d in range(rank) if d not in plan.dims]
+    first = tuple(plan.dims + rest)
+    nb, d0 = len(plan.bshape), plan.dims[0]
+    if plan.front or d0 == 0:
+        place = None
+    else:  # (B..., rest before d0..., rest after...) -> (rest before d0..., B..., rest after...)
+        place = (*range(nb, nb + d0), *range(nb), *range(nb + d0, nb + len(rest)))
+    return first, [plan.view_shape[d] for d in rest], place
+
+
+@index.decompose
+def _(input, key, indices):
+    from thunder.ops.shape import _getitem_decomp
+
+    plan = _plan(input, key, indices)
+    view = _getitem_decomp(input, plan.basic)
+    first, rest, place = _layout(plan)
+    v = prims.transpose(view, first) if first != tuple(range(view.ndim)) else view
+    v = prims.reshape(v, (math.prod(plan.view_shape[d] for d in plan.dims), *rest))
+    out = prims.take(v, 0, _linear_offsets(plan, _index_tensor(input.device)))
+    out = prims.reshape(out, (*plan.bshape, *rest))
+    return prims.transpose(out, place) if place else out
+
+
+# setitem: x[key] = value as a new tensor; torch runs it (eager's order of duplicate writes)
+
+
+@ltorch("impl.setitem")
+def setitem(input: Tensor, key: Index, value: TensorOrNumber, *, indices: Tensors = ()):
+    """input with input[key] = value, as a new tensor (x[key] = v is recorded as this); key holds
+    TENSOR_INDEX where each of indices goes."""
+    if indices:
+        target = _plan(input, key, indices).out_shape
+    else:
+        from thunder.ops.shape import _index_plan
+
+        target = _index_plan(input, key)[1]
+    if is_tensor(value):
+        try:
+            fits = broadcast_shapes(_without_leading_ones(value.shape, len(target)), target) == tuple(target)
+        except RuntimeError:
+            fits = False
+        if not fits:
+            raise RuntimeError(f"shape mismatch: value tensor of shape {list(value.shape)} cannot be broadcast "
+                               f"to indexing result of shape {list(target)}")
+    return TensorProxy(input.shape, input.dtype, input.device)
+
+
+def _without_leading_ones(shape, ndim):
+    """A value's shape without the leading size-1 dims beyond ndim (eager's x[key] = v drops them)."""
+    shape = tuple(shape)
+    while len(shape) > ndim and shape[0] == 1:
+        shape = shape[1:]
+    return shape
+
+
+class _SetItemOp(_IndexOp):
+    """x[key] = v: keys with lists or index tensors record setitem with indices; a bool mask
+    (alone among the key's tensors) is a where on the indexed view."""
+
+    def __call__(self, input, key, value, **kwargs):
+        key = as_key(key)
+        if kwargs or not is_advanced(key):
+            return super().__call__(input, key, value, **kwargs)
+        key, tensors = _materialize(input, key)
+        plan = _plan(input, key, tensors, masks=True)
+        if plan.picks[0][2] != "mask":
+            return super().__call__(input, key, value, indices=tuple(tensors))
+        return _masked_setitem(self, input, plan, value)
+
+
+def _masked_setitem(op, input, plan, value):
+    from thunder.ops.creation import to
+    from thunder.ops.elementwise import ne, where
+    from thunder.ops.shape import getitem, reshape
+
+    d, mask, _ = plan.picks[0]
+    m, view_shape = mask.ndim, plan.view_shape
+    view = getitem(input, plan.basic)
+    mask = _broadcast_to(mask, view_shape, tuple(range(d, d + m)))
+    if is_tensor(value):
+        mask = ne(mask, 0) if mask.dtype is not torch.bool else mask  # (a number: masked_fill refuses uint8)
+        # value broadcasts to x[mask]'s shape (view dims before d, the count of True, dims after)
+        rank = len(view_shape) - m + 1
+        if value.ndim > rank:
+            raise RuntimeError(f"shape mismatch: value tensor of shape {list(value.shape)} cannot be broadcast to "
+                               f"indexing result of rank {rank}")
+        shape = (1,) * (rank - value.ndim) + tuple(value.shape)
+        if shape[d] != 1:
+            from thunder.core.proxies import data_dependent
+
+            data_dependent("x[mask] = value with a value per masked element", "use torch.where(mask, value, x) "
+                           "with value shaped like x")
+        value = reshape(to(value, input.dtype), (*shape[:d], *(1,) * m, *shape[d + 1:]))
+        new = where(mask, value, view)
+    else:
+        new = masked_fill(view, mask, value)
+    if all(isinstance(e, pyslice) and e == pyslice(None) or e is Ellipsis for e in plan.basic):
+        return new
+    return op(input, plan.basic, new)
+
+
+def _broadcast_to(x, shape, dims):
+    """x (whose dims are dims of shape) broadcast to shape, recorded as ltorch ops."""
+    from thunder.ops.shape import expand, reshape
+
+    full = [1] * len(shape)
+    for i, d in enumerate(dims):
+        full[d] = x.shape[i]
+    return expand(reshape(x, tuple(full)), tuple(shape))
+
+
+setitem.__class__ = _SetItemOp
+
+
+# --------------------------------------------------------------------------------------------
 # VJP rules
 
 from thunder.ops import vjp_utils as _vjp  # noqa: E402
@@ -331,3 +672,45 @@ def _(g, out, input, indices, values, accumulate=False):
         picked = prims.take(reshape(g, (math.prod(g.shape[:k]), *g.shape[k:])), 0, lin)
         gv = _grad(values, reshape(picked, (*bshape, *g.shape[k:])))
     return {"input": _grad(input, gi), "indices": None, "values": gv}
+
+
+@index.vjp
+def _(g, out, input, key, indices):
+    """The picked elements' cotangents added back where they came from (index_add), then through
+    the view's slicing."""
+    if not _diff(input):
+        return {"input": None, "indices": None}
+    from thunder.ops.shape import _index_plan, _unslice
+
+    plan = _plan(input, key, indices)
+    first, rest, place = _layout(plan)
+    if place:
+        g = prims.transpose(g, _vjp.inverse_permutation(place))
+    g = prims.reshape(g, (math.prod(plan.bshape), *rest))
+    sizes = [plan.view_shape[d] for d in plan.dims]
+    zeros = _vjp.zeros((math.prod(sizes), *rest), g.dtype, g.device)
+    acc = prims.index_add(zeros, 0, _linear_offsets(plan, _index_tensor(g.device)), g)
+    acc = prims.reshape(acc, (*sizes, *rest))
+    if first != tuple(range(len(first))):
+        acc = prims.transpose(acc, _vjp.inverse_permutation(first))
+    return {"input": _grad(input, _unslice(acc, input, _index_plan(input, plan.basic)[0])), "indices": None}
+
+
+@setitem.vjp
+def _(g, out, input, key, value, *, indices=()):
+    """The written elements get no cotangent; the value gets theirs (each duplicate's, as eager)."""
+    gv = None
+    if _diff(value):
+        from thunder.ops.shape import reshape
+
+        picked = index(g, key, indices) if indices else _basic_getitem(g, key)
+        gv = _vjp.sum_to_shape(picked, _without_leading_ones(value.shape, picked.ndim))
+        gv = _grad(value, reshape(gv, tuple(value.shape)) if tuple(gv.shape) != tuple(value.shape) else gv)
+    zero = 0.0 if g.dtype.is_floating_point else 0
+    return {"input": setitem(g, key, zero, indices=indices), "value": gv, "indices": None}
+
+
+def _basic_getitem(x, key):
+    from thunder.ops.shape import getitem
+
+    return getitem(x, key)

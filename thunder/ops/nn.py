@@ -7,11 +7,12 @@ import math
 import torch
 import torch.nn.functional as F
 
+from thunder.core import dtypes
 from thunder.core.proxies import TensorProxy
 from thunder.ops import prims
 from thunder.ops.decomp_utils import expand_to, to_dtype
 from thunder.ops.meta_utils import broadcast_shapes, canonical_dim
-from thunder.ops.registry import Bool, DType, Float, Int, Ints, Tensor, ltorch
+from thunder.ops.registry import Bool, DType, Float, Int, Ints, Number, OpDef, Str, Tensor, Tensors, ltorch
 
 T = torch.Tensor
 _HALF = (torch.float16, torch.bfloat16)
@@ -117,6 +118,197 @@ mm.decompose(lambda input, mat2: prims.matmul(input, mat2))
 bmm.decompose(lambda input, mat2: prims.matmul(input, mat2))
 
 
+def _addmm_check(name, input, a, b, alpha):
+    """The result shape of beta * input + alpha * (a @ b) (a, b: matrices, or batches of them)."""
+    for x in (a, b):
+        if name == "baddbmm" and x.ndim < 3:  # eager reads size(2) first
+            raise IndexError(f"Dimension out of range (expected to be in range of [{-x.ndim}, {x.ndim - 1}], but got 2)")
+    (_mm_check if name == "addmm" else _bmm_check)(a, b)
+    if input.dtype != b.dtype:
+        raise RuntimeError(f"self and mat2 must have the same dtype, but got {_dtype_word(input.dtype)} and "
+                           f"{_dtype_word(b.dtype)}")
+    if isinstance(alpha, float) and not a.dtype.is_floating_point:
+        raise RuntimeError("For integral input tensors, argument alpha must not be a floating point number.")
+    shape = matmul.meta(a, b).shape
+    from thunder.ops.shape import expand
+
+    expand.meta(input, shape)  # torch's error for an input that does not broadcast to the product
+    return shape
+
+
+def _dtype_word(dtype):
+    return {torch.float32: "Float", torch.float64: "Double", torch.float16: "Half", torch.bfloat16: "BFloat16",
+            torch.int64: "Long", torch.int32: "Int"}.get(dtype, str(dtype))
+
+
+def _addmm_meta(name, input, a, b, beta, alpha):
+    return TensorProxy(_addmm_check(name, input, a, b, alpha), a.dtype, a.device)
+
+
+def _addmm_decomp(name, input, a, b, beta, alpha):
+    """beta * input + alpha * (a @ b); with beta == 0 input is not read (its nan and inf neither)."""
+    shape = _addmm_check(name, input, a, b, alpha)
+    out = prims.matmul(a, b)
+    if alpha != 1:
+        out = prims.mul(out, to_dtype(alpha, out.dtype))
+    if beta == 0:
+        return out
+    x = expand_to(input, shape)
+    if beta != 1:
+        x = prims.mul(x, to_dtype(beta, x.dtype))
+    return prims.add(x, out)
+
+
+@ltorch("torch.addmm", methods=("addmm",), aliases=(torch.addmm, T.addmm))
+def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta: Number = 1, alpha: Number = 1):
+    """beta * input + alpha * (mat1 @ mat2), input broadcast to the product's shape."""
+    return _addmm_meta("addmm", input, mat1, mat2, beta, alpha)
+
+
+@ltorch("torch.baddbmm", methods=("baddbmm",), aliases=(torch.baddbmm, T.baddbmm))
+def baddbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta: Number = 1, alpha: Number = 1):
+    """beta * input + alpha * (batch1 @ batch2) for batches of matrices."""
+    return _addmm_meta("baddbmm", input, batch1, batch2, beta, alpha)
+
+
+addmm.decompose(lambda input, mat1, mat2, *, beta=1, alpha=1: _addmm_decomp("addmm", input, mat1, mat2, beta, alpha))
+baddbmm.decompose(lambda input, batch1, batch2, *, beta=1, alpha=1:
+                  _addmm_decomp("baddbmm", input, batch1, batch2, beta, alpha))
+
+
+def _outer_check(input, vec2):
+    for name, v in (("self", input), ("vec2", vec2)):
+        if v.ndim != 1:
+            raise RuntimeError(f"outer: Expected 1-D argument {name}, but got {v.ndim}-D")
+    return (input.shape[0], vec2.shape[0])
+
+
+@ltorch("torch.outer", methods=("outer", "ger"), aliases=(torch.outer, torch.ger, T.outer, T.ger))
+def outer(input: Tensor, vec2: Tensor):
+    """input[i] * vec2[j] (with type promotion)."""
+    return TensorProxy(_outer_check(input, vec2), dtypes.promote(input, vec2), input.device)
+
+
+@outer.decompose
+def _(input, vec2):
+    shape = _outer_check(input, vec2)
+    dt = dtypes.promote(input, vec2)
+    a = prims.broadcast_in_dim(to_dtype(input, dt), shape, (0,))
+    b = prims.broadcast_in_dim(to_dtype(vec2, dt), shape, (1,))
+    return prims.mul(a, b)
+
+
+# einsum: the equation's labels per operand (an ellipsis becomes labels 0, 1, ... aligned to the
+# right across operands), the output's labels, and each label's size
+
+
+def _einsum_plan(equation, operands):
+    eq = equation.replace(" ", "")
+    lhs, arrow, rhs = eq.partition("->")
+    terms = lhs.split(",")
+    if len(terms) != len(operands):
+        more = "more" if len(operands) > len(terms) else "fewer"
+        raise RuntimeError(f"einsum(): {more} operands were provided than specified in the equation")
+    if len({t.dtype for t in operands}) > 1:
+        raise RuntimeError(f"expected scalar type {_dtype_word(operands[0].dtype)} but found "
+                           f"{_dtype_word(next(t.dtype for t in operands if t.dtype != operands[0].dtype))}")
+    ell = max((t.ndim - len(term.replace("...", "")) for term, t in zip(terms, operands) if "..." in term), default=0)
+
+    def labels(term, ndim):
+        if not all(c.isalpha() or c == "." for c in term) or term.count(".") not in (0, 3) or \
+                term.count("...") > 1:
+            raise RuntimeError(f"einsum(): invalid subscript given at index {len(lhs)} in the equation string, "
+                               "subscripts must be in [a-zA-Z]")
+        head, dots, tail = term.partition("...")
+        n = ndim - len(head) - len(tail) if dots else 0
+        if n < 0 or not dots and len(term) != ndim:
+            raise RuntimeError(f"einsum(): the number of subscripts in the equation ({len(term.replace('...', ''))}) "
+                               f"does not match the number of dimensions ({ndim}) for operand "
+                               f"{terms.index(term) if term in terms else 0}"
+                               + (" and no ellipsis was given" if not dots else ""))
+        return [*head, *range(ell - n, ell), *tail]
+
+    ins = [labels(term, t.ndim) for term, t in zip(terms, operands)]
+    sizes = {}
+    for lab, t in zip(ins, operands):
+        for label, n in zip(lab, t.shape):
+            have = sizes.get(label, 1)
+            if n != have and 1 not in (n, have):
+                raise RuntimeError(f"einsum(): operands do not broadcast with remapped shapes (original->remapped): "
+                                   f"subscript {label} has sizes {have} and {n}")
+            sizes[label] = max(have, n) if 1 in (n, have) else n
+    if arrow:
+        out = labels(rhs, len(rhs.replace("...", "")) + ell) if "..." in rhs else list(rhs)
+        if len(set(out)) != len(out) or any(c not in sizes for c in out if isinstance(c, str)):
+            raise RuntimeError("einsum(): output subscript appears more than once or not in the input")
+    else:
+        counts = {}
+        for lab in ins:
+            for c in lab:
+                counts[c] = counts.get(c, 0) + 1
+        out = [*range(ell), *sorted(c for c, k in counts.items() if isinstance(c, str) and k == 1)]
+    return ins, out, sizes
+
+
+@ltorch("torch.einsum", varargs="tensors", aliases=(torch.einsum,))
+def einsum(equation: Str, tensors: Tensors):
+    """Sums of products over the equation's labels (torch.einsum("ij,jk->ik", a, b))."""
+    ins, out, sizes = _einsum_plan(equation, tensors)
+    return TensorProxy(tuple(sizes[c] for c in out), tensors[0].dtype, tensors[0].device)
+
+
+def _diagonal(x, labels):
+    """x with repeated labels reduced to their diagonal (ii -> i)."""
+    while len(set(labels)) != len(labels):
+        c = next(c for c in labels if labels.count(c) > 1)
+        i, j = [k for k, lab in enumerate(labels) if lab == c][:2]
+        rest = [k for k in range(x.ndim) if k not in (i, j)]
+        n = x.shape[i]
+        x = prims.transpose(x, (*rest, i, j)) if (*rest, i, j) != tuple(range(x.ndim)) else x
+        x = prims.reshape(x, (*x.shape[:-2], n * n))
+        starts, stops, steps = [0] * x.ndim, list(x.shape), [1] * x.ndim
+        stops[-1], steps[-1] = n * n, n + 1
+        x = prims.slice(x, tuple(starts), tuple(stops), tuple(steps))
+        labels = [labels[k] for k in rest] + [c]
+    return x, labels
+
+
+def _arrange(x, labels, order):
+    """x's dims in the order of the labels `order` (a permutation of labels)."""
+    perm = tuple(labels.index(c) for c in order)
+    return x if perm == tuple(range(x.ndim)) else prims.transpose(x, perm)
+
+
+@einsum.decompose
+def _(equation, tensors):
+    ins, out, sizes = _einsum_plan(equation, tensors)
+    xs = []
+    for i, (x, lab) in enumerate(zip(tensors, ins)):
+        x, lab = _diagonal(x, list(lab))
+        full = tuple(sizes[c] for c in lab)
+        x = prims.broadcast_in_dim(x, full, tuple(range(x.ndim))) if tuple(x.shape) != full else x
+        later = set(out).union(*(ins[j] for j in range(len(ins)) if j != i))
+        gone = [k for k, c in enumerate(lab) if c not in later]  # summed right away
+        if gone:
+            x = prims.sum(x, tuple(gone))
+            lab = [c for k, c in enumerate(lab) if k not in gone]
+        xs.append((x, lab))
+    x, lab = xs[0]
+    for i in range(1, len(xs)):
+        y, ylab = xs[i]
+        needed = set(out).union(*(ins[j] for j in range(i + 1, len(ins))))
+        batch = [c for c in lab if c in ylab and c in needed]
+        contract = [c for c in lab if c in ylab and c not in needed]
+        left = [c for c in lab if c not in ylab]
+        right = [c for c in ylab if c not in lab]
+        n = lambda cs: math.prod(sizes[c] for c in cs)  # noqa: E731
+        a = prims.reshape(_arrange(x, lab, batch + left + contract), (n(batch), n(left), n(contract)))
+        b = prims.reshape(_arrange(y, ylab, batch + contract + right), (n(batch), n(contract), n(right)))
+        x = prims.reshape(prims.matmul(a, b), tuple(sizes[c] for c in batch + left + right))
+        lab = batch + left + right
+    return _arrange(x, lab, out)
+
+
 def _linear_check(input, weight, bias):
     if weight.ndim not in (1, 2):
         raise RuntimeError(f"linear(): weight must be 1-D or 2-D, but got {weight.ndim}-D")
@@ -189,6 +381,52 @@ log_softmax.decompose(lambda input, dim, dtype=None, **_: _softmax_decomp(input,
 # normalization, dropout, embedding
 
 
+def _normalize_check(input, p, dim):
+    if not (input.dtype.is_floating_point or input.dtype.is_complex):
+        raise RuntimeError(f"linalg.vector_norm: Expected a floating point or complex tensor as input. Got "
+                           f"{_dtype_word(input.dtype)}")
+    return canonical_dim(dim, input.ndim)
+
+
+@ltorch("torch.nn.functional.normalize", aliases=(F.normalize,))
+def normalize(input: Tensor, p: Float = 2.0, dim: Int = 1, eps: Float = 1e-12):
+    """input / max(||input||_p along dim, eps)."""
+    _normalize_check(input, p, dim)
+    return TensorProxy(input.shape, input.dtype, input.device)
+
+
+def _vector_norm(x, p, d):
+    """||x||_p along dim d (kept), in x's dtype, with prims."""
+    a = prims.abs(x)
+    if p == 2:
+        n = prims.sqrt(prims.sum(prims.mul(x, x), (d,)))
+    elif p == 1:
+        n = prims.sum(a, (d,))
+    elif p == math.inf:
+        n = prims.amax(a, (d,))
+    elif p == -math.inf:
+        n = prims.amin(a, (d,))
+    elif p == 0:
+        n = prims.sum(prims.convert_element_type(prims.ne(x, 0.0), x.dtype), (d,))
+    else:
+        n = prims.pow(prims.sum(prims.pow(a, float(p)), (d,)), 1.0 / p)
+    return _keep(n, x.shape, (d,))
+
+
+@normalize.decompose
+def _(input, p=2.0, dim=1, eps=1e-12):
+    d = _normalize_check(input, p, dim)
+    if input.ndim == 0:
+        d = None
+    cdt = _compute_dtype(input.dtype)
+    x = to_dtype(input, cdt)
+    x1 = prims.reshape(x, (1,)) if d is None else x
+    n = to_dtype(_vector_norm(x1, p, 0 if d is None else d), input.dtype)  # eager rounds the norm
+    denom = prims.maximum(n, prims.full(tuple(n.shape), to_dtype(eps, n.dtype), dtype=n.dtype, device=n.device))
+    denom = prims.reshape(denom, ()) if d is None else denom
+    return to_dtype(prims.div(x, to_dtype(denom, cdt)), input.dtype)
+
+
 def _layer_norm_check(input, normalized_shape, weight, bias):
     ns = tuple(normalized_shape)
     if not ns:
@@ -229,12 +467,9 @@ def _(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     return to_dtype(out, input.dtype)
 
 
-def _dropout_check(p, inplace):
+def _dropout_check(p):
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
-    if inplace:
-        raise NotImplementedError("thunder: F.dropout(inplace=True) is not supported yet. Workaround: use "
-                                  "inplace=False and use its result")
 
 
 def _dropout(x, p):
@@ -247,13 +482,13 @@ def _dropout(x, p):
 
 @ltorch("torch.nn.functional.dropout", random=True, aliases=(F.dropout,))
 def dropout(input: Tensor, p: Float = 0.5, training: Bool = True, inplace: Bool = False):
-    _dropout_check(p, inplace)
+    _dropout_check(p)
     return TensorProxy(input.shape, input.dtype, input.device)
 
 
 @dropout.decompose
 def _(input, p=0.5, training=True, inplace=False):
-    _dropout_check(p, inplace)
+    _dropout_check(p)
     return _dropout(input, p) if training and p > 0 else input
 
 
@@ -361,10 +596,78 @@ def _(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *, scal
         else:
             scores = prims.add(scores, to_dtype(mask, cdt))
     probs = _softmax_decomp(scores, -1, None, log=False)
+    if attn_mask is not None:  # as torch's _safe_softmax: rows masked out entirely attend to nothing (0, not nan)
+        masked = prims.eq(scores, float("-inf"))
+        full_rows = prims.eq(prims.sum(prims.convert_element_type(masked, torch.int64), (len(shape) - 1,)), S)
+        zeros = prims.full(shape, 0.0, dtype=probs.dtype, device=probs.device)
+        probs = prims.where(prims.broadcast_in_dim(full_rows, shape, tuple(range(len(shape) - 1))), zeros, probs)
     if dropout_p > 0:
         probs = _dropout(probs, dropout_p)
     out = prims.matmul(probs, v)
     return to_dtype(out, query.dtype)
+
+
+class _NativeMHAOp(OpDef):
+    """Without need_weights the second result is None, as eager's."""
+
+    def __call__(self, *args, **kwargs):
+        out = super().__call__(*args, **kwargs)
+        return out if len(out) == 2 else (out[0], None)
+
+
+@ltorch("impl.native_multi_head_attention", aliases=(torch._native_multi_head_attention,), returns_sequence=True)
+def native_multi_head_attention(query: Tensor, key: Tensor, value: Tensor, embed_dim: Int, num_head: Int,
+                                qkv_weight: Tensor, qkv_bias: Tensor, proj_weight: Tensor, proj_bias: Tensor,
+                                mask: Tensor | None = None, need_weights: Bool = True,
+                                average_attn_weights: Bool = True, mask_type: Int | None = None):
+    """nn.MultiheadAttention's inference fast path (batch first): (output, attention weights
+    averaged over heads or per head; None without need_weights). Mask entries that are nonzero
+    (True) are masked out, float masks too (as eager's kernel)."""
+    b, l, e = query.shape
+    s = key.shape[1]
+    if e != embed_dim or embed_dim % num_head or tuple(qkv_weight.shape) != (3 * e, e):
+        raise RuntimeError(f"_native_multi_head_attention: query of shape {list(query.shape)}, embed_dim {embed_dim}, "
+                           f"{num_head} heads and qkv_weight of shape {list(qkv_weight.shape)} do not fit")
+    out = TensorProxy((b, l, proj_weight.shape[0]), query.dtype, query.device)
+    if not need_weights:
+        return (out,)
+    return out, TensorProxy((b, l, s) if average_attn_weights else (b, num_head, l, s), query.dtype, query.device)
+
+
+native_multi_head_attention.__class__ = _NativeMHAOp
+
+
+@native_multi_head_attention.decompose
+def _(query, key, value, embed_dim, num_head, qkv_weight, qkv_bias, proj_weight, proj_bias, mask=None,
+      need_weights=True, average_attn_weights=True, mask_type=None):
+    from thunder.ops.elementwise import mul, ne
+    from thunder.ops.indexing import masked_fill
+    from thunder.ops.reductions import mean
+    from thunder.ops.shape import chunk, reshape, transpose
+
+    b, l, e = query.shape
+    s, hd = key.shape[1], embed_dim // num_head
+    wq, wk, wv = chunk(qkv_weight, 3)
+    bq, bk, bv = chunk(qkv_bias, 3)
+
+    def heads(x, w, bias, n):  # (b, n, e) -> (b, heads, n, head dim)
+        return transpose(reshape(linear(x, w, bias), (b, n, num_head, hd)), 1, 2)
+
+    q = heads(query, wq, bq, l)
+    k, v = heads(key, wk, bk, s), heads(value, wv, bv, s)
+    scores = matmul(mul(q, 1.0 / math.sqrt(hd)), transpose(k, -2, -1))
+    if mask is not None:
+        m = mask if mask.dtype is torch.bool else ne(mask, 0)
+        if mask_type == 0:
+            m = reshape(m, (1, 1, l, s))
+        elif mask_type == 1:
+            m = reshape(m, (b, 1, 1, s))
+        scores = masked_fill(scores, m, float("-inf"))
+    p = softmax(scores, -1)
+    out = linear(reshape(transpose(matmul(p, v), 1, 2), (b, l, e)), proj_weight, proj_bias)
+    if not need_weights:
+        return (out,)
+    return out, (mean(p, 1) if average_attn_weights else p)
 
 
 # --------------------------------------------------------------------------------------------
@@ -395,6 +698,34 @@ def _(g, out, input, mat2):
 @bmm.vjp
 def _(g, out, input, mat2):
     return {"input": bmm(g, _vjp.mT(mat2)), "mat2": bmm(_vjp.mT(input), g)}
+
+
+def _addmm_vjp(product):
+    def rule(g, out, input, a, b, beta=1, alpha=1):
+        from thunder.ops.elementwise import mul
+
+        ga = product(g, _vjp.mT(b)) if _vjp.differentiable(a) else None
+        gb = product(_vjp.mT(a), g) if _vjp.differentiable(b) else None
+        if alpha != 1:
+            ga, gb = (mul(x, alpha) if x is not None else None for x in (ga, gb))
+        gi = None
+        if _vjp.differentiable(input):
+            gi = _vjp.grad_for(input, g if beta == 1 else mul(g, beta))
+        return gi, ga, gb
+
+    return rule
+
+
+@addmm.vjp
+def _(g, out, input, mat1, mat2, *, beta=1, alpha=1):
+    gi, g1, g2 = _addmm_vjp(mm)(g, out, input, mat1, mat2, beta, alpha)
+    return {"input": gi, "mat1": g1, "mat2": g2}
+
+
+@baddbmm.vjp
+def _(g, out, input, batch1, batch2, *, beta=1, alpha=1):
+    gi, g1, g2 = _addmm_vjp(bmm)(g, out, input, batch1, batch2, beta, alpha)
+    return {"input": gi, "batch1": g1, "batch2": g2}
 
 
 @linear.vjp
@@ -537,6 +868,11 @@ def _(g, out, query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
         else:
             scores = add(scores, _vjp.upcast(attn_mask))
     p = softmax(scores, -1)
+    if attn_mask is not None:  # rows masked out entirely: probabilities 0 (torch's _safe_softmax)
+        from thunder.ops.elementwise import eq
+        from thunder.ops.reductions import all_
+
+        p = where(all_(eq(scores, float("-inf")), -1, True), 0.0, p)
     g32 = _vjp.upcast(g)
     gv = matmul(_vjp.mT(p), g32)
     gp = matmul(g32, _vjp.mT(v))
@@ -554,3 +890,46 @@ def _(g, out, query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
     return {"query": _vjp.grad_for(query, gq), "key": _vjp.grad_for(key, unrepeat(gk, k_heads)),
             "value": _vjp.grad_for(value, unrepeat(gv, v_heads)),
             "attn_mask": _vjp.grad_for(attn_mask, gs) if attn_mask is not None and not is_causal else None}
+
+
+@normalize.vjp
+def _(g, out, input, p=2.0, dim=1, eps=1e-12):
+    """As eager's composite input / norm(input).clamp_min(eps): the division's rule, clamp_min's
+    (no gradient to the norm below eps) and the norm's (zero where the norm is 0)."""
+    from thunder.ops.elementwise import abs_, add, clamp_min, div, eq, ge, mul, ne, neg, pow_, sign, sqrt, where
+    from thunder.ops.reductions import amax, amin, sum_
+
+    if not _vjp.differentiable(input):
+        return {"input": None}
+    d = canonical_dim(dim, input.ndim) if input.ndim else None  # a 0-d input is its own norm's vector
+    x, g32 = _vjp.upcast(input), _vjp.upcast(g)
+    a = abs_(x)
+
+    def over_dim(v, reduce=sum_):
+        return reduce(v, d, True) if d is not None else v
+
+    if p == 2:
+        norm = sqrt(over_dim(mul(x, x)))
+    elif p == 1:
+        norm = over_dim(a)
+    elif p in (math.inf, -math.inf):
+        norm = over_dim(a, amax if p > 0 else amin)
+    elif p == 0:
+        norm = over_dim(_vjp.convert(ne(x, 0.0), x.dtype))
+    else:
+        norm = pow_(over_dim(pow_(a, float(p))), 1.0 / p)
+    norm = _vjp.upcast(_vjp.convert(norm, input.dtype))  # eager's norm has input's dtype
+    denom = clamp_min(norm, eps)
+    gx = div(g32, denom)
+    gnorm = where(ge(norm, eps), neg(over_dim(div(mul(g32, x), mul(denom, denom)))), 0.0)
+    if p == 2:
+        gx = add(gx, where(eq(norm, 0.0), 0.0, mul(x, div(gnorm, norm))))
+    elif p == 1:
+        gx = add(gx, mul(sign(x), gnorm))
+    elif p in (math.inf, -math.inf):
+        hit = _vjp.convert(eq(a, norm), x.dtype)
+        gx = add(gx, div(mul(mul(sign(x), gnorm), hit), over_dim(hit)))
+    elif p != 0:
+        scale = where(eq(norm, 0.0), 0.0, div(gnorm, pow_(norm, float(p - 1))))
+        gx = add(gx, mul(mul(x, pow_(a, float(p - 2))), scale))
+    return {"input": _vjp.grad_for(input, gx)}

@@ -6,8 +6,8 @@ import torch
 from thunder.core.proxies import TensorProxy
 from thunder.ops import prims
 from thunder.ops.decomp_utils import keep_dims, opmath_dtype, reduction_dims, to_dtype
-from thunder.ops.meta_utils import canonical_dim, canonical_dims, reduced_shape
-from thunder.ops.registry import Bool, DType, Dims, Float, Int, Tensor, ltorch
+from thunder.ops.meta_utils import canonical_dim, canonical_dims, is_tensor, reduced_shape
+from thunder.ops.registry import Bool, DType, Dims, Float, Int, OpDef, Tensor, ltorch
 
 
 def _aliases(name):
@@ -172,8 +172,23 @@ argmax = _argextremum("argmax", False)
 argmin = _argextremum("argmin", True)
 
 
+class _ExtremumOp(OpDef):
+    """torch.max(a, b) of two tensors is torch.maximum (and min minimum): the overload of the
+    reduction's second argument."""
+
+    def __call__(self, *args, **kwargs):
+        other = args[1] if len(args) > 1 else kwargs.get("other")
+        if is_tensor(other):
+            from thunder.ops.elementwise import maximum, minimum
+
+            rest = {k: v for k, v in kwargs.items() if k != "other"}
+            return (maximum if self.name == "max" else minimum)(args[0], other, **rest)
+        return super().__call__(*args, **kwargs)
+
+
 def _max_min(name, prim, smallest):
-    """torch.max(x) (a full reduction) and torch.max(x, dim, keepdim) -> (values, indices)."""
+    """torch.max(x) (a full reduction), torch.max(x, dim, keepdim) -> (values, indices) and
+    torch.max(x, other) (torch.maximum)."""
     def meta(input: Tensor, dim: Int | None = None, keepdim: Bool = False):
         if dim is None:
             if keepdim:
@@ -191,13 +206,63 @@ def _max_min(name, prim, smallest):
     meta.__name__ = name
     meta.__doc__ = _max_min.__doc__.replace("max", name)
     op = ltorch(f"impl.{name}_reduction", methods=(name,), aliases=_aliases(name), returns_sequence=True,
-                name=name)(meta)
+                name=name, return_type=getattr(torch.return_types, name))(meta)
+    op.__class__ = _ExtremumOp
     op.decompose(decomposition)
     return op
 
 
 max_ = _max_min("max", prims.amax, False)
 min_ = _max_min("min", prims.amin, True)
+
+
+# --------------------------------------------------------------------------------------------
+# topk, sort, argsort: no decomposition (prims do not sort); the gradient goes back to the
+# elements the indices name
+
+
+def _sorted_shape(input, dim, k=None):
+    d = canonical_dim(dim, input.ndim)
+    shape = list(input.shape)
+    if k is not None:
+        if not 0 <= k <= (shape[d] if shape else 1):
+            raise RuntimeError("selected index k out of range")
+        if shape:
+            shape[d] = k
+    return tuple(shape)
+
+
+@ltorch("torch.topk", methods=("topk",), aliases=_aliases("topk"), returns_sequence=True,
+        return_type=torch.return_types.topk)
+def topk(input: Tensor, k: Int, dim: Int = -1, largest: Bool = True, sorted: Bool = True):
+    """The k largest (smallest) elements along dim and their indices."""
+    if input.dtype is torch.bool:
+        raise RuntimeError("topk does not support bool dtypes on CPU")
+    shape = _sorted_shape(input, dim, k)
+    return TensorProxy(shape, input.dtype, input.device), TensorProxy(shape, torch.int64, input.device)
+
+
+@ltorch("impl.sort", methods=("sort",), aliases=_aliases("sort"), returns_sequence=True,
+        return_type=torch.return_types.sort)
+def sort(input: Tensor, dim: Int = -1, descending: Bool = False, *, stable: Bool = False):
+    shape = _sorted_shape(input, dim)
+    return TensorProxy(shape, input.dtype, input.device), TensorProxy(shape, torch.int64, input.device)
+
+
+@ltorch("impl.argsort", methods=("argsort",), aliases=_aliases("argsort"))
+def argsort(input: Tensor, dim: Int = -1, descending: Bool = False, *, stable: Bool = False):
+    return TensorProxy(_sorted_shape(input, dim), torch.int64, input.device)
+
+
+# --------------------------------------------------------------------------------------------
+# cumsum: no decomposition (prims have no scan; sums in another order would round differently)
+
+
+@ltorch("torch.cumsum", methods=("cumsum",), aliases=_aliases("cumsum"))
+def cumsum(input: Tensor, dim: Int, *, dtype: DType | None = None):
+    """Running sums along dim (integers and bools in int64 unless dtype says otherwise)."""
+    canonical_dim(dim, input.ndim)
+    return TensorProxy(input.shape, _accumulate_dtype(input, dtype), input.device)
 
 
 # --------------------------------------------------------------------------------------------
@@ -301,27 +366,53 @@ amax.vjp(_extremum_vjp)
 amin.vjp(_extremum_vjp)
 
 
+def _to_indices(g, out, input, dim, keepdim=True):
+    """The cotangent g of values picked from input along dim at the indices out[1], sent back to
+    those elements (zeros elsewhere)."""
+    gv, idx = g[0], out[1]
+    if gv is None or not _vjp.differentiable(input):
+        return {"input": None}
+    if input.ndim == 0:
+        return {"input": _vjp.grad_for(input, gv)}
+    from thunder.ops.indexing import scatter_add
+    from thunder.ops.shape import unsqueeze
+
+    if not keepdim:
+        gv, idx = unsqueeze(gv, dim), unsqueeze(idx, dim)
+    return {"input": _vjp.grad_for(input, scatter_add(_vjp.zeros_like(input, gv.dtype), dim, idx, gv))}
+
+
 def _max_min_vjp(g, out, input, dim=None, keepdim=False):
     """max/min, as torch: a full reduction shares g evenly among the elements equal to the result
-    (the NaNs when it is NaN); with dim, g goes to the element at the returned index only."""
+    (the NaNs when it is NaN); with dim, g goes to the element at the returned index only (one
+    element per row even with ties)."""
     from thunder.ops.elementwise import div, eq, isnan, where
 
+    if dim is not None:
+        return _to_indices(g, out, input, dim, keepdim)
     gv = g[0]
     if gv is None or not _vjp.differentiable(input):
         return {"input": None}
-    if dim is None:
-        value = out[0]
-        mask = where(isnan(value), isnan(input), eq(input, value))
-        count = sum_(_vjp.convert(mask, gv.dtype))
-        return {"input": _vjp.grad_for(input, where(mask, div(gv, count), 0.0))}
-    if input.ndim == 0:
-        return {"input": _vjp.grad_for(input, gv)}
-    d = canonical_dim(dim, input.ndim)
-    positions = prims.broadcast_in_dim(
-        prims.iota(input.shape[d], start=0, step=1, dtype=torch.int64, device=input.device), tuple(input.shape), (d,))
-    chosen = eq(positions, _vjp.unreduce(out[1], input, dim, keepdim))
-    return {"input": _vjp.grad_for(input, where(chosen, _vjp.unreduce(gv, input, dim, keepdim), 0.0))}
+    value = out[0]
+    mask = where(isnan(value), isnan(input), eq(input, value))
+    count = sum_(_vjp.convert(mask, gv.dtype))
+    return {"input": _vjp.grad_for(input, where(mask, div(gv, count), 0.0))}
 
 
 max_.vjp(_max_min_vjp)
 min_.vjp(_max_min_vjp)
+
+
+@cumsum.vjp
+def _(g, out, input, dim, *, dtype=None):
+    """Running sums from the end (as torch: flip, cumsum, flip)."""
+    if not _vjp.differentiable(input):
+        return {"input": None}
+    if input.ndim == 0:
+        return {"input": _vjp.grad_for(input, g)}
+    from thunder.ops.shape import flip
+
+    return {"input": _vjp.grad_for(input, flip(cumsum(flip(g, (dim,)), dim), (dim,)))}
+
+topk.vjp(lambda g, out, input, k, dim=-1, largest=True, sorted=True: _to_indices(g, out, input, dim))
+sort.vjp(lambda g, out, input, dim=-1, descending=False, *, stable=False: _to_indices(g, out, input, dim))

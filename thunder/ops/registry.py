@@ -14,6 +14,7 @@ numbers) and what becomes an attribute (dims, dtypes, flags). The interpreter, t
 MLIR dialects, the verifier, the Python code generator, the passes and docs/dialect.md all read
 these entries.
 """
+import functools
 import inspect
 from dataclasses import dataclass, field
 from typing import Callable
@@ -110,7 +111,16 @@ DType = Kind("dtype", accepts=_is_dtype)
 Device = Kind("device", accepts=_is_device)
 Index = Kind("Index", accepts=lambda v: True)  # a __getitem__ key without tensors
 
-KINDS = [Tensor, Tensors, Number, TensorOrNumber, Int, Float, Bool, Str, Ints, Dims, DType, Device, Index]
+
+def _is_data(v):
+    return _is_number(v) or isinstance(v, (tuple, list)) and all(_is_data(x) for x in v)
+
+
+Data = Kind("Data", accepts=_is_data)  # a number or nested tuples of numbers: torch.tensor's data
+Floats = Kind("Floats", accepts=lambda v: isinstance(v, tuple) and all(
+    isinstance(x, (int, float)) and not isinstance(x, bool) for x in v))  # scale factors
+
+KINDS = [Tensor, Tensors, Number, TensorOrNumber, Int, Float, Bool, Str, Ints, Dims, DType, Device, Index, Data, Floats]
 
 
 @dataclass
@@ -155,6 +165,7 @@ class OpDef:
     # python(values, result names) -> statements: the generated code of ops that torch_name and
     # the calling convention of ops/execute.py cannot express (the fallback's ltorch.torch_call)
     python: Callable | None = None
+    return_type: type | None = None  # a torch.return_types structseq for results like (values, indices)
     doc: str = ""
     signature: inspect.Signature = field(default=None, repr=False)
 
@@ -204,6 +215,11 @@ class OpDef:
                 if p.kind.base_name in ("Ints", "Dims") and _is_ints(tuple(v) if isinstance(v, (tuple, list)) else v):
                     values[p.name] = tuple(v)
                     continue
+                if not p.kind.operand and any(_is_tensor(x) for x in (v if isinstance(v, (tuple, list)) else (v,))):
+                    from thunder.core.proxies import data_dependent
+
+                    data_dependent(f"{self.torch_name}() with a tensor as its '{p.name}'",
+                                   "pass a Python number (computed from shapes, not from tensor values)")
                 raise TypeError(
                     f"{self.torch_name}(): argument '{p.name}' must be {p.kind.name}, "
                     f"not {type(v).__name__}"
@@ -211,10 +227,18 @@ class OpDef:
         return values
 
     def __call__(self, *args, **kwargs):
-        from thunder.core.trace import record_op
+        from thunder.core.trace import current, record_op
 
         out = kwargs.pop("out", None)
-        result = record_op(self, self.bind(args, kwargs))
+        values = self.bind(args, kwargs)
+        if values.get("inplace") is True and current() is not None:
+            # F.relu(x, inplace=True), torch.relu_(x): the functional op, assigned to x
+            from thunder.core.proxies import update_inplace
+
+            return update_inplace(values[self.params[0].name], lambda: record_op(self, {**values, "inplace": False}))
+        result = record_op(self, values)
+        if self.return_type is not None and isinstance(result, tuple):
+            result = self.return_type(result)
         if out is None:
             return result
         from thunder.core.proxies import write_out
@@ -229,7 +253,8 @@ def _gather_varargs(op, args, kwargs):
     if op.varargs in kwargs or len(args) <= i:
         return args, kwargs
     rest = args[i:]
-    if len(rest) == 1 and (isinstance(rest[0], (tuple, list)) or not _is_int(rest[0])):
+    single = _is_tensor(rest[0]) if op.params[i].kind.base_name == "Tensors" else _is_int(rest[0])
+    if len(rest) == 1 and not single:
         return args, kwargs
     # following positional params are keyword-only in torch when varargs are used
     return (*args[:i], tuple(rest)), kwargs
@@ -237,7 +262,8 @@ def _gather_varargs(op, args, kwargs):
 
 OPS: dict[str, OpDef] = {}  # "ltorch.add" -> OpDef
 BY_CALLABLE: dict = {}  # torch.add -> OpDef (the interpreter's and __torch_function__'s lookup)
-METHODS: dict[str, OpDef] = {}  # TensorProxy method name -> OpDef
+INPLACE_CALLABLES: dict = {}  # torch.relu_ -> the relu OpDef (ops with an `inplace` flag)
+METHODS: dict = {}  # TensorProxy method name -> OpDef (or a function calling one, see `method`)
 DUNDERS: dict[str, OpDef] = {}  # "__add__" -> OpDef, called as op(proxy, other)
 
 
@@ -252,7 +278,7 @@ def _params_of(fn):
 
 def _register(dialect, torch_name, *, methods=(), dunders=(), rdunders=(), aliases=(), varargs=None,
               returns_sequence=False, random=False, view=False, strided=False, differentiable=True, effects=False,
-              name=None):
+              name=None, return_type=None):
     def decorator(meta):
         op = OpDef(
             name=name or meta.__name__.rstrip("_"),
@@ -271,6 +297,7 @@ def _register(dialect, torch_name, *, methods=(), dunders=(), rdunders=(), alias
             strided=strided,
             differentiable=differentiable,
             effects=effects,
+            return_type=return_type,
             doc=inspect.getdoc(meta) or "",
             signature=inspect.signature(meta).replace(return_annotation=inspect.Signature.empty),
         )
@@ -280,6 +307,8 @@ def _register(dialect, torch_name, *, methods=(), dunders=(), rdunders=(), alias
         if dialect == "ltorch":
             for c in aliases:
                 BY_CALLABLE[c] = op
+            if any(p.name == "inplace" for p in op.params):
+                _register_inplace_variants(op)
             for m in methods:
                 METHODS[m] = op
             for d in (*dunders, *rdunders):
@@ -299,8 +328,33 @@ def prim(torch_name, **kw):
     return _register("thunder", torch_name, **kw)
 
 
+def method(name, fn):
+    """A Tensor method that calls an op with its arguments in another order (x.where(cond, y) is
+    torch.where(cond, x, y)): fn(self, *args, **kwargs)."""
+    import torch
+
+    METHODS[name] = fn
+    BY_CALLABLE[getattr(torch.Tensor, name)] = fn
+
+
+def _register_inplace_variants(op):
+    """torch.relu_, torch._C._nn.hardtanh_, ...: the `<name>_` functions next to an op's aliases,
+    for ops whose `inplace` flag is what those functions do."""
+    import torch
+
+    for c in op.aliases:
+        name = getattr(c, "__name__", None)
+        for ns in (torch, torch.Tensor, torch.nn.functional, torch._C._nn):
+            f = getattr(ns, f"{name}_", None) if name else None
+            if f is not None and f not in BY_CALLABLE:
+                INPLACE_CALLABLES[f] = op
+
+
 def lookup_callable(fn):
     try:
-        return BY_CALLABLE.get(fn)
+        op = BY_CALLABLE.get(fn)
+        if op is None and fn in INPLACE_CALLABLES:
+            return functools.partial(INPLACE_CALLABLES[fn], inplace=True)
+        return op
     except TypeError:  # unhashable callables
         return None

@@ -88,6 +88,7 @@ class CompileData:
     module: object = None  # the nn.Module when jitting a module
     warned_sharp_edges: set = field(default_factory=set)
     fusion: str = "auto"  # thunder-fuse's policy when the linalg executor is on
+    recompile_limit: int | None = 8  # more recompiles than this warn once (None: never)
 
 
 @dataclass
@@ -134,7 +135,8 @@ def _normalize_transforms(transforms):
 
 
 def make_compile_data(fn, *, executors=None, cache=None, sharp_edges=None, disable_torch_autograd=False,
-                      transforms=None, debug_options=None, strict=False, fusion=None, **compile_options):
+                      transforms=None, debug_options=None, strict=False, fusion=None, recompile_limit=8,
+                      **compile_options):
     if not callable(fn):
         raise TypeError(f"thunder.jit expects a callable, got {type(fn).__name__}")
     if isinstance(fn, torch.nn.parallel.DistributedDataParallel):
@@ -164,12 +166,15 @@ def make_compile_data(fn, *, executors=None, cache=None, sharp_edges=None, disab
     if compile_options:  # recorded (last_compile_options), as thunder does, but nothing reads them
         warnings.warn(f"thunder.jit: unknown compile options {', '.join(map(repr, compile_options))} are recorded "
                       "(thunder.last_compile_options) and otherwise ignored", UserWarning, stacklevel=3)
+    if recompile_limit is not None and (type(recompile_limit) is not int or recompile_limit < 0):
+        raise ValueError(f"thunder.jit: recompile_limit must be a non-negative int or None, got {recompile_limit!r}")
     return CompileData(fn, cache, executors, sharp_edges, bool(disable_torch_autograd),
                        _normalize_transforms(transforms), debug_options or DebugOptions(), strict,
                        dict(executors=executors, cache=cache, sharp_edges=sharp_edges,
                             disable_torch_autograd=disable_torch_autograd, transforms=transforms,
                             debug_options=debug_options, fusion=fusion, **compile_options),
-                       fn if isinstance(fn, torch.nn.Module) else None, fusion=fusion)
+                       fn if isinstance(fn, torch.nn.Module) else None, fusion=fusion,
+                       recompile_limit=recompile_limit)
 
 
 class ThunderFunction:
@@ -204,6 +209,9 @@ class ThunderFunction:
         else:
             cs.last_miss_reason = "cache option 'no caching'" if cs.cache_misses > 1 else "first call"
         cs.miss_reasons.append(cs.last_miss_reason)
+        if (cd.recompile_limit is not None and cs.cache_misses - 1 == cd.recompile_limit + 1
+                and cd.cache_option != "no caching"):  # (that option recompiles by design)
+            _warn_recompiles(cd, cs)
         entry = compile_entry(cd, cs, args, kwargs)
         if cd.cache_option != "no caching":
             self._entries.insert(0, entry)
@@ -218,6 +226,17 @@ class ThunderFunction:
 
     def __repr__(self):
         return f"<thunder.jit of {getattr(self._cd.fn, '__qualname__', self._cd.fn)!r}>"
+
+
+def _warn_recompiles(cd, cs):
+    """Once, when a function has recompiled more than cd.recompile_limit times."""
+    name = getattr(cd.fn, "__qualname__", type(cd.fn).__name__)
+    warnings.warn(
+        f"thunder: {name} has recompiled {cs.cache_misses - 1} times (recompile_limit={cd.recompile_limit}); "
+        f"the input that keeps changing: {cs.last_miss_reason}. Each new value or shape compiles a new "
+        "program. Workaround: pad inputs to a few fixed sizes, pass changing numbers as tensors, or use "
+        "cache='symbolic values' once it is available (dynamic shapes are not implemented yet); "
+        "thunder.jit(..., recompile_limit=None) silences this.", stacklevel=4)
 
 
 def _describe_inputs(args, kwargs):
@@ -338,8 +357,6 @@ def _acquire(cd, args, kwargs, shared=None):
             if spec[0] == "object":  # checked by identity: reached through its constant
                 state.pin(spec[1])
         ambient = guards.ambient_snapshot()
-        if any(x.requires_grad for x in inputs.tensors):
-            tracing.consult("grad_enabled")  # the program differs with grad mode (autograd or not)
         for dev in sorted({t.device.type for t in inputs.tensors} & {"cpu", "cuda"}):
             tracing.consult(f"autocast_{dev}")  # an autocast region around the call: its casts are traced
             if ambient[f"autocast_{dev}"]:
@@ -350,6 +367,8 @@ def _acquire(cd, args, kwargs, shared=None):
                                on_store=_on_store(cd, state), on_call=state.called)
         finally:
             state.restore()
+        if any(x.requires_grad for x in inputs.tensors):  # (arguments and tensors read from state)
+            tracing.consult("grad_enabled")  # the program differs with grad mode (autograd or not)
         # (an input updated in place has been rebound to its new value: use its input name)
         ctx.inputs = [tracing.Ref(p.input_name or p.name, tuple(p.shape), p.dtype, p.device) for p, _ in inputs.params()]
     return _Acquired(ctx, inputs, arg_specs, kw_specs, state, ambient, result)
@@ -581,17 +600,19 @@ def _is_compiling_checks():
     return checks
 
 
-def _isinstance(obj, cls):
-    """isinstance, with proxies standing for tensors: isinstance(x, torch.Tensor) is True for a
-    proxy (libraries branch on it), as torch.is_tensor(x) then is; isinstance(w, nn.Parameter)
-    for the proxy of a parameter."""
-    if isinstance(obj, TensorProxy):
-        classes = cls if isinstance(cls, tuple) else (cls,)
-        if any(c is torch.Tensor or c is torch._C.TensorBase for c in classes):
-            return True
-        if obj.is_parameter and any(c is torch.nn.Parameter for c in classes):
-            return True  # (an nn.Parameter argument or attribute, updated in place or not)
-    return isinstance(obj, cls)
+def _is_tensor_class(classinfo, tensor_class=torch.Tensor):
+    if isinstance(classinfo, tuple):
+        return any(_is_tensor_class(c, tensor_class) for c in classinfo)
+    return isinstance(classinfo, type) and issubclass(tensor_class, classinfo)
+
+
+def _isinstance(obj, classinfo):
+    """isinstance in the jitted code: a proxy is a torch.Tensor (libraries branch on it), not a
+    subclass such as Parameter, except the proxy of an nn.Parameter, which is one."""
+    if isinstance(obj, TensorProxy) and (_is_tensor_class(classinfo) or obj.is_parameter and
+                                         _is_tensor_class(classinfo, torch.nn.Parameter)):
+        return True
+    return isinstance(obj, classinfo)
 
 
 def _refuse(exc_type, message):

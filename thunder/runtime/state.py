@@ -59,6 +59,7 @@ class StateTracker:
         self._snapshots = set()  # ids of containers whose items a snapshot guard covers
         self.writes = {}  # (id(owner), name) -> (owner, name, value): attribute writes to replay
         self.originals = {}  # (id(owner), name) -> (owner, name, value before the first write)
+        self._write_sites = {}  # (id(owner), name) -> provenance of the last write
         self._module_names = {id(m): p for p, m in root.named_modules(remove_duplicate=False)} if root is not None else {}
         self._owners = None  # id(tensor) -> (module, name) of the root's parameters and buffers
         self.arg_paths = {}  # tensor index -> the prologue's expression for an argument tensor (args[0])
@@ -172,12 +173,8 @@ class StateTracker:
             self.originals[key] = (owner, name, owner.__dict__.get(name, _MISSING)
                                    if hasattr(owner, "__dict__") and name != "cell_contents"
                                    else getattr(owner, name, _MISSING))
-        if not (isinstance(value, (TensorProxy, bool, int, float, str, type(None)))):
-            raise NotImplementedError(
-                f"thunder: writing a {type(value).__name__} to '{provenance.name}' ({provenance.kind}, "
-                f"{provenance.filename}:{provenance.lineno}) is not supported: only "
-                "tensors and Python scalars are replayed on every call. Workaround: return the value instead.")
         self.writes[key] = (owner, name, value)
+        self._write_sites[key] = provenance
 
     # -- expressions
     def _expr(self, kind, name, owner):
@@ -306,7 +303,10 @@ class StateTracker:
 
     # -- writes
     def _outlives_call(self, owner):
-        return isinstance(owner, torch.nn.Module) or self.path(owner) is not None
+        """The jitted module's submodules and objects the prologue can reach (read from outside:
+        globals, closures, inputs, their attributes); not objects the traced code creates
+        (nn.CrossEntropyLoss() made in forward: its writes are neither replayed nor undone)."""
+        return id(owner) in self._module_names or self.path(owner) is not None
 
     def restore(self):
         """Undo the attribute writes tracing made (they happened with proxies)."""
@@ -320,9 +320,22 @@ class StateTracker:
                 setattr(owner, name, value)
 
     def finish_writes(self):
-        """The writes to replay: [(owner expression, name, value)]."""
-        return [(self.path(owner) or self._module_expr(owner), name, value)
-                for owner, name, value in self.writes.values()]
+        """The writes to replay: [(owner expression, name, value)]. A write undone before the
+        function returned (the attribute holds its original value again, as transformers'
+        CompileableContextVar set and reset around a forward) has no effect to replay."""
+        replay = []
+        for key, (owner, name, value) in self.writes.items():
+            original = self.originals[key][2]
+            if value is original or (is_plain_value(value) and type(value) is type(original) and value == original):
+                continue
+            if not isinstance(value, (TensorProxy, bool, int, float, str, type(None))):
+                site = self._write_sites[key]
+                raise NotImplementedError(
+                    f"thunder: writing a {type(value).__name__} to '{site.name}' ({site.kind}, {site.filename}:"
+                    f"{site.lineno}) that outlives the call is not supported: only tensors and Python scalars are "
+                    "replayed on every call. Workaround: return the value instead.")
+            replay.append((self.path(owner) or self._module_expr(owner), name, value))
+        return replay
 
 
 def _stable(owner, name, value):

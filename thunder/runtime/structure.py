@@ -3,11 +3,13 @@
 A spec is a small tree: ("tensor", i), ("const", value), ("object", value) (checked by
 identity), ("tuple"|"list", [specs]), ("dict", [(key, spec)]), ("namedtuple"|"structseq", type,
 [specs]) (structseq: torch.return_types.*), ("dataclass", type, [(field, spec)]), ("partial",
-func spec, [specs], [(keyword, spec)]); outputs also ("input", k) (a tensor the trace read,
-returned as it is) and ("inference", spec). Constants are Python scalars and the other values a cache
-entry is specialised on."""
+func spec, [specs], [(keyword, spec)]) and, for outputs only, ("instance", type, [(attribute, spec)])
+(another object holding tensors the trace computed), ("input", k) (a tensor the trace read,
+returned as it is) and ("inference", spec). Constants are Python scalars and the other values a
+cache entry is specialised on."""
 import dataclasses
 import functools
+import types
 
 import torch
 
@@ -183,14 +185,17 @@ def flatten_inputs(value, name, inputs, strict):
     return ("object", value), value
 
 
-def flatten_outputs(value, refs, inputs=None):
+def flatten_outputs(value, refs, inputs=None, _open=None):
     """Spec of the jitted function's return value; its tensor proxies are appended to refs.
     inputs (an Inputs): a tensor the trace read (argument, parameter, buffer) returned as such is
     ("input", k), k its place among inputs.params(): the program returns that very object, as
     eager does (same identity, requires_grad and grad_fn; after the copy-back of an in-place
-    update). A tensor made under torch.inference_mode() is ("inference", spec)."""
+    update). A tensor made under torch.inference_mode() is ("inference", spec). Other objects that
+    hold tensors the trace computed (transformers' DynamicCache) are rebuilt per call from their
+    attributes ("instance"); objects that hold none are returned as they are."""
     from thunder.core.trace import ref
 
+    _open = set() if _open is None else _open
     if isinstance(value, TensorProxy):
         k = inputs.param_index(value) if inputs is not None else None
         if k is not None:
@@ -203,6 +208,8 @@ def flatten_outputs(value, refs, inputs=None):
             spec = ("tensor", len(refs) - 1)
         return ("inference", spec) if value.inference else spec
     if isinstance(value, torch.Tensor):
+        if _open:  # inside an object: the tensor it holds (a state tensor, a global), as eager's object does
+            return ("const", value)
         raise NotImplementedError(
             "thunder: the jitted function returns a tensor that is not computed from its inputs "
             "(a global or a constant); return it outside the jitted function or pass it as an input")
@@ -210,36 +217,40 @@ def flatten_outputs(value, refs, inputs=None):
         return ("const", value)
     if _is_namedtuple(value) or _is_structseq(value):
         kind = "namedtuple" if _is_namedtuple(value) else "structseq"
-        return (kind, type(value), [flatten_outputs(v, refs, inputs) for v in value])
+        return (kind, type(value), [flatten_outputs(v, refs, inputs, _open) for v in value])
     if isinstance(value, (tuple, list)):
-        return ("tuple" if isinstance(value, tuple) else "list", [flatten_outputs(v, refs, inputs) for v in value])
-    if isinstance(value, dict):
-        return ("dict", [(k, flatten_outputs(v, refs, inputs)) for k, v in value.items()])
-    if _is_plain_dataclass(value):
-        return ("dataclass", type(value), [(f.name, flatten_outputs(getattr(value, f.name), refs, inputs))
+        return ("tuple" if isinstance(value, tuple) else "list",
+                [flatten_outputs(v, refs, inputs, _open) for v in value])
+    if _is_plain_dataclass(value):  # before dict: transformers' ModelOutput is both
+        return ("dataclass", type(value), [(f.name, flatten_outputs(getattr(value, f.name), refs, inputs, _open))
                                            for f in dataclasses.fields(value)])
-    if _holds_proxy(value):
-        raise NotImplementedError(f"thunder: returning an object of type {type(value).__name__} that holds tensors "
-                                  "is not supported. Workaround: return the tensors (a tuple, dict or dataclass)")
-    return ("const", value)  # any other object (torch.finfo, a class, a function): returned as it is
+    if isinstance(value, dict):
+        return ("dict", [(k, flatten_outputs(v, refs, inputs, _open)) for k, v in value.items()])
+    return _flatten_object(value, refs, inputs, _open)
 
 
-def _holds_proxy(value):
-    """Whether an object's attributes hold a tensor proxy (one level down, and in containers there)."""
-    try:
-        attrs = list(vars(value).values())
-    except TypeError:
-        attrs = []
-    stack = attrs
-    while stack:
-        v = stack.pop()
-        if isinstance(v, TensorProxy):
-            return True
-        if isinstance(v, (tuple, list)):
-            stack.extend(v)
-        elif isinstance(v, dict):
-            stack.extend(v.values())
-    return False
+def _flatten_object(value, refs, inputs, _open):
+    state = getattr(value, "__dict__", None)
+    if type(state) is not dict or isinstance(value, (type, types.ModuleType, types.FunctionType, torch.nn.Module)):
+        return ("const", value)
+    if id(value) in _open:
+        raise NotImplementedError(f"thunder: returning a {type(value).__name__} that refers to itself and holds "
+                                  "tensors computed by the function is not supported. Workaround: return its tensors.")
+    _open.add(id(value))
+    n = len(refs)
+    fields = [(k, flatten_outputs(v, refs, inputs, _open)) for k, v in state.items()]
+    _open.discard(id(value))
+    if len(refs) == n and not any(s[0] == "input" for s in iter_specs([c for _, c in fields])):
+        return ("const", value)  # no tensors of the trace inside: the object itself
+    return ("instance", type(value), fields)
+
+
+def rebuild_object(cls, state):
+    """An object of class cls with attributes `state`, made as copy/pickle make one (without
+    calling __init__): how the program returns objects holding tensors it computed."""
+    obj = cls.__new__(cls)
+    obj.__dict__.update(state)
+    return obj
 
 
 def rebuild_source(spec, flat, constants=None, params=None):
@@ -287,6 +298,13 @@ def rebuild_source(spec, flat, constants=None, params=None):
         name = f"_const{len(constants)}"
         constants[name] = spec[1]
         return f"{name}({fields})"
+    if kind == "instance":
+        state = "{" + ", ".join(f"{k!r}: {rebuild_source(s, flat, constants, params)}" for k, s in spec[2]) + "}"
+        if constants is None:
+            return f"rebuild_object({spec[1].__name__}, {state})"
+        cls, rebuild = f"_const{len(constants)}", f"_const{len(constants) + 1}"
+        constants[cls], constants[rebuild] = spec[1], rebuild_object
+        return f"{rebuild}({cls}, {state})"
     raise ValueError(kind)
 
 
@@ -338,7 +356,7 @@ def iter_specs(specs):
             yield from iter_specs(s[2])
         elif s[0] == "dict":
             yield from iter_specs([c for _, c in s[1]])
-        elif s[0] == "dataclass":
+        elif s[0] in ("dataclass", "instance"):
             yield from iter_specs([c for _, c in s[2]])
         elif s[0] == "partial":
             yield from iter_specs([s[1], *s[2], *(c for _, c in s[3])])
