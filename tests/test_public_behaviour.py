@@ -245,6 +245,18 @@ def test_cache_options_enum_and_strings(option):
         thunder.jit(_add, cache="sometimes")
 
 
+def test_no_caching_recompiles_by_design_without_the_recompile_warning():
+    import warnings
+
+    jf = thunder.jit(_add, cache=thunder.CACHE_OPTIONS.NO_CACHING, recompile_limit=1)
+    a = torch.randn(2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for _ in range(4):
+            jf(a, a)
+    assert thunder.compile_stats(jf).miss_reasons == ["first call"] + ["cache option 'no caching'"] * 3
+
+
 def test_compile_stats_lists_every_recompile_and_its_reason():
     jf = thunder.jit(_add)
     jf(torch.randn(2, 3), torch.randn(2, 3))
