@@ -306,13 +306,6 @@ def test_half_precision_grad():
     check_grad(f, x, w, rtol=1e-2, atol=1e-2)
 
 
-def test_sdpa_dropout_training_is_reported():
-    q = _t(1, 2, 3, 4)
-    jf = thunder.jit(lambda q: F.scaled_dot_product_attention(q, q, q, dropout_p=0.5))
-    with pytest.raises(NotImplementedError, match="dropout_p"):
-        jf(q)
-
-
 # --------------------------------------------------------------------------------------------
 # inputs that do not require grad, integer inputs
 

@@ -112,6 +112,31 @@ def test_language_model_with_padding_mask(name):
     check_model(_language_model(name), dict(input_ids=ids, attention_mask=mask, labels=labels))
 
 
+def _more_models(name):
+    """Models the issue does not name: other attention/MLP variants, an encoder-decoder, a
+    sequence classifier (dropout 0: thunder's dropout mask is its own draw under grad)."""
+    t, ids = transformers, _ids()
+    if name == "gemma":
+        return _hf(t.GemmaConfig, t.GemmaForCausalLM, head_dim=8, **DECODER), dict(input_ids=ids, labels=ids)
+    if name == "phi3":
+        return _hf(t.Phi3Config, t.Phi3ForCausalLM, pad_token_id=0, resid_pdrop=0.0, embd_pdrop=0.0,
+                   **DECODER), dict(input_ids=ids, labels=ids)
+    if name == "t5":
+        return (_hf(t.T5Config, t.T5ForConditionalGeneration, vocab_size=96, d_model=32, d_kv=8, d_ff=64, num_layers=2,
+                    num_heads=4, decoder_start_token_id=0, dropout_rate=0.0), dict(input_ids=ids, labels=ids))
+    if name == "distilbert":
+        return (_hf(t.DistilBertConfig, t.DistilBertForSequenceClassification, vocab_size=96, dim=32, hidden_dim=64,
+                    n_layers=2, n_heads=4, max_position_embeddings=32, dropout=0.0, attention_dropout=0.0,
+                    seq_classif_dropout=0.0), dict(input_ids=ids, labels=torch.tensor([0, 1])))
+    raise ValueError(name)
+
+
+@pytest.mark.parametrize("name", ["gemma", "phi3", "t5", "distilbert"])
+def test_models_not_named_in_the_issue(name):
+    model, kwargs = _more_models(name)
+    check_model(model, kwargs)
+
+
 def test_vit_with_labels():
     t = transformers
     model = _hf(t.ViTConfig, t.ViTForImageClassification, image_size=16, patch_size=4, hidden_size=32,
@@ -277,3 +302,32 @@ def test_gpt2_greedy_generation_with_kv_cache():
     for layer, expected_layer in zip(cache.layers, expected_cache.layers, strict=True):
         torch.testing.assert_close(layer.keys, expected_layer.keys, rtol=RTOL, atol=ATOL)
         torch.testing.assert_close(layer.values, expected_layer.values, rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.parametrize("name", ["gpt2", "distilbert"])
+def test_training_with_dropout_matches_eager_under_the_same_seed(name):
+    # dropout in the model (nn.Dropout) and in attention (sdpa's dropout_p): the same draws as
+    # eager from the same generator state, so the loss and every gradient match
+    t, ids = transformers, _ids()
+    if name == "gpt2":
+        model = _hf(t.GPT2Config, t.GPT2LMHeadModel, vocab_size=96, n_positions=32, n_embd=32, n_layer=2, n_head=2,
+                    resid_pdrop=0.1, embd_pdrop=0.1, attn_pdrop=0.1)
+        kwargs = dict(input_ids=ids, labels=ids)
+    else:
+        model = _hf(t.DistilBertConfig, t.DistilBertForSequenceClassification, vocab_size=96, dim=32, hidden_dim=64,
+                    n_layers=2, n_heads=4, max_position_embeddings=32)
+        kwargs = dict(input_ids=ids, labels=torch.tensor([0, 1]))
+    reference = copy.deepcopy(model).train()
+    jitted = thunder.jit(model.train())
+    for seed in (0, 1):
+        torch.manual_seed(seed)
+        expected = reference(**kwargs).loss
+        torch.manual_seed(seed)
+        loss = jitted(**kwargs).loss
+        torch.testing.assert_close(loss, expected, rtol=RTOL, atol=ATOL)
+        expected_grads = torch.autograd.grad(expected, list(reference.parameters()), allow_unused=True)
+        grads = torch.autograd.grad(loss, list(model.parameters()), allow_unused=True)
+        for g, e in zip(grads, expected_grads, strict=True):
+            assert (g is None) == (e is None)
+            if e is not None:
+                torch.testing.assert_close(g, e, rtol=RTOL, atol=ATOL)

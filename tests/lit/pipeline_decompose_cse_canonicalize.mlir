@@ -1,22 +1,20 @@
 // RUN: thunder-opt %s --pass-pipeline='builtin.module(thunder-decompose,cse,canonicalize)' | filecheck %s
 // The full pipeline: ltorch ops become prims, CSE merges the identical pieces the two dropouts
-// decompose into (but not their uniform draws), canonicalize drops the now-unused alpha constant
-// and folds duplicate constants.
+// decompose into (the scale constant) but not their random masks, canonicalize drops the
+// now-unused alpha constant and the dead exp.
 
 // CHECK-LABEL: func.func @computation
 // CHECK-SAME: (%[[X:.*]]: tensor<4xf32>, %[[Y:.*]]: tensor<4xf32>)
-// CHECK-DAG: %[[P:.*]] = arith.constant 5.000000e-01 : f64
-// CHECK-DAG: %[[S:.*]] = arith.constant 2.000000e+00 : f64
-// CHECK-DAG: %[[Z:.*]] = arith.constant 0.000000e+00 : f64
+// CHECK: %[[S:.*]] = arith.constant 2.000000e+00 : f64
 // CHECK-NOT: arith.constant
-// CHECK: %[[U0:.*]] = "thunder.uniform"()
-// CHECK: %[[K0:.*]] = "thunder.lt"(%[[U0]], %[[P]])
-// CHECK: %[[XS:.*]] = "thunder.mul"(%[[X]], %[[S]])
-// CHECK: %[[D0:.*]] = "thunder.where"(%[[K0]], %[[XS]], %[[Z]])
-// CHECK: %[[U1:.*]] = "thunder.uniform"()
-// CHECK: %[[K1:.*]] = "thunder.lt"(%[[U1]], %[[P]])
-// CHECK-NOT: "thunder.mul"(%[[X]], %[[S]])
-// CHECK: %[[D1:.*]] = "thunder.where"(%[[K1]], %[[XS]], %[[Z]])
+// CHECK: %[[K0:.*]] = "thunder.bernoulli_mask"() {device = "cpu", p = 5.000000e-01 : f64, shape = array<i64: 4>}
+// CHECK: %[[F0:.*]] = "thunder.convert_element_type"(%[[K0]]) {dtype = f32}
+// CHECK: %[[M0:.*]] = "thunder.mul"(%[[X]], %[[F0]])
+// CHECK: %[[D0:.*]] = "thunder.mul"(%[[M0]], %[[S]])
+// CHECK: %[[K1:.*]] = "thunder.bernoulli_mask"()
+// CHECK: %[[F1:.*]] = "thunder.convert_element_type"(%[[K1]]) {dtype = f32}
+// CHECK: %[[M1:.*]] = "thunder.mul"(%[[X]], %[[F1]])
+// CHECK: %[[D1:.*]] = "thunder.mul"(%[[M1]], %[[S]])
 // CHECK: %[[A:.*]] = "thunder.add"(%[[D0]], %[[D1]])
 // CHECK-NOT: ltorch.
 // CHECK-NOT: thunder.exp

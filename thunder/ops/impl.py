@@ -48,6 +48,10 @@ def uniform(shape, low, high, *, dtype, device):
     return torch.empty(shape, dtype=dtype, device=device).uniform_(low, high)
 
 
+def bernoulli_mask(shape, p, *, device):
+    return torch.empty(shape, dtype=torch.bool, device=device).bernoulli_(p)
+
+
 def div_prim(a, b):
     t = a if isinstance(a, torch.Tensor) else b
     if t.dtype.is_floating_point or t.dtype.is_complex:

@@ -473,11 +473,12 @@ def _dropout_check(p):
 
 
 def _dropout(x, p):
-    """Zero each element with probability p and scale the others by 1 / (1 - p)."""
-    u = prims.uniform(tuple(x.shape), 0.0, 1.0, dtype=_compute_dtype(x.dtype), device=x.device)
-    keep = prims.lt(u, 1.0 - p)  # never true for p == 1
-    scaled = prims.mul(x, to_dtype(1.0 / (1.0 - p) if p < 1 else 0.0, x.dtype))
-    return prims.where(keep, scaled, to_dtype(0, x.dtype))
+    """Zero each element with probability p and scale the others by 1 / (1 - p), as torch's
+    native_dropout: the same mask draw (so eager's bits under the same seed), x * mask * scale
+    (so a NaN dropped stays NaN, as in eager)."""
+    keep = prims.bernoulli_mask(tuple(x.shape), 1.0 - p, device=x.device)  # never true for p == 1
+    masked = prims.mul(x, to_dtype(keep, x.dtype))
+    return prims.mul(masked, to_dtype(1.0 / (1.0 - p) if p < 1 else 0.0, x.dtype))
 
 
 @ltorch("torch.nn.functional.dropout", random=True, aliases=(F.dropout,))
@@ -560,7 +561,20 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
                                  enable_gqa: Bool = False):
     """Random only with dropout_p > 0."""
     batch, _ = _sdpa_check(query, key, value, attn_mask, dropout_p, is_causal, enable_gqa)
+    if dropout_p > 0 and _needs_grad(query, key, value, attn_mask):
+        # the dropout mask is drawn inside torch's kernel, where a backward of ours cannot see it:
+        # the fallback records torch's own call, whose gradient replays the same draw
+        raise NotImplementedError("thunder: scaled_dot_product_attention with dropout_p > 0 in training runs as "
+                                  "torch's call")
     return TensorProxy((*batch, query.shape[-2], value.shape[-1]), query.dtype, query.device)
+
+
+def _needs_grad(*tensors):
+    """Whether the call is traced with grad enabled (whether a gradient will flow through these
+    tensors is known only after tracing)."""
+    from thunder.core import trace as tracing
+
+    return tracing.current() is not None and tracing.grad_enabled()
 
 
 def _repeat_heads(x, groups):

@@ -197,6 +197,13 @@ def uniform(shape: Ints, low: Float, high: Float, *, dtype: DType, device: Devic
     return TensorProxy(shape, dtype, device)
 
 
+@prim("impl.bernoulli_mask", random=True)
+def bernoulli_mask(shape: Ints, p: Float, *, device: Device):
+    """A bool tensor, each element True with probability p: the draw torch's dropout makes (the
+    same bits from the same generator state)."""
+    return TensorProxy(shape, torch.bool, device)
+
+
 @prim("impl.unslice")
 def unslice(g: Tensor, shape: Ints, start_indices: Ints, end_indices: Ints, strides: Ints):
     """Zeros of `shape` with g placed where slice(start, end, strides) reads: slice's VJP."""
