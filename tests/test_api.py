@@ -187,8 +187,10 @@ def test_compile_options_transforms_and_executors():
     assert thunder.compile_data(jf).executors == ("torch",)
     with pytest.raises(ValueError, match="executor"):
         thunder.jit(foo, executors=["nvfuser-on-cpu"])
-    with pytest.raises(TypeError, match="unexpected keyword"):
-        thunder.jit(foo, fusion_level=3)
+    with pytest.warns(UserWarning, match="unknown compile options 'fusion_level'"):
+        jf = thunder.jit(foo, fusion_level=3)
+    assert thunder.last_compile_options(jf)["fusion_level"] == 3
+    torch.testing.assert_close(jf(a, b), foo(a, b))
 
 
 def test_interpreter_recording():

@@ -38,7 +38,12 @@ class TensorProxy:
     """Stands for a tensor: it knows shape, dtype, device and requires_grad, not values."""
 
     __slots__ = ("name", "shape", "dtype", "device", "requires_grad", "is_view", "is_input",
+<<<<<<< HEAD
                  "input_name", "base", "recipe", "views", "meta", "stride_deps", "leaf", "__weakref__")
+=======
+                 "input_name", "base", "recipe", "views", "meta", "stride_deps", "leaf", "inference",
+                 "is_parameter")
+>>>>>>> i12-api
 
     def __init__(self, shape, dtype, device, requires_grad=False, name=None):
         self.shape = torch.Size(shape)
@@ -56,6 +61,8 @@ class TensorProxy:
         # eager's strides: a meta tensor made by torch's own kernels (record_op); None: contiguous
         self.meta = None
         self.stride_deps = frozenset()  # names of the inputs whose strides decide this one's
+        self.inference = False  # made under torch.inference_mode(): returned as an inference tensor
+        self.is_parameter = False  # stands for an nn.Parameter (isinstance(p, nn.Parameter) is True)
         self.leaf = True  # for inputs: whether the tensor is a leaf of autograd's graph
 
     __hash__ = object.__hash__
@@ -216,6 +223,8 @@ class TensorProxy:
         if name.endswith("_") and not name.startswith("_") and name[:-1] in registry.METHODS:
             update = functools.partial(inplace, registry.METHODS[name[:-1]], name)
             return functools.partial(fallback.registered, update, attr, self)
+        if name == "grad":
+            return _read_grad(self)
         if name in _NOT_TRACED:
             raise NotImplementedError(f"thunder: torch.Tensor.{name}{where()} {_NOT_TRACED[name]}")
         if attr is None or name.startswith("__"):
@@ -261,6 +270,16 @@ _NOT_TRACED = {
     "record_stream": _MEMORY, "grad": _AUTOGRAD, "backward": _AUTOGRAD, "register_hook": _AUTOGRAD,
     "retain_grad": _AUTOGRAD, "requires_grad_": _AUTOGRAD, "register_post_accumulate_grad_hook": _AUTOGRAD,
 }
+
+
+def _read_grad(p):
+    """x.grad while tracing: for a tensor the trace reads (argument, parameter), its .grad at call
+    time, an input of the trace (None is guarded); None for a tensor the trace computed, as eager
+    answers for a result of ops."""
+    reader = getattr(tracing.current(), "read_grad", None)
+    if reader is None:
+        raise NotImplementedError(f"thunder: torch.Tensor.grad{where()} {_AUTOGRAD}")
+    return reader(p)
 
 
 def check_inplace_allowed(self):
@@ -450,6 +469,7 @@ def proxy_for(t: torch.Tensor, name=None, *, input=True):
     p.meta = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta")
     p.stride_deps = frozenset((p.name,)) if input else frozenset()
     p.leaf = t.is_leaf
+    p.is_parameter = isinstance(t, torch.nn.Parameter)
     ctx = tracing.current()
     if ctx is not None and t.requires_grad:
         ctx.differentiable = True

@@ -51,6 +51,8 @@ class TraceCtx:
         self.consulted = set()  # ambient torch state the trace depends on (runtime/guards.py AMBIENT)
         self.track_strides = False  # eager's strides on proxies (the user's program, not decompositions)
         self.differentiable = False  # an input requires grad
+        self.grad_ops = False  # an op of the user's program was recorded with grad mode on
+        self.read_grad = None  # x.grad of a proxy while tracing (runtime/state.py), when the caller reads them
         self.stride_dependent = set()  # names of the inputs whose strides decided something
 
     def new_name(self, hint=None):
@@ -240,10 +242,25 @@ def record_op(op, values):
             base.views.append(o)
     ctx.symbols.append(BoundSymbol(op, {k: _to_refs(v) for k, v in values.items()},
                                    [ref(o) for o in outs], current_location()))
+    if ctx.track_grad_mode:
+        # requires_grad as eager answers it: a floating result of a differentiable op on a tensor
+        # that requires grad, with grad mode on
+        grad = _grad_enabled()
+        ctx.grad_ops |= grad
+        needs = grad and op.differentiable and any(
+            x.requires_grad for v in values.values() for x in (v if isinstance(v, tuple) else (v,))
+            if isinstance(x, TensorProxy))
+        for o in outs:
+            if isinstance(o, TensorProxy):
+                o.requires_grad = needs and (o.dtype.is_floating_point or o.dtype.is_complex)
     if ctx.track_grad_mode and not _grad_enabled() and op.name not in ("detach", "no_grad_update"):
         # under torch.no_grad() the results carry no autograd history: record that in the trace
         outs = [_detach(o) for o in outs]
         out = tuple(outs) if isinstance(out, (tuple, list)) else outs[0]
+        if _inference_mode():
+            for o in outs:
+                if isinstance(o, TensorProxy):
+                    o.inference = True
     return tuple(outs) if isinstance(out, (tuple, list)) else out
 
 
@@ -310,6 +327,12 @@ def _eager_strides(ctx, op, values, outs):
 def _aliases(m, base):
     """Whether meta tensor m shares memory with meta tensor base (the same storage object)."""
     return base is not None and m.untyped_storage()._cdata == base.untyped_storage()._cdata
+
+
+def _inference_mode():
+    import torch
+
+    return torch.is_inference_mode_enabled()
 
 
 def _note_location(e, op):

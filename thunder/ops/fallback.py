@@ -264,6 +264,8 @@ def registered(op, fn, *args, **kwargs):
     ctx = tracing.current()
     n = len(ctx.symbols) if ctx is not None else 0
     proxies = [a for a in (*args, *kwargs.values()) if isinstance(a, TensorProxy)]
+    if ctx is not None and _numbers_only(op, args, kwargs) and callable_name(fn) is not None:
+        return call(fn, *args, **kwargs)  # torch.add(2, 3): torch's answer (a 0-d tensor) or its error
     views = [list(p.views) for p in proxies]
     try:
         return op(*args, **kwargs)
@@ -275,6 +277,19 @@ def registered(op, fn, *args, **kwargs):
     for p, v in zip(proxies, views):
         p.views[:] = v
     return call(fn, *args, **kwargs)
+
+
+def _numbers_only(op, args, kwargs):
+    """A call of an op on tensors (torch.add) without any tensor among its arguments."""
+    if not isinstance(op, registry.OpDef):
+        return False
+    if not any(p.kind.base_name in ("Tensor", "Tensors", "TensorOrNumber") for p in op.params):
+        return False  # a factory (torch.ones(3))
+
+    def has_proxy(v):
+        return isinstance(v, TensorProxy) or isinstance(v, (tuple, list)) and any(has_proxy(x) for x in v)
+
+    return not any(has_proxy(a) for a in (*args, *kwargs.values()))
 
 
 def call(fn, *args, **kwargs):

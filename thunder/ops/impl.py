@@ -280,6 +280,7 @@ def _autocast(state):
     return contextlib.nullcontext() if state is None else torch.autocast(state[0], dtype=state[1])
 
 
+<<<<<<< HEAD
 # --- checks of values a program was specialized on (ltorch.check, see ops/values.py)
 class ValueChanged(Exception):
     """A value that the compiled program was specialized on while tracing (a tensor value Python
@@ -328,3 +329,17 @@ def rng_restore(snapshot):
     torch.set_rng_state(cpu)
     if cuda is not None:
         torch.cuda.set_rng_state_all(cuda)
+=======
+def inference_tensor(t):
+    """t as an inference tensor (what eager's torch.inference_mode() makes): a copy made in
+    inference mode, for results of a trace's inference_mode region that the function returns."""
+    with torch.inference_mode():
+        return t.clone()
+
+
+def autograd_function_backward(key, saved, cotangents, *, cotangent_for, grads_for):
+    """A torch.autograd.Function's own backward (ops/custom_function.py)."""
+    from thunder.ops.custom_function import run_backward
+
+    return run_backward(key, saved, cotangents, cotangent_for, grads_for)
+>>>>>>> i12-api

@@ -46,9 +46,12 @@ class _Namer:
         return name
 
 
-def python_source(module, fn_name="computation", output_spec=None, comments=True, header=None, constants=None):
+def python_source(module, fn_name="computation", output_spec=None, comments=True, header=None, constants=None,
+                  no_grad_copies=()):
     """Python source of func @fn_name. output_spec, when given, rebuilds the user's output
-    structure from the flat results (see thunder.runtime.structure)."""
+    structure from the flat results (see thunder.runtime.structure). no_grad_copies: the inputs
+    (indices) whose in-place updates are written back outside autograd (tensors that require
+    grad, updated under no_grad: an optimizer step's p.sub_(lr * p.grad))."""
     with module.context:
         f = find_func(module.operation, fn_name)
         if f is None:
@@ -83,9 +86,10 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
                     # in-place updates of inputs: the caller sees them, as in eager
                     k = len(mutated)
                     for i, v in zip(mutated, flat[-k:]):
-                        lines.append(f"  {params[i]}.copy_({v})")
+                        target = f"{params[i]}.detach()" if i in no_grad_copies else params[i]
+                        lines.append(f"  {target}.copy_({v})")
                     flat = flat[:-k]
-                lines.append("  return " + _return_expr(flat, output_spec, constants))
+                lines.append("  return " + _return_expr(flat, output_spec, constants, params))
                 continue
             if name == "func.call":
                 lines.append(_fusion_call(operation, namer, callees, constants, comments))
@@ -186,12 +190,12 @@ def _describe(t):
     return f"{device.type} {str(dtype).replace('torch.', '')}[{', '.join(map(str, shape))}]"
 
 
-def _return_expr(flat, output_spec, constants):
+def _return_expr(flat, output_spec, constants, params):
     if output_spec is None:
         return "(" + ", ".join(flat) + ("," if len(flat) == 1 else "") + ")" if len(flat) != 1 else flat[0]
     from thunder.runtime.structure import rebuild_source
 
-    return rebuild_source(output_spec, flat, constants)
+    return rebuild_source(output_spec, flat, constants, params)
 
 
 def compile_source(source, fn_name="computation", filename="<thunder>", constants=None):

@@ -63,6 +63,7 @@ class StateTracker:
         self._write_sites = {}  # (id(owner), name) -> provenance of the last write
         self._module_names = {id(m): p for p, m in root.named_modules(remove_duplicate=False)} if root is not None else {}
         self._owners = None  # id(tensor) -> (module, name) of the root's parameters and buffers
+        self.arg_paths = {}  # tensor index -> the prologue's expression for an argument tensor (args[0])
         if root is not None:
             self.pin(root)
 
@@ -280,6 +281,26 @@ class StateTracker:
         for part in name.split(".") if name else []:
             expr += f"._modules[{part!r}]"
         return expr
+
+    def read_grad(self, proxy):
+        """x.grad of a tensor the trace reads (proxy): read at call time through the tensor's
+        expression (args[0].grad, _s0._parameters['weight'].grad), an input of the trace; None
+        is guarded. None for other proxies (results of ops have no .grad in eager)."""
+        k = next((i for i, p in enumerate(self.inputs.proxies) if p is proxy), None)
+        if k is None:
+            return None
+        expr = self.arg_paths.get(k) or next((e for e, i in self.reads if i == k), None)
+        t = self.inputs.tensors[k]
+        name = proxy.input_name or proxy.name
+        if expr is None:
+            raise NotImplementedError(f"thunder: the .grad of {name} cannot be read at call time. Workaround: pass "
+                                      "the gradient as an argument of the jitted function")
+        if t.grad is None:
+            self.guard(f"{expr}.grad", "is", None, f"the .grad of {name}")
+            return None
+        from thunder.interpreter import Provenance
+
+        return self._tensor(t.grad, Provenance("attr", "grad", t, "", "", None), f"{expr}.grad")
 
     # -- writes
     def _outlives_call(self, owner):
