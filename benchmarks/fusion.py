@@ -65,6 +65,15 @@ def swiglu(x, w1, w3):
     return F.silu(x @ w1) * (x @ w3)
 
 
+def rotary(x, cos, sin):
+    d = x.shape[-1] // 2
+    return x * cos + torch.cat((-x[..., d:], x[..., :d]), dim=-1) * sin
+
+
+def cross_entropy(logits, target):
+    return F.cross_entropy(logits, target)
+
+
 def causal_mask(n):
     return torch.full((n, n), float("-inf")).triu(1).to(DEVICE)
 
@@ -82,6 +91,9 @@ CASES = {
         (residual_layer_norm, lambda: [randn(4096, 512), randn(4096, 512), randn(512), randn(512)], False),
     "scale+mask+softmax 64x128x128": (scale_mask_softmax, lambda: [randn(64, 128, 128), causal_mask(128)], False),
     "rmsnorm 4096x512": (rms_norm, lambda: [randn(4096, 512), randn(512)], False),
+    "rotary embedding 4x16x512x64": (rotary, lambda: [randn(4, 16, 512, 64), randn(512, 64), randn(512, 64)], False),
+    "cross-entropy 2048x4096":
+        (cross_entropy, lambda: [randn(2048, 4096), torch.randint(0, 4096, (2048,), generator=GEN).to(DEVICE)], False),
     "swiglu 1024x512 -> 1376":
         (swiglu, lambda: [randn(1024, 512), randn(512, 1376) * 0.05, randn(512, 1376) * 0.05], False),
     "gpt block forward (no_grad)": (gpt_block, gpt_args, False),

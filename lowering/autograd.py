@@ -53,6 +53,7 @@ def split_forward_backward(lifted, requires_grad, n_mutated=0) -> Split:
                 if differentiable_dtype(o.dtype):
                     needs.add(o.name)
 
+    _use_training_forms(ctx, needs)
     forward_names = {r.name for r in ctx.inputs} | {o.name for b in ctx.symbols for o in b.outputs}
     bctx = TraceCtx(prefix="b")
     for n in forward_names:
@@ -135,6 +136,31 @@ def split_forward_backward(lifted, requires_grad, n_mutated=0) -> Split:
             used.append(r)
     bctx.inputs = used + [tracing.ref(g) for g in cotangents]
     return Split(ctx, list(outputs) + used + list(mutated), len(outputs), bctx, backward_outputs, cotangent_for)
+
+
+def _use_training_forms(ctx, needs):
+    """Replace each differentiated op that has a training form by that form (its first result
+    keeps the op's name; the others, what its backward reads, get new names)."""
+    for i, bsym in enumerate(ctx.symbols):
+        form = bsym.op.training_form
+        if form is None or not any(r.name in needs for r in bsym.tensor_args()):
+            continue
+        proxies = {k: _proxies(v) for k, v in bsym.args.items()}
+        replaced = form(**proxies)
+        if replaced is None:
+            continue
+        op, args = replaced
+        with tracing.tracing(TraceCtx(prefix="_")):
+            metas = op.meta(**args)
+        extra = [Ref(ctx.new_name(), tuple(m.shape), m.dtype, m.device) for m in metas[1:]]
+        args = {k: tracing._to_refs(v) for k, v in args.items()}  # (the proxies carry the Refs' names)
+        ctx.symbols[i] = tracing.BoundSymbol(op, args, [bsym.outputs[0], *extra], bsym.location)
+
+
+def _proxies(v):
+    if isinstance(v, Ref):
+        return TensorProxy(v.shape, v.dtype, v.device, name=v.name)
+    return tuple(_proxies(x) for x in v) if isinstance(v, tuple) else v
 
 
 def _dce(ctx, outputs):

@@ -152,7 +152,8 @@ def check(fn, *args, rtol=None, atol=None, decompose=True, random=False, **kwarg
             STATS["regions"] += n
             if n:
                 variants.append(("fused", f))
-                if CUDA and not random:
+                # (the cuda executor leaves cat to torch, so a region with one never reaches its writer)
+                if CUDA and not random and '"thunder.cat"' not in str(f):
                     variants.append(("cuda (emulated)", f))
         for label, m in variants:
             kernels = {}

@@ -50,6 +50,12 @@ def reduction(x):
     return (x * x).sum(-1)
 
 
+def rotary(x, cos, sin):
+    """Rotary position embedding (rotate-half form): slices, neg and cat feeding elementwise ops."""
+    d = x.shape[-1] // 2
+    return x * cos + torch.cat((-x[..., d:], x[..., :d]), dim=-1) * sin
+
+
 def _inputs(name):
     g = torch.Generator().manual_seed(0)
 
@@ -65,11 +71,12 @@ def _inputs(name):
         "rms_norm": lambda: (r(16, 64), r(64)),
         "swiglu": lambda: (r(8, 32), r(32, 48), r(32, 48)),
         "reduction": lambda: (r(12, 70),),
+        "rotary": lambda: (r(3, 5, 7, 10), r(7, 10), r(7, 10)),
     }[name]()
 
 
 FUNCTIONS = [elementwise_chain, bias_gelu, bias_gelu_tanh, residual_layer_norm, masked_softmax, rms_norm,
-             swiglu, reduction]
+             swiglu, reduction, rotary]
 
 
 def _close(a, b):
@@ -182,7 +189,7 @@ def test_non_contiguous_inputs():
 
 
 @pytest.mark.parametrize("fn", [elementwise_chain, bias_gelu, residual_layer_norm, masked_softmax, rms_norm,
-                                swiglu, reduction], ids=lambda f: f.__name__)
+                                swiglu, reduction, rotary], ids=lambda f: f.__name__)
 def test_training_gradients_equal_eager(fn):
     args = _inputs(fn.__name__)
     ours = [a.clone().requires_grad_(a.is_floating_point()) for a in args]
@@ -447,3 +454,30 @@ def test_pow_half_at_negative_zero_and_infinity(dtype, exponent):
     torch.testing.assert_close(out, expected, equal_nan=True)
     numbers = ~expected.isnan()
     assert torch.equal(out.signbit()[numbers], expected.signbit()[numbers])
+
+
+@pytest.mark.parametrize("case", ["rows", "first_dim", "mixed_dtypes", "bf16", "strided", "one_empty", "inner_tiles"])
+def test_cat_in_kernels(case):
+    """cat inside fused regions: along the columns of tiles of rows, along the tiled dim (the
+    region runs untiled), after a promotion, in bf16, of strided inputs, with an empty input."""
+    fns = {
+        "rows": (lambda a, b: torch.cat((a.exp(), -b, a), 1) * 2, (torch.randn(33, 5), torch.randn(33, 3))),
+        "first_dim": (lambda a, b: torch.cat((a, b + 1)) * 3, (torch.randn(4, 6), torch.randn(7, 6))),
+        "mixed_dtypes": (lambda a, b: torch.cat((a * 2, b), -1).exp(),
+                         (torch.randn(9, 4), torch.randn(9, 2, dtype=torch.float64))),
+        "bf16": (rotary, (torch.randn(2, 3, 5, 8).bfloat16(), torch.randn(5, 8).bfloat16(),
+                          torch.randn(5, 8).bfloat16())),
+        "strided": (rotary, (torch.randn(2, 6, 5, 3).transpose(1, 3), torch.randn(6, 5).t(), torch.randn(5, 6))),
+        "one_empty": (lambda a, b: torch.cat((a, b, a), 1) + 1, (torch.randn(6, 4), torch.randn(6, 0))),
+        # rows of the first dim hold 128 KiB: tiles of the second dim's rows (strided tiles)
+        "inner_tiles": (rotary, (torch.randn(2, 8, 64, 64), torch.randn(64, 64), torch.randn(64, 64))),
+    }
+    fn, args = fns[case]
+    jf = thunder.jit(fn, transforms=FUSE)
+    expected = fn(*args)
+    out = jf(*args)
+    assert out.dtype == expected.dtype
+    torch.testing.assert_close(out, expected, **({} if case != "bf16" else dict(rtol=1e-2, atol=1e-2)))
+    fused = _fused_module(jf)
+    assert any("thunder.cat" in _op_names(f) for name, f in _funcs(fused).items() if name.startswith("fusion")), \
+        str(fused)

@@ -277,6 +277,15 @@ CASES = [
     ("layer_norm_weight_only", lambda a: F.layer_norm(a, (4,), a[0], None), lambda: (_t(3, 4),)),
     ("sdpa_gqa", lambda q, k, v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True),
      lambda: (_t(2, 4, 3, 8), _t(2, 2, 5, 8), _t(2, 2, 5, 8))),
+    # torch's flash attention kernels (impl.sdpa_flash): strided last dims (the kernel needs them
+    # contiguous), more queries than keys under the causal mask, a query length of 1
+    ("sdpa_flash_strided", lambda q, k, v: F.scaled_dot_product_attention(
+        q.transpose(-1, -2), k.transpose(-1, -2), v.transpose(-1, -2), is_causal=True),
+     lambda: (_t(2, 3, 8, 5), _t(2, 3, 8, 5), _t(2, 3, 8, 5))),
+    ("sdpa_flash_causal_more_queries", lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+     lambda: (_t(2, 2, 7, 4), _t(2, 2, 3, 4), _t(2, 2, 3, 4))),
+    ("sdpa_flash_one_query", lambda q, k, v: F.scaled_dot_product_attention(q, k, v, scale=0.7),
+     lambda: (_t(1, 2, 1, 4), _t(1, 2, 6, 4), _t(1, 2, 6, 4))),
 ]
 
 
@@ -294,9 +303,9 @@ def test_ltorch_ops_with_rules_stay_in_forward():
                     _t(3, 4), _t(4, 5), _t(5))
     traces = thunder.last_traces(jf)
     fwd = next(str(t) for t in traces if t.producer == "thunder-autograd")
-    for name in ("torch.matmul", "torch.nn.functional.layer_norm", "torch.nn.functional.gelu", "torch.softmax"):
+    for name in ("torch.matmul", "torch.ops.aten.native_layer_norm", "torch.nn.functional.gelu", "torch.softmax"):
         assert name in fwd
-    assert "erf" not in fwd and "impl.broadcast_in_dim" not in fwd
+    assert "erf(" not in fwd and "impl.broadcast_in_dim" not in fwd  # ("erf" alone matches paths: i14perf)
 
 
 def test_half_precision_grad():
@@ -304,6 +313,16 @@ def test_half_precision_grad():
     w = torch.randn(8, dtype=torch.float16, requires_grad=True)
     f = lambda x, w: torch.softmax(F.gelu(F.layer_norm(x, (8,), w)), -1)  # noqa: E731
     check_grad(f, x, w, rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_sdpa_flash_grad_low_precision(dtype):
+    torch.manual_seed(0)
+    q, k, v = (_t(2, 3, 9, 16, dtype=dtype) for _ in range(3))
+    tol = dict(rtol=1e-5, atol=1e-5) if dtype == torch.float32 else dict(rtol=2e-2, atol=2e-2)
+    jf = check_grad(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), q, k, v, **tol)
+    assert "impl.sdpa_flash(" in str(thunder.last_traces(jf)[-1])
+    assert "impl.sdpa_flash_backward(" in str(thunder.last_backward_traces(jf)[-1])
 
 
 # --------------------------------------------------------------------------------------------
@@ -399,7 +418,7 @@ def test_gpt_block():
     model = Block().double()
     jm = _check_module(model, _t(2, 5, 16))
     fwd = next(str(t) for t in thunder.last_traces(jm) if t.producer == "thunder-autograd")
-    assert "scaled_dot_product_attention" in fwd and "layer_norm" in fwd
+    assert "impl.sdpa_flash(" in fwd and "layer_norm" in fwd
 
 
 def test_gpt_block_float32_backward_call():

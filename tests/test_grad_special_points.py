@@ -87,6 +87,8 @@ CASES = {
     "softmax": [(lambda x: torch.softmax(x, 1), [TIES])],
     "log_softmax": [(lambda x: torch.log_softmax(x, 1), [TIES])],
     "layer_norm": [(lambda x: F.layer_norm(x, (3,)), [FLAT])],
+    # (what layer_norm runs as when differentiated: its mean and rstd saved for backward)
+    "native_layer_norm": [(lambda x, w: F.layer_norm(x, (3,), w, w), [FLAT, vec(1., 0., -2.)])],
     "rms_norm": [(lambda x: F.rms_norm(x, (3,)), [FLAT * 0])],
     "batch_norm": [(lambda x: F.batch_norm(x, None, None, training=True), [FLAT.t().contiguous()])],
     "group_norm": [(lambda x: F.group_norm(x, 1), [FLAT[None]])],
@@ -110,7 +112,7 @@ LINEAR_MODULES = {"thunder.ops.shape", "thunder.ops.creation", "thunder.ops.grad
                   "thunder.ops.fallback", "thunder.ops.custom_function"}
 LINEAR = {"matmul", "rmatmul", "mm", "bmm", "linear", "embedding", "conv1d", "conv2d", "conv_transpose2d",
           "avg_pool2d", "adaptive_avg_pool2d", "bilinear", "index_select", "gather", "scatter_add", "index_put",
-          "scaled_dot_product_attention", "index", "setitem", "addmm", "baddbmm", "cumsum"}
+          "scaled_dot_product_attention", "sdpa_flash", "index", "setitem", "addmm", "baddbmm", "cumsum"}
 
 
 def test_every_value_dependent_rule_has_special_points():

@@ -361,3 +361,52 @@ def test_layer_norm_backward_op_and_its_decomposition(affine):
         (lambda g, x: layer_norm_backward(g, x, (6,), None, None, 1e-5))
     m = check(fn, *args)
     assert '"ltorch.layer_norm_backward"' in str(m)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_sdpa_flash_ops_and_their_decompositions(causal):
+    """impl.sdpa_flash(_backward) against torch's flash attention kernels (with a strided last dim,
+    which those kernels would read wrong), and their decompositions against them."""
+    from thunder.ops import impl
+    from thunder.ops.nn import sdpa_flash, sdpa_flash_backward
+
+    aten = torch.ops.aten
+    q, k, v = r(2, 3, 6, 4, dtype=f64), r(2, 3, 4, 5, dtype=f64).transpose(-1, -2), r(2, 3, 5, 4, dtype=f64)
+    out, lse = aten._scaled_dot_product_flash_attention_for_cpu(q, k.contiguous(), v, 0.0, causal, scale=0.4)
+    got_out, got_lse = impl.sdpa_flash(q, k, v, causal, scale=0.4)
+    torch.testing.assert_close(got_out, out)
+    torch.testing.assert_close(got_lse, lse)
+    g = r(2, 3, 4, 6, dtype=f64).transpose(-1, -2)
+    expected = aten._scaled_dot_product_flash_attention_for_cpu_backward(
+        g.contiguous(), q, k.contiguous(), v, out, lse, 0.0, causal, scale=0.4)
+    for a, b in zip(impl.sdpa_flash_backward(g, q, k, v, out, lse, causal, scale=0.4), expected):
+        torch.testing.assert_close(a, b)
+    m = check(lambda q, k, v: sdpa_flash(q, k, v, causal, scale=0.4), q, k, v)
+    assert '"ltorch.sdpa_flash"' in str(m)
+    m = check(lambda g, q, k, v, o, lse: sdpa_flash_backward(g, q, k, v, o, lse, causal, scale=0.4),
+              g, q, k, v, out, lse)
+    assert '"ltorch.sdpa_flash_backward"' in str(m)
+
+
+@pytest.mark.parametrize("affine", [True, False])
+def test_native_layer_norm_ops_and_their_decompositions(affine):
+    """layer_norm's training form (output, mean, rstd) and its backward from the saved mean and
+    rstd, against torch's kernels; the decompositions against them."""
+    from thunder.ops.nn import native_layer_norm, native_layer_norm_backward
+
+    g, x = r(3, 4, 6, dtype=f64), r(3, 4, 6, dtype=f64)
+    w, b = (r(4, 6, dtype=f64), r(4, 6, dtype=f64)) if affine else (None, None)
+    out, mean, rstd = torch.ops.aten.native_layer_norm(x, (4, 6), w, b, 1e-3)
+    assert mean.shape == (3, 1, 1)
+    m = check(lambda x, *wb: native_layer_norm(x, (4, 6), *(wb or (None, None)), 1e-3), x, *([w, b] if affine else []))
+    assert '"ltorch.native_layer_norm"' in str(m)
+    xr = x.clone().requires_grad_()
+    wr, br = (w.clone().requires_grad_(), b.clone().requires_grad_()) if affine else (None, None)
+    torch.nn.functional.layer_norm(xr, (4, 6), wr, br, 1e-3).backward(g)
+    expected = [xr.grad] + ([wr.grad, br.grad] if affine else [torch.zeros(4, 6, dtype=f64)] * 2)
+    fn = lambda g, x, mean, rstd, *wb: native_layer_norm_backward(g, x, (4, 6), mean, rstd, *(wb or (None, None)))  # noqa: E731
+    args = (g, x, mean, rstd) + ((w, b) if affine else ())
+    for got, e in zip(fn(*args), expected):
+        torch.testing.assert_close(got, e)
+    m = check(fn, *args)
+    assert '"ltorch.native_layer_norm_backward"' in str(m)

@@ -348,7 +348,7 @@ ELEMENTWISE = {
 }
 
 REDUCTIONS = {"sum", "amax", "amin", "prod"}
-SHAPE_OPS = {"broadcast_in_dim", "reshape", "transpose", "slice", "full", "iota"}
+SHAPE_OPS = {"broadcast_in_dim", "reshape", "transpose", "slice", "full", "iota", "cat"}
 SUPPORTED = set(ELEMENTWISE) | REDUCTIONS | SHAPE_OPS
 
 

@@ -14,7 +14,8 @@ the IRDL definitions; each prim is rewritten into text:
   reduction iterators (f16/bf16 accumulate in f32);
 - `thunder.reshape`: `tensor.collapse_shape` / `tensor.expand_shape` (through rank 1), or in a
   tile a gather through floordiv/mod maps;
-- `thunder.transpose`: a permuted input map; `thunder.slice`: `tensor.extract_slice`.
+- `thunder.transpose`: a permuted input map; `thunder.slice`: `tensor.extract_slice`;
+  `thunder.cat`: `tensor.insert_slice` of each input into a `tensor.empty`.
 
 The generated func is destination-passing: outputs are extra `memref` arguments that the results
 are materialized into, and the func returns nothing. `llvm.emit_c_interface` gives it a
@@ -259,6 +260,21 @@ def _lower_op(em, op, out_t: TensorT):
         em.emit(f"{r} = tensor.extract_slice {ssa}[{', '.join(map(str, starts))}] [{sizes}] "
                 f"[{', '.join(map(str, steps))}] : {t} to {out_t}")
         return r
+    if name == "cat":  # each input written into its part of the result (a tile: of the tile's rows)
+        dim = ir.IntegerAttr(attrs["dim"]).value % out_t.rank
+        r, offset = em.empty(out_t), 0
+        for ssa, t in operands:
+            if t.elt != out_t.elt:
+                raise UnsupportedOp(f"cat of {t.elt} into {out_t.elt}")
+            if t.shape[dim] == 0:
+                continue
+            offsets = [offset if i == dim else 0 for i in range(out_t.rank)]
+            sizes = ", ".join("%n" if s is None else str(s) for s in t.shape)
+            new = em.fresh()
+            em.emit(f"{new} = tensor.insert_slice {ssa} into {r}[{', '.join(map(str, offsets))}] [{sizes}] "
+                    f"[{', '.join('1' for _ in offsets)}] : {t} into {out_t}")
+            r, offset = new, offset + t.shape[dim]
+        return r
     if name == "full":
         value = operands[0]
         init = em.empty(out_t)
@@ -463,6 +479,10 @@ def _operand_axes(op, a):
     if name == "slice":  # tiles of rows of the result are tiles of the input's if the axis is not sliced
         starts, steps = (list(ir.DenseI64ArrayAttr(op.attributes[k])) for k in ("start_indices", "strides"))
         return [(x, a)] if starts[a] == 0 and steps[a] == 1 and _static_shape(x)[a] == out[a] else None
+    if name == "cat":  # tiles of rows of every input, unless the rows are what is concatenated
+        if a == ir.IntegerAttr(op.attributes["dim"]).value % len(out):
+            return None
+        return [(v, a) for v in tensors]
     if name == "reshape":  # the axis must be a dim of both, with as many elements before it
         s = _static_shape(x)
         before = _pymath.prod(out[:a])
@@ -482,6 +502,7 @@ def _operand_axes(op, a):
 def tiling(block):
     """(rows, {value: axis or WHOLE}) when every region result can be computed tile by tile
     along one of its dims of a common size `rows` (the first result's first such dim that works,
+    dims whose rows hold at most TILE_BYTES / 2 of results first,
     each other result's too; no op reduces over or reshapes across it; not the last dim of a
     result of rank 2 or more), else None."""
     ops = [o.operation for o in block.operations if o.operation.name != "arith.constant"]
@@ -491,7 +512,13 @@ def tiling(block):
     shapes = [_static_shape(r) for r in results]
     if not shapes or not all(shapes):
         return None
-    for d0, rows in enumerate(shapes[0]):
+    # the outermost dim whose rows are small enough that a tile of a few of them stays in cache,
+    # before the others (tiles of one 16x512x64 row of a 4x16x512x64 tensor would not)
+    out_bytes = sum(_pymath.prod(s) * elt_bytes(str(ir.RankedTensorType(r.type).element_type))
+                    for r, s in zip(results, shapes))
+    order = sorted(range(len(shapes[0])), key=lambda d: out_bytes // max(shapes[0][d], 1) > TILE_BYTES // 2)
+    for d0 in order:
+        rows = shapes[0][d0]
         if rows < 2:
             continue
         if d0 == len(shapes[0]) - 1 > 0:

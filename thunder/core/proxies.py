@@ -38,12 +38,8 @@ class TensorProxy:
     """Stands for a tensor: it knows shape, dtype, device and requires_grad, not values."""
 
     __slots__ = ("name", "shape", "dtype", "device", "requires_grad", "is_view", "is_input",
-<<<<<<< HEAD
-                 "input_name", "base", "recipe", "views", "meta", "stride_deps", "leaf", "__weakref__")
-=======
                  "input_name", "base", "recipe", "views", "meta", "stride_deps", "leaf", "inference",
-                 "is_parameter")
->>>>>>> i12-api
+                 "is_parameter", "__weakref__")
 
     def __init__(self, shape, dtype, device, requires_grad=False, name=None):
         self.shape = torch.Size(shape)

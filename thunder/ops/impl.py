@@ -172,6 +172,10 @@ def native_multi_head_attention(*args, **kwargs):
 def layer_norm_backward(grad_output, input, normalized_shape, weight=None, bias=None, eps=1e-5):
     # mean and rstd are recomputed (F.layer_norm does not return them)
     _, mean, rstd = torch.ops.aten.native_layer_norm(input, normalized_shape, weight, bias, eps)
+    return native_layer_norm_backward(grad_output, input, normalized_shape, mean, rstd, weight, bias)
+
+
+def native_layer_norm_backward(grad_output, input, normalized_shape, mean, rstd, weight=None, bias=None):
     mask = [True, weight is not None, bias is not None]
     gx, gw, gb = torch.ops.aten.native_layer_norm_backward(grad_output, input, normalized_shape, mean, rstd,
                                                           weight, bias, mask)
@@ -280,7 +284,6 @@ def _autocast(state):
     return contextlib.nullcontext() if state is None else torch.autocast(state[0], dtype=state[1])
 
 
-<<<<<<< HEAD
 # --- checks of values a program was specialized on (ltorch.check, see ops/values.py)
 class ValueChanged(Exception):
     """A value that the compiled program was specialized on while tracing (a tensor value Python
@@ -329,7 +332,8 @@ def rng_restore(snapshot):
     torch.set_rng_state(cpu)
     if cuda is not None:
         torch.cuda.set_rng_state_all(cuda)
-=======
+
+
 def inference_tensor(t):
     """t as an inference tensor (what eager's torch.inference_mode() makes): a copy made in
     inference mode, for results of a trace's inference_mode region that the function returns."""
@@ -342,4 +346,19 @@ def autograd_function_backward(key, saved, cotangents, *, cotangent_for, grads_f
     from thunder.ops.custom_function import run_backward
 
     return run_backward(key, saved, cotangents, cotangent_for, grads_for)
->>>>>>> i12-api
+
+
+# --- attention: torch's CPU flash attention kernels read garbage (NaN) where a last dim is strided
+def _unit_last_stride(x):
+    return x if x.stride(-1) == 1 else x.contiguous()
+
+
+def sdpa_flash(query, key, value, is_causal=False, *, scale=None):
+    q, k, v = (_unit_last_stride(x) for x in (query, key, value))
+    return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, is_causal, scale=scale)
+
+
+def sdpa_flash_backward(grad_out, query, key, value, out, logsumexp, is_causal=False, *, scale=None):
+    g, q, k, v, o = (_unit_last_stride(x) for x in (grad_out, query, key, value, out))
+    return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward(g, q, k, v, o, logsumexp, 0.0,
+                                                                                is_causal, scale=scale)

@@ -586,9 +586,8 @@ def _repeat_heads(x, groups):
     return prims.reshape(x, (*b, h * groups, s, e))
 
 
-@scaled_dot_product_attention.decompose
-def _(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None, enable_gqa=False):
-    batch, groups = _sdpa_check(query, key, value, attn_mask, dropout_p, is_causal, enable_gqa)
+def _sdpa_scores(query, key, value, attn_mask, is_causal, scale, batch, groups):
+    """q k^T * scale + mask in the compute dtype (prims), and v, both broadcast over batch."""
     cdt = _compute_dtype(query.dtype)
     q, k, v = (to_dtype(x, cdt) for x in (query, key, value))
     k, v = _repeat_heads(k, groups), _repeat_heads(v, groups)
@@ -600,15 +599,28 @@ def _(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *, scal
     scores = prims.mul(scores, float(scale))
     shape = tuple(scores.shape)
     if is_causal:
-        rows = prims.iota(L, start=0, step=1, dtype=torch.int64, device=q.device)
-        cols = prims.iota(S, start=0, step=1, dtype=torch.int64, device=q.device)
-        attn_mask = prims.le(prims.broadcast_in_dim(cols, (L, S), (1,)), prims.broadcast_in_dim(rows, (L, S), (0,)))
+        attn_mask = _causal_mask(L, S, q.device)
     if attn_mask is not None:
         mask = expand_to(attn_mask, shape)
         if mask.dtype is torch.bool:
             scores = prims.where(mask, scores, float("-inf"))
         else:
             scores = prims.add(scores, to_dtype(mask, cdt))
+    return scores, v
+
+
+def _causal_mask(L, S, device):
+    """True where key position <= query position (torch's top-left aligned causal mask)."""
+    rows = prims.iota(L, start=0, step=1, dtype=torch.int64, device=device)
+    cols = prims.iota(S, start=0, step=1, dtype=torch.int64, device=device)
+    return prims.le(prims.broadcast_in_dim(cols, (L, S), (1,)), prims.broadcast_in_dim(rows, (L, S), (0,)))
+
+
+@scaled_dot_product_attention.decompose
+def _(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None, enable_gqa=False):
+    batch, groups = _sdpa_check(query, key, value, attn_mask, dropout_p, is_causal, enable_gqa)
+    scores, v = _sdpa_scores(query, key, value, attn_mask, is_causal, scale, batch, groups)
+    shape, S = tuple(scores.shape), key.shape[-2]
     probs = _softmax_decomp(scores, -1, None, log=False)
     if attn_mask is not None:  # as torch's _safe_softmax: rows masked out entirely attend to nothing (0, not nan)
         masked = prims.eq(scores, float("-inf"))
@@ -619,6 +631,62 @@ def _(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *, scal
         probs = _dropout(probs, dropout_p)
     out = prims.matmul(probs, v)
     return to_dtype(out, query.dtype)
+
+
+def _flash_applies(query, key, value, attn_mask, dropout_p, enable_gqa):
+    """Whether torch's CPU flash attention kernel computes this sdpa (as eager's dispatch picks
+    it): 4-d CPU tensors of one floating dtype with equal batch, heads and head dims, no
+    attn_mask, no dropout."""
+    return (all(x.ndim == 4 and x.device.type == "cpu" for x in (query, key, value))
+            and query.dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+            and attn_mask is None and dropout_p == 0.0
+            and query.shape[:2] == key.shape[:2] == value.shape[:2]
+            and query.shape[-1] == key.shape[-1] == value.shape[-1]
+            and query.shape[-2] > 0 and key.shape[-2] > 0 and query.shape[-1] > 0)
+
+
+@scaled_dot_product_attention.trains_as
+def _(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None, enable_gqa=False):
+    if not _flash_applies(query, key, value, attn_mask, dropout_p, enable_gqa):
+        return None
+    return sdpa_flash, dict(query=query, key=key, value=value, is_causal=is_causal, scale=scale)
+
+
+@ltorch("impl.sdpa_flash", returns_sequence=True)
+def sdpa_flash(query: Tensor, key: Tensor, value: Tensor, is_causal: Bool = False, *, scale: Float | None = None):
+    """scaled_dot_product_attention (no mask, no dropout) with the logsumexp of each row of the
+    scaled scores, as torch's CPU flash attention kernel computes them: sdpa's form in @forward
+    (the backward kernel reads q, k, v, the output and the logsumexp instead of recomputing
+    the attention probabilities)."""
+    batch, _ = _sdpa_check(query, key, value, None, 0.0, is_causal, False)
+    return (TensorProxy((*batch, query.shape[-2], value.shape[-1]), query.dtype, query.device),
+            TensorProxy((*batch, query.shape[-2]), _compute_dtype(query.dtype), query.device))
+
+
+@sdpa_flash.decompose
+def _(query, key, value, is_causal=False, *, scale=None):
+    batch, _ = _sdpa_check(query, key, value, None, 0.0, is_causal, False)
+    scores, v = _sdpa_scores(query, key, value, None, is_causal, scale, batch, 1)
+    m = prims.amax(scores, (scores.ndim - 1,))
+    shifted = prims.sub(scores, _keep(m, scores.shape, (scores.ndim - 1,)))
+    e = prims.exp(shifted)
+    total = prims.sum(e, (scores.ndim - 1,))
+    probs = prims.div(e, _keep(total, scores.shape, (scores.ndim - 1,)))
+    out = to_dtype(prims.matmul(probs, v), query.dtype)
+    return out, prims.add(m, prims.log(total))
+
+
+@ltorch("impl.sdpa_flash_backward", returns_sequence=True)
+def sdpa_flash_backward(grad_out: Tensor, query: Tensor, key: Tensor, value: Tensor, out: Tensor, logsumexp: Tensor,
+                        is_causal: Bool = False, *, scale: Float | None = None):
+    """The query, key and value cotangents of sdpa_flash (torch's CPU flash attention backward)."""
+    return tuple(TensorProxy(x.shape, x.dtype, x.device) for x in (query, key, value))
+
+
+@sdpa_flash_backward.decompose
+def _(grad_out, query, key, value, out, logsumexp, is_causal=False, *, scale=None):
+    grads = _sdpa_grads(grad_out, query, key, value, None, is_causal, scale, False)
+    return grads["query"], grads["key"], grads["value"]
 
 
 class _NativeMHAOp(OpDef):
@@ -802,13 +870,21 @@ def _(grad_output, input, normalized_shape, weight=None, bias=None, eps=1e-5):
     from thunder.ops.elementwise import add, mul, rsqrt, sub
     from thunder.ops.reductions import mean, sum_
 
-    g = grad_output
     dims = _layer_norm_check(input, normalized_shape, weight, bias)
+    x = _vjp.upcast(input)
+    mu = mean(x, dims, True)
+    rstd = rsqrt(add(mean(mul(sub(x, mu), sub(x, mu)), dims, True), float(eps)))
+    return _layer_norm_grads(grad_output, input, normalized_shape, weight, bias, dims, mu, rstd)
+
+
+def _layer_norm_grads(g, input, normalized_shape, weight, bias, dims, mu, rstd):
+    """layer_norm's input, weight and bias cotangents from the mean and rstd of its groups."""
+    from thunder.ops.elementwise import mul, sub
+    from thunder.ops.reductions import mean, sum_
+
     lead = tuple(range(input.ndim - len(dims)))
     x, g32 = _vjp.upcast(input), _vjp.upcast(g)
-    centered = sub(x, mean(x, dims, True))
-    rstd = rsqrt(add(mean(mul(centered, centered), dims, True), float(eps)))
-    xhat = mul(centered, rstd)
+    xhat = mul(sub(x, mu), rstd)
     gxhat = mul(g32, weight) if weight is not None else g32
     # d input = rstd * (gxhat - mean(gxhat) - xhat * mean(gxhat * xhat))
     gx = mul(sub(sub(gxhat, mean(gxhat, dims, True)), mul(xhat, mean(mul(gxhat, xhat), dims, True))), rstd)
@@ -822,6 +898,70 @@ def _(grad_output, input, normalized_shape, weight=None, bias=None, eps=1e-5):
     gb = (_vjp.grad_for(bias, over_lead(g32)) if bias is not None
           else _vjp.zeros(shape, input.dtype, input.device))
     return _vjp.grad_for(input, gx), gw, gb
+
+
+@layer_norm.trains_as
+def _(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    if any(p is not None and p.dtype != input.dtype for p in (weight, bias)):
+        return None
+    return native_layer_norm, dict(input=input, normalized_shape=normalized_shape, weight=weight, bias=bias, eps=eps)
+
+
+@ltorch("torch.ops.aten.native_layer_norm", returns_sequence=True)
+def native_layer_norm(input: Tensor, normalized_shape: Ints, weight: Tensor | None, bias: Tensor | None, eps: Float):
+    """layer_norm with the mean and 1/std of each normalized group (shape: input's with the
+    normalized dims 1, dtype: input's), as torch's kernel returns them: layer_norm's form in
+    @forward (its backward kernel reads them instead of recomputing them)."""
+    dims = _layer_norm_check(input, normalized_shape, weight, bias)
+    stats = tuple(1 if i in dims else s for i, s in enumerate(input.shape))
+    return (TensorProxy(input.shape, input.dtype, input.device), TensorProxy(stats, input.dtype, input.device),
+            TensorProxy(stats, input.dtype, input.device))
+
+
+def _layer_norm_stats(x, dims, eps):
+    """mean and rstd of x over dims (prims, x in its compute dtype), kept as size-1 dims."""
+    n = float(math.prod(x.shape[d] for d in dims))
+    keep = tuple(1 if i in dims else s for i, s in enumerate(x.shape))
+    mean = prims.div(prims.sum(x, dims), n)
+    centered = prims.sub(x, _keep(mean, x.shape, dims))
+    rstd = prims.rsqrt(prims.add(prims.div(prims.sum(prims.mul(centered, centered), dims), n), float(eps)))
+    return prims.reshape(mean, keep), prims.reshape(rstd, keep)
+
+
+@native_layer_norm.decompose
+def _(input, normalized_shape, weight, bias, eps):
+    dims = _layer_norm_check(input, normalized_shape, weight, bias)
+    x = to_dtype(input, _compute_dtype(input.dtype))
+    mean, rstd = _layer_norm_stats(x, dims, eps)
+    out = prims.mul(prims.sub(x, expand_to(mean, x.shape)), expand_to(rstd, x.shape))
+    if weight is not None:
+        out = prims.mul(out, expand_to(to_dtype(weight, x.dtype), x.shape))
+    if bias is not None:
+        out = prims.add(out, expand_to(to_dtype(bias, x.dtype), x.shape))
+    return tuple(to_dtype(v, input.dtype) for v in (out, mean, rstd))
+
+
+@ltorch("impl.native_layer_norm_backward", returns_sequence=True)
+def native_layer_norm_backward(grad_output: Tensor, input: Tensor, normalized_shape: Ints, mean: Tensor,
+                               rstd: Tensor, weight: Tensor | None = None, bias: Tensor | None = None):
+    """native_layer_norm's VJP (input, weight, bias cotangents; zeros for an absent weight or
+    bias) from its saved mean and rstd: torch's fused kernel."""
+    return layer_norm_backward.meta(grad_output, input, normalized_shape, weight, bias)
+
+
+@native_layer_norm_backward.decompose
+def _(grad_output, input, normalized_shape, mean, rstd, weight=None, bias=None):
+    dims = _layer_norm_check(input, normalized_shape, weight, bias)
+    mean, rstd = _vjp.upcast(mean), _vjp.upcast(rstd)
+    return _layer_norm_grads(grad_output, input, normalized_shape, weight, bias, dims, mean, rstd)
+
+
+@native_layer_norm.vjp
+def _(g, out, input, normalized_shape, weight, bias, eps):
+    if any(x is not None for x in g[1:]):
+        raise NotImplementedError("thunder: the mean and rstd of native_layer_norm are not differentiable")
+    gx, gw, gb = native_layer_norm_backward(g[0], input, normalized_shape, out[1], out[2], weight, bias)
+    return {"input": gx, "weight": gw if weight is not None else None, "bias": gb if bias is not None else None}
 
 
 @layer_norm.vjp
@@ -852,18 +992,31 @@ def _(g, out, input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
 
 @scaled_dot_product_attention.vjp
 def _(g, out, query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None, enable_gqa=False):
-    """Recomputes the attention probabilities P (one matmul and a softmax) and differentiates
-    softmax(q k^T * scale + mask) v directly."""
-    from thunder.ops.elementwise import add, mul, sub, where
-    from thunder.ops.reductions import sum_
-    from thunder.ops.shape import expand, reshape
-
     if dropout_p > 0:
         raise NotImplementedError(
             "thunder: the gradient of scaled_dot_product_attention with dropout_p > 0 is not supported (the "
             "dropout mask is drawn inside the fused kernel and backward cannot see it). Workaround: train with "
             "dropout_p=0.0, or compute the attention with matmul/softmax/F.dropout")
-    batch, groups = _sdpa_check(query, key, value, attn_mask, dropout_p, is_causal, enable_gqa)
+    return _sdpa_grads(g, query, key, value, attn_mask, is_causal, scale, enable_gqa)
+
+
+@sdpa_flash.vjp
+def _(g, out, query, key, value, is_causal=False, *, scale=None):
+    g_out, g_lse = g
+    if g_lse is not None:
+        raise NotImplementedError("thunder: sdpa_flash's logsumexp is not differentiable")
+    gq, gk, gv = sdpa_flash_backward(g_out, query, key, value, out[0], out[1], is_causal, scale=scale)
+    return {"query": gq, "key": gk, "value": gv}
+
+
+def _sdpa_grads(g, query, key, value, attn_mask, is_causal, scale, enable_gqa):
+    """sdpa's cotangents: recomputes the attention probabilities P (one matmul and a softmax)
+    and differentiates softmax(q k^T * scale + mask) v directly."""
+    from thunder.ops.elementwise import add, mul, sub, where
+    from thunder.ops.reductions import sum_
+    from thunder.ops.shape import expand, reshape
+
+    batch, groups = _sdpa_check(query, key, value, attn_mask, 0.0, is_causal, enable_gqa)
     q, k, v = (_vjp.upcast(x) for x in (query, key, value))
     if groups > 1:
         k, v = _repeat_heads(k, groups), _repeat_heads(v, groups)
@@ -873,9 +1026,7 @@ def _(g, out, query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
     scale = 1.0 / math.sqrt(E) if scale is None else float(scale)
     scores = mul(matmul(q, _vjp.mT(k)), scale)
     if is_causal:
-        rows = prims.iota(L, start=0, step=1, dtype=torch.int64, device=q.device)
-        cols = prims.iota(S, start=0, step=1, dtype=torch.int64, device=q.device)
-        attn_mask = prims.le(prims.broadcast_in_dim(cols, (L, S), (1,)), prims.broadcast_in_dim(rows, (L, S), (0,)))
+        attn_mask = _causal_mask(L, S, q.device)
     if attn_mask is not None:
         if attn_mask.dtype is torch.bool:
             scores = where(attn_mask, scores, float("-inf"))

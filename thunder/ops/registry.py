@@ -174,6 +174,10 @@ class OpDef:
     returns_sequence: bool = False  # a tuple of tensors (split, chunk) rather than one tensor
     decomposition: Callable | None = None
     vjp_rule: Callable | None = None  # vjp(grads, outputs, **args) -> {param: grad}
+    # training_form(**args) -> (OpDef, args) or None: what @forward runs in place of this op when
+    # it is differentiated, an op whose first result is this op's and whose other results are what
+    # its backward reads (sdpa -> torch's flash attention with its logsumexp)
+    training_form: Callable | None = None
     unview_rule: Callable | None = None  # view ops: unview(base, value, index, **args) -> new base
     random: bool = False  # not Pure: draws from the random generator
     is_view: bool = False  # the result shares memory with the input in eager (in-place safety)
@@ -211,6 +215,11 @@ class OpDef:
         the output(s) and the forward values, and returns {tensor param name: its cotangent}
         (None where there is none; a tuple for a tensor-list param)."""
         self.vjp_rule = fn
+        return fn
+
+    def trains_as(self, fn):
+        """Register the op's training form (see `training_form`)."""
+        self.training_form = fn
         return fn
 
     def bind(self, args, kwargs):

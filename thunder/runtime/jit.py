@@ -215,19 +215,16 @@ class ThunderFunction:
     def _miss(self, args, kwargs, changed=None):
         cs, cd = self._cs, self._cd
         cs.cache_misses += 1
-<<<<<<< HEAD
         # (a value an entry was specialized on differs: that entry's guard is the reason)
-        cs.last_miss_reason = changed or (_miss_reason(self._entries, args, kwargs) if self._entries else "first call")
-        if cd.recompile_limit is not None and cs.cache_misses - 1 == cd.recompile_limit + 1:
-=======
-        if self._entries:
+        if changed:
+            cs.last_miss_reason = changed
+        elif self._entries:
             cs.last_miss_reason = _miss_reason(self._entries, args, kwargs)
         else:
             cs.last_miss_reason = "cache option 'no caching'" if cs.cache_misses > 1 else "first call"
         cs.miss_reasons.append(cs.last_miss_reason)
         if (cd.recompile_limit is not None and cs.cache_misses - 1 == cd.recompile_limit + 1
                 and cd.cache_option != "no caching"):  # (that option recompiles by design)
->>>>>>> i12-api
             _warn_recompiles(cd, cs)
         entry = self._add(compile_entry(cd, cs, args, kwargs))
         # the call that traced runs the program without the guards: they hold for the state the
@@ -450,16 +447,11 @@ def compile_entry(cd, cs, args, kwargs, fusion=True) -> CacheEntry:
 
     t = time.perf_counter()
     grad_mode = torch.is_grad_enabled()
-<<<<<<< HEAD
-    training = grad_mode and not cd.disable_torch_autograd and any(x.requires_grad for x in tensors)
-    fusion = _fusion_policy(cd) if fusion else None
-=======
     # autograd where an op ran with grad mode on (outside, or under enable_grad inside the function)
     # on inputs that require grad, and something is returned
     training = (ctx.grad_ops and not cd.disable_torch_autograd and any(x.requires_grad for x in tensors)
                 and bool(out_refs))
-    fusion = _fusion_policy(cd)
->>>>>>> i12-api
+    fusion = _fusion_policy(cd) if fusion else None
     for element in (*DEFAULT_PASSES, *cd.transforms):
         if not callable(element) and pass_name(element) == "thunder-fuse":
             continue  # run below (inference) or after thunder-autograd and thunder-remat (training)
@@ -662,7 +654,6 @@ def _isinstance(obj, classinfo):
     return isinstance(obj, classinfo)
 
 
-<<<<<<< HEAD
 def _runtime_number(cls):
     """int(x) / float(x) inside the interpreter: for a tensor or a runtime number, a runtime
     number (core/numbers.py; Python's own int()/float() must return a real one, which would
@@ -680,7 +671,8 @@ def _runtime_number(cls):
 
 
 _NUMBER_CONVERSIONS = {int: _runtime_number(int), float: _runtime_number(float)}
-=======
+
+
 def _refuse(exc_type, message):
     def refused(*args, **kwargs):
         loc = tracing.current_location()
@@ -707,16 +699,13 @@ def _compiled_by_dynamo(fn):
                 or type(fn).__module__ == "torch._dynamo.eval_frame")
     except Exception:  # noqa: BLE001 - an object whose attributes cannot be read: not dynamo's
         return False
->>>>>>> i12-api
 
 
 def _lookup(fn):
     if fn is isinstance:
         return _isinstance
-<<<<<<< HEAD
     if fn is int or fn is float:
         return _NUMBER_CONVERSIONS[fn]
-=======
     try:
         refused = _REFUSED.get(fn)
     except TypeError:  # unhashable
@@ -731,7 +720,6 @@ def _lookup(fn):
         if hasattr(fn, "__self__"):
             return functools.partial(custom_function.apply, fn.__self__)
         return custom_function.apply  # (Function.apply itself: called with the class first)
->>>>>>> i12-api
     op = registry.lookup_callable(fn)
     if op is not None:
         return functools.partial(fallback.registered, op, fn)
