@@ -695,6 +695,8 @@ _REFUSED = {
 def _compiled_by_dynamo(fn):
     """A function or module that torch.compile returned."""
     try:
+        if getattr(fn, "_torchdynamo_disable", False):
+            return False  # torch._dynamo.disable's wrapper (torch.manual_seed calls one): runs as itself
         return (getattr(fn, "_torchdynamo_orig_callable", None) is not None
                 or type(fn).__module__ == "torch._dynamo.eval_frame")
     except Exception:  # noqa: BLE001 - an object whose attributes cannot be read: not dynamo's
