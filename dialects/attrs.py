@@ -5,8 +5,15 @@ from thunder.core import dtypes
 from thunder.dialects.mlir import arith, complex_, ir
 
 
-# ---- tensor types
+# ---- tensor types, and the scalar types of runtime numbers
+_NUMBER_TYPES = {torch.float64: "f64", torch.int64: "i64", torch.bool: "i1"}
+
+
 def tensor_type(shape, dtype, device):
+    """The MLIR type of a value of this metadata: a ranked tensor type, or for device None (a
+    runtime number, core/numbers.py) the scalar type f64, i64 or i1."""
+    if device is None:
+        return ir.Type.parse(_NUMBER_TYPES[dtype])
     elt = ir.Type.parse(dtypes.to_mlir_name(dtype))
     device = torch.device(device)
     if device.type == "cpu":
@@ -15,10 +22,22 @@ def tensor_type(shape, dtype, device):
 
 
 def tensor_meta(t):
-    """(shape, dtype, device) of an MLIR tensor type."""
-    t = ir.RankedTensorType(t)
+    """(shape, dtype, device) of an MLIR tensor type; ((), dtype, None) of a scalar type (a
+    runtime number)."""
+    if not isinstance(t, ir.RankedTensorType):
+        try:
+            t = ir.RankedTensorType(t)
+        except ValueError:
+            return (), {"f64": torch.float64, "i64": torch.int64, "i1": torch.bool}[str(t)], None
     device = torch.device(ir.StringAttr(t.encoding).value) if t.encoding is not None else torch.device("cpu")
     return tuple(t.shape), dtypes.from_mlir_name(str(t.element_type)), device
+
+
+def is_constant(value: ir.Value):
+    """Whether a value is a number constant (arith.constant, complex.constant) rather than a tensor
+    or a runtime number."""
+    owner = value.owner
+    return isinstance(owner, ir.OpView) and owner.name in CONSTANT_OPS
 
 
 def is_tensor_type(t):

@@ -141,7 +141,8 @@ def _check_operand(p, value):
 
 def decode_op(operation, tensor_of):
     """(OpDef, {param: value}) of an ltorch/thunder operation. tensor_of maps an ir.Value of
-    tensor type to what stands for it (a proxy, a name); numbers come from their constants."""
+    tensor type or a runtime number (scalar type) to what stands for it (a proxy, a name);
+    constant numbers come from their arith.constant."""
     op = registry.OPS.get(operation.name)
     if op is None:
         raise NotImplementedError(f"{operation.name} is not an ltorch or thunder op")
@@ -161,7 +162,7 @@ def decode_op(operation, tensor_of):
         i += n
         for v in group:
             _check_operand(p, v)
-        conv = [tensor_of(v) if attrs.is_tensor_type(v.type) else attrs.constant_value(v) for v in group]
+        conv = [attrs.constant_value(v) if attrs.is_constant(v) else tensor_of(v) for v in group]
         values[p.name] = tuple(conv) if p.kind.variadic else (conv[0] if conv else None)
     for p in attribute_params(op):
         if p.name not in operation.attributes:
@@ -172,8 +173,6 @@ def decode_op(operation, tensor_of):
 
 def _verifier(op):
     def verify_invariants(self):
-        from thunder.core.proxies import TensorProxy
-
         operation = self.operation
         with operation.context, operation.location:
             return _verify(op, operation)
@@ -182,17 +181,18 @@ def _verifier(op):
 
 
 def _verify(op, operation):
-        from thunder.core.proxies import TensorProxy
+        from thunder.core.proxies import proxy_of_meta
 
         try:
             with tracing.not_tracing():
-                _, values = decode_op(operation, lambda v: TensorProxy(*attrs.tensor_meta(v.type), name="v"))
-                out = op.meta(**values)
+                _, values = decode_op(operation, lambda v: proxy_of_meta(*attrs.tensor_meta(v.type), name="v"))
+                out = tracing.run_meta(op, values)
         except Exception as e:  # the meta function's own check, e.g. shapes that do not broadcast
             operation.location.emit_error(f"'{op.qualname}' op invalid operands: {e}")
             return False
         outs = list(out) if isinstance(out, (tuple, list)) else [out]
-        expected = [str(attrs.tensor_type(o.shape, o.dtype, o.device)) for o in outs]
+        refs = [tracing.ref(o) for o in outs]
+        expected = [str(attrs.tensor_type(r.shape, r.dtype, r.device)) for r in refs]
         got = [str(r.type) for r in operation.results]
         if expected != got:
             operation.location.emit_error(

@@ -11,7 +11,7 @@ only ops with rules remain. Integer and bool values never get gradients.
 from dataclasses import dataclass
 
 from thunder.core import trace as tracing
-from thunder.core.proxies import TensorProxy
+from thunder.core.proxies import TensorProxy, proxy_of_meta
 from thunder.core.trace import Ref, TraceCtx
 from thunder.dialects import attrs
 from thunder.dialects.definitions import context
@@ -63,7 +63,7 @@ def split_forward_backward(lifted, requires_grad, n_mutated=0) -> Split:
     def fwd(ref):
         p = proxies.get(ref.name)
         if p is None:
-            p = proxies[ref.name] = TensorProxy(ref.shape, ref.dtype, ref.device, name=ref.name)
+            p = proxies[ref.name] = proxy_of_meta(ref.shape, ref.dtype, ref.device, name=ref.name)
         return p
 
     def as_proxies(v):

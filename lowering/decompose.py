@@ -5,7 +5,7 @@ op's operand types; what it records is emitted in place of the op. Decomposition
 ltorch ops, so the pass repeats until no decomposable op is left. `keep` names ops an executor
 claims (they stay)."""
 from thunder.core import trace as tracing
-from thunder.core.proxies import TensorProxy
+from thunder.core.proxies import DataDependentError, proxy_of_meta
 from thunder.dialects import attrs
 from thunder.dialects.definitions import decode_op
 from thunder.dialects.emit import emit_symbol, loc_file_line, loc_names
@@ -25,7 +25,7 @@ def decompose_op(operation):
     values = {}  # proxy name -> ir.Value
 
     def proxy_of(v):
-        p = TensorProxy(*attrs.tensor_meta(v.type), name=ctx.new_name())
+        p = proxy_of_meta(*attrs.tensor_meta(v.type), name=ctx.new_name())
         values[p.name] = v
         return p
 
@@ -50,18 +50,23 @@ def decompose_op(operation):
 
 def decompose_module(module_op, keep=()):
     changed = True
+    kept = set()  # ops whose decomposition needs the value of a runtime number: they stay
     while changed:
         changed = False
         todo = []
 
         def collect(o):
-            if _decomposable(o, keep):
+            if _decomposable(o, keep) and o not in kept:
                 todo.append(o)
             return ir.WalkResult.ADVANCE
 
         module_op.walk(collect)
         for o in todo:
-            decompose_op(o)
+            try:
+                decompose_op(o)
+            except DataDependentError:  # (e.g. x * t.item() in an integer dtype: int(n) is Python's)
+                kept.add(o)
+                continue
             changed = True
 
 

@@ -187,13 +187,19 @@ class _Graph:
             for r in o.results:
                 self.index[r] = i
         self.preds = []
-        last_effect = None
+        last_effect = last_check = None
         for i, o in enumerate(self.ops):
             ps = {self.index[v] for v in o.operands if v in self.index}
             if not _pure(o):  # keep ops with side effects in their order
                 if last_effect is not None:
                     ps.add(last_effect)
                 last_effect = i
+            if last_check is not None:
+                # nothing runs before a check of a value the trace was specialized on (ops/values.py):
+                # what follows it may hold only for that value (a shape read from a tensor, say)
+                ps.add(last_check)
+            if o.name == "ltorch.check":
+                last_check = i
             self.preds.append(ps)
         self.parent = {}  # op index -> parent op index (union-find); only ops in a region
         self.members = {}  # root -> [op indices]

@@ -387,16 +387,24 @@ def test_advanced_indexing_errors_as_eager(name):
         thunder.jit(fn)(*args)
 
 
-def test_data_dependent_masks_name_the_line():
-    """x[mask] and a value per masked element have data-dependent shapes: the error names the
-    construct, the user's line and a workaround."""
-    from thunder.core.proxies import DataDependentError
+def test_data_dependent_masks():
+    """x[mask] and a value per masked element have data-dependent shapes: the number of True
+    elements is read while tracing (a split, tests/test_data_dependent.py), the rest are ops."""
+    for fn, args in ((lambda a: a[a > 0], (r(4, 4),)), (lambda a: _set(a, a > 0, a[a > 0] * 2), (r(4, 4),)),
+                     (lambda a, i: a[i, a[0] > 0], (r(4, 4), idx(0))),
+                     (lambda a, v: _set(a, a > 0, v[:int((a > 0).sum())]), (r(4), r(4)))):
+        torch.testing.assert_close(thunder.jit(fn)(*args), fn(*args))
 
-    for fn in (lambda a: a[a > 0], lambda a: _set(a, a > 0, a[a > 0] * 2), lambda a, i: a[i, a[0] > 0]):
-        with pytest.raises(DataDependentError, match=r"bool mask.* at .*test_ops_indexing.py:\d+.*Workaround"):
-            thunder.jit(fn)(*([r(4, 4), idx(0)][:fn.__code__.co_argcount]))
-    with pytest.raises(DataDependentError, match="value per masked element"):
-        thunder.jit(lambda a, v: _set(a, a > 0, v))(r(4), r(4))
+
+def test_data_dependent_masks_without_values_name_the_construct():
+    from thunder.core import trace as tracing
+    from thunder.core.proxies import DataDependentError, TensorProxy
+    from thunder.ops import shape
+
+    x = TensorProxy((4, 4), torch.float32, "cpu", name="x")
+    m = TensorProxy((4, 4), torch.bool, "cpu", name="m")
+    with tracing.tracing(tracing.TraceCtx()), pytest.raises(DataDependentError, match=r"bool mask.*Workaround"):
+        shape.getitem(x, m)
 
 
 def test_index_decomposes_to_take():

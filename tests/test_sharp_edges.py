@@ -333,19 +333,6 @@ def test_closure_tensor_is_read_at_call_time():
     torch.testing.assert_close(jf(x), f(x))
 
 
-# ---- data-dependent control flow
-def test_data_dependent_branch_raises_naming_the_line():
-    def f(x):
-        if x.sum().item() > 0:
-            return x
-        return -x
-
-    with pytest.raises(NotImplementedError, match=r"\.item\(\) .*test_sharp_edges.py:\d+"):
-        thunder.jit(f)(torch.randn(3))
-    with pytest.raises(NotImplementedError, match="bool"):
-        thunder.jit(lambda x: x if x.any() else -x)(torch.randn(3))
-
-
 # ---- sharp edges
 def test_python_random_and_print_are_sharp_edges():
     def f(x):

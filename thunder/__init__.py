@@ -16,6 +16,7 @@ __all__ = [
     "jit", "functional", "compile_data", "compile_stats", "last_traces", "last_prologue_traces",
     "last_backward_traces", "cache_option", "cache_hits", "cache_misses", "list_transforms", "last_interpreted_instructions",
     "last_interpreter_log", "last_compile_options", "DebugOptions", "CompileStats", "ThunderModule", "JITSharpEdgeError",
+    "CACHE_OPTIONS",
 ]
 
 
@@ -23,9 +24,12 @@ def jit(fn, /, *, executors=None, cache=None, sharp_edges=None, disable_torch_au
         transforms=None, debug_options=None, **compile_options):
     """Compile fn (a function) with thunder. Returns a callable with fn's behaviour.
 
-    cache: "constant values" (default: recompile when shapes, dtypes, devices, requires_grad or
-    Python scalar values change), "same input" (assume every call matches the first: no checks),
-    "no caching" (recompile on every call). transforms: MLIR pass names (ours or upstream) or
+    cache: a thunder.CACHE_OPTIONS member or its string: CONSTANT_VALUES / "constant values"
+    (default: recompile when shapes, dtypes, devices, requires_grad or Python scalar values
+    change), SAME_INPUT / "same input" (assume every call matches the first: no checks),
+    NO_CACHING / "no caching" (recompile on every call); SYMBOLIC_VALUES is not implemented yet.
+    Other keyword options are recorded (last_compile_options) with a warning.
+    transforms: MLIR pass names (ours or upstream) or
     callables on the trace module, run after the default passes. recompile_limit (default 8, None
     for never): more recompiles than this warn once, naming the input that keeps changing."""
     cd = make_compile_data(fn, executors=executors, cache=cache, sharp_edges=sharp_edges,
@@ -57,7 +61,8 @@ def compile_data(fn):
 
 
 def compile_stats(fn):
-    """Calls, cache hits/misses, compile time per stage and the last miss reason (CompileStats)."""
+    """Calls, cache hits/misses, compile time per stage, the last miss reason and the reason of
+    every miss (miss_reasons: why each recompile happened) (CompileStats)."""
     return _jitted(fn, "compile_stats")._cs
 
 
@@ -94,7 +99,8 @@ def list_transforms(fn):
 
 
 def last_compile_options(fn):
-    """The keyword options fn was jitted with."""
+    """The keyword options fn was jitted with (unknown ones included: they are recorded, with a
+    warning, and otherwise ignored)."""
     return dict(_jitted(fn, "last_compile_options")._cd.compile_options)
 
 

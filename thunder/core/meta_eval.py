@@ -13,6 +13,7 @@ fresh TensorProxy for each tensor. `evaluate(name, source, operands)` is the for
 op `ltorch.torch_call` uses (its callable's name, its argument source and its operands' types)
 and is cached."""
 import contextlib
+import dataclasses
 import functools
 from dataclasses import dataclass
 
@@ -69,16 +70,26 @@ class _NeedsValues(Exception):
 
 
 class _Watch(TorchDispatchMode):
-    """Sees every aten op the call dispatches (before its meta/fake kernel runs)."""
+    """Sees every aten op the call dispatches (before its meta/fake kernel runs). With a shape
+    environment (the dynamic evaluation), ops that read values give unbacked symbols (a runtime
+    number) instead of raising."""
 
-    def __init__(self):
+    def __init__(self, shape_env=None):
         super().__init__()
         self.ops = []
         self.random = False
+        self.shape_env = shape_env
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if torch.Tag.data_dependent_output in func.tags:  # (item, equal, allclose: they read values)
-            raise _NeedsValues(func)
+            if self.shape_env is None:
+                raise _NeedsValues(func)
+            returns = [str(r.type) for r in func._schema.returns]
+            if returns in (["bool"], ["int"], ["float"]):  # (equal: fake tensors have no kernel for it)
+                self.ops.append(func)
+                make = {"bool": self.shape_env.create_unbacked_symbool, "int": self.shape_env.create_unbacked_symint,
+                        "float": self.shape_env.create_unbacked_symfloat}[returns[0]]
+                return make()
         self.random = self.random or torch.Tag.nondeterministic_seeded in func.tags
         self.ops.append(func)
         return func(*args, **(kwargs or {}))
@@ -175,10 +186,36 @@ def autocast_state(operands):
     return None
 
 
-def evaluate(name, source, operands, autocast=None):
+DYNAMIC = "dynamic"
+
+
+def evaluate(name, source, operands, autocast=None, shapes=None):
     """The Evaluation of the call `name(source)` with operand types `operands` ((shape, dtype,
-    device) each); autocast: (device type, dtype) of the torch.autocast region it runs in."""
-    return _evaluate(name, source, tuple(operands), autocast, torch.get_default_dtype())
+    device) each); autocast: (device type, dtype) of the torch.autocast region it runs in.
+
+    For a call that reads values or whose result shapes depend on them (a DataDependentError
+    without shapes), `shapes=DYNAMIC` evaluates it with symbols for what values decide (torch's
+    unbacked symbols): results of shape None in the dims that depend on values, and numbers read
+    from tensors as results of shape () and device None (runtime numbers). `shapes`, the result
+    shapes observed in a run on real values, one per result, fills those dims in."""
+    dynamic = shapes is not None
+    ev = _evaluate(name, source, tuple(operands), autocast, torch.get_default_dtype(), dynamic)
+    return ev if shapes is None or shapes == DYNAMIC else with_shapes(ev, shapes)
+
+
+def with_shapes(ev, shapes):
+    """A dynamic Evaluation with the dims values decide taken from shapes (the others checked)."""
+    shapes = tuple(tuple(s) for s in shapes)
+    if len(shapes) != len(ev.results) or any(
+            len(s) != len(r[0]) or any(d is not None and d != x for d, x in zip(r[0], s))
+            for s, r in zip(shapes, ev.results)):
+        raise ValueError(f"result shapes {shapes} do not fit the call's results {[r[0] for r in ev.results]}")
+    return dataclasses.replace(ev, results=tuple((s, *r[1:]) for s, r in zip(shapes, ev.results)))
+
+
+def is_dynamic(ev):
+    """Whether a dynamic Evaluation has result dims that values decide."""
+    return any(d is None for r in ev.results for d in r[0])
 
 
 def evaluate_callable(fn, name, source, operands, autocast=None):
@@ -194,8 +231,8 @@ def evaluate_callable(fn, name, source, operands, autocast=None):
 
 # (the default dtype is part of the key: factories and int -> float promotions depend on it)
 @functools.lru_cache(maxsize=4096)
-def _evaluate(name, source, operands, autocast, default_dtype):
-    return _run(resolve(name), name, source, operands, autocast)
+def _evaluate(name, source, operands, autocast, default_dtype, dynamic=False):
+    return _run(resolve(name), name, source, operands, autocast, dynamic)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -203,13 +240,13 @@ def _evaluate_fn(fn, name, source, operands, autocast, default_dtype):
     return _run(fn, name, source, operands, autocast)
 
 
-def _run(fn, name, source, operands, autocast):
+def _run(fn, name, source, operands, autocast, dynamic=False):
     # with the floating inputs requiring grad first, which tells which results carry gradient;
     # a call torch refuses on such inputs (resize_) runs again without, and that run's answer
     # (or error) is the call's
     for grad in (True, False):
         try:
-            return _attempt(fn, name, source, operands, autocast, grad)
+            return _attempt(fn, name, source, operands, autocast, grad, dynamic)
         except (DataDependentError, UntraceableError):
             raise
         except Exception:
@@ -217,25 +254,31 @@ def _run(fn, name, source, operands, autocast):
                 raise
 
 
-def _attempt(fn, name, source, operands, autocast, grad):
-    fake = autocast is not None or not operands
+def _attempt(fn, name, source, operands, autocast, grad, dynamic=False):
+    fake = autocast is not None or not operands or dynamic
     try:
-        ev, constants = _run_on(fn, name, source, operands, autocast, fake, grad)
+        ev, constants = _run_on(fn, name, source, operands, autocast, fake, grad, dynamic)
         if constants and not fake:  # device-dependent answers (get_device, type()) need the real device
             ev, _ = _run_on(fn, name, source, operands, autocast, True, grad)
         return ev
     except NotImplementedError as e:
         if fake or "meta" not in str(e).lower() or isinstance(e, (DataDependentError, UntraceableError)):
             raise
+    except RuntimeError as e:  # "cannot repeat_interleave a meta tensor without output_size": fake tensors can
+        if fake or "meta tensor" not in str(e):
+            raise
     return _run_on(fn, name, source, operands, autocast, True, grad)[0]
 
 
-def _run_on(fn, name, source, operands, autocast, fake, grad):
-    """(Evaluation, whether the result has non-tensor values) of one run on meta or fake tensors."""
+def _run_on(fn, name, source, operands, autocast, fake, grad, dynamic=False):
+    """(Evaluation, whether the result has non-tensor values) of one run on meta or fake tensors
+    (dynamic: fake tensors with a shape environment, see evaluate)."""
     from torch._subclasses import fake_tensor
+    from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode, ShapeEnv
 
-    mode = fake_tensor.FakeTensorMode() if fake else None
-    watch = _Watch()
+    shape_env = ShapeEnv() if dynamic else None
+    mode = fake_tensor.FakeTensorMode(shape_env=shape_env) if fake else None
+    watch = _Watch(shape_env)
     try:
         with (mode or contextlib.nullcontext()), _autocast(autocast), torch.set_grad_enabled(grad):
             tensors = [torch.empty(shape, dtype=dtype, device=device if fake else "meta")
@@ -258,6 +301,10 @@ def _run_on(fn, name, source, operands, autocast, fake, grad):
             f"on them: {e}), which are not known while tracing. Workaround: compute it outside the jitted "
             "function, or use an operation whose result shape does not depend on values (torch.where, "
             "masked_fill instead of boolean indexing).") from None
+    except GuardOnDataDependentSymNode as e:  # (dynamic: torch branches on a value inside the call)
+        raise DataDependentError(
+            f"thunder: {name}{where()} branches on the values of its tensor arguments inside torch ({e.args[0]!s:.200}), "
+            "which thunder cannot trace. Workaround: compute it outside the jitted function.") from None
     except fake_tensor.UnsupportedOperatorException as e:
         raise untraceable(name, f"torch cannot compute the metadata of its result without running it ({e})") from None
     device = next((d for _, _, d in operands if d.type != "cpu"), operands[0][2] if operands else torch.device("cpu"))
@@ -270,7 +317,8 @@ def _run_on(fn, name, source, operands, autocast, fake, grad):
                 return Operand(position[id(v)])
             if type(v) not in (torch.Tensor, fake_tensor.FakeTensor, torch.nn.Parameter):
                 raise untraceable(name, f"it returns a tensor subclass ({type(v).__name__})")
-            results.append((tuple(v.shape), v.dtype, device if v.device.type == "meta" else v.device))
+            shape = tuple(d if isinstance(d, int) else None for d in v.shape)  # (None: values decide it)
+            results.append((shape, v.dtype, device if v.device.type == "meta" else v.device))
             grads.append(v.requires_grad if grad else None)
             for j, t in enumerate(tensors):
                 if torch._C._is_alias_of(v, t):
@@ -279,6 +327,11 @@ def _run_on(fn, name, source, operands, autocast, fake, grad):
             return Result(len(results) - 1)
         if v is None:
             return None
+        if isinstance(v, (torch.SymBool, torch.SymInt, torch.SymFloat)):  # a number read from a tensor
+            python_type = {torch.SymBool: bool, torch.SymInt: int, torch.SymFloat: float}[type(v)]
+            results.append(((), {bool: torch.bool, int: torch.int64, float: torch.float64}[python_type], None))
+            grads.append(None)
+            return Result(len(results) - 1)
         if isinstance(v, _CONSTANT_TYPES):
             constants[0] = True
             return v

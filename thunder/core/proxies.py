@@ -38,7 +38,8 @@ class TensorProxy:
     """Stands for a tensor: it knows shape, dtype, device and requires_grad, not values."""
 
     __slots__ = ("name", "shape", "dtype", "device", "requires_grad", "is_view", "is_input",
-                 "input_name", "base", "recipe", "views", "meta", "stride_deps", "leaf")
+                 "input_name", "base", "recipe", "views", "meta", "stride_deps", "leaf", "inference",
+                 "is_parameter", "__weakref__")
 
     def __init__(self, shape, dtype, device, requires_grad=False, name=None):
         self.shape = torch.Size(shape)
@@ -52,9 +53,12 @@ class TensorProxy:
         self.base = None  # for views: the proxy this one is a view of
         self.recipe = None  # for views: (op, args, result index) that made it from its base
         self.views = []  # views taken of this proxy (regenerated when it is updated in place)
+        tracing.track(self)
         # eager's strides: a meta tensor made by torch's own kernels (record_op); None: contiguous
         self.meta = None
         self.stride_deps = frozenset()  # names of the inputs whose strides decide this one's
+        self.inference = False  # made under torch.inference_mode(): returned as an inference tensor
+        self.is_parameter = False  # stands for an nn.Parameter (isinstance(p, nn.Parameter) is True)
         self.leaf = True  # for inputs: whether the tensor is a leaf of autograd's graph
 
     __hash__ = object.__hash__
@@ -151,34 +155,56 @@ class TensorProxy:
             raise TypeError("iteration over a 0-d tensor")
         return iter([self[i] for i in range(self.shape[0])])
 
-    # --- values: not known while tracing
-    def _data_dependent(self, what):
-        raise DataDependentError(
-            f"thunder: {what} of tensor {self.name}{where()} needs its values, which are not known "
-            "while tracing (data-dependent control flow). Workaround: compute the condition outside "
-            "the jitted function, or use torch.where instead of Python if/while."
-        )
+    # --- values. item() and tolist() give runtime numbers (core/numbers.py), which the program
+    # computes on every call; where Python needs a value (bool(), int(), __index__, numpy()), it is
+    # read while tracing and the trace specialized on it: a split (runtime/reads.py)
+    def item(self):
+        n = registry.OPS["ltorch.item"](self)
+        n.expr = f"{self.name}.item()"
+        return n
+
+    def _scalar(self, to):
+        """The single element as a runtime number of Python type `to` (ValueError as eager's
+        int()/float() for more elements)."""
+        if self.numel() != 1:
+            raise ValueError("only one element tensors can be converted to Python scalars")
+        n = self.item()
+        out = n._unary(to.__name__) if n.python_type is not to else n
+        out.expr = self.name
+        return out
 
     def __bool__(self):
-        self._data_dependent("bool()")
+        if self.numel() != 1:
+            raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
+        return self._scalar(bool).concrete("bool()")
 
     def __int__(self):
-        self._data_dependent("int()")
+        return self._scalar(int).concrete("int()")
 
     def __float__(self):
-        self._data_dependent("float()")
+        return self._scalar(float).concrete("float()")
 
     def __index__(self):
-        self._data_dependent("using as an index")
-
-    def item(self):
-        self._data_dependent(".item()")
+        if self.numel() != 1 or self.dtype.is_floating_point or self.dtype.is_complex:
+            raise TypeError("only integer tensors of a single element can be converted to an index")
+        return self._scalar(int).concrete("__index__()")
 
     def tolist(self):
-        self._data_dependent(".tolist()")
+        if self.ndim == 0:
+            return self.item()
+        if self.numel() == 0:
+            return _nest([], self.shape)
+        flat = list(registry.OPS["ltorch.tolist"](self))
+        for i, n in enumerate(flat):
+            n.expr = f"{self.name}.tolist()[{i}]"
+        return _nest(flat, self.shape)
 
-    def numpy(self):
-        self._data_dependent(".numpy()")
+    def numpy(self, *, force=False):
+        import numpy
+
+        from thunder.core.numbers import concrete
+
+        return numpy.array(concrete(self.tolist(), "numpy()"), dtype=torch.empty((), dtype=self.dtype).numpy().dtype)
 
     # --- torch-level calls
     def __getattr__(self, name):
@@ -193,6 +219,8 @@ class TensorProxy:
         if name.endswith("_") and not name.startswith("_") and name[:-1] in registry.METHODS:
             update = functools.partial(inplace, registry.METHODS[name[:-1]], name)
             return functools.partial(fallback.registered, update, attr, self)
+        if name == "grad":
+            return _read_grad(self)
         if name in _NOT_TRACED:
             raise NotImplementedError(f"thunder: torch.Tensor.{name}{where()} {_NOT_TRACED[name]}")
         if attr is None or name.startswith("__"):
@@ -213,6 +241,12 @@ class TensorProxy:
         return fallback.dispatch(func, *args, **(kwargs or {}))
 
 
+def _nest(flat, shape):
+    """flat (row-major) as nested lists of shape, as Tensor.tolist gives them."""
+    if len(shape) <= 1:
+        return list(flat)
+    n = len(flat) // shape[0] if shape[0] else 0
+    return [_nest(flat[i * n:(i + 1) * n], shape[1:]) for i in range(shape[0])]
 # torch functions that read only metadata: answered by the proxy, nothing is recorded
 _METADATA = {torch.is_floating_point: TensorProxy.is_floating_point, torch.is_complex: TensorProxy.is_complex,
              torch.numel: TensorProxy.numel}
@@ -232,6 +266,16 @@ _NOT_TRACED = {
     "record_stream": _MEMORY, "grad": _AUTOGRAD, "backward": _AUTOGRAD, "register_hook": _AUTOGRAD,
     "retain_grad": _AUTOGRAD, "requires_grad_": _AUTOGRAD, "register_post_accumulate_grad_hook": _AUTOGRAD,
 }
+
+
+def _read_grad(p):
+    """x.grad while tracing: for a tensor the trace reads (argument, parameter), its .grad at call
+    time, an input of the trace (None is guarded); None for a tensor the trace computed, as eager
+    answers for a result of ops."""
+    reader = getattr(tracing.current(), "read_grad", None)
+    if reader is None:
+        raise NotImplementedError(f"thunder: torch.Tensor.grad{where()} {_AUTOGRAD}")
+    return reader(p)
 
 
 def check_inplace_allowed(self):
@@ -404,6 +448,16 @@ for _n in _OPERATORS:
     setattr(TensorProxy, f"__i{_n}__", _inplace_dunder(_n))
 
 
+def proxy_of_meta(shape, dtype, device, name=None):
+    """A proxy for a value of this metadata (a trace's Ref, an MLIR type): a TensorProxy, or for
+    device None a NumberProxy (a runtime number)."""
+    if device is None:
+        from thunder.core.numbers import NumberProxy, PYTHON_TYPES
+
+        return NumberProxy(PYTHON_TYPES[dtype], name=name)
+    return TensorProxy(shape, dtype, device, name=name)
+
+
 def proxy_for(t: torch.Tensor, name=None, *, input=True):
     p = TensorProxy(t.shape, t.dtype, t.device, t.requires_grad, name=name)
     p.is_input = input
@@ -411,6 +465,7 @@ def proxy_for(t: torch.Tensor, name=None, *, input=True):
     p.meta = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta")
     p.stride_deps = frozenset((p.name,)) if input else frozenset()
     p.leaf = t.is_leaf
+    p.is_parameter = isinstance(t, torch.nn.Parameter)
     ctx = tracing.current()
     if ctx is not None and t.requires_grad:
         ctx.differentiable = True

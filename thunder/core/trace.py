@@ -39,13 +39,20 @@ class TraceCtx:
         self.symbols: list[BoundSymbol] = []
         self.inputs: list = []  # Refs of the input tensors, in order
         self._counter = 0
+        self._numbers = 0
         self._prefix = prefix
         self._used = set()
         self.track_grad_mode = False  # record no_grad regions (the user's program, not decompositions)
         self.mutated = {}  # input name -> the proxy holding its final value (in-place updates)
+        # thunder.jit's tracing: reads tensor values by running the recorded prefix on the real
+        # inputs (runtime/reads.py); None elsewhere (passes, decompositions), where reads raise
+        self.reader = None
+        self.live = None  # id -> proxy, weakly: the proxies made while a reader is set (values to keep)
         self.consulted = set()  # ambient torch state the trace depends on (runtime/guards.py AMBIENT)
         self.track_strides = False  # eager's strides on proxies (the user's program, not decompositions)
         self.differentiable = False  # an input requires grad
+        self.grad_ops = False  # an op of the user's program was recorded with grad mode on
+        self.read_grad = None  # x.grad of a proxy while tracing (runtime/state.py), when the caller reads them
         self.stride_dependent = set()  # names of the inputs whose strides decided something
 
     def new_name(self, hint=None):
@@ -91,6 +98,64 @@ def new_name(hint=None):
     return ctx.new_name(hint) if ctx is not None else None
 
 
+def new_number_name():
+    """A name for a runtime number (n0, n1, ...)."""
+    ctx = _current.get()
+    if ctx is None:
+        return None
+    while True:
+        name = f"n{ctx._numbers}"
+        ctx._numbers += 1
+        if name not in ctx._used:
+            ctx._used.add(name)
+            return name
+
+
+def track(proxy):
+    """A new proxy: the reader keeps the values of live proxies only."""
+    ctx = _current.get()
+    if ctx is not None and ctx.live is not None:
+        ctx.live[id(proxy)] = proxy
+
+
+def read_value(proxy, expr):
+    """The real value of a proxy (tensor or number), read while tracing; DataDependentError where
+    no values are available (passes, decompositions, functional code without a reader)."""
+    ctx = _current.get()
+    if ctx is None or ctx.reader is None:
+        from thunder.core.proxies import DataDependentError, where
+
+        raise DataDependentError(
+            f"thunder: the value of {expr}{where()} is needed, and values are not known here (only while "
+            "thunder.jit traces a call). Workaround: compute it outside, or keep it in tensor operations "
+            "(torch.where instead of a Python branch on a tensor).")
+    return ctx.reader.value(proxy)
+
+
+def values_known():
+    """Whether tensor values can be read here (thunder.jit's tracing has a reader; passes and
+    decompositions do not)."""
+    ctx = _current.get()
+    return ctx is not None and ctx.reader is not None
+
+
+def read_int(tensor, what, why):
+    """The value of a one-element integer tensor proxy as a Python int, which the trace is
+    specialized on (a split, runtime/reads.py); what names it in reports."""
+    n = tensor.item()
+    if not isinstance(n, int):
+        n.expr = what
+        n = n.concrete(why)
+    return n
+
+
+def split(proxy, why):
+    """The value of a proxy that Python needs: the trace is specialized on it from here on (the
+    program checks it). See runtime/reads.py."""
+    ctx = _current.get()
+    if ctx is None or ctx.reader is None:
+        read_value(proxy, f"{proxy.expr} ({why})")
+    return ctx.reader.split(proxy, why)
 def strides_decide(proxy):
     """Something in the trace depends on proxy's strides: the cache entry checks the strides of
     the inputs they come from."""
@@ -118,13 +183,22 @@ def current_location():
 
 
 def ref(p):
+    """The Ref of a proxy; a NumberProxy's has shape (), its dtype (float64, int64, bool) and
+    device None (a scalar SSA value in MLIR)."""
+    if not hasattr(type(p), "shape"):  # a NumberProxy
+        return Ref(p.name, (), p.dtype, None)
     return Ref(p.name, tuple(p.shape), p.dtype, p.device)
 
 
+def is_number_ref(r):
+    return r.device is None
+
+
 def _to_refs(v):
+    from thunder.core.numbers import NumberProxy
     from thunder.core.proxies import TensorProxy
 
-    if isinstance(v, TensorProxy):
+    if isinstance(v, (TensorProxy, NumberProxy)):
         return ref(v)
     if isinstance(v, tuple) and any(isinstance(x, TensorProxy) for x in v):
         return tuple(_to_refs(x) for x in v)
@@ -145,7 +219,7 @@ def record_op(op, values):
 
         values = autocast.apply(op, values)  # casts of an active torch.autocast region
     try:
-        out = op.meta(**values)
+        out = run_meta(op, values)
     except Exception as e:  # eager's exception for a bad call, or a refusal: say where it came from
         _note_location(e, op)
         raise
@@ -159,6 +233,8 @@ def record_op(op, values):
             # reshape, flatten, contiguous: a view where eager's strides allow one, else a copy
             o.is_view = m is None or first is None or _aliases(m, first.meta)
     for i, o in enumerate(outs):
+        if not isinstance(o, TensorProxy):
+            continue  # a runtime number
         base = o.base if o.base is not None else first  # (a meta function may name the base)
         if o.is_view and base is not None:
             # remember how o was made from base, so in-place updates can flow between them
@@ -166,11 +242,37 @@ def record_op(op, values):
             base.views.append(o)
     ctx.symbols.append(BoundSymbol(op, {k: _to_refs(v) for k, v in values.items()},
                                    [ref(o) for o in outs], current_location()))
+    if ctx.track_grad_mode:
+        # requires_grad as eager answers it: a floating result of a differentiable op on a tensor
+        # that requires grad, with grad mode on
+        grad = _grad_enabled()
+        ctx.grad_ops |= grad
+        needs = grad and op.differentiable and any(
+            x.requires_grad for v in values.values() for x in (v if isinstance(v, tuple) else (v,))
+            if isinstance(x, TensorProxy))
+        for o in outs:
+            if isinstance(o, TensorProxy):
+                o.requires_grad = needs and (o.dtype.is_floating_point or o.dtype.is_complex)
     if ctx.track_grad_mode and not _grad_enabled() and op.name not in ("detach", "no_grad_update"):
         # under torch.no_grad() the results carry no autograd history: record that in the trace
         outs = [_detach(o) for o in outs]
         out = tuple(outs) if isinstance(out, (tuple, list)) else outs[0]
+        if _inference_mode():
+            for o in outs:
+                if isinstance(o, TensorProxy):
+                    o.inference = True
     return tuple(outs) if isinstance(out, (tuple, list)) else out
+
+
+def run_meta(op, values):
+    """op's meta function on bound values; runtime numbers (NumberProxy operands) are seen as
+    an example value of their type (metadata depends on their type only: the ops whose metadata
+    depends on values read them when binding, see OpDef.bind)."""
+    from thunder.core.numbers import NumberProxy, example
+
+    if any(isinstance(v, NumberProxy) for v in values.values()):
+        values = {k: example(v) for k, v in values.items()}
+    return op.meta(**values)
 
 
 def _eager_strides(ctx, op, values, outs):
@@ -183,6 +285,8 @@ def _eager_strides(ctx, op, values, outs):
 
     tensors = [x for v in values.values() for x in (v if isinstance(v, tuple) else (v,)) if isinstance(x, TensorProxy)]
     deps = frozenset().union(*(t.stride_deps for t in tensors))
+    if not all(isinstance(o, TensorProxy) for o in outs):
+        return None  # (runtime numbers: no strides)
     for o in outs:
         o.stride_deps = deps
     if op.strided:
@@ -190,10 +294,12 @@ def _eager_strides(ctx, op, values, outs):
     if op.random:
         return None  # (torch's random kernels would draw from the generator even on meta tensors)
 
+    from thunder.core.numbers import example
+
     def meta(v):
         if isinstance(v, TensorProxy):
             return meta_of(v)
-        return tuple(meta(x) for x in v) if isinstance(v, tuple) else v
+        return tuple(meta(x) for x in v) if isinstance(v, tuple) else example(v)
 
     import torch
 
@@ -221,6 +327,12 @@ def _eager_strides(ctx, op, values, outs):
 def _aliases(m, base):
     """Whether meta tensor m shares memory with meta tensor base (the same storage object)."""
     return base is not None and m.untyped_storage()._cdata == base.untyped_storage()._cdata
+
+
+def _inference_mode():
+    import torch
+
+    return torch.is_inference_mode_enabled()
 
 
 def _note_location(e, op):

@@ -38,7 +38,7 @@ from thunder.interpreter.errors import InterpreterError
 from thunder.interpreter.frame import Provenance
 from thunder.interpreter.runtime import Runtime, current_frame, strip_interpreter
 
-__all__ = ["interpret", "InterpreterError", "Provenance", "InterpretResult", "current_source_location"]
+__all__ = ["interpret", "interpret_inner", "InterpreterError", "Provenance", "InterpretResult", "current_source_location"]
 
 
 @dataclass
@@ -81,3 +81,16 @@ def current_source_location() -> tuple[str, int | None, str] | None:
     if f is None:
         return None
     return f.code.co_filename, f.lineno, f.code.co_name
+
+
+def interpret_inner(fn: Callable, args: tuple | list = (), kwargs: dict | None = None) -> Any:
+    """Runs ``fn(*args, **kwargs)`` in the interpreter running the caller (a replacement that
+    ``lookup`` returned, running natively, hands part of its work back to the program: thunder's
+    torch.autograd.Function support interprets the user's forward this way), so the hooks see what
+    fn does; natively when nothing is being interpreted."""
+    from thunder.interpreter.runtime import active_frames
+
+    frames = active_frames()
+    if not frames:
+        return fn(*args, **(kwargs or {}))
+    return frames[-1][0].call_unlooked(fn, tuple(args), dict(kwargs or {}), None)

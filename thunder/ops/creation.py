@@ -4,6 +4,7 @@ import math
 import torch
 
 from thunder.core import dtypes
+from thunder.core.numbers import has_proxy
 from thunder.core.proxies import TensorProxy
 from thunder.ops import prims
 from thunder.ops.decomp_utils import to_dtype
@@ -204,7 +205,35 @@ class _TensorOp(OpDef):
             bound = None  # bind reports it
         if bound is not None and _has_tensor(bound.arguments["data"]):
             return _copy_of_tensors(self, bound.arguments)
+        if bound is not None and has_proxy(bound.arguments["data"]) and (
+                not bound.arguments.get("requires_grad") or not isinstance(bound.arguments["data"], (tuple, list))):
+            return _tensor_of_runtime_numbers(self, bound.arguments)
         return super().__call__(*args, **kwargs)
+
+
+def _tensor_of_runtime_numbers(op, args):
+    """torch.tensor(t.item()), torch.tensor([a, b]) with runtime numbers (core/numbers.py): one
+    full((), n) per element, stacked, so the values stay runtime values (no split). (A list with
+    requires_grad=True is a leaf in eager: its numbers are read instead.)"""
+    from thunder.core.numbers import example
+    from thunder.ops.shape import stack
+
+    def examples(x):
+        return [examples(y) for y in x] if isinstance(x, (tuple, list)) else example(x)
+
+    data = args["data"]
+    _data_shape(_as_tuples(examples(data)))  # (eager's errors for ragged data)
+    dtype, device = args.get("dtype"), args.get("device")
+    if op.name == "new_tensor":
+        dtype, device = dtype or args["input"].dtype, device or args["input"].device
+    dtype = dtype or _data_dtype(examples(data))
+
+    def build(x):
+        if isinstance(x, (tuple, list)):
+            return stack([build(y) for y in x])
+        return full((), x, dtype=dtype, device=device, requires_grad=bool(args.get("requires_grad")))
+
+    return build(data)
 
 
 def _copy_of_tensors(op, args):
@@ -271,7 +300,7 @@ def _arange_args(start, end, step, dtype):
     return start, end, step, dtype, length
 
 
-@ltorch("impl.arange", aliases=(torch.arange,))
+@ltorch("impl.arange", aliases=(torch.arange,), static_numbers=("start", "end", "step"))
 def arange(start: Number = 0, end: Number | None = None, step: Number = 1, *, dtype: DType | None = None,
            device: Device | None = None, requires_grad: Bool = False):
     """torch.arange(end), torch.arange(start, end, step=1)."""

@@ -405,7 +405,14 @@ class _WhereOp(OpDef):
 
     def __call__(self, *args, **kwargs):
         if len(args) + len(kwargs) == 1:
+            from thunder.core import trace as tracing
             from thunder.core.proxies import data_dependent
+
+            condition = (*args, *kwargs.values())[0]
+            if tracing.values_known() and isinstance(condition, TensorProxy) and condition.ndim:
+                from thunder.ops.indexing import mask_indices
+
+                return tuple(mask_indices(condition))  # (the number of True elements is read: a split)
 
             data_dependent("torch.where(condition) (the indices of the True elements)",
                            "use torch.where(condition, input, other) or a mask (x * condition)")

@@ -31,12 +31,16 @@ out-of-place form (`foo`, `inplace=False`) and assigned like registered in-place
 (core/proxies.py `inplace`); without an out-of-place form (x.uniform_()), or when the
 update changes the tensor's shape, the in-place call on a clone. `out=` is the call without it,
 then written into out (`write_out`)."""
+import ast
+
 import torch
 
 from thunder.core import meta_eval, trace as tracing
 from thunder.core.callables import callable_name, resolve
 from thunder.core.meta_eval import Result, build, encode_call, evaluate, untraceable
-from thunder.core.proxies import DataDependentError, TensorProxy, assign, check_inplace_allowed, inplace, write_out
+from thunder.core.numbers import concrete, has_proxy
+from thunder.core.proxies import (DataDependentError, TensorProxy, assign, check_inplace_allowed, inplace,
+                                  proxy_of_meta, write_out)
 from thunder.core.pysource import Name, call_source, parse_call, py_repr
 from thunder.ops import registry
 from thunder.ops.registry import Device, Ints, Str, Tensor, Tensors, ltorch
@@ -59,51 +63,56 @@ def _autocast_text(state):
     return None if state is None else f"{state[0]}:{state[1]}"
 
 
-def _evaluation(tensors, callable, args, autocast):
-    return evaluate(callable, args, [(tuple(t.shape), t.dtype, t.device) for t in tensors], _autocast_of(autocast))
+def _evaluation(tensors, callable, args, autocast, shapes=None):
+    """The call's Evaluation; shapes (the source of a tuple of result shapes): a call whose result
+    shapes depend on values, with the shapes of the run that traced it (checked by ltorch.check)."""
+    return evaluate(callable, args, [(tuple(t.shape), t.dtype, t.device) for t in tensors], _autocast_of(autocast),
+                    shapes=None if shapes is None else ast.literal_eval(shapes))
 
 
-def _results(tensors, callable, args, autocast, random):
-    ev = _evaluation(tensors, callable, args, autocast)
+def _results(tensors, callable, args, autocast, random, shapes=None):
+    ev = _evaluation(tensors, callable, args, autocast, shapes)
     if ev.random != random:
         raise ValueError(f"{callable} {'draws' if ev.random else 'draws no'} random numbers: it is recorded as "
                          f"ltorch.torch_call{'_random' if ev.random else ''}")
     if not ev.results:
         raise ValueError(f"{callable}({args}) produces no tensors")
-    outs = tuple(TensorProxy(*r) for r in ev.results)
+    outs = tuple(proxy_of_meta(*r) for r in ev.results)
     for i, j in ev.views:  # (record_op links them, so in-place updates flow between the two)
         outs[i].is_view, outs[i].base = True, tensors[j]
     return outs
 
 
 @ltorch("(callable)", returns_sequence=True)
-def torch_call(tensors: Tensors, *, callable: Str, args: Str, autocast: Str | None = None):
+def torch_call(tensors: Tensors, *, callable: Str, args: Str, autocast: Str | None = None, shapes: Str | None = None):
     """A torch call without a registry entry (thunder's fallback): `callable` with the arguments
     `args` (`_i` is tensor operand i), run by the generated program as that torch call; results:
     its result tensors, then the new values of operands it updates in place. `autocast`
-    ("cpu:torch.bfloat16"): the torch.autocast region it runs in. Not fusible; gradient: torch's
-    (torch_call_vjp)."""
-    return _results(tensors, callable, args, autocast, False)
+    ("cpu:torch.bfloat16"): the torch.autocast region it runs in. `shapes` ("((2, 1),)"): the
+    result shapes of a call whose result shapes depend on values (torch.nonzero), as in the run
+    that traced it (ltorch.check checks them; numbers it reads from tensors are results of type
+    f64/i64/i1). Not fusible; gradient: torch's (torch_call_vjp)."""
+    return _results(tensors, callable, args, autocast, False, shapes)
 
 
 @ltorch("(callable)", returns_sequence=True, random=True)
 def torch_call_random(tensors: Tensors, rng_state: Tensor | None = None, *, callable: Str, args: Str,
-                      autocast: Str | None = None):
+                      autocast: Str | None = None, shapes: Str | None = None):
     """ltorch.torch_call of a callable that draws random numbers (not Pure). rng_state: the
     generator state it starts from (ltorch.rng_state), read by its gradient only."""
-    return _results(tensors, callable, args, autocast, True)
+    return _results(tensors, callable, args, autocast, True, shapes)
 
 
 @ltorch("impl.torch_call_vjp", returns_sequence=True, differentiable=False)
 def torch_call_vjp(tensors: Tensors, rng_state: Tensor | None = None, *, callable: Str, args: Str,
-                   autocast: Str | None = None, grads_for: Ints, cotangent_for: Ints):
+                   autocast: Str | None = None, shapes: Str | None = None, grads_for: Ints, cotangent_for: Ints):
     """torch's gradient of a ltorch.torch_call: tensors are the call's operands, then the
     cotangents of its results `cotangent_for`; results: the gradients of operands `grads_for`.
     Runs impl.torch_call_vjp (the call recomputed under enable_grad, from rng_state when given,
     then torch.autograd.grad)."""
     n = len(tensors) - len(cotangent_for)
     inputs, cotangents = tensors[:n], tensors[n:]
-    ev = _evaluation(inputs, callable, args, autocast)
+    ev = _evaluation(inputs, callable, args, autocast, shapes)
     for i, g in zip(cotangent_for, cotangents):
         if not 0 <= i < len(ev.results) or (tuple(g.shape), g.dtype) != ev.results[i][:2]:
             raise ValueError(f"cotangent {i} of type {tuple(g.shape)} {g.dtype} does not match result {i} of {callable}")
@@ -129,13 +138,13 @@ def _state_size(device):
 # Gradients
 
 
-def _vjp(g, out, tensors, callable, args, autocast=None, rng_state=None):
+def _vjp(g, out, tensors, callable, args, autocast=None, rng_state=None, shapes=None):
     grads_for = tuple(i for i, t in enumerate(tensors) if differentiable(t))
     cotangent_for = tuple(i for i, gi in enumerate(g) if gi is not None)
     if not grads_for or not cotangent_for:
         return {"tensors": (None,) * len(tensors)}
     grads = torch_call_vjp((*tensors, *(g[i] for i in cotangent_for)), rng_state, callable=callable, args=args,
-                           autocast=autocast, grads_for=grads_for, cotangent_for=cotangent_for)
+                           autocast=autocast, shapes=shapes, grads_for=grads_for, cotangent_for=cotangent_for)
     result = [None] * len(tensors)
     for i, gi in zip(grads_for, grads):
         result[i] = gi
@@ -193,7 +202,7 @@ def _python(values, outs):
     """Statements of a (random) torch_call: operands it writes are cloned first (into the names
     of their new values), then the call itself."""
     tensors = values["tensors"]
-    ev = _evaluation(tensors, values["callable"], values["args"], values["autocast"])
+    ev = _evaluation(tensors, values["callable"], values["args"], values["autocast"], values["shapes"])
     names = [t.name for t in tensors]
     lines = []
     for k, j in enumerate(ev.mutated):
@@ -210,7 +219,7 @@ def _python_vjp(values, outs):
     """`b1, = impl.torch_call_vjp(lambda _0: torch.cumprod(_0, 1), (x,), (g,), ...)`."""
     tensors = values["tensors"]
     n = len(tensors) - len(values["cotangent_for"])
-    ev = _evaluation(tensors[:n], values["callable"], values["args"], values["autocast"])
+    ev = _evaluation(tensors[:n], values["callable"], values["args"], values["autocast"], values["shapes"])
     params = [f"_{i}" for i in range(n)]
     call = f"lambda {', '.join(params)}: {_call_expr(values['callable'], values['args'], params)}"
     inputs = py_repr(tuple(tensors[:n]))
@@ -255,6 +264,8 @@ def registered(op, fn, *args, **kwargs):
     ctx = tracing.current()
     n = len(ctx.symbols) if ctx is not None else 0
     proxies = [a for a in (*args, *kwargs.values()) if isinstance(a, TensorProxy)]
+    if ctx is not None and _numbers_only(op, args, kwargs) and callable_name(fn) is not None:
+        return call(fn, *args, **kwargs)  # torch.add(2, 3): torch's answer (a 0-d tensor) or its error
     views = [list(p.views) for p in proxies]
     try:
         return op(*args, **kwargs)
@@ -268,6 +279,19 @@ def registered(op, fn, *args, **kwargs):
     return call(fn, *args, **kwargs)
 
 
+def _numbers_only(op, args, kwargs):
+    """A call of an op on tensors (torch.add) without any tensor among its arguments."""
+    if not isinstance(op, registry.OpDef):
+        return False
+    if not any(p.kind.base_name in ("Tensor", "Tensors", "TensorOrNumber") for p in op.params):
+        return False  # a factory (torch.ones(3))
+
+    def has_proxy(v):
+        return isinstance(v, TensorProxy) or isinstance(v, (tuple, list)) and any(has_proxy(x) for x in v)
+
+    return not any(has_proxy(a) for a in (*args, *kwargs.values()))
+
+
 def call(fn, *args, **kwargs):
     """Record fn(*args, **kwargs), a torch call without a registry entry (see the module doc)."""
     name = callable_name(fn)
@@ -276,9 +300,16 @@ def call(fn, *args, **kwargs):
     if kwargs.get("out") is not None:
         out = kwargs.pop("out")
         return write_out(name, out, dispatch(fn, *args, **kwargs))
+    if has_proxy((args, kwargs)):  # runtime numbers: the call's arguments are constants of the trace (a split)
+        args, kwargs = concrete((args, kwargs), f"an argument of {name}")
     operands, source = encode_call(name, args, kwargs)
     autocast = meta_eval.autocast_state([(tuple(t.shape), t.dtype, t.device) for t in operands])
-    ev = evaluate(name, source, [(tuple(t.shape), t.dtype, t.device) for t in operands], autocast)
+    try:
+        ev = evaluate(name, source, [(tuple(t.shape), t.dtype, t.device) for t in operands], autocast)
+    except DataDependentError:
+        if _reader() is None:
+            raise
+        return _data_dependent(fn, name, args, kwargs, operands, source, autocast)
     if ev.mutated:
         return _mutating(fn, name, args, kwargs, operands, source, autocast, ev)
     if not ev.results:
@@ -293,8 +324,48 @@ def call(fn, *args, **kwargs):
     return build(ev.template, _no_gradient_where_torch_has_none(outs, operands, ev), operands)
 
 
-def _record(name, source, operands, autocast, ev):
-    values = {"tensors": tuple(operands), "callable": name, "args": source, "autocast": _autocast_text(autocast)}
+def _data_dependent(fn, name, args, kwargs, operands, source, autocast):
+    """A call whose result shapes depend on values (torch.nonzero, masked_select, unique, x[mask]):
+    it runs on the real values (runtime/reads.py: a split), the result shapes of that run become
+    constants of the trace that the program checks (a different shape is a cache miss)."""
+    metas = [(tuple(t.shape), t.dtype, t.device) for t in operands]
+    dynamic = evaluate(name, source, metas, autocast, shapes=meta_eval.DYNAMIC)
+    if dynamic.mutated or dynamic.views:
+        raise DataDependentError(f"thunder: {name}{meta_eval.where()} writes or returns views of its arguments and "
+                                 "its result shapes depend on their values, which thunder cannot trace. Workaround: "
+                                 "compute it outside the jitted function.")
+    reader = _reader()
+    what = f"{name}{'()' if not name.endswith(')') else ''}"
+    real = reader.run_call(fn, args, kwargs, f"the result shape of {what}")
+    found = {}
+    _match(dynamic.template, real, found)
+    values = [found[i] for i in range(len(dynamic.results))]
+    shapes = tuple(tuple(v.shape) if isinstance(v, torch.Tensor) else () for v in values)
+    ev = meta_eval.with_shapes(dynamic, shapes)
+    outs = _record(name, source, operands, autocast, ev, shapes=repr(shapes))
+    reader.provide(outs, values)
+    reader.check_shapes([o for o, r in zip(outs, dynamic.results) if None in r[0]], f"the result shape of {what}")
+    return build(ev.template, _no_gradient_where_torch_has_none(outs, operands, ev), operands)
+
+
+def _reader():
+    """The reader of the trace being recorded (runtime/reads.py), None where values are not known."""
+    ctx = tracing.current()
+    return ctx.reader if ctx is not None else None
+
+
+def _match(template, real, found):
+    """found[i] = the part of the real result where template has Result(i)."""
+    if isinstance(template, Result):
+        found[template.index] = real
+    elif isinstance(template, (tuple, list)):
+        for t, r in zip(template, real):
+            _match(t, r, found)
+
+
+def _record(name, source, operands, autocast, ev, shapes=None):
+    values = {"tensors": tuple(operands), "callable": name, "args": source, "autocast": _autocast_text(autocast),
+              "shapes": shapes}
     op = torch_call
     if ev.random:
         op = torch_call_random

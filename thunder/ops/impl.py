@@ -284,6 +284,70 @@ def _autocast(state):
     return contextlib.nullcontext() if state is None else torch.autocast(state[0], dtype=state[1])
 
 
+# --- checks of values a program was specialized on (ltorch.check, see ops/values.py)
+class ValueChanged(Exception):
+    """A value that the compiled program was specialized on while tracing (a tensor value Python
+    read, the shape of a data-dependent result) differs in this call: the cache tries its next
+    entry. Raised before the program changed anything (inputs are written at its end). what names
+    the read and its line; expected, got: the values."""
+
+    def __init__(self, what, expected, got):
+        super().__init__(what, expected, got)
+        self.what, self.expected, self.got = what, expected, got
+
+    @property
+    def reason(self):
+        """The miss reason, as the guards of runtime/guards.py word theirs."""
+        from thunder.runtime.guards import CHECKS
+
+        return CHECKS["value"].why(self.what, self.expected, self.got)
+
+    def __str__(self):
+        return self.reason
+
+
+def value_changed(got, expected, what, rng=None):
+    if rng is not None:  # the random draws of this attempt are undone: the next entry redraws them
+        rng_restore(rng)
+    raise ValueChanged(what, expected, got)
+
+
+def float_differs(got, expected):
+    """Whether two floats differ, telling -0.0 from 0.0 and taking nan as equal to nan."""
+    import math
+
+    if expected != expected:
+        return got == got
+    return got != expected or math.copysign(1.0, got) != math.copysign(1.0, expected)
+
+
+def rng_snapshot():
+    """The states of the random generators (CPU, and CUDA devices once initialized)."""
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
+    return torch.get_rng_state(), cuda
+
+
+def rng_restore(snapshot):
+    cpu, cuda = snapshot
+    torch.set_rng_state(cpu)
+    if cuda is not None:
+        torch.cuda.set_rng_state_all(cuda)
+
+
+def inference_tensor(t):
+    """t as an inference tensor (what eager's torch.inference_mode() makes): a copy made in
+    inference mode, for results of a trace's inference_mode region that the function returns."""
+    with torch.inference_mode():
+        return t.clone()
+
+
+def autograd_function_backward(key, saved, cotangents, *, cotangent_for, grads_for):
+    """A torch.autograd.Function's own backward (ops/custom_function.py)."""
+    from thunder.ops.custom_function import run_backward
+
+    return run_backward(key, saved, cotangents, cotangent_for, grads_for)
+
+
 # --- attention: torch's CPU flash attention kernels read garbage (NaN) where a last dim is strided
 def _unit_last_stride(x):
     return x if x.stride(-1) == 1 else x.contiguous()

@@ -282,8 +282,11 @@ def _(input, indices, values, accumulate=False):
 # (broadcast together) pick along the dims they stand at. Their broadcast shape replaces those
 # dims where they are adjacent, else it goes first. A Python bool next to index tensors is an
 # index of a new dim of size 1 ([0] or []). A list is a constant index tensor; a list of bools
-# the indices of its True entries. A bool tensor mask gives a data-dependent shape in x[mask]
-# (refused) but not in x[mask] = v (a where).
+# the indices of its True entries. A bool tensor mask gives a data-dependent shape in x[mask]:
+# inside thunder.jit the number of its True entries is read (a split, runtime/reads.py) and the
+# mask becomes the index tensors eager makes of it (its nonzero() columns); x[mask] = v is a
+# where, unless v has one value per masked element (then the same index tensors). Without values
+# (decompositions, passes) x[mask] is refused.
 
 
 class _IndexOp(OpDef):
@@ -329,10 +332,11 @@ def _consumed(key, tensors):
     return n
 
 
-def _materialize(input, key):
+def _materialize(input, key, masks=False):
     """(key with TENSOR_INDEX for each tensor, the tensors): lists become constant int64 tensors
     (a list of bools: one index tensor per dim it covers, its True entries), checked against
-    input's shape as eager checks them."""
+    input's shape as eager checks them. masks: bool/uint8 tensors become the index tensors of
+    their True entries (_mask_indices) where values can be read."""
     from thunder.ops.creation import tensor
 
     out, tensors, dim = [], [], 0
@@ -363,6 +367,17 @@ def _materialize(input, key):
             out.append(TENSOR_INDEX)
             tensors.append(tensor(_as_nested(t.tolist()), dtype=torch.int64, device=input.device))
             dim += 1
+        elif _is_index_tensor(e) and e.dtype in (torch.bool, torch.uint8) and masks and _values_known():
+            if dim + e.ndim > input.ndim:
+                raise IndexError(f"too many indices for tensor of dimension {input.ndim}")
+            for k in range(e.ndim):
+                if e.shape[k] != input.shape[dim + k]:
+                    raise IndexError(f"The shape of the mask {list(e.shape)} at index {k} does not match the shape "
+                                     f"of the indexed tensor {list(input.shape)} at index {dim + k}")
+            for idx in mask_indices(e):
+                out.append(TENSOR_INDEX)
+                tensors.append(idx)
+            dim += e.ndim
         elif _is_index_tensor(e):
             out.append(TENSOR_INDEX)
             tensors.append(e)
@@ -374,6 +389,29 @@ def _materialize(input, key):
             elif isinstance(e, (int, pyslice)) and not isinstance(e, bool):
                 dim += 1
     return tuple(out), tensors
+
+
+def _values_known():
+    from thunder.core import trace as tracing
+
+    return tracing.values_known()
+
+
+def mask_indices(mask):
+    """The index tensors eager makes of a mask (mask.nonzero(as_tuple=True)): one int64 tensor
+    per mask dim, the positions of its nonzero entries in row-major order. Their length, the
+    number of nonzero entries, is read from the tensor (a split: the program checks it); the
+    rest are ops (torch.nonzero_static)."""
+    from thunder.core import trace as tracing
+    from thunder.ops import fallback
+    from thunder.ops.elementwise import ne
+    from thunder.ops.reductions import sum_
+    from thunder.ops.shape import getitem
+
+    n = tracing.read_int(sum_(mask if mask.dtype is torch.bool else ne(mask, 0)), f"the mask {mask.name}",
+                         "the number of True elements")
+    idx = fallback.dispatch(torch.nonzero_static, mask, size=n)
+    return [getitem(idx, (pyslice(None), k)) for k in range(mask.ndim)]
 
 
 def _as_nested(v):
@@ -466,7 +504,7 @@ def index(input: Tensor, key: Index, indices: Tensors):
 
 
 def advanced_getitem(input, key):
-    key, tensors = _materialize(input, key)
+    key, tensors = _materialize(input, key, masks=True)
     return index(input, key, tuple(tensors))
 
 
@@ -562,11 +600,26 @@ class _SetItemOp(_IndexOp):
         key = as_key(key)
         if kwargs or not is_advanced(key):
             return super().__call__(input, key, value, **kwargs)
+        original = key
         key, tensors = _materialize(input, key)
         plan = _plan(input, key, tensors, masks=True)
         if plan.picks[0][2] != "mask":
             return super().__call__(input, key, value, indices=tuple(tensors))
+        if _per_element(plan, value) and _values_known():  # x[mask] = v, one value per masked element
+            key, tensors = _materialize(input, original, masks=True)
+            return super().__call__(input, key, value, indices=tuple(tensors))
         return _masked_setitem(self, input, plan, value)
+
+
+def _per_element(plan, value):
+    """Whether x[mask] = value has a value per masked element (value's dim at the mask's place is
+    not 1), which a where cannot express."""
+    if not is_tensor(value):
+        return False
+    d, mask, _ = plan.picks[0]
+    rank = len(plan.view_shape) - mask.ndim + 1
+    shape = (1,) * (rank - value.ndim) + tuple(value.shape)
+    return value.ndim <= rank and shape[d] != 1
 
 
 def _masked_setitem(op, input, plan, value):

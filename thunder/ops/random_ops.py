@@ -309,3 +309,31 @@ def _(mean, std=1.0, size=None, *, dtype=None, device=None, requires_grad=False)
 
 
 _zero_grad_rule(normal)
+
+
+# --------------------------------------------------------------------------------------------
+# torch.manual_seed inside the jitted function: recorded, so every call seeds (as eager does)
+# rather than only the call that traced
+
+
+class _SeedOp(OpDef):
+    """torch.manual_seed(seed) returns torch's default generator, as eager's does."""
+
+    def __call__(self, *args, **kwargs):
+        super().__call__(*args, **kwargs)
+        return torch.default_generator
+
+
+@ltorch("torch.manual_seed", aliases=(torch.manual_seed,), random=True, returns_sequence=True,
+        differentiable=False)
+def manual_seed(seed: Int):
+    """Seeds torch's random generators (CPU and CUDA) with seed, in program order with the random
+    ops around it (not Pure)."""
+    if not -0x8000_0000_0000_0000 <= seed <= 0xFFFF_FFFF_FFFF_FFFF:
+        raise ValueError("Overflow when unpacking long long")
+    return ()
+
+
+manual_seed.__class__ = _SeedOp
+manual_seed.python = lambda values, outs: [f"torch.manual_seed({values['seed']!r})"]
+manual_seed.vjp(lambda g, out, seed: {})

@@ -19,6 +19,8 @@ import inspect
 from dataclasses import dataclass, field
 from typing import Callable
 
+from thunder.core.numbers import concrete, has_proxy
+
 # --------------------------------------------------------------------------------------------
 # Parameter kinds
 
@@ -73,11 +75,28 @@ def _is_tensor(v):
 
 
 def _is_number(v):
-    return isinstance(v, (bool, int, float, complex)) and not _is_tensor(v)
+    # (NumberProxy: a runtime number, an SSA value of the trace)
+    from thunder.core.numbers import is_number
+
+    return is_number(v) and not _is_tensor(v)
 
 
 def _is_int(v):
     return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_int_like(v):
+    """An int, or a runtime int (a NumberProxy, read where an int attribute needs its value)."""
+    from thunder.core.numbers import NumberProxy
+
+    return _is_int(v) or isinstance(v, NumberProxy) and v.python_type is int
+
+
+def _index(v):
+    """operator.index of a tensor (its value, read while tracing), other values as they are."""
+    import operator
+
+    return operator.index(v) if _is_tensor(v) else v
 
 
 def _is_ints(v):
@@ -165,6 +184,9 @@ class OpDef:
     strided: bool = False  # whether it is a view, or allowed at all, depends on the input's strides
     differentiable: bool = True  # False: results never carry gradient (only inputs' metadata is read)
     effects: bool = False  # writes memory (copy_ into an input): not Pure
+    # Number operands whose values decide the result's metadata (arange's start/end/step): a
+    # runtime number (NumberProxy) there is read, and the trace specialized on it
+    static_numbers: tuple = ()
     normalize: Callable | None = None  # normalize(values): rewrites bound arguments (int -> tuple, ...)
     # python(values, result names) -> statements: the generated code of ops that torch_name and
     # the calling convention of ops/execute.py cannot express (the fallback's ltorch.torch_call)
@@ -210,6 +232,10 @@ class OpDef:
             raise TypeError(f"{self.torch_name}(): {e}") from None
         bound.apply_defaults()
         values = dict(bound.arguments)
+        for p in self.params:
+            # attributes are constants of the trace: runtime numbers there are read (a split)
+            if (not p.kind.operand or p.name in self.static_numbers) and has_proxy(values[p.name]):
+                values[p.name] = concrete(values[p.name], f"the '{p.name}' argument of {self.torch_name}")
         if self.normalize is not None:
             self.normalize(values)  # raises torch's errors for bad values
         from thunder.core.dtypes import python_number
@@ -225,7 +251,15 @@ class OpDef:
                     values[p.name] = tuple(v)
                     continue
                 if not p.kind.operand and any(_is_tensor(x) for x in (v if isinstance(v, (tuple, list)) else (v,))):
+                    from thunder.core import trace as tracing
                     from thunder.core.proxies import data_dependent
+
+                    if tracing.values_known():  # a tensor as a size: its value is read (a split), as eager's __index__
+                        v = values[p.name] = tuple(_index(x) for x in v) if isinstance(v, (tuple, list)) else _index(v)
+                        if p.kind.base_name == "Ints" and _is_int(v):  # (torch.zeros(n): a size of one dim)
+                            v = values[p.name] = (v,)
+                        if p.kind.accepts(v):
+                            continue
 
                     data_dependent(f"{self.torch_name}() with a tensor as its '{p.name}'",
                                    "pass a Python number (computed from shapes, not from tensor values)")
@@ -262,7 +296,7 @@ def _gather_varargs(op, args, kwargs):
     if op.varargs in kwargs or len(args) <= i:
         return args, kwargs
     rest = args[i:]
-    single = _is_tensor(rest[0]) if op.params[i].kind.base_name == "Tensors" else _is_int(rest[0])
+    single = _is_tensor(rest[0]) if op.params[i].kind.base_name == "Tensors" else _is_int_like(rest[0])
     if len(rest) == 1 and not single:
         return args, kwargs
     # following positional params are keyword-only in torch when varargs are used
@@ -287,7 +321,7 @@ def _params_of(fn):
 
 def _register(dialect, torch_name, *, methods=(), dunders=(), rdunders=(), aliases=(), varargs=None,
               returns_sequence=False, random=False, view=False, strided=False, differentiable=True, effects=False,
-              name=None, return_type=None):
+              name=None, return_type=None, static_numbers=()):
     def decorator(meta):
         op = OpDef(
             name=name or meta.__name__.rstrip("_"),
@@ -307,6 +341,7 @@ def _register(dialect, torch_name, *, methods=(), dunders=(), rdunders=(), alias
             differentiable=differentiable,
             effects=effects,
             return_type=return_type,
+            static_numbers=tuple(static_numbers),
             doc=inspect.getdoc(meta) or "",
             signature=inspect.signature(meta).replace(return_annotation=inspect.Signature.empty),
         )

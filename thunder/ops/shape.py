@@ -4,6 +4,7 @@ They decompose into prims.reshape / transpose / broadcast_in_dim / slice / cat. 
 view-like ops with reshape-like torch functions (torch.reshape for view), so they stay correct when
 a pass changes an input's memory layout (contiguous() decomposes to the identity)."""
 import functools
+import inspect
 import math
 from builtins import slice as pyslice
 
@@ -549,6 +550,20 @@ class _RepeatInterleaveOp(OpDef):
     """torch.repeat_interleave(repeats, output_size=n): the indices 0.. repeated repeats[i] times."""
 
     def __call__(self, *args, **kwargs):
+        from thunder.core import trace as tracing
+
+        if tracing.values_known() and kwargs.get("output_size") is None:  # tensor repeats: their total is read
+            bound = inspect.signature(repeat_interleave.meta).bind_partial(*args, **kwargs)
+            r = bound.arguments.get("repeats", bound.arguments.get("input"))
+            if is_tensor(r) and r.dtype in (torch.int64, torch.int32) and r.ndim <= 1:
+                x, dim = bound.arguments.get("input"), bound.arguments.get("dim")
+                if "repeats" in bound.arguments and r.numel() == 1:  # one count for every element
+                    size = x.numel() if dim is None else (x.shape[canonical_dim(dim, x.ndim)] if x.ndim else 1)
+                    total = reshape(r, ()) * size
+                else:
+                    total = r.sum()
+                kwargs = {**kwargs, "output_size": tracing.read_int(total, f"the repeats {r.name}",
+                                                                    "the result size of torch.repeat_interleave")}
         if len(args) == 1 and "repeats" not in kwargs:
             from thunder.ops.creation import arange
 

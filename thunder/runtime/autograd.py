@@ -17,14 +17,16 @@ class _ThunderAutograd(torch.autograd.Function):
             results = (results,)
         n = program.num_outputs
         outputs, saved = results[:n], results[n:]
-        ctx.save_for_backward(*saved)
+        # (runtime numbers, core/numbers.py, are outputs and saved values too: kept on ctx)
+        ctx.save_for_backward(*(v for v in saved if isinstance(v, torch.Tensor)))
+        ctx.saved_numbers = [None if isinstance(v, torch.Tensor) else v for v in saved]
         ctx.program = program
         # unused outputs' cotangents stay None, so inputs that only reach them get None (as eager)
         ctx.set_materialize_grads(False)
-        ctx.output_meta = [(o.shape, o.dtype, o.device) for o in outputs]
+        ctx.output_meta = [(o.shape, o.dtype, o.device) if isinstance(o, torch.Tensor) else None for o in outputs]
         # outputs that no gradient reaches (integer results, no_grad regions) are plain tensors
         diff = set(program.cotangent_for)
-        non_diff = [o for i, o in enumerate(outputs) if i not in diff]
+        non_diff = [o for i, o in enumerate(outputs) if i not in diff and isinstance(o, torch.Tensor)]
         if non_diff:
             ctx.mark_non_differentiable(*non_diff)
         return outputs if n != 1 else outputs[0]
@@ -32,7 +34,8 @@ class _ThunderAutograd(torch.autograd.Function):
     @staticmethod
     def backward(ctx, *cotangents):
         program = ctx.program
-        saved = ctx.saved_tensors
+        tensors = iter(ctx.saved_tensors)
+        saved = [next(tensors) if v is None else v for v in ctx.saved_numbers]
         used = {i for i in program.cotangent_for if cotangents[i] is not None}
         result = [None] * program.num_inputs
         if not used:

@@ -4,6 +4,7 @@ from thunder.dialects import attrs
 from thunder.dialects.definitions import decode_op
 from thunder.dialects.emit import find_func, loc_file_line, loc_names, mutated_inputs
 from thunder.dialects.mlir import ir
+from thunder.ops import registry
 from thunder.ops.execute import NAMESPACE, call_args
 
 
@@ -45,9 +46,12 @@ class _Namer:
         return name
 
 
-def python_source(module, fn_name="computation", output_spec=None, comments=True, header=None, constants=None):
+def python_source(module, fn_name="computation", output_spec=None, comments=True, header=None, constants=None,
+                  no_grad_copies=()):
     """Python source of func @fn_name. output_spec, when given, rebuilds the user's output
-    structure from the flat results (see thunder.runtime.structure)."""
+    structure from the flat results (see thunder.runtime.structure). no_grad_copies: the inputs
+    (indices) whose in-place updates are written back outside autograd (tensors that require
+    grad, updated under no_grad: an optimizer step's p.sub_(lr * p.grad))."""
     with module.context:
         f = find_func(module.operation, fn_name)
         if f is None:
@@ -68,6 +72,9 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
         if comments:
             for p, a in zip(params, block.arguments):
                 lines.append(f"  # {p}: {_describe(a.type)}")
+        rng = _rng_line(block)
+        if rng:
+            lines.append(f"  {rng}")
         for operation in block.operations:
             name = operation.operation.name
             if name in attrs.CONSTANT_OPS:
@@ -79,9 +86,10 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
                     # in-place updates of inputs: the caller sees them, as in eager
                     k = len(mutated)
                     for i, v in zip(mutated, flat[-k:]):
-                        lines.append(f"  {params[i]}.copy_({v})")
+                        target = f"{params[i]}.detach()" if i in no_grad_copies else params[i]
+                        lines.append(f"  {target}.copy_({v})")
                     flat = flat[:-k]
-                lines.append("  return " + _return_expr(flat, output_spec, constants))
+                lines.append("  return " + _return_expr(flat, output_spec, constants, params))
                 continue
             if name == "func.call":
                 lines.append(_fusion_call(operation, namer, callees, constants, comments))
@@ -94,24 +102,44 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
             wanted = loc_names(operation.location)
             outs = [namer.assign(r, wanted[i] if i < len(wanted) else None)
                     for i, r in enumerate(operation.results)]
-            if op.python is not None:
-                statements = op.python(values, outs)
-            else:
-                args, kwargs = call_args(op, values)
-                call = ", ".join([py_repr(a) for a in args] + [f"{k}={py_repr(v)}" for k, v in kwargs.items()])
-                if op.returns_sequence:
-                    target = ", ".join(outs) + ("," if len(outs) == 1 else "")
-                else:
-                    target = outs[0]
-                statements = [f"{target} = {op.torch_name}({call})"]
-            lines += [f"  {st}" for st in statements]
+            lines += [f"  {st}" for st in op_statements(op, values, outs)]
             if comments:
                 types = ", ".join(_describe(r.type) for r in operation.results)
-                lines[-1] += f"  # {types}"
                 src = _source_line(operation.location)
-                if src:
-                    lines[-1] += f" ({src})"
+                comment = " ".join(x for x in (types, f"({src})" if src else "") if x)
+                if comment:
+                    lines[-1] += f"  # {comment}"
     return "\n".join(lines) + "\n"
+
+
+def op_statements(op, values, outs):
+    """The Python statements that run one op: values are its bound arguments (tensors and runtime
+    numbers as Names), outs the names of its results."""
+    if op.python is not None:
+        return op.python(values, outs)
+    args, kwargs = call_args(op, values)
+    call = ", ".join([py_repr(a) for a in args] + [f"{k}={py_repr(v)}" for k, v in kwargs.items()])
+    if op.returns_sequence:
+        target = ", ".join(outs) + ("," if len(outs) == 1 else "")
+    else:
+        target = outs[0]
+    return [f"{target} = {op.torch_name}({call})"]
+
+
+def _rng_line(block):
+    """`_rng = ...` for a function with checks of values (ltorch.check): the random generators'
+    state at its start when a random op runs before a check (a failing check restores it, so
+    the next cache entry draws the same numbers), else None."""
+    random = checks = snapshot = False
+    for operation in block.operations:
+        name = operation.operation.name
+        if name == "ltorch.check":
+            checks, snapshot = True, snapshot or random
+        op = registry.OPS.get(name)
+        random = random or (op is not None and op.random and name != "ltorch.rng_state")
+    if not checks:
+        return None
+    return "_rng = impl.rng_snapshot()" if snapshot else "_rng = None"
 
 
 def _fusion_callees(module):
@@ -157,15 +185,17 @@ def _fusion_call(operation, namer, callees, constants, comments):
 
 def _describe(t):
     shape, dtype, device = attrs.tensor_meta(t)
+    if device is None:
+        return {"float64": "float", "int64": "int", "bool": "bool"}[str(dtype).replace("torch.", "")]
     return f"{device.type} {str(dtype).replace('torch.', '')}[{', '.join(map(str, shape))}]"
 
 
-def _return_expr(flat, output_spec, constants):
+def _return_expr(flat, output_spec, constants, params):
     if output_spec is None:
         return "(" + ", ".join(flat) + ("," if len(flat) == 1 else "") + ")" if len(flat) != 1 else flat[0]
     from thunder.runtime.structure import rebuild_source
 
-    return rebuild_source(output_spec, flat, constants)
+    return rebuild_source(output_spec, flat, constants, params)
 
 
 def compile_source(source, fn_name="computation", filename="<thunder>", constants=None):

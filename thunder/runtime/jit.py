@@ -1,7 +1,8 @@
 """thunder.jit: the jitted callable, its cache, and compilation on a cache miss."""
+import enum
 import functools
-import warnings
 import inspect
+import warnings
 import time
 from dataclasses import dataclass, field
 
@@ -9,18 +10,34 @@ import torch
 
 from thunder.core import trace as tracing
 from thunder.core.callables import is_torch_op
+from thunder.core.numbers import NumberProxy
 from thunder.core.proxies import TensorProxy
 from thunder.dialects.emit import emit
 from thunder.dialects.mlir import ir
 from thunder.lowering.passes import build_pass_manager, pass_name, pass_options, split_pipeline
-from thunder.ops import fallback, registry
+from thunder.ops import custom_function, fallback, registry
 from thunder.runtime import guards, sharp_edges, structure
 from thunder.runtime.codegen import compile_source, python_source
+from thunder.ops.impl import ValueChanged
 from thunder.runtime.prologue import MISS, Prologue
+from thunder.runtime.reads import Reader
 from thunder.runtime.state import StateTracker
 from thunder.runtime.traces import Trace
 
-CACHE_OPTIONS = ("constant values", "no caching", "same input")
+
+
+class CACHE_OPTIONS(str, enum.Enum):
+    """thunder.jit's cache= options; the strings ("constant values", ...) are accepted as well, and
+    each member equals its string."""
+    CONSTANT_VALUES = "constant values"  # recompile when shapes, dtypes, ... or Python scalar values change
+    NO_CACHING = "no caching"  # recompile on every call
+    SAME_INPUT = "same input"  # assume every call matches the first: no checks
+    SYMBOLIC_VALUES = "symbolic values"  # not yet: see dynamic shapes
+
+    def __str__(self):
+        return self.value
+
+
 # fusion executors (lowering/executors.py, by name): "linalg" (CPU kernels), "cuda" (CUDA kernels
 # through MLIR's gpu dialect), "nvfuser"; "torch": the rest. Default: CPU fusion only (the cuda
 # executor is opt-in: executors=["cuda", "linalg", "torch"])
@@ -34,6 +51,7 @@ MAX_ENTRIES = 64  # cache entries kept per jitted function (most recent first)
 @dataclass
 class DebugOptions:
     record_interpreter_history: bool = False  # fills last_interpreted_instructions / _log
+    check_traces: bool = False  # run MLIR's verifier after each default pass and transform
 
 
 @dataclass
@@ -42,6 +60,7 @@ class CompileStats:
     cache_hits: int = 0
     cache_misses: int = 0
     last_miss_reason: str | None = None
+    miss_reasons: list = field(default_factory=list)  # the reason of every miss, in order ("first call", ...)
     last_compile_time: float = 0.0  # seconds, whole cache miss
     last_stage_times: dict = field(default_factory=dict)  # stage -> seconds
     last_traces: list = field(default_factory=list)
@@ -51,6 +70,9 @@ class CompileStats:
     last_saved_bytes: dict | None = None
     last_interpreted_instructions: list | None = None
     last_interpreter_log: list | None = None
+    # where the last compiled program was split on a value read from a tensor (runtime/reads.py):
+    # Split(location "file:line", what was read, the value)
+    last_splits: list = field(default_factory=list)
 
     def __repr__(self):
         return (f"CompileStats(calls={self.calls}, cache_hits={self.cache_hits}, "
@@ -85,6 +107,20 @@ class CacheEntry:
     first_run: object = None  # the prologue without its guards: the call that compiled the entry
 
 
+def _cache_option(cache):
+    if cache is None:
+        return CACHE_OPTIONS.CONSTANT_VALUES
+    try:
+        option = CACHE_OPTIONS(cache)
+    except ValueError:
+        _check_option("cache option", cache, [o.value for o in CACHE_OPTIONS])
+    if option is CACHE_OPTIONS.SYMBOLIC_VALUES:
+        raise NotImplementedError("thunder.jit: cache=CACHE_OPTIONS.SYMBOLIC_VALUES (\"symbolic values\", one program "
+                                  "for all shapes) is not implemented yet; use \"constant values\", which compiles "
+                                  "a program per input shape")
+    return option
+
+
 def _check_option(name, value, allowed):
     if value not in allowed:
         raise ValueError(f"thunder.jit: unknown {name} {value!r}; expected one of {', '.join(map(repr, allowed))}")
@@ -116,8 +152,7 @@ def make_compile_data(fn, *, executors=None, cache=None, sharp_edges=None, disab
             "thunder.jit of a DistributedDataParallel module is not supported: its forward has "
             "per-call side effects on the reducer. Workaround: DistributedDataParallel(thunder.jit(model)) "
             "(and DDP's own no_sync()).")
-    cache = "constant values" if cache is None else cache
-    _check_option("cache option", cache, CACHE_OPTIONS)
+    cache = _cache_option(cache)
     executors = tuple(executors) if executors is not None else EXECUTORS
     for e in executors:
         name = getattr(e, "name", e)
@@ -134,15 +169,16 @@ def make_compile_data(fn, *, executors=None, cache=None, sharp_edges=None, disab
     _check_option("fusion policy", fusion, FUSION_POLICIES)
     if isinstance(debug_options, dict):
         debug_options = DebugOptions(**debug_options)
-    if compile_options:
-        raise TypeError(f"thunder.jit got unexpected keyword arguments: {', '.join(compile_options)}")
+    if compile_options:  # recorded (last_compile_options), as thunder does, but nothing reads them
+        warnings.warn(f"thunder.jit: unknown compile options {', '.join(map(repr, compile_options))} are recorded "
+                      "(thunder.last_compile_options) and otherwise ignored", UserWarning, stacklevel=3)
     if recompile_limit is not None and (type(recompile_limit) is not int or recompile_limit < 0):
         raise ValueError(f"thunder.jit: recompile_limit must be a non-negative int or None, got {recompile_limit!r}")
     return CompileData(fn, cache, executors, sharp_edges, bool(disable_torch_autograd),
                        _normalize_transforms(transforms), debug_options or DebugOptions(), strict,
                        dict(executors=executors, cache=cache, sharp_edges=sharp_edges,
                             disable_torch_autograd=disable_torch_autograd, transforms=transforms,
-                            debug_options=debug_options, fusion=fusion),
+                            debug_options=debug_options, fusion=fusion, **compile_options),
                        fn if isinstance(fn, torch.nn.Module) else None, fusion=fusion,
                        recompile_limit=recompile_limit)
 
@@ -160,8 +196,13 @@ class ThunderFunction:
     def __call__(self, *args, **kwargs):
         cs = self._cs
         cs.calls += 1
+        changed = None
         for entry in self._entries:
-            result = entry.run(args, kwargs)
+            try:
+                result = entry.run(args, kwargs)
+            except ValueChanged as e:  # a value the entry was specialized on (runtime/reads.py)
+                changed = changed or e.reason
+                continue
             if result is not MISS:
                 cs.cache_hits += 1
                 if entry is not self._last_entry:
@@ -169,25 +210,49 @@ class ThunderFunction:
                     cs.last_traces, cs.last_prologue_traces = entry.traces, entry.prologue_traces
                     cs.last_backward_traces = entry.backward_traces
                 return result
-        return self._miss(args, kwargs)
+        return self._miss(args, kwargs, changed)
 
-    def _miss(self, args, kwargs):
+    def _miss(self, args, kwargs, changed=None):
         cs, cd = self._cs, self._cd
         cs.cache_misses += 1
-        cs.last_miss_reason = _miss_reason(self._entries, args, kwargs) if self._entries else "first call"
-        if cd.recompile_limit is not None and cs.cache_misses - 1 == cd.recompile_limit + 1:
+        # (a value an entry was specialized on differs: that entry's guard is the reason)
+        if changed:
+            cs.last_miss_reason = changed
+        elif self._entries:
+            cs.last_miss_reason = _miss_reason(self._entries, args, kwargs)
+        else:
+            cs.last_miss_reason = "cache option 'no caching'" if cs.cache_misses > 1 else "first call"
+        cs.miss_reasons.append(cs.last_miss_reason)
+        if (cd.recompile_limit is not None and cs.cache_misses - 1 == cd.recompile_limit + 1
+                and cd.cache_option != "no caching"):  # (that option recompiles by design)
             _warn_recompiles(cd, cs)
-        entry = compile_entry(cd, cs, args, kwargs)
-        if cd.cache_option != "no caching":
-            self._entries.insert(0, entry)
-            del self._entries[MAX_ENTRIES:]  # e.g. a counter attribute makes every call a new entry
-        self._last_entry = entry
-        cs.last_traces, cs.last_prologue_traces = entry.traces, entry.prologue_traces
-        cs.last_backward_traces = entry.backward_traces
+        entry = self._add(compile_entry(cd, cs, args, kwargs))
         # the call that traced runs the program without the guards: they hold for the state the
         # trace started from, which the trace itself may have changed (a global counter, a list
         # appended to), as the function does when called eagerly
-        return entry.first_run(args, kwargs)
+        try:
+            return entry.first_run(args, kwargs)
+        except ValueChanged as e:
+            # the program computed a value that Python read differently from the run of torch's
+            # calls while tracing: fused kernels round differently. Without fusion it runs
+            # torch's calls, as that run did
+            if entry in self._entries:
+                self._entries.remove(entry)
+            if _fusion_policy(cd) is None:
+                raise RuntimeError(f"thunder: the compiled program computes a value that Python read while tracing "
+                                   f"differently from eager PyTorch: {e.reason}") from None
+            entry = self._add(compile_entry(cd, cs, args, kwargs, fusion=False))
+            return entry.first_run(args, kwargs)
+
+    def _add(self, entry):
+        if self._cd.cache_option != "no caching":
+            self._entries.insert(0, entry)
+            del self._entries[MAX_ENTRIES:]  # e.g. a counter attribute makes every call a new entry
+        self._last_entry = entry
+        cs = self._cs
+        cs.last_traces, cs.last_prologue_traces = entry.traces, entry.prologue_traces
+        cs.last_backward_traces = entry.backward_traces
+        return entry
 
     def __repr__(self):
         return f"<thunder.jit of {getattr(self._cd.fn, '__qualname__', self._cd.fn)!r}>"
@@ -237,14 +302,14 @@ def _miss_reason(entries, args, kwargs):
     consts, entry_guards, reads = state
     for expr, before in reads:
         try:
-            t = eval(expr, dict(consts))
+            t = eval(expr, {**consts, "args": args, "kwargs": kwargs})
         except Exception:
             return f"{_readable(expr)} is gone"
         if not isinstance(t, torch.Tensor):
             return f"{_readable(expr)} is no longer a tensor"
         if _meta(t, before[4] is not None) != before:
             return _changed(_readable(expr), before, _meta(t, before[4] is not None))
-    failed = guards.failing(entry_guards, consts)
+    failed = guards.failing(entry_guards, {**consts, "args": args, "kwargs": kwargs})
     if failed is not None:
         g, value = failed
         return guards.CHECKS[g.check].why(g.what or g.expr, g.expected, value)
@@ -292,6 +357,7 @@ class _Acquired:
     state: StateTracker
     ambient: dict
     result: object
+    splits: list  # the values read from tensors (runtime/reads.py Split)
 
 
 def _acquire(cd, args, kwargs, shared=None):
@@ -315,6 +381,8 @@ def _acquire(cd, args, kwargs, shared=None):
             kw_specs.append((k, s))
             pkwargs[k] = p
         state = StateTracker(cd.module, inputs, strict=cd.strict)
+        state.arg_paths = structure.tensor_paths(arg_specs, kw_specs)
+        ctx.read_grad = state.read_grad
         state.pin_root_function(cd.fn)
         for spec in structure.iter_specs(arg_specs + [s for _, s in kw_specs]):
             if spec[0] == "object":  # checked by identity: reached through its constant
@@ -324,20 +392,23 @@ def _acquire(cd, args, kwargs, shared=None):
             tracing.consult(f"autocast_{dev}")  # an autocast region around the call: its casts are traced
             if ambient[f"autocast_{dev}"]:
                 tracing.consult(f"autocast_{dev}_dtype")
+        reader = Reader(ctx, inputs, cd.sharp_edges, cd.warned_sharp_edges)
         try:
             result = interpret(cd.fn, pargs, pkwargs, lookup=_make_lookup(cd), on_load=state.load,
                                record=cd.debug_options.record_interpreter_history,
                                on_store=_on_store(cd, state), on_call=state.called)
         finally:
             state.restore()
+            ctx.reader = ctx.live = None  # (the values read are not needed any more)
         if any(x.requires_grad for x in inputs.tensors):  # (arguments and tensors read from state)
             tracing.consult("grad_enabled")  # the program differs with grad mode (autograd or not)
         # (an input updated in place has been rebound to its new value: use its input name)
         ctx.inputs = [tracing.Ref(p.input_name or p.name, tuple(p.shape), p.dtype, p.device) for p, _ in inputs.params()]
-    return _Acquired(ctx, inputs, arg_specs, kw_specs, state, ambient, result)
+    return _Acquired(ctx, inputs, arg_specs, kw_specs, state, ambient, result, reader.splits)
 
 
-def compile_entry(cd, cs, args, kwargs) -> CacheEntry:
+def compile_entry(cd, cs, args, kwargs, fusion=True) -> CacheEntry:
+    """The cache entry for this call. fusion=False: no thunder-fuse (see ThunderFunction._miss)."""
     times = {}
     t_start = t = time.perf_counter()
     acq = _acquire(cd, args, kwargs)
@@ -353,15 +424,16 @@ def compile_entry(cd, cs, args, kwargs) -> CacheEntry:
                                       "that share memory. Workaround: pass a clone of one of them.")
     ctx, inputs, state, ambient = acq.ctx, acq.inputs, acq.state, acq.ambient
     arg_specs, kw_specs, result = acq.arg_specs, acq.kw_specs, acq.result
+    cs.last_splits = acq.splits
     record = cd.debug_options.record_interpreter_history
     cs.last_interpreted_instructions = list(result.instructions) if record else None
     cs.last_interpreter_log = list(result.log) if record else None
     out_refs = []
-    out_spec = structure.flatten_outputs(result.value, out_refs)
+    out_spec = structure.flatten_outputs(result.value, out_refs, inputs)
     writes = state.finish_writes()
-    tensor_writes = [v for _, _, v in writes if isinstance(v, TensorProxy)]
+    tensor_writes = [v for _, _, v in writes if isinstance(v, (TensorProxy, NumberProxy))]
     if tensor_writes:  # written tensors are returned after the output, for the prologue to store
-        out_spec = ("tuple", [out_spec] + [structure.flatten_outputs(v, out_refs) for v in tensor_writes])
+        out_spec = ("tuple", [out_spec] + [structure.flatten_outputs(v, out_refs, inputs) for v in tensor_writes])
     times["interpretation"] = time.perf_counter() - t
 
     t = time.perf_counter()
@@ -375,8 +447,11 @@ def compile_entry(cd, cs, args, kwargs) -> CacheEntry:
 
     t = time.perf_counter()
     grad_mode = torch.is_grad_enabled()
-    training = grad_mode and not cd.disable_torch_autograd and any(x.requires_grad for x in tensors)
-    fusion = _fusion_policy(cd)
+    # autograd where an op ran with grad mode on (outside, or under enable_grad inside the function)
+    # on inputs that require grad, and something is returned
+    training = (ctx.grad_ops and not cd.disable_torch_autograd and any(x.requires_grad for x in tensors)
+                and bool(out_refs))
+    fusion = _fusion_policy(cd) if fusion else None
     for element in (*DEFAULT_PASSES, *cd.transforms):
         if not callable(element) and pass_name(element) == "thunder-fuse":
             continue  # run below (inference) or after thunder-autograd and thunder-remat (training)
@@ -388,6 +463,8 @@ def compile_entry(cd, cs, args, kwargs) -> CacheEntry:
             with module.context:
                 build_pass_manager(f"builtin.module({element})").run(module.operation)
             producer = pass_name(element)
+        if cd.debug_options.check_traces:
+            _verify(module, producer)
         traces.append(Trace(producer, module, output_spec=out_spec))
     if fusion is not None and not training and _fuse(module, fusion):
         traces.append(Trace("thunder-fuse", module, output_spec=out_spec))
@@ -398,17 +475,18 @@ def compile_entry(cd, cs, args, kwargs) -> CacheEntry:
     backward_traces = []
     if training:
         source, computation, backward_traces = _autograd_program(cs, module, tensors, proxies, out_spec, traces,
-                                                                 fusion=fusion,
+                                                                 fusion=fusion, grad_mode=grad_mode,
                                                                  decompose=_requested(cd, "thunder-decompose"))
         times["autograd"] = time.perf_counter() - t
         t = time.perf_counter()
     else:
         source = python_source(module, output_spec=out_spec, constants=constants,
-                               header="produced by: torch executor (execution trace)")
+                               header="produced by: torch executor (execution trace)",
+                               no_grad_copies={i for i, x in enumerate(tensors) if x.requires_grad})
         computation = compile_source(source, constants=constants)
         if cd.disable_torch_autograd:
             computation = torch.no_grad()(computation)
-        traces.append(Trace("torch executor (execution trace)", module, python=source))
+        traces.append(Trace("torch executor (execution trace)", module, python=source, fn=computation))
     entry_guards = list(state.guards.values()) + guards.ambient_guards(ctx.consulted, ambient)
     read = inputs.tensors
     strided = [i for i, p in enumerate(inputs.proxies) if p.input_name in ctx.stride_dependent]
@@ -422,12 +500,22 @@ def compile_entry(cd, cs, args, kwargs) -> CacheEntry:
     times["codegen"] = time.perf_counter() - t
     cs.last_stage_times = times
     cs.last_compile_time = time.perf_counter() - t_start
-    prologue_trace = Trace("prologue", python=prologue.source)
+    prologue_trace = Trace("prologue", python=prologue.source, fn_name="entry", fn=run)
     n_arg_tensors = len(read) - len(state.reads)
     strided = set(strided)
     description = (arg_specs, kw_specs, [_meta(x, i in strided) for i, x in enumerate(read[:n_arg_tensors])],
                    (state.consts, entry_guards, [(expr, _meta(read[i], i in strided)) for expr, i in state.reads]))
     return CacheEntry(run, traces, [prologue_trace], description, backward_traces, first_run)
+
+
+def _verify(module, producer):
+    """DebugOptions(check_traces=True): MLIR's verifier (the ops' meta functions on their operand
+    types) on the trace a pass left."""
+    with module.context:
+        try:
+            module.operation.verify()
+        except ir.MLIRError as e:
+            raise RuntimeError(f"thunder: the trace after {producer} does not verify: {e}") from None
 
 
 def _requested(cd, name):
@@ -455,8 +543,9 @@ def _fuse(module, fusion):
     return bool(fusion_callees(module.operation))
 
 
-def _autograd_program(cs, module, tensors, proxies, out_spec, traces, fusion=None, decompose=False):
+def _autograd_program(cs, module, tensors, proxies, out_spec, traces, fusion=None, decompose=False, grad_mode=True):
     """thunder-autograd on the trace; returns (source, computation, backward traces).
+    grad_mode: the caller's (off: torch.enable_grad() inside the function made the graph).
     fusion: thunder-fuse's policy for @forward and @backward after thunder-remat (None: no
     fusion); decompose: their ltorch ops into prims first (thunder-decompose in transforms)."""
     from thunder.lowering.autograd import REQUIRES_GRAD, autograd_module
@@ -477,8 +566,10 @@ def _autograd_program(cs, module, tensors, proxies, out_spec, traces, fusion=Non
         if decompose:
             build_pass_manager("builtin.module(thunder-decompose,cse,canonicalize)").run(m.operation)
     program = AutogradProgram(m, len(tensors))
-    traces.append(Trace("thunder-remat (forward)", m, python=program.forward_source, fn_name="forward"))
-    backward = [Trace("thunder-autograd (backward)", m, python=program.backward_source, fn_name="backward")]
+    traces.append(Trace("thunder-remat (forward)", m, python=program.forward_source, fn_name="forward",
+                        fn=program.forward))
+    backward = [Trace("thunder-autograd (backward)", m, python=program.backward_source, fn_name="backward",
+                      fn=program.backward)]
     # after AutogradProgram, which lifts @forward (func.call has no Python-level form)
     if fusion is not None and _fuse(m, fusion):
         for fn_name in ("forward", "backward"):
@@ -486,17 +577,22 @@ def _autograd_program(cs, module, tensors, proxies, out_spec, traces, fusion=Non
             src = python_source(m, fn_name, header=f"produced by: thunder-fuse ({fn_name})", constants=kernels)
             setattr(program, f"{fn_name}_source", src)
             setattr(program, fn_name, compile_source(src, fn_name, constants=kernels))
-        traces.append(Trace("thunder-fuse (forward)", m, python=program.forward_source, fn_name="forward"))
-        backward.append(Trace("thunder-fuse (backward)", m, python=program.backward_source, fn_name="backward"))
+        traces.append(Trace("thunder-fuse (forward)", m, python=program.forward_source, fn_name="forward",
+                            fn=program.forward))
+        backward.append(Trace("thunder-fuse (backward)", m, python=program.backward_source, fn_name="backward",
+                              fn=program.backward))
     names = [p.name for p in proxies]
     n = program.num_outputs
     flat = ["outs"] if n == 1 else [f"outs[{i}]" for i in range(n)]
     constants = {"_program": program}
-    ret = rebuild_source(out_spec, flat, constants)
-    source = (f"def computation({', '.join(names)}):\n  outs = _program({', '.join(names)})\n"
-              f"  return {ret}\n")
+    ret = rebuild_source(out_spec, flat, constants, names)
+    call = f"outs = _program({', '.join(names)})"
+    if not grad_mode:
+        call = f"with torch.enable_grad():\n    {call}"
+    source = f"def computation({', '.join(names)}):\n  {call}\n  return {ret}\n"
     computation = compile_source(source, constants=constants)
-    traces.append(Trace("torch executor (execution trace)", m, python=source + "\n" + program.forward_source))
+    traces.append(Trace("torch executor (execution trace)", m, python=source + "\n" + program.forward_source,
+                        fn=computation, fn_name="computation"))
     return source, computation, backward
 
 
@@ -539,23 +635,93 @@ def _is_compiling_checks():
     return checks
 
 
-def _is_tensor_class(classinfo):
+def _is_tensor_class(classinfo, tensor_class=torch.Tensor):
     if isinstance(classinfo, tuple):
-        return any(_is_tensor_class(c) for c in classinfo)
-    return isinstance(classinfo, type) and issubclass(torch.Tensor, classinfo)
+        return any(_is_tensor_class(c, tensor_class) for c in classinfo)
+    return isinstance(classinfo, type) and issubclass(tensor_class, classinfo)
 
 
 def _isinstance(obj, classinfo):
-    """isinstance in the jitted code: a proxy is a torch.Tensor (not a subclass such as Parameter;
-    libraries branch on it)."""
-    if isinstance(obj, TensorProxy) and _is_tensor_class(classinfo):
+    """isinstance in the jitted code: a proxy is a torch.Tensor (libraries branch on it), not a
+    subclass such as Parameter, except the proxy of an nn.Parameter, which is one."""
+    if isinstance(obj, TensorProxy) and (_is_tensor_class(classinfo) or obj.is_parameter and
+                                         _is_tensor_class(classinfo, torch.nn.Parameter)):
         return True
+    if isinstance(obj, NumberProxy):  # a runtime number is an instance of its Python type
+        classes = classinfo if isinstance(classinfo, tuple) else (classinfo,)
+        if any(isinstance(obj.python_type(), c) for c in classes if isinstance(c, type)):
+            return True
     return isinstance(obj, classinfo)
+
+
+def _runtime_number(cls):
+    """int(x) / float(x) inside the interpreter: for a tensor or a runtime number, a runtime
+    number (core/numbers.py; Python's own int()/float() must return a real one, which would
+    read the value)."""
+    def convert(*args, **kwargs):
+        if len(args) == 1 and not kwargs:
+            x = args[0]
+            if isinstance(x, TensorProxy):
+                return x._scalar(cls)
+            if isinstance(x, NumberProxy):
+                return x._unary(cls.__name__)
+        return cls(*args, **kwargs)
+
+    return convert
+
+
+_NUMBER_CONVERSIONS = {int: _runtime_number(int), float: _runtime_number(float)}
+
+
+def _refuse(exc_type, message):
+    def refused(*args, **kwargs):
+        loc = tracing.current_location()
+        where = f" at {loc[0]}:{loc[1]}" if loc else ""
+        raise exc_type(message.format(where=where))
+
+    return refused
+
+
+# calls that thunder refuses inside a jitted function (the exception type and the message)
+_REFUSED = {
+    torch.compile: (NotImplementedError, "thunder: torch.compile{where} inside a jitted function is not supported "
+                    "(thunder compiles the function already). Workaround: call the function itself, or apply "
+                    "torch.compile outside thunder.jit"),
+    torch.set_default_dtype: (RuntimeError, "Default dtype is changed during the execution of jitted function{where}. "
+                              "This is currently unsupported. Workaround: set it before calling the jitted function"),
+}
+
+
+def _compiled_by_dynamo(fn):
+    """A function or module that torch.compile returned."""
+    try:
+        if getattr(fn, "_torchdynamo_disable", False):
+            return False  # torch._dynamo.disable's wrapper (torch.manual_seed calls one): runs as itself
+        return (getattr(fn, "_torchdynamo_orig_callable", None) is not None
+                or type(fn).__module__ == "torch._dynamo.eval_frame")
+    except Exception:  # noqa: BLE001 - an object whose attributes cannot be read: not dynamo's
+        return False
 
 
 def _lookup(fn):
     if fn is isinstance:
         return _isinstance
+    if fn is int or fn is float:
+        return _NUMBER_CONVERSIONS[fn]
+    try:
+        refused = _REFUSED.get(fn)
+    except TypeError:  # unhashable
+        refused = None
+    if refused is None and _compiled_by_dynamo(fn):
+        refused = (NotImplementedError, "thunder: calling a function compiled by torch.compile{where} inside a jitted "
+                   "function is not supported. Workaround: call the original function (torch.compile's result has "
+                   "it as _torchdynamo_orig_callable), or apply torch.compile outside thunder.jit")
+    if refused is not None:
+        return _refuse(*refused)
+    if custom_function.is_apply(fn):  # MyFn.apply: its forward interpreted, its backward for gradients
+        if hasattr(fn, "__self__"):
+            return functools.partial(custom_function.apply, fn.__self__)
+        return custom_function.apply  # (Function.apply itself: called with the class first)
     op = registry.lookup_callable(fn)
     if op is not None:
         return functools.partial(fallback.registered, op, fn)

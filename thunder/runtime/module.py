@@ -59,5 +59,20 @@ class ThunderModule(torch.nn.Module):
         with (inner() if callable(inner) else contextlib.nullcontext()):
             yield
 
+    def load_original_state_dict(self, state_dict, strict=True, assign=False):
+        """Loads a state dict of the original module (its names) into it; the ThunderModule, which
+        shares its parameters and buffers, sees the new values."""
+        return self._model.load_state_dict(state_dict, strict=strict, assign=assign)
+
+    def __getattr__(self, name):
+        # ThunderModule's own attributes (_model, _jfn) first, then the original module's (tm.weight)
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            model = self.__dict__.get("_modules", {}).get("_model")
+            if model is None:
+                raise
+            return getattr(model, name)
+
     def __repr__(self):
         return f"ThunderModule({self._model!r})"

@@ -5,6 +5,8 @@ An entry function returns MISS when any check fails (or reading what it checks r
 cache can try the next entry. Checks: the arguments' structure, tensor metadata and Python
 values (structure.py specs), then the guards (guards.py) on what the trace read from outside
 its arguments, cheapest first, then the tensors read from outside (state.py)."""
+import functools
+
 import torch
 
 from thunder.runtime import guards as guards_
@@ -81,6 +83,16 @@ class _Gen:
                 self.miss_if(f"type({expr}) is not type({c}) or {expr} != {c}")
         elif kind == "object":
             self.miss_if(f"{expr} is not {self.const(spec[1])}")
+        elif kind == "partial":
+            self.emit(f"{var} = {expr}")
+            keys = [k for k, _ in spec[3]]
+            self.miss_if(f"type({var}) is not {self.const(functools.partial)} or len({var}.args) != {len(spec[2])} "
+                         f"or list({var}.keywords) != {keys!r}")
+            self.value(f"{var}.func", spec[1], f"{var}_f")
+            for i, s in enumerate(spec[2]):
+                self.value(f"{var}.args[{i}]", s, f"{var}_{i}")
+            for i, (k, s) in enumerate(spec[3]):
+                self.value(f"{var}.keywords[{k!r}]", s, f"{var}_k{i}")
         elif kind in ("tuple", "list", "namedtuple", "dataclass", "dict"):
             self.emit(f"{var} = {expr}")
             if kind == "dict":

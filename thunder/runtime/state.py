@@ -19,6 +19,7 @@ from collections import OrderedDict
 
 import torch
 
+from thunder.core.numbers import NumberProxy
 from thunder.core.proxies import TensorProxy
 from thunder.runtime.guards import Guard, has_literal, is_plain_value, snapshot
 
@@ -62,6 +63,7 @@ class StateTracker:
         self._write_sites = {}  # (id(owner), name) -> provenance of the last write
         self._module_names = {id(m): p for p, m in root.named_modules(remove_duplicate=False)} if root is not None else {}
         self._owners = None  # id(tensor) -> (module, name) of the root's parameters and buffers
+        self.arg_paths = {}  # tensor index -> the prologue's expression for an argument tensor (args[0])
         if root is not None:
             self.pin(root)
 
@@ -108,7 +110,7 @@ class StateTracker:
     # -- the interpreter's hooks
     def load(self, value, provenance):
         """on_load: a value read from a global, cell, attribute, container item or default."""
-        if isinstance(value, TensorProxy):
+        if isinstance(value, (TensorProxy, NumberProxy)):  # (one the trace made: stored, read back)
             return value
         kind, name, owner = provenance.kind, provenance.name, provenance.owner
         if kind == "native":
@@ -280,6 +282,26 @@ class StateTracker:
             expr += f"._modules[{part!r}]"
         return expr
 
+    def read_grad(self, proxy):
+        """x.grad of a tensor the trace reads (proxy): read at call time through the tensor's
+        expression (args[0].grad, _s0._parameters['weight'].grad), an input of the trace; None
+        is guarded. None for other proxies (results of ops have no .grad in eager)."""
+        k = next((i for i, p in enumerate(self.inputs.proxies) if p is proxy), None)
+        if k is None:
+            return None
+        expr = self.arg_paths.get(k) or next((e for e, i in self.reads if i == k), None)
+        t = self.inputs.tensors[k]
+        name = proxy.input_name or proxy.name
+        if expr is None:
+            raise NotImplementedError(f"thunder: the .grad of {name} cannot be read at call time. Workaround: pass "
+                                      "the gradient as an argument of the jitted function")
+        if t.grad is None:
+            self.guard(f"{expr}.grad", "is", None, f"the .grad of {name}")
+            return None
+        from thunder.interpreter import Provenance
+
+        return self._tensor(t.grad, Provenance("attr", "grad", t, "", "", None), f"{expr}.grad")
+
     # -- writes
     def _outlives_call(self, owner):
         """The jitted module's submodules and objects the prologue can reach (read from outside:
@@ -307,7 +329,7 @@ class StateTracker:
             original = self.originals[key][2]
             if value is original or (is_plain_value(value) and type(value) is type(original) and value == original):
                 continue
-            if not isinstance(value, (TensorProxy, bool, int, float, str, type(None))):
+            if not isinstance(value, (TensorProxy, NumberProxy, bool, int, float, str, type(None))):
                 site = self._write_sites[key]
                 raise NotImplementedError(
                     f"thunder: writing a {type(value).__name__} to '{site.name}' ({site.kind}, {site.filename}:"

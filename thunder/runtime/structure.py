@@ -2,16 +2,20 @@
 
 A spec is a small tree: ("tensor", i), ("const", value), ("object", value) (checked by
 identity), ("tuple"|"list", [specs]), ("dict", [(key, spec)]), ("namedtuple"|"structseq", type,
-[specs]) (structseq: torch.return_types.*), ("dataclass", type, [(field, spec)]) and, for
-outputs only, ("instance", type, [(attribute, spec)]) (another object holding tensors the trace
-computed). Constants are Python scalars and the other values a cache entry is specialised on."""
+[specs]) (structseq: torch.return_types.*), ("dataclass", type, [(field, spec)]), ("partial",
+func spec, [specs], [(keyword, spec)]) and, for outputs only, ("instance", type, [(attribute, spec)])
+(another object holding tensors the trace computed), ("input", k) (a tensor the trace read,
+returned as it is) and ("inference", spec). Constants are Python scalars and the other values a
+cache entry is specialised on."""
 import dataclasses
+import functools
 import types
 
 import torch
 
 from thunder.core import trace as tracing
 from thunder.core.dtypes import is_numpy_scalar
+from thunder.core.numbers import NumberProxy
 from thunder.core.proxies import TensorProxy, proxy_for
 
 CONSTANT_TYPES = (bool, int, float, complex, str, type(None), torch.dtype, torch.device, slice,
@@ -77,6 +81,16 @@ class Inputs:
     def proxy_of(self, t):
         """The proxy of t when t (this object) is a tensor the trace reads, else t."""
         return self._by_id.get(id(t), t)
+
+    def param_index(self, p):
+        """The place among params() of p when p is the proxy of a tensor the trace reads (updated
+        in place or not), else None."""
+        if p.input_name is None:
+            return None
+        for k, (q, _) in enumerate(self.params()):
+            if q is p:
+                return k
+        return None
 
     def params(self):
         """(proxy, tensor) of the program's parameters: the tensors read, storages in place of the
@@ -158,6 +172,12 @@ def flatten_inputs(value, name, inputs, strict):
             items.append((k, s))
             proxy[k] = p
         return ("dict", items), proxy
+    if type(value) is functools.partial and not strict:  # its bound arguments are inputs too
+        fs, fp = flatten_inputs(value.func, f"{name}_func", inputs, strict)
+        parts = [flatten_inputs(v, f"{name}_{i}", inputs, strict) for i, v in enumerate(value.args)]
+        kparts = [(k, *flatten_inputs(v, f"{name}_{k}", inputs, strict)) for k, v in value.keywords.items()]
+        proxy = functools.partial(fp, *(p for _, p in parts), **{k: p for k, _, p in kparts})
+        return ("partial", fs, [s for s, _ in parts], [(k, s) for k, s, _ in kparts]), proxy
     if strict:
         raise UnpackError(
             f"Cannot unpack object of type {type(value).__name__}. thunder.functional.jit accepts "
@@ -166,16 +186,31 @@ def flatten_inputs(value, name, inputs, strict):
     return ("object", value), value
 
 
-def flatten_outputs(value, refs, _open=None):
+def flatten_outputs(value, refs, inputs=None, _open=None):
     """Spec of the jitted function's return value; its tensor proxies are appended to refs.
-    Other objects that hold tensors the trace computed (transformers' DynamicCache) are rebuilt
-    per call from their attributes ("instance"); objects that hold none are returned as they are."""
+    inputs (an Inputs): a tensor the trace read (argument, parameter, buffer) returned as such is
+    ("input", k), k its place among inputs.params(): the program returns that very object, as
+    eager does (same identity, requires_grad and grad_fn; after the copy-back of an in-place
+    update). A tensor made under torch.inference_mode() is ("inference", spec). Other objects that
+    hold tensors the trace computed (transformers' DynamicCache) are rebuilt per call from their
+    attributes ("instance"); objects that hold none are returned as they are."""
     from thunder.core.trace import ref
 
     _open = set() if _open is None else _open
-    if isinstance(value, TensorProxy):
+    if isinstance(value, NumberProxy):  # (a runtime number is a result of the program too)
         refs.append(ref(value))
         return ("tensor", len(refs) - 1)
+    if isinstance(value, TensorProxy):
+        k = inputs.param_index(value) if inputs is not None else None
+        if k is not None:
+            return ("input", k)
+        r = ref(value)
+        if r in refs:  # returned twice: the same object twice, as in eager
+            spec = ("tensor", refs.index(r))
+        else:
+            refs.append(r)
+            spec = ("tensor", len(refs) - 1)
+        return ("inference", spec) if value.inference else spec
     if isinstance(value, torch.Tensor):
         if _open:  # inside an object: the tensor it holds (a state tensor, a global), as eager's object does
             return ("const", value)
@@ -186,18 +221,19 @@ def flatten_outputs(value, refs, _open=None):
         return ("const", value)
     if _is_namedtuple(value) or _is_structseq(value):
         kind = "namedtuple" if _is_namedtuple(value) else "structseq"
-        return (kind, type(value), [flatten_outputs(v, refs, _open) for v in value])
+        return (kind, type(value), [flatten_outputs(v, refs, inputs, _open) for v in value])
     if isinstance(value, (tuple, list)):
-        return ("tuple" if isinstance(value, tuple) else "list", [flatten_outputs(v, refs, _open) for v in value])
+        return ("tuple" if isinstance(value, tuple) else "list",
+                [flatten_outputs(v, refs, inputs, _open) for v in value])
     if _is_plain_dataclass(value):  # before dict: transformers' ModelOutput is both
-        return ("dataclass", type(value), [(f.name, flatten_outputs(getattr(value, f.name), refs, _open))
+        return ("dataclass", type(value), [(f.name, flatten_outputs(getattr(value, f.name), refs, inputs, _open))
                                            for f in dataclasses.fields(value)])
     if isinstance(value, dict):
-        return ("dict", [(k, flatten_outputs(v, refs, _open)) for k, v in value.items()])
-    return _flatten_object(value, refs, _open)
+        return ("dict", [(k, flatten_outputs(v, refs, inputs, _open)) for k, v in value.items()])
+    return _flatten_object(value, refs, inputs, _open)
 
 
-def _flatten_object(value, refs, _open):
+def _flatten_object(value, refs, inputs, _open):
     state = getattr(value, "__dict__", None)
     if type(state) is not dict or isinstance(value, (type, types.ModuleType, types.FunctionType, torch.nn.Module)):
         return ("const", value)
@@ -206,9 +242,9 @@ def _flatten_object(value, refs, _open):
                                   "tensors computed by the function is not supported. Workaround: return its tensors.")
     _open.add(id(value))
     n = len(refs)
-    fields = [(k, flatten_outputs(v, refs, _open)) for k, v in state.items()]
+    fields = [(k, flatten_outputs(v, refs, inputs, _open)) for k, v in state.items()]
     _open.discard(id(value))
-    if len(refs) == n:
+    if len(refs) == n and not any(s[0] == "input" for s in iter_specs([c for _, c in fields])):
         return ("const", value)  # no tensors of the trace inside: the object itself
     return ("instance", type(value), fields)
 
@@ -221,12 +257,17 @@ def rebuild_object(cls, state):
     return obj
 
 
-def rebuild_source(spec, flat, constants=None):
-    """A Python expression that rebuilds the output from the flat result names. Values that
-    have no literal form go into `constants` (name -> value) for the generated code's globals."""
+def rebuild_source(spec, flat, constants=None, params=None):
+    """A Python expression that rebuilds the output from the flat result names (and the program's
+    parameter names, params, for inputs returned as they are). Values that have no literal form
+    go into `constants` (name -> value) for the generated code's globals."""
     kind = spec[0]
     if kind == "tensor":
         return flat[spec[1]]
+    if kind == "input":
+        return params[spec[1]] if params is not None else f"_input{spec[1]}"
+    if kind == "inference":
+        return f"impl.inference_tensor({rebuild_source(spec[1], flat, constants, params)})"
     if kind == "const":
         v = spec[1]
         if isinstance(v, (torch.Size, torch.dtype, torch.device)) or constants is not None and not _has_literal(v):
@@ -239,12 +280,12 @@ def rebuild_source(spec, flat, constants=None):
 
         return py_repr(v)
     if kind in ("tuple", "list"):
-        parts = [rebuild_source(s, flat, constants) for s in spec[1]]
+        parts = [rebuild_source(s, flat, constants, params) for s in spec[1]]
         if kind == "list":
             return "[" + ", ".join(parts) + "]"
         return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
     if kind in ("namedtuple", "structseq"):
-        parts = ", ".join(rebuild_source(s, flat, constants) for s in spec[2])
+        parts = ", ".join(rebuild_source(s, flat, constants, params) for s in spec[2])
         if kind == "structseq":
             parts = f"({parts},)"  # built from one sequence
         if constants is None:
@@ -253,16 +294,16 @@ def rebuild_source(spec, flat, constants=None):
         constants[name] = spec[1]
         return f"{name}({parts})"
     if kind == "dict":
-        return "{" + ", ".join(f"{k!r}: {rebuild_source(s, flat, constants)}" for k, s in spec[1]) + "}"
+        return "{" + ", ".join(f"{k!r}: {rebuild_source(s, flat, constants, params)}" for k, s in spec[1]) + "}"
     if kind == "dataclass":
-        fields = ", ".join(f"{f}={rebuild_source(s, flat, constants)}" for f, s in spec[2])
+        fields = ", ".join(f"{f}={rebuild_source(s, flat, constants, params)}" for f, s in spec[2])
         if constants is None:
             return f"{spec[1].__name__}({fields})"
         name = f"_const{len(constants)}"
         constants[name] = spec[1]
         return f"{name}({fields})"
     if kind == "instance":
-        state = "{" + ", ".join(f"{k!r}: {rebuild_source(s, flat, constants)}" for k, s in spec[2]) + "}"
+        state = "{" + ", ".join(f"{k!r}: {rebuild_source(s, flat, constants, params)}" for k, s in spec[2]) + "}"
         if constants is None:
             return f"rebuild_object({spec[1].__name__}, {state})"
         cls, rebuild = f"_const{len(constants)}", f"_const{len(constants) + 1}"
@@ -273,6 +314,40 @@ def rebuild_source(spec, flat, constants=None):
 
 def _has_literal(v):
     return isinstance(v, (bool, int, str, type(None))) or isinstance(v, float) and v == v and abs(v) != float("inf")
+
+
+def tensor_paths(arg_specs, kw_specs):
+    """{tensor index: the prologue's expression for it (args[0][1], kwargs['x'].weight)}."""
+    paths = {}
+
+    def walk(spec, expr):
+        kind = spec[0]
+        if kind == "tensor":
+            paths[spec[1]] = expr
+        elif kind in ("tuple", "list"):
+            for i, s in enumerate(spec[1]):
+                walk(s, f"{expr}[{i}]")
+        elif kind in ("namedtuple", "structseq"):
+            for i, s in enumerate(spec[2]):
+                walk(s, f"{expr}[{i}]")
+        elif kind == "dict":
+            for k, s in spec[1]:
+                walk(s, f"{expr}[{k!r}]")
+        elif kind == "dataclass":
+            for f, s in spec[2]:
+                walk(s, f"{expr}.{f}")
+        elif kind == "partial":
+            walk(spec[1], f"{expr}.func")
+            for i, s in enumerate(spec[2]):
+                walk(s, f"{expr}.args[{i}]")
+            for k, s in spec[3]:
+                walk(s, f"{expr}.keywords[{k!r}]")
+
+    for i, s in enumerate(arg_specs):
+        walk(s, f"args[{i}]")
+    for k, s in kw_specs:
+        walk(s, f"kwargs[{k!r}]")
+    return paths
 
 
 def iter_specs(specs):
@@ -287,3 +362,5 @@ def iter_specs(specs):
             yield from iter_specs([c for _, c in s[1]])
         elif s[0] in ("dataclass", "instance"):
             yield from iter_specs([c for _, c in s[2]])
+        elif s[0] == "partial":
+            yield from iter_specs([s[1], *s[2], *(c for _, c in s[3])])

@@ -5,8 +5,9 @@ from thunder.dialects.mlir import ir
 
 
 class Trace:
-    def __init__(self, producer, module=None, python=None, output_spec=None, fn_name="computation"):
+    def __init__(self, producer, module=None, python=None, output_spec=None, fn_name="computation", fn=None):
         self.producer = producer
+        self._fn = fn  # the compiled function that runs, for the traces that ran
         self.fn_name = fn_name  # e.g. "interpreter (acquisition)", "cse", "torch executor"
         self._mlir_debug = module.operation.get_asm(enable_debug_info=True) if module is not None else None
         self._mlir = str(module) if module is not None else None
@@ -40,3 +41,43 @@ class Trace:
 
     def __repr__(self):
         return f"<Trace produced by {self.producer!r}>"
+
+    @property
+    def args(self):
+        """The trace function's parameters, in order: Refs (name, shape, dtype, device) of its
+        tensors; parameter names for the prologue, which takes (args, kwargs)."""
+        from thunder.core.trace import Ref
+        from thunder.dialects.attrs import tensor_meta
+        from thunder.dialects.emit import find_func, loc_names
+
+        if self._mlir_debug is not None:
+            module = self.module()
+            with module.context:
+                f = find_func(module.operation, self.fn_name)
+                if f is not None:
+                    return [Ref((loc_names(a.location) or [f"arg{i}"])[0], *tensor_meta(a.type))
+                            for i, a in enumerate(f.regions[0].blocks[0].arguments)]
+        import ast
+
+        first = next(n for n in ast.parse(self.python()).body if isinstance(n, ast.FunctionDef))
+        return [a.arg for a in first.args.args]
+
+    def python_callable(self):
+        """A Python function that runs this trace on real tensors: the very function that ran,
+        for the programs of a call (execution trace, forward, backward, prologue), else compiled
+        from the trace's Python (a trace before code generation may hold what Python cannot
+        express: codegen.Unprintable says so)."""
+        if self._fn is not None:
+            return self._fn
+        from thunder.runtime.codegen import compile_source, python_source
+
+        if self._mlir_debug is None:
+            return compile_source(self._python, self.fn_name)
+        constants = {}
+        source = python_source(self.module(), self.fn_name, output_spec=self._output_spec, constants=constants)
+        return compile_source(source, self.fn_name, constants=constants)
+
+    def save_trace(self, path):
+        """Writes the trace's Python (str(trace)) to the file path."""
+        with open(path, "w") as f:
+            f.write(self.python())
