@@ -84,10 +84,10 @@ def _cuda_accepts(text, name):
         return False
 
 
-def _compile_linalg(text, name):
+def _compile_linalg(text, name, sizes=()):
     from thunder.lowering.linalg import compile_region
 
-    return compile_region(text, name)
+    return compile_region(text, name, sizes=sizes)
 
 
 def _linalg_tiles(text, name):

@@ -304,6 +304,35 @@ def test_gpt2_greedy_generation_with_kv_cache():
         torch.testing.assert_close(layer.values, expected_layer.values, rtol=RTOL, atol=ATOL)
 
 
+def test_gpt2_decode_loop_under_symbolic_values_stops_recompiling():
+    # cache="symbolic values": the cache's growing sequence length becomes a symbol after three
+    # decode steps; every later step runs the same program (no compile), with eager's tokens
+    model = _language_model("gpt2").eval()
+    jitted = thunder.jit(model, cache="symbolic values")
+    prompt = _ids(batch=1, seq=5)
+
+    def greedy(fn, steps=10):
+        out = fn(input_ids=prompt, use_cache=True)
+        tokens, logits = [], [out.logits]
+        for _ in range(steps):
+            nxt = out.logits[:, -1].argmax(-1, keepdim=True)
+            tokens.append(nxt.item())
+            out = fn(input_ids=nxt, past_key_values=out.past_key_values, use_cache=True)
+            logits.append(out.logits)
+        return tokens, logits
+
+    with torch.no_grad():
+        expected_tokens, expected_logits = greedy(model)
+        tokens, logits = greedy(jitted)
+    assert tokens == expected_tokens
+    for a, b in zip(logits, expected_logits, strict=True):
+        torch.testing.assert_close(a, b, rtol=RTOL, atol=ATOL)
+    stats = thunder.compile_stats(jitted)
+    assert stats.cache_misses == 4  # the prompt, then three decode steps
+    assert stats.cache_hits == 7
+    assert stats.last_generalization.startswith("generalized: _sym0: ")
+
+
 @pytest.mark.parametrize("name", ["gpt2", "distilbert"])
 def test_training_with_dropout_matches_eager_under_the_same_seed(name):
     # dropout in the model (nn.Dropout) and in attention (sdpa's dropout_p): the same draws as

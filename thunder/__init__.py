@@ -27,7 +27,9 @@ def jit(fn, /, *, executors=None, cache=None, sharp_edges=None, disable_torch_au
     cache: a thunder.CACHE_OPTIONS member or its string: CONSTANT_VALUES / "constant values"
     (default: recompile when shapes, dtypes, devices, requires_grad or Python scalar values
     change), SAME_INPUT / "same input" (assume every call matches the first: no checks),
-    NO_CACHING / "no caching" (recompile on every call); SYMBOLIC_VALUES is not implemented yet.
+    NO_CACHING / "no caching" (recompile on every call), SYMBOLIC_VALUES / "symbolic values"
+    (sizes that keep changing become symbols: after three calls of the same structure, one
+    program for all of them; see docs/api.md).
     Other keyword options are recorded (last_compile_options) with a warning.
     transforms: MLIR pass names (ours or upstream) or
     callables on the trace module, run after the default passes. recompile_limit (default 8, None

@@ -51,8 +51,12 @@ PARALLEL_MIN_BYTES = 1 << 19
 
 
 class Kernel:
-    def __init__(self, text, name, loops="loops", specialize_strides=True, opt_level=3):
+    def __init__(self, text, name, loops="loops", specialize_strides=True, opt_level=3, sizes=()):
         self.text, self.name, self.loops = text, name, loops
+        # cache="symbolic values": the sizes that change between calls; the kernel is tiled along
+        # them where it can be and takes the strides that depend on them dynamically, so its code
+        # is shared by all sizes (the engine cache is keyed by the lowered text)
+        self.sizes = tuple(sizes)
         self.specialize, self.opt_level = specialize_strides, opt_level
         self.name, ins, outs = signature(text, name)
         self.inputs = [(t.shape, torch_dtype(t.elt)) for t in ins]
@@ -66,7 +70,8 @@ class Kernel:
     def lowered(self, input_strides=None):
         # the affine super-vectorizer needs affine loop bounds: no tile loop (whose tiles have a
         # dynamic size) in that variant
-        return lower_region(self.text, self.name, input_strides, tile=self.loops == "loops", out_name="kernel")
+        return lower_region(self.text, self.name, input_strides, tile=self.loops == "loops", out_name="kernel",
+                            prefer=self.sizes)
 
     def linalg_text(self, input_strides=None):
         return self.lowered(input_strides).text
@@ -102,6 +107,25 @@ class Kernel:
         bounds = [min(rows, (tiles * k // threads) * tile) for k in range(threads + 1)]
         return [(lo, hi) for lo, hi in zip(bounds, bounds[1:]) if hi > lo] or [(0, 0)]
 
+    def _key(self, strides):
+        """The variant for inputs with these strides."""
+        if self.specialize and self.sizes:  # unit and zero strides static, the others dynamic
+            return tuple(tuple(0 if n == 1 or s == 0 else 1 if s == 1 else None for n, s in zip(shape, st))
+                         for (shape, _), st in zip(self.inputs, strides))
+        if self.specialize:  # a size-1 dim is never stepped along: its stride does not matter
+            return tuple(tuple(0 if n == 1 else s for n, s in zip(shape, st))
+                         for (shape, _), st in zip(self.inputs, strides))
+        return None
+
+    def has_code(self, strides):
+        """Whether a call with inputs of these strides runs without compiling: this process
+        compiled the same lowered code already (a kernel for other sizes along its tiled axis)."""
+        key = self._key(strides)
+        if key in self.variants:
+            return True
+        lowered = self.lowered(key)
+        return (lowered.text, self.loops, self.opt_level) in _ENGINES
+
     def _frame(self, strides):
         """The CallFrame for inputs with these strides (per thread: frames hold pointers)."""
         frames = self.frames.get(threading.get_ident())
@@ -109,11 +133,7 @@ class Kernel:
             frames = self.frames[threading.get_ident()] = {}
         frame = frames.get(strides)
         if frame is None:
-            key = None
-            if self.specialize:  # a size-1 dim is never stepped along: its stride does not matter
-                key = tuple(tuple(0 if n == 1 else s for n, s in zip(shape, st))
-                            for (shape, _), st in zip(self.inputs, strides))
-            fn, lowered = self._variant(key)
+            fn, lowered = self._variant(self._key(strides))
             shapes = [s for s, _ in self.inputs + self.outputs]
             out_strides = [tuple(row_major_strides(s)) for s, _ in self.outputs]  # torch.empty's
             ranges = None if lowered.rows is None else self.row_ranges(lowered)
@@ -136,12 +156,12 @@ class Kernel:
 
 
 def compile_region(func_op_text_or_module, name=None, *, loops="loops", specialize_strides=True,
-                   opt_level=3) -> Kernel:
+                   opt_level=3, sizes=()) -> Kernel:
     """A callable running the func (of thunder prims) `name` natively. The first call with a
-    new combination of input strides compiles (when specialize_strides)."""
+    new combination of input strides compiles (when specialize_strides). sizes: see Kernel."""
     text = _text(func_op_text_or_module)
-    key = (text, name, loops, specialize_strides, opt_level)
+    key = (text, name, loops, specialize_strides, opt_level, tuple(sizes))
     k = _CACHE.get(key)
     if k is None:
-        k = _CACHE[key] = Kernel(text, name, loops, specialize_strides, opt_level)
+        k = _CACHE[key] = Kernel(text, name, loops, specialize_strides, opt_level, sizes)
     return k

@@ -402,7 +402,7 @@ def strided_layout(shape, strides):
     to the first element as the aligned pointer)."""
     if strides is None:
         return "strided<[" + ", ".join("?" for _ in shape) + "], offset: ?>"
-    return "strided<[" + ", ".join(str(s) for s in strides) + "]>"
+    return "strided<[" + ", ".join(_dim(s) for s in strides) + "]>"  # (None: a dynamic stride)
 
 
 def find_func(module: ir.Module, name: str | None):
@@ -499,7 +499,7 @@ def _operand_axes(op, a):
     return None
 
 
-def tiling(block):
+def tiling(block, prefer=()):
     """(rows, {value: axis or WHOLE}) when every region result can be computed tile by tile
     along one of its dims of a common size `rows` (the first result's first such dim that works,
     dims whose rows hold at most TILE_BYTES / 2 of results first,
@@ -516,7 +516,10 @@ def tiling(block):
     # before the others (tiles of one 16x512x64 row of a 4x16x512x64 tensor would not)
     out_bytes = sum(_pymath.prod(s) * elt_bytes(str(ir.RankedTensorType(r.type).element_type))
                     for r, s in zip(results, shapes))
-    order = sorted(range(len(shapes[0])), key=lambda d: out_bytes // max(shapes[0][d], 1) > TILE_BYTES // 2)
+    # (prefer: sizes to tile along first, cache="symbolic values"'s sizes: a kernel tiled along
+    # them does not depend on them)
+    order = sorted(range(len(shapes[0])), key=lambda d: (shapes[0][d] not in prefer,
+                                                         out_bytes // max(shapes[0][d], 1) > TILE_BYTES // 2))
     for d0 in order:
         rows = shapes[0][d0]
         if rows < 2:
@@ -579,7 +582,7 @@ class Lowered:
 
 
 def lower_region(text: str, name: str, input_strides=None, approx_math=True, tile=True,
-                 out_name=None) -> Lowered:
+                 out_name=None, prefer=()) -> Lowered:
     """Rewrite the region's func into a destination-passing linalg func @out_name (default
     name).
 
@@ -587,12 +590,12 @@ def lower_region(text: str, name: str, input_strides=None, approx_math=True, til
     or None for a fully dynamic strided layout. approx_math: f32 exp/tanh/... as polynomials
     (approx.py) instead of libm calls. tile: loop over tiles of rows when the region allows it
     (`tiling`); the tiled axis has a dynamic size in the func's types, so the kernel does not
-    depend on the number of rows."""
+    depend on the number of rows. prefer: sizes to tile along first (see tiling)."""
     ctx, module = parse_region(text)
     with ctx:
         f = find_func(module, name)
         block = f.regions[0].blocks[0]
-        tiled = tiling(block) if tile else None
+        tiled = tiling(block, prefer) if tile else None
         if tiled is None:
             return Lowered(_untiled(block, out_name or name, input_strides, approx_math))
         return _tiled(block, out_name or name, input_strides, approx_math, *tiled)
@@ -649,6 +652,8 @@ def _untiled(block, name, input_strides, approx_math):
 
 
 def _tiled(block, name, input_strides, approx_math, rows, axes):
+    # inputs with dynamic strides (cache="symbolic values"' kernels): outputs get them too
+    dynamic_outer = input_strides is not None and any(s is None for st in input_strides for s in st)
     em = _Emitter(approx_math)
     pre, loop, slices = [], [], []
     params = []
@@ -694,9 +699,16 @@ def _tiled(block, name, input_strides, approx_math, rows, axes):
         # torch allocates outputs contiguous: row-major strides, which do not depend on the row
         # count when the tiled axis is the first dim (then it stays dynamic)
         axis = axes[r]
-        out_type = full_t.tile(0).memref() if axis == 0 else full_t.memref()
+        out_strides = row_major_strides(full_t.shape)
+        if axis == 0:
+            out_type = full_t.tile(0).memref()
+        elif dynamic_outer and axis != WHOLE:  # the strides before the axis depend on its size
+            out_strides = [None] * axis + out_strides[axis:]
+            out_type = full_t.tile(axis).memref(strided_layout(full_t.shape, out_strides))
+        else:
+            out_type = full_t.memref()
         params.append(f"%out{j}: {out_type}")
-        view, view_t = _subview(f"%out{j}", out_type, full_t, axis, row_major_strides(full_t.shape))
+        view, view_t = _subview(f"%out{j}", out_type, full_t, axis, out_strides)
         stores.append(f"      %ov{j} = {view}")
         stores.append(f"      bufferization.materialize_in_destination {ssa} in restrict writable %ov{j} "
                       f": ({tile_t}, {view_t}) -> ()")

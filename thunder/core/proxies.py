@@ -459,14 +459,20 @@ def proxy_of_meta(shape, dtype, device, name=None):
 
 
 def proxy_for(t: torch.Tensor, name=None, *, input=True):
-    p = TensorProxy(t.shape, t.dtype, t.device, t.requires_grad, name=name)
+    ctx = tracing.current()
+    shape = t.shape
+    symbolic = getattr(ctx, "sym_shapes", None)
+    if symbolic and input and id(t) in symbolic:  # cache="symbolic values": SymInt dims (core/symbols.py)
+        from thunder.core.symbols import SymInt
+
+        shape = [d if s is None else SymInt(d, s) for d, s in zip(t.shape, symbolic[id(t)])]
+    p = TensorProxy(shape, t.dtype, t.device, t.requires_grad, name=name)
     p.is_input = input
     p.input_name = p.name if input else None
     p.meta = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta")
     p.stride_deps = frozenset((p.name,)) if input else frozenset()
     p.leaf = t.is_leaf
     p.is_parameter = isinstance(t, torch.nn.Parameter)
-    ctx = tracing.current()
     if ctx is not None and t.requires_grad:
         ctx.differentiable = True
     return p

@@ -54,6 +54,10 @@ class TraceCtx:
         self.grad_ops = False  # an op of the user's program was recorded with grad mode on
         self.read_grad = None  # x.grad of a proxy while tracing (runtime/state.py), when the caller reads them
         self.stride_dependent = set()  # names of the inputs whose strides decided something
+        # cache="symbolic values" (runtime/symbolic.py): id(input tensor) -> a symbol name or None
+        # per dim, and the decisions taken on symbolic sizes (source -> outcome, core/symbols.py)
+        self.sym_shapes = None
+        self.sym_guards = None
 
     def new_name(self, hint=None):
         if hint is not None:

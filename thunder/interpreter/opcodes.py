@@ -14,6 +14,7 @@ import operator
 import types
 from typing import Any, Callable
 
+from thunder.core import symbols
 from thunder.interpreter.binding import function_str
 from thunder.interpreter.frame import NULL, Frame
 
@@ -255,6 +256,8 @@ BINARY_OPS = [
     operator.ixor,
 ]
 
+SYMBOLIC = (symbols.SymInt, symbols.SymFloat)
+
 COMPARE_OPS = {
     "<": operator.lt, "<=": operator.le, "==": operator.eq,
     "!=": operator.ne, ">": operator.gt, ">=": operator.ge,
@@ -272,7 +275,10 @@ def _binary_op(rt, f: Frame, i) -> None:
 def _compare_op(rt, f: Frame, i) -> None:
     rhs = f.stack.pop()
     lhs = f.stack.pop()
-    f.stack.append(COMPARE_OPS[i.argval](lhs, rhs))
+    result = COMPARE_OPS[i.argval](lhs, rhs)
+    if type(lhs) in SYMBOLIC or type(rhs) in SYMBOLIC:  # a decision on a symbolic size: a guard
+        symbols.compared(lhs, i.argval, rhs, result)
+    f.stack.append(result)
 
 
 @op("IS_OP")
@@ -317,10 +323,18 @@ def subscript(rt, f: Frame, container: Any, key: Any) -> Any:
     fn = rt.python_slot(container, "__getitem__")
     if fn is not None:
         return rt.call(fn, (container, key), {}, f)
+    if isinstance(container, (list, tuple, str, range)):  # an item picked by a symbolic size: specialized
+        key = _concrete_key(key)
     value = container[key]
     if rt.on_load is not None and isinstance(container, (list, tuple, dict)) and type(key) is not slice:
         value = rt.loaded(value, "item", key, container, f)
     return value
+
+
+def _concrete_key(key):
+    if type(key) is slice:
+        return slice(*map(symbols.concrete, (key.start, key.stop, key.step)))
+    return symbols.concrete(key)
 
 
 @op("BINARY_SUBSCR")

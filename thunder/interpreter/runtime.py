@@ -11,6 +11,7 @@ import threading
 import types
 from typing import Any, Callable
 
+from thunder.core import symbols
 from thunder.interpreter.binding import bind_arguments
 from thunder.interpreter.compat import HANDLERS
 from thunder.interpreter.errors import InterpreterError
@@ -146,6 +147,8 @@ class Runtime:
             return v
         if tp in _NATIVE_TRUTH:
             return bool(v)
+        if tp is symbols.SymInt or tp is symbols.SymFloat:  # a decision on a symbolic size: a guard
+            return symbols.truth(v)
         fn = self.python_slot(v, "__bool__")
         if fn is not None:
             r = self.call(fn, (v,), {}, f)

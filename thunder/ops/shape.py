@@ -6,6 +6,7 @@ a pass changes an input's memory layout (contiguous() decomposes to the identity
 import functools
 import inspect
 import math
+import operator
 from builtins import slice as pyslice
 
 import torch
@@ -857,15 +858,32 @@ def _index_plan(input, key):
         else:
             if e.step is not None and e.step <= 0:
                 raise ValueError("step must be greater than zero")
-            start, stop, step = e.indices(input.shape[dim])
+            start, stop, step = _slice_indices(e, input.shape[dim])
             stop = max(start, stop)
             ranges.append((start, stop, step))
-            shape.append(len(range(start, stop, step)))
+            shape.append((stop - start + step - 1) // step)
             dim += 1
     for d in range(dim, input.ndim):
         ranges.append((0, input.shape[d], 1))
         shape.append(input.shape[d])
     return ranges, tuple(shape)
+
+
+def _slice_indices(s, n):
+    """slice.indices(n) for a step > 0, by comparisons: a size that is a symbol
+    (cache="symbolic values") keeps its expression and the clamping is recorded."""
+    step = 1 if s.step is None else s.step
+
+    def bound(v, default):
+        if v is None:
+            return default
+        v = operator.index(v) if not isinstance(v, int) else v
+        if v < 0:
+            v = v + n
+            return 0 if v < 0 else v
+        return n if v > n else v
+
+    return bound(s.start, 0), bound(s.stop, n), step
 
 
 class _GetItemOp(_IndexOp):

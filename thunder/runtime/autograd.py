@@ -71,6 +71,7 @@ class AutogradProgram:
         self.reaches = _reaches(module)  # input index -> indices of the outputs it influences
         self.forward_source = python_source(module, "forward", header="produced by: thunder-autograd (forward)")
         self.backward_source = python_source(module, "backward", header="produced by: thunder-autograd (backward)")
+        self.constants = {"forward": {}, "backward": {}}  # the kernels their sources call (fusion)
         self.forward = compile_source(self.forward_source, "forward")
         self.backward = compile_source(self.backward_source, "backward")
 

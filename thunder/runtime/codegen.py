@@ -172,6 +172,10 @@ def _fusion_call(operation, namer, callees, constants, comments):
         # share one kernel in the executor's cache
         text = region_text(f).replace(f"@{callee}(", "@fusion(", 1)
         constants[callee] = executors.get(executor).compile(text, "fusion")
+        try:  # what the region is, for cache="symbolic values" (runtime/symbolic.py)
+            constants[callee].region = (executor, text)
+        except AttributeError:
+            pass
     args = ", ".join(namer.names[v] for v in operation.operands)
     wanted = loc_names(operation.location)
     outs = [namer.assign(r, wanted[i] if i < len(wanted) else None) for i, r in enumerate(operation.results)]

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from thunder.core import trace as tracing
+from thunder.core import symbols, trace as tracing
 from thunder.core.callables import is_torch_op
 from thunder.core.numbers import NumberProxy
 from thunder.core.proxies import TensorProxy
@@ -32,7 +32,7 @@ class CACHE_OPTIONS(str, enum.Enum):
     CONSTANT_VALUES = "constant values"  # recompile when shapes, dtypes, ... or Python scalar values change
     NO_CACHING = "no caching"  # recompile on every call
     SAME_INPUT = "same input"  # assume every call matches the first: no checks
-    SYMBOLIC_VALUES = "symbolic values"  # not yet: see dynamic shapes
+    SYMBOLIC_VALUES = "symbolic values"  # sizes that change become symbols (runtime/symbolic.py)
 
     def __str__(self):
         return self.value
@@ -73,6 +73,9 @@ class CompileStats:
     # where the last compiled program was split on a value read from a tensor (runtime/reads.py):
     # Split(location "file:line", what was read, the value)
     last_splits: list = field(default_factory=list)
+    # cache="symbolic values": the outcome of the last attempt to make one program for changing
+    # sizes ("generalized: _sym0: tensor argument 0 dim 0" or "not generalized: <why>")
+    last_generalization: str | None = None
 
     def __repr__(self):
         return (f"CompileStats(calls={self.calls}, cache_hits={self.cache_hits}, "
@@ -105,6 +108,8 @@ class CacheEntry:
     description: list  # what the entry was compiled for, to explain later misses
     backward_traces: list = field(default_factory=list)
     first_run: object = None  # the prologue without its guards: the call that compiled the entry
+    # cache="symbolic values": what runtime/symbolic.py needs to generalize this entry's program
+    parts: object = None
 
 
 def _cache_option(cache):
@@ -114,10 +119,6 @@ def _cache_option(cache):
         option = CACHE_OPTIONS(cache)
     except ValueError:
         _check_option("cache option", cache, [o.value for o in CACHE_OPTIONS])
-    if option is CACHE_OPTIONS.SYMBOLIC_VALUES:
-        raise NotImplementedError("thunder.jit: cache=CACHE_OPTIONS.SYMBOLIC_VALUES (\"symbolic values\", one program "
-                                  "for all shapes) is not implemented yet; use \"constant values\", which compiles "
-                                  "a program per input shape")
     return option
 
 
@@ -191,6 +192,7 @@ class ThunderFunction:
         self._cs = CompileStats()
         self._entries: list[CacheEntry] = []
         self._last_entry = None
+        self._samples = []  # cache="symbolic values": recent compiled calls (runtime/symbolic.py)
         functools.update_wrapper(self, cd.fn, updated=())
 
     def __call__(self, *args, **kwargs):
@@ -226,7 +228,12 @@ class ThunderFunction:
         if (cd.recompile_limit is not None and cs.cache_misses - 1 == cd.recompile_limit + 1
                 and cd.cache_option != "no caching"):  # (that option recompiles by design)
             _warn_recompiles(cd, cs)
-        entry = self._add(compile_entry(cd, cs, args, kwargs))
+        if cd.cache_option == CACHE_OPTIONS.SYMBOLIC_VALUES:
+            from thunder.runtime import symbolic
+
+            entry = symbolic.compile_call(self, cd, cs, args, kwargs)
+        else:
+            entry = self._add(compile_entry(cd, cs, args, kwargs))
         # the call that traced runs the program without the guards: they hold for the state the
         # trace started from, which the trace itself may have changed (a global counter, a list
         # appended to), as the function does when called eagerly
@@ -264,8 +271,8 @@ def _warn_recompiles(cd, cs):
     warnings.warn(
         f"thunder: {name} has recompiled {cs.cache_misses - 1} times (recompile_limit={cd.recompile_limit}); "
         f"the input that keeps changing: {cs.last_miss_reason}. Each new value or shape compiles a new "
-        "program. Workaround: pad inputs to a few fixed sizes, pass changing numbers as tensors, or use "
-        "cache='symbolic values' once it is available (dynamic shapes are not implemented yet); "
+        "program. Workaround: cache='symbolic values' (sizes that change become symbols of one program), "
+        "pad inputs to a few fixed sizes, or pass changing numbers as tensors; "
         "thunder.jit(..., recompile_limit=None) silences this.", stacklevel=4)
 
 
@@ -360,26 +367,30 @@ class _Acquired:
     splits: list  # the values read from tensors (runtime/reads.py Split)
 
 
-def _acquire(cd, args, kwargs, shared=None):
-    """Interprets cd.fn on proxies of the inputs; shared: see structure.Inputs."""
+def _acquire(cd, args, kwargs, shared=None, sym_shapes=None):
+    """Interprets cd.fn on proxies of the inputs; shared: see structure.Inputs; sym_shapes: the
+    symbolic dims of the input tensors (runtime/symbolic.py)."""
     from thunder.interpreter import interpret
 
     ctx = tracing.TraceCtx()
+    if sym_shapes:
+        ctx.sym_shapes, ctx.sym_guards = sym_shapes, {}
     ctx.track_grad_mode = True
     ctx.track_strides = True
     inputs = structure.Inputs(shared)
     names = _param_names(cd.module.forward if cd.module is not None else cd.fn, args, kwargs)
     with tracing.tracing(ctx):
         arg_specs, pargs = [], []
-        for a, name in zip(args, names):
+        sym_ints = sym_shapes or {}  # int arguments that are symbols: ("arg", i) / ("kwarg", k) -> name
+        for i, (a, name) in enumerate(zip(args, names)):
             s, p = structure.flatten_inputs(a, name, inputs, cd.strict)
             arg_specs.append(s)
-            pargs.append(p)
+            pargs.append(symbols.SymInt(a, sym_ints[("arg", i)]) if ("arg", i) in sym_ints else p)
         kw_specs, pkwargs = [], {}
         for k, v in kwargs.items():
             s, p = structure.flatten_inputs(v, k, inputs, cd.strict)
             kw_specs.append((k, s))
-            pkwargs[k] = p
+            pkwargs[k] = symbols.SymInt(v, sym_ints[("kwarg", k)]) if ("kwarg", k) in sym_ints else p
         state = StateTracker(cd.module, inputs, strict=cd.strict)
         state.arg_paths = structure.tensor_paths(arg_specs, kw_specs)
         ctx.read_grad = state.read_grad
@@ -407,18 +418,19 @@ def _acquire(cd, args, kwargs, shared=None):
     return _Acquired(ctx, inputs, arg_specs, kw_specs, state, ambient, result, reader.splits)
 
 
-def compile_entry(cd, cs, args, kwargs, fusion=True) -> CacheEntry:
-    """The cache entry for this call. fusion=False: no thunder-fuse (see ThunderFunction._miss)."""
+def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None) -> CacheEntry:
+    """The cache entry for this call. fusion=False: no thunder-fuse (see ThunderFunction._miss);
+    sym_shapes: see _acquire."""
     times = {}
     t_start = t = time.perf_counter()
-    acq = _acquire(cd, args, kwargs)
+    acq = _acquire(cd, args, kwargs, sym_shapes=sym_shapes)
     mutated = [i for i, p in enumerate(acq.inputs.proxies) if p.input_name in acq.ctx.mutated]
     shared = structure.alias_groups(acq.inputs.tensors, mutated) if mutated else {}
     if shared:
         # inputs that share memory, one updated in place: traced again with them as views of their
         # storage (side effects of the function's Python code happen twice in this case)
         first = acq.inputs.tensors
-        acq = _acquire(cd, args, kwargs, shared)
+        acq = _acquire(cd, args, kwargs, shared, sym_shapes)
         if [id(x) for x in acq.inputs.tensors] != [id(x) for x in first]:
             raise NotImplementedError("thunder: the function read other tensors when traced again for its inputs "
                                       "that share memory. Workaround: pass a clone of one of them.")
@@ -477,6 +489,7 @@ def compile_entry(cd, cs, args, kwargs, fusion=True) -> CacheEntry:
         source, computation, backward_traces = _autograd_program(cs, module, tensors, proxies, out_spec, traces,
                                                                  fusion=fusion, grad_mode=grad_mode,
                                                                  decompose=_requested(cd, "thunder-decompose"))
+        constants = {"_program": computation.__globals__["_program"]}
         times["autograd"] = time.perf_counter() - t
         t = time.perf_counter()
     else:
@@ -492,10 +505,11 @@ def compile_entry(cd, cs, args, kwargs, fusion=True) -> CacheEntry:
     strided = [i for i, p in enumerate(inputs.proxies) if p.input_name in ctx.stride_dependent]
     mutated_reads = {i for i, p in enumerate(inputs.proxies) if p.input_name in ctx.mutated}
     mutated_reads |= {first for p, _, first in inputs.storages if p.input_name in ctx.mutated}
-    prologue = Prologue(arg_specs, kw_specs, read, guards=entry_guards, reads=state.reads, consts=state.consts,
-                        writes=writes, check=cd.cache_option != "same input", strided=strided,
-                        shared=inputs.shared, storages=[first for _, _, first in inputs.storages],
-                        mutated=sorted(mutated_reads))
+    prologue_args = dict(guards=entry_guards, reads=state.reads, consts=state.consts,
+                         writes=writes, check=cd.cache_option != "same input", strided=strided,
+                         shared=inputs.shared, storages=[first for _, _, first in inputs.storages],
+                         mutated=sorted(mutated_reads))
+    prologue = Prologue(arg_specs, kw_specs, read, **prologue_args)
     run, first_run = prologue.compile(computation)
     times["codegen"] = time.perf_counter() - t
     cs.last_stage_times = times
@@ -505,7 +519,14 @@ def compile_entry(cd, cs, args, kwargs, fusion=True) -> CacheEntry:
     strided = set(strided)
     description = (arg_specs, kw_specs, [_meta(x, i in strided) for i, x in enumerate(read[:n_arg_tensors])],
                    (state.consts, entry_guards, [(expr, _meta(read[i], i in strided)) for expr, i in state.reads]))
-    return CacheEntry(run, traces, [prologue_trace], description, backward_traces, first_run)
+    entry = CacheEntry(run, traces, [prologue_trace], description, backward_traces, first_run)
+    if cd.cache_option == CACHE_OPTIONS.SYMBOLIC_VALUES:
+        from thunder.runtime import symbolic
+
+        metas = [symbolic.TensorMeta(x) for x in read]
+        entry.parts = symbolic.Parts(source, constants, (arg_specs, kw_specs, metas, prologue_args),
+                                     ctx.sym_guards, symbolic.leaks(result.value, writes), [id(x) for x in read])
+    return entry
 
 
 def _verify(module, producer):
@@ -576,6 +597,7 @@ def _autograd_program(cs, module, tensors, proxies, out_spec, traces, fusion=Non
             kernels = {}
             src = python_source(m, fn_name, header=f"produced by: thunder-fuse ({fn_name})", constants=kernels)
             setattr(program, f"{fn_name}_source", src)
+            program.constants[fn_name] = kernels
             setattr(program, fn_name, compile_source(src, fn_name, constants=kernels))
         traces.append(Trace("thunder-fuse (forward)", m, python=program.forward_source, fn_name="forward",
                             fn=program.forward))
@@ -665,6 +687,8 @@ def _runtime_number(cls):
                 return x._scalar(cls)
             if isinstance(x, NumberProxy):
                 return x._unary(cls.__name__)
+            if symbols.is_symbolic(x):  # a size computed from symbols stays symbolic
+                return symbols.convert(x, cls)
         return cls(*args, **kwargs)
 
     return convert
@@ -706,6 +730,8 @@ def _compiled_by_dynamo(fn):
 def _lookup(fn):
     if fn is isinstance:
         return _isinstance
+    if fn in symbols.BUILTINS:  # range/min/max: decisions on symbolic sizes become guards
+        return symbols.BUILTINS[fn]
     if fn is int or fn is float:
         return _NUMBER_CONVERSIONS[fn]
     try:

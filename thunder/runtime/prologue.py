@@ -6,6 +6,7 @@ cache can try the next entry. Checks: the arguments' structure, tensor metadata 
 values (structure.py specs), then the guards (guards.py) on what the trace read from outside
 its arguments, cheapest first, then the tensors read from outside (state.py)."""
 import functools
+import math
 
 import torch
 
@@ -31,7 +32,9 @@ def shares_storage(mutated, others):
 
 
 class _Gen:
-    def __init__(self, check, example_tensors, consts, strided=()):
+    def __init__(self, check, example_tensors, consts, strided=(), sym_dims=None):
+        self.sym_dims = sym_dims or {}  # tensor index -> a symbol name or None per dim
+        self.bound = set()  # the symbols read so far
         self.lines = []
         self.consts = consts
         self._const_names = {id(v): k for k, v in consts.items()}
@@ -59,14 +62,35 @@ class _Gen:
         self.tensor_vars[index] = var
         t = self.example[index]
         dev = -1 if t.device.type == "cpu" else t.get_device()
+        names = self.sym_dims.get(index)
+        shape = f"{var}.shape != {self.const(t.shape)}" if names is None else f"{var}.dim() != {t.dim()}"
         conds = [f"not isinstance({var}, Tensor)", f"{var}.dtype is not {self.const(t.dtype)}",
-                 f"{var}.shape != {self.const(t.shape)}", f"{var}.get_device() != {dev}",
+                 shape, f"{var}.get_device() != {dev}",
                  f"{'not ' if t.requires_grad else ''}{var}.requires_grad"]
         if t.device.type not in ("cpu", "cuda"):
             conds.append(f"{var}.device != {self.const(t.device)}")
-        if index in self.strided:
-            conds.append(f"{var}.stride() != {t.stride()!r}")
+        if index in self.strided:  # (a tensor with symbolic dims: contiguous, runtime/symbolic.py)
+            conds.append(f"{var}.stride() != {t.stride()!r}" if names is None else f"not {var}.is_contiguous()")
         self.miss_if(" or ".join(conds))
+        if names is not None:  # symbolic dims: the first occurrence of a symbol reads it
+            same = []
+            for k, (n, d) in enumerate(zip(names, t.shape)):
+                if n is None or n in self.bound:
+                    same.append(f"{var}.shape[{k}] != {d if n is None else n}")
+                else:
+                    self.emit(f"{n} = {var}.shape[{k}]")
+                    self.bound.add(n)
+            if same:
+                self.miss_if(" or ".join(same))
+
+    def int_symbol(self, expr, name):
+        """An int argument that is a symbol (runtime/symbolic.py)."""
+        if name in self.bound:
+            self.miss_if(f"type({expr}) is not int or {expr} != {name}")
+        else:
+            self.emit(f"{name} = {expr}")
+            self.bound.add(name)
+            self.miss_if(f"type({name}) is not int")
 
     def value(self, expr, spec, var):
         kind = spec[0]
@@ -124,18 +148,23 @@ class Prologue:
     input", and the call that compiled the entry)."""
 
     def __init__(self, args_spec, kwargs_spec, example_tensors, *, guards=(), reads=(), consts=None, writes=(),
-                 check=True, strided=(), shared=None, storages=(), mutated=()):
+                 check=True, strided=(), shared=None, storages=(), mutated=(), symbols=None):
         self.consts = dict(consts or {})
         self.strided = frozenset(strided)
         self.shared = dict(shared or {})  # see structure.Inputs
         self.storages = list(storages)  # index of the first tensor of each storage the program takes
         self.mutated = list(mutated)  # indices of tensors updated in place (a storage: its first tensor)
+        # cache="symbolic values" (runtime/symbolic.py): (tensor index -> symbol name or None per
+        # dim, the symbols' names, the decisions on them: source -> outcome); the program takes
+        # the symbols after the tensors
+        self.symbols = symbols
         self.source = self._source(check, args_spec, kwargs_spec, example_tensors, guards, reads, writes)
         self.unchecked_source = self._source(False, args_spec, kwargs_spec, example_tensors, guards, reads, writes) \
             if check else self.source
 
     def _source(self, check, args_spec, kwargs_spec, example_tensors, guards, reads, writes):
-        g = _Gen(check, example_tensors, self.consts, self.strided)
+        sym_dims, sym_names, sym_guards, sym_ints = self.symbols or ({}, [], {}, {})
+        g = _Gen(check, example_tensors, self.consts, self.strided, sym_dims)
         g.lines.append("def entry(args, kwargs):")
         g.lines.append("  try:")
         g.miss_if(f"len(args) != {len(args_spec)}")
@@ -144,13 +173,20 @@ class Prologue:
         else:
             g.miss_if("kwargs")
         for i, s in enumerate(args_spec):
-            g.value(f"args[{i}]", s, f"a{i}")
+            g.value(f"args[{i}]", s, f"a{i}") if ("arg", i) not in sym_ints else g.int_symbol(
+                f"args[{i}]", sym_ints[("arg", i)])
         for i, (k, s) in enumerate(kwargs_spec):
-            g.value(f"kwargs[{k!r}]", s, f"k{i}")
+            g.value(f"kwargs[{k!r}]", s, f"k{i}") if ("kwarg", k) not in sym_ints else g.int_symbol(
+                f"kwargs[{k!r}]", sym_ints[("kwarg", k)])
         for guard in sorted(guards, key=lambda x: guards_.CHECKS[x.check].rank):
             g.miss_if(guards_.CHECKS[guard.check].miss_source(guard.expr, guard.expected, g.const))
         for i, (expr, index) in enumerate(reads):
             g.tensor(expr, index, f"s{i}")
+        for n in sym_names:  # sizes 0 and 1 are never symbols (broadcasting, empty tensors)
+            g.miss_if(f"{n} < 2")
+        for source, outcome in sym_guards.items():
+            g.miss_if(f"not {source}" if outcome is True else source if outcome is False else
+                      f"{source} != {outcome!r}")
         self._memory_checks(g, example_tensors)
         storage_vars = []
         for k, first in enumerate(self.storages):
@@ -160,7 +196,8 @@ class Prologue:
             g.emit("pass")
         g.lines.append("  except Exception:  # reading what a check reads failed: it changed")
         g.lines.append("    return MISS")
-        flat = ", ".join([g.tensor_vars[i] for i in range(len(example_tensors)) if i not in self.shared] + storage_vars)
+        flat = ", ".join([g.tensor_vars[i] for i in range(len(example_tensors)) if i not in self.shared] + storage_vars
+                         + list(sym_names))
         if not writes:
             g.lines.append(f"  return computation({flat})")
         else:
@@ -201,7 +238,7 @@ class Prologue:
 
     def compile(self, computation):
         """(entry, the entry without checks)."""
-        ns = {"MISS": MISS, "Tensor": torch.Tensor, "computation": computation, "storage_view": storage_view,
+        ns = {"MISS": MISS, "Tensor": torch.Tensor, "math": math, "computation": computation, "storage_view": storage_view,
               "shares_storage": shares_storage, **guards_.NAMESPACE,
               **guards_.AMBIENT_NAMESPACE, **self.consts}
         entries = []

@@ -1,0 +1,222 @@
+"""Symbolic sizes for cache="symbolic values" (runtime/symbolic.py).
+
+A SymInt is an int (its value at the call being traced) that also knows how it was computed from
+the symbols of the inputs' dims (`expr`, Python source over the symbol names, e.g. "(s0 * 4)").
+Tensor proxies of the inputs get SymInt dims where a dim is symbolic; arithmetic keeps the
+expression (meta functions and user code compute sizes with +, *, //, ...), so a decision that
+the interpreter takes on a size (a comparison, a branch, `range(n)`, `min`) can be recorded as a
+guard on the symbols: the prologue of the symbolic entry checks the same outcome on every call.
+Comparisons return plain bools (the interpreter, not this class, records them: decisions inside
+thunder's own meta functions are about shapes the program computes anyway).
+
+SymFloat is the same for a float computed from sizes (`n / 2`, `math.sqrt(d)`)."""
+import math
+import operator
+
+from thunder.core import trace as tracing
+
+
+def expr_of(v):
+    """Python source computing v from the symbols (a literal for plain numbers)."""
+    if isinstance(v, (SymInt, SymFloat)):
+        return v.expr
+    return repr(v)
+
+
+def is_symbolic(v):
+    return isinstance(v, (SymInt, SymFloat))
+
+
+def _make(value, expr):
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return SymInt(value, expr)
+    if isinstance(value, float):
+        return SymFloat(value, expr)
+    return value
+
+
+def _binary(fn, sym):
+    def method(self, other):
+        if not isinstance(other, (int, float)):
+            return NotImplemented
+        value = fn(self.value_type(self), other.value_type(other) if is_symbolic(other) else other)
+        return _make(value, f"({self.expr} {sym} {expr_of(other)})")
+
+    def rmethod(self, other):
+        if not isinstance(other, (int, float)):
+            return NotImplemented
+        value = fn(other, self.value_type(self))
+        return _make(value, f"({expr_of(other)} {sym} {self.expr})")
+
+    return method, rmethod
+
+
+_OPS = {"add": (operator.add, "+"), "sub": (operator.sub, "-"), "mul": (operator.mul, "*"),
+        "floordiv": (operator.floordiv, "//"), "mod": (operator.mod, "%"), "truediv": (operator.truediv, "/"),
+        "pow": (operator.pow, "**")}
+
+
+class _Symbolic:
+    __slots__ = ()
+
+    def __neg__(self):
+        return _make(-self.value_type(self), f"(-{self.expr})")
+
+    def __pos__(self):
+        return self
+
+    def __abs__(self):
+        return _make(abs(self.value_type(self)), f"abs({self.expr})")
+
+    def __floor__(self):
+        return SymInt(math.floor(self.value_type(self)), f"math.floor({self.expr})")
+
+    def __ceil__(self):
+        return SymInt(math.ceil(self.value_type(self)), f"math.ceil({self.expr})")
+
+    def __trunc__(self):
+        return SymInt(math.trunc(self.value_type(self)), f"int({self.expr})")
+
+    def __round__(self, ndigits=None):
+        if ndigits is not None:
+            return round(self.value_type(self), ndigits)
+        return SymInt(round(self.value_type(self)), f"round({self.expr})")
+
+
+def _ordering(op):
+    """<, <=, >, >= record their outcome (a size clamped by a meta function, `min(T, n)` in native
+    code); == and != do not (dict lookups compare keys; the interpreter records those of the
+    function's own code)."""
+    def method(self, other):
+        if not isinstance(other, (int, float)):
+            return NotImplemented
+        result = COMPARISONS[op](self.value_type(self), other.value_type(other) if is_symbolic(other) else other)
+        compared(self, op, other, result)
+        return result
+
+    return method
+
+
+for _name, _op in (("lt", "<"), ("le", "<="), ("gt", ">"), ("ge", ">=")):
+    setattr(_Symbolic, f"__{_name}__", _ordering(_op))
+
+for _name, (_fn, _sym) in _OPS.items():
+    _m, _r = _binary(_fn, _sym)
+    setattr(_Symbolic, f"__{_name}__", _m)
+    setattr(_Symbolic, f"__r{_name}__", _r)
+
+
+class SymInt(_Symbolic, int):
+    value_type = int
+
+    def __new__(cls, value, expr):
+        self = int.__new__(cls, value)
+        self.expr = expr
+        return self
+
+    def __int__(self):
+        return int.__int__(self)
+
+    def __float__(self):
+        return int.__float__(self)
+
+    __hash__ = int.__hash__
+
+    def __reduce__(self):
+        return int, (int(self),)
+
+    def __copy__(self):
+        return self
+
+    def __deepcopy__(self, memo):
+        return self
+
+
+class SymFloat(_Symbolic, float):
+    value_type = float
+
+    def __new__(cls, value, expr):
+        self = float.__new__(cls, value)
+        self.expr = expr
+        return self
+
+    __hash__ = float.__hash__
+
+    def __reduce__(self):
+        return float, (float(self),)
+
+    def __copy__(self):
+        return self
+
+    def __deepcopy__(self, memo):
+        return self
+
+
+# the comparisons and the decisions the interpreter records (see decided)
+COMPARISONS = {"<": operator.lt, "<=": operator.le, "==": operator.eq, "!=": operator.ne, ">": operator.gt,
+               ">=": operator.ge}
+
+
+def decided(source, outcome):
+    """Record that the traced program depends on `source` (a Python expression over the symbols)
+    being `outcome` (a bool, or the int a size was read as)."""
+    ctx = tracing.current()
+    guards = getattr(ctx, "sym_guards", None)
+    if guards is not None:
+        guards.setdefault(source, outcome)
+
+
+def compared(lhs, op, rhs, result):
+    """The interpreter compared lhs op rhs (one of them symbolic) and got result."""
+    if type(result) is bool and (is_symbolic(lhs) or is_symbolic(rhs)):
+        a, b = expr_of(lhs), expr_of(rhs)
+        if a != b:
+            decided(f"({a} {op} {b})", result)
+
+
+def truth(v):
+    """bool(v) for a symbolic v, recorded."""
+    result = bool(v.value_type(v))
+    decided(f"({v.expr} != 0)", result)
+    return result
+
+
+def concrete(v):
+    """v's value for a use that keeps no expression (range(n), indexing a list): specialized."""
+    if is_symbolic(v):
+        value = v.value_type(v)
+        decided(v.expr, value)
+        return value
+    return v
+
+
+def convert(v, cls):
+    """int(v) / float(v) of a symbolic v, still symbolic."""
+    value = cls(v.value_type(v))
+    return _make(value, v.expr if type(value) is v.value_type else f"{cls.__name__}({v.expr})")
+
+
+def _range(*args):
+    return range(*map(concrete, args))
+
+
+def _extreme(pick, op):
+    def fn(*args, **kwargs):
+        items = args[0] if len(args) == 1 else args
+        if kwargs or not (isinstance(items, (list, tuple)) and any(map(is_symbolic, items))):
+            return pick(*args, **kwargs)
+        best = items[0]
+        for x in items[1:]:
+            better = COMPARISONS[op](x, best)
+            compared(x, op, best, better)
+            if better:
+                best = x
+        return best
+
+    return fn
+
+
+# builtins the interpreter replaces (runtime/jit.py _lookup)
+BUILTINS = {range: _range, min: _extreme(min, "<"), max: _extreme(max, ">")}

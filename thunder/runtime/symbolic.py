@@ -1,0 +1,566 @@
+"""cache="symbolic values": one program for the sizes that keep changing.
+
+How it works (docs/api.md "Cache options"): calls compile as under "constant values" until a
+third call of the same structure (same arguments, dtypes, devices, ranks, same tensors read
+from state) arrives whose sizes differ from the two calls before. Every dim whose size is not
+the same in the three calls becomes a symbol (dims with the same sizes in all three are one
+symbol, as torch.compile's duck sizing does); sizes 0 and 1 are never symbols. That third call
+is traced with the symbols as SymInts (core/symbols.py), so every decision the function's
+Python takes on them (a comparison, a branch, `range(n)`) is recorded. The three compiled
+programs are then compared token by token: they must be the same except for integer literals,
+and each literal that differs must be an integer polynomial term of the symbols (`c * m + b`,
+m a product of up to three symbols) found from two of the calls and checked on the third. The
+fused kernels' regions are compared the same way. What comes out:
+
+- the program, with the symbols as parameters and the literals as expressions of them;
+- kernels compiled per new size on first use (a family: the region text for the sizes, then
+  the executor's cache, which compiles once for regions that differ only in their row count);
+- a prologue that reads the symbols from the inputs' shapes, checks the static dims, equal
+  dims, sizes >= 2 and every recorded decision.
+
+Anything that does not fit (a different program, a literal no term explains, a decision that
+went another way in an earlier call, a size returned or stored as a Python number) leaves the
+calls compiled per size, as "constant values" does; compile_stats().last_generalization says
+why."""
+import functools
+import io
+import itertools
+import math
+import re
+import tokenize
+from dataclasses import dataclass
+from fractions import Fraction
+
+import torch
+
+from thunder.core import symbols as sym
+from thunder.runtime.codegen import compile_source
+from thunder.runtime.prologue import Prologue
+
+KEEP = 3  # recent compiled calls remembered per structure
+
+
+@dataclass
+class Parts:
+    """What a compiled entry keeps for generalization (runtime/jit.py compile_entry)."""
+    source: str  # the Python program ("computation")
+    constants: dict  # its namespace's constants (kernels, the autograd program)
+    prologue: tuple  # (arg_specs, kw_specs, read tensors, Prologue keyword arguments)
+    guards: dict | None  # decisions on symbols while tracing: source -> outcome
+    leaks: bool  # a symbolic size is returned or stored (not expressible in the program)
+    read_ids: list  # id() of the tensors the call read (arguments, then state), while it runs
+
+
+def leaks(value, writes):
+    """Whether a traced result or attribute write holds a number computed from symbols."""
+    seen = set()
+
+    def walk(v, depth=0):
+        if sym.is_symbolic(v):
+            return True
+        if depth > 6 or id(v) in seen:
+            return False
+        seen.add(id(v))
+        if isinstance(v, (list, tuple, set, frozenset)):
+            return any(walk(x, depth + 1) for x in v)
+        if isinstance(v, dict):
+            return any(walk(x, depth + 1) for x in v.values())
+        d = getattr(v, "__dict__", None)
+        if isinstance(d, dict) and not isinstance(v, (torch.Tensor, type)) and \
+                not type(v).__module__.startswith(("thunder.", "torch")):
+            return any(walk(x, depth + 1) for x in d.values())
+        return False
+
+    return walk(value) or any(walk(w[2]) for w in writes)
+
+
+class TensorMeta:
+    """What a prologue reads of an example tensor (so a cache entry keeps no input alive)."""
+
+    def __init__(self, t):
+        self.shape, self.dtype, self.device, self.requires_grad = t.shape, t.dtype, t.device, t.requires_grad
+        self._stride, self._device_index, self._contiguous = t.stride(), t.get_device(), t.is_contiguous()
+
+    def stride(self):
+        return self._stride
+
+    def dim(self):
+        return len(self.shape)
+
+    def get_device(self):
+        return self._device_index
+
+    def is_contiguous(self):
+        return self._contiguous
+
+
+@dataclass
+class Sample:
+    key: tuple
+    shapes: list  # the shapes of the entry's tensors (arguments, then tensors read from state)
+    reads: tuple  # (consts, [expression of each tensor read from state])
+    entry: object
+
+
+class Plan:
+    """The symbols for the current call from the shapes of three calls (oldest first)."""
+
+    def __init__(self, shapes3, where):
+        self.names = []  # symbol names
+        self.values = []  # per call: {name: size}
+        self.dims = []  # per tensor: a name or None per dim
+        self.where = {}  # name -> the dims it stands for (for messages)
+        self.ints = {}  # int arguments that are symbols: ("arg", i) / ("kwarg", k) -> name
+        self._where = where
+        groups = {}
+        for i, shape in enumerate(shapes3[2]):
+            names = []
+            for k in range(len(shape)):
+                triple = tuple(s[i][k] for s in shapes3)
+                if len(set(triple)) == 1:
+                    names.append(None)
+                    continue
+                if min(triple) < 2:
+                    raise _NoFit(f"{where(i)} dim {k} is {min(triple)} in one call (sizes 0 and 1 are never symbols)")
+                if triple not in groups:
+                    groups[triple] = f"_sym{len(groups)}"
+                    self.names.append(groups[triple])
+                names.append(groups[triple])
+                w = where(i)
+                self.where.setdefault(groups[triple], []).append(w if w.startswith("int ") else f"{w} dim {k}")
+            self.dims.append(tuple(names))
+        self.values = [{n: t[c] for t, n in groups.items()} for c in range(3)]
+        if not self.names:
+            raise _NoFit("no size changed")
+
+    def where_tensor(self, i):
+        return self._where(i)
+
+    def sym_shapes(self, tensors):
+        return {id(t): names for t, names in zip(tensors, self.dims) if any(names)}
+
+    def describe(self):
+        return ", ".join(f"{n}: {' = '.join(w)}" for n, w in self.where.items())
+
+
+class _NoFit(Exception):
+    pass
+
+
+# ---- the structure of a call (before compiling it) and its shapes
+
+def _spec_key(spec):
+    """A hashable form of an input spec (runtime/structure.py): objects by identity, plain
+    values by type and value."""
+    if isinstance(spec, (tuple, list)):
+        return tuple(_spec_key(x) for x in spec)
+    if spec is None or isinstance(spec, (bool, int, float, str, torch.dtype, torch.device)):
+        return type(spec), spec
+    return "id", id(spec)
+
+
+def _int_args(args, kwargs):
+    """The int arguments (top level; not bools): [(("arg", i) or ("kwarg", k), value)]."""
+    out = [(("arg", i), a) for i, a in enumerate(args) if type(a) is int]
+    return out + [(("kwarg", k), v) for k, v in kwargs.items() if type(v) is int]
+
+
+def _call_key(args, kwargs):
+    """(the structure of a call: specs with its int arguments' values left out, dtypes, ranks;
+    the shapes of its tensor arguments; its int arguments)."""
+    from thunder.runtime.jit import _describe_inputs
+
+    specs, kspecs, metas = _describe_inputs(args, kwargs)
+    ints = _int_args(args, kwargs)
+    skey = [("int",) if type(a) is int else _spec_key(s) for a, s in zip(args, specs)]
+    kkey = [(k, ("int",) if type(kwargs[k]) is int else _spec_key(s)) for k, s in kspecs]
+    key = (tuple(skey), tuple(kkey), tuple((len(m[0]),) + m[1:4] for m in metas), tuple(w for w, _ in ints))
+    return key, [m[0] for m in metas], ints
+
+
+def _read_shapes(reads, args, kwargs):
+    consts, exprs = reads
+    out = []
+    for expr in exprs:
+        t = eval(expr, {**consts, "args": args, "kwargs": kwargs})  # noqa: S307 - our own expressions
+        if not isinstance(t, torch.Tensor):
+            return None
+        out.append(tuple(t.shape))
+    return out
+
+
+def _tensors_now(entry_reads, args, kwargs):
+    from thunder.runtime import structure
+    from thunder.core import trace as tracing
+
+    inputs = structure.Inputs()
+    with tracing.not_tracing():
+        for a in args:
+            structure.flatten_inputs(a, "x", inputs, strict=False)
+        for v in kwargs.values():
+            structure.flatten_inputs(v, "x", inputs, strict=False)
+    consts, exprs = entry_reads
+    return list(inputs.tensors) + [eval(e, {**consts, "args": args, "kwargs": kwargs}) for e in exprs]  # noqa: S307
+
+
+def compile_call(jf, cd, cs, args, kwargs):
+    """The miss path under cache="symbolic values": compiles the call (runtime/jit.py
+    compile_entry) and, when it is the third of its structure with changing sizes, adds the
+    generalized entry in front of the cache. Returns the call's own entry."""
+    from thunder.runtime.jit import compile_entry
+
+    key, arg_shapes, ints = _call_key(args, kwargs)
+    family = [s for s in jf._samples if s.key == key]
+    plan, tensors = None, None
+    if len(family) >= 2:
+        older = family[-2:]
+        try:
+            if older[0].reads[1] != older[1].reads[1]:
+                raise _NoFit("the calls read different tensors from state")
+            # (int arguments take part as one-dim "shapes", after the tensors)
+            now = arg_shapes + (_read_shapes(older[1].reads, args, kwargs) or []) + [(v,) for _, v in ints]
+            shapes3 = [s.shapes for s in older] + [now]
+            if any(len(s) != len(now) or [len(x) for x in s] != [len(x) for x in now] for s in shapes3):
+                raise _NoFit("the calls' tensors differ in number or rank")
+            names = _tensor_names(len(arg_shapes), older[1].reads[1], [w for w, _ in ints])
+            plan = Plan(shapes3, names)
+            tensors = _tensors_now(older[1].reads, args, kwargs)
+            plan.ints = {w: d[0] for (w, _), d in zip(ints, plan.dims[len(tensors):]) if d[0]}
+        except _NoFit as e:
+            cs.last_generalization = f"not generalized: {e}"
+            plan = None
+        except Exception as e:  # noqa: BLE001 - reading the state failed: no plan, compile per size
+            cs.last_generalization = f"not generalized: {e}"
+            plan = None
+    entry = compile_entry(cd, cs, args, kwargs, sym_shapes={**plan.sym_shapes(tensors), **plan.ints} if plan else None)
+    jf._add(entry)
+    read = entry.parts.prologue[2]
+    state = entry.description[3]
+    sample = Sample(key, [tuple(t.shape) for t in read] + [(v,) for _, v in ints],
+                    (state[0], [e for e, _ in state[2]]), entry)
+    if plan is not None:
+        try:
+            if entry.parts.read_ids != [id(t) for t in tensors]:
+                raise _NoFit("the call read other tensors than the calls before")
+            general = _generalize([s.entry for s in family[-2:]] + [entry], plan)
+            jf._add(general)
+            cs.last_generalization = f"generalized: {plan.describe()}"
+        except _NoFit as e:
+            cs.last_generalization = f"not generalized: {e}"
+    # older samples keep no tensors (only the newest builds a prologue)
+    for s in family[-2:]:
+        if s.entry.parts is not None:
+            s.entry.parts.prologue = None
+    jf._samples.append(sample)
+    del jf._samples[:-KEEP * 4]
+    return entry
+
+
+def _tensor_names(n_args, read_exprs, int_args):
+    def where(i):
+        if i < n_args:
+            return f"tensor argument {i}"
+        if i < n_args + len(read_exprs):
+            return read_exprs[i - n_args]
+        kind, k = int_args[i - n_args - len(read_exprs)]
+        return f"int argument {k!r}" if kind == "kwarg" else f"int argument {k}"
+
+    return where
+
+
+# ---- generalization
+
+def _generalize(entries, plan):
+    from thunder.runtime.jit import CacheEntry
+    from thunder.runtime.traces import Trace
+
+    parts = [e.parts for e in entries]
+    if parts[2].leaks:
+        raise _NoFit("a size computed from the symbols is returned or stored as a Python number")
+    guards = parts[2].guards or {}
+    for c in range(2):
+        for source, outcome in guards.items():
+            if eval(source, {"math": math}, dict(plan.values[c])) != outcome:  # noqa: S307
+                raise _NoFit(f"the decision {source} == {outcome} went the other way in an earlier call")
+    fit = _Fitter(plan)
+    names = ", ".join(plan.names)
+    constants = _constants([p.constants for p in parts], fit, names)
+    program = constants.get("_program")
+    if isinstance(program, _SymbolicProgram):  # training: the forward and backward programs too
+        calls = [p.constants["_program"] for p in parts]
+        program.build([c.forward_source for c in calls], [c.constants["forward"] for c in calls],
+                      [c.backward_source for c in calls], [c.constants["backward"] for c in calls], fit, names)
+    source = _render_python([p.source for p in parts], fit, "computation", names, constants, last=True)
+    computation = compile_source(source, constants=constants)
+    arg_specs, kw_specs, read, prologue_args = parts[2].prologue
+    for i in prologue_args["strided"]:
+        if any(plan.dims[i]) and not read[i].is_contiguous():
+            raise _NoFit(f"the program depends on the strides of {plan.where_tensor(i)}, which is not contiguous")
+    if any(any(plan.dims[i]) for i in prologue_args["storages"]) or prologue_args["shared"]:
+        raise _NoFit("inputs share memory")
+    sym_dims = {i: d for i, d in enumerate(plan.dims[:len(read)]) if any(d)}
+    prologue = Prologue(arg_specs, kw_specs, read, **prologue_args,
+                        symbols=(sym_dims, plan.names, guards, plan.ints))
+    run, first_run = prologue.compile(computation)
+    traces = list(entries[2].traces)
+    text = source if program is None else source + "\n" + program.forward_source
+    traces.append(Trace("symbolic values (the program for all sizes)", python=text, fn=computation))
+    prologue_trace = Trace("prologue", python=prologue.source, fn_name="entry", fn=run)
+    backward = list(entries[2].backward_traces)
+    if program is not None:
+        backward.append(Trace("symbolic values (backward)", python=program.backward_source, fn_name="backward",
+                              fn=program.backward))
+    return CacheEntry(run, traces, [prologue_trace], entries[2].description, backward, first_run)
+
+
+class _Fitter:
+    """Expressions of the symbols for the literals that differ between the three calls."""
+
+    def __init__(self, plan):
+        self.plan = plan
+        monomials = []
+        for degree in (1, 2, 3):
+            monomials += list(itertools.combinations_with_replacement(plan.names, degree))
+        self.monomials = monomials
+
+    def expr(self, values):
+        """Python source of an integer c * m + b matching values (one per call)."""
+        points = self.plan.values
+        found = []
+        for m in self.monomials:
+            ms = [math.prod(p[n] for n in m) for p in points]
+            pair = next(((i, j) for i, j in ((0, 1), (0, 2), (1, 2)) if ms[i] != ms[j]), None)
+            if pair is None:
+                continue
+            i, j = pair
+            c = Fraction(values[j] - values[i], ms[j] - ms[i])
+            if c.denominator != 1 or c == 0:
+                continue
+            c, b = int(c), values[i] - int(c) * ms[i]
+            if all(v == c * x + b for v, x in zip(values, ms)):
+                found.append(((b != 0, len(m)), m, c, b))
+        if not found:
+            raise _NoFit(f"the program has a literal ({', '.join(map(str, values))} in the three calls) that no "
+                         "term of the symbols explains")
+        found.sort(key=lambda f: f[0])
+        best = [f for f in found if f[0] == found[0][0]]
+        if len(best) > 1:
+            raise _NoFit(f"a literal ({', '.join(map(str, values))}) is explained by more than one term of the symbols")
+        _, m, c, b = best[0]
+        text = " * ".join(m)
+        if c != 1:
+            text = f"{c} * {text}"
+        if b:
+            text = f"{text} {'+' if b > 0 else '-'} {abs(b)}"
+        return f"({text})"
+
+
+def _fit_number(texts, fit, float_format, what):
+    """(expression, whether a float) for a number that differs between the calls: an integer,
+    or a float holding an integer (a size times a float tensor: `x * n`) written as float_format
+    writes it."""
+    try:
+        return fit.expr([int(x) for x in texts]), False
+    except ValueError:
+        pass
+    try:
+        values = [float(x) for x in texts]
+    except ValueError:
+        raise _NoFit(f"{what} differ ({' / '.join(texts)})") from None
+    if not all(v.is_integer() and abs(v) < 2 ** 53 and float_format(v) == t for v, t in zip(values, texts)):
+        raise _NoFit(f"{what} differ in a number that is not an integer ({' / '.join(texts)})")
+    return fit.expr([int(v) for v in values]), True
+
+
+def _python_tokens(source):
+    """(kind, text, start, end) of the tokens that matter (no comments)."""
+    out = []
+    for t in tokenize.generate_tokens(io.StringIO(source).readline):
+        if t.type in (tokenize.COMMENT, tokenize.NL, tokenize.ENCODING):
+            continue
+        out.append(t)
+    return out
+
+
+def _render_python(sources, fit, fn_name, names, constants, last=False):
+    """sources' common program with the symbols as parameters (after the others when last,
+    else first) and its differing literals as expressions; comments (the sizes of one call)
+    dropped; calls of kernel families take the symbols."""
+    streams = [_python_tokens(s) for s in sources]
+    if len({len(s) for s in streams}) != 1:
+        raise _NoFit(f"the {fn_name} programs of the three calls differ")
+    replace = {}  # (row, col) -> (end, text)
+    for toks in zip(*streams):
+        texts = [t.string for t in toks]
+        if len(set(texts)) == 1:
+            continue
+        if toks[0].type != tokenize.NUMBER or any(t.type != tokenize.NUMBER for t in toks):
+            raise _NoFit(f"the {fn_name} programs of the three calls differ ({' / '.join(texts)})")
+        expr, is_float = _fit_number(texts, fit, repr, f"the {fn_name} programs")
+        replace[toks[2].start] = (toks[2].end, f"float{expr}" if is_float else expr)
+    lines = sources[2].splitlines(keepends=True)
+    # drop comments, then substitute (right to left within a line, so columns stay valid)
+    comments = [t for t in tokenize.generate_tokens(io.StringIO(sources[2]).readline) if t.type == tokenize.COMMENT]
+    edits = [(t.start, t.end, "") for t in comments] + [(start, end, text) for start, (end, text) in replace.items()]
+    for (row, col), (_, end_col), text in sorted(edits, reverse=True):
+        line = lines[row - 1]
+        lines[row - 1] = line[:col] + text + line[end_col:]
+    source = "".join(line.rstrip() + "\n" if line.strip() else "" for line in lines)
+    for name, value in constants.items():
+        if isinstance(value, (_KernelFamily, _SymbolicProgram)):
+            source = re.sub(rf"\b{re.escape(name)}\(", f"{name}.at({names})(", source)
+    params = re.search(rf"def {fn_name}\((.*?)\):", source)
+    if params is None:
+        raise _NoFit(f"no def {fn_name} in the program")
+    inner = params.group(1).strip()
+    new = (f"{inner}, {names}" if inner else names) if last else (f"{names}, {inner}" if inner else names)
+    return source[:params.start(1)] + new + source[params.end(1):]
+
+
+def _constants(dicts, fit, names):
+    """The program's constants for all sizes: equal ones kept, kernels whose region differs
+    become a family, the autograd program a symbolic one."""
+    if len({tuple(sorted(d)) for d in dicts}) != 1:
+        raise _NoFit("the programs of the three calls use different constants")
+    out = {}
+    for name, v in dicts[2].items():
+        vs = [d[name] for d in dicts]
+        if all(x is v for x in vs):
+            out[name] = v
+        elif all(type(x).__name__ == "AutogradProgram" for x in vs):
+            out[name] = _SymbolicProgram(v)
+        elif all(getattr(x, "region", None) is not None for x in vs):
+            texts = [x.region[1] for x in vs]
+            out[name] = v if len(set(texts)) == 1 else _KernelFamily(v.region[0], texts, fit)
+        elif all(isinstance(x, torch.Tensor) for x in vs) and all(
+                x.shape == v.shape and x.dtype == v.dtype and torch.equal(x, v) for x in vs):
+            out[name] = v
+        elif all(_equal(x, v) for x in vs):
+            out[name] = v
+        else:
+            raise _NoFit(f"the programs' constant {name} differs between the calls")
+    return out
+
+
+def _equal(a, b):
+    try:
+        return type(a) is type(b) and bool(a == b)
+    except Exception:  # noqa: BLE001 - not comparable: not the same constant
+        return False
+
+
+_MLIR_NUMBER = re.compile(r"(0x[0-9A-Fa-f]+|\d+\.\d*(?:[eE][+-]?\d+)?|\d+)")
+
+
+def _mlir_float(v):
+    return "%e" % v  # as MLIR prints an f32/f64 attribute that is exact in six digits
+
+
+class _KernelFamily:
+    """A fused region whose text depends on the symbols: compiled per size on first use (the
+    executor's cache shares compiled code between regions that differ only in row count)."""
+
+    def __init__(self, executor, texts, fit):
+        splits = [_MLIR_NUMBER.split(t) for t in texts]
+        if len({len(s) for s in splits}) != 1:
+            raise _NoFit("a fused region differs between the calls")
+        self.executor = executor
+        self.pieces = []  # literal text or an expression of the symbols
+        for parts in zip(*splits):
+            if len(set(parts)) == 1:
+                self.pieces.append(parts[0])
+                continue
+            expr, is_float = _fit_number(parts, fit, _mlir_float, "fused regions of the calls")
+            self.pieces.append((compile(expr, "<thunder symbolic>", "eval"), is_float))
+        self.names = fit.plan.names
+        self.kernels = {}
+        self.compiled = False  # whether a size compiled its kernel (later sizes do not compile)
+
+    def at(self, *sizes):
+        k = self.kernels.get(sizes)
+        if k is None:
+            from thunder.lowering import executors
+
+            env = dict(zip(self.names, sizes))
+            values = [p if isinstance(p, str) else eval(p[0], {}, env) for p in self.pieces]  # noqa: S307
+            text = "".join(v if isinstance(v, str) else _mlir_float(float(v)) if p[1] else str(v)
+                           for v, p in zip(values, self.pieces))
+            compile_region = executors.get(self.executor).compile
+            if self.executor != "linalg":
+                k = compile_region(text, "fusion")
+            else:  # tiled along the changing sizes: one compile for all
+                k = _Member(self, text, compile_region(text, "fusion", sizes=tuple({v for v in values if type(v) is int})))
+            self.kernels[sizes] = k
+        return k
+
+
+class _Member:
+    """A kernel family's region at one size. Its kernel runs where its code is compiled already
+    (the family's first size, and every size sharing that code); elsewhere (a region that
+    reduces over a changing size) the region runs as torch calls rather than compiling again."""
+
+    def __init__(self, family, text, kernel):
+        self.family, self.text, self.kernel = family, text, kernel
+        self.runs = {}  # input strides -> the callable
+
+    def __call__(self, *args):
+        strides = tuple(a.stride() for a in args)
+        run = self.runs.get(strides)
+        if run is None:
+            if not self.family.compiled or self.kernel.has_code(strides):
+                self.family.compiled = True
+                run = self.kernel
+            else:
+                run = _torch_region(self.text)
+            self.runs[strides] = run
+        return run(*args)
+
+
+def _torch_region(text):
+    """The region's prims as torch calls (codegen of the region func)."""
+    from thunder.lowering.linalg.to_linalg import parse_region
+    from thunder.runtime.codegen import python_source
+
+    _, module = parse_region(text)
+    fn = compile_source(python_source(module, "fusion", comments=False), "fusion")
+
+    def run(*args):
+        out = fn(*args)
+        return out if isinstance(out, tuple) else (out,)
+
+    return run
+
+
+class _SymbolicProgram:
+    """The autograd program for all sizes: forward and backward take the symbols first; `at`
+    binds them for one call (the backward of that call gets the same)."""
+
+    def __init__(self, program):
+        self.num_outputs, self.grad_of = program.num_outputs, program.grad_of
+        self.cotangent_for, self.num_inputs = program.cotangent_for, program.num_inputs
+        self.reaches = program.reaches
+
+    def build(self, fwd_sources, fwd_consts, bwd_sources, bwd_consts, fit, names):
+        fc = _constants(fwd_consts, fit, names)
+        bc = _constants(bwd_consts, fit, names)
+        self.forward_source = _render_python(fwd_sources, fit, "forward", names, fc)
+        self.backward_source = _render_python(bwd_sources, fit, "backward", names, bc)
+        self.forward = compile_source(self.forward_source, "forward", constants=fc)
+        self.backward = compile_source(self.backward_source, "backward", constants=bc)
+
+    def at(self, *sizes):
+        return _Bound(self, sizes)
+
+
+class _Bound:
+    def __init__(self, program, sizes):
+        self.num_outputs, self.grad_of = program.num_outputs, program.grad_of
+        self.cotangent_for, self.num_inputs = program.cotangent_for, program.num_inputs
+        self.reaches = program.reaches
+        self.forward = functools.partial(program.forward, *sizes)
+        self.backward = functools.partial(program.backward, *sizes)
+
+    def __call__(self, *inputs):
+        from thunder.runtime.autograd import _ThunderAutograd
+
+        return _ThunderAutograd.apply(self, *inputs)
