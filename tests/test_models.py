@@ -275,26 +275,27 @@ def test_nanogpt():
     check_model(NanoGPT(), dict(idx=idx, targets=targets))
 
 
+def _greedy(fn, prompt, steps):
+    """Greedy decoding with the model's KV cache: (tokens, logits of each call, the last cache)."""
+    out = fn(input_ids=prompt, use_cache=True)
+    tokens, logits = [], [out.logits]
+    for _ in range(steps):
+        nxt = out.logits[:, -1].argmax(-1, keepdim=True)
+        tokens.append(nxt.item())
+        out = fn(input_ids=nxt, past_key_values=out.past_key_values, use_cache=True)
+        logits.append(out.logits)
+    return tokens, logits, out.past_key_values
+
+
 def test_gpt2_greedy_generation_with_kv_cache():
     # the jitted model is called once per token with the DynamicCache it returned (its tensors
     # grow by one position each step: one compile per step under the default cache option)
     model = _language_model("gpt2").eval()
     jitted = thunder.jit(model)
     prompt = _ids(batch=1, seq=5)
-
-    def greedy(fn, steps=5):
-        out = fn(input_ids=prompt, use_cache=True)
-        tokens, logits = [], [out.logits]
-        for _ in range(steps):
-            nxt = out.logits[:, -1].argmax(-1, keepdim=True)
-            tokens.append(nxt.item())
-            out = fn(input_ids=nxt, past_key_values=out.past_key_values, use_cache=True)
-            logits.append(out.logits)
-        return tokens, logits, out.past_key_values
-
     with torch.no_grad():
-        expected_tokens, expected_logits, expected_cache = greedy(model)
-        tokens, logits, cache = greedy(jitted)
+        expected_tokens, expected_logits, expected_cache = _greedy(model, prompt, 5)
+        tokens, logits, cache = _greedy(jitted, prompt, 5)
     assert tokens == expected_tokens
     for a, b in zip(logits, expected_logits, strict=True):
         torch.testing.assert_close(a, b, rtol=RTOL, atol=ATOL)
@@ -310,20 +311,9 @@ def test_gpt2_decode_loop_under_symbolic_values_stops_recompiling():
     model = _language_model("gpt2").eval()
     jitted = thunder.jit(model, cache="symbolic values")
     prompt = _ids(batch=1, seq=5)
-
-    def greedy(fn, steps=10):
-        out = fn(input_ids=prompt, use_cache=True)
-        tokens, logits = [], [out.logits]
-        for _ in range(steps):
-            nxt = out.logits[:, -1].argmax(-1, keepdim=True)
-            tokens.append(nxt.item())
-            out = fn(input_ids=nxt, past_key_values=out.past_key_values, use_cache=True)
-            logits.append(out.logits)
-        return tokens, logits
-
     with torch.no_grad():
-        expected_tokens, expected_logits = greedy(model)
-        tokens, logits = greedy(jitted)
+        expected_tokens, expected_logits, _ = _greedy(model, prompt, 10)
+        tokens, logits, _ = _greedy(jitted, prompt, 10)
     assert tokens == expected_tokens
     for a, b in zip(logits, expected_logits, strict=True):
         torch.testing.assert_close(a, b, rtol=RTOL, atol=ATOL)

@@ -79,6 +79,15 @@ class _Symbolic:
     def __trunc__(self):
         return SymInt(math.trunc(self.value_type(self)), f"int({self.expr})")
 
+    def __reduce__(self):  # a copy or a pickle is the plain number
+        return self.value_type, (self.value_type(self),)
+
+    def __copy__(self):
+        return self
+
+    def __deepcopy__(self, memo):
+        return self
+
     def __round__(self, ndigits=None):
         if ndigits is not None:
             return round(self.value_type(self), ndigits)
@@ -124,15 +133,6 @@ class SymInt(_Symbolic, int):
 
     __hash__ = int.__hash__
 
-    def __reduce__(self):
-        return int, (int(self),)
-
-    def __copy__(self):
-        return self
-
-    def __deepcopy__(self, memo):
-        return self
-
 
 class SymFloat(_Symbolic, float):
     value_type = float
@@ -143,15 +143,6 @@ class SymFloat(_Symbolic, float):
         return self
 
     __hash__ = float.__hash__
-
-    def __reduce__(self):
-        return float, (float(self),)
-
-    def __copy__(self):
-        return self
-
-    def __deepcopy__(self, memo):
-        return self
 
 
 # the comparisons and the decisions the interpreter records (see decided)
