@@ -186,3 +186,28 @@ def test_int_arguments_are_symbols_and_slicing_past_the_end_is_guarded():
     assert stats.cache_misses == 6  # 3 until n is a symbol, 3 more past the clamp (n > 40)
     assert "_sym0 = args[1]" in str(thunder.last_prologue_traces(jf)[-1])
     assert "int argument 1" in stats.last_generalization
+
+
+def test_training_with_a_structured_output():
+    # the training program's output rebuild (a namedtuple here) needs its constants in the
+    # generalized program too
+    import collections
+
+    Out = collections.namedtuple("Out", ["y", "total"])
+    lin = torch.nn.Linear(8, 8)
+
+    def f(x):
+        y = lin(x).relu()
+        return Out(y, y.sum())
+
+    jf = thunder.jit(f, cache="symbolic values")
+    for n in range(2, 10):
+        xa, xb = torch.randn(n, 8, requires_grad=True), None
+        xb = xa.detach().clone().requires_grad_()
+        out, ref = jf(xa), f(xb)
+        assert type(out) is Out
+        torch.testing.assert_close(out.y, ref.y)
+        out.total.backward()
+        ref.total.backward()
+        torch.testing.assert_close(xa.grad, xb.grad)
+    assert thunder.compile_stats(jf).cache_misses == 3

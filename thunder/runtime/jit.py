@@ -487,9 +487,8 @@ def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None) -> CacheEn
     backward_traces = []
     if training:
         source, computation, backward_traces = _autograd_program(cs, module, tensors, proxies, out_spec, traces,
-                                                                 fusion=fusion, grad_mode=grad_mode,
+                                                                 constants, fusion=fusion, grad_mode=grad_mode,
                                                                  decompose=_requested(cd, "thunder-decompose"))
-        constants = {"_program": computation.__globals__["_program"]}
         times["autograd"] = time.perf_counter() - t
         t = time.perf_counter()
     else:
@@ -564,8 +563,10 @@ def _fuse(module, fusion):
     return bool(fusion_callees(module.operation))
 
 
-def _autograd_program(cs, module, tensors, proxies, out_spec, traces, fusion=None, decompose=False, grad_mode=True):
-    """thunder-autograd on the trace; returns (source, computation, backward traces).
+def _autograd_program(cs, module, tensors, proxies, out_spec, traces, constants, fusion=None, decompose=False,
+                      grad_mode=True):
+    """thunder-autograd on the trace; returns (source, computation, backward traces); constants
+    (a dict) gets the names the computation's source refers to.
     grad_mode: the caller's (off: torch.enable_grad() inside the function made the graph).
     fusion: thunder-fuse's policy for @forward and @backward after thunder-remat (None: no
     fusion); decompose: their ltorch ops into prims first (thunder-decompose in transforms)."""
@@ -606,7 +607,7 @@ def _autograd_program(cs, module, tensors, proxies, out_spec, traces, fusion=Non
     names = [p.name for p in proxies]
     n = program.num_outputs
     flat = ["outs"] if n == 1 else [f"outs[{i}]" for i in range(n)]
-    constants = {"_program": program}
+    constants["_program"] = program
     ret = rebuild_source(out_spec, flat, constants, names)
     call = f"outs = _program({', '.join(names)})"
     if not grad_mode:
