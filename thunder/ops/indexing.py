@@ -332,6 +332,17 @@ def _consumed(key, tensors):
     return n
 
 
+def _check_mask(mask, input, dim):
+    """A boolean mask (a tensor or a nested list made one) covering input's dims from dim: the
+    IndexErrors eager raises for it."""
+    if dim + mask.ndim > input.ndim:
+        raise IndexError(f"too many indices for tensor of dimension {input.ndim}")
+    for k in range(mask.ndim):
+        if mask.shape[k] != input.shape[dim + k]:
+            raise IndexError(f"The shape of the mask {list(mask.shape)} at index {k} does not match the shape "
+                             f"of the indexed tensor {list(input.shape)} at index {dim + k}")
+
+
 def _materialize(input, key, masks=False):
     """(key with TENSOR_INDEX for each tensor, the tensors): lists become constant int64 tensors
     (a list of bools: one index tensor per dim it covers, its True entries), checked against
@@ -346,12 +357,7 @@ def _materialize(input, key, masks=False):
         if isinstance(e, (list, tuple)):
             t = torch.tensor(e)
             if t.dtype is torch.bool:
-                if dim + t.ndim > input.ndim:
-                    raise IndexError(f"too many indices for tensor of dimension {input.ndim}")
-                for k in range(t.ndim):
-                    if t.shape[k] != input.shape[dim + k]:
-                        raise IndexError(f"The shape of the mask {list(t.shape)} at index {k} does not match the shape "
-                                         f"of the indexed tensor {list(input.shape)} at index {dim + k}")
+                _check_mask(t, input, dim)
                 for idx in t.nonzero(as_tuple=True):
                     out.append(TENSOR_INDEX)
                     tensors.append(tensor(tuple(idx.tolist()), dtype=torch.int64, device=input.device))
@@ -368,12 +374,7 @@ def _materialize(input, key, masks=False):
             tensors.append(tensor(_as_nested(t.tolist()), dtype=torch.int64, device=input.device))
             dim += 1
         elif _is_index_tensor(e) and e.dtype in (torch.bool, torch.uint8) and masks and _values_known():
-            if dim + e.ndim > input.ndim:
-                raise IndexError(f"too many indices for tensor of dimension {input.ndim}")
-            for k in range(e.ndim):
-                if e.shape[k] != input.shape[dim + k]:
-                    raise IndexError(f"The shape of the mask {list(e.shape)} at index {k} does not match the shape "
-                                     f"of the indexed tensor {list(input.shape)} at index {dim + k}")
+            _check_mask(e, input, dim)
             for idx in mask_indices(e):
                 out.append(TENSOR_INDEX)
                 tensors.append(idx)
