@@ -5,6 +5,7 @@ import types
 import torch
 
 from thunder.core import trace as tracing
+from thunder.core.symbols import SymInt
 
 
 class _Registry:
@@ -463,8 +464,6 @@ def proxy_for(t: torch.Tensor, name=None, *, input=True):
     shape = t.shape
     symbolic = getattr(ctx, "sym_shapes", None)
     if symbolic and input and id(t) in symbolic:  # cache="symbolic values": SymInt dims (core/symbols.py)
-        from thunder.core.symbols import SymInt
-
         shape = [d if s is None else SymInt(d, s) for d, s in zip(t.shape, symbolic[id(t)])]
     p = TensorProxy(shape, t.dtype, t.device, t.requires_grad, name=name)
     p.is_input = input

@@ -1,13 +1,14 @@
 """Symbolic sizes for cache="symbolic values" (runtime/symbolic.py).
 
 A SymInt is an int (its value at the call being traced) that also knows how it was computed from
-the symbols of the inputs' dims (`expr`, Python source over the symbol names, e.g. "(s0 * 4)").
-Tensor proxies of the inputs get SymInt dims where a dim is symbolic; arithmetic keeps the
-expression (meta functions and user code compute sizes with +, *, //, ...), so a decision that
-the interpreter takes on a size (a comparison, a branch, `range(n)`, `min`) can be recorded as a
-guard on the symbols: the prologue of the symbolic entry checks the same outcome on every call.
-Comparisons return plain bools (the interpreter, not this class, records them: decisions inside
-thunder's own meta functions are about shapes the program computes anyway).
+the symbols of the inputs' dims (`expr`, Python source over the symbol names, e.g.
+"(_sym0 * 4)"). Tensor proxies of the inputs get SymInt dims where a dim is symbolic; arithmetic
+keeps the expression (meta functions and user code compute sizes with +, *, //, ...), so a
+decision taken on a size can be recorded as a guard on the symbols: the prologue of the symbolic
+entry checks the same outcome on every call. Comparisons return plain bools. <, <=, >, >=
+record themselves wherever they run (user code, `min`/`max`, a meta function clamping a slice);
+== and != are recorded by the interpreter for the function's own code only (dict lookups compare
+keys with ==), as are branches on a size (`truth`) and `range(n)` (`symbolic_range`).
 
 SymFloat is the same for a float computed from sizes (`n / 2`, `math.sqrt(d)`)."""
 import math
@@ -189,25 +190,7 @@ def convert(v, cls):
     return _make(value, v.expr if type(value) is v.value_type else f"{cls.__name__}({v.expr})")
 
 
-def _range(*args):
+def symbolic_range(*args):
+    """range() in interpreted code (runtime/jit.py _lookup): a loop count taken from a size fixes
+    it (min and max need nothing of the kind: their comparisons record themselves)."""
     return range(*map(concrete, args))
-
-
-def _extreme(pick, op):
-    def fn(*args, **kwargs):
-        items = args[0] if len(args) == 1 else args
-        if kwargs or not (isinstance(items, (list, tuple)) and any(map(is_symbolic, items))):
-            return pick(*args, **kwargs)
-        best = items[0]
-        for x in items[1:]:
-            better = COMPARISONS[op](x, best)
-            compared(x, op, best, better)
-            if better:
-                best = x
-        return best
-
-    return fn
-
-
-# builtins the interpreter replaces (runtime/jit.py _lookup)
-BUILTINS = {range: _range, min: _extreme(min, "<"), max: _extreme(max, ">")}

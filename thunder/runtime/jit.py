@@ -276,12 +276,19 @@ def _warn_recompiles(cd, cs):
         "thunder.jit(..., recompile_limit=None) silences this.", stacklevel=4)
 
 
-def _describe_inputs(args, kwargs):
+def _flatten_call(args, kwargs):
+    """(specs of the arguments, (name, spec) of the keyword arguments, the tensors in them), as
+    the prologue sees a call."""
     inputs = structure.Inputs()
     with tracing.not_tracing():
         specs = [structure.flatten_inputs(a, "x", inputs, strict=False)[0] for a in args]
         kspecs = [(k, structure.flatten_inputs(v, "x", inputs, strict=False)[0]) for k, v in kwargs.items()]
-    return specs, kspecs, [_meta(t) for t in inputs.tensors]
+    return specs, kspecs, list(inputs.tensors)
+
+
+def _describe_inputs(args, kwargs):
+    specs, kspecs, tensors = _flatten_call(args, kwargs)
+    return specs, kspecs, [_meta(t) for t in tensors]
 
 
 def _meta(t, strides=True):
@@ -731,8 +738,8 @@ def _compiled_by_dynamo(fn):
 def _lookup(fn):
     if fn is isinstance:
         return _isinstance
-    if fn in symbols.BUILTINS:  # range/min/max: decisions on symbolic sizes become guards
-        return symbols.BUILTINS[fn]
+    if fn is range:  # a loop count taken from a symbolic size is a guard
+        return symbols.symbolic_range
     if fn is int or fn is float:
         return _NUMBER_CONVERSIONS[fn]
     try:

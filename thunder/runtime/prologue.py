@@ -155,8 +155,9 @@ class Prologue:
         self.storages = list(storages)  # index of the first tensor of each storage the program takes
         self.mutated = list(mutated)  # indices of tensors updated in place (a storage: its first tensor)
         # cache="symbolic values" (runtime/symbolic.py): (tensor index -> symbol name or None per
-        # dim, the symbols' names, the decisions on them: source -> outcome); the program takes
-        # the symbols after the tensors
+        # dim, the symbols' names, the decisions on them: source -> outcome, the int arguments
+        # that are symbols: ("arg", i) / ("kwarg", k) -> name); the program takes the symbols
+        # after the tensors
         self.symbols = symbols
         self.source = self._source(check, args_spec, kwargs_spec, example_tensors, guards, reads, writes)
         self.unchecked_source = self._source(False, args_spec, kwargs_spec, example_tensors, guards, reads, writes) \

@@ -37,7 +37,7 @@ from thunder.core import symbols as sym
 from thunder.runtime.codegen import compile_source
 from thunder.runtime.prologue import Prologue
 
-KEEP = 3  # recent compiled calls remembered per structure
+KEEP = 12  # recent compiled calls remembered (of all structures; the newest two of one are used)
 
 
 @dataclass
@@ -111,7 +111,7 @@ class Plan:
         self.dims = []  # per tensor: a name or None per dim
         self.where = {}  # name -> the dims it stands for (for messages)
         self.ints = {}  # int arguments that are symbols: ("arg", i) / ("kwarg", k) -> name
-        self._where = where
+        self.input_name = where  # index -> a name for messages ("tensor argument 0")
         groups = {}
         for i, shape in enumerate(shapes3[2]):
             names = []
@@ -132,9 +132,6 @@ class Plan:
         self.values = [{n: t[c] for t, n in groups.items()} for c in range(3)]
         if not self.names:
             raise _NoFit("no size changed")
-
-    def where_tensor(self, i):
-        return self._where(i)
 
     def sym_shapes(self, tensors):
         return {id(t): names for t, names in zip(tensors, self.dims) if any(names)}
@@ -167,40 +164,25 @@ def _int_args(args, kwargs):
 
 def _call_key(args, kwargs):
     """(the structure of a call: specs with its int arguments' values left out, dtypes, ranks;
-    the shapes of its tensor arguments; its int arguments)."""
-    from thunder.runtime.jit import _describe_inputs
+    the tensors in its arguments; its int arguments)."""
+    from thunder.runtime.jit import _flatten_call
 
-    specs, kspecs, metas = _describe_inputs(args, kwargs)
+    specs, kspecs, tensors = _flatten_call(args, kwargs)
     ints = _int_args(args, kwargs)
     skey = [("int",) if type(a) is int else _spec_key(s) for a, s in zip(args, specs)]
     kkey = [(k, ("int",) if type(kwargs[k]) is int else _spec_key(s)) for k, s in kspecs]
-    key = (tuple(skey), tuple(kkey), tuple((len(m[0]),) + m[1:4] for m in metas), tuple(w for w, _ in ints))
-    return key, [m[0] for m in metas], ints
+    metas = tuple((t.dim(), t.dtype, t.device, t.requires_grad) for t in tensors)
+    return (tuple(skey), tuple(kkey), metas, tuple(w for w, _ in ints)), tensors, ints
 
 
-def _read_shapes(reads, args, kwargs):
+def _read_now(reads, args, kwargs):
+    """The tensors an earlier call read from state (reads: its consts and expressions), read
+    from this call's arguments and state."""
     consts, exprs = reads
-    out = []
-    for expr in exprs:
-        t = eval(expr, {**consts, "args": args, "kwargs": kwargs})  # noqa: S307 - our own expressions
-        if not isinstance(t, torch.Tensor):
-            return None
-        out.append(tuple(t.shape))
+    out = [eval(e, {**consts, "args": args, "kwargs": kwargs}) for e in exprs]  # noqa: S307 - our own expressions
+    if not all(isinstance(t, torch.Tensor) for t in out):
+        raise _NoFit("a tensor the calls read from state is no longer a tensor")
     return out
-
-
-def _tensors_now(entry_reads, args, kwargs):
-    from thunder.runtime import structure
-    from thunder.core import trace as tracing
-
-    inputs = structure.Inputs()
-    with tracing.not_tracing():
-        for a in args:
-            structure.flatten_inputs(a, "x", inputs, strict=False)
-        for v in kwargs.values():
-            structure.flatten_inputs(v, "x", inputs, strict=False)
-    consts, exprs = entry_reads
-    return list(inputs.tensors) + [eval(e, {**consts, "args": args, "kwargs": kwargs}) for e in exprs]  # noqa: S307
 
 
 def compile_call(jf, cd, cs, args, kwargs):
@@ -209,7 +191,7 @@ def compile_call(jf, cd, cs, args, kwargs):
     generalized entry in front of the cache. Returns the call's own entry."""
     from thunder.runtime.jit import compile_entry
 
-    key, arg_shapes, ints = _call_key(args, kwargs)
+    key, arg_tensors, ints = _call_key(args, kwargs)
     family = [s for s in jf._samples if s.key == key]
     plan, tensors = None, None
     if len(family) >= 2:
@@ -217,19 +199,15 @@ def compile_call(jf, cd, cs, args, kwargs):
         try:
             if older[0].reads[1] != older[1].reads[1]:
                 raise _NoFit("the calls read different tensors from state")
+            tensors = arg_tensors + _read_now(older[1].reads, args, kwargs)
             # (int arguments take part as one-dim "shapes", after the tensors)
-            now = arg_shapes + (_read_shapes(older[1].reads, args, kwargs) or []) + [(v,) for _, v in ints]
+            now = [tuple(t.shape) for t in tensors] + [(v,) for _, v in ints]
             shapes3 = [s.shapes for s in older] + [now]
             if any(len(s) != len(now) or [len(x) for x in s] != [len(x) for x in now] for s in shapes3):
                 raise _NoFit("the calls' tensors differ in number or rank")
-            names = _tensor_names(len(arg_shapes), older[1].reads[1], [w for w, _ in ints])
-            plan = Plan(shapes3, names)
-            tensors = _tensors_now(older[1].reads, args, kwargs)
+            plan = Plan(shapes3, _input_names(len(arg_tensors), older[1].reads[1], [w for w, _ in ints]))
             plan.ints = {w: d[0] for (w, _), d in zip(ints, plan.dims[len(tensors):]) if d[0]}
-        except _NoFit as e:
-            cs.last_generalization = f"not generalized: {e}"
-            plan = None
-        except Exception as e:  # noqa: BLE001 - reading the state failed: no plan, compile per size
+        except Exception as e:  # noqa: BLE001 - _NoFit, or reading the state failed: compile per size
             cs.last_generalization = f"not generalized: {e}"
             plan = None
     entry = compile_entry(cd, cs, args, kwargs, sym_shapes={**plan.sym_shapes(tensors), **plan.ints} if plan else None)
@@ -252,11 +230,11 @@ def compile_call(jf, cd, cs, args, kwargs):
         if s.entry.parts is not None:
             s.entry.parts.prologue = None
     jf._samples.append(sample)
-    del jf._samples[:-KEEP * 4]
+    del jf._samples[:-KEEP]
     return entry
 
 
-def _tensor_names(n_args, read_exprs, int_args):
+def _input_names(n_args, read_exprs, int_args):
     def where(i):
         if i < n_args:
             return f"tensor argument {i}"
@@ -295,7 +273,7 @@ def _generalize(entries, plan):
     arg_specs, kw_specs, read, prologue_args = parts[2].prologue
     for i in prologue_args["strided"]:
         if any(plan.dims[i]) and not read[i].is_contiguous():
-            raise _NoFit(f"the program depends on the strides of {plan.where_tensor(i)}, which is not contiguous")
+            raise _NoFit(f"the program depends on the strides of {plan.input_name(i)}, which is not contiguous")
     if any(any(plan.dims[i]) for i in prologue_args["storages"]) or prologue_args["shared"]:
         raise _NoFit("inputs share memory")
     sym_dims = {i: d for i, d in enumerate(plan.dims[:len(read)]) if any(d)}
@@ -553,12 +531,15 @@ class _SymbolicProgram:
 
 
 class _Bound:
+    """A symbolic autograd program with the sizes of one call bound (what _ThunderAutograd runs)."""
+
     def __init__(self, program, sizes):
-        self.num_outputs, self.grad_of = program.num_outputs, program.grad_of
-        self.cotangent_for, self.num_inputs = program.cotangent_for, program.num_inputs
-        self.reaches = program.reaches
+        self.program = program
         self.forward = functools.partial(program.forward, *sizes)
         self.backward = functools.partial(program.backward, *sizes)
+
+    def __getattr__(self, name):  # num_outputs, grad_of, cotangent_for, num_inputs, reaches
+        return getattr(self.program, name)
 
     def __call__(self, *inputs):
         from thunder.runtime.autograd import _ThunderAutograd
