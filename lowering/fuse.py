@@ -24,7 +24,7 @@ import re
 from thunder.dialects.emit import loc_names
 from thunder.dialects.mlir import func, ir
 from thunder.lowering import executors as executor_registry
-from thunder.lowering.decompose import decompose_module
+from thunder.lowering.decompose import decompose_module, decompose_op
 from thunder.lowering.linalg.scalar import POW_SPECIAL, elt_bytes
 from thunder.lowering.linalg.to_linalg import supported
 from thunder.ops import registry
@@ -131,11 +131,15 @@ def claimable(operation, executor=None) -> bool:
         return False
     if not all(_is_number(v) or _static(v.type, device) for v in operation.operands):
         return False
-    key = (executor.name, operation.name, str(operation.attributes),
-           tuple(str(v.owner.attributes["value"]) if _is_number(v) else str(v.type) for v in operation.operands))
+    key = (executor.name, _signature(operation))
     if key not in _DECOMPOSES_TO_CLAIMED:
         _DECOMPOSES_TO_CLAIMED[key] = _decomposes_to_claimed(operation, executor)
     return _DECOMPOSES_TO_CLAIMED[key]
+
+
+def _signature(operation):
+    return (operation.name, str(operation.attributes),
+            tuple(str(v.owner.attributes["value"]) if _is_number(v) else str(v.type) for v in operation.operands))
 
 
 def _decomposes_to_claimed(operation, executor):
@@ -148,7 +152,33 @@ def _decomposes_to_claimed(operation, executor):
     except Exception:  # a decomposition that does not take these types
         return False
     body = f.regions[0].blocks[0].operations
-    return all(o.operation.name in ("arith.constant", "func.return") or claimed(o.operation, executor) for o in body)
+    return all(o.operation.name in ("arith.constant", "func.return") or claimed(o.operation, executor) or
+               _is_input_check(o.operation) for o in body)
+
+
+def _is_check(operation):
+    """An op that only checks values and raises (effects, no results)."""
+    op = registry.OPS.get(operation.name)
+    return op is not None and op.effects and not operation.results
+
+
+def _is_input_check(operation):
+    """An op of a decomposition that only checks the values of the region's inputs and raises
+    (nll_loss's check_targets: eager's IndexError, which a kernel cannot raise): it runs as a
+    torch call before the kernel (_hoist_input_checks)."""
+    return _is_check(operation) and all(isinstance(v.owner, ir.Block) for v in operation.operands)
+
+
+def _take_input_checks(callee):
+    """Remove the input checks from a decomposed callee: [(name, input positions, attributes)]."""
+    checks = []
+    for o in list(callee.regions[0].blocks[0].operations):
+        o = o.operation
+        if _is_input_check(o):
+            checks.append((o.name, [ir.BlockArgument(v).arg_number for v in o.operands],
+                           {k: o.attributes[k] for k in o.attributes}))
+            o.erase()
+    return checks
 
 
 def _number(v):
@@ -294,7 +324,11 @@ class _Graph:
                     if m != n and n not in succs[m]:
                         succs[m].add(n)
                         indeg[n] += 1
-        heap = [(min(ops), n) for n, ops in nodes.items() if indeg[n] == 0]
+        def key(n):  # checks as early as they can run (no work is wasted before they raise)
+            ops = nodes[n]
+            return (not (len(ops) == 1 and _is_check(self.ops[ops[0]])), min(ops))
+
+        heap = [(key(n), n) for n in nodes if indeg[n] == 0]
         heapq.heapify(heap)
         order = []
         while heap:
@@ -303,7 +337,7 @@ class _Graph:
             for m in succs[n]:
                 indeg[m] -= 1
                 if indeg[m] == 0:
-                    heapq.heappush(heap, (min(nodes[m]), m))
+                    heapq.heappush(heap, (key(m), m))
         if len(order) != len(nodes):
             raise RuntimeError("thunder-fuse: the regions form a cycle (internal error)")
         return order
@@ -357,18 +391,41 @@ def _build_func(where, name, members, inputs, numbers, outputs):
 
 def worth_fusing(members, inputs, outputs, cost=None):
     """Policy "auto": whether one kernel call is expected to beat the ops as torch calls (each a
-    dispatch plus reading its operands and writing its results; views move no data), with the
-    executor's cost model (default linalg's)."""
+    dispatch plus reading its operands and writing its results; views move no data; an op that
+    torch runs as several, `torch_composite`, costs those), with the executor's cost model
+    (default linalg's)."""
     cost = cost or executor_registry.get("linalg").cost
-    torch_seconds = sum(cost.op_seconds + (0 if _is_view(o) else
-                                           sum(_bytes(v) for v in o.operands if not _is_number(v)) +
-                                           sum(_bytes(r) for r in o.results)) / cost.bytes_per_second
-                        for o in members)
+    torch_seconds = sum(_torch_seconds(o, cost) for o in members)
     kernel_seconds = cost.call_seconds + (sum(_bytes(v) for v in inputs) +
                                           sum(_bytes(v) for v in outputs)) / cost.bytes_per_second
     return kernel_seconds < torch_seconds
 
 
+_COMPOSITE_SECONDS = {}  # (cost model, op signature) -> seconds of a torch_composite op
+
+
+def _torch_seconds(operation, cost):
+    """The cost model's seconds of an op as torch calls."""
+    op = registry.OPS.get(operation.name)
+    if op is None or not op.torch_composite:
+        if _is_view(operation):
+            return cost.op_seconds
+        moved = sum(_bytes(v) for v in operation.operands if not _is_number(v)) + sum(_bytes(r) for r in operation.results)
+        return cost.op_seconds + moved / cost.bytes_per_second
+    key = (cost, _signature(operation))
+    if key not in _COMPOSITE_SECONDS:  # the ops of its decomposition (one level), costed alike
+        scratch = ir.Module.create()
+        tensors = [v for v in operation.operands if not _is_number(v)]
+        numbers = [v for v in operation.operands if _is_number(v)]
+        f = _build_func(scratch.body, "scratch", [operation], tensors, numbers, list(operation.results))
+        block = f.regions[0].blocks[0]
+        decompose_op(list(o.operation for o in block.operations if o.operation.name == operation.name)[0])
+        _COMPOSITE_SECONDS[key] = sum(_torch_seconds(o.operation, cost) for o in block.operations
+                                      if o.operation.name not in ("arith.constant", "func.return"))
+    return _COMPOSITE_SECONDS[key]
+
+
+REDUCTION_PRIMS = {"thunder.sum", "thunder.amax", "thunder.amin", "thunder.prod"}
 # prims that torch runs as views of their operand (thunder.reshape may copy, but mostly does not)
 VIEW_PRIMS = {"thunder.reshape", "thunder.transpose", "thunder.broadcast_in_dim", "thunder.squeeze", "thunder.slice"}
 
@@ -418,52 +475,158 @@ def _without_tail_views(graph, ops):
         ops = [i for i in ops if i not in tail]
 
 
+class _Kept:
+    """A region kept as a kernel: its ops (graph indices) and the values it takes and gives in
+    the caller; `full`, the whole region decomposed into prims (a func whose arguments are
+    `inputs`, whose results are `outputs`); `kernel`, the func the executor runs: `full`
+    itself, or, when its tail went to torch (_split_tail), a func of full's other ops taking
+    `kernel_args` (arguments of full) and returning `kernel_results` (values of full), whose
+    `head` and `tail` ops (of full) the caller runs before and after the kernel; `checks`, its
+    input checks."""
+
+    def __init__(self, ops, full, inputs, outputs, name, checks):
+        self.ops, self.full, self.inputs, self.outputs, self.name, self.checks = ops, full, inputs, outputs, name, checks
+        block = full.regions[0].blocks[0]
+        self.kernel, self.kernel_args, self.head, self.tail = full, list(block.arguments), [], []
+        self.kernel_results = list(list(block.operations)[-1].operands)
+
+
 def _outline_region(f, graph, ops, name, policy, executor):
-    """(ops, callee, inputs, outputs, name) for a region kept by the policy, or None. With
-    policy auto, a region the executor would not run well (linalg: a kernel that is not tiled,
-    see to_linalg.tiling) first leaves its tail reductions (a bias gradient summed over rows) to
-    torch, so the rest tiles by rows."""
-    while True:
-        ops = _without_tail_views(graph, ops)
-        if not ops:
-            return None
-        members = [graph.ops[i] for i in ops]
-        inputs, numbers, outputs = _region_values(members)
-        if policy == "auto" and not worth_fusing(members, inputs, outputs, executor.cost):
-            return None
-        callee = _build_func(f, name, members, inputs, numbers, outputs)
-        callee.attributes[EXECUTOR_ATTR] = ir.StringAttr.get(executor.name)
-        decompose_module(callee.operation)
-        _erase_unused_numbers(callee.regions[0].blocks[0])
-        text = region_text(callee)
-        if not executor.accepts(text, name):
-            callee.operation.erase()
-            return None
-        if policy == "always" or executor.runs_well is None or executor.runs_well(text, name):
-            return ops, callee, inputs, outputs, name
+    """The _Kept region for these ops when the policy keeps it, or None. With policy auto, a
+    region the executor would not run well (linalg: a kernel that is not tiled, see
+    to_linalg.tiling) leaves its tail reductions (a bias gradient summed over rows, a loss
+    averaged over rows) to torch, so the rest tiles by rows."""
+    ops = _without_tail_views(graph, ops)
+    if not ops:
+        return None
+    members = [graph.ops[i] for i in ops]
+    inputs, numbers, outputs = _region_values(members)
+    if policy == "auto" and not worth_fusing(members, inputs, outputs, executor.cost):
+        return None
+    callee = _build_func(f, name, members, inputs, numbers, outputs)
+    callee.attributes[EXECUTOR_ATTR] = ir.StringAttr.get(executor.name)
+    decompose_module(callee.operation)
+    checks = _take_input_checks(callee)
+    _erase_unused_numbers(callee.regions[0].blocks[0])
+    text = region_text(callee)
+    if not executor.accepts(text, name):
         callee.operation.erase()
-        tail = _tail_reductions(graph, ops)
-        if not tail or len(tail) == len(ops):
-            # an untiled kernel runs on one thread, pass after pass over whole tensors: only
-            # worth it while they fit in cache
-            if sum(_bytes(v) for v in inputs + outputs) > UNTILED_MAX_BYTES:
-                return None
-            return _outline_region(f, graph, ops, name, "always", executor)
-        ops = [i for i in ops if i not in tail]
+        return None
+    kept = _Kept(ops, callee, inputs, outputs, name, checks)
+    if policy == "always" or executor.runs_well is None or executor.runs_well(text, name):
+        return kept
+    if _split_tail(kept, executor):
+        return kept
+    # an untiled kernel runs on one thread, pass after pass over whole tensors: only worth it
+    # while they fit in cache
+    if sum(_bytes(v) for v in inputs + outputs) > UNTILED_MAX_BYTES:
+        callee.operation.erase()
+        return None
+    return kept
 
 
-def _tail_reductions(graph, ops):
-    """Ops of the region that reduce rank (reductions) and whose results only leave it."""
-    inside = {r for i in ops for r in graph.ops[i].results}
-    used_inside = {v for i in ops for v in graph.ops[i].operands if v in inside}
+def _split_tail(kept, executor):
+    """Give torch what keeps kept's region from tiling, when the rest then tiles (runs well):
+    its tail (_tail_ops: a loss's mean over rows) and the results computed from no input (an
+    iota saved for the backward, computed by torch before the kernel; the kernel still computes
+    what it uses of it). kept.kernel becomes a func of the other ops. Whether it did."""
+    full = kept.full
+    block = full.regions[0].blocks[0]
+    body = [o.operation for o in block.operations if o.operation.name not in ("arith.constant", "func.return")]
+    tail = _tail_ops(body)
+    returned = set(list(block.operations)[-1].operands)
+    dependent = set(block.arguments)
+    for o in body:
+        if any(v in dependent for v in o.operands):
+            dependent.update(o.results)
+    # the ops computing returned values from no input, and their producers
+    produced = {r: o for o in body for r in o.results}
+    head = {o for o in body if o not in tail and o.results[0] not in dependent and
+            any(r in returned for r in o.results)}
+    stack = list(head)
+    while stack:
+        for v in stack.pop().operands:
+            p = produced.get(v)
+            if p is not None and p not in head:
+                head.add(p)
+                stack.append(p)
+    head = [o for o in body if o in head]
+    if not tail and not head:
+        return False
+    rest = [o for o in body if o not in tail]
+    args, numbers, results = _region_values(rest)
+    results = [v for v in results if v.owner not in head]
+    if not results or len(tail) == len(body):
+        return False
+    full.attributes["sym_name"] = ir.StringAttr.get(kept.name + "_unsplit")
+    kernel = _build_func(full, kept.name, rest, args, numbers, results)
+    kernel.attributes[EXECUTOR_ATTR] = full.attributes[EXECUTOR_ATTR]
+    text = region_text(kernel)
+    if not (executor.accepts(text, kept.name) and executor.runs_well(text, kept.name)):
+        kernel.operation.erase()
+        full.attributes["sym_name"] = ir.StringAttr.get(kept.name)
+        return False
+    kept.kernel, kept.kernel_args, kept.kernel_results, kept.head, kept.tail = kernel, args, results, head, tail
+    return True
+
+
+def _tail_ops(body):
+    """The tail of a region (ops, in program order): its rank-reducing reductions and the ops
+    computed from their results only (a mean's division), where nothing else in the region uses
+    them (cross-entropy's mean over rows: the rows' losses stay in the kernel, their sum and
+    the division go to torch)."""
+    produced = {r: o for o in body for r in o.results}
     tail = []
-    for i in ops:
-        o = graph.ops[i]
+    for o in body:
         tensors = [v for v in o.operands if not _is_number(v)]
-        if tensors and not any(r in used_inside for r in o.results) and \
-                ir.RankedTensorType(o.results[0].type).rank < ir.RankedTensorType(tensors[0].type).rank:
-            tail.append(i)
-    return tail
+        inner = [produced[v] for v in tensors if v in produced]
+        reduces = o.name in REDUCTION_PRIMS and tensors and \
+            ir.RankedTensorType(o.results[0].type).rank < ir.RankedTensorType(tensors[0].type).rank
+        if reduces or (inner and all(p in tail for p in inner)):
+            tail.append(o)
+    while True:  # leave in the kernel what the rest of the region uses
+        used = {produced[v] for o in body if o not in tail for v in o.operands if v in produced}
+        rest = [o for o in tail if o not in used]
+        if rest == tail:
+            return tail
+        tail = rest
+
+
+def _call_region(kept, replaced, where, loc, check_loc):
+    """Emit kept's input checks, its head, the kernel's call and its tail before `where` (in the
+    caller); returns the caller values of kept.outputs."""
+    block = kept.full.regions[0].blocks[0]
+    env = {a: replaced.get(v, v) for a, v in zip(block.arguments, kept.inputs)}  # full's values -> caller's
+    returned = dict(zip(list(block.operations)[-1].operands, kept.outputs))  # full's results -> the caller's
+    names = ",".join(_value_name(returned.get(v, v)) or "t" for v in kept.kernel_results)
+    with ir.InsertionPoint(where):
+        for check, positions, attributes in kept.checks:  # before the kernel, as torch calls
+            ir.Operation.create(check, operands=[env[block.arguments[k]] for k in positions], attributes=attributes,
+                                loc=check_loc)
+        _copy_ops(kept.head, env)
+        call = ir.Operation.create("func.call", results=[v.type for v in kept.kernel_results],
+                                   operands=[env[a] for a in kept.kernel_args],
+                                   attributes={"callee": ir.FlatSymbolRefAttr.get(kept.name)},
+                                   loc=ir.Location.name(names, childLoc=loc))
+        env.update(zip(kept.kernel_results, call.results))
+        _copy_ops(kept.tail, env)
+    results = [env[v] for v in list(block.operations)[-1].operands]
+    if kept.kernel is not kept.full:
+        kept.full.operation.erase()
+    return results
+
+
+def _copy_ops(ops, env):
+    """Copies of ops (and of the numbers they use) at the current insertion point, their
+    operands mapped through env (which gets their results)."""
+    for o in ops:
+        for v in o.operands:
+            if v not in env:  # a number
+                env[v] = ir.Operation.create("arith.constant", results=[v.type],
+                                             attributes={"value": v.owner.attributes["value"]}).results[0]
+        new = ir.Operation.create(o.name, results=[r.type for r in o.results], operands=[env[v] for v in o.operands],
+                                  attributes={k: o.attributes[k] for k in o.attributes}, loc=o.location)
+        env.update(zip(o.results, new.results))
 
 
 def fuse_func(f, module_block, counter, policy="auto", executors=DEFAULT_EXECUTORS):
@@ -487,25 +650,22 @@ def fuse_func(f, module_block, counter, policy="auto", executors=DEFAULT_EXECUTO
             outlined.append(region)
     if not outlined:
         return counter
-    order = graph.schedule([o[0] for o in outlined])
-    by_first = {o[0][0]: o for o in outlined}
+    order = graph.schedule([o.ops for o in outlined])
+    by_first = {o.ops[0]: o for o in outlined}
     terminator = list(block.operations)[-1]
     replaced = {}  # region output -> call result
     for item in order:
         if isinstance(item, int):
             graph.ops[item].move_before(terminator)
             continue
-        ops, callee, inputs, outputs, name = by_first[item[0]]
-        names = ",".join(_value_name(v) or "t" for v in outputs)
-        with ir.InsertionPoint(terminator):
-            call = ir.Operation.create("func.call", results=[v.type for v in outputs], operands=[replaced.get(v, v) for v in inputs],
-                                       attributes={"callee": ir.FlatSymbolRefAttr.get(name)},
-                                       loc=ir.Location.name(names, childLoc=_child_loc(graph.ops[ops[-1]].location)))
-        for v, nv in zip(outputs, call.results):
+        kept = by_first[item[0]]
+        results = _call_region(kept, replaced, terminator, _child_loc(graph.ops[kept.ops[-1]].location),
+                               graph.ops[kept.ops[0]].location)
+        for v, nv in zip(kept.outputs, results):
             v.replace_all_uses_with(nv)
             replaced[v] = nv
-    for ops, *_ in outlined:
-        for i in reversed(ops):
+    for kept in outlined:
+        for i in reversed(kept.ops):
             graph.ops[i].erase()
     _erase_unused_numbers(block)  # numbers only the regions used
     return counter

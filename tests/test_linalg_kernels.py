@@ -317,3 +317,25 @@ def test_iota_in_tiled_kernels():
     kernel, _ = run(fn, x)
     lowered = kernel.lowered()
     assert lowered.rows == 3000 and lowered.tile_rows < 3000 and "linalg.index" in lowered.text
+
+
+def test_value_read_whole_and_by_rows():
+    # a mask over the rows summed (read whole: computed before the tile loop) and used row by row
+    # (a loss's count of kept targets): computed both ways, the kernel still tiles by rows
+    fn = lambda x, t: x * (t != 3)[:, None] / (t != 3).sum()  # noqa: E731
+    x, t = torch.randn(3001, 40), torch.randint(0, 5, (3001,))
+    kernel, _ = run(fn, x, t)
+    lowered = kernel.lowered()
+    assert lowered.rows == 3001 and lowered.tile_rows < 3001 and lowered.axes == [0, 0]
+    assert "tensor.cast" in lowered.text  # the whole targets
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:  # each thread computes the whole sum itself
+        run(fn, torch.randn(6000, 64), torch.randint(0, 5, (6000,)))
+        run(fn, torch.randn(64, 6000).t(), torch.randint(0, 5, (12000,))[::2])
+    finally:
+        torch.set_num_threads(threads)
+    # a value too large to compute twice: not tiled (one pass, untiled)
+    big = lambda x: x - x.sum(0)  # noqa: E731
+    kernel, _ = run(big, torch.randn(2000, 64), atol=1e-3)  # (sums of 2000 in another order)
+    assert kernel.lowered().rows is None

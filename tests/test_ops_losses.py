@@ -80,15 +80,36 @@ def test_fuses_as_one_kernel():
     assert body.count("fusion_") == 1 and "torch." not in body, program
 
 
-def test_out_of_range_target():
-    """eager raises; the torch call too; a fused kernel cannot raise and gives nan instead."""
-    x, t = r(3, 5), torch.tensor([1, 5, -1])
-    with pytest.raises(IndexError):
-        F.cross_entropy(x, t)
-    with pytest.raises(IndexError):
-        thunder.jit(lambda x, t: F.cross_entropy(x, t), executors=["torch"])(x, t)
-    out = thunder.jit(lambda x, t: F.cross_entropy(x, t, reduction="none"), fusion="always")(x, t)
-    assert out[0] == F.cross_entropy(x[:1], t[:1]) and out[1:].isnan().all()
+@pytest.mark.parametrize("fusion", ["always", "auto"])
+def test_out_of_range_target_raises_like_eager(fusion):
+    """A fused loss kernel cannot raise: the program checks the targets before it (eager's
+    IndexError and message), in inference and in training, never a nan."""
+    cases = [
+        (lambda x, t: F.cross_entropy(x, t), r(3, 5), torch.tensor([1, 5, -1])),
+        (lambda x, t: F.cross_entropy(x, t, reduction="none"), r(3, 5), torch.tensor([1, -100, -2])),
+        (lambda x, t: F.cross_entropy(x, t, ignore_index=7, label_smoothing=0.1), r(3, 5), torch.tensor([7, 2, 9])),
+        (lambda x, t: F.nll_loss(x, t, reduction="sum"), r(2, 5, 3), torch.tensor([[0, 1, 2], [3, 4, 5]])),
+        (lambda x, t: F.cross_entropy(x, t), r(5), torch.tensor(5)),
+        (lambda x, t: F.cross_entropy(x, t), r(3, 5), torch.tensor([1, 200, 2], dtype=torch.uint8)),
+        # large enough for the cost model's kernel
+        (lambda x, t: F.cross_entropy(x, t), r(512, 1000), torch.cat([torch.randint(0, 1000, (511,)),
+                                                                      torch.tensor([1000])])),
+    ]
+    for fn, x, t in cases:
+        for training in (False, True):
+            x = x.detach().requires_grad_(training)
+            with pytest.raises(IndexError) as expected:
+                fn(x, t)
+            jf = thunder.jit(fn, fusion=fusion)
+            with pytest.raises(IndexError) as got:
+                jf(x, t)
+            assert str(got.value) == str(expected.value)
+            ok = t.clamp(0, x.shape[1 if x.ndim > 1 else 0] - 1)
+            torch.testing.assert_close(jf(x, ok), fn(x, ok))  # the same program, with valid targets
+    # the check runs before the kernel, as a torch call (a kernel cannot raise)
+    program = str(thunder.last_traces(jf)[-1])
+    assert "impl.check_targets(t, 1000, -100)" in program and "fusion_0(" in program, program
+    assert program.index("impl.check_targets") < program.index("fusion_0("), program
 
 
 def _t(*shape):

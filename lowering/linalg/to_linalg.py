@@ -115,6 +115,7 @@ class _Emitter:
         self.lines = []
         self.n = 0
         self.vals = {}  # input ir.Value -> (ssa name, TensorT) or ("const", python value, type)
+        self.whole, self.read_whole = {}, set()  # (tiled kernels) see operand
 
     def fresh(self, base="v"):
         self.n += 1
@@ -154,9 +155,10 @@ class _Emitter:
         self.emit(f"}} -> {out_t}")
         return res
 
-    # operands of a prim: tensors (ssa, TensorT) or constants
+    # operands of a prim: tensors (ssa, TensorT) or constants; the whole one of a value computed
+    # both ways (_propagate) where the op reads it whole
     def operand(self, v):
-        return self.vals[v]
+        return self.whole[v] if v in self.read_whole and v in self.whole else self.vals[v]
 
 
 def _elementwise(em, name, operands, out_t: TensorT, attrs):
@@ -443,6 +445,7 @@ def signature(text, name=None):
 # ---- tiling: the region runs as a loop over tiles of rows of its outputs' first dim
 WHOLE = "whole"  # a value every tile reads in full (computed once, before the loop)
 TILE_BYTES = 64 * 1024  # inputs + outputs of one tile: about L2-sized, so a tile's values stay in cache
+DUAL_BYTES = 64 * 1024  # the largest value computed both whole and tile by tile (see _propagate)
 
 
 def _static_shape(v):
@@ -500,7 +503,7 @@ def _operand_axes(op, a):
 
 
 def tiling(block, prefer=()):
-    """(rows, {value: axis or WHOLE}) when every region result can be computed tile by tile
+    """(rows, {value: axis or WHOLE}, {values also read whole}: see _propagate) when every region result can be computed tile by tile
     along one of its dims of a common size `rows` (the first result's first such dim that works,
     dims whose rows hold at most TILE_BYTES / 2 of results first,
     each other result's too; no op reduces over or reshapes across it; not the last dim of a
@@ -531,26 +534,45 @@ def tiling(block, prefer=()):
         for combo in itertools.islice(itertools.product(*choices), 16):
             axes = _propagate(ops[:-1], results, (d0, *combo))
             if axes is not None:
-                return rows, axes
+                return rows, *axes
     return None
 
 
 def _propagate(ops, results, result_axes):
-    """{value: axis or WHOLE} from the results' axes back to the inputs, or None on a conflict."""
-    axes = {}
+    """({value: axis or WHOLE}, {values also read whole}) from the results' axes back to the
+    inputs, or None on a conflict. A value of at most DUAL_BYTES that some ops read whole and
+    others tile by tile is computed both ways (the whole one before the loop): a mask over the
+    rows that is summed (a loss's count of kept targets) and used row by row."""
+    axes, dual = {}, set()
 
     def need(v, a):
-        return _is_number(v) or axes.setdefault(v, a) == a
+        if _is_number(v):
+            return True
+        b = axes.setdefault(v, a)
+        if b == a or v in dual:
+            return b == a or a == WHOLE
+        if WHOLE not in (a, b) or _value_bytes(v) > DUAL_BYTES:
+            return False
+        axes[v] = b if a == WHOLE else a
+        dual.add(v)
+        return True
 
     if not all(need(r, a) for r, a in zip(results, result_axes)):
         return None
     for op in reversed(ops):
-        if op.results[0] not in axes:
+        r = op.results[0]
+        if r not in axes:
             return None
-        operand_axes = _operand_axes(op, axes[op.results[0]])
-        if operand_axes is None or not all(need(v, a) for v, a in operand_axes):
-            return None
-    return axes
+        for a in [axes[r]] + ([WHOLE] if r in dual else []):
+            operand_axes = _operand_axes(op, a)
+            if operand_axes is None or not all(need(v, b) for v, b in operand_axes):
+                return None
+    return axes, dual
+
+
+def _value_bytes(v):
+    t = ir.RankedTensorType(v.type)
+    return _pymath.prod(t.shape) * elt_bytes(str(t.element_type))
 
 
 def row_major_strides(shape):
@@ -601,7 +623,10 @@ def lower_region(text: str, name: str, input_strides=None, approx_math=True, til
         return _tiled(block, out_name or name, input_strides, approx_math, *tiled)
 
 
-def _lower_ops(em, block, out_type, lines_for):
+def _lower_ops(em, block, out_type, lines_for, axes=None, dual=()):
+    """Lower the block's ops into em: each op's result of type out_type(value), into the lines
+    lines_for(value); the values in dual a second time, whole, into lines_for(None) (axes: the
+    tiled kernel's, to know which operands an op reads whole). Returns the returned values."""
     results = None
     for op in block.operations:
         op = op.operation
@@ -612,9 +637,15 @@ def _lower_ops(em, block, out_type, lines_for):
         elif op.name.startswith("thunder."):
             if len(op.results) != 1:
                 raise UnsupportedOp(f"{op.name} with {len(op.results)} results")
-            out_t = out_type(op.results[0])
-            em.lines = lines_for(op.results[0])
-            em.vals[op.results[0]] = (_lower_op(em, op, out_t), out_t)
+            r = op.results[0]
+            if r in dual:
+                em.lines, em.read_whole = lines_for(None), set(op.operands)
+                em.whole[r] = (_lower_op(em, op, tensor_t(r.type)), tensor_t(r.type))
+            if axes is not None:
+                em.read_whole = {v for v, a in _operand_axes(op, axes[r]) or () if a == WHOLE}
+            out_t = out_type(r)
+            em.lines = lines_for(r)
+            em.vals[r] = (_lower_op(em, op, out_t), out_t)
         else:
             raise UnsupportedOp(f"no linalg lowering for {op.name}")
     return results
@@ -651,7 +682,7 @@ def _untiled(block, name, input_strides, approx_math):
     return _func(name, params, lines)
 
 
-def _tiled(block, name, input_strides, approx_math, rows, axes):
+def _tiled(block, name, input_strides, approx_math, rows, axes, dual):
     # inputs with dynamic strides (cache="symbolic values"' kernels): outputs get them too
     dynamic_outer = input_strides is not None and any(s is None for st in input_strides for s in st)
     em = _Emitter(approx_math)
@@ -678,12 +709,16 @@ def _tiled(block, name, input_strides, approx_math, rows, axes):
             slices.append(f"      {ssa} = bufferization.to_tensor %sv{i} restrict : {view_t} to {arg_t}")
             em.vals[a] = (ssa, arg_t)
             row_bytes += elt_bytes(t.elt) * _pymath.prod(t.shape) // rows
+            if a in dual:  # also read whole
+                pre.append(f"    %w{i} = bufferization.to_tensor %arg{i} restrict : {arg_t.memref(layout)} to {arg_t}")
+                pre.append(f"    %aw{i} = tensor.cast %w{i} : {arg_t} to {t}")
+                em.whole[a] = (f"%aw{i}", t)
 
     def out_type(v):
         axis = axes[v]
         return tensor_t(v.type).tile(None if axis == WHOLE else axis)
 
-    results = _lower_ops(em, block, out_type, lambda v: pre if axes[v] == WHOLE else loop)
+    results = _lower_ops(em, block, out_type, lambda v: pre if v is None or axes[v] == WHOLE else loop, axes, dual)
     stores = []
     for j, r in enumerate(results):
         o = em.vals[r]

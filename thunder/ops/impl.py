@@ -362,3 +362,17 @@ def sdpa_flash_backward(grad_out, query, key, value, out, logsumexp, is_causal=F
     g, q, k, v, o = (_unit_last_stride(x) for x in (grad_out, query, key, value, out))
     return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward(g, q, k, v, o, logsumexp, 0.0,
                                                                                 is_causal, scale=scale)
+
+
+def check_targets(target, classes, ignore_index):
+    """Eager's IndexError for a class-index target outside [0, classes) that is not ignore_index
+    (ltorch.check_targets: fused loss kernels cannot raise)."""
+    if target.numel() == 0:
+        return
+    lo, hi = torch.aminmax(target)
+    if lo.item() >= 0 and hi.item() < classes:
+        return
+    t = target.reshape(-1)
+    bad = t[((t < 0) | (t >= classes)) & (t != ignore_index)]
+    if bad.numel():
+        raise IndexError(f"Target {bad[0].item()} is out of bounds.")

@@ -2,7 +2,9 @@
 ignore_index, label_smoothing, reduction none/sum/mean, (C), (N, C) and (N, C, d1, ...) inputs).
 
 nll_loss decomposes into prims that pick each target's entry with a one-hot comparison against an
-iota of the classes (no gather), so the whole loss fuses as one row reduction. cross_entropy
+iota of the classes (no gather), so the whole loss fuses as one row reduction, and a
+`check_targets` of the targets (a torch call outside the kernel: eager's IndexError for a target
+out of range, which a kernel could not raise). cross_entropy
 decomposes as torch's composite does: log_softmax, then nll_loss (and the label-smoothing terms),
 which keeps log_softmax's exact VJP rule when thunder-autograd differentiates through it."""
 import torch
@@ -88,6 +90,22 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, size_a
 nll_loss.normalize = _normalize_reduction
 
 
+@ltorch("(check_targets)", returns_sequence=True, effects=True, differentiable=False)
+def check_targets(target: Tensor, *, classes: Int, ignore_index: Int):
+    """Raises eager's IndexError ("Target 7 is out of bounds.") for a class-index target outside
+    [0, classes) that is not ignore_index. nll_loss's decomposition starts with it: the prims that
+    follow (a one-hot pick, fused into a kernel) cannot raise. thunder-fuse keeps it out of the
+    kernel, before its call."""
+    return ()
+
+
+def _python_check_targets(values, outs):
+    return [f"impl.check_targets({values['target'].name}, {values['classes']}, {values['ignore_index']})"]
+
+
+check_targets.python = _python_check_targets
+
+
 def _one_hot(target, input, cdim):
     """Bool of input's shape: True at each element's target class."""
     c = input.shape[cdim]
@@ -108,15 +126,13 @@ def _pick(x, hot, cdim):
 def _(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
     nll_loss.meta(input, target, weight, None, ignore_index, None, reduction)
     cdim, dt, dev = _class_dim(input), input.dtype, input.device
+    check_targets(target, classes=input.shape[cdim], ignore_index=ignore_index)
     t = to_dtype(target, torch.int64)
     shape = tuple(t.shape)
     keep = prims.ne(t, ignore_index)
     hot = _one_hot(t, input, cdim)
     zeros = prims.full(shape, to_dtype(0, dt), dtype=dt, device=dev)
-    picked = _pick(input, hot, cdim)
-    # a target out of range gives nan (eager raises; a kernel cannot)
-    bad = prims.bitwise_and(keep, prims.bitwise_or(prims.lt(t, 0), prims.ge(t, input.shape[cdim])))
-    picked = prims.where(bad, prims.full(shape, float("nan"), dtype=dt, device=dev), picked)
+    picked = _pick(input, hot, cdim)  # (0 for a target out of range: check_targets raised)
     w = None  # each target's weight, 0 where ignored (None: no weight)
     if weight is not None:
         w = prims.where(keep, _pick(prims.broadcast_in_dim(weight, tuple(input.shape), (cdim,)), hot, cdim), zeros)
@@ -168,6 +184,7 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, s
 
 
 cross_entropy.normalize = _normalize_reduction
+cross_entropy.torch_composite = True  # torch's is log_softmax, then nll_loss (as our decomposition)
 
 
 @cross_entropy.decompose

@@ -358,8 +358,12 @@ def _softmax_decomp(input, dim, dtype, log):
     x = to_dtype(to_dtype(input, dt), _compute_dtype(dt))
     shifted = prims.sub(x, _keep(prims.amax(x, (d,)), x.shape, (d,)))
     e = prims.exp(shifted)
-    total = _keep(prims.sum(e, (d,)), x.shape, (d,))
-    out = prims.sub(shifted, prims.log(total)) if log else prims.div(e, total)
+    total = prims.sum(e, (d,))
+    # per row, as torch's kernels: the log of the sum (log_softmax); softmax divides each exp by it
+    if log:
+        out = prims.sub(shifted, _keep(prims.log(total), x.shape, (d,)))
+    else:
+        out = prims.div(e, _keep(total, x.shape, (d,)))
     return to_dtype(out, dt)
 
 

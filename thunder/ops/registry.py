@@ -191,6 +191,9 @@ class OpDef:
     # python(values, result names) -> statements: the generated code of ops that torch_name and
     # the calling convention of ops/execute.py cannot express (the fallback's ltorch.torch_call)
     python: Callable | None = None
+    # torch runs it as the ltorch ops of its decomposition, one kernel each (cross_entropy:
+    # log_softmax, then nll_loss): thunder-fuse's cost model counts the torch calls of those
+    torch_composite: bool = False
     return_type: type | None = None  # a torch.return_types structseq for results like (values, indices)
     doc: str = ""
     signature: inspect.Signature = field(default=None, repr=False)
