@@ -3,7 +3,8 @@ default mode), float32 on CPU, in one process: elementwise/reduction cases and a
 (benchmarks/gpt_block.py) forward and training step. Checks thunder's results (and grads) against
 eager before timing; prints a markdown table and the geometric means of the speedups.
 
-    .venv/bin/python benchmarks/fusion.py [CASE ...] [--threads 2] [--quick] [--warm-disk-cache] [--device cuda]
+    .venv/bin/python benchmarks/fusion.py [CASE ...] [--threads 2] [--quick] [--warm-disk-cache] [--reuse-memory]
+                                          [--device cuda]
 
 --device cuda: the same cases on the GPU, thunder with the cuda executor (docs/cuda.md), each
 timed call synchronized.
@@ -12,6 +13,12 @@ CASE: keep the cases whose name contains one of these strings (e.g. `gpt`). thun
 cache (THUNDER_KERNEL_CACHE) and inductor's (TORCHINDUCTOR_CACHE_DIR) point at a fresh temporary
 directory, so both first-call times include compiling; --warm-disk-cache keeps the usual caches
 (which may hold kernels of earlier runs).
+
+--reuse-memory: glibc malloc keeps freed blocks (mallopt: no mmap threshold, no trimming), so no
+call pays page faults for its outputs and temporaries. By default a large tensor freed by one call
+may go back to the system and the next call faults its pages in again, which on this VM costs
+eager (more temporaries) up to 4x on some runs and not on others; with it the times are those of
+the kernels.
 """
 import argparse
 import atexit
@@ -21,6 +28,13 @@ import shutil
 import sys
 import tempfile
 import time
+
+if "--reuse-memory" in sys.argv:  # before the first large allocation
+    import ctypes
+
+    _libc = ctypes.CDLL("libc.so.6")
+    _libc.mallopt(-1, 1 << 30)  # M_TRIM_THRESHOLD: keep the heap's free memory
+    _libc.mallopt(-3, 1 << 30)  # M_MMAP_THRESHOLD: large blocks from the heap, reused
 
 FRESH_CACHE = None if "--warm-disk-cache" in sys.argv else tempfile.mkdtemp(prefix="fusion-bench-cache-")
 if FRESH_CACHE:  # before torch and thunder are imported; removed at exit
@@ -178,6 +192,7 @@ def main():
     ap.add_argument("--threads", type=int, default=2, help="torch threads (default 2: this machine's cores)")
     ap.add_argument("--quick", action="store_true", help="1 warm-up + 2 timed calls: only checks the script runs")
     ap.add_argument("--warm-disk-cache", action="store_true", help="keep thunder's and inductor's disk caches")
+    ap.add_argument("--reuse-memory", action="store_true", help="glibc malloc keeps freed memory (no page faults)")
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     a = ap.parse_args()
     global DEVICE
@@ -189,7 +204,8 @@ def main():
     caches = f"fresh, empty ({FRESH_CACHE})" if FRESH_CACHE else "as they are (may be warm)"
     where = torch.cuda.get_device_name() if DEVICE == "cuda" else "CPU"
     print(f"float32, {where}, torch {torch.__version__}, torch.set_num_threads({a.threads}); thunder and inductor "
-          f"disk caches: {caches}" + (" -- QUICK: timings meaningless" if a.quick else ""))
+          f"disk caches: {caches}" + ("; malloc keeps freed memory" if a.reuse_memory else "") +
+          (" -- QUICK: timings meaningless" if a.quick else ""))
     results = {}
     for name in names:
         print(f"  {name} ...", file=sys.stderr, flush=True)

@@ -1,5 +1,7 @@
 """Regions of thunder prims compiled through linalg to native CPU code (thunder.lowering.linalg)
 and run on torch tensors, compared with eager PyTorch."""
+import re
+
 import pytest
 import torch
 
@@ -339,3 +341,45 @@ def test_value_read_whole_and_by_rows():
     big = lambda x: x - x.sum(0)  # noqa: E731
     kernel, _ = run(big, torch.randn(2000, 64), atol=1e-3)  # (sums of 2000 in another order)
     assert kernel.lowered().rows is None
+
+
+def _masked(x, p=0.3):
+    g = torch.Generator().manual_seed(1)
+    return x.masked_fill(torch.rand(x.shape, generator=g) < p, float("-inf"))
+
+
+@pytest.mark.parametrize("case", ["odd_rows", "row_of_one", "strided", "masked", "all_masked_row", "f16", "bf16",
+                                  "dim0", "empty", "log_softmax", "layer_norm"])
+def test_reduction_computed_with_its_operand(case):
+    """An elementwise result reduced and read again (softmax's exps: their sum, then each times
+    its reciprocal) is written in its reduction's pass (one multi-result linalg.generic)."""
+    softmax = lambda x: torch.softmax(x * 0.5, -1)  # noqa: E731
+    fn, x, tol = softmax, torch.randn(37, 1001), {}
+    if case == "row_of_one":
+        x = torch.randn(50, 1)
+    if case == "strided":
+        x = torch.randn(1001, 37).t()
+    if case == "masked":
+        x = _masked(torch.randn(64, 129))
+    if case == "all_masked_row":  # exp(-inf - -inf): nan, as eager
+        x = torch.randn(8, 33)
+        x[3] = float("-inf")
+        tol = dict(equal_nan=True)
+    if case in ("f16", "bf16"):
+        x = _masked(torch.randn(40, 77)).to(getattr(torch, {"f16": "float16", "bf16": "bfloat16"}[case]))
+        tol = dict(rtol=1e-2, atol=1e-3)
+    if case == "dim0":
+        fn = lambda x: torch.softmax(x, 0)  # noqa: E731
+    if case == "empty":
+        x = torch.randn(0, 17)
+    if case == "log_softmax":
+        fn, x = lambda x: torch.log_softmax(x + 1, -1), _masked(torch.randn(31, 257))
+    if case == "layer_norm":
+        # (x * 2 + 1: summed for the mean, then read again)
+        fn = lambda x: torch.nn.functional.layer_norm(x * 2 + 1, (1001,))  # noqa: E731
+    kernel, _ = run(fn, x, **{"atol": 1e-5, "rtol": 1.3e-6, **tol}) if "equal_nan" not in tol else \
+        (compile_region(region(fn, x), "computation"), None)
+    if "equal_nan" in tol:
+        torch.testing.assert_close(kernel(x)[0], fn(x), equal_nan=True)
+    if case not in ("empty", "row_of_one", "log_softmax"):
+        assert re.search(r"%\w+:2 = linalg.generic", kernel.linalg_text()), kernel.linalg_text()

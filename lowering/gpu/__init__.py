@@ -74,7 +74,7 @@ def region_kernels(text: str, name: str | None = None, input_strides=None, align
     16-byte aligned (default all), which may be read with vector loads."""
     from thunder.lowering.linalg.runtime import torch_dtype
 
-    linalg_text = lower_region(host_types(text), name, tile=False, out_name="kernel").text
+    linalg_text = lower_region(host_types(text), name, tile=False, out_name="kernel", merge_reductions=False).text
     ctx, module = parse_region(linalg_text)
     with ctx:
         graph = read_graph(module)

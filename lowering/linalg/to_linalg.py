@@ -116,6 +116,8 @@ class _Emitter:
         self.n = 0
         self.vals = {}  # input ir.Value -> (ssa name, TensorT) or ("const", python value, type)
         self.whole, self.read_whole = {}, set()  # (tiled kernels) see operand
+        self.reduce_too = None  # (reduction, acc type, dims, filled init): see _generic_and_reduction
+        self.reduced = {}  # reduction prim result -> (ssa of its accumulator, acc TensorT)
 
     def fresh(self, base="v"):
         self.n += 1
@@ -133,6 +135,9 @@ class _Emitter:
     def generic(self, out_t: TensorT, ins, body_fn, iterators=None, init=None, out_map=None):
         """ins: [(ssa, TensorT, input map exprs)]; body_fn(Body, [scalar names], out scalar)
         returns the yielded scalar."""
+        if self.reduce_too is not None:  # see _lower_ops
+            reduce_too, self.reduce_too = self.reduce_too, None
+            return self._generic_and_reduction(out_t, ins, body_fn, *reduce_too)
         n = len(iterators) if iterators else out_t.rank
         iterators = iterators or ["parallel"] * n
         init = init or self.empty(out_t)
@@ -154,6 +159,35 @@ class _Emitter:
         self.emit(f"  linalg.yield {y} : {out_t.elt}")
         self.emit(f"}} -> {out_t}")
         return res
+
+    def _generic_and_reduction(self, out_t, ins, body_fn, reduction, acc_t, dims, filled):
+        """An elementwise generic that also reduces its result (reduction: the prim's name, over
+        dims, accumulated in acc_t from filled): one pass writes the values and their row sums
+        (softmax's exps, which the normalization reads again). Returns "%r#0"; "%r#1" holds the
+        reduction."""
+        n = out_t.rank
+        init = self.empty(out_t)
+        out_map = amap(n, [f"d{i}" for i in range(n) if i not in dims])
+        maps = [amap(n, m) for _, _, m in ins] + [identity_map(n), out_map]
+        iters = ", ".join('"reduction"' if i in dims else '"parallel"' for i in range(n))
+        res = self.fresh()
+        b = Body(self.approx)
+        args = [f"%in{i}" for i in range(len(ins))]
+        y = body_fn(b, args, "%out")
+        x = convert_scalar(b, y, out_t.elt, acc_t.elt)
+        r = reduce_combine(reduction)(b, [x, "%acc"], acc_t.elt)
+        acc_shape = TensorT([s for i, s in enumerate(out_t.shape) if i not in dims], acc_t.elt)
+        head = f"{res}:2 = linalg.generic {{indexing_maps = [{', '.join(maps)}], iterator_types = [{iters}]}}"
+        if ins:
+            head += f" ins({', '.join(s for s, _, _ in ins)} : {', '.join(str(t) for _, t, _ in ins)})"
+        self.emit(head + f" outs({init}, {filled} : {out_t}, {acc_shape}) {{")
+        bb = ", ".join([f"{a}: {t.elt}" for a, (_, t, _) in zip(args, ins)] + [f"%out: {out_t.elt}", f"%acc: {acc_t.elt}"])
+        self.lines.append(f"    ^bb0({bb}):")
+        for line in b.lines:
+            self.emit("  " + line)
+        self.emit(f"  linalg.yield {y}, {r} : {out_t.elt}, {acc_t.elt}")
+        self.emit(f"}} -> ({out_t}, {acc_shape})")
+        return f"{res}#0", f"{res}#1"
 
     # operands of a prim: tensors (ssa, TensorT) or constants; the whole one of a value computed
     # both ways (_propagate) where the op reads it whole
@@ -308,27 +342,57 @@ def _lower_op(em, op, out_t: TensorT):
         if not dims or t.rank == 0:
             return em.generic(out_t, [(ssa, t, [f"d{i}" for i in range(t.rank)])],
                               lambda b, xs, acc: convert_scalar(b, xs[0], t.elt, out_t.elt))
-        # f16/bf16 accumulate in f32, rounded once at the end (as torch's reductions)
-        acc_t = TensorT(out_t.shape, "f32") if out_t.elt in ("f16", "bf16") else out_t
-        init = em.empty(acc_t)
-        c = em.fresh("c")
-        em.emit(f"{c} = arith.constant {literal(reduction_identity(name, acc_t.elt), acc_t.elt)} : {acc_t.elt}")
-        filled = em.fresh()
-        em.emit(f"{filled} = linalg.fill ins({c} : {acc_t.elt}) outs({init} : {acc_t}) -> {acc_t}")
-        iters = ["reduction" if i in dims else "parallel" for i in range(t.rank)]
-        out_map = amap(t.rank, [f"d{i}" for i in range(t.rank) if i not in dims])
-        combine = reduce_combine(name)
+        if op.results[0] in em.reduced:  # computed with its operand (_generic_and_reduction)
+            r, acc_t = em.reduced[op.results[0]]
+        else:
+            acc_t, filled = _reduction_init(em, name, out_t)
+            iters = ["reduction" if i in dims else "parallel" for i in range(t.rank)]
+            out_map = amap(t.rank, [f"d{i}" for i in range(t.rank) if i not in dims])
+            combine = reduce_combine(name)
 
-        def body(b, xs, acc):
-            x = convert_scalar(b, xs[0], t.elt, acc_t.elt)
-            return combine(b, [x, acc], acc_t.elt)
-        r = em.generic(acc_t, [(ssa, t, [f"d{i}" for i in range(t.rank)])], body,
-                       iterators=iters, init=filled, out_map=out_map)
-        if acc_t is out_t:
+            def body(b, xs, acc):
+                x = convert_scalar(b, xs[0], t.elt, acc_t.elt)
+                return combine(b, [x, acc], acc_t.elt)
+            r = em.generic(acc_t, [(ssa, t, [f"d{i}" for i in range(t.rank)])], body,
+                           iterators=iters, init=filled, out_map=out_map)
+        if acc_t.elt == out_t.elt:
             return r
         return em.generic(out_t, [(r, acc_t, [f"d{i}" for i in range(out_t.rank)])],
                           lambda b, xs, acc: convert_scalar(b, xs[0], "f32", out_t.elt))
     raise UnsupportedOp(f"no linalg lowering for {op.name}")
+
+
+def _reduction_init(em, name, out_t):
+    """(accumulator type, its init filled with the reduction's identity): f16/bf16 accumulate in
+    f32, rounded once at the end (as torch's reductions)."""
+    acc_t = TensorT(out_t.shape, "f32") if out_t.elt in ("f16", "bf16") else out_t
+    init = em.empty(acc_t)
+    c = em.fresh("c")
+    em.emit(f"{c} = arith.constant {literal(reduction_identity(name, acc_t.elt), acc_t.elt)} : {acc_t.elt}")
+    filled = em.fresh()
+    em.emit(f"{filled} = linalg.fill ins({c} : {acc_t.elt}) outs({init} : {acc_t}) -> {acc_t}")
+    return acc_t, filled
+
+
+def _reduction_with_operand(op, lines_for, dual):
+    """The reduction prim to compute in the same pass as op's elementwise result (its first user,
+    when it has others, which read the result again: softmax's exps), or None."""
+    r = op.results[0]
+    users = []
+    for u in r.uses:
+        if u.owner not in users:
+            users.append(u.owner)
+    if len(users) < 2 or r in dual or 0 in _static_shape(r):
+        return None
+    block_ops = list(op.block.operations)
+    first = min(users, key=lambda u: block_ops.index(u))
+    name = first.name.removeprefix("thunder.")
+    if name not in REDUCTIONS or first.operands[0] != r or first.results[0] in dual or \
+            lines_for(first.results[0]) is not lines_for(r):
+        return None
+    rank = len(_static_shape(r))
+    dims = sorted(d % max(rank, 1) for d in ir.DenseI64ArrayAttr(first.attributes["dims"]))
+    return (first, name, dims) if dims and rank else None
 
 
 def _reshape(em, ssa, t: TensorT, out_t: TensorT):
@@ -445,6 +509,10 @@ def signature(text, name=None):
 # ---- tiling: the region runs as a loop over tiles of rows of its outputs' first dim
 WHOLE = "whole"  # a value every tile reads in full (computed once, before the loop)
 TILE_BYTES = 64 * 1024  # inputs + outputs of one tile: about L2-sized, so a tile's values stay in cache
+# the largest row (of results, along the tiled dim) preferred: tiles of whole rows of an outer
+# dim read contiguous memory; tiles along an inner dim are strided (a 64x128x128 softmax tiled
+# along its second dim reads 64 pieces 64 KiB apart, which share cache sets)
+ROW_BYTES = 128 * 1024
 DUAL_BYTES = 64 * 1024  # the largest value computed both whole and tile by tile (see _propagate)
 
 
@@ -522,7 +590,7 @@ def tiling(block, prefer=()):
     # (prefer: sizes to tile along first, cache="symbolic values"'s sizes: a kernel tiled along
     # them does not depend on them)
     order = sorted(range(len(shapes[0])), key=lambda d: (shapes[0][d] not in prefer,
-                                                         out_bytes // max(shapes[0][d], 1) > TILE_BYTES // 2))
+                                                         out_bytes // max(shapes[0][d], 1) > ROW_BYTES))
     for d0 in order:
         rows = shapes[0][d0]
         if rows < 2:
@@ -604,7 +672,7 @@ class Lowered:
 
 
 def lower_region(text: str, name: str, input_strides=None, approx_math=True, tile=True,
-                 out_name=None, prefer=()) -> Lowered:
+                 out_name=None, prefer=(), merge_reductions=True) -> Lowered:
     """Rewrite the region's func into a destination-passing linalg func @out_name (default
     name).
 
@@ -612,18 +680,21 @@ def lower_region(text: str, name: str, input_strides=None, approx_math=True, til
     or None for a fully dynamic strided layout. approx_math: f32 exp/tanh/... as polynomials
     (approx.py) instead of libm calls. tile: loop over tiles of rows when the region allows it
     (`tiling`); the tiled axis has a dynamic size in the func's types, so the kernel does not
-    depend on the number of rows. prefer: sizes to tile along first (see tiling)."""
+    depend on the number of rows. prefer: sizes to tile along first (see tiling).
+    merge_reductions: an elementwise result used again after its first user, a reduction, is
+    computed in that reduction's pass (_generic_and_reduction; the CUDA kernel writer does not
+    read such multi-result generics)."""
     ctx, module = parse_region(text)
     with ctx:
         f = find_func(module, name)
         block = f.regions[0].blocks[0]
         tiled = tiling(block, prefer) if tile else None
         if tiled is None:
-            return Lowered(_untiled(block, out_name or name, input_strides, approx_math))
-        return _tiled(block, out_name or name, input_strides, approx_math, *tiled)
+            return Lowered(_untiled(block, out_name or name, input_strides, approx_math, merge_reductions))
+        return _tiled(block, out_name or name, input_strides, approx_math, merge_reductions, *tiled)
 
 
-def _lower_ops(em, block, out_type, lines_for, axes=None, dual=()):
+def _lower_ops(em, block, out_type, lines_for, axes=None, dual=(), merge_reductions=True):
     """Lower the block's ops into em: each op's result of type out_type(value), into the lines
     lines_for(value); the values in dual a second time, whole, into lines_for(None) (axes: the
     tiled kernel's, to know which operands an op reads whole). Returns the returned values."""
@@ -645,7 +716,17 @@ def _lower_ops(em, block, out_type, lines_for, axes=None, dual=()):
                 em.read_whole = {v for v, a in _operand_axes(op, axes[r]) or () if a == WHOLE}
             out_t = out_type(r)
             em.lines = lines_for(r)
-            em.vals[r] = (_lower_op(em, op, out_t), out_t)
+            red = _reduction_with_operand(op, lines_for, dual) \
+                if merge_reductions and op.name.removeprefix("thunder.") in ELEMENTWISE else None
+            if red is not None:
+                first, name, dims = red
+                acc_t, filled = _reduction_init(em, name, out_type(first.results[0]))
+                em.reduce_too = (name, acc_t, dims, filled)
+            value = _lower_op(em, op, out_t)
+            em.reduce_too = None
+            if isinstance(value, tuple):
+                value, em.reduced[red[0].results[0]] = value[0], (value[1], acc_t)
+            em.vals[r] = (value, out_t)
         else:
             raise UnsupportedOp(f"no linalg lowering for {op.name}")
     return results
@@ -656,7 +737,7 @@ def _func(name, params, lines):
     return "module {\n" + head + "\n" + "\n".join(lines) + "\n  }\n}\n"
 
 
-def _untiled(block, name, input_strides, approx_math):
+def _untiled(block, name, input_strides, approx_math, merge_reductions):
     em = _Emitter(approx_math)
     params = []
     for i, a in enumerate(block.arguments):
@@ -668,7 +749,7 @@ def _untiled(block, name, input_strides, approx_math):
                 if t.rank else "")
         params.append(f"{ssa}: {t}{attr}")
     lines = []
-    results = _lower_ops(em, block, lambda v: tensor_t(v.type), lambda v: lines)
+    results = _lower_ops(em, block, lambda v: tensor_t(v.type), lambda v: lines, merge_reductions=merge_reductions)
     em.lines = lines
     for j, r in enumerate(results):
         o = em.vals[r]
@@ -682,7 +763,7 @@ def _untiled(block, name, input_strides, approx_math):
     return _func(name, params, lines)
 
 
-def _tiled(block, name, input_strides, approx_math, rows, axes, dual):
+def _tiled(block, name, input_strides, approx_math, merge_reductions, rows, axes, dual):
     # inputs with dynamic strides (cache="symbolic values"' kernels): outputs get them too
     dynamic_outer = input_strides is not None and any(s is None for st in input_strides for s in st)
     em = _Emitter(approx_math)
@@ -718,7 +799,8 @@ def _tiled(block, name, input_strides, approx_math, rows, axes, dual):
         axis = axes[v]
         return tensor_t(v.type).tile(None if axis == WHOLE else axis)
 
-    results = _lower_ops(em, block, out_type, lambda v: pre if v is None or axes[v] == WHOLE else loop, axes, dual)
+    results = _lower_ops(em, block, out_type, lambda v: pre if v is None or axes[v] == WHOLE else loop, axes, dual,
+                         merge_reductions)
     stores = []
     for j, r in enumerate(results):
         o = em.vals[r]

@@ -1,6 +1,6 @@
 // RUN: thunder-opt %s --pass-pipeline='builtin.module(thunder-decompose)' | filecheck %s
-// softmax of an f16 tensor decomposes into prims computed in f32 (amax, sub, exp, sum, div)
-// and converted back to f16.
+// softmax of an f16 tensor decomposes into prims computed in f32 (amax, sub, exp, sum, the
+// reciprocal of each row's sum times each exp, as torch's kernel) and converted back to f16.
 
 // CHECK-LABEL: func.func @softmax
 // CHECK-SAME: (%[[X:.*]]: tensor<2x4xf16>)
@@ -10,8 +10,9 @@
 // CHECK: %[[SH:.*]] = "thunder.sub"(%[[UP]], %[[MAXB]])
 // CHECK: %[[E:.*]] = "thunder.exp"(%[[SH]])
 // CHECK: %[[SUM:.*]] = "thunder.sum"(%[[E]]) {dims = array<i64: 1>} : (tensor<2x4xf32>) -> tensor<2xf32>
-// CHECK: %[[SUMB:.*]] = "thunder.broadcast_in_dim"(%[[SUM]])
-// CHECK: %[[D:.*]] = "thunder.div"(%[[E]], %[[SUMB]]) : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+// CHECK: %[[R:.*]] = "thunder.reciprocal"(%[[SUM]]) : (tensor<2xf32>) -> tensor<2xf32>
+// CHECK: %[[RB:.*]] = "thunder.broadcast_in_dim"(%[[R]])
+// CHECK: %[[D:.*]] = "thunder.mul"(%[[E]], %[[RB]]) : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
 // CHECK: %[[DOWN:.*]] = "thunder.convert_element_type"(%[[D]]) {dtype = f16} : (tensor<2x4xf32>) -> tensor<2x4xf16>
 // CHECK-NOT: ltorch.softmax
 // CHECK: return %[[DOWN]]

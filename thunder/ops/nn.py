@@ -359,11 +359,12 @@ def _softmax_decomp(input, dim, dtype, log):
     shifted = prims.sub(x, _keep(prims.amax(x, (d,)), x.shape, (d,)))
     e = prims.exp(shifted)
     total = prims.sum(e, (d,))
-    # per row, as torch's kernels: the log of the sum (log_softmax); softmax divides each exp by it
+    # per row, as torch's kernels: the log of the sum (log_softmax), its reciprocal (softmax: each
+    # exp times it, a multiplication where a division would cost several)
     if log:
         out = prims.sub(shifted, _keep(prims.log(total), x.shape, (d,)))
     else:
-        out = prims.div(e, _keep(total, x.shape, (d,)))
+        out = prims.mul(e, _keep(prims.reciprocal(total), x.shape, (d,)))
     return to_dtype(out, dt)
 
 
