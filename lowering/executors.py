@@ -24,6 +24,10 @@ class CostModel:
     op_seconds: float
     call_seconds: float
     bytes_per_second: float
+    # ((prim, torch's seconds per element, a kernel's), ...): the math whose compute, not memory
+    # traffic, sets the time (exp, erf, ...), for ops that compute it (ltorch ops: in their
+    # decomposition)
+    element_seconds: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -126,8 +130,14 @@ def register(executor: Executor):
     return executor
 
 
-# on this project's 2-core CPU machines: a torch op ~1.5 us, a kernel call ~5 us, ~8 GB/s
-register(Executor("linalg", "cpu", CostModel(1.5e-6, 5e-6, 8e9), _compile_linalg, _kernel_prim, _linalg_accepts,
+# measured by benchmarks/cost_model.py on this project's 2-core CPU machines (docs/fusion.md): a
+# torch op 1.1 us, a kernel call 5 us, 50 GB/s (torch's memory-bound ops on 16 MiB, one thread),
+# and the math prims' compute per element (torch's SLEEF functions, our f32 polynomials)
+_LINALG_MATH = (("thunder.exp", 5.8e-10, 1.3e-10), ("thunder.tanh", 2.2e-09, 5.6e-11),
+                ("thunder.log", 7.6e-10, 1.7e-10), ("thunder.log1p", 4.5e-10, 2.6e-10),
+                ("thunder.expm1", 6.8e-10, 1.4e-10), ("thunder.erf", 1e-09, 2.7e-10))
+register(Executor("linalg", "cpu", CostModel(1.1e-6, 5e-6, 5e10, _LINALG_MATH), _compile_linalg, _kernel_prim,
+                  _linalg_accepts,
                   _linalg_tiles))
 # a CUDA torch op costs its launch (~5 us of CPU time; GPU time hides behind it for small
 # tensors), one of our kernels a Python-level launch (~8 us); an H100 moves ~2.5 TB/s

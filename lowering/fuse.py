@@ -392,13 +392,46 @@ def _build_func(where, name, members, inputs, numbers, outputs):
 def worth_fusing(members, inputs, outputs, cost=None):
     """Policy "auto": whether one kernel call is expected to beat the ops as torch calls (each a
     dispatch plus reading its operands and writing its results; views move no data; an op that
-    torch runs as several, `torch_composite`, costs those), with the executor's cost model
-    (default linalg's)."""
+    torch runs as several, `torch_composite`, costs those; plus the compute of math prims), with
+    the executor's cost model (default linalg's, measured by benchmarks/cost_model.py)."""
     cost = cost or executor_registry.get("linalg").cost
     torch_seconds = sum(_torch_seconds(o, cost) for o in members)
     kernel_seconds = cost.call_seconds + (sum(_bytes(v) for v in inputs) +
                                           sum(_bytes(v) for v in outputs)) / cost.bytes_per_second
+    # math whose compute sets the time: in the kernel, the prims of the region's decomposition;
+    # in torch, prims run as torch calls (an ltorch op such as gelu runs torch's own kernel, whose
+    # math is often faster than the sum of its prims': only its memory traffic is counted)
+    for prim, on_torch, in_kernel in cost.element_seconds:
+        kernel_seconds += in_kernel * sum(_prim_elements(o).get(prim, 0) for o in members)
+        torch_seconds += on_torch * sum(_prim_elements(o).get(prim, 0) for o in members if o.name == prim)
     return kernel_seconds < torch_seconds
+
+
+_PRIM_ELEMENTS = {}  # op signature -> {prim name: elements it computes}
+
+
+def _prim_elements(operation):
+    """{prim: result elements} of an op, a prim or the prims of an ltorch op's decomposition."""
+    if operation.name.startswith("thunder."):
+        return {operation.name: math.prod(ir.RankedTensorType(operation.results[0].type).shape)} \
+            if len(operation.results) == 1 and isinstance(operation.results[0].type, ir.RankedTensorType) else {}
+    key = _signature(operation)
+    if key not in _PRIM_ELEMENTS:
+        counts = {}
+        scratch = ir.Module.create()
+        tensors = [v for v in operation.operands if not _is_number(v)]
+        numbers = [v for v in operation.operands if _is_number(v)]
+        f = _build_func(scratch.body, "scratch", [operation], tensors, numbers, list(operation.results))
+        try:
+            decompose_module(scratch.operation)
+        except Exception:  # (not claimable then; no count)
+            pass
+        for o in f.regions[0].blocks[0].operations:
+            if o.operation.name.startswith("thunder."):
+                for prim, n in _prim_elements(o.operation).items():
+                    counts[prim] = counts.get(prim, 0) + n
+        _PRIM_ELEMENTS[key] = counts
+    return _PRIM_ELEMENTS[key]
 
 
 _COMPOSITE_SECONDS = {}  # (cost model, op signature) -> seconds of a torch_composite op
