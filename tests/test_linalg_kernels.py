@@ -295,9 +295,11 @@ def test_rows_split_over_threads():
         assert x.numel() * 4 >= PARALLEL_MIN_BYTES
         kernel, _ = run(bias_gelu, x, b)
         fn, lowered = next(iter(kernel.variants.values()))
-        ranges = kernel.row_ranges(lowered)
-        assert len(ranges) == 2 and ranges[0][0] == 0 and ranges[-1][1] == 512
-        assert ranges[0][1] % lowered.tile_rows == 0
+        ranges, n_threads = kernel.row_ranges(lowered)
+        # 4 ranges per thread, taken by whichever thread is free: consecutive whole tiles
+        assert n_threads == 2 and len(ranges) == 8 and ranges[0][0] == 0 and ranges[-1][1] == 512
+        assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
+        assert all(lo % lowered.tile_rows == 0 for lo, _ in ranges)
         # non-contiguous rows (a slice with a step), threads too
         run(bias_gelu, torch.randn(1024, 1024)[::2], b)
     finally:

@@ -48,6 +48,8 @@ def _text(func_op_text_or_module):
 _ENGINES = {}
 # a tiled kernel splits its rows over threads when its tensors hold at least this many bytes
 PARALLEL_MIN_BYTES = 1 << 19
+# row ranges per thread: the threads take the next one until none is left (runtime.CallFrame)
+RANGES_PER_THREAD = 4
 
 
 class Kernel:
@@ -100,12 +102,14 @@ class Kernel:
         return v
 
     def row_ranges(self, lowered):
-        """The row ranges of a tiled kernel's call, one per thread."""
+        """(the row ranges of a tiled kernel's call, the threads that compute them): one range
+        for one thread, else RANGES_PER_THREAD per thread, whole tiles each."""
         rows, tile = lowered.rows, lowered.tile_rows
         tiles = -(-rows // tile)
         threads = min(torch.get_num_threads(), tiles) if self.bytes >= PARALLEL_MIN_BYTES else 1
-        bounds = [min(rows, (tiles * k // threads) * tile) for k in range(threads + 1)]
-        return [(lo, hi) for lo, hi in zip(bounds, bounds[1:]) if hi > lo] or [(0, 0)]
+        n = 1 if threads == 1 else min(tiles, threads * RANGES_PER_THREAD)
+        bounds = [min(rows, (tiles * k // n) * tile) for k in range(n + 1)]
+        return [(lo, hi) for lo, hi in zip(bounds, bounds[1:]) if hi > lo] or [(0, 0)], threads
 
     def _key(self, strides):
         """The variant for inputs with these strides."""
@@ -136,8 +140,8 @@ class Kernel:
             fn, lowered = self._variant(self._key(strides))
             shapes = [s for s, _ in self.inputs + self.outputs]
             out_strides = [tuple(row_major_strides(s)) for s, _ in self.outputs]  # torch.empty's
-            ranges = None if lowered.rows is None else self.row_ranges(lowered)
-            frame = frames[strides] = CallFrame(fn, shapes, list(strides) + out_strides, ranges)
+            ranges, threads = (None, 1) if lowered.rows is None else self.row_ranges(lowered)
+            frame = frames[strides] = CallFrame(fn, shapes, list(strides) + out_strides, ranges, threads)
         return frame
 
     def __call__(self, *args):

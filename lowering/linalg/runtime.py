@@ -64,10 +64,13 @@ class CompiledFunction:
 class CallFrame:
     """The ctypes arguments of one kernel for fixed sizes and strides: the memref descriptors
     (sizes and strides written once) and the packed argument arrays. A call only writes the
-    tensors' data pointers. row_ranges: for a tiled kernel, the (lo, hi) row ranges to compute,
-    each on its own thread (ctypes releases the GIL during the call). Not shared between threads."""
+    tensors' data pointers. row_ranges: for a tiled kernel, the (lo, hi) row ranges to compute;
+    with threads > 1, the caller and threads - 1 pool threads take the next range until none is
+    left (ctypes releases the GIL during each), so a thread that does not get a core (the machine
+    is shared) delays nothing: the others compute its ranges. Not shared between threads."""
 
-    def __init__(self, fn, shapes, strides, row_ranges=None):
+    def __init__(self, fn, shapes, strides, row_ranges=None, threads=1):
+        self.threads = threads
         self.fn = fn.fn
         words, self.slots = [], []
         for shape, st in zip(shapes, strides):
@@ -93,13 +96,21 @@ class CallFrame:
         for s, x in zip(self.slots, tensors):
             words[s] = words[s + 1] = x.data_ptr()  # already includes the storage offset
         packed = self.packed
-        if len(packed) == 1:
-            self.fn(packed[0])
+        if len(packed) == 1 or self.threads == 1:
+            for p in packed:
+                self.fn(p)
             return
-        futures = [_pool().submit(self.fn, p) for p in packed[1:]]
-        self.fn(packed[0])
+        ranges = iter(packed)  # (next() of a list iterator is atomic under the GIL)
+
+        def work():
+            for p in ranges:
+                self.fn(p)
+
+        futures = [_pool().submit(work) for _ in range(self.threads - 1)]
+        work()
         for f in futures:
-            f.result()
+            if not f.cancel():  # (one that has not started has nothing left to do)
+                f.result()
 
 
 _POOL = None
