@@ -467,7 +467,8 @@ def test_pow_half_at_negative_zero_and_infinity(dtype, exponent):
     assert torch.equal(out.signbit()[numbers], expected.signbit()[numbers])
 
 
-@pytest.mark.parametrize("case", ["rows", "first_dim", "mixed_dtypes", "bf16", "strided", "one_empty", "inner_tiles"])
+@pytest.mark.parametrize("case", ["rows", "first_dim", "mixed_dtypes", "bf16", "strided", "one_empty", "inner_tiles",
+                                  "parts_broadcast", "parts_of_parts", "parts_strided_rows"])
 def test_cat_in_kernels(case):
     """cat inside fused regions: along the columns of tiles of rows, along the tiled dim (the
     region runs untiled), after a promotion, in bf16, of strided inputs, with an empty input."""
@@ -482,13 +483,22 @@ def test_cat_in_kernels(case):
         "one_empty": (lambda a, b: torch.cat((a, b, a), 1) + 1, (torch.randn(6, 4), torch.randn(6, 0))),
         # rows of the first dim hold 128 KiB: tiles of the second dim's rows (strided tiles)
         "inner_tiles": (rotary, (torch.randn(2, 8, 64, 64), torch.randn(64, 64), torch.randn(64, 64))),
+        # elementwise ops of a cat are computed part by part (their other operands sliced, or
+        # broadcast along the cat's dim); a reduction, a cat of it and the results read it whole
+        "parts_broadcast": (lambda a, b: torch.cat((a, b), 1) * torch.arange(8.0) + torch.cat((a, b), 1).sum(1, True),
+                            (torch.randn(5, 3), torch.randn(5, 5))),
+        "parts_of_parts": (lambda a, b: (torch.cat((torch.cat((a, -b), 1).exp(), a), 1) * 2, torch.cat((a, b), 1)),
+                           (torch.randn(7, 3), torch.randn(7, 2))),
+        "parts_strided_rows": (lambda a, b, w: torch.cat((a, b.exp()), -1) * (w + 1) - a.sum(-1, True),
+                               (torch.randn(300, 9).t(), torch.randn(9, 5), torch.randn(305))),
     }
     fn, args = fns[case]
     jf = thunder.jit(fn, transforms=FUSE)
     expected = fn(*args)
     out = jf(*args)
-    assert out.dtype == expected.dtype
-    torch.testing.assert_close(out, expected, **({} if case != "bf16" else dict(rtol=1e-2, atol=1e-2)))
+    for o, e in zip(out if isinstance(out, tuple) else [out], expected if isinstance(expected, tuple) else [expected]):
+        assert o.dtype == e.dtype
+        torch.testing.assert_close(o, e, **({} if case != "bf16" else dict(rtol=1e-2, atol=1e-2)))
     fused = _fused_module(jf)
     assert any("thunder.cat" in _op_names(f) for name, f in _funcs(fused).items() if name.startswith("fusion")), \
         str(fused)

@@ -118,6 +118,8 @@ class _Emitter:
         self.whole, self.read_whole = {}, set()  # (tiled kernels) see operand
         self.reduce_too = None  # (reduction, acc type, dims, filled init): see _generic_and_reduction
         self.reduced = {}  # reduction prim result -> (ssa of its accumulator, acc TensorT)
+        self.tiled = False  # (a tiled kernel: values of static shape are computed before the loop)
+        self.slices = {}  # (value, dim, offset, size) -> its slice (_slice_value)
 
     def fresh(self, base="v"):
         self.n += 1
@@ -192,7 +194,11 @@ class _Emitter:
     # operands of a prim: tensors (ssa, TensorT) or constants; the whole one of a value computed
     # both ways (_propagate) where the op reads it whole
     def operand(self, v):
-        return self.whole[v] if v in self.read_whole and v in self.whole else self.vals[v]
+        vals = self.whole if v in self.read_whole and v in self.whole else self.vals
+        value = vals[v]
+        if isinstance(value[0], _Parts):  # written into one tensor where an op needs it whole
+            value = vals[v] = (_write_parts(self, value[0], value[1]), value[1])
+        return value
 
 
 def _elementwise(em, name, operands, out_t: TensorT, attrs):
@@ -268,6 +274,10 @@ def _lower_op(em, op, out_t: TensorT):
     if 0 in out_t.shape:  # an empty result holds no data, whatever the op
         return em.empty(out_t)
     attrs = op.attributes
+    if name in ELEMENTWISE and em.reduce_too is None:
+        parts = _elementwise_parts(em, op, name, out_t, attrs)
+        if parts is not None:
+            return parts
     operands = [em.operand(v) for v in op.operands]
     if name in ELEMENTWISE:
         return _elementwise(em, name, operands, out_t, attrs)
@@ -296,21 +306,16 @@ def _lower_op(em, op, out_t: TensorT):
         em.emit(f"{r} = tensor.extract_slice {ssa}[{', '.join(map(str, starts))}] [{sizes}] "
                 f"[{', '.join(map(str, steps))}] : {t} to {out_t}")
         return r
-    if name == "cat":  # each input written into its part of the result (a tile: of the tile's rows)
+    if name == "cat":  # its parts, written into one tensor when an op reads it whole (_Parts)
         dim = ir.IntegerAttr(attrs["dim"]).value % out_t.rank
-        r, offset = em.empty(out_t), 0
+        parts, offset = [], 0
         for ssa, t in operands:
             if t.elt != out_t.elt:
                 raise UnsupportedOp(f"cat of {t.elt} into {out_t.elt}")
-            if t.shape[dim] == 0:
-                continue
-            offsets = [offset if i == dim else 0 for i in range(out_t.rank)]
-            sizes = ", ".join("%n" if s is None else str(s) for s in t.shape)
-            new = em.fresh()
-            em.emit(f"{new} = tensor.insert_slice {ssa} into {r}[{', '.join(map(str, offsets))}] [{sizes}] "
-                    f"[{', '.join('1' for _ in offsets)}] : {t} into {out_t}")
-            r, offset = new, offset + t.shape[dim]
-        return r
+            if t.shape[dim]:
+                parts.append((offset, t.shape[dim], (ssa, t)))
+            offset += t.shape[dim]
+        return _Parts(dim, parts)
     if name == "full":
         value = operands[0]
         init = em.empty(out_t)
@@ -360,6 +365,105 @@ def _lower_op(em, op, out_t: TensorT):
         return em.generic(out_t, [(r, acc_t, [f"d{i}" for i in range(out_t.rank)])],
                           lambda b, xs, acc: convert_scalar(b, xs[0], "f32", out_t.elt))
     raise UnsupportedOp(f"no linalg lowering for {op.name}")
+
+
+class _Parts:
+    """A value held as parts along one dim, each a tensor: a cat, and the elementwise ops of it
+    computed part by part (_elementwise_parts), so a rotary embedding's halves are computed from
+    slices of their inputs, without a buffer holding the cat. Written into one tensor
+    (_write_parts) where an op reads it whole, and for the region's results."""
+
+    def __init__(self, dim, parts):
+        self.dim, self.parts = dim, parts  # parts: [(offset, size, (ssa, TensorT))]
+
+    def layout(self):
+        return self.dim, tuple((offset, size) for offset, size, _ in self.parts)
+
+
+def _write_parts(em, value, out_t):
+    """tensor.insert_slice of each part into a tensor.empty (a tile: of the tile's rows)."""
+    r = em.empty(out_t)
+    for offset, _, (ssa, t) in value.parts:
+        offsets = [offset if i == value.dim else 0 for i in range(out_t.rank)]
+        sizes = ", ".join("%n" if s is None else str(s) for s in t.shape)
+        new = em.fresh()
+        em.emit(f"{new} = tensor.insert_slice {ssa} into {r}[{', '.join(map(str, offsets))}] [{sizes}] "
+                f"[{', '.join('1' for _ in offsets)}] : {t} into {out_t}")
+        r = new
+    return r
+
+
+def _elementwise_parts(em, op, name, out_t, attrs):
+    """An elementwise op of values held as parts (one layout, full shape) computed part by part
+    (the other operands sliced: _slice_value), as a _Parts; None when it does not apply."""
+    layouts = set()
+    for v in op.operands:
+        value = em.vals.get(v)
+        if value is not None and isinstance(value[0], _Parts) and v not in em.read_whole:
+            if value[1].shape != out_t.shape:
+                return None  # (broadcast)
+            layouts.add(value[0].layout())
+    if len(layouts) != 1:
+        return None
+    dim, spans = layouts.pop()
+    parts = []
+    for j, (offset, size) in enumerate(spans):
+        part_t = TensorT(out_t.shape[:dim] + (size,) + out_t.shape[dim + 1:], out_t.elt)
+        operands = []
+        for v in op.operands:
+            value = em.vals[v]
+            if value[0] == "const":
+                operands.append(value)
+            elif isinstance(value[0], _Parts) and v not in em.read_whole:
+                operands.append(value[0].parts[j][2])
+            else:
+                t = value[1]
+                e = dim - (out_t.rank - t.rank)  # (numpy-style broadcasting)
+                operands.append(em.operand(v) if e < 0 or t.shape[e] == 1 else _slice_value(em, v, e, offset, size))
+        parts.append((offset, size, (_elementwise(em, name, operands, part_t, attrs), part_t)))
+    return _Parts(dim, parts)
+
+
+def _slice_value(em, v, e, offset, size):
+    """(ssa, TensorT) of v's elements offset .. offset + size along its dim e: an elementwise op
+    or a broadcast computed again on slices of its operands (in a tiled kernel, when it is
+    computed in the loop), else a tensor.extract_slice."""
+    key = (v, e, offset, size)
+    if key in em.slices:
+        return em.slices[key]
+    ssa, t = em.operand(v)
+    part_t = TensorT(t.shape[:e] + (size,) + t.shape[e + 1:], t.elt)
+    owner = v.owner
+    name = owner.name.removeprefix("thunder.") if not isinstance(owner, ir.Block) else None
+    in_loop = not em.tiled or None in t.shape
+    if in_loop and name in ELEMENTWISE and v not in em.whole:
+        operands = []
+        for u in owner.operands:
+            value = em.vals[u]
+            if value[0] == "const":
+                operands.append(value)
+                continue
+            ut = value[1]
+            eu = e - (t.rank - ut.rank)
+            operands.append(em.operand(u) if eu < 0 or ut.shape[eu] == 1 else _slice_value(em, u, eu, offset, size))
+        result = (_elementwise(em, name, operands, part_t, owner.attributes), part_t)
+    elif in_loop and name == "broadcast_in_dim" and v not in em.whole:
+        y = owner.operands[0]
+        bdims = list(ir.DenseI64ArrayAttr(owner.attributes["broadcast_dims"]))
+        yt = em.operand(y)[1]
+        i = bdims.index(e) if e in bdims else None
+        ys, yt = _slice_value(em, y, i, offset, size) if i is not None and yt.shape[i] != 1 else em.operand(y)
+        exprs = ["0" if yt.shape[k] == 1 and part_t.shape[d] != 1 else f"d{d}" for k, d in enumerate(bdims)]
+        result = (em.generic(part_t, [(ys, yt, exprs)], lambda b, xs, acc: xs[0]), part_t)
+    else:
+        r = em.fresh()
+        offsets = ", ".join(str(offset) if d == e else "0" for d in range(t.rank))
+        sizes = ", ".join("%n" if s is None else str(s) for s in part_t.shape)
+        em.emit(f"{r} = tensor.extract_slice {ssa}[{offsets}] [{sizes}] [{', '.join('1' for _ in t.shape)}] "
+                f": {t} to {part_t}")
+        result = (r, part_t)
+    em.slices[key] = result
+    return result
 
 
 def _reduction_init(em, name, out_t):
@@ -750,12 +854,11 @@ def _untiled(block, name, input_strides, approx_math, merge_reductions):
         params.append(f"{ssa}: {t}{attr}")
     lines = []
     results = _lower_ops(em, block, lambda v: tensor_t(v.type), lambda v: lines, merge_reductions=merge_reductions)
-    em.lines = lines
+    em.lines, em.read_whole = lines, set()
     for j, r in enumerate(results):
-        o = em.vals[r]
-        if o[0] == "const":
+        if em.vals[r][0] == "const":
             raise UnsupportedOp("a number as a region result")
-        ssa, t = o
+        ssa, t = em.operand(r)
         params.append(f"%out{j}: {t.memref()}")
         em.emit(f"bufferization.materialize_in_destination {ssa} in restrict writable %out{j} "
                 f": ({t}, {t.memref()}) -> ()")
@@ -767,6 +870,7 @@ def _tiled(block, name, input_strides, approx_math, merge_reductions, rows, axes
     # inputs with dynamic strides (cache="symbolic values"' kernels): outputs get them too
     dynamic_outer = input_strides is not None and any(s is None for st in input_strides for s in st)
     em = _Emitter(approx_math)
+    em.tiled = True
     pre, loop, slices = [], [], []
     params = []
     row_bytes = 0
@@ -803,10 +907,10 @@ def _tiled(block, name, input_strides, approx_math, merge_reductions, rows, axes
                          merge_reductions)
     stores = []
     for j, r in enumerate(results):
-        o = em.vals[r]
-        if o[0] == "const":
+        if em.vals[r][0] == "const":
             raise UnsupportedOp("a number as a region result")
-        ssa, tile_t = o
+        em.lines, em.read_whole = loop, set()  # (parts are written into one tensor in the loop)
+        ssa, tile_t = em.operand(r)
         if isinstance(r.owner, ir.Block):  # an input returned as is: copy it with a loop nest
             em.lines = loop                  # (a memref.copy of strided tiles is a runtime call)
             init, copied = em.empty(tile_t), em.fresh()
