@@ -539,6 +539,19 @@ def test_isinstance_parameter_inside_jitted_code():
     torch.testing.assert_close(thunder.jit(m)(x), m(x))
 
 
+def test_type_and_class_of_tensors_and_numbers_inside_jitted_code():
+    def f(w, x, n):
+        k, size = n.item(), x.shape[0]
+        y = x * 2 if type(x) is torch.Tensor else x  # (was silently x: type() gave the proxy's class)
+        return y, (type(w), type(x), type(y), type(k), x.__class__, w.__class__, k.__class__, type(size))
+
+    w, x, n = torch.nn.Parameter(torch.randn(2)), torch.randn(3), torch.tensor(1.5)
+    out, types = thunder.jit(f)(w, x, n)
+    torch.testing.assert_close(out, f(w, x, n)[0])
+    assert types == f(w, x, n)[1] == (torch.nn.Parameter, torch.Tensor, torch.Tensor, float, torch.Tensor,
+                                      torch.nn.Parameter, float, int)
+
+
 def test_partial_binding_tensors_reads_them_at_call_time():
     import functools
 

@@ -412,7 +412,7 @@ def _acquire(cd, args, kwargs, shared=None, sym_shapes=None):
                 tracing.consult(f"autocast_{dev}_dtype")
         reader = Reader(ctx, inputs, cd.sharp_edges, cd.warned_sharp_edges)
         try:
-            result = interpret(cd.fn, pargs, pkwargs, lookup=_make_lookup(cd), on_load=state.load,
+            result = interpret(cd.fn, pargs, pkwargs, lookup=_make_lookup(cd), on_load=_on_load(state),
                                record=cd.debug_options.record_interpreter_history,
                                on_store=_on_store(cd, state), on_call=state.called)
         finally:
@@ -684,6 +684,34 @@ def _isinstance(obj, classinfo):
     return isinstance(obj, classinfo)
 
 
+def _eager_type(obj):
+    """type(obj) as eager code sees it: a tensor proxy is a torch.Tensor (the proxy of an
+    nn.Parameter a Parameter), a runtime number or a symbolic size one of its Python type."""
+    if isinstance(obj, TensorProxy):
+        return torch.nn.Parameter if obj.is_parameter else torch.Tensor
+    if isinstance(obj, NumberProxy):
+        return obj.python_type
+    if symbols.is_symbolic(obj):
+        return obj.value_type
+    return type(obj)
+
+
+def _type(*args, **kwargs):
+    """type() in the jitted code: type(x) of a proxy is eager's (`type(x) is torch.Tensor`)."""
+    return _eager_type(args[0]) if len(args) == 1 and not kwargs else type(*args, **kwargs)
+
+
+def _on_load(state):
+    """on_load of the interpreter: x.__class__ of a proxy is eager's, as type(x) is; other
+    values go to the state tracker (runtime/state.py)."""
+    def load(value, provenance):
+        if provenance.name == "__class__" and provenance.kind == "attr" and _eager_type(provenance.owner) is not value:
+            return _eager_type(provenance.owner)  # (a proxy's)
+        return state.load(value, provenance)
+
+    return load
+
+
 def _runtime_number(cls):
     """int(x) / float(x) inside the interpreter: for a tensor or a runtime number, a runtime
     number (core/numbers.py; Python's own int()/float() must return a real one, which would
@@ -738,6 +766,8 @@ def _compiled_by_dynamo(fn):
 def _lookup(fn):
     if fn is isinstance:
         return _isinstance
+    if fn is type:
+        return _type
     if fn is range:  # a loop count taken from a symbolic size is a guard
         return symbols.symbolic_range
     if fn is int or fn is float:
