@@ -2,7 +2,8 @@
 torch tensors (no copies: the descriptor points at the tensor's storage, with its strides).
 
 The entry `_mlir_ciface_<name>` takes one pointer per memref argument (inputs, then outputs)
-to a descriptor `{allocated, aligned, offset, sizes[rank], strides[rank]}`. We call it through
+to a descriptor `{allocated, aligned, offset, sizes[rank], strides[rank]}`. A runtime number
+argument (f64/i64) is a 0-d memref over a buffer of the frame that each call writes. We call it through
 the ExecutionEngine's packed wrapper (`void fn(void **args)`, args[i] pointing at the i-th
 argument, i.e. at a descriptor pointer).
 """
@@ -67,12 +68,20 @@ class CallFrame:
     tensors' data pointers. row_ranges: for a tiled kernel, the (lo, hi) row ranges to compute,
     each on its own thread (ctypes releases the GIL during the call). Not shared between threads."""
 
-    def __init__(self, fn, shapes, strides, row_ranges=None):
+    def __init__(self, fn, shapes, strides, row_ranges=None, scalars=None):
         self.fn = fn.fn
+        scalars = scalars or {}  # argument index -> "f64" / "i64": runtime numbers
         words, self.slots = [], []
-        for shape, st in zip(shapes, strides):
+        self.tensor_slots, self.scalar_slots = [], []
+        for i, (shape, st) in enumerate(zip(shapes, strides)):
             self.slots.append(len(words))
-            words += [0, 0, 0, *shape, *st]  # allocated, aligned, offset, sizes, strides
+            if i in scalars:
+                buf = (ctypes.c_double if scalars[i] == "f64" else ctypes.c_int64)()
+                self.scalar_slots.append((i, buf))
+                words += [ctypes.addressof(buf)] * 2 + [0]
+            else:
+                self.tensor_slots.append((i, len(words)))
+                words += [0, 0, 0, *shape, *st]  # allocated, aligned, offset, sizes, strides
         bounds = len(words)
         for lo, hi in row_ranges or ():
             words += [lo, hi]
@@ -90,8 +99,10 @@ class CallFrame:
 
     def __call__(self, tensors):
         words = self.words
-        for s, x in zip(self.slots, tensors):
-            words[s] = words[s + 1] = x.data_ptr()  # already includes the storage offset
+        for i, s in self.tensor_slots:
+            words[s] = words[s + 1] = tensors[i].data_ptr()  # already includes the storage offset
+        for i, buf in self.scalar_slots:
+            buf.value = tensors[i]
         packed = self.packed
         if len(packed) == 1:
             self.fn(packed[0])
