@@ -511,6 +511,29 @@ def test_custom_autograd_function_backward_errors_as_eager():
         thunder.jit(WrongShape.apply)(x).sum().backward()
 
 
+def test_custom_autograd_function_backward_returning_none_leaves_grad_none():
+    class FirstOnly(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, y):
+            return x * y
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2, None
+
+    def f(x, y, z):
+        return FirstOnly.apply(x, y).sum() + FirstOnly.apply(z, x).sum() + (z * 3).sum()
+
+    grads = []
+    for fn in (f, thunder.jit(f)):
+        x, y, z = (torch.randn(3, requires_grad=True) for _ in range(3))
+        fn(x, y, z).backward()
+        grads.append((x.grad, y.grad, z.grad))
+    assert grads[1][1] is None and grads[0][1] is None  # (was zeros: y.grad must stay None as in eager)
+    torch.testing.assert_close(grads[1][0], grads[0][0])  # x: one gradient, and the other apply's None
+    torch.testing.assert_close(grads[1][2], grads[0][2])
+
+
 # ---------------------------------------------------------------------------------------------
 # 4. Inputs and state
 
