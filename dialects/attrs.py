@@ -7,6 +7,7 @@ from thunder.dialects.mlir import arith, complex_, ir
 
 # ---- tensor types, and the scalar types of runtime numbers
 _NUMBER_TYPES = {torch.float64: "f64", torch.int64: "i64", torch.bool: "i1"}
+NUMBER_TYPE_NAMES = frozenset(_NUMBER_TYPES.values())
 
 
 def tensor_type(shape, dtype, device):

@@ -40,6 +40,7 @@ class Executor:
     accepts: Callable  # (region text, name) -> whether it compiles the region (checked before keeping it)
     runs_well: Callable = None  # (region text, name) -> whether policy auto keeps it as it is
     require: Callable = None  # () -> None, or raise ImportError naming what is missing
+    takes_numbers: bool = False  # whether its regions take runtime numbers (scalar f64/i64 inputs)
 
 
 def _kernel_prim(operation):
@@ -138,7 +139,7 @@ _LINALG_MATH = (("thunder.exp", 5.8e-10, 1.3e-10), ("thunder.tanh", 2.2e-09, 5.6
                 ("thunder.expm1", 6.8e-10, 1.4e-10), ("thunder.erf", 1e-09, 2.7e-10))
 register(Executor("linalg", "cpu", CostModel(1.1e-6, 5e-6, 5e10, _LINALG_MATH), _compile_linalg, _kernel_prim,
                   _linalg_accepts,
-                  _linalg_tiles))
+                  _linalg_tiles, takes_numbers=True))
 # a CUDA torch op costs its launch (~5 us of CPU time; GPU time hides behind it for small
 # tensors), one of our kernels a Python-level launch (~8 us); an H100 moves ~2.5 TB/s
 register(Executor("cuda", "cuda", CostModel(5e-6, 8e-6, 2.5e12), _compile_cuda, _cuda_prim, _cuda_accepts,

@@ -25,7 +25,7 @@ from thunder.dialects.emit import loc_names
 from thunder.dialects.mlir import func, ir
 from thunder.lowering import executors as executor_registry
 from thunder.lowering.decompose import decompose_module, decompose_op
-from thunder.lowering.linalg.scalar import POW_SPECIAL, elt_bytes
+from thunder.lowering.linalg.scalar import ELEMENTWISE, POW_SPECIAL, elt_bytes
 from thunder.lowering.linalg.to_linalg import supported
 from thunder.ops import registry
 
@@ -72,6 +72,25 @@ def _is_number(v):
         not isinstance(v.type, ir.ShapedType)
 
 
+# runtime numbers (core/numbers.py: a float argument under cache="symbolic values", t.item())
+# that an elementwise prim takes: region inputs of scalar type, for executors that take them
+RUNTIME_NUMBER_TYPES = ("f64", "i64")
+
+
+def _runtime_number(v):
+    return not isinstance(v.type, ir.ShapedType) and not _is_number(v) and str(v.type) in RUNTIME_NUMBER_TYPES
+
+
+def _operand_ok(operation, v, executor):
+    """A number, a tensor the executor can hold, or a runtime number of an elementwise prim
+    (ltorch ops: checked again on their prims) for an executor that takes them."""
+    if _is_number(v) or _static(v.type, executor.device):
+        return True
+    name = operation.name
+    return executor.takes_numbers and _runtime_number(v) and (
+        not name.startswith("thunder.") or name.removeprefix("thunder.") in ELEMENTWISE)
+
+
 def _nonzero_number(v):
     if not _is_number(v):
         return False
@@ -90,9 +109,8 @@ def claimed(operation, executor=None) -> bool:
         return False
     if not list(operation.results[0].uses):  # dead: a region of dead ops would have no outputs
         return False
-    for v in operation.operands:
-        if not (_is_number(v) or _static(v.type, executor.device)):
-            return False
+    if not all(_operand_ok(operation, v, executor) for v in operation.operands):
+        return False
     return executor.supports(operation)
 
 
@@ -129,7 +147,7 @@ def claimable(operation, executor=None) -> bool:
     device = executor.device
     if not operation.results or not all(_static(r.type, device) and list(r.uses) for r in operation.results):
         return False
-    if not all(_is_number(v) or _static(v.type, device) for v in operation.operands):
+    if not all(_operand_ok(operation, v, executor) for v in operation.operands):
         return False
     key = (executor.name, _signature(operation))
     if key not in _DECOMPOSES_TO_CLAIMED:
@@ -469,6 +487,8 @@ def _is_view(operation):
 
 
 def _bytes(v):
+    if not isinstance(v.type, ir.ShapedType):  # a runtime number
+        return 8
     t = ir.RankedTensorType(v.type)
     return math.prod(t.shape) * elt_bytes(str(t.element_type))
 
@@ -611,7 +631,7 @@ def _tail_ops(body):
     produced = {r: o for o in body for r in o.results}
     tail = []
     for o in body:
-        tensors = [v for v in o.operands if not _is_number(v)]
+        tensors = [v for v in o.operands if isinstance(v.type, ir.ShapedType)]
         inner = [produced[v] for v in tensors if v in produced]
         reduces = o.name in REDUCTION_PRIMS and tensors and \
             ir.RankedTensorType(o.results[0].type).rank < ir.RankedTensorType(tensors[0].type).rank

@@ -8,6 +8,7 @@ import torch
 import torch.nn as nn
 
 import thunder
+from jit_vs_eager import matches_eager
 
 
 def g(a, b):
@@ -15,17 +16,7 @@ def g(a, b):
     return b * 2
 
 
-def check(fn, make_args, jitted=None, **jit_options):
-    """fn on fresh inputs from make_args(), eagerly and jitted: equal results and equal inputs after."""
-    jf = jitted or thunder.jit(fn, **jit_options)
-    eager_args, jit_args = make_args(), make_args()
-    expected = fn(*eager_args)
-    actual = jf(*jit_args)
-    torch.testing.assert_close(actual, expected)
-    for a, e in zip(jit_args, eager_args):
-        if isinstance(e, torch.Tensor):
-            torch.testing.assert_close(a, e)
-    return jf
+check = matches_eager
 
 
 def same_tensor():

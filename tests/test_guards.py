@@ -497,6 +497,26 @@ def test_is_contiguous_and_stride_answered_as_eager():
         assert_same(list(jf(x)), list(f(x)))
 
 
+@pytest.mark.parametrize("op", [
+    lambda x, w: torch.nn.functional.linear(x, w),
+    lambda x, w: torch.nn.functional.linear(x, w.t().contiguous().t(), w[0]),
+    lambda x, w: torch.matmul(x, w.t()),
+    lambda x, w: torch.addmm(w[0], x.reshape(-1, 4), w.t()),
+    lambda x, w: torch.bmm(x.reshape(2, -1, 4), w.t().expand(2, 4, 4)),
+    lambda x, w: torch.nn.functional.layer_norm(x, (4,), w[0], w[1]),
+    lambda x, w: torch.ops.aten.native_layer_norm(x, (4,), w[0], w[1], 1e-5)[0],
+])
+def test_results_eager_makes_contiguous_are_contiguous(op):
+    # (ops marked contiguous: no meta run for their strides)
+    def f(x, w):
+        y = op(x, w)
+        return y.view(-1) if y.is_contiguous() else y.transpose(0, 1), y.stride()
+
+    w = torch.randn(4, 4)
+    for x in (torch.randn(3, 2, 4), torch.randn(4, 2, 3).transpose(0, 2), torch.randn(3, 4, 2).transpose(1, 2)):
+        assert_same(list(thunder.jit(f)(x, w)), list(f(x, w)))
+
+
 # ---------------------------------------------------------------------------------------------
 # modules
 class Net(nn.Module):

@@ -3,6 +3,7 @@ what comes back (inputs, parameters, constants, Python objects, structures), cus
 torch.autograd.Function, inputs and state, and the API surface."""
 import collections
 import dataclasses
+import functools
 import itertools
 
 import pytest
@@ -511,6 +512,29 @@ def test_custom_autograd_function_backward_errors_as_eager():
         thunder.jit(WrongShape.apply)(x).sum().backward()
 
 
+def test_custom_autograd_function_backward_returning_none_leaves_grad_none():
+    class FirstOnly(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, y):
+            return x * y
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2, None
+
+    def f(x, y, z):
+        return FirstOnly.apply(x, y).sum() + FirstOnly.apply(z, x).sum() + (z * 3).sum()
+
+    grads = []
+    for fn in (f, thunder.jit(f)):
+        x, y, z = (torch.randn(3, requires_grad=True) for _ in range(3))
+        fn(x, y, z).backward()
+        grads.append((x.grad, y.grad, z.grad))
+    assert grads[1][1] is None and grads[0][1] is None  # (was zeros: y.grad must stay None as in eager)
+    torch.testing.assert_close(grads[1][0], grads[0][0])  # x: one gradient, and the other apply's None
+    torch.testing.assert_close(grads[1][2], grads[0][2])
+
+
 # ---------------------------------------------------------------------------------------------
 # 4. Inputs and state
 
@@ -537,6 +561,50 @@ def test_isinstance_parameter_inside_jitted_code():
 
     m = M()
     torch.testing.assert_close(thunder.jit(m)(x), m(x))
+
+
+def test_type_and_class_of_tensors_and_numbers_inside_jitted_code():
+    def f(w, x, n):
+        k, size = n.item(), x.shape[0]
+        y = x * 2 if type(x) is torch.Tensor else x  # (was silently x: type() gave the proxy's class)
+        return y, (type(w), type(x), type(y), type(k), x.__class__, w.__class__, k.__class__, type(size))
+
+    w, x, n = torch.nn.Parameter(torch.randn(2)), torch.randn(3), torch.tensor(1.5)
+    out, types = thunder.jit(f)(w, x, n)
+    torch.testing.assert_close(out, f(w, x, n)[0])
+    assert types == f(w, x, n)[1] == (torch.nn.Parameter, torch.Tensor, torch.Tensor, float, torch.Tensor,
+                                      torch.nn.Parameter, float, int)
+
+
+def test_generators_inside_jitted_code_see_tensors_as_eager_does():
+    def pairs(xs):
+        for a, b in zip(xs, xs[1:]):
+            yield a * b if isinstance(a, torch.Tensor) else a
+
+    def f(xs, w):
+        n = sum(isinstance(x, torch.Tensor) for x in xs)  # run by native sum(): was 0 inside jit
+        all_params = all(isinstance(p, torch.nn.Parameter) for p in (w,))
+        firsts = list(x[0] for x in xs if type(x) is torch.Tensor)
+        return xs[0] * n + all_params, torch.stack(firsts), sum(pairs(xs))
+
+    xs, w = [torch.randn(3), torch.randn(3), torch.randn(3)], torch.nn.Parameter(torch.randn(3))
+    jf = thunder.jit(f)
+    for out, ref in zip(jf(xs, w), f(xs, w)):
+        torch.testing.assert_close(out, ref)
+
+
+def test_callbacks_of_builtins_inside_jitted_code_see_tensors_as_eager_does():
+    def f(xs):
+        flags = list(map(lambda x: isinstance(x, torch.Tensor), xs))  # called by native map: was all False
+        tensors = list(filter(lambda x: type(x) is torch.Tensor, xs))
+        order = sorted(range(3), key=lambda i: -float(isinstance(xs[i], torch.Tensor)))
+        total = functools.reduce(lambda acc, x: acc + (x if isinstance(x, torch.Tensor) else 0), xs, 0)
+        return flags, len(tensors), order, total
+
+    xs = [torch.randn(2), 3, torch.randn(2)]
+    out, ref = thunder.jit(f)(xs), f(xs)
+    assert out[:3] == ref[:3] == ([True, False, True], 2, [0, 2, 1])
+    torch.testing.assert_close(out[3], ref[3])
 
 
 def test_partial_binding_tensors_reads_them_at_call_time():

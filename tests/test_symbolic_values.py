@@ -211,3 +211,86 @@ def test_training_with_a_structured_output():
         ref.total.backward()
         torch.testing.assert_close(xa.grad, xb.grad)
     assert thunder.compile_stats(jf).cache_misses == 3
+
+
+# ---- Python floats: runtime numbers of the program (f64 parameters in MLIR), not constants
+
+def test_float_arguments_are_runtime_numbers_of_one_program():
+    def f(x, w, lr, *, scale=1.0):
+        return torch.nn.functional.gelu(x * lr + w) * scale
+
+    jf = thunder.jit(f, cache="symbolic values")
+    x, w = torch.randn(4, 8, requires_grad=True), torch.randn(8, requires_grad=True)
+    for lr, scale in ((0.5, 2.0), (1.5, -3.0), (1e-3, 0.25), (-1e30, float("nan"))):
+        out, ref = jf(x, w, lr, scale=scale), f(x, w, lr, scale=scale)
+        torch.testing.assert_close(out, ref, equal_nan=True)
+        grads = torch.autograd.grad(out.sum(), (x, w))
+        torch.testing.assert_close(grads, torch.autograd.grad(ref.sum(), (x, w)), equal_nan=True)
+    assert _misses(jf) == 1
+    mlir = thunder.last_traces(jf)[0].to_mlir()
+    assert "func.func @computation(%arg0: tensor<4x8xf32>, %arg1: tensor<8xf32>, %arg2: f64, %arg3: f64)" in mlir
+    assert '"ltorch.mul"(%arg0, %arg2) : (tensor<4x8xf32>, f64)' in mlir
+    assert "def computation(x, w, lr, scale):" in str(thunder.last_traces(jf)[-1])
+    prologue = str(thunder.last_prologue_traces(jf)[-1])
+    assert "if type(a2) is not float: return MISS" in prologue
+    # an int where the float was is another structure: compiled on its own, as eager's types differ
+    torch.testing.assert_close(jf(x, w, 2, scale=1.0), f(x, w, 2, scale=1.0))
+    assert _misses(jf) == 2
+
+
+def test_a_float_argument_runs_inside_the_fused_kernel():
+    def f(x, b, t):
+        return torch.tanh((x + b) / t) * (1 - t) + torch.where(x > t, x, -t)
+
+    jf = thunder.jit(f, cache="symbolic values")
+    x, b = torch.randn(300, 257), torch.randn(257)
+    compiled = None
+    for t in (0.7, 1.3, -2.6, 1e-3, 1e6):
+        torch.testing.assert_close(jf(x, b, t), f(x, b, t))
+        if compiled is None:
+            compiled = len(linalg.COMPILE_LOG)
+    assert _misses(jf) == 1 and len(linalg.COMPILE_LOG) == compiled  # one kernel for all values
+    src = str(thunder.last_traces(jf)[-1])
+    # (numbers computed from it are computed in Python, in double precision, as eager does)
+    assert "n0 = 1 - t" in src and "n1 = -t" in src and "t6, = fusion_0(x, b, t, n0, n1)" in src
+    assert "torch." not in src.split("def computation")[1]
+
+
+def test_a_decision_on_a_float_argument_specializes_on_its_outcome():
+    def f(x, p):
+        if p > 0.5:
+            return x[: int(p * 2)] * p
+        return x - p
+
+    jf = thunder.jit(f, cache="symbolic values")
+    x = torch.randn(6, 3)
+    for p in (0.6, 0.7, 0.1, 0.2, 1.2, 0.9):
+        torch.testing.assert_close(jf(x, p), f(x, p))
+    # p > 0.5 with int(p * 2) == 1 (0.6, 0.7, 0.9), p <= 0.5 (0.1, 0.2), int(p * 2) == 2 (1.2)
+    assert _misses(jf) == 3
+
+
+def test_changing_sizes_and_floats_together():
+    def f(x, eps):
+        return x / (x.pow(2).mean(-1, keepdim=True) + eps).sqrt()
+
+    jf = thunder.jit(f, cache="symbolic values")
+    for i, T in enumerate(range(2, 14)):
+        x, eps = torch.randn(T, 16), 10.0 ** -(i % 6)
+        torch.testing.assert_close(jf(x, eps), f(x, eps))
+    assert _misses(jf) == 3
+    assert "def computation(x, eps, _sym0):" in str(thunder.last_traces(jf)[-1])
+
+
+def test_an_int_read_from_a_tensor_runs_inside_the_fused_kernel():
+    def f(x, n):
+        k = n.sum().item()
+        return (x * k).sigmoid() + k
+
+    jf = thunder.jit(f)
+    x = torch.randn(300, 257)
+    for v in (3, -7):
+        n = torch.tensor([v, 1])
+        torch.testing.assert_close(jf(x, n), f(x, n))
+    assert _misses(jf) == 1
+    assert "fusion_0(x, n0)" in str(thunder.last_traces(jf)[-1])

@@ -117,7 +117,7 @@ def test_to_python_of_ops_it_cannot_print(monkeypatch, capsys):
     r = run_here(["-", "--to-python"], SCALAR_FUNC, monkeypatch, capsys)
     _no_traceback(r)
     assert r.stderr == ("<stdin>:1:1: error: cannot print @f as Python: codegen: @f has an argument of type f32: "
-                        "its Python program takes tensors only\n")
+                        "its Python program takes tensors and runtime numbers (f64, i64, i1) only\n")
     for text, line, op in [(ARITH_ON_TENSORS, 2, "arith.addf"), (SCF_IF, 3, "scf.if")]:
         r = run_here(["-", "--to-python"], text, monkeypatch, capsys)
         _no_traceback(r)

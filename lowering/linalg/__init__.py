@@ -62,6 +62,8 @@ class Kernel:
         self.specialize, self.opt_level = specialize_strides, opt_level
         self.name, ins, outs = signature(text, name)
         self.inputs = [(t.shape, torch_dtype(t.elt)) for t in ins]
+        # runtime numbers (Python floats / ints the kernel takes as 0-d memrefs): index -> type
+        self.scalars = {i: t.elt for i, t in enumerate(ins) if t.scalar}
         self.outputs = [(t.shape, torch_dtype(t.elt)) for t in outs]
         self.bytes = sum(math.prod(s) * d.itemsize for s, d in self.inputs + self.outputs)
         self.variants = {}
@@ -141,19 +143,27 @@ class Kernel:
             shapes = [s for s, _ in self.inputs + self.outputs]
             out_strides = [tuple(row_major_strides(s)) for s, _ in self.outputs]  # torch.empty's
             ranges, threads = (None, 1) if lowered.rows is None else self.row_ranges(lowered)
-            frame = frames[strides] = CallFrame(fn, shapes, list(strides) + out_strides, ranges, threads)
+            frame = frames[strides] = CallFrame(fn, shapes, list(strides) + out_strides, ranges, self.scalars, threads)
         return frame
+
+    def strides(self, args):
+        """The strides of the tensors among a call's arguments (() for its runtime numbers)."""
+        return tuple(() if i in self.scalars else a.stride() for i, a in enumerate(args))
 
     def __call__(self, *args):
         if len(args) != len(self.inputs):
             raise TypeError(f"{self.name}: expected {len(self.inputs)} tensors, got {len(args)}")
         for i, (a, (shape, dtype)) in enumerate(zip(args, self.inputs)):
+            if i in self.scalars:
+                if not isinstance(a, (int, float)) or isinstance(a, float) and self.scalars[i] != "f64":
+                    raise TypeError(f"{self.name}: input {i} must be a Python number ({self.scalars[i]})")
+                continue
             if not isinstance(a, torch.Tensor) or a.device.type != "cpu":
                 raise TypeError(f"{self.name}: input {i} must be a CPU tensor")
             if a.shape != shape or a.dtype != dtype:
                 raise TypeError(f"{self.name}: input {i} is {tuple(a.shape)} {a.dtype}, the region "
                                 f"was compiled for {shape} {dtype}")
-        frame = self._frame(tuple(a.stride() for a in args))
+        frame = self._frame(self.strides(args))
         outs = tuple(torch.empty(shape, dtype=dtype) for shape, dtype in self.outputs)
         frame(args + outs)
         return outs

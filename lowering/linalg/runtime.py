@@ -2,7 +2,8 @@
 torch tensors (no copies: the descriptor points at the tensor's storage, with its strides).
 
 The entry `_mlir_ciface_<name>` takes one pointer per memref argument (inputs, then outputs)
-to a descriptor `{allocated, aligned, offset, sizes[rank], strides[rank]}`. We call it through
+to a descriptor `{allocated, aligned, offset, sizes[rank], strides[rank]}`. A runtime number
+argument (f64/i64) is a 0-d memref over a buffer of the frame that each call writes. We call it through
 the ExecutionEngine's packed wrapper (`void fn(void **args)`, args[i] pointing at the i-th
 argument, i.e. at a descriptor pointer).
 """
@@ -69,13 +70,21 @@ class CallFrame:
     left (ctypes releases the GIL during each), so a thread that does not get a core (the machine
     is shared) delays nothing: the others compute its ranges. Not shared between threads."""
 
-    def __init__(self, fn, shapes, strides, row_ranges=None, threads=1):
+    def __init__(self, fn, shapes, strides, row_ranges=None, scalars=None, threads=1):
         self.threads = threads
         self.fn = fn.fn
+        scalars = scalars or {}  # argument index -> "f64" / "i64": runtime numbers
         words, self.slots = [], []
-        for shape, st in zip(shapes, strides):
+        self.tensor_slots, self.scalar_slots = [], []
+        for i, (shape, st) in enumerate(zip(shapes, strides)):
             self.slots.append(len(words))
-            words += [0, 0, 0, *shape, *st]  # allocated, aligned, offset, sizes, strides
+            if i in scalars:
+                buf = (ctypes.c_double if scalars[i] == "f64" else ctypes.c_int64)()
+                self.scalar_slots.append((i, buf))
+                words += [ctypes.addressof(buf)] * 2 + [0]
+            else:
+                self.tensor_slots.append((i, len(words)))
+                words += [0, 0, 0, *shape, *st]  # allocated, aligned, offset, sizes, strides
         bounds = len(words)
         for lo, hi in row_ranges or ():
             words += [lo, hi]
@@ -93,8 +102,10 @@ class CallFrame:
 
     def __call__(self, tensors):
         words = self.words
-        for s, x in zip(self.slots, tensors):
-            words[s] = words[s + 1] = x.data_ptr()  # already includes the storage offset
+        for i, s in self.tensor_slots:
+            words[s] = words[s + 1] = tensors[i].data_ptr()  # already includes the storage offset
+        for i, buf in self.scalar_slots:
+            buf.value = tensors[i]
         packed = self.packed
         if len(packed) == 1 or self.threads == 1:
             for p in packed:

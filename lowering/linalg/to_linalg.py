@@ -48,10 +48,12 @@ def _dim(s):
 
 class TensorT:
     """A ranked tensor type: shape (None: the dynamic size of a tile along the tiled axis) and
-    element type name."""
+    element type name; scalar: a runtime number (a func argument of type f64/i64, which the
+    kernel takes as a 0-d memref)."""
 
-    def __init__(self, shape, elt):
+    def __init__(self, shape, elt, scalar=False):
         self.shape, self.elt = tuple(None if s is None else int(s) for s in shape), elt
+        self.scalar = scalar
 
     @property
     def rank(self):
@@ -72,6 +74,8 @@ class TensorT:
 
 
 def tensor_t(t: ir.Type) -> TensorT:
+    if not isinstance(t, ir.ShapedType) and str(t) in ("f64", "i64"):
+        return TensorT((), str(t), scalar=True)
     rt = ir.RankedTensorType(t)
     if rt.encoding is not None:
         raise UnsupportedOp(f"tensor with encoding (non-CPU device): {t}")
@@ -114,7 +118,9 @@ class _Emitter:
         self.approx = approx
         self.lines = []
         self.n = 0
-        self.vals = {}  # input ir.Value -> (ssa name, TensorT) or ("const", python value, type)
+        # input ir.Value -> (ssa name, TensorT), ("const", python value, type) or ("scalar", ssa
+        # name, type) (a runtime number, loaded once at the kernel's start)
+        self.vals = {}
         self.whole, self.read_whole = {}, set()  # (tiled kernels) see operand
         self.reduce_too = None  # (reduction, acc type, dims, filled init): see _generic_and_reduction
         self.reduced = {}  # reduction prim result -> (ssa of its accumulator, acc TensorT)
@@ -201,6 +207,17 @@ class _Emitter:
         return value
 
 
+NUMBERS = ("const", "scalar")  # the kinds of operands that are numbers, not tensors
+
+
+def _scalar_param(em, i, a, lines):
+    """A runtime number argument: a 0-d memref, read once."""
+    t = tensor_t(a.type)
+    lines.append(f"    %num{i} = memref.load %arg{i}[] : memref<{t.elt}>")
+    em.vals[a] = ("scalar", f"%num{i}", t.elt)
+    return f"%arg{i}: memref<{t.elt}>"
+
+
 def _elementwise(em, name, operands, out_t: TensorT, attrs):
     fn, kind = ELEMENTWISE[name]
     if kind == "convert":
@@ -210,9 +227,9 @@ def _elementwise(em, name, operands, out_t: TensorT, attrs):
         ct = out_t.elt
         return _map(em, operands, out_t, lambda b, xs, ts: fn(b, xs, ct), ct, ct)
     if kind == "cmp":
-        ct = promote([o[1].elt for o in operands if o[0] != "const"])
+        ct = promote([o[1].elt for o in operands if o[0] not in NUMBERS])
         for o in operands:  # numbers only raise the category (int tensor < 0.5 compares as float)
-            if o[0] != "const":
+            if o[0] not in NUMBERS:
                 continue
             if ct is None:
                 ct = o[2]
@@ -242,8 +259,8 @@ def _map(em, operands, out_t, scalar_fn, ct, res_t):
     type res_t, converted to out_t's element type."""
     ins, slots = [], []
     for o in operands:
-        if o[0] == "const":
-            slots.append(("const", o[1], o[2]))
+        if o[0] in NUMBERS:
+            slots.append(o)
         else:
             ssa, t = o
             slots.append(("in", len(ins), t.elt))
@@ -255,6 +272,10 @@ def _map(em, operands, out_t, scalar_fn, ct, res_t):
             if s[0] == "const":
                 t = ct or s[2]
                 xs.append(b.const(s[1], t))
+                ts.append(t)
+            elif s[0] == "scalar":  # (rounded to ct as a constant's literal would be)
+                t = ct or s[2]
+                xs.append(s[1] if t == s[2] else convert_scalar(b, s[1], s[2], t))
                 ts.append(t)
             else:
                 v, t = args[s[1]], s[2]
@@ -412,7 +433,7 @@ def _elementwise_parts(em, op, name, out_t, attrs):
         operands = []
         for v in op.operands:
             value = em.vals[v]
-            if value[0] == "const":
+            if value[0] in NUMBERS:
                 operands.append(value)
             elif isinstance(value[0], _Parts) and v not in em.read_whole:
                 operands.append(value[0].parts[j][2])
@@ -440,7 +461,7 @@ def _slice_value(em, v, e, offset, size):
         operands = []
         for u in owner.operands:
             value = em.vals[u]
-            if value[0] == "const":
+            if value[0] in NUMBERS:
                 operands.append(value)
                 continue
             ut = value[1]
@@ -844,19 +865,22 @@ def _func(name, params, lines):
 def _untiled(block, name, input_strides, approx_math, merge_reductions):
     em = _Emitter(approx_math)
     params = []
+    lines = []
     for i, a in enumerate(block.arguments):
         t = tensor_t(a.type)
+        if t.scalar:
+            params.append(_scalar_param(em, i, a, lines))
+            continue
         ssa = f"%arg{i}"
         em.vals[a] = (ssa, t)
         strides = None if input_strides is None else input_strides[i]
         attr = (f" {{bufferization.buffer_layout = {strided_layout(t.shape, strides)}}}"
                 if t.rank else "")
         params.append(f"{ssa}: {t}{attr}")
-    lines = []
     results = _lower_ops(em, block, lambda v: tensor_t(v.type), lambda v: lines, merge_reductions=merge_reductions)
     em.lines, em.read_whole = lines, set()
     for j, r in enumerate(results):
-        if em.vals[r][0] == "const":
+        if em.vals[r][0] in NUMBERS:
             raise UnsupportedOp("a number as a region result")
         ssa, t = em.operand(r)
         params.append(f"%out{j}: {t.memref()}")
@@ -877,6 +901,10 @@ def _tiled(block, name, input_strides, approx_math, merge_reductions, rows, axes
     input_axes = []
     for i, a in enumerate(block.arguments):
         t = tensor_t(a.type)
+        if t.scalar:
+            params.append(_scalar_param(em, i, a, pre))
+            input_axes.append(None)
+            continue
         axis = axes.get(a, WHOLE)
         axis = None if axis == WHOLE else axis
         input_axes.append(axis)
@@ -907,7 +935,7 @@ def _tiled(block, name, input_strides, approx_math, merge_reductions, rows, axes
                          merge_reductions)
     stores = []
     for j, r in enumerate(results):
-        if em.vals[r][0] == "const":
+        if em.vals[r][0] in NUMBERS:
             raise UnsupportedOp("a number as a region result")
         em.lines, em.read_whole = loop, set()  # (parts are written into one tensor in the loop)
         ssa, tile_t = em.operand(r)

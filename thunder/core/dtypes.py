@@ -161,6 +161,8 @@ def promote(*operands):
             continue
         if isinstance(x, (bool, int, float, complex)):
             number_result = _join(number_result, scalar_dtype(x))
+        elif hasattr(x, "python_type"):  # a runtime number (core/numbers.py): a Python number of its type
+            number_result = _join(number_result, scalar_dtype(x.python_type()))
         elif x.ndim == 0:
             zero_result = _join(zero_result, x.dtype)
         else:

@@ -297,6 +297,8 @@ def _eager_strides(ctx, op, values, outs):
         ctx.stride_dependent |= deps
     if op.random:
         return None  # (torch's random kernels would draw from the generator even on meta tensors)
+    if op.contiguous:
+        return None
 
     from thunder.core.numbers import example
 

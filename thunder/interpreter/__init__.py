@@ -22,8 +22,16 @@ Special methods written in Python (``__getitem__``, ``__setitem__``, ``__iter__`
 gets a traceback entry for it (file, line, function name; the interpreter's own entries are dropped),
 as CPython gives one to each frame it unwinds.
 
-Not interpreted (run natively): generator functions (calling one returns a native generator), class
-bodies (``__build_class__``), callbacks invoked by native code (``map(f, xs)``, ``sorted(key=f)``),
+Generator functions and generator expressions: the call returns a real generator object whose
+frame is interpreted each time it is resumed (``next``/``send``/``throw``/``close``, by interpreted
+or native code: ``sum(isinstance(x, T) for x in xs)`` sees what interpreted code sees), ``yield
+from`` included; those of torch's own modules (``Module.parameters()``) run natively.
+
+Python functions passed to natives that call them (``map``, ``filter``, ``sorted``/``min``/``max``/
+``list.sort`` keys, ``functools.reduce``, itertools' callback takers) are interpreted when called.
+
+Not interpreted (run natively): class bodies (``__build_class__``), callbacks invoked by other native
+code (hooks, ``torch`` functions taking functions),
 property getters with a custom ``__getattribute__``/``__getattr__`` and other descriptors.
 Unsupported (raises InterpreterError): coroutines / async generators / await, ``except*``.
 Known difference: native code calling ``sys.exc_info()`` does not see exceptions being handled by

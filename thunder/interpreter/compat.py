@@ -10,7 +10,7 @@ import sys
 from typing import Any
 
 from thunder.interpreter.frame import NULL, Frame
-from thunder.interpreter.opcodes import COMMON_HANDLERS, RETURN, load_attr, register, subscript
+from thunder.interpreter.opcodes import COMMON_HANDLERS, RETURN, load_attr, register, send, subscript
 
 __all__ = ["HANDLERS", "PY_VERSION", "SUPPORTED_VERSIONS"]
 
@@ -71,6 +71,27 @@ def _for_iter_311(rt, f: Frame, i) -> None:
         f.stack.append(value)
 
 
+def _send_op(returned):
+    """SEND: [receiver, value] -> [receiver, what it yields]; when it returns instead,
+    returned(frame, its value) leaves the version's stack and SEND jumps to its target."""
+    def handler(rt, f: Frame, i) -> None:
+        value = f.stack.pop()
+        try:
+            f.stack.append(send(f.stack[-1], value))
+        except StopIteration as e:
+            returned(f, e.value)
+            f.jump(i.argval)
+
+    return handler
+
+
+def sent_returned_311(f: Frame, value) -> None:
+    f.stack[-1] = value  # the receiver's place (the target's POP_TOP drops it unless used)
+
+
+_PY311_HANDLERS["SEND"] = _send_op(sent_returned_311)
+
+
 @_op311("COPY_DICT_WITHOUT_KEYS")
 def _copy_dict_without_keys(rt, f: Frame, i) -> None:
     """match `{**rest}`: [subject, keys] -> [subject, dict(subject) minus keys]."""
@@ -88,6 +109,7 @@ def _copy_dict_without_keys(rt, f: Frame, i) -> None:
 _PY312_HANDLERS: dict[str, Any] = {}
 
 # CALL_INTRINSIC_1 operands (Include/internal/pycore_intrinsics.h)
+_INTRINSIC1_STOPITERATION_ERROR = 3
 _INTRINSIC1_UNARY_POSITIVE = 5
 _INTRINSIC1_LIST_TO_TUPLE = 6
 
@@ -153,8 +175,27 @@ def _call_intrinsic_1(rt, f: Frame, i) -> None:
         f.stack.append(+f.stack.pop())
     elif i.arg == _INTRINSIC1_LIST_TO_TUPLE:
         f.stack.append(tuple(f.stack.pop()))
+    elif i.arg == _INTRINSIC1_STOPITERATION_ERROR:  # a StopIteration leaving a generator's body
+        exc = f.stack.pop()
+        if isinstance(exc, StopIteration):
+            new = RuntimeError("generator raised StopIteration")
+            new.__cause__ = new.__context__ = exc
+            exc = new
+        f.stack.append(exc)
     else:
         raise rt.unsupported(f, f"bytecode CALL_INTRINSIC_1 ({i.argrepr})")
+
+
+def sent_returned_312(f: Frame, value) -> None:
+    f.stack.append(value)  # above the receiver (the target's END_SEND drops the receiver)
+
+
+_PY312_HANDLERS["SEND"] = _send_op(sent_returned_312)
+
+
+@_op312("END_SEND")
+def _end_send(rt, f: Frame, i) -> None:
+    del f.stack[-2]
 
 
 @_op312("LOAD_SUPER_ATTR")
@@ -169,6 +210,8 @@ def _load_super_attr(rt, f: Frame, i) -> None:
 
 
 _VERSION_HANDLERS = {(3, 11): _PY311_HANDLERS, (3, 12): _PY312_HANDLERS}
+# what a SEND whose receiver returned leaves on the stack (a throw() into a delegating generator)
+SENT_RETURNED = sent_returned_311 if PY_VERSION == (3, 11) else sent_returned_312
 
 # Unknown (newer) versions get the 3.12 table: unsupported opcodes then fail with a clear InterpreterError.
 HANDLERS: dict[str, Any] = {**COMMON_HANDLERS, **_VERSION_HANDLERS.get(PY_VERSION, _PY312_HANDLERS)}

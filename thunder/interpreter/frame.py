@@ -114,7 +114,7 @@ class Frame:
     is also a cell variable shares one slot, which MAKE_CELL converts into a cell)."""
 
     __slots__ = ("fn", "code", "info", "globals", "builtins", "locals", "cells", "stack", "idx",
-                 "cur", "instr", "kw_names", "return_value", "reraising", "keep_traceback")
+                 "cur", "instr", "kw_names", "return_value", "reraising", "keep_traceback", "yielded")
 
     def __init__(self, fn: types.FunctionType, code: types.CodeType, locals_: dict[str, Any]):
         self.fn = fn  # needed for COPY_FREE_VARS (closure) and zero-arg super()
@@ -133,6 +133,7 @@ class Frame:
         self.return_value: Any = None
         self.reraising = False  # set by RERAISE / raise: such exceptions keep their __context__
         self.keep_traceback = False  # set by RERAISE / bare raise: no traceback entry for this frame
+        self.yielded: Any = None  # a generator frame: the value of its last YIELD_VALUE
 
     # --- stack helpers ---
     def push(self, v: Any) -> None:

@@ -10,6 +10,7 @@ Version-specific handlers live in ``compat.py``, which assembles the table actua
 from __future__ import annotations
 
 import collections.abc
+import inspect
 import operator
 import types
 from typing import Any, Callable
@@ -21,6 +22,7 @@ from thunder.interpreter.frame import NULL, Frame
 __all__ = ["COMMON_HANDLERS", "RETURN", "register", "UNSUPPORTED_HINTS"]
 
 RETURN = object()  # returned by handlers that end the frame (value in frame.return_value)
+SUSPEND = object()  # returned by YIELD_VALUE: a generator frame stops there until resumed (frame.yielded)
 
 Handler = Callable[[Any, Frame, Any], Any]
 COMMON_HANDLERS: dict[str, Handler] = {}
@@ -41,14 +43,11 @@ def op(*names: str):
 
 # Hints appended to InterpreterError messages for opcodes that are deliberately not implemented.
 _ASYNC_HINT = "coroutines, async generators and await are not supported by the thunder interpreter"
-_GEN_HINT = ("generator frames are not interpreted (generator functions are called natively); "
-             "this code object should not have reached the interpreter")
 UNSUPPORTED_HINTS = {
-    "RETURN_GENERATOR": "coroutines and async generators are not supported by the thunder interpreter "
-                        "(plain generator functions are run natively)",
+    "RETURN_GENERATOR": _ASYNC_HINT,
     "GET_AWAITABLE": _ASYNC_HINT, "GET_AITER": _ASYNC_HINT, "GET_ANEXT": _ASYNC_HINT,
     "BEFORE_ASYNC_WITH": _ASYNC_HINT, "END_ASYNC_FOR": _ASYNC_HINT, "ASYNC_GEN_WRAP": _ASYNC_HINT,
-    "SEND": _ASYNC_HINT, "YIELD_VALUE": _GEN_HINT, "GET_YIELD_FROM_ITER": _GEN_HINT, "GEN_START": _GEN_HINT,
+    "GEN_START": _ASYNC_HINT,
     "PREP_RERAISE_STAR": "except* (exception groups) is not supported by the thunder interpreter",
     "CHECK_EG_MATCH": "except* (exception groups) is not supported by the thunder interpreter",
     "SETUP_ANNOTATIONS": "module/class bodies are not interpreted",
@@ -594,6 +593,36 @@ def _pop_jump_if_not_none(rt, f: Frame, i) -> None:
 def _return_value(rt, f: Frame, i):
     f.return_value = f.stack.pop()
     return RETURN
+
+
+# ----------------------------------------------------------------------------------------------
+# generators (runtime.Runtime.generator drives their frames)
+# ----------------------------------------------------------------------------------------------
+@op("RETURN_GENERATOR")
+def _return_generator(rt, f: Frame, i) -> None:
+    if not f.code.co_flags & inspect.CO_GENERATOR:  # a coroutine or an async generator
+        raise rt.unsupported(f, "unsupported bytecode RETURN_GENERATOR", UNSUPPORTED_HINTS["RETURN_GENERATOR"])
+    f.stack.append(None)  # the value the first resumption sends (popped by the POP_TOP after it)
+
+
+@op("YIELD_VALUE")
+def _yield_value(rt, f: Frame, i):
+    f.yielded = f.stack.pop()
+    return SUSPEND
+
+
+@op("GET_YIELD_FROM_ITER")
+def _get_yield_from_iter(rt, f: Frame, i) -> None:
+    obj = f.stack[-1]
+    if not isinstance(obj, types.GeneratorType):
+        f.stack[-1] = iter(obj)
+
+
+def send(receiver, value):
+    """What SEND does with its receiver: next() for None (iterators), else its send()."""
+    if value is None and not isinstance(receiver, types.GeneratorType):
+        return next(receiver)
+    return receiver.send(value)
 
 
 # ----------------------------------------------------------------------------------------------

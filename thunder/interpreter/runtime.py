@@ -5,6 +5,7 @@ from __future__ import annotations
 import builtins
 import functools
 import inspect
+import itertools
 import os
 import sys
 import threading
@@ -13,10 +14,10 @@ from typing import Any, Callable
 
 from thunder.core import symbols
 from thunder.interpreter.binding import bind_arguments
-from thunder.interpreter.compat import HANDLERS
+from thunder.interpreter.compat import HANDLERS, SENT_RETURNED
 from thunder.interpreter.errors import InterpreterError
 from thunder.interpreter.frame import Frame, Provenance
-from thunder.interpreter.opcodes import RETURN, UNSUPPORTED_HINTS
+from thunder.interpreter.opcodes import RETURN, SUSPEND, UNSUPPORTED_HINTS
 
 __all__ = ["Runtime", "current_frame", "active_frames"]
 
@@ -37,14 +38,66 @@ def current_frame() -> Frame | None:
     return frames[-1][1] if frames else None
 
 
-# Generator-like code objects are never interpreted; sync generators are called natively.
 _CO_GENERATOR = inspect.CO_GENERATOR
+# generator functions of these packages run natively (torch's Module.parameters() and the like:
+# as before generators were interpreted, what they hand back is reported as native results)
+NATIVE_GENERATOR_PACKAGES = ("torch",)
+
+
+def _native_generator(code: types.CodeType) -> bool:
+    for name in NATIVE_GENERATOR_PACKAGES:
+        module = sys.modules.get(name)
+        where = os.path.dirname(getattr(module, "__file__", None) or "") if module is not None else ""
+        if where and code.co_filename.startswith(where + os.sep):
+            return True
+    return False
 
 _OBJECT_NEW = object.__new__
 _OBJECT_INIT = object.__init__
 _OBJECT_GETATTRIBUTE = object.__dict__["__getattribute__"]
 _TYPE_CALL = type.__dict__["__call__"]
 _PARTIAL_CALL = functools.partial.__call__
+
+
+# natives that call the functions they are given (map(f, xs), sorted(xs, key=f)): Python
+# functions passed to them are interpreted when called, so they see what the caller's code sees
+_CALLBACK_TAKERS = frozenset({map, filter, sorted, min, max, functools.reduce, itertools.starmap,
+                              itertools.filterfalse, itertools.takewhile, itertools.dropwhile, itertools.groupby,
+                              itertools.accumulate})
+
+
+def _takes_callbacks(fn) -> bool:
+    try:
+        return fn in _CALLBACK_TAKERS or (getattr(fn, "__name__", None) == "sort" and
+                                          type(getattr(fn, "__self__", None)) is list)
+    except TypeError:  # unhashable
+        return False
+
+
+class _Callback:
+    """A Python function handed to native code, interpreted when called."""
+
+    __slots__ = ("rt", "fn", "caller")
+
+    def __init__(self, rt, fn, caller):
+        self.rt, self.fn, self.caller = rt, fn, caller
+
+    def __call__(self, *args, **kwargs):
+        return self.rt.call(self.fn, args, kwargs, self.caller)
+
+
+def _interpreted_callbacks(rt, args, kwargs, caller):
+    def wrap(v):
+        python = type(v) is types.FunctionType or (type(v) is types.MethodType and
+                                                   type(v.__func__) is types.FunctionType)
+        return _Callback(rt, v, caller) if python else v
+
+    return tuple(wrap(a) for a in args), {k: wrap(v) for k, v in kwargs.items()}
+
+
+def _delegating(f: Frame) -> bool:
+    """Whether a suspended generator frame is in a `yield from` (its yield follows a SEND)."""
+    return f.cur > 0 and f.info.instructions[f.cur - 1].opname == "SEND"
 
 
 def _mro_lookup(tp: type, name: str) -> Any:
@@ -195,6 +248,8 @@ class Runtime:
         tp = type(fn)
         if tp is types.FunctionType:
             return self.interpret_function(fn, args, kwargs)
+        if caller is not None and (tp is types.BuiltinFunctionType or tp is type) and _takes_callbacks(fn):
+            args, kwargs = _interpreted_callbacks(self, args, kwargs, caller)
         if tp is types.MethodType:
             return self.call(fn.__func__, (fn.__self__, *args), kwargs, caller)
         if issubclass(tp, functools.partial) and tp.__call__ is _PARTIAL_CALL:
@@ -251,10 +306,7 @@ class Runtime:
 
     def interpret_function(self, fn: types.FunctionType, args: tuple, kwargs: dict) -> Any:
         code = fn.__code__
-        if code.co_flags & _CO_GENERATOR:
-            # Generator frames outlive the call and are resumed by native code (for loops, next());
-            # they run natively. Coroutines/async generators are interpreted and hit RETURN_GENERATOR,
-            # which raises InterpreterError.
+        if code.co_flags & _CO_GENERATOR and _native_generator(code):
             return fn(*args, **kwargs)
         if self.on_call is not None:
             self.on_call(fn)
@@ -264,12 +316,67 @@ class Runtime:
                 return self.on_load(value, Provenance("default", name, fn, code.co_name, code.co_filename,
                                                       code.co_firstlineno))
         frame = Frame(fn, code, bind_arguments(fn, args, kwargs, load_default))
+        if code.co_flags & _CO_GENERATOR:
+            gen = self.generator(frame)
+            gen.__name__, gen.__qualname__ = fn.__name__, fn.__qualname__
+            return gen
         return self.run_frame(frame)
+
+    def generator(self, f: Frame):
+        """The generator object of a generator function's call: each resumption (next, send,
+        throw, close, by interpreted or native code) interprets its frame up to the next yield.
+        (Coroutines and async generators are not: their frames stop at an unsupported opcode.)"""
+        sent, thrown = None, None
+        while True:
+            try:
+                if thrown is None:
+                    result = self.run_frame(f)
+                elif _delegating(f):
+                    result = self._throw_delegated(f, thrown)
+                else:
+                    result = self.run_frame(f, (f.instr, thrown))
+            except StopIteration as e:  # (3.11; 3.12's bytecode converts it itself)
+                raise RuntimeError("generator raised StopIteration") from e
+            finally:
+                thrown = None
+            if result is not SUSPEND:
+                return result
+            try:
+                sent = yield f.yielded
+            except BaseException as e:  # noqa: BLE001 - throw(), close(): raised where the frame yields
+                thrown = e
+            else:
+                f.stack.append(sent)  # the value of the yield expression
+
+    def _throw_delegated(self, f: Frame, exc: BaseException):
+        """throw()/close() of a generator suspended in `yield from`: to the sub-iterator first, as
+        CPython does; what it raises is raised in the frame at its SEND."""
+        send_instr = f.info.instructions[f.cur - 1]
+        receiver = f.stack[-1]
+        try:
+            if isinstance(exc, GeneratorExit):
+                close = getattr(receiver, "close", None)
+                if close is not None:
+                    close()
+                raise exc
+            throw = getattr(receiver, "throw", None)
+            if throw is None:
+                raise exc
+            f.yielded = throw(exc)
+            return SUSPEND
+        except StopIteration as e:  # the sub-iterator returned: on after the yield from, with its value
+            SENT_RETURNED(f, e.value)
+            f.jump(send_instr.argval)
+            return self.run_frame(f)
+        except BaseException as e:  # noqa: BLE001 - raised in the frame
+            return self.run_frame(f, (send_instr, e))
 
     # ------------------------------------------------------------------------------------------
     # the loop
     # ------------------------------------------------------------------------------------------
-    def run_frame(self, f: Frame) -> Any:
+    def run_frame(self, f: Frame, throw: tuple | None = None) -> Any:
+        """Runs f until it returns (its value) or yields (SUSPEND); throw: (instruction,
+        exception) raised there first (throw() into a suspended generator)."""
         frames = active_frames()
         frames.append((self, f))
         record = self.record
@@ -280,25 +387,32 @@ class Runtime:
         handlers = self.handlers
         try:
             while True:
-                f.cur = idx = f.idx
-                instr = f.instr = instructions[idx]
-                f.idx = idx + 1
-                if record:
-                    self.instructions.append(instr)
-                handler = handlers.get(instr.opname)
-                if handler is None:
-                    raise self.unsupported(f, f"unsupported bytecode {instr.opname}",
-                                           UNSUPPORTED_HINTS.get(instr.opname))
-                try:
-                    if handler(self, f, instr) is RETURN:
-                        if record:
-                            self.log.append(f"return {f.code.co_name}")
-                        return f.return_value
-                    continue
-                except InterpreterError:
-                    raise  # interpreter limitations are not catchable by the interpreted program
-                except BaseException as e:
-                    exc = e
+                if throw is not None:
+                    instr, exc = throw
+                    throw = None
+                else:
+                    f.cur = idx = f.idx
+                    instr = f.instr = instructions[idx]
+                    f.idx = idx + 1
+                    if record:
+                        self.instructions.append(instr)
+                    handler = handlers.get(instr.opname)
+                    if handler is None:
+                        raise self.unsupported(f, f"unsupported bytecode {instr.opname}",
+                                               UNSUPPORTED_HINTS.get(instr.opname))
+                    try:
+                        result = handler(self, f, instr)
+                        if result is RETURN:
+                            if record:
+                                self.log.append(f"return {f.code.co_name}")
+                            return f.return_value
+                        if result is SUSPEND:
+                            return SUSPEND
+                        continue
+                    except InterpreterError:
+                        raise  # interpreter limitations are not catchable by the interpreted program
+                    except BaseException as e:
+                        exc = e
                 # Outside the `except` clause on purpose: the real interpreter must not chain `exc`
                 # to anything of its own when we re-raise it below.
                 if f.reraising:

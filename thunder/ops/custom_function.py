@@ -238,6 +238,10 @@ autograd_function.python = _python_identity
 autograd_function_backward.python = _python_backward
 
 
+# the attribute marking the zeros that stand for a None gradient the user's backward returned
+NONE_GRAD = "_thunder_none_grad"
+
+
 def run_backward(key, saved, cotangents, cotangent_for, grads_for):
     """The user's backward on real tensors (impl.autograd_function_backward): the cotangents of
     the outputs `cotangent_for` (the others None, or zeros unless the forward called
@@ -263,8 +267,9 @@ def run_backward(key, saved, cotangents, cotangent_for, grads_for):
     for j in grads_for:
         shape, dtype, device = record.inputs[j]
         g = result[record.input_positions[j]]
-        if g is None:
+        if g is None:  # zeros for the backward program, marked: an input they reach unchanged gets None
             g = torch.zeros(shape, dtype=dtype, device=device)
+            setattr(g, NONE_GRAD, True)
         elif not isinstance(g, torch.Tensor):
             raise TypeError(f"function {function.__name__}Backward returned a gradient different than None at "
                             f"position {record.input_positions[j] + 1}, but the corresponding forward input was "

@@ -1,5 +1,8 @@
 """Helpers that decompositions share: make broadcasting and type promotion explicit in prims."""
+import torch
+
 from thunder.core import dtypes
+from thunder.core.numbers import NumberProxy
 from thunder.ops import prims
 from thunder.ops.meta_utils import broadcast_shapes, is_tensor
 
@@ -7,9 +10,12 @@ from thunder.ops.meta_utils import broadcast_shapes, is_tensor
 def to_dtype(a, dtype):
     if is_tensor(a):
         return a if a.dtype is dtype else prims.convert_element_type(a, dtype)
+    if isinstance(a, NumberProxy) and dtype is not None and not dtype.is_complex and a.python_type in (
+            (bool, int, float) if dtype.is_floating_point else (bool,) if dtype is torch.bool else (bool, int)):
+        return a  # a runtime number of the dtype's kind or a lower one: the prim converts it
     if dtype is not None and dtype.is_floating_point:
         return float(a)
-    if dtype is not None and dtype is not __import__("torch").bool and not dtype.is_complex:
+    if dtype is not None and dtype is not torch.bool and not dtype.is_complex:
         return int(a)
     return a
 

@@ -68,7 +68,7 @@ def _matmul_decomp(a, b):
     return out if tuple(out.shape) == shape else prims.reshape(out, shape)
 
 
-@ltorch("torch.matmul", methods=("matmul",), dunders=("__matmul__",), aliases=(torch.matmul, T.matmul))
+@ltorch("torch.matmul", methods=("matmul",), dunders=("__matmul__",), aliases=(torch.matmul, T.matmul), contiguous=True)
 def matmul(input: Tensor, other: Tensor):
     return TensorProxy(_matmul_shape(input, other), input.dtype, input.device)
 
@@ -92,7 +92,7 @@ def _mm_check(input, mat2):
     _matmul_shape(input, mat2)
 
 
-@ltorch("torch.mm", methods=("mm",), aliases=(torch.mm, T.mm))
+@ltorch("torch.mm", methods=("mm",), aliases=(torch.mm, T.mm), contiguous=True)
 def mm(input: Tensor, mat2: Tensor):
     _mm_check(input, mat2)
     return matmul.meta(input, mat2)
@@ -108,7 +108,7 @@ def _bmm_check(input, mat2):
     _same_dtype(input, mat2)
 
 
-@ltorch("torch.bmm", methods=("bmm",), aliases=(torch.bmm, T.bmm))
+@ltorch("torch.bmm", methods=("bmm",), aliases=(torch.bmm, T.bmm), contiguous=True)
 def bmm(input: Tensor, mat2: Tensor):
     _bmm_check(input, mat2)
     return matmul.meta(input, mat2)
@@ -159,7 +159,7 @@ def _addmm_decomp(name, input, a, b, beta, alpha):
     return prims.add(x, out)
 
 
-@ltorch("torch.addmm", methods=("addmm",), aliases=(torch.addmm, T.addmm))
+@ltorch("torch.addmm", methods=("addmm",), aliases=(torch.addmm, T.addmm), contiguous=True)
 def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta: Number = 1, alpha: Number = 1):
     """beta * input + alpha * (mat1 @ mat2), input broadcast to the product's shape."""
     return _addmm_meta("addmm", input, mat1, mat2, beta, alpha)
@@ -320,7 +320,7 @@ def _linear_check(input, weight, bias):
     return out
 
 
-@ltorch("torch.nn.functional.linear", aliases=(F.linear,))
+@ltorch("torch.nn.functional.linear", aliases=(F.linear,), contiguous=True)
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None):
     out = _linear_check(input, weight, bias)
     return TensorProxy(broadcast_shapes(out.shape, bias.shape) if bias is not None else out.shape,
@@ -447,7 +447,7 @@ def _layer_norm_check(input, normalized_shape, weight, bias):
     return tuple(range(input.ndim - len(ns), input.ndim))
 
 
-@ltorch("torch.nn.functional.layer_norm", aliases=(F.layer_norm,))
+@ltorch("torch.nn.functional.layer_norm", aliases=(F.layer_norm,), contiguous=True)
 def layer_norm(input: Tensor, normalized_shape: Ints, weight: Tensor | None = None, bias: Tensor | None = None,
                eps: Float = 1e-5):
     _layer_norm_check(input, normalized_shape, weight, bias)
@@ -912,7 +912,7 @@ def _(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     return native_layer_norm, dict(input=input, normalized_shape=normalized_shape, weight=weight, bias=bias, eps=eps)
 
 
-@ltorch("torch.ops.aten.native_layer_norm", returns_sequence=True)
+@ltorch("torch.ops.aten.native_layer_norm", returns_sequence=True, contiguous=True)
 def native_layer_norm(input: Tensor, normalized_shape: Ints, weight: Tensor | None, bias: Tensor | None, eps: Float):
     """layer_norm with the mean and 1/std of each normalized group (shape: input's with the
     normalized dims 1, dtype: input's), as torch's kernel returns them: layer_norm's form in

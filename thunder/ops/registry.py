@@ -182,6 +182,9 @@ class OpDef:
     random: bool = False  # not Pure: draws from the random generator
     is_view: bool = False  # the result shares memory with the input in eager (in-place safety)
     strided: bool = False  # whether it is a view, or allowed at all, depends on the input's strides
+    # eager's results are contiguous whatever the inputs' strides: no meta run to learn them (torch's
+    # meta kernel for layer_norm is a Python reference whose first call imports torch._dynamo, ~1.5 s)
+    contiguous: bool = False
     differentiable: bool = True  # False: results never carry gradient (only inputs' metadata is read)
     effects: bool = False  # writes memory (copy_ into an input): not Pure
     # Number operands whose values decide the result's metadata (arange's start/end/step): a
@@ -324,7 +327,7 @@ def _params_of(fn):
 
 def _register(dialect, torch_name, *, methods=(), dunders=(), rdunders=(), aliases=(), varargs=None,
               returns_sequence=False, random=False, view=False, strided=False, differentiable=True, effects=False,
-              name=None, return_type=None, static_numbers=()):
+              name=None, return_type=None, static_numbers=(), contiguous=False):
     def decorator(meta):
         op = OpDef(
             name=name or meta.__name__.rstrip("_"),
@@ -341,6 +344,7 @@ def _register(dialect, torch_name, *, methods=(), dunders=(), rdunders=(), alias
             random=random,
             is_view=view,
             strided=strided,
+            contiguous=contiguous,
             differentiable=differentiable,
             effects=effects,
             return_type=return_type,

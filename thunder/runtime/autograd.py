@@ -5,6 +5,7 @@ import torch
 
 from thunder.dialects.mlir import ir
 from thunder.dialects.emit import find_func
+from thunder.ops.custom_function import NONE_GRAD
 from thunder.runtime.codegen import compile_source, python_source
 
 
@@ -52,7 +53,7 @@ class _ThunderAutograd(torch.autograd.Function):
         if not isinstance(grads, tuple):
             grads = (grads,)
         for i, g in zip(program.grad_of, grads):
-            if program.reaches[i] & used:
+            if program.reaches[i] & used and not hasattr(g, NONE_GRAD):
                 result[i] = g
         return (None, *result)
 

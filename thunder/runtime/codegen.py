@@ -61,9 +61,9 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
         callees = _fusion_callees(module)
         namer.used.update(callees)  # fusion_N names the kernel in the program's namespace
         for a in block.arguments:
-            if not attrs.is_tensor_type(a.type):
-                raise Unprintable(f"codegen: @{fn_name} has an argument of type {a.type}: its Python program takes tensors only",
-                                  f.location)
+            if not attrs.is_tensor_type(a.type) and str(a.type) not in attrs.NUMBER_TYPE_NAMES:
+                raise Unprintable(f"codegen: @{fn_name} has an argument of type {a.type}: its Python program takes "
+                                  "tensors and runtime numbers (f64, i64, i1) only", f.location)
         params = [namer.assign(a, (loc_names(a.location) or [None])[0]) for a in block.arguments]
         lines = []
         if header:

@@ -384,7 +384,7 @@ def _acquire(cd, args, kwargs, shared=None, sym_shapes=None):
         ctx.sym_shapes, ctx.sym_guards = sym_shapes, {}
     ctx.track_grad_mode = True
     ctx.track_strides = True
-    inputs = structure.Inputs(shared)
+    inputs = structure.Inputs(shared, numbers=cd.cache_option == CACHE_OPTIONS.SYMBOLIC_VALUES)
     names = _param_names(cd.module.forward if cd.module is not None else cd.fn, args, kwargs)
     with tracing.tracing(ctx):
         arg_specs, pargs = [], []
@@ -412,7 +412,7 @@ def _acquire(cd, args, kwargs, shared=None, sym_shapes=None):
                 tracing.consult(f"autocast_{dev}_dtype")
         reader = Reader(ctx, inputs, cd.sharp_edges, cd.warned_sharp_edges)
         try:
-            result = interpret(cd.fn, pargs, pkwargs, lookup=_make_lookup(cd), on_load=state.load,
+            result = interpret(cd.fn, pargs, pkwargs, lookup=_make_lookup(cd), on_load=_on_load(state),
                                record=cd.debug_options.record_interpreter_history,
                                on_store=_on_store(cd, state), on_call=state.called)
         finally:
@@ -422,6 +422,7 @@ def _acquire(cd, args, kwargs, shared=None, sym_shapes=None):
             tracing.consult("grad_enabled")  # the program differs with grad mode (autograd or not)
         # (an input updated in place has been rebound to its new value: use its input name)
         ctx.inputs = [tracing.Ref(p.input_name or p.name, tuple(p.shape), p.dtype, p.device) for p, _ in inputs.params()]
+        ctx.inputs += [tracing.ref(p) for p, _ in inputs.numbers or ()]  # (float arguments: runtime numbers)
     return _Acquired(ctx, inputs, arg_specs, kw_specs, state, ambient, result, reader.splits)
 
 
@@ -493,7 +494,9 @@ def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None) -> CacheEn
     constants = {}
     backward_traces = []
     if training:
-        source, computation, backward_traces = _autograd_program(cs, module, tensors, proxies, out_spec, traces,
+        numbers = inputs.numbers or []  # (the program's parameters after the tensors)
+        source, computation, backward_traces = _autograd_program(cs, module, tensors + [v for _, v in numbers],
+                                                                 proxies + [p for p, _ in numbers], out_spec, traces,
                                                                  constants, fusion=fusion, grad_mode=grad_mode,
                                                                  decompose=_requested(cd, "thunder-decompose"))
         times["autograd"] = time.perf_counter() - t
@@ -572,7 +575,8 @@ def _fuse(module, fusion):
 
 def _autograd_program(cs, module, tensors, proxies, out_spec, traces, constants, fusion=None, decompose=False,
                       grad_mode=True):
-    """thunder-autograd on the trace; returns (source, computation, backward traces); constants
+    """thunder-autograd on the trace (tensors, proxies: its parameters' values and proxies, runtime
+    numbers after the tensors); returns (source, computation, backward traces); constants
     (a dict) gets the names the computation's source refers to.
     grad_mode: the caller's (off: torch.enable_grad() inside the function made the graph).
     fusion: thunder-fuse's policy for @forward and @backward after thunder-remat (None: no
@@ -586,7 +590,8 @@ def _autograd_program(cs, module, tensors, proxies, out_spec, traces, constants,
         m = ir.Module.parse(module.operation.get_asm(enable_debug_info=True))
         comp = m.body.operations[0]
         comp.attributes["arg_attrs"] = ir.ArrayAttr.get([
-            ir.DictAttr.get({REQUIRES_GRAD: ir.UnitAttr.get()} if x.requires_grad else {}) for x in tensors])
+            ir.DictAttr.get({REQUIRES_GRAD: ir.UnitAttr.get()} if isinstance(x, torch.Tensor) and x.requires_grad
+                            else {}) for x in tensors])
         autograd_module(m.operation)
         build_pass_manager("builtin.module(cse,canonicalize)").run(m.operation)
         traces.append(Trace("thunder-autograd", m, fn_name="forward"))
@@ -684,6 +689,34 @@ def _isinstance(obj, classinfo):
     return isinstance(obj, classinfo)
 
 
+def _eager_type(obj):
+    """type(obj) as eager code sees it: a tensor proxy is a torch.Tensor (the proxy of an
+    nn.Parameter a Parameter), a runtime number or a symbolic size one of its Python type."""
+    if isinstance(obj, TensorProxy):
+        return torch.nn.Parameter if obj.is_parameter else torch.Tensor
+    if isinstance(obj, NumberProxy):
+        return obj.python_type
+    if symbols.is_symbolic(obj):
+        return obj.value_type
+    return type(obj)
+
+
+def _type(*args, **kwargs):
+    """type() in the jitted code: type(x) of a proxy is eager's (`type(x) is torch.Tensor`)."""
+    return _eager_type(args[0]) if len(args) == 1 and not kwargs else type(*args, **kwargs)
+
+
+def _on_load(state):
+    """on_load of the interpreter: x.__class__ of a proxy is eager's, as type(x) is; other
+    values go to the state tracker (runtime/state.py)."""
+    def load(value, provenance):
+        if provenance.name == "__class__" and provenance.kind == "attr" and _eager_type(provenance.owner) is not value:
+            return _eager_type(provenance.owner)  # (a proxy's)
+        return state.load(value, provenance)
+
+    return load
+
+
 def _runtime_number(cls):
     """int(x) / float(x) inside the interpreter: for a tensor or a runtime number, a runtime
     number (core/numbers.py; Python's own int()/float() must return a real one, which would
@@ -738,6 +771,8 @@ def _compiled_by_dynamo(fn):
 def _lookup(fn):
     if fn is isinstance:
         return _isinstance
+    if fn is type:
+        return _type
     if fn is range:  # a loop count taken from a symbolic size is a guard
         return symbols.symbolic_range
     if fn is int or fn is float:

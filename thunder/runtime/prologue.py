@@ -42,6 +42,7 @@ class _Gen:
         self.example = example_tensors
         self.strided = strided  # indices of the tensors whose strides the trace depends on
         self.tensor_vars = {}
+        self.number_vars = {}  # the float arguments the program takes as runtime numbers: k -> var
 
     def const(self, value):
         name = self._const_names.get(id(value))
@@ -105,6 +106,10 @@ class _Gen:
             else:  # slices, torch.Size
                 c = self.const(v)
                 self.miss_if(f"type({expr}) is not type({c}) or {expr} != {c}")
+        elif kind == "number":  # any float (cache="symbolic values"): the program takes it
+            self.emit(f"{var} = {expr}")
+            self.number_vars[spec[1]] = var
+            self.miss_if(f"type({var}) is not float")
         elif kind == "object":
             self.miss_if(f"{expr} is not {self.const(spec[1])}")
         elif kind == "partial":
@@ -198,7 +203,7 @@ class Prologue:
         g.lines.append("  except Exception:  # reading what a check reads failed: it changed")
         g.lines.append("    return MISS")
         flat = ", ".join([g.tensor_vars[i] for i in range(len(example_tensors)) if i not in self.shared] + storage_vars
-                         + list(sym_names))
+                         + [g.number_vars[k] for k in sorted(g.number_vars)] + list(sym_names))
         if not writes:
             g.lines.append(f"  return computation({flat})")
         else:

@@ -14,8 +14,8 @@ Choice: one program with in-program checks, not a prefix program plus continuati
 recomputes the prefix in the next entry, but nothing else changes: inputs are written at the
 end of the program only, and a program whose random ops run before a check saves the random
 generators' state at its start and restores it on a miss, so the call's draws are eager's.
-The same program serves training (the checks are in @forward) and fused kernels (checks and
-runtime numbers are not claimed by thunder-fuse).
+The same program serves training (the checks are in @forward) and fused kernels (checks are
+not claimed by thunder-fuse; runtime numbers are kernel arguments).
 
 Random ops before a read draw the numbers the program will draw: the Reader runs from the
 generators' state at the start of the call and keeps its own state between reads, and the
@@ -148,6 +148,8 @@ class Reader:
 
         for p, t in self.inputs.params():
             self.scope.setdefault(self._var(p.input_name or p.name), t)
+        for p, v in self.inputs.numbers or ():
+            self.scope.setdefault(self._var(p.name), v)
         symbols = self.ctx.symbols
         # (the symbols an op recorded before it refused are dropped, fallback.registered: what
         # replaces them runs)
@@ -204,6 +206,7 @@ class Reader:
             return
         live = {self._var(p.name) for p in list(self.ctx.live.values())} | {self._var(p.input_name)
                                                                 for p, _ in self.inputs.params() if p.input_name}
+        live |= {self._var(p.name) for p, _ in self.inputs.numbers or ()}
         for k in [k for k in self.scope if k.startswith("v_") and k not in live]:
             del self.scope[k]
         self._kept = len(self.scope)

@@ -3,7 +3,8 @@
 A spec is a small tree: ("tensor", i), ("const", value), ("object", value) (checked by
 identity), ("tuple"|"list", [specs]), ("dict", [(key, spec)]), ("namedtuple"|"structseq", type,
 [specs]) (structseq: torch.return_types.*), ("dataclass", type, [(field, spec)]), ("partial",
-func spec, [specs], [(keyword, spec)]) and, for outputs only, ("instance", type, [(attribute, spec)])
+func spec, [specs], [(keyword, spec)]), ("number", k) (a float argument the program takes as a
+runtime number, k its place among Inputs.numbers: cache="symbolic values") and, for outputs only, ("instance", type, [(attribute, spec)])
 (another object holding tensors the trace computed), ("input", k) (a tensor the trace read,
 returned as it is) and ("inference", spec). Constants are Python scalars and the other values a
 cache entry is specialised on."""
@@ -50,8 +51,11 @@ class Inputs:
     storage, a 1-d tensor over the whole storage, so an in-place update of one reaches the others
     as in eager; the program takes the storages in their place (params())."""
 
-    def __init__(self, shared=None):
+    def __init__(self, shared=None, numbers=False):
         self.tensors, self.proxies = [], []
+        # cache="symbolic values": float arguments are runtime numbers (NumberProxy inputs, scalar
+        # parameters of the program after its tensors), not constants: (proxy, value) of each
+        self.numbers = [] if numbers else None
         self.shared = dict(shared or {})
         self.storages = []  # (proxy, tensor, index of the first tensor of that storage)
         self._storage_proxies = {}  # storage number -> proxy
@@ -77,6 +81,11 @@ class Inputs:
         self.proxies.append(p)
         self._by_id[id(t)] = p
         return i, p
+
+    def add_number(self, value, name):
+        """Index and NumberProxy of a float argument the program takes as a runtime number."""
+        self.numbers.append((NumberProxy(float, tracing.new_name(name) or name, value), value))
+        return len(self.numbers) - 1, self.numbers[-1][0]
 
     def proxy_of(self, t):
         """The proxy of t when t (this object) is a tensor the trace reads, else t."""
@@ -146,6 +155,9 @@ def flatten_inputs(value, name, inputs, strict):
         return ("tensor", i), p
     if isinstance(value, torch.Size):
         return ("const", value), value
+    if type(value) is float and inputs.numbers is not None:
+        k, p = inputs.add_number(value, name)
+        return ("number", k), p
     if isinstance(value, CONSTANT_TYPES) or is_numpy_scalar(value):
         return ("const", value), value
     if _is_namedtuple(value):

@@ -148,9 +148,11 @@ class _NoFit(Exception):
 
 def _spec_key(spec):
     """A hashable form of an input spec (runtime/structure.py): objects by identity, plain
-    values by type and value."""
+    values by type and value (floats by type)."""
     if isinstance(spec, (tuple, list)):
         return tuple(_spec_key(x) for x in spec)
+    if type(spec) is float:  # a float argument: a runtime number of the program, any value
+        return (float,)
     if spec is None or isinstance(spec, (bool, int, float, str, torch.dtype, torch.device)):
         return type(spec), spec
     return "id", id(spec)
@@ -482,7 +484,7 @@ class _Member:
         self.runs = {}  # input strides -> the callable
 
     def __call__(self, *args):
-        strides = tuple(a.stride() for a in args)
+        strides = self.kernel.strides(args)
         run = self.runs.get(strides)
         if run is None:
             if not self.family.compiled or self.kernel.has_code(strides):
