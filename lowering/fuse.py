@@ -160,11 +160,16 @@ def _signature(operation):
             tuple(str(v.owner.attributes["value"]) if _is_number(v) else str(v.type) for v in operation.operands))
 
 
-def _decomposes_to_claimed(operation, executor):
+def _scratch(operation):
+    """(module, func): a copy of the op alone in a func of a module of its own."""
     scratch = ir.Module.create()
     tensors = [v for v in operation.operands if not _is_number(v)]
     numbers = [v for v in operation.operands if _is_number(v)]
-    f = _build_func(scratch.body, "scratch", [operation], tensors, numbers, list(operation.results))
+    return scratch, _build_func(scratch.body, "scratch", [operation], tensors, numbers, list(operation.results))
+
+
+def _decomposes_to_claimed(operation, executor):
+    scratch, f = _scratch(operation)
     try:
         decompose_module(scratch.operation)
     except Exception:  # a decomposition that does not take these types
@@ -183,7 +188,7 @@ def _is_check(operation):
 def _is_input_check(operation):
     """An op of a decomposition that only checks the values of the region's inputs and raises
     (nll_loss's check_targets: eager's IndexError, which a kernel cannot raise): it runs as a
-    torch call before the kernel (_hoist_input_checks)."""
+    torch call before the kernel (_take_input_checks, _call_region)."""
     return _is_check(operation) and all(isinstance(v.owner, ir.Block) for v in operation.operands)
 
 
@@ -436,10 +441,7 @@ def _prim_elements(operation):
     key = _signature(operation)
     if key not in _PRIM_ELEMENTS:
         counts = {}
-        scratch = ir.Module.create()
-        tensors = [v for v in operation.operands if not _is_number(v)]
-        numbers = [v for v in operation.operands if _is_number(v)]
-        f = _build_func(scratch.body, "scratch", [operation], tensors, numbers, list(operation.results))
+        scratch, f = _scratch(operation)
         try:
             decompose_module(scratch.operation)
         except Exception:  # (not claimable then; no count)
@@ -465,10 +467,7 @@ def _torch_seconds(operation, cost):
         return cost.op_seconds + moved / cost.bytes_per_second
     key = (cost, _signature(operation))
     if key not in _COMPOSITE_SECONDS:  # the ops of its decomposition (one level), costed alike
-        scratch = ir.Module.create()
-        tensors = [v for v in operation.operands if not _is_number(v)]
-        numbers = [v for v in operation.operands if _is_number(v)]
-        f = _build_func(scratch.body, "scratch", [operation], tensors, numbers, list(operation.results))
+        scratch, f = _scratch(operation)
         block = f.regions[0].blocks[0]
         decompose_op(list(o.operation for o in block.operations if o.operation.name == operation.name)[0])
         _COMPOSITE_SECONDS[key] = sum(_torch_seconds(o.operation, cost) for o in block.operations
