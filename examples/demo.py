@@ -19,8 +19,8 @@ def mlp_block(x, ln_w, ln_b, w1, b1, w2, b2):
 
 def main():
     torch.manual_seed(0)
-    d = 64
-    args = (torch.randn(8, 16, d), torch.ones(d), torch.zeros(d), torch.randn(4 * d, d) * 0.05,
+    d = 128  # (sizes where a fused kernel beats torch's calls: smaller regions stay with torch)
+    args = (torch.randn(8, 128, d), torch.ones(d), torch.zeros(d), torch.randn(4 * d, d) * 0.05,
             torch.zeros(4 * d), torch.randn(d, 4 * d) * 0.05, torch.zeros(d))
     jblock = thunder.jit(mlp_block)
     out = jblock(*args)
@@ -36,7 +36,11 @@ def main():
     print("=== fusion_0: the residual add + softmax, a region of thunder prims compiled to a CPU "
           "kernel through linalg (docs/fusion.md) ===")
     mlir = traces[-1].to_mlir()
-    print(mlir[mlir.index("func.func private @fusion_0"):].split("\n  }")[0] + "\n  }\n")
+    start = mlir.find("func.func private @fusion_0")
+    if start < 0:  # (the cost model kept torch's calls on this machine)
+        print("(no region fused: the cost model expects torch's calls to be as fast here)\n")
+    else:
+        print(mlir[start:].split("\n  }")[0] + "\n  }\n")
     print("=== the whole block decomposed into thunder prims (thunder-opt pass thunder-decompose) ===")
     jdecomp = thunder.jit(mlp_block, transforms=["thunder-decompose"], executors=["torch"])
     torch.testing.assert_close(jdecomp(*args), expected, rtol=1e-4, atol=1e-5)

@@ -1,5 +1,7 @@
-"""docs/dialect.md is generated from the registry and must be current."""
+"""docs/dialect.md is generated from the registry and must be current; the README demo runs."""
 import os
+import subprocess
+import sys
 
 import thunder.ops  # noqa: F401
 from thunder.tools.gen_dialect_doc import render
@@ -15,3 +17,13 @@ def test_every_op_is_documented_with_its_torch_name():
     text = render()
     for op in thunder.ops.registry.OPS.values():
         assert f"`{op.qualname}`" in text and f"`{op.torch_name}`" in text
+
+
+def test_the_readme_demo_runs():
+    # (the README's first command runs it on a fresh machine: it must not break)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    run = subprocess.run([sys.executable, os.path.join(root, "examples", "demo.py")], capture_output=True, text=True,
+                         timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "thunder.jit result matches eager: (8, 128, 128) torch.float32" in run.stdout
+    assert "func.func private @fusion_0" in run.stdout and "us/call" in run.stdout
