@@ -26,7 +26,7 @@ from thunder.dialects.mlir import func, ir
 from thunder.lowering import executors as executor_registry
 from thunder.lowering.decompose import decompose_module, decompose_op
 from thunder.lowering.linalg.scalar import ELEMENTWISE, POW_SPECIAL, elt_bytes
-from thunder.lowering.linalg.to_linalg import supported
+from thunder.lowering.linalg.to_linalg import SCALAR_TYPES, supported
 from thunder.ops import registry
 
 POLICIES = ("auto", "always")
@@ -72,13 +72,10 @@ def _is_number(v):
         not isinstance(v.type, ir.ShapedType)
 
 
-# runtime numbers (core/numbers.py: a float argument under cache="symbolic values", t.item())
-# that an elementwise prim takes: region inputs of scalar type, for executors that take them
-RUNTIME_NUMBER_TYPES = ("f64", "i64")
-
-
 def _runtime_number(v):
-    return not isinstance(v.type, ir.ShapedType) and not _is_number(v) and str(v.type) in RUNTIME_NUMBER_TYPES
+    """A runtime number (core/numbers.py: a float argument under cache="symbolic values", t.item())
+    of a type kernels take: a region input of scalar type, for executors that take them."""
+    return not isinstance(v.type, ir.ShapedType) and not _is_number(v) and str(v.type) in SCALAR_TYPES
 
 
 def _operand_ok(operation, v, executor):

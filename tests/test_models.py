@@ -287,18 +287,25 @@ def _greedy(fn, prompt, steps):
     return tokens, logits, out.past_key_values
 
 
+def _greedy_matches_eager(jitted, model, steps):
+    """Greedy decoding from a 5-token prompt, jitted and eager: the same tokens, close logits.
+    Returns the two final caches (jitted, eager)."""
+    prompt = _ids(batch=1, seq=5)
+    with torch.no_grad():
+        expected_tokens, expected_logits, expected_cache = _greedy(model, prompt, steps)
+        tokens, logits, cache = _greedy(jitted, prompt, steps)
+    assert tokens == expected_tokens
+    for a, b in zip(logits, expected_logits, strict=True):
+        torch.testing.assert_close(a, b, rtol=RTOL, atol=ATOL)
+    return cache, expected_cache
+
+
 def test_gpt2_greedy_generation_with_kv_cache():
     # the jitted model is called once per token with the DynamicCache it returned (its tensors
     # grow by one position each step: one compile per step under the default cache option)
     model = _language_model("gpt2").eval()
     jitted = thunder.jit(model)
-    prompt = _ids(batch=1, seq=5)
-    with torch.no_grad():
-        expected_tokens, expected_logits, expected_cache = _greedy(model, prompt, 5)
-        tokens, logits, cache = _greedy(jitted, prompt, 5)
-    assert tokens == expected_tokens
-    for a, b in zip(logits, expected_logits, strict=True):
-        torch.testing.assert_close(a, b, rtol=RTOL, atol=ATOL)
+    cache, expected_cache = _greedy_matches_eager(jitted, model, 5)
     assert type(cache) is type(expected_cache)
     for layer, expected_layer in zip(cache.layers, expected_cache.layers, strict=True):
         torch.testing.assert_close(layer.keys, expected_layer.keys, rtol=RTOL, atol=ATOL)
@@ -310,13 +317,7 @@ def test_gpt2_decode_loop_under_symbolic_values_stops_recompiling():
     # decode steps; every later step runs the same program (no compile), with eager's tokens
     model = _language_model("gpt2").eval()
     jitted = thunder.jit(model, cache="symbolic values")
-    prompt = _ids(batch=1, seq=5)
-    with torch.no_grad():
-        expected_tokens, expected_logits, _ = _greedy(model, prompt, 10)
-        tokens, logits, _ = _greedy(jitted, prompt, 10)
-    assert tokens == expected_tokens
-    for a, b in zip(logits, expected_logits, strict=True):
-        torch.testing.assert_close(a, b, rtol=RTOL, atol=ATOL)
+    _greedy_matches_eager(jitted, model, 10)
     stats = thunder.compile_stats(jitted)
     assert stats.cache_misses == 4  # the prompt, then three decode steps
     assert stats.cache_hits == 7

@@ -73,8 +73,12 @@ class TensorT:
         return s + (f", {layout}>" if layout else ">")
 
 
+# the types of the runtime numbers a kernel takes (as 0-d memrefs it reads once)
+SCALAR_TYPES = ("f64", "i64")
+
+
 def tensor_t(t: ir.Type) -> TensorT:
-    if not isinstance(t, ir.ShapedType) and str(t) in ("f64", "i64"):
+    if not isinstance(t, ir.ShapedType) and str(t) in SCALAR_TYPES:
         return TensorT((), str(t), scalar=True)
     rt = ir.RankedTensorType(t)
     if rt.encoding is not None:

@@ -44,11 +44,18 @@ _CO_GENERATOR = inspect.CO_GENERATOR
 NATIVE_GENERATOR_PACKAGES = ("torch",)
 
 
+_PACKAGE_DIRS = {}  # package name -> its directory + os.sep, once it is imported
+
+
 def _native_generator(code: types.CodeType) -> bool:
     for name in NATIVE_GENERATOR_PACKAGES:
-        module = sys.modules.get(name)
-        where = os.path.dirname(getattr(module, "__file__", None) or "") if module is not None else ""
-        if where and code.co_filename.startswith(where + os.sep):
+        where = _PACKAGE_DIRS.get(name)
+        if where is None:
+            file = getattr(sys.modules.get(name), "__file__", None)
+            if not file:
+                continue
+            where = _PACKAGE_DIRS[name] = os.path.dirname(file) + os.sep
+        if code.co_filename.startswith(where):
             return True
     return False
 

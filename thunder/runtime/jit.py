@@ -422,7 +422,7 @@ def _acquire(cd, args, kwargs, shared=None, sym_shapes=None):
             tracing.consult("grad_enabled")  # the program differs with grad mode (autograd or not)
         # (an input updated in place has been rebound to its new value: use its input name)
         ctx.inputs = [tracing.Ref(p.input_name or p.name, tuple(p.shape), p.dtype, p.device) for p, _ in inputs.params()]
-        ctx.inputs += [tracing.ref(p) for p, _ in inputs.numbers or ()]  # (float arguments: runtime numbers)
+        ctx.inputs += [tracing.ref(p) for p, _ in inputs.numbers]  # (float arguments: runtime numbers)
     return _Acquired(ctx, inputs, arg_specs, kw_specs, state, ambient, result, reader.splits)
 
 
@@ -494,9 +494,10 @@ def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None) -> CacheEn
     constants = {}
     backward_traces = []
     if training:
-        numbers = inputs.numbers or []  # (the program's parameters after the tensors)
-        source, computation, backward_traces = _autograd_program(cs, module, tensors + [v for _, v in numbers],
-                                                                 proxies + [p for p, _ in numbers], out_spec, traces,
+        numbers, number_proxies = [v for _, v in inputs.numbers], [p for p, _ in inputs.numbers]
+        # (runtime numbers: the program's parameters after the tensors)
+        source, computation, backward_traces = _autograd_program(cs, module, tensors + numbers,
+                                                                 proxies + number_proxies, out_spec, traces,
                                                                  constants, fusion=fusion, grad_mode=grad_mode,
                                                                  decompose=_requested(cd, "thunder-decompose"))
         times["autograd"] = time.perf_counter() - t
@@ -710,8 +711,10 @@ def _on_load(state):
     """on_load of the interpreter: x.__class__ of a proxy is eager's, as type(x) is; other
     values go to the state tracker (runtime/state.py)."""
     def load(value, provenance):
-        if provenance.name == "__class__" and provenance.kind == "attr" and _eager_type(provenance.owner) is not value:
-            return _eager_type(provenance.owner)  # (a proxy's)
+        if provenance.name == "__class__" and provenance.kind == "attr":
+            eager = _eager_type(provenance.owner)
+            if eager is not value:  # (a proxy's)
+                return eager
         return state.load(value, provenance)
 
     return load

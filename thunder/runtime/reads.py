@@ -148,7 +148,7 @@ class Reader:
 
         for p, t in self.inputs.params():
             self.scope.setdefault(self._var(p.input_name or p.name), t)
-        for p, v in self.inputs.numbers or ():
+        for p, v in self.inputs.numbers:
             self.scope.setdefault(self._var(p.name), v)
         symbols = self.ctx.symbols
         # (the symbols an op recorded before it refused are dropped, fallback.registered: what
@@ -206,7 +206,7 @@ class Reader:
             return
         live = {self._var(p.name) for p in list(self.ctx.live.values())} | {self._var(p.input_name)
                                                                 for p, _ in self.inputs.params() if p.input_name}
-        live |= {self._var(p.name) for p, _ in self.inputs.numbers or ()}
+        live |= {self._var(p.name) for p, _ in self.inputs.numbers}
         for k in [k for k in self.scope if k.startswith("v_") and k not in live]:
             del self.scope[k]
         self._kept = len(self.scope)

@@ -4,8 +4,8 @@ A spec is a small tree: ("tensor", i), ("const", value), ("object", value) (chec
 identity), ("tuple"|"list", [specs]), ("dict", [(key, spec)]), ("namedtuple"|"structseq", type,
 [specs]) (structseq: torch.return_types.*), ("dataclass", type, [(field, spec)]), ("partial",
 func spec, [specs], [(keyword, spec)]), ("number", k) (a float argument the program takes as a
-runtime number, k its place among Inputs.numbers: cache="symbolic values") and, for outputs only, ("instance", type, [(attribute, spec)])
-(another object holding tensors the trace computed), ("input", k) (a tensor the trace read,
+runtime number, k its place among Inputs.numbers: cache="symbolic values") and, for outputs
+only, ("instance", type, [(attribute, spec)]) (another object holding tensors the trace computed), ("input", k) (a tensor the trace read,
 returned as it is) and ("inference", spec). Constants are Python scalars and the other values a
 cache entry is specialised on."""
 import dataclasses
@@ -53,9 +53,10 @@ class Inputs:
 
     def __init__(self, shared=None, numbers=False):
         self.tensors, self.proxies = [], []
-        # cache="symbolic values": float arguments are runtime numbers (NumberProxy inputs, scalar
-        # parameters of the program after its tensors), not constants: (proxy, value) of each
-        self.numbers = [] if numbers else None
+        # numbers (cache="symbolic values"): float arguments are runtime numbers (NumberProxy
+        # inputs, scalar parameters of the program after its tensors), not constants
+        self.float_numbers = numbers
+        self.numbers = []  # (proxy, value) of each
         self.shared = dict(shared or {})
         self.storages = []  # (proxy, tensor, index of the first tensor of that storage)
         self._storage_proxies = {}  # storage number -> proxy
@@ -155,7 +156,7 @@ def flatten_inputs(value, name, inputs, strict):
         return ("tensor", i), p
     if isinstance(value, torch.Size):
         return ("const", value), value
-    if type(value) is float and inputs.numbers is not None:
+    if type(value) is float and inputs.float_numbers:
         k, p = inputs.add_number(value, name)
         return ("number", k), p
     if isinstance(value, CONSTANT_TYPES) or is_numpy_scalar(value):
