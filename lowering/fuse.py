@@ -421,9 +421,10 @@ def worth_fusing(members, inputs, outputs, cost=None):
     # math whose compute sets the time: in the kernel, the prims of the region's decomposition;
     # in torch, prims run as torch calls (an ltorch op such as gelu runs torch's own kernel, whose
     # math is often faster than the sum of its prims': only its memory traffic is counted)
+    elements = [(o.name, _prim_elements(o)) for o in members]
     for prim, on_torch, in_kernel in cost.element_seconds:
-        kernel_seconds += in_kernel * sum(_prim_elements(o).get(prim, 0) for o in members)
-        torch_seconds += on_torch * sum(_prim_elements(o).get(prim, 0) for o in members if o.name == prim)
+        kernel_seconds += in_kernel * sum(counts.get(prim, 0) for _, counts in elements)
+        torch_seconds += on_torch * sum(counts.get(prim, 0) for name, counts in elements if name == prim)
     return kernel_seconds < torch_seconds
 
 
