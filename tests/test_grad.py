@@ -502,6 +502,81 @@ def test_backward_through_one_of_two_outputs_leaves_the_other_input_without_grad
 
 
 # --------------------------------------------------------------------------------------------
+# float32 CPU matmuls through oneDNN (ops/onednn.py) in grad-free programs
+
+
+@pytest.fixture
+def onednn_matmuls(monkeypatch):
+    """oneDNN for the float32 CPU products it takes, whatever this machine measures."""
+    from thunder.ops import onednn
+
+    if not onednn.available():
+        pytest.skip("torch is built without oneDNN (mkldnn)")
+    monkeypatch.setattr(onednn, "faster", lambda: True)
+    return onednn
+
+
+def _strided_view(shape, gen, expand_dim=None):
+    """A view of a bigger buffer with the given shape: dims permuted, every other element, an
+    offset; one dim broadcast (stride 0) if expand_dim is given."""
+    n = len(shape)
+    base = torch.randn([2 * s + 1 for s in reversed(shape)], generator=gen).permute(*reversed(range(n)))
+    v = base[tuple(slice(1, None, 2) for _ in shape)]
+    if expand_dim is not None:
+        v = v.narrow(expand_dim, 0, 1).expand(shape)
+    assert v.shape == shape and not v.is_contiguous()
+    return v
+
+
+def test_onednn_products_equal_torchs_for_strided_operands(onednn_matmuls):
+    gen = torch.Generator().manual_seed(0)
+    f64 = lambda t: None if t is None else t.double()  # noqa: E731
+    for x, w, b in [(torch.randn(300, 64, generator=gen), torch.randn(48, 64, generator=gen), None),
+                    (_strided_view((3, 50, 64), gen), _strided_view((48, 64), gen), _strided_view((48,), gen)),
+                    (_strided_view((3, 50, 64), gen, 1), _strided_view((48, 64), gen, 0),
+                     torch.randn(1, generator=gen).expand(48)),  # (oneDNN reads a bias as contiguous)
+                    (torch.randn(64, 300, generator=gen).t(), torch.randn(64, 48, generator=gen).t(),
+                     torch.randn(96, generator=gen)[::2])]:
+        expected = F.linear(f64(x), f64(w), f64(b))
+        torch.testing.assert_close(onednn_matmuls.linear(x, w, b).double(), expected, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(onednn_matmuls.matmul(x, w.t()).double(), F.linear(f64(x), f64(w)),
+                                   rtol=1e-5, atol=1e-5)
+
+
+def test_gpt_block_float32_training_through_onednn(onednn_matmuls):
+    torch.manual_seed(0)
+    model = Block(d=128, heads=4)  # proj's products (2*64 x 128 x 128) stay below oneDNN's size
+    x = torch.randn(2, 64, 128, requires_grad=True)
+    jm = _check_module(model, x, rtol=1e-4, atol=1e-5)
+    fwd = str(thunder.last_traces(jm)[-1])
+    bwd = str(thunder.last_backward_traces(jm)[-1])
+    assert fwd.count("impl.onednn_linear(") == 3 and fwd.count("torch.nn.functional.linear(") == 1
+    # x and weight grads of the 3 large layers; the grad of proj's weight (128x128x128) stays torch's
+    assert bwd.count("impl.onednn_matmul(") == 6 and bwd.count("torch.matmul(") == 2
+
+
+def test_onednn_only_where_no_autograd_history_is_recorded(onednn_matmuls):
+    def f(x):
+        w = torch.full((256, 256), 0.01, requires_grad=True)
+        return (x @ w).tanh(), w
+
+    jf = thunder.jit(f)
+    x = torch.randn(128, 256)
+    with torch.no_grad():
+        out, _ = jf(x)
+    torch.testing.assert_close(out, f(x)[0], rtol=1e-5, atol=1e-5)
+    assert "impl.onednn_matmul(" in str(thunder.last_traces(jf)[-1])
+    # with grad mode on, the leaf made inside gets its gradient through torch's matmul: the
+    # grad-mode-off entry (guarded on it) is not reused
+    (out, w), (out_e, w_e) = jf(x), f(x)
+    out.sum().backward()
+    out_e.sum().backward()
+    torch.testing.assert_close(w.grad, w_e.grad, rtol=1e-5, atol=1e-5)
+    assert thunder.cache_misses(jf) == 2
+    assert "impl.onednn_matmul(" not in str(thunder.last_traces(jf)[-1])
+
+
+# --------------------------------------------------------------------------------------------
 # rematerialization and traces
 
 

@@ -1,6 +1,8 @@
 """Torch implementations of ops that have no single torch function with our signature."""
 import torch
 
+from thunder.ops.onednn import linear as onednn_linear, matmul as onednn_matmul  # noqa: F401 (generated code)
+
 
 def convert_element_type(a, dtype):
     return a.to(dtype)

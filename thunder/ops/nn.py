@@ -9,7 +9,7 @@ import torch.nn.functional as F
 
 from thunder.core import dtypes
 from thunder.core.proxies import TensorProxy
-from thunder.ops import prims
+from thunder.ops import onednn, prims
 from thunder.ops.decomp_utils import expand_to, to_dtype
 from thunder.ops.meta_utils import broadcast_shapes, canonical_dim
 from thunder.ops.registry import Bool, DType, Float, Int, Ints, Number, OpDef, Str, Tensor, Tensors, ltorch
@@ -116,6 +116,9 @@ def bmm(input: Tensor, mat2: Tensor):
 
 mm.decompose(lambda input, mat2: prims.matmul(input, mat2))
 bmm.decompose(lambda input, mat2: prims.matmul(input, mat2))
+# float32 CPU products with a matrix on the right: oneDNN where it is faster (ops/onednn.py)
+matmul.python_grad_free = onednn.matmul_source("input", "other")
+mm.python_grad_free = onednn.matmul_source("input", "mat2")
 
 
 def _addmm_check(name, input, a, b, alpha):
@@ -325,6 +328,9 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None):
     out = _linear_check(input, weight, bias)
     return TensorProxy(broadcast_shapes(out.shape, bias.shape) if bias is not None else out.shape,
                        out.dtype, out.device)
+
+
+linear.python_grad_free = onednn.linear_source
 
 
 @linear.decompose

@@ -194,6 +194,10 @@ class OpDef:
     # python(values, result names) -> statements: the generated code of ops that torch_name and
     # the calling convention of ops/execute.py cannot express (the fallback's ltorch.torch_call)
     python: Callable | None = None
+    # python_grad_free(values, result names) -> statements or None: the generated code in a program
+    # that records no autograd history (codegen's grad_free), where it may call what autograd
+    # cannot differentiate (float32 CPU matmuls through oneDNN: ops/onednn.py); None: as elsewhere
+    python_grad_free: Callable | None = None
     # torch runs it as the ltorch ops of its decomposition, one kernel each (cross_entropy:
     # log_softmax, then nll_loss): thunder-fuse's cost model counts the torch calls of those
     torch_composite: bool = False

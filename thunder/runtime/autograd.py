@@ -70,8 +70,11 @@ class AutogradProgram:
             self.cotangent_for = list(ir.DenseI64ArrayAttr(bwd.attributes["thunder.cotangent_for"]))
         self.num_inputs = num_inputs
         self.reaches = _reaches(module)  # input index -> indices of the outputs it influences
-        self.forward_source = python_source(module, "forward", header="produced by: thunder-autograd (forward)")
-        self.backward_source = python_source(module, "backward", header="produced by: thunder-autograd (backward)")
+        # (both run under torch.no_grad: grad-free code)
+        self.forward_source = python_source(module, "forward", header="produced by: thunder-autograd (forward)",
+                                            grad_free=True)
+        self.backward_source = python_source(module, "backward", header="produced by: thunder-autograd (backward)",
+                                             grad_free=True)
         self.constants = {"forward": {}, "backward": {}}  # the kernels their sources call (fusion)
         self.forward = compile_source(self.forward_source, "forward")
         self.backward = compile_source(self.backward_source, "backward")

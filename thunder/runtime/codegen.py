@@ -47,11 +47,13 @@ class _Namer:
 
 
 def python_source(module, fn_name="computation", output_spec=None, comments=True, header=None, constants=None,
-                  no_grad_copies=()):
+                  no_grad_copies=(), grad_free=False):
     """Python source of func @fn_name. output_spec, when given, rebuilds the user's output
     structure from the flat results (see thunder.runtime.structure). no_grad_copies: the inputs
     (indices) whose in-place updates are written back outside autograd (tensors that require
-    grad, updated under no_grad: an optimizer step's p.sub_(lr * p.grad))."""
+    grad, updated under no_grad: an optimizer step's p.sub_(lr * p.grad)). grad_free: the program
+    always runs with no autograd history recorded (under torch.no_grad, or in a cache entry for
+    grad mode off), so ops may use their `python_grad_free` code."""
     with module.context:
         f = find_func(module.operation, fn_name)
         if f is None:
@@ -102,7 +104,7 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
             wanted = loc_names(operation.location)
             outs = [namer.assign(r, wanted[i] if i < len(wanted) else None)
                     for i, r in enumerate(operation.results)]
-            lines += [f"  {st}" for st in op_statements(op, values, outs)]
+            lines += [f"  {st}" for st in op_statements(op, values, outs, grad_free)]
             if comments:
                 types = ", ".join(_describe(r.type) for r in operation.results)
                 src = _source_line(operation.location)
@@ -112,9 +114,13 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
     return "\n".join(lines) + "\n"
 
 
-def op_statements(op, values, outs):
+def op_statements(op, values, outs, grad_free=False):
     """The Python statements that run one op: values are its bound arguments (tensors and runtime
-    numbers as Names), outs the names of its results."""
+    numbers as Names), outs the names of its results; grad_free: see python_source."""
+    if grad_free and op.python_grad_free is not None:
+        statements = op.python_grad_free(values, outs)
+        if statements is not None:
+            return statements
     if op.python is not None:
         return op.python(values, outs)
     args, kwargs = call_args(op, values)

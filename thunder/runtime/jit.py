@@ -15,7 +15,7 @@ from thunder.core.proxies import TensorProxy
 from thunder.dialects.emit import emit
 from thunder.dialects.mlir import ir
 from thunder.lowering.passes import build_pass_manager, pass_name, pass_options, split_pipeline
-from thunder.ops import custom_function, fallback, registry
+from thunder.ops import custom_function, fallback, onednn, registry
 from thunder.runtime import guards, sharp_edges, structure
 from thunder.runtime.codegen import compile_source, python_source
 from thunder.ops.impl import ValueChanged
@@ -505,7 +505,10 @@ def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None) -> CacheEn
     else:
         source = python_source(module, output_spec=out_spec, constants=constants,
                                header="produced by: torch executor (execution trace)",
-                               no_grad_copies={i for i, x in enumerate(tensors) if x.requires_grad})
+                               no_grad_copies={i for i, x in enumerate(tensors) if x.requires_grad},
+                               grad_free=cd.disable_torch_autograd or not grad_mode)
+        if not grad_mode and not cd.disable_torch_autograd and onednn.used_in(source):
+            ctx.consulted.add("grad_enabled")  # its grad-free code is right with grad mode off only
         computation = compile_source(source, constants=constants)
         if cd.disable_torch_autograd:
             computation = torch.no_grad()(computation)
@@ -609,7 +612,8 @@ def _autograd_program(cs, module, tensors, proxies, out_spec, traces, constants,
     if fusion is not None and _fuse(m, fusion):
         for fn_name in ("forward", "backward"):
             kernels = {}
-            src = python_source(m, fn_name, header=f"produced by: thunder-fuse ({fn_name})", constants=kernels)
+            src = python_source(m, fn_name, header=f"produced by: thunder-fuse ({fn_name})", constants=kernels,
+                                grad_free=True)
             setattr(program, f"{fn_name}_source", src)
             program.constants[fn_name] = kernels
             setattr(program, fn_name, compile_source(src, fn_name, constants=kernels))

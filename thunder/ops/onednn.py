@@ -1,0 +1,111 @@
+"""float32 CPU matrix products through oneDNN where it is faster than torch's own.
+
+torch runs a float32 CPU matmul with its BLAS (MKL in the official wheels). MKL picks its AVX-512
+kernels on Intel CPUs only: on an AMD EPYC (Zen 5, AVX-512) it runs ~2.2x slower than oneDNN's
+GEMM, which dispatches on the ISA (docs/benchmarks.md, "GPT-style block training": every GEMM of
+the GPT block's training step, 1 and 2 threads). torch exposes oneDNN's fp32 GEMM as
+`torch.ops.mkldnn._linear_pointwise` (inductor's op for packed linear layers; it also takes plain
+strided tensors): the same IEEE float32 products, summed in another order (errors against float64
+of the same size as MKL's).
+
+That op has no derivative formula (autograd would silently give no gradient through it), so
+generated programs call it only where no autograd history is recorded (codegen's `grad_free`:
+the forward and backward of thunder-autograd, which run under torch.no_grad, and programs compiled
+for grad mode off). Which library is faster is measured once per process on this machine
+(`faster`); THUNDER_CPU_MATMUL=onednn|torch overrides it.
+"""
+import functools
+import os
+import time
+
+import torch
+
+# below ~4M multiply-adds (a few tens of us) oneDNN's fixed cost per call (~15 us) eats the gain
+MIN_MACS = 1 << 22
+
+
+def available():
+    return torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
+
+
+def linear(input, weight, bias=None):
+    """F.linear(input, weight, bias) (weight 2-D, bias 1-D or None) by oneDNN. oneDNN reads the
+    bias as contiguous whatever its strides (a strided bias gives wrong sums): made contiguous."""
+    if bias is not None:
+        bias = bias.contiguous()
+    return torch.ops.mkldnn._linear_pointwise(input, weight, bias, "none", [], "")
+
+
+def matmul(input, other):
+    """input @ other for input of 2 or more dims and a matrix other, by oneDNN."""
+    return torch.ops.mkldnn._linear_pointwise(input, other.t(), None, "none", [], "")
+
+
+@functools.lru_cache(maxsize=None)
+def faster():
+    """Whether oneDNN's float32 GEMM beats torch's on this machine (at torch's thread count when
+    first asked): best of 5 interleaved runs of a 256x256x256 product, oneDNN by 25% or more."""
+    choice = os.environ.get("THUNDER_CPU_MATMUL", "auto")
+    if choice not in ("auto", "onednn", "torch"):
+        raise ValueError(f"thunder: THUNDER_CPU_MATMUL={choice!r}; expected 'auto', 'onednn' or 'torch'")
+    if choice != "auto" or not available():
+        return choice == "onednn" and available()
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(256, 256, generator=g), torch.randn(256, 256, generator=g)
+    runs = {"torch": lambda: torch.mm(a, b.t()), "onednn": lambda: linear(a, b)}
+    best = dict.fromkeys(runs, float("inf"))
+    for f in runs.values():
+        f()  # (oneDNN creates its primitive on the first call)
+    with torch.no_grad():
+        for _ in range(5):
+            for name, f in runs.items():
+                t = time.perf_counter()
+                f()
+                best[name] = min(best[name], time.perf_counter() - t)
+    return best["onednn"] < 0.75 * best["torch"]
+
+
+def used_in(source):
+    """Whether a generated program calls oneDNN (it must then run with grad mode off)."""
+    return "impl.onednn_" in source
+
+
+def _eligible(*names, macs):
+    """Whether a product of these tensors (Names with static shapes) goes to oneDNN."""
+    for n in names:
+        if n is None:
+            continue
+        if n.device is None or n.device.type != "cpu" or n.dtype != torch.float32 or any(s < 0 for s in n.shape):
+            return False
+    return macs >= MIN_MACS and faster()
+
+
+def _numel(shape):
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def linear_source(values, outs):
+    """Statements for ltorch.linear in a grad-free program, or None (torch's F.linear)."""
+    x, w, b = values["input"], values["weight"], values["bias"]
+    if not (hasattr(x, "shape") and hasattr(w, "shape")) or len(x.shape) < 2 or len(w.shape) != 2:
+        return None
+    if b is not None and (not hasattr(b, "shape") or tuple(b.shape) != (w.shape[0],)):
+        return None
+    if not _eligible(x, w, b, macs=_numel(x.shape) * w.shape[0]):
+        return None
+    return [f"{outs[0]} = impl.onednn_linear({x.name}, {w.name}{', ' + b.name if b is not None else ''})"]
+
+
+def matmul_source(a_param, b_param):
+    """Statements for ltorch.matmul / ltorch.mm (a @ b, b a matrix) in a grad-free program, or None."""
+    def source(values, outs):
+        a, b = values[a_param], values[b_param]
+        if not (hasattr(a, "shape") and hasattr(b, "shape")) or len(a.shape) < 2 or len(b.shape) != 2:
+            return None
+        if not _eligible(a, b, macs=_numel(a.shape) * b.shape[1]):
+            return None
+        return [f"{outs[0]} = impl.onednn_matmul({a.name}, {b.name})"]
+    return source
