@@ -41,6 +41,19 @@ def test_execution_trace_is_the_program_that_runs():
     torch.testing.assert_close(namespace["computation"](a, b), out)
 
 
+def test_program_deletes_each_intermediate_after_its_last_use():
+    def f(x):
+        q, r = torch.split(x.sin(), 1)  # r: never used
+        return q.cos() * x, q
+
+    jf = thunder.jit(f, executors=["torch"])  # (no fused kernels: every op in the program)
+    x = torch.randn(2, 3)
+    torch.testing.assert_close(jf(x), f(x))
+    body = [line.split("  #")[0].strip() for line in str(thunder.last_traces(jf)[-1]).splitlines()[3:]]
+    assert body == ["t0 = torch.sin(x)", "t1, t2 = torch.split(t0, 1, 0)", "del t2, t0",
+                    "t3 = torch.cos(t1)", "t4 = torch.mul(t3, x)", "del t3", "return (t4, t1)"]
+
+
 def test_cache_hits_misses_and_reasons():
     jfoo = thunder.jit(foo)
     a, b = torch.randn(2, 2), torch.randn(2, 2)

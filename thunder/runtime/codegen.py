@@ -77,7 +77,8 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
         rng = _rng_line(block)
         if rng:
             lines.append(f"  {rng}")
-        for operation in block.operations:
+        last_use = _last_uses(block)
+        for index, operation in enumerate(block.operations):
             name = operation.operation.name
             if name in attrs.CONSTANT_OPS:
                 continue  # numbers are written inline where they are used
@@ -95,6 +96,7 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
                 continue
             if name == "func.call":
                 lines.append(_fusion_call(operation, namer, callees, constants, comments))
+                lines += _dels(operation, index, last_use, namer)
                 continue
             try:
                 op, values = decode_op(operation.operation, lambda v: Name(namer.names[v], *attrs.tensor_meta(v.type)))
@@ -111,7 +113,33 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
                 comment = " ".join(x for x in (types, f"({src})" if src else "") if x)
                 if comment:
                     lines[-1] += f"  # {comment}"
+            lines += _dels(operation, index, last_use, namer)
     return "\n".join(lines) + "\n"
+
+
+def _last_uses(block):
+    """value -> index of the last operation of the block that uses it."""
+    last = {}
+    for i, operation in enumerate(block.operations):
+        for v in operation.operands:
+            last[v] = i
+    return last
+
+
+def _dels(operation, index, last_use, namer):
+    """`del` of the values computed in the program that no operation after this one uses (its
+    unused results, operands it used last), so their memory is freed as the program goes, as
+    eager's autograd frees what a backward node has used: holding every intermediate until the
+    function returns grows the heap each call, and the pages it gives back are faulted in again
+    on the next. (Parameters are the caller's, and numbers hold no memory: not deleted.)"""
+    dead = []
+    for v in (*operation.results, *operation.operands):
+        if (v in namer.names and attrs.is_tensor_type(v.type) and not isinstance(v.owner, ir.Block)
+                and last_use.get(v, -1) <= index):
+            name = namer.names[v]
+            if name not in dead:
+                dead.append(name)
+    return [f"  del {', '.join(dead)}"] if dead else []
 
 
 def op_statements(op, values, outs, grad_free=False):
