@@ -12,7 +12,8 @@ thunder-fuse's worth_fusing) on this machine: prints the measured constants.
   glibc keeping freed memory (no page faults in the measurement);
 - element_seconds: per element, the compute of the math prims beyond a memory-bound op's time
   (torch.exp(x) against x * 2 on 256 Ki elements, in cache; a kernel of the prim against a
-  kernel of x * 2), for torch and for our kernels (whose f32 polynomials differ from torch's).
+  kernel of x * 2), for torch and for our kernels (whose f32 polynomials differ from torch's);
+- op_element_seconds: the same for torch's own kernel of an ltorch op (F.gelu, F.silu, softmax).
 """
 import argparse
 import ctypes
@@ -24,6 +25,7 @@ _libc.mallopt(-1, 1 << 30)  # M_TRIM_THRESHOLD
 _libc.mallopt(-3, 1 << 30)  # M_MMAP_THRESHOLD
 
 import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 
 import thunder  # noqa: E402
 from thunder.lowering.linalg import compile_region  # noqa: E402
@@ -61,13 +63,22 @@ def main():
         on_torch = max(0.0, best_seconds(lambda: fn(xs), number=50, repeat=7) - ref_torch) / xs.numel()
         in_kernel = max(0.0, best_seconds(lambda: k(xs), number=50, repeat=7) - ref_kernel) / xs.numel()
         elements.append((f"thunder.{prim}", float(f"{on_torch:.2g}"), float(f"{in_kernel:.2g}")))
+    # ltorch ops that torch runs as one kernel of its own: its math beyond x * 2's time
+    op_elements = []
+    for name, attrs, fn in (("ltorch.gelu", (("approximate", "tanh"),), lambda x: F.gelu(x, approximate="tanh")),
+                            ("ltorch.gelu", (("approximate", "none"),), F.gelu), ("ltorch.silu", (), F.silu),
+                            ("ltorch.softmax", (), lambda x: torch.softmax(x, -1))):
+        on_torch = max(0.0, best_seconds(lambda: fn(xs), number=50, repeat=7) - ref_torch) / xs.numel()
+        op_elements.append((name, attrs, float(f"{on_torch:.2g}")))
     print(f"torch threads {a.threads}")
     print(f"op_seconds      {op * 1e6:.2f} us")
     print(f"call_seconds    {call * 1e6:.2f} us")
     print(f"bytes_per_second {rate / 1e9:.1f} GB/s")
     for prim, on_torch, in_kernel in elements:
         print(f"{prim:16s} torch {on_torch * 1e9:.2f} ns/element, kernel {in_kernel * 1e9:.2f} ns/element")
-    print(f"CostModel({op:.2g}, {call:.2g}, {rate:.2g}, {tuple(elements)})")
+    for name, attrs, on_torch in op_elements:
+        print(f"{name} {dict(attrs)} torch {on_torch * 1e9:.2f} ns/element")
+    print(f"CostModel({op:.2g}, {call:.2g}, {rate:.2g}, {tuple(elements)}, {tuple(op_elements)})")
 
 
 if __name__ == "__main__":

@@ -28,6 +28,9 @@ class CostModel:
     # traffic, sets the time (exp, erf, ...), for ops that compute it (ltorch ops: in their
     # decomposition)
     element_seconds: tuple = ()
+    # ((ltorch op, ((attribute, value), ...) it has, torch's seconds per result element), ...):
+    # the math of torch's own kernel of an ltorch op beyond its memory traffic (F.gelu's tanh form)
+    op_element_seconds: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -133,11 +136,16 @@ def register(executor: Executor):
 
 # measured by benchmarks/cost_model.py on this project's 2-core CPU machines (docs/fusion.md): a
 # torch op 1.1 us, a kernel call 5 us, 50 GB/s (torch's memory-bound ops on 16 MiB, one thread),
-# and the math prims' compute per element (torch's SLEEF functions, our f32 polynomials)
+# the math prims' compute per element (torch's SLEEF functions, our f32 polynomials), and that of
+# torch's own kernels of a few ltorch ops
 _LINALG_MATH = (("thunder.exp", 5.8e-10, 1.3e-10), ("thunder.tanh", 2.2e-09, 5.6e-11),
                 ("thunder.log", 7.6e-10, 1.7e-10), ("thunder.log1p", 4.5e-10, 2.6e-10),
                 ("thunder.expm1", 6.8e-10, 1.4e-10), ("thunder.erf", 1e-09, 2.7e-10))
-register(Executor("linalg", "cpu", CostModel(1.1e-6, 5e-6, 5e10, _LINALG_MATH), _compile_linalg, _kernel_prim,
+# (torch's erf GELU, silu and softmax measure 0.13-0.35 ns: left out, as counting them fuses
+# bias + erf GELU on 1024x256, whose kernel (erf polynomial) is 1.4x slower than torch's)
+_LINALG_OP_MATH = (("ltorch.gelu", (("approximate", "tanh"),), 1.2e-9),)
+register(Executor("linalg", "cpu", CostModel(1.1e-6, 5e-6, 5e10, _LINALG_MATH, _LINALG_OP_MATH), _compile_linalg,
+                  _kernel_prim,
                   _linalg_accepts,
                   _linalg_tiles, takes_numbers=True))
 # a CUDA torch op costs its launch (~5 us of CPU time; GPU time hides behind it for small
