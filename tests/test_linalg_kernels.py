@@ -1,6 +1,7 @@
 """Regions of thunder prims compiled through linalg to native CPU code (thunder.lowering.linalg)
 and run on torch tensors, compared with eager PyTorch."""
 import re
+import threading
 
 import pytest
 import torch
@@ -302,6 +303,25 @@ def test_rows_split_over_threads():
         assert all(lo % lowered.tile_rows == 0 for lo, _ in ranges)
         # non-contiguous rows (a slice with a step), threads too
         run(bias_gelu, torch.randn(1024, 1024)[::2], b)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_threads_follow_torch_set_num_threads_between_calls():
+    # the first call's thread count is not kept: after torch.set_num_threads(1) a kernel runs on
+    # one thread (no thread of ours beside torch's), and on two again after set_num_threads(2)
+    threads = torch.get_num_threads()
+    x, b = torch.randn(512, 1024), torch.randn(1024)
+    try:
+        torch.set_num_threads(2)
+        kernel, _ = run(bias_gelu, x, b)
+        torch.set_num_threads(1)
+        torch.testing.assert_close(kernel(x, b)[0], bias_gelu(x, b), rtol=1e-5, atol=1e-5)
+        torch.set_num_threads(2)
+        kernel(x, b)
+        frames = kernel.frames[threading.get_ident()]
+        strides = kernel.strides((x, b))
+        assert {n: f.threads for (st, n), f in frames.items() if st == strides} == {1: 1, 2: 2}
     finally:
         torch.set_num_threads(threads)
 

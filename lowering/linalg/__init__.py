@@ -133,17 +133,19 @@ class Kernel:
         return (lowered.text, self.loops, self.opt_level) in _ENGINES
 
     def _frame(self, strides):
-        """The CallFrame for inputs with these strides (per thread: frames hold pointers)."""
+        """The CallFrame for inputs with these strides at torch's thread count now (per thread:
+        frames hold pointers)."""
         frames = self.frames.get(threading.get_ident())
         if frames is None:
             frames = self.frames[threading.get_ident()] = {}
-        frame = frames.get(strides)
+        key = (strides, torch.get_num_threads())  # (torch.set_num_threads between calls holds)
+        frame = frames.get(key)
         if frame is None:
             fn, lowered = self._variant(self._key(strides))
             shapes = [s for s, _ in self.inputs + self.outputs]
             out_strides = [tuple(row_major_strides(s)) for s, _ in self.outputs]  # torch.empty's
             ranges, threads = (None, 1) if lowered.rows is None else self.row_ranges(lowered)
-            frame = frames[strides] = CallFrame(fn, shapes, list(strides) + out_strides, ranges, self.scalars, threads)
+            frame = frames[key] = CallFrame(fn, shapes, list(strides) + out_strides, ranges, self.scalars, threads)
         return frame
 
     def strides(self, args):
