@@ -2,7 +2,7 @@
 bytes saved for backward (thunder without and with remat, and eager's saved tensors) and the
 time of one training step (forward + backward), against eager and torch.compile in one run.
 
-    python benchmarks/gpt_block.py [--batch 8 --seq 128 --width 256] [--no-compile]
+    python benchmarks/gpt_block.py [--batch 8 --seq 128 --width 256] [--threads 1] [--no-compile]
 """
 import argparse
 import time
@@ -82,7 +82,10 @@ def main():
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--repeat", type=int, default=10)
     ap.add_argument("--no-compile", action="store_true")
+    ap.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
     a = ap.parse_args()
+    if a.threads:
+        torch.set_num_threads(a.threads)
     args = make_inputs(a.batch, a.seq, a.width) + [a.heads]
     jblock = thunder.jit(gpt_block)
     out = jblock(*args)

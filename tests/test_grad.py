@@ -535,6 +535,7 @@ def test_onednn_products_equal_torchs_for_strided_operands(onednn_matmuls):
                     (_strided_view((3, 50, 64), gen), _strided_view((48, 64), gen), _strided_view((48,), gen)),
                     (_strided_view((3, 50, 64), gen, 1), _strided_view((48, 64), gen, 0),
                      torch.randn(1, generator=gen).expand(48)),  # (oneDNN reads a bias as contiguous)
+                    # (matmul of a transposed input: oneDNN computes (w @ x^T)^T, copying less)
                     (torch.randn(64, 300, generator=gen).t(), torch.randn(64, 48, generator=gen).t(),
                      torch.randn(96, generator=gen)[::2])]:
         expected = F.linear(f64(x), f64(w), f64(b))

@@ -37,7 +37,14 @@ def linear(input, weight, bias=None):
 
 
 def matmul(input, other):
-    """input @ other for input of 2 or more dims and a matrix other, by oneDNN."""
+    """input @ other for input of 2 or more dims and a matrix other, by oneDNN. oneDNN takes its
+    weight (other^T here) with any strides but copies an input that is not contiguous (a weight
+    gradient's g^T): where copying other and the result moves fewer elements than copying
+    input, it computes (other^T @ input^T)^T (measured: benchmarks/gpt_gemms.py)."""
+    if input.dim() == 2 and not input.is_contiguous():
+        m, n = input.shape[0], other.shape[1]
+        if (0 if other.t().is_contiguous() else other.numel()) + m * n < input.numel():
+            return torch.ops.mkldnn._linear_pointwise(other.t(), input, None, "none", [], "").t().contiguous()
     return torch.ops.mkldnn._linear_pointwise(input, other.t(), None, "none", [], "")
 
 
