@@ -70,6 +70,12 @@ def main():
                             ("ltorch.softmax", (), lambda x: torch.softmax(x, -1))):
         on_torch = max(0.0, best_seconds(lambda: fn(xs), number=50, repeat=7) - ref_torch) / xs.numel()
         op_elements.append((name, attrs, float(f"{on_torch:.2g}")))
+    gs = torch.randn(512, 512)  # a backward's two inputs: against x + y
+    ref_binary = best_seconds(lambda: gs + xs, number=50, repeat=7)
+    for approximate in ("tanh", "none"):
+        fn = lambda: torch.ops.aten.gelu_backward(gs, xs, approximate=approximate)  # noqa: E731
+        on_torch = max(0.0, best_seconds(fn, number=50, repeat=7) - ref_binary) / xs.numel()
+        op_elements.append(("ltorch.gelu_backward", (("approximate", approximate),), float(f"{on_torch:.2g}")))
     print(f"torch threads {a.threads}")
     print(f"op_seconds      {op * 1e6:.2f} us")
     print(f"call_seconds    {call * 1e6:.2f} us")

@@ -1,6 +1,8 @@
 """thunder-fuse: regions of thunder prims outlined into @fusion_N funcs and run as native CPU
 kernels (lowering/linalg) from the generated program; results and gradients equal eager."""
+import os
 import re
+import sys
 
 import pytest
 import torch
@@ -208,6 +210,26 @@ def test_training_gradients_equal_eager(fn):
     bwd = str(thunder.last_backward_traces(jf)[-1])
     assert "thunder-fuse" in bwd
     assert re.search(r"= fusion_\d+\(", fwd + bwd), fwd + bwd
+
+
+def test_gpt_block_training_step_equals_eager_with_the_default_policy():
+    # benchmarks/gpt_block.py's block, smaller: the tanh GELU is a kernel in @forward and its
+    # recompute one in @backward (cost model), large matmuls go to oneDNN where it is faster
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "benchmarks"))
+    from gpt_block import gpt_block, make_inputs
+
+    ours, ref = make_inputs(2, 64, 128) + [4], make_inputs(2, 64, 128) + [4]
+    jf = thunder.jit(gpt_block)
+    out, expected = jf(*ours), gpt_block(*ref)
+    _close(out, expected)
+    g = torch.randn_like(expected)
+    out.backward(g)
+    expected.backward(g)
+    for a, b in zip(ours[:-1], ref[:-1]):
+        _close_grad(a.grad, b.grad)
+    fwd = str(thunder.last_traces(jf)[-1])
+    bwd = str(thunder.last_backward_traces(jf)[-1])
+    assert "gelu" not in fwd.split("def forward")[1] and "gelu" not in bwd, fwd + bwd
 
 
 def test_training_sum_backward_expanded_cotangent():
