@@ -7,9 +7,11 @@
 // CHECK-NEXT: # t1: cpu float32[2, 3]
 // CHECK-NEXT: [[M:d_[0-9_]+]] = torch.mul(t1, 2.0)  # cpu float32[2, 3]
 // CHECK-NEXT: [[S:d_[0-9_]+]] = torch.sub(t0, [[M]])  # cpu float32[2, 3]
+// CHECK-NEXT: del [[M]]
 // CHECK-NEXT: [[Z:d_[0-9_]+]] = impl.full((2, 3), 0.0, dtype=torch.bfloat16, device=torch.device('cpu'))  # cpu bfloat16[2, 3]
 // CHECK-NEXT: [[SL:d_[0-9_]+]] = impl.slice_prim(t0, (1, 2), (2, 3), (1, 1))  # cpu float32[1, 1]
 // CHECK-NEXT: [[G:d_[0-9_]+]] = torch.reshape([[SL]], (1,))  # cpu float32[1]
+// CHECK-NEXT: del [[SL]]
 // CHECK-NEXT: [[T:d_[0-9_]+]] = torch.permute(t0, (1, 0))  # cpu float32[3, 2]
 // CHECK-NEXT: [[A:d_[0-9_]+]] = impl.amax_prim(t0, (1,))  # cpu float32[2]
 // CHECK-NEXT: return ([[S]], [[Z]], [[G]], [[T]], [[A]])

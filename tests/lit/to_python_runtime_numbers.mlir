@@ -12,10 +12,12 @@
 // CHECK-NEXT: t2 = torch.rand((3,))  # cpu float32[3]
 // CHECK-NEXT: t3 = torch.sum(t0, None, False)  # cpu float32[]
 // CHECK-NEXT: t4 = torch.Tensor.item(t3)  # float
+// CHECK-NEXT: del t3
 // CHECK-NEXT: t5 = t4 > 1.0  # bool
 // CHECK-NEXT: if t5 is not True: impl.value_changed(t5, True, 'bool() of t3.item() > 1.0 at f.py:3', _rng)
 // CHECK-NEXT: t6 = t4 * 2  # float
 // CHECK-NEXT: t7 = torch.mul(t2, t6)  # cpu float32[3]
+// CHECK-NEXT: del t2
 // CHECK-NEXT: t8 = torch.masked_select(t0, t1)  # cpu float32[2]
 // CHECK-NEXT: if t8.shape != (2,): impl.value_changed(tuple(t8.shape), (2,), 'the result shape of torch.masked_select() at f.py:4', _rng)
 // CHECK-NEXT: return (t7, t8, t6)

@@ -8,14 +8,17 @@
 // CHECK-NEXT: # t0: cpu float32[3, 4]
 // CHECK-NEXT: t1 = torch.cumprod(t0, 1)  # cpu float32[3, 4]
 // CHECK-NEXT: t2, t3 = torch.sort(t0, 1, descending=True)  # cpu float32[3, 4], cpu int64[3, 4]
+// CHECK-NEXT: del t2
 // CHECK-NEXT: t4 = t1.clone()
 // CHECK-NEXT: torch.Tensor.fill_diagonal_(t4, 2.5)  # cpu float32[3, 4]
 // CHECK-NEXT: t5 = torch.t(t0)  # cpu float32[4, 3]
 // CHECK-NEXT: with torch.autocast('cpu', dtype=torch.bfloat16):
 // CHECK-NEXT:   t6 = torch.mm(t0, t5)  # cpu bfloat16[3, 3]
+// CHECK-NEXT: del t5
 // CHECK-NEXT: t7 = torch.get_rng_state()  # cpu uint8[5056]
 // CHECK-NEXT: t8 = torch.rrelu(t0, 0.125, 0.25, True)  # cpu float32[3, 4]
 // CHECK-NEXT: t9, = impl.torch_call_vjp(lambda _0: torch.rrelu(_0, 0.125, 0.25, True), (t0,), (t8,), grads_for=(0,), cotangent_for=(0,), mutated=(), rng_state=t7, autocast=None)  # cpu float32[3, 4]
+// CHECK-NEXT: del t8, t7
 // CHECK-NEXT: return (t1, t3, t4, t6, t9)
 func.func @computation(%x: tensor<3x4xf32>) -> (tensor<3x4xf32>, tensor<3x4xi64>, tensor<3x4xf32>, tensor<3x3xbf16>, tensor<3x4xf32>) {
   %0 = "ltorch.torch_call"(%x) {args = "_0, 1", autocast, callable = "torch.cumprod", operandSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>, shapes} : (tensor<3x4xf32>) -> tensor<3x4xf32>
