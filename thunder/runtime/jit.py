@@ -463,6 +463,7 @@ def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None) -> CacheEn
     mutated = [(index[name], tracing.ref(p)) for name, p in ctx.mutated.items()]
     module = emit(ctx, out_refs, mutated=mutated)
     traces = [Trace("interpreter (acquisition)", module, output_spec=out_spec)]
+    symbolic_trace = _symbolic_trace(ctx, out_refs, mutated, out_spec) if ctx.sym_shapes else None
     times["mlir emission"] = time.perf_counter() - t
 
     t = time.perf_counter()
@@ -535,8 +536,26 @@ def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None) -> CacheEn
 
         metas = [symbolic.TensorMeta(x) for x in read]
         entry.parts = symbolic.Parts(source, constants, (arg_specs, kw_specs, metas, prologue_args),
-                                     ctx.sym_guards, symbolic.leaks(result.value, writes), [id(x) for x in read])
+                                     ctx.sym_guards, symbolic.leaks(result.value, writes), [id(x) for x in read],
+                                     symbolic_trace)
     return entry
+
+
+def _symbolic_trace(ctx, out_refs, mutated, out_spec):
+    """The trace recorded with symbolic sizes (cache="symbolic values"), emitted with them: `?`
+    dims and sizes as SSA values (dialects/sizes.py), checked by the verifier; or a string saying
+    why it could not be (a size where the dialect holds no SSA value, a meta function that made
+    a size concrete)."""
+    from thunder.dialects import sizes
+
+    int_symbols = [name for key, name in ctx.sym_shapes.items() if isinstance(key, tuple)]
+    try:
+        module = emit(ctx, out_refs, mutated=mutated, int_symbols=int_symbols)
+        with module.context:
+            module.operation.verify()
+    except (sizes.Inexpressible, ir.MLIRError) as e:
+        return f"the trace with symbolic sizes is not expressible in MLIR: {e}"
+    return Trace("interpreter (acquisition, symbolic sizes)", module, output_spec=out_spec)
 
 
 def _verify(module, producer):

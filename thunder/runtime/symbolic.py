@@ -49,6 +49,7 @@ class Parts:
     guards: dict | None  # decisions on symbols while tracing: source -> outcome
     leaks: bool  # a symbolic size is returned or stored (not expressible in the program)
     read_ids: list  # id() of the tensors the call read (arguments, then state), while it runs
+    symbolic_trace: object = None  # the acquisition trace with symbolic sizes (`?` dims), or why there is none
 
 
 def leaks(value, writes):
@@ -225,6 +226,8 @@ def compile_call(jf, cd, cs, args, kwargs):
             general = _generalize([s.entry for s in family[-2:]] + [entry], plan)
             jf._add(general)
             cs.last_generalization = f"generalized: {plan.describe()}"
+            if isinstance(entry.parts.symbolic_trace, str):  # (the program is general; its MLIR trace not)
+                cs.last_generalization += f"; {entry.parts.symbolic_trace}"
         except _NoFit as e:
             cs.last_generalization = f"not generalized: {e}"
     # older samples keep no tensors (only the newest builds a prologue)
@@ -283,6 +286,10 @@ def _generalize(entries, plan):
                         symbols=(sym_dims, plan.names, guards, plan.ints))
     run, first_run = prologue.compile(computation)
     traces = list(entries[2].traces)
+    if not isinstance(parts[2].symbolic_trace, str):
+        parts[2].symbolic_trace = _checked_symbolic_trace(parts[2].symbolic_trace, entries, plan)
+    if not isinstance(parts[2].symbolic_trace, str):
+        traces.insert(0, parts[2].symbolic_trace)
     text = source if program is None else source + "\n" + program.forward_source
     traces.append(Trace("symbolic values (the program for all sizes)", python=text, fn=computation))
     prologue_trace = Trace("prologue", python=prologue.source, fn_name="entry", fn=run)
@@ -291,6 +298,24 @@ def _generalize(entries, plan):
         backward.append(Trace("symbolic values (backward)", python=program.backward_source, fn_name="backward",
                               fn=program.backward))
     return CacheEntry(run, traces, [prologue_trace], entries[2].description, backward, first_run)
+
+
+def _checked_symbolic_trace(trace, entries, plan):
+    """The acquisition trace with symbolic sizes if, its sizes taken from each of the three calls,
+    it is that call's trace (the same check as the programs': a number the recording made
+    constant differs); else why not."""
+    from thunder.dialects import sizes
+    from thunder.dialects.emit import find_func
+
+    module = trace.module()
+    with module.context:
+        f = find_func(module.operation, trace.fn_name)
+        for k, e in enumerate(entries):
+            concrete = e.traces[0].module()
+            where = sizes.mismatch(f, find_func(concrete.operation, trace.fn_name), plan.values[k])
+            if where is not None:
+                return f"the trace with symbolic sizes is not the trace of call {k + 1} of 3 in {where}"
+    return trace
 
 
 class _Fitter:
