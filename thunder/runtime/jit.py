@@ -553,8 +553,10 @@ def _symbolic_trace(ctx, out_refs, mutated, out_spec):
         module = emit(ctx, out_refs, mutated=mutated, int_symbols=int_symbols)
         with module.context:
             module.operation.verify()
-    except (sizes.Inexpressible, ir.MLIRError) as e:
+    except (sizes.Inexpressible, ir.MLIRError) as e:  # (what MLIR cannot hold, or does not verify)
         return f"the trace with symbolic sizes is not expressible in MLIR: {e}"
+    except Exception as e:  # noqa: BLE001 - a trace to show, never a reason to fail the call
+        return f"the trace with symbolic sizes could not be emitted: {type(e).__name__}: {e}"
     return Trace("interpreter (acquisition, symbolic sizes)", module, output_spec=out_spec)
 
 
