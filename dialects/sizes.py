@@ -171,10 +171,14 @@ class Emitter:
 
         if is_constant(v):
             return self._constant(float(constant_value(v)) if kind == "f64" else int(constant_value(v)))
-        i64 = ir.IntegerType.get_signless(64)
-        if kind == "f64":
-            return self._op("arith.sitofp", [self._op("arith.index_cast", [v], i64)], ir.F64Type.get())
-        return self._op("arith.index_cast", [self._op("arith.fptosi", [v], i64)], self.index)
+        key = ("as", v, kind)
+        if key not in self.memo:
+            i64 = ir.IntegerType.get_signless(64)
+            if kind == "f64":
+                self.memo[key] = self._op("arith.sitofp", [self._op("arith.index_cast", [v], i64)], ir.F64Type.get())
+            else:
+                self.memo[key] = self._op("arith.index_cast", [self._op("arith.fptosi", [v], i64)], self.index)
+        return self.memo[key]
 
     _INT = {ast.Add: "arith.addi", ast.Sub: "arith.subi", ast.Mult: "arith.muli", ast.FloorDiv: "arith.floordivsi"}
     _FLOAT = {ast.Add: "arith.addf", ast.Sub: "arith.subf", ast.Mult: "arith.mulf", ast.Div: "arith.divf"}

@@ -467,3 +467,26 @@ def test_a_size_the_mlir_trace_cannot_hold_is_reported_and_the_program_still_gen
     assert stats.startswith("generalized: _sym0: tensor argument 0 dim 0; the trace with symbolic sizes is not "
                             "expressible in MLIR: a size computed from the symbols in an attribute of kind Data")
     assert thunder.last_traces(jf)[0].producer == "interpreter (acquisition)"
+
+
+def test_a_float_computed_from_a_size_is_an_expression_of_the_program():
+    # an attention-like scale from the sequence length and a float from a size: one program
+    def f(x, w):
+        return (torch.nn.functional.gelu(x @ w) / math.sqrt(x.shape[0]) + x.shape[0] / 3).sum(0)
+
+    jf = thunder.jit(f, cache="symbolic values")
+    w = torch.randn(8, 8, requires_grad=True)
+    for n in list(range(2, 12)) + [40, 3]:
+        x = torch.randn(n, 8)
+        out = jf(x, w)
+        out.sum().backward()
+        grad, w.grad = w.grad, None
+        expected = f(x, w)
+        expected.sum().backward()
+        torch.testing.assert_close(out, expected)
+        torch.testing.assert_close(grad, w.grad)
+        w.grad = None
+    assert _misses(jf) == 3
+    assert "torch.div(t1, float(math.sqrt(_sym0)))" in str(thunder.last_traces(jf)[-1])
+    mlir = thunder.last_traces(jf)[0].to_mlir()
+    assert "math.sqrt" in mlir and "arith.divf" in mlir and "arith.sitofp" in mlir
