@@ -1,7 +1,7 @@
 """Encoding of Python values as MLIR attributes, constants and types, and back."""
 import torch
 
-from thunder.core import dtypes
+from thunder.core import dtypes, symbols
 from thunder.dialects.mlir import arith, complex_, ir
 
 
@@ -10,11 +10,14 @@ _NUMBER_TYPES = {torch.float64: "f64", torch.int64: "i64", torch.bool: "i1"}
 NUMBER_TYPE_NAMES = frozenset(_NUMBER_TYPES.values())
 
 
-def tensor_type(shape, dtype, device):
+def tensor_type(shape, dtype, device, dynamic=False):
     """The MLIR type of a value of this metadata: a ranked tensor type, or for device None (a
-    runtime number, core/numbers.py) the scalar type f64, i64 or i1."""
+    runtime number, core/numbers.py) the scalar type f64, i64 or i1. dynamic: symbolic dims
+    (core/symbols.py) are `?`."""
     if device is None:
         return ir.Type.parse(_NUMBER_TYPES[dtype])
+    if dynamic:
+        shape = [ir.ShapedType.get_dynamic_size() if symbols.is_symbolic(d) else d for d in shape]
     elt = ir.Type.parse(dtypes.to_mlir_name(dtype))
     device = torch.device(device)
     if device.type == "cpu":
@@ -29,7 +32,8 @@ def tensor_meta(t):
         try:
             t = ir.RankedTensorType(t)
         except ValueError:
-            return (), {"f64": torch.float64, "i64": torch.int64, "i1": torch.bool}[str(t)], None
+            # (index: a size computed from symbols, dialects/sizes.py: an int)
+            return (), {"f64": torch.float64, "i64": torch.int64, "i1": torch.bool, "index": torch.int64}[str(t)], None
     device = torch.device(ir.StringAttr(t.encoding).value) if t.encoding is not None else torch.device("cpu")
     return tuple(t.shape), dtypes.from_mlir_name(str(t.element_type)), device
 
@@ -84,9 +88,10 @@ def constant_value(value: ir.Value):
         return complex(re, im)
     if isinstance(attr, ir.FloatAttr):
         return ir.FloatAttr(attr).value
-    t = ir.IntegerType(ir.IntegerAttr(attr).type)
     v = ir.IntegerAttr(attr).value
-    return bool(v) if t.width == 1 else v
+    if isinstance(ir.IntegerAttr(attr).type, ir.IndexType):  # a size (dialects/sizes.py)
+        return v
+    return bool(v) if ir.IntegerType(ir.IntegerAttr(attr).type).width == 1 else v
 
 
 # ---- attributes, by parameter kind

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from thunder.core import trace as tracing
-from thunder.dialects import attrs
+from thunder.dialects import attrs, sizes
 from thunder.dialects.mlir import ext, ir
 from thunder.ops import registry
 
@@ -53,8 +53,15 @@ def attribute_params(op):
     return [p for p in op.params if not p.kind.operand]
 
 
+def takes_sizes(op):
+    """Whether op has attributes that may hold sizes, and so the operand group for their
+    symbolic entries (dialects/sizes.py), last."""
+    return any(p.kind.base_name in sizes.SIZE_KINDS for p in attribute_params(op))
+
+
 def needs_segments(op):
-    return any(p.kind.variadic or p.kind.optional for p in operand_params(op))
+    groups = sum(p.kind.variadic or p.kind.optional for p in operand_params(op)) + takes_sizes(op)
+    return groups > 1 or (groups == 1 and not takes_sizes(op))
 
 
 def _runs(values):
@@ -71,9 +78,10 @@ def _runs(values):
     return sizes
 
 
-def operand_segments(op, values):
-    """operandSegmentSizes for a call: one entry per operand group."""
-    sizes = []
+def operand_segments(op, values, n_dynamic=0):
+    """operandSegmentSizes for a call: one entry per operand group (n_dynamic: the number of
+    dynamic size operands, dialects/sizes.py)."""
+    segs = []
     for p in operand_params(op):
         v = values[p.name]
         if p.kind.variadic:
@@ -82,10 +90,10 @@ def operand_segments(op, values):
                 raise NotImplementedError(
                     f"thunder: {op.torch_name} of a list of {len(v)} tensors with {len(runs)} changes of shape "
                     f"or dtype is not supported (at most {MAX_LIST}). Workaround: split the call.")
-            sizes += runs + [0] * (MAX_LIST - len(runs))
+            segs += runs + [0] * (MAX_LIST - len(runs))
         else:
-            sizes.append(0 if v is None else 1)
-    return sizes
+            segs.append(0 if v is None else 1)
+    return segs + ([n_dynamic] if takes_sizes(op) else [])
 
 
 def result_segments(op, outputs):
@@ -108,6 +116,8 @@ def _define(op):
             ann[f], ns[f] = ext.Operand[Any] | None, None
         else:
             ann[f], ns[f] = ext.Operand[Any], ext.operand(kw_only=True)
+    if takes_sizes(op):
+        ann[sizes.OPERAND], ns[sizes.OPERAND] = Sequence[ext.Operand[Any]], ext.operand(kw_only=True)
     for p in attribute_params(op):
         f = field_name(p.name)
         ann[f], ns[f] = Any, ext.attribute(kw_only=True)
@@ -141,8 +151,8 @@ def _check_operand(p, value):
 
 def decode_op(operation, tensor_of):
     """(OpDef, {param: value}) of an ltorch/thunder operation. tensor_of maps an ir.Value of
-    tensor type or a runtime number (scalar type) to what stands for it (a proxy, a name);
-    constant numbers come from their arith.constant."""
+    tensor type or a runtime number (scalar type) or a size (index type, dialects/sizes.py) to
+    what stands for it (a proxy, a name); constant numbers come from their arith.constant."""
     op = registry.OPS.get(operation.name)
     if op is None:
         raise NotImplementedError(f"{operation.name} is not an ltorch or thunder op")
@@ -150,13 +160,13 @@ def decode_op(operation, tensor_of):
     if needs_segments(op):
         if "operandSegmentSizes" not in operation.attributes:
             raise ValueError("missing attribute 'operandSegmentSizes'")
-        sizes = list(ir.DenseI32ArrayAttr(operation.attributes["operandSegmentSizes"]))
+        segs = list(ir.DenseI32ArrayAttr(operation.attributes["operandSegmentSizes"]))
     else:
-        sizes = [1] * len(operand_params(op))
+        segs = [1] * len(operand_params(op))
     values, i, slot = {}, 0, 0
     for p in operand_params(op):
         slots = MAX_LIST if p.kind.variadic else 1
-        n = sum(sizes[slot:slot + slots])
+        n = sum(segs[slot:slot + slots])
         slot += slots
         group = operands[i:i + n]
         i += n
@@ -164,10 +174,16 @@ def decode_op(operation, tensor_of):
             _check_operand(p, v)
         conv = [attrs.constant_value(v) if attrs.is_constant(v) else tensor_of(v) for v in group]
         values[p.name] = tuple(conv) if p.kind.variadic else (conv[0] if conv else None)
+    rest = operands[i:] if takes_sizes(op) else []  # (a wrong operand count is IRDL's error)
+    if needs_segments(op) and takes_sizes(op) and slot < len(segs) and segs[slot] != len(rest):
+        raise ValueError(f"{len(operands)} operands do not match operandSegmentSizes")
+    dynamic = iter([attrs.constant_value(v) if attrs.is_constant(v) else tensor_of(v) for v in rest])
     for p in attribute_params(op):
         if p.name not in operation.attributes:
             raise ValueError(f"missing attribute '{p.name}' ({p.kind.name})")
-        values[p.name] = attrs.decode(p.kind, operation.attributes[p.name])
+        values[p.name] = sizes.fill(p.kind, attrs.decode(p.kind, operation.attributes[p.name]), dynamic)
+    if next(dynamic, None) is not None:
+        raise ValueError(f"more '{sizes.OPERAND}' operands than dynamic attribute entries")
     return op, values
 
 
@@ -183,23 +199,65 @@ def _verifier(op):
 def _verify(op, operation):
         from thunder.core.proxies import proxy_of_meta
 
+        def proxy_of(v):
+            shape, dtype, device = attrs.tensor_meta(v.type)
+            if device is not None and sizes.DYNAMIC in shape:  # `?`: a placeholder size
+                shape = tuple(sizes.placeholder() if d == sizes.DYNAMIC else d for d in shape)
+            return proxy_of_meta(shape, dtype, device, name="v")
+
+        def leaf(v):  # (a func parameter of type i64 is an int symbol, or a runtime number)
+            if isinstance(v.type, ir.RankedTensorType):
+                return proxy_of(v)
+            return sizes.placeholder() if str(v.type) == "i64" else None
+
+        def value_of(v):
+            if isinstance(v.type, ir.RankedTensorType):
+                return proxy_of(v)
+            size = sizes.evaluate(v, leaf)
+            return proxy_of(v) if size is None else size
+
+        # with `?` dims (or sizes given by operands) the meta function sees one placeholder size
+        # for every `?`: what it cannot decide that way (e.g. a reshape of a `?` that is the product
+        # of two symbols) is not an error; a dim it computes from a `?` must be `?`
+        dynamic = any(sizes.is_dynamic_type(v.type) for v in operation.operands)
         try:
             with tracing.not_tracing():
-                _, values = decode_op(operation, lambda v: proxy_of_meta(*attrs.tensor_meta(v.type), name="v"))
+                _, values = decode_op(operation, value_of)
+        except Exception as e:  # noqa: BLE001 - operands that do not match the op's definition
+            operation.location.emit_error(f"'{op.qualname}' op invalid operands: {e}")
+            return False
+        try:
+            with tracing.not_tracing():
                 out = tracing.run_meta(op, values)
         except Exception as e:  # the meta function's own check, e.g. shapes that do not broadcast
+            if dynamic:
+                return True
             operation.location.emit_error(f"'{op.qualname}' op invalid operands: {e}")
             return False
         outs = list(out) if isinstance(out, (tuple, list)) else [out]
         refs = [tracing.ref(o) for o in outs]
-        expected = [str(attrs.tensor_type(r.shape, r.dtype, r.device)) for r in refs]
-        got = [str(r.type) for r in operation.results]
-        if expected != got:
+        expected = [attrs.tensor_type(r.shape, r.dtype, r.device, dynamic=True) for r in refs]
+        got = [r.type for r in operation.results]
+        if len(expected) != len(got) or not all(_type_fits(g, e, dynamic) for g, e in zip(got, expected)):
             operation.location.emit_error(
-                f"'{op.qualname}' op result types ({', '.join(got)}) do not match the inferred "
-                f"types ({', '.join(expected)})")
+                f"'{op.qualname}' op result types ({', '.join(map(str, got))}) do not match the inferred "
+                f"types ({', '.join(map(str, expected))})")
             return False
         return True
+
+
+def _type_fits(got, expected, dynamic):
+    """A result type against the meta function's: equal; for an op on dynamic sizes, the same
+    rank and element type where each dim computed from a `?` is `?` (a static dim the placeholder
+    gives may not be the true one)."""
+    if str(got) == str(expected):
+        return True
+    if not (dynamic and attrs.is_tensor_type(got) and attrs.is_tensor_type(expected)):
+        return False
+    got, expected = ir.RankedTensorType(got), ir.RankedTensorType(expected)
+    return (got.element_type == expected.element_type and got.encoding == expected.encoding
+            and got.rank == expected.rank
+            and all(g == sizes.DYNAMIC or e != sizes.DYNAMIC for g, e in zip(got.shape, expected.shape)))
 
 
 _defined = False

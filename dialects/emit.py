@@ -1,9 +1,10 @@
 """Emission: a recorded trace becomes an MLIR module with `func.func @computation`. The
 conventions emission writes (value names in locations, thunder.mutated_inputs) are read back
 here too, by passes and code generation."""
-from thunder.dialects import attrs
+from thunder.core import symbols
+from thunder.dialects import attrs, sizes
 from thunder.dialects.definitions import (attribute_params, context, needs_segments, operand_params,
-                                         operand_segments, result_segments)
+                                         operand_segments, result_segments, takes_sizes)
 from thunder.dialects.mlir import func, ir
 
 
@@ -50,10 +51,14 @@ def mutated_inputs(func_op):
     return list(ir.DenseI64ArrayAttr(func_op.attributes["thunder.mutated_inputs"]))
 
 
-def emit(trace, outputs, fn_name="computation", mutated=()) -> ir.Module:
+def emit(trace, outputs, fn_name="computation", mutated=(), int_symbols=None) -> ir.Module:
     """trace: a TraceCtx (inputs and symbols, tensors as Refs); outputs: the Refs returned.
     mutated: (input index, Ref of its new value) for inputs updated in place: each becomes an
-    `ltorch.copy_` into the input at the end (thunder-functionalize makes them results)."""
+    `ltorch.copy_` into the input at the end (thunder-functionalize makes them results).
+    int_symbols: for a trace recorded with symbolic sizes, to emit them as such (`?` dims,
+    dialects/sizes.py; sizes.Inexpressible where the trace holds one it cannot express): the
+    names of the symbols that are int arguments (i64 parameters after the inputs); None: the
+    sizes of the call traced, as constants."""
     from thunder.core.trace import BoundSymbol, Ref
     from thunder.ops.registry import OPS
 
@@ -62,46 +67,64 @@ def emit(trace, outputs, fn_name="computation", mutated=()) -> ir.Module:
         dst = trace.inputs[i]
         out = Ref(trace.new_name(f"{dst.name}_out"), dst.shape, dst.dtype, dst.device)
         copies.append(BoundSymbol(OPS["ltorch.copy_"], {"input": dst, "src": r}, [out], None))
-    trace.symbols = trace.symbols + copies
     with context(), ir.Location.unknown():
         module = ir.Module.create()
         with ir.InsertionPoint(module.body):
-            emit_into(trace, list(outputs), fn_name)
+            emit_into(trace, list(outputs), fn_name, bsyms=trace.symbols + copies, int_symbols=int_symbols)
     return module
 
 
-def emit_into(trace, outputs, fn_name, arg_attrs=None, attributes=None):
-    """Emit func @fn_name at the current insertion point (inside a module)."""
-    arg_types = [attrs.tensor_type(r.shape, r.dtype, r.device) for r in trace.inputs]
-    out_types = [attrs.tensor_type(r.shape, r.dtype, r.device) for r in outputs]
+def emit_into(trace, outputs, fn_name, arg_attrs=None, attributes=None, bsyms=None, int_symbols=None):
+    """Emit func @fn_name at the current insertion point (inside a module): the trace's bound
+    symbols (or bsyms); int_symbols: see emit."""
+    dynamic = int_symbols is not None
+    i64 = ir.IntegerType.get_signless(64)
+    arg_types = [attrs.tensor_type(r.shape, r.dtype, r.device, dynamic) for r in trace.inputs]
+    arg_types += [i64] * len(int_symbols or ())
+    out_types = [attrs.tensor_type(r.shape, r.dtype, r.device, dynamic) for r in outputs]
     f = func.FuncOp(fn_name, (arg_types, out_types))
     if arg_attrs is not None:
         f.attributes["arg_attrs"] = ir.ArrayAttr.get(arg_attrs)
     for k, v in (attributes or {}).items():
         f.attributes[k] = v
-    block = f.add_entry_block([location(r.name) for r in trace.inputs])
+    block = f.add_entry_block([location(r.name) for r in trace.inputs] + [location(n) for n in int_symbols or ()])
     values = {r.name: a for r, a in zip(trace.inputs, block.arguments)}
     with ir.InsertionPoint(block):
-        for bsym in trace.symbols:
-            emit_symbol(bsym.op, bsym.args, bsym.outputs, values, bsym.location)
+        emitter = sizes.Emitter(trace.inputs, list(block.arguments), int_symbols) if dynamic else None
+        for bsym in trace.symbols if bsyms is None else bsyms:
+            emit_symbol(bsym.op, bsym.args, bsym.outputs, values, bsym.location, emitter)
         func.ReturnOp([values[r.name] for r in outputs])
     return f
 
 
-def emit_symbol(op, args, outputs, values, where=None):
+def emit_symbol(op, args, outputs, values, where=None, emitter=None):
     """Insert one op at the current insertion point. values maps tensor names to ir.Values and
-    gets the op's results."""
+    gets the op's results. emitter: a sizes.Emitter, to emit symbolic sizes as SSA values."""
     operands = []
     for p in operand_params(op):
         v = args[p.name]
         for x in [] if v is None else list(v) if p.kind.variadic else [v]:
-            operands.append(values[x.name] if hasattr(x, "name") else attrs.constant(x))
-    attributes = {p.name: attrs.encode(p.kind, args[p.name]) for p in attribute_params(op)}
+            if hasattr(x, "name"):
+                operands.append(values[x.name])
+            elif emitter is not None and symbols.is_symbolic(x):
+                operands.append(emitter.number(x))
+            else:
+                operands.append(attrs.constant(x))
+    attributes, dynamic = {}, []
+    for p in attribute_params(op):
+        value = args[p.name]
+        if emitter is not None:
+            value, found = sizes.split(p.kind, value)
+            dynamic += [emitter.size(x) for x in found]
+        attributes[p.name] = attrs.encode(p.kind, value)
+    if dynamic and not takes_sizes(op):
+        raise sizes.Inexpressible(f"{op.qualname} has no operands for sizes")
+    operands += dynamic
     if needs_segments(op):
-        attributes["operandSegmentSizes"] = ir.DenseI32ArrayAttr.get(operand_segments(op, args))
+        attributes["operandSegmentSizes"] = ir.DenseI32ArrayAttr.get(operand_segments(op, args, len(dynamic)))
     if op.returns_sequence:
         attributes["resultSegmentSizes"] = ir.DenseI32ArrayAttr.get(result_segments(op, outputs))
-    result_types = [attrs.tensor_type(r.shape, r.dtype, r.device) for r in outputs]
+    result_types = [attrs.tensor_type(r.shape, r.dtype, r.device, emitter is not None) for r in outputs]
     names = ",".join(r.name for r in outputs) or op.name  # codegen splits on ","
     operation = ir.Operation.create(op.qualname, results=result_types, operands=operands,
                                     attributes=attributes, loc=location(names, where))

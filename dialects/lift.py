@@ -3,7 +3,7 @@ emit.py), so passes can run Python rules (VJPs, decompositions) over it and emit
 from dataclasses import dataclass
 
 from thunder.core.trace import BoundSymbol, Ref, TraceCtx
-from thunder.dialects import attrs
+from thunder.dialects import attrs, sizes
 from thunder.dialects.definitions import decode_op
 from thunder.dialects.emit import loc_file_line, loc_names
 from thunder.dialects.mlir import ir
@@ -28,12 +28,17 @@ def lift(func_op) -> Lifted:
         return r
 
     block = func_op.regions[0].blocks[0]
+    for a in block.arguments:
+        if sizes.is_dynamic_type(a.type):
+            sizes.refuse_dynamic(f"@{ir.StringAttr(func_op.attributes['sym_name']).value}'s argument of type {a.type}")
     ctx.inputs = [new_ref(a, (loc_names(a.location) or [None])[0]) for a in block.arguments]
     outputs = []
     for operation in block.operations:
         name = operation.operation.name
         if name in attrs.CONSTANT_OPS:
             continue
+        if name in sizes.PYTHON:
+            sizes.refuse_dynamic(f"{name} (a size computation)")
         if name == "func.return":
             outputs = [refs[v] for v in operation.operands]
             continue
@@ -42,3 +47,4 @@ def lift(func_op) -> Lifted:
         outs = [new_ref(r, wanted[i] if i < len(wanted) else None) for i, r in enumerate(operation.results)]
         ctx.symbols.append(BoundSymbol(op, args, outs, loc_file_line(operation.location)))
     return Lifted(ctx, outputs, values)
+

@@ -6,7 +6,7 @@ ltorch ops, so the pass repeats until no decomposable op is left. `keep` names o
 claims (they stay)."""
 from thunder.core import trace as tracing
 from thunder.core.proxies import DataDependentError, proxy_of_meta
-from thunder.dialects import attrs
+from thunder.dialects import attrs, sizes
 from thunder.dialects.definitions import decode_op
 from thunder.dialects.emit import emit_symbol, loc_file_line, loc_names
 from thunder.dialects.mlir import ir
@@ -20,6 +20,8 @@ def _decomposable(operation, keep):
 
 def decompose_op(operation):
     """Replace one ltorch operation by its decomposition."""
+    if any(sizes.is_dynamic_type(v.type) for v in [*operation.operands, *operation.results]):
+        sizes.refuse_dynamic(operation.name)
     base = (loc_names(operation.location) or ["d"])[0]
     ctx = tracing.TraceCtx(prefix=f"{base}_")
     values = {}  # proxy name -> ir.Value

@@ -322,6 +322,10 @@ def test_gpt2_decode_loop_under_symbolic_values_stops_recompiling():
     assert stats.cache_misses == 4  # the prompt, then three decode steps
     assert stats.cache_hits == 7
     assert stats.last_generalization.startswith("generalized: _sym0: ")
+    # the recorded decode step in MLIR: the cache's length is `?` in the cache tensors' types
+    trace = thunder.last_traces(jitted)[0]
+    assert trace.producer == "interpreter (acquisition, symbolic sizes)"
+    assert "x?x" in trace.to_mlir() and "tensor.dim" in trace.to_mlir()
 
 
 @pytest.mark.parametrize("name", ["gpt2", "distilbert"])

@@ -49,6 +49,10 @@ def test_sequence_sweep_with_reshapes_writes_the_sizes_as_expressions():
     assert _misses(fused) == _misses(unfused) == 3
     src = str(thunder.last_traces(unfused)[-1])
     assert "(3 * _sym0)" in src and "(_sym0 - 1)" in src
+    # the recorded trace in MLIR: the reshapes' sizes are index values computed from the symbol
+    mlir = thunder.last_traces(fused)[0].to_mlir()
+    assert "func.func @computation(%arg0: tensor<3x?x8xf32>) -> tensor<3x?x8xf32>" in mlir
+    assert "arith.muli %c3, %dim : index" in mlir and "arith.subi %dim, %c1 : index" in mlir
 
 
 def test_a_decision_on_a_size_is_a_guard():
@@ -137,6 +141,8 @@ def test_kv_cache_decode_loop_does_not_recompile_per_step():
         torch.testing.assert_close(k, ek)
     assert _misses(jstep) == 3
     assert thunder.compile_stats(jstep).cache_hits == 21
+    mlir = thunder.last_traces(jstep)[0].to_mlir()  # the cache's length is `?` in the recorded trace
+    assert "%arg1: tensor<2x2x?x8xf32>" in mlir and "-> (tensor<2x1x16xf32>, tensor<2x2x?x8xf32>" in mlir
 
 
 def test_a_size_returned_as_a_number_is_not_generalized():
@@ -294,3 +300,193 @@ def test_an_int_read_from_a_tensor_runs_inside_the_fused_kernel():
         torch.testing.assert_close(jf(x, n), f(x, n))
     assert _misses(jf) == 1
     assert "fusion_0(x, n0)" in str(thunder.last_traces(jf)[-1])
+
+
+# ---- the recorded trace in MLIR: `?` dims, sizes as SSA values (dialects/sizes.py)
+
+def _sweep(jf, make, sizes):
+    for n in sizes:
+        args = make(n)
+        out = jf(*args)
+    return args, out
+
+
+def test_the_recorded_trace_has_dynamic_dims_and_its_sizes_as_values():
+    def f(x, mask):
+        B, T, C = x.shape
+        y = x.view(B, T, 2, C // 2) + mask[:T].view(1, T, 1, 1)
+        return y.sum(2) * torch.arange(T).view(1, T, 1), torch.zeros(B, T)
+
+    jf = thunder.jit(f, cache="symbolic values")
+    mask = torch.randn(16)
+    _sweep(jf, lambda T: (torch.randn(2, T, 8), mask), (3, 4, 5))
+    assert thunder.compile_stats(jf).last_generalization == "generalized: _sym0: tensor argument 0 dim 1"
+    trace = thunder.last_traces(jf)[0]
+    assert trace.producer == "interpreter (acquisition, symbolic sizes)"
+    dyn = "-9223372036854775808"
+    assert trace.to_mlir() == f"""\
+module {{
+  func.func @computation(%arg0: tensor<2x?x8xf32>, %arg1: tensor<16xf32>) -> (tensor<2x?x4xf32>, tensor<2x?xf32>) {{
+    %c1 = arith.constant 1 : index
+    %dim = tensor.dim %arg0, %c1 : tensor<2x?x8xf32>
+    %0 = "ltorch.view"(%arg0, %dim) {{shape = array<i64: 2, {dyn}, 2, 4>}} : (tensor<2x?x8xf32>, index) -> tensor<2x?x2x4xf32>
+    %1 = "ltorch.getitem"(%arg1, %dim) {{key = [{{stop = {dyn} : i64}}]}} : (tensor<16xf32>, index) -> tensor<?xf32>
+    %2 = "ltorch.view"(%1, %dim) {{shape = array<i64: 1, {dyn}, 1, 1>}} : (tensor<?xf32>, index) -> tensor<1x?x1x1xf32>
+    %c1_i64 = arith.constant 1 : i64
+    %3 = "ltorch.add"(%0, %2, %c1_i64) : (tensor<2x?x2x4xf32>, tensor<1x?x1x1xf32>, i64) -> tensor<2x?x2x4xf32>
+    %4 = "ltorch.sum"(%3) {{dim = 2 : i64, dtype, keepdim = false}} : (tensor<2x?x2x4xf32>) -> tensor<2x?x4xf32>
+    %5 = arith.index_cast %dim : index to i64
+    %c1_i64_0 = arith.constant 1 : i64
+    %6 = "ltorch.arange"(%5, %c1_i64_0) {{device, dtype, operandSegmentSizes = array<i32: 1, 0, 1>, requires_grad = false}} : (i64, i64) -> tensor<?xi64>
+    %7 = "ltorch.view"(%6, %dim) {{shape = array<i64: 1, {dyn}, 1>}} : (tensor<?xi64>, index) -> tensor<1x?x1xi64>
+    %8 = "ltorch.mul"(%4, %7) : (tensor<2x?x4xf32>, tensor<1x?x1xi64>) -> tensor<2x?x4xf32>
+    %9 = "ltorch.zeros"(%dim) {{device, dtype, requires_grad = false, size = array<i64: 2, {dyn}>}} : (index) -> tensor<2x?xf32>
+    return %8, %9 : tensor<2x?x4xf32>, tensor<2x?xf32>
+  }}
+}}
+"""
+    src = str(trace)
+    assert "  # x: cpu float32[2, ?, 8]\n  # mask: cpu float32[16]\n  _sym0 = x.shape[1]\n" in src
+    assert "torch.reshape(x, (2, _sym0, 2, 4))" in src and "torch.zeros((2, _sym0))" in src
+    # the trace's program is valid for every size, also ones never called
+    run = trace.python_callable()
+    for T in (2, 7, 16):
+        x = torch.randn(2, T, 8)
+        for got, want in zip(run(x, mask), f(x, mask)):
+            torch.testing.assert_close(got, want)
+
+
+def test_an_int_argument_symbol_is_an_i64_parameter_of_the_trace():
+    def f(x, n):
+        return (x[:n] * n).reshape(-1, 2).sum(0) + torch.arange(n).sum()
+
+    jf = thunder.jit(f, cache="symbolic values")
+    x = torch.randn(40, 4)
+    _sweep(jf, lambda n: (x, n), (3, 4, 5))
+    trace = thunder.last_traces(jf)[0]
+    mlir = trace.to_mlir()
+    assert "func.func @computation(%arg0: tensor<40x4xf32>, %arg1: i64) -> tensor<2xf32>" in mlir
+    assert "%0 = arith.index_cast %arg1 : i64 to index" in mlir
+    assert "def computation(x, _sym0):" in str(trace) and "impl.arange(_sym0, None, 1)" in str(trace)
+    for n in (2, 9, 40):
+        torch.testing.assert_close(trace.python_callable()(x, n), f(x, n))
+
+
+def test_a_training_sweep_records_its_trace_with_dynamic_dims():
+    def f(x, w):
+        return (torch.nn.functional.gelu(x @ w) * x.shape[0]).sum()
+
+    jf = thunder.jit(f, cache="symbolic values")
+    w = torch.randn(8, 8, requires_grad=True)
+    for n in range(2, 7):
+        x = torch.randn(n, 8)
+        jf(x, w).backward()
+        grad, w.grad = w.grad, None
+        f(x, w).backward()
+        torch.testing.assert_close(grad, w.grad)
+        w.grad = None
+    trace = thunder.last_traces(jf)[0]
+    mlir = trace.to_mlir()
+    assert "(tensor<?x8xf32>, tensor<8x8xf32>) -> tensor<?x8xf32>" in mlir  # x @ w
+    assert "arith.index_cast %dim : index to i64" in mlir  # the factor, from the size
+    x = torch.randn(11, 8)
+    torch.testing.assert_close(trace.python_callable()(x, w), f(x, w))
+
+
+def test_sizes_computed_in_python_are_ops_of_the_trace():
+    from thunder.core import symbols
+    from thunder.core import trace as tracing
+    from thunder.core.proxies import TensorProxy
+    from thunder.dialects.emit import emit
+    from thunder.runtime.codegen import compile_source, python_source
+
+    def g(x, n):
+        return x * (n / 4) + (n % 3) - abs(-n) // 2 + round(n / 4) ** 2
+
+    ctx = tracing.TraceCtx()
+    with tracing.tracing(ctx):
+        x = TensorProxy((symbols.SymInt(5, "_sym0"), 8), torch.float32, torch.device("cpu"), name="x")
+        ctx.inputs = [tracing.ref(x)]
+        y = g(x, x.shape[0])
+    module = emit(ctx, [tracing.ref(y)], int_symbols=[])
+    with module.context:
+        assert module.operation.verify()
+    text = str(module)
+    assert "tensor<?x8xf32>" in text and "arith.floordivsi" in text and "arith.divf" in text
+    assert "math.roundeven" in text and "math.absi" in text
+    program = compile_source(python_source(module))
+    for n in (2, 7, 13):
+        t = torch.randn(n, 8)
+        torch.testing.assert_close(program(t), g(t, n))
+
+
+def test_a_number_the_recording_kept_constant_is_found_on_the_three_calls():
+    from thunder.dialects import sizes
+    from thunder.dialects.definitions import context
+    from thunder.dialects.emit import find_func
+    from thunder.dialects.mlir import ir
+
+    def func(arg, number):
+        return f"""func.func @computation(%x: {arg}) -> {arg} {{
+          %c = arith.constant {number} : f64
+          %0 = "ltorch.div"(%x, %c) {{rounding_mode}} : ({arg}, f64) -> {arg}
+          return %0 : {arg}
+        }}"""
+
+    with context():
+        symbolic = ir.Module.parse(func("tensor<?x8xf32>", 2.0))  # sqrt(4) kept as a constant
+        f = find_func(symbolic.operation, "computation")
+        same = ir.Module.parse(func("tensor<4x8xf32>", 2.0))
+        other = ir.Module.parse(func("tensor<9x8xf32>", 3.0))
+        assert sizes.mismatch(f, find_func(same.operation, "computation"), {}) is None
+        assert sizes.mismatch(f, find_func(other.operation, "computation"), {}).startswith("ltorch.div's arguments")
+
+
+def test_the_trace_with_symbolic_sizes_verifies_and_rule_passes_refuse_it():
+    from thunder.lowering.decompose import decompose_module
+
+    jf = thunder.jit(lambda x: torch.nn.functional.gelu(x.view(x.shape[0] * 2, -1)), cache="symbolic values")
+    _sweep(jf, lambda n: (torch.randn(n, 6),), (3, 4, 5))
+    module = thunder.last_traces(jf)[0].module()
+    with module.context:
+        assert module.operation.verify()
+        with pytest.raises(NotImplementedError, match="this pass takes traces with static shapes; ltorch.view has a dynamic size"):
+            decompose_module(module.operation)
+
+
+def test_a_size_the_mlir_trace_cannot_hold_is_reported_and_the_program_still_general():
+    def f(x):
+        return x * torch.tensor([x.shape[0]])  # a size in torch.tensor's data
+
+    jf = thunder.jit(f, cache="symbolic values")
+    for n in range(2, 9):
+        x = torch.randn(n)
+        torch.testing.assert_close(jf(x), f(x))
+    assert _misses(jf) == 3
+    stats = thunder.compile_stats(jf).last_generalization
+    assert stats.startswith("generalized: _sym0: tensor argument 0 dim 0; the trace with symbolic sizes is not "
+                            "expressible in MLIR: a size computed from the symbols in an attribute of kind Data")
+    assert thunder.last_traces(jf)[0].producer == "interpreter (acquisition)"
+
+
+def test_a_float_computed_from_a_size_is_an_expression_of_the_program():
+    # an attention-like scale from the sequence length and a float from a size: one program
+    def f(x, w):
+        return (torch.nn.functional.gelu(x @ w) / math.sqrt(x.shape[0]) + x.shape[0] / 3).sum(0)
+
+    jf = thunder.jit(f, cache="symbolic values")
+    w = torch.randn(8, 8, requires_grad=True)
+    for n in list(range(2, 12)) + [40, 3]:
+        x = torch.randn(n, 8)
+        out = jf(x, w)
+        out.sum().backward()
+        grad, w.grad = w.grad, None
+        expected = f(x, w)
+        expected.sum().backward()
+        torch.testing.assert_close(out, expected)
+        torch.testing.assert_close(grad, w.grad)
+        w.grad = None
+    assert _misses(jf) == 3
+    assert "torch.div(t1, float(math.sqrt(_sym0)))" in str(thunder.last_traces(jf)[-1])
+    mlir = thunder.last_traces(jf)[0].to_mlir()
+    assert "math.sqrt" in mlir and "arith.divf" in mlir and "arith.sitofp" in mlir

@@ -17,7 +17,10 @@ Each op is an IRDL operation. Tensor and number parameters are operands (numbers
 complex<f64>), the other parameters are attributes (ints as i64, int tuples as `array<i64: ...>`,
 dtypes as types, None as `unit`). A tensor list (`Tensors`) and the results of ops returning
 several tensors are variadic groups, each holding a run of tensors of one type
-(`operandSegmentSizes`, `resultSegmentSizes`). Ops are Pure (CSE and DCE apply) unless marked
+(`operandSegmentSizes`, `resultSegmentSizes`). An op with attributes that may hold sizes (kinds
+int, Ints, Dims, Index) has a last operand group `dynamic_sizes` of `index` values: an attribute
+entry -9223372036854775808 (MLIR's dynamic size) takes the next of them, as in traces with
+symbolic sizes (dialects/sizes.py, `?` dims). Ops are Pure (CSE and DCE apply) unless marked
 random. The verifier runs the meta function on the operand types and attributes and checks the
 result types.
 

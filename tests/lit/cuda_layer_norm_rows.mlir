@@ -43,6 +43,6 @@
 // NVVM: nvvm.shfl.sync bfly
 // NVVM: nvvm.barrier
 func.func @ln(%arg0: tensor<8x256xf32, "cuda:0">, %arg1: tensor<256xf32, "cuda:0">, %arg2: tensor<256xf32, "cuda:0">) -> tensor<8x256xf32, "cuda:0"> {
-  %0 = "ltorch.layer_norm"(%arg0, %arg1, %arg2) {eps = 1.000000e-05 : f64, normalized_shape = array<i64: 256>, operandSegmentSizes = array<i32: 1, 1, 1>} : (tensor<8x256xf32, "cuda:0">, tensor<256xf32, "cuda:0">, tensor<256xf32, "cuda:0">) -> tensor<8x256xf32, "cuda:0">
+  %0 = "ltorch.layer_norm"(%arg0, %arg1, %arg2) {eps = 1.000000e-05 : f64, normalized_shape = array<i64: 256>, operandSegmentSizes = array<i32: 1, 1, 1, 0>} : (tensor<8x256xf32, "cuda:0">, tensor<256xf32, "cuda:0">, tensor<256xf32, "cuda:0">) -> tensor<8x256xf32, "cuda:0">
   return %0 : tensor<8x256xf32, "cuda:0">
 }

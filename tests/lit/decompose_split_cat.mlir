@@ -13,6 +13,6 @@
 // CHECK: return %[[P0]], %[[P1]], %[[C]]
 func.func @splitcat(%x: tensor<5x3xf32>, %y: tensor<5x3xf16>) -> (tensor<5x1xf32>, tensor<5x2xf32>, tensor<10x3xf32>) {
   %0:2 = "ltorch.split"(%x) {dim = 1 : i64, resultSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>, split_size_or_sections = array<i64: 1, 2>} : (tensor<5x3xf32>) -> (tensor<5x1xf32>, tensor<5x2xf32>)
-  %1 = "ltorch.cat"(%x, %y) {dim = 0 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>} : (tensor<5x3xf32>, tensor<5x3xf16>) -> tensor<10x3xf32>
+  %1 = "ltorch.cat"(%x, %y) {dim = 0 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>} : (tensor<5x3xf32>, tensor<5x3xf16>) -> tensor<10x3xf32>
   return %0#0, %0#1, %1 : tensor<5x1xf32>, tensor<5x2xf32>, tensor<10x3xf32>
 }

@@ -28,7 +28,7 @@
 // PY-NEXT: = torch.matmul(
 func.func @residual_ln(%x: tensor<2x3xf32>, %r: tensor<2x3xf32>, %w: tensor<3xf32>, %b: tensor<3xf32>, %m: tensor<3x3xf32>) -> tensor<2x3xf32> {
   %0 = "thunder.add"(%x, %r) : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
-  %1 = "ltorch.layer_norm"(%0, %w, %b) {eps = 1.000000e-05 : f64, normalized_shape = array<i64: 3>, operandSegmentSizes = array<i32: 1, 1, 1>} : (tensor<2x3xf32>, tensor<3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  %1 = "ltorch.layer_norm"(%0, %w, %b) {eps = 1.000000e-05 : f64, normalized_shape = array<i64: 3>, operandSegmentSizes = array<i32: 1, 1, 1, 0>} : (tensor<2x3xf32>, tensor<3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
   %2 = "ltorch.matmul"(%1, %m) : (tensor<2x3xf32>, tensor<3x3xf32>) -> tensor<2x3xf32>
   return %2 : tensor<2x3xf32>
 }

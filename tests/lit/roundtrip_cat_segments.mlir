@@ -8,7 +8,7 @@
 // CHECK: %[[S:.*]] = "ltorch.stack"(%[[A]], %[[C]]) {dim = -1 : i64, operandSegmentSizes = array<i32: 1, 1, 0, {{.*}}>} : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3x2xf32>
 // CHECK: return %[[R]], %[[S]]
 func.func @cat(%a: tensor<2x3xf32>, %b: tensor<1x3xf32>, %c: tensor<2x3xf32>) -> (tensor<5x3xf32>, tensor<2x3x2xf32>) {
-  %0 = "ltorch.cat"(%a, %b, %c) {dim = 0 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>} : (tensor<2x3xf32>, tensor<1x3xf32>, tensor<2x3xf32>) -> tensor<5x3xf32>
-  %1 = "ltorch.stack"(%a, %c) {dim = -1 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>} : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3x2xf32>
+  %0 = "ltorch.cat"(%a, %b, %c) {dim = 0 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>} : (tensor<2x3xf32>, tensor<1x3xf32>, tensor<2x3xf32>) -> tensor<5x3xf32>
+  %1 = "ltorch.stack"(%a, %c) {dim = -1 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>} : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3x2xf32>
   return %0, %1 : tensor<5x3xf32>, tensor<2x3x2xf32>
 }

@@ -33,7 +33,7 @@ func.func @prims(%a: tensor<3xf32>, %b: tensor<2x3xf16>, %i: tensor<2xi64>) -> (
   %9 = "thunder.lt"(%2, %7) : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xi1>
   %10 = "thunder.where"(%9, %2, %zero) : (tensor<2x3xi1>, tensor<2x3xf32>, f64) -> tensor<2x3xf32>
   %11 = "thunder.take"(%10, %i) {dim = 1 : i64} : (tensor<2x3xf32>, tensor<2xi64>) -> tensor<2x2xf32>
-  %12 = "thunder.cat"(%10, %11) {dim = 1 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>} : (tensor<2x3xf32>, tensor<2x2xf32>) -> tensor<2x5xf32>
+  %12 = "thunder.cat"(%10, %11) {dim = 1 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>} : (tensor<2x3xf32>, tensor<2x2xf32>) -> tensor<2x5xf32>
   %13 = "thunder.uniform"() {device = "cpu", dtype = f32, high = 1.0 : f64, low = 0.0 : f64, shape = array<i64: 4>} : () -> tensor<4xf32>
   return %3, %6, %8, %12, %13 : tensor<2x1xf32>, tensor<f32>, tensor<3xi64>, tensor<2x5xf32>, tensor<4xf32>
 }

@@ -28,7 +28,7 @@ func.func @computation(%x: tensor<2x3xf32>, %w: tensor<4x3xf32>, %b: tensor<4xf3
   %0 = "ltorch.linear"(%a, %w, %b) {operandSegmentSizes = array<i32: 1, 1, 1>} : (tensor<2x3xf32>, tensor<4x3xf32>, tensor<4xf32>) -> tensor<2x4xf32>
   %1 = "ltorch.softmax"(%0) {_stacklevel = 3 : i64, dim = -1 : i64, dtype} : (tensor<2x4xf32>) -> tensor<2x4xf32>
   %2 = "ltorch.matmul"(%1, %w) : (tensor<2x4xf32>, tensor<4x3xf32>) -> tensor<2x3xf32>
-  %3 = "ltorch.layer_norm"(%2) {eps = 1.000000e-05 : f64, normalized_shape = array<i64: 3>, operandSegmentSizes = array<i32: 1, 0, 0>} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %3 = "ltorch.layer_norm"(%2) {eps = 1.000000e-05 : f64, normalized_shape = array<i64: 3>, operandSegmentSizes = array<i32: 1, 0, 0, 0>} : (tensor<2x3xf32>) -> tensor<2x3xf32>
   %4:2 = "ltorch.split"(%3) {dim = 1 : i64, resultSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>, split_size_or_sections = 2 : i64} : (tensor<2x3xf32>) -> (tensor<2x2xf32>, tensor<2x1xf32>)
   %5 = "ltorch.sum"(%4#0) {dim = array<i64: 0>, dtype, keepdim = true} : (tensor<2x2xf32>) -> tensor<1x2xf32>
   return %5, %4#1 : tensor<1x2xf32>, tensor<2x1xf32>

@@ -4,7 +4,7 @@
 
 // CHECK: error: sum of elements in 'operandSegmentSizes' attribute must be equal to the number of operands
 func.func @cat_segments(%a: tensor<2x3xf32>, %b: tensor<1x3xf32>) -> tensor<3x3xf32> {
-  %0 = "ltorch.cat"(%a, %b) {dim = 0 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>} : (tensor<2x3xf32>, tensor<1x3xf32>) -> tensor<3x3xf32>
+  %0 = "ltorch.cat"(%a, %b) {dim = 0 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>} : (tensor<2x3xf32>, tensor<1x3xf32>) -> tensor<3x3xf32>
   return %0 : tensor<3x3xf32>
 }
 

@@ -291,7 +291,8 @@ def _arange_args(start, end, step, dtype):
         floats = any(isinstance(v, float) for v in (start, end, step))
         dtype = dtypes.default_dtype() if floats else torch.int64
     if not (dtype.is_floating_point or dtype.is_complex):  # integer arange works on truncated bounds
-        start, end, step = int(start), int(end), int(step)
+        # (int() of a symbolic size would drop its expression, core/symbols.py)
+        start, end, step = (v if type(v) is not bool and isinstance(v, int) else int(v) for v in (start, end, step))
     if step == 0:
         raise RuntimeError("step must be nonzero")
     if step > 0 and end < start or step < 0 and end > start:

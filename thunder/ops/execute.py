@@ -1,4 +1,5 @@
 """How the torch executor calls an op: one convention shared by eager runs and generated code."""
+import math
 import operator
 
 import torch
@@ -6,7 +7,7 @@ import torch
 from thunder.ops import impl
 
 # The names a generated program can refer to; torch_name strings are resolved in it.
-NAMESPACE = {"torch": torch, "operator": operator, "impl": impl}
+NAMESPACE = {"torch": torch, "operator": operator, "impl": impl, "math": math}  # (math: dialects/sizes.py)
 
 
 def resolve(torch_name):

@@ -1,6 +1,6 @@
 """Code generation: an MLIR trace module becomes a Python function that calls torch."""
 from thunder.core.pysource import Name, py_repr
-from thunder.dialects import attrs
+from thunder.dialects import attrs, sizes
 from thunder.dialects.definitions import decode_op
 from thunder.dialects.emit import find_func, loc_file_line, loc_names, mutated_inputs
 from thunder.dialects.mlir import ir
@@ -62,7 +62,7 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
         namer = _Namer()
         callees = _fusion_callees(module)
         namer.used.update(callees)  # fusion_N names the kernel in the program's namespace
-        for a in block.arguments:
+        for a in block.arguments:  # (i64: also an int symbol, dialects/sizes.py)
             if not attrs.is_tensor_type(a.type) and str(a.type) not in attrs.NUMBER_TYPE_NAMES:
                 raise Unprintable(f"codegen: @{fn_name} has an argument of type {a.type}: its Python program takes "
                                   "tensors and runtime numbers (f64, i64, i1) only", f.location)
@@ -97,6 +97,16 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
             if name == "func.call":
                 lines.append(_fusion_call(operation, namer, callees, constants, comments))
                 lines += _dels(operation, index, last_use, namer)
+                continue
+            if name in sizes.PYTHON and len(operation.results) == 1 and \
+                    not attrs.is_tensor_type(operation.results[0].type):  # a size computed from the symbols
+                args = [py_repr(attrs.constant_value(v)) if attrs.is_constant(v) else namer.names[v]
+                        for v in operation.operands]
+                if name == "arith.index_cast" and not attrs.is_constant(operation.operands[0]):
+                    namer.names[operation.result] = args[0]  # (the same Python int)
+                    continue
+                out = namer.assign(operation.result, (loc_names(operation.location) or ["s"])[0])
+                lines.append(f"  {out} = {sizes.PYTHON[name].format(*args)}")
                 continue
             try:
                 op, values = decode_op(operation.operation, lambda v: Name(namer.names[v], *attrs.tensor_meta(v.type)))
@@ -225,7 +235,8 @@ def _describe(t):
     shape, dtype, device = attrs.tensor_meta(t)
     if device is None:
         return {"float64": "float", "int64": "int", "bool": "bool"}[str(dtype).replace("torch.", "")]
-    return f"{device.type} {str(dtype).replace('torch.', '')}[{', '.join(map(str, shape))}]"
+    dims = ", ".join("?" if d == sizes.DYNAMIC else str(d) for d in shape)
+    return f"{device.type} {str(dtype).replace('torch.', '')}[{dims}]"
 
 
 def _return_expr(flat, output_spec, constants, params):

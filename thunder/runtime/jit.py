@@ -2,6 +2,7 @@
 import enum
 import functools
 import inspect
+import math
 import warnings
 import time
 from dataclasses import dataclass, field
@@ -463,6 +464,7 @@ def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None) -> CacheEn
     mutated = [(index[name], tracing.ref(p)) for name, p in ctx.mutated.items()]
     module = emit(ctx, out_refs, mutated=mutated)
     traces = [Trace("interpreter (acquisition)", module, output_spec=out_spec)]
+    symbolic_trace = _symbolic_trace(ctx, out_refs, mutated, out_spec) if ctx.sym_shapes else None
     times["mlir emission"] = time.perf_counter() - t
 
     t = time.perf_counter()
@@ -538,8 +540,45 @@ def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None) -> CacheEn
 
         metas = [symbolic.TensorMeta(x) for x in read]
         entry.parts = symbolic.Parts(source, constants, (arg_specs, kw_specs, metas, prologue_args),
-                                     ctx.sym_guards, symbolic.leaks(result.value, writes), [id(x) for x in read])
+                                     ctx.sym_guards, symbolic.leaks(result.value, writes), [id(x) for x in read],
+                                     symbolic_trace, _float_exprs(ctx) if ctx.sym_shapes else ())
     return entry
+
+
+def _float_exprs(ctx):
+    """The expressions of the floats computed from symbolic sizes that the trace's ops take."""
+    found = {}
+
+    def walk(v):
+        if isinstance(v, symbols.SymFloat):
+            found.setdefault(v.expr)
+        elif isinstance(v, (tuple, list)):
+            for x in v:
+                walk(x)
+
+    for bsym in ctx.symbols:
+        for v in bsym.args.values():
+            walk(v)
+    return tuple(found)
+
+
+def _symbolic_trace(ctx, out_refs, mutated, out_spec):
+    """The trace recorded with symbolic sizes (cache="symbolic values"), emitted with them: `?`
+    dims and sizes as SSA values (dialects/sizes.py), checked by the verifier; or a string saying
+    why it could not be (a size where the dialect holds no SSA value, a meta function that made
+    a size concrete)."""
+    from thunder.dialects import sizes
+
+    int_symbols = [name for key, name in ctx.sym_shapes.items() if isinstance(key, tuple)]
+    try:
+        module = emit(ctx, out_refs, mutated=mutated, int_symbols=int_symbols)
+        with module.context:
+            module.operation.verify()
+    except (sizes.Inexpressible, ir.MLIRError) as e:  # (what MLIR cannot hold, or does not verify)
+        return f"the trace with symbolic sizes is not expressible in MLIR: {e}"
+    except Exception as e:  # noqa: BLE001 - a trace to show, never a reason to fail the call
+        return f"the trace with symbolic sizes could not be emitted: {type(e).__name__}: {e}"
+    return Trace("interpreter (acquisition, symbolic sizes)", module, output_spec=out_spec)
 
 
 def _verify(module, producer):
@@ -724,6 +763,14 @@ def _on_load(state):
     return load
 
 
+def _sqrt(x):
+    """math.sqrt in the jitted code: of a size computed from symbols, a symbolic float (a scale
+    such as 1 / math.sqrt(T): the program writes it as an expression of the symbols)."""
+    if symbols.is_symbolic(x):
+        return symbols.SymFloat(math.sqrt(x.value_type(x)), f"math.sqrt({x.expr})")
+    return math.sqrt(x)
+
+
 def _runtime_number(cls):
     """int(x) / float(x) inside the interpreter: for a tensor or a runtime number, a runtime
     number (core/numbers.py; Python's own int()/float() must return a real one, which would
@@ -784,6 +831,8 @@ def _lookup(fn):
         return symbols.symbolic_range
     if fn is int or fn is float:
         return _NUMBER_CONVERSIONS[fn]
+    if fn is math.sqrt:
+        return _sqrt
     try:
         refused = _REFUSED.get(fn)
     except TypeError:  # unhashable

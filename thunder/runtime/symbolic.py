@@ -7,9 +7,10 @@ the same in the three calls becomes a symbol (dims with the same sizes in all th
 symbol, as torch.compile's duck sizing does); sizes 0 and 1 are never symbols. That third call
 is traced with the symbols as SymInts (core/symbols.py), so every decision the function's
 Python takes on them (a comparison, a branch, `range(n)`) is recorded. The three compiled
-programs are then compared token by token: they must be the same except for integer literals,
+programs are then compared token by token: they must be the same except for number literals,
 and each literal that differs must be an integer polynomial term of the symbols (`c * m + b`,
-m a product of up to three symbols) found from two of the calls and checked on the third. The
+m a product of up to three symbols) found from two of the calls and checked on the third, or
+a float the trace computed from the symbols (`math.sqrt(T)`) that gives it in all three. The
 fused kernels' regions are compared the same way. What comes out:
 
 - the program, with the symbols as parameters and the literals as expressions of them;
@@ -49,6 +50,8 @@ class Parts:
     guards: dict | None  # decisions on symbols while tracing: source -> outcome
     leaks: bool  # a symbolic size is returned or stored (not expressible in the program)
     read_ids: list  # id() of the tensors the call read (arguments, then state), while it runs
+    symbolic_trace: object = None  # the acquisition trace with symbolic sizes (`?` dims), or why there is none
+    float_exprs: tuple = ()  # the expressions of the floats computed from sizes the trace holds (1 / math.sqrt(T))
 
 
 def leaks(value, writes):
@@ -225,6 +228,8 @@ def compile_call(jf, cd, cs, args, kwargs):
             general = _generalize([s.entry for s in family[-2:]] + [entry], plan)
             jf._add(general)
             cs.last_generalization = f"generalized: {plan.describe()}"
+            if isinstance(entry.parts.symbolic_trace, str):  # (the program is general; its MLIR trace not)
+                cs.last_generalization += f"; {entry.parts.symbolic_trace}"
         except _NoFit as e:
             cs.last_generalization = f"not generalized: {e}"
     # older samples keep no tensors (only the newest builds a prologue)
@@ -262,7 +267,7 @@ def _generalize(entries, plan):
         for source, outcome in guards.items():
             if eval(source, {"math": math}, dict(plan.values[c])) != outcome:  # noqa: S307
                 raise _NoFit(f"the decision {source} == {outcome} went the other way in an earlier call")
-    fit = _Fitter(plan)
+    fit = _Fitter(plan, parts[2].float_exprs)
     names = ", ".join(plan.names)
     constants = _constants([p.constants for p in parts], fit, names)
     program = constants.get("_program")
@@ -283,6 +288,10 @@ def _generalize(entries, plan):
                         symbols=(sym_dims, plan.names, guards, plan.ints))
     run, first_run = prologue.compile(computation)
     traces = list(entries[2].traces)
+    if not isinstance(parts[2].symbolic_trace, str):
+        parts[2].symbolic_trace = _checked_symbolic_trace(parts[2].symbolic_trace, entries, plan)
+    if not isinstance(parts[2].symbolic_trace, str):
+        traces.insert(0, parts[2].symbolic_trace)
     text = source if program is None else source + "\n" + program.forward_source
     traces.append(Trace("symbolic values (the program for all sizes)", python=text, fn=computation))
     prologue_trace = Trace("prologue", python=prologue.source, fn_name="entry", fn=run)
@@ -293,11 +302,33 @@ def _generalize(entries, plan):
     return CacheEntry(run, traces, [prologue_trace], entries[2].description, backward, first_run)
 
 
+def _checked_symbolic_trace(trace, entries, plan):
+    """The acquisition trace with symbolic sizes if, its sizes taken from each of the three calls,
+    it is that call's trace (the same check as the programs': a number the recording made
+    constant differs); else why not."""
+    from thunder.dialects import sizes
+    from thunder.dialects.emit import find_func
+
+    module = trace.module()
+    with module.context:
+        f = find_func(module.operation, trace.fn_name)
+        for k, e in enumerate(entries):
+            concrete = e.traces[0].module()
+            try:
+                where = sizes.mismatch(f, find_func(concrete.operation, trace.fn_name), plan.values[k])
+            except Exception as err:  # noqa: BLE001 - a trace to show, never a reason to fail the call
+                where = f"a check that failed ({type(err).__name__}: {err})"
+            if where is not None:
+                return f"the trace with symbolic sizes is not the trace of call {k + 1} of 3 in {where}"
+    return trace
+
+
 class _Fitter:
     """Expressions of the symbols for the literals that differ between the three calls."""
 
-    def __init__(self, plan):
+    def __init__(self, plan, float_exprs=()):
         self.plan = plan
+        self.float_exprs = float_exprs
         monomials = []
         for degree in (1, 2, 3):
             monomials += list(itertools.combinations_with_replacement(plan.names, degree))
@@ -334,11 +365,23 @@ class _Fitter:
             text = f"{text} {'+' if b > 0 else '-'} {abs(b)}"
         return f"({text})"
 
+    def float_expr(self, texts, float_format):
+        """The expression, among the floats the trace computed from sizes, whose values in the
+        three calls are written as texts; None if none is."""
+        for e in self.float_exprs:
+            try:
+                values = [float(eval(e, {"math": math}, dict(p))) for p in self.plan.values]  # noqa: S307
+            except Exception:  # noqa: BLE001 - not defined at another call's sizes (a division by zero)
+                continue
+            if [float_format(v) for v in values] == list(texts):
+                return f"({e})"
+        return None
+
 
 def _fit_number(texts, fit, float_format, what):
     """(expression, whether a float) for a number that differs between the calls: an integer,
-    or a float holding an integer (a size times a float tensor: `x * n`) written as float_format
-    writes it."""
+    a float holding an integer (a size times a float tensor: `x * n`) written as float_format
+    writes it, or a float the trace computed from the sizes."""
     try:
         return fit.expr([int(x) for x in texts]), False
     except ValueError:
@@ -348,6 +391,9 @@ def _fit_number(texts, fit, float_format, what):
     except ValueError:
         raise _NoFit(f"{what} differ ({' / '.join(texts)})") from None
     if not all(v.is_integer() and abs(v) < 2 ** 53 and float_format(v) == t for v, t in zip(values, texts)):
+        expr = fit.float_expr(texts, float_format)  # a float computed from the sizes (T / 2)
+        if expr is not None:
+            return expr, True
         raise _NoFit(f"{what} differ in a number that is not an integer ({' / '.join(texts)})")
     return fit.expr([int(v) for v in values]), True
 

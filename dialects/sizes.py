@@ -1,0 +1,318 @@
+"""Symbolic sizes in MLIR traces (cache="symbolic values", runtime/symbolic.py).
+
+A trace recorded with symbolic sizes (core/symbols.py: SymInt dims, numbers computed from them)
+is emitted with dynamic dims (`tensor<?x32xf32>`) and its sizes as SSA values: each symbol is
+read from the first input dim it stands for (`tensor.dim`), or is an i64 parameter of the func
+(an int argument that is a symbol); a size computed from symbols is arith/math ops on them. An
+op attribute that holds sizes (params of kind int, Ints, Dims, Index: reshape's shape, a slice's
+bounds) keeps its static entries and has DYNAMIC where an entry is symbolic, whose values are the
+op's `dynamic_sizes` operands in order (MLIR's mixed static/dynamic convention, as in
+tensor.extract_slice). A number operand computed from symbols is an i64/f64 value.
+
+PYTHON gives each op such a value uses as a Python expression: code generation writes them
+(`_sym0 = x.shape[0]`), and the verifier evaluates them on placeholder sizes."""
+import ast
+import math
+
+from thunder.core import symbols
+from thunder.dialects.mlir import arith, ir
+
+DYNAMIC = -(2 ** 63)  # ir.ShapedType.get_dynamic_size(): a `?` dim, an attribute entry given by an operand
+SIZE_KINDS = ("int", "Ints", "Dims", "Index")  # attribute kinds whose entries may be sizes
+OPERAND = "dynamic_sizes"  # the operand group of the symbolic entries of an op's size attributes
+
+# the ops of size computations, as Python expressions of their operands
+PYTHON = {
+    "tensor.dim": "{0}.shape[{1}]",
+    "arith.addi": "{0} + {1}", "arith.subi": "{0} - {1}", "arith.muli": "{0} * {1}",
+    "arith.floordivsi": "{0} // {1}",
+    "arith.addf": "{0} + {1}", "arith.subf": "{0} - {1}", "arith.mulf": "{0} * {1}", "arith.divf": "{0} / {1}",
+    "arith.index_cast": "{0}", "arith.sitofp": "float({0})", "arith.fptosi": "int({0})",
+    "math.floor": "float(math.floor({0}))", "math.ceil": "float(math.ceil({0}))",
+    "math.roundeven": "float(round({0}))", "math.absi": "abs({0})", "math.absf": "abs({0})",
+    "math.sqrt": "math.sqrt({0})",
+}
+
+
+class Inexpressible(NotImplementedError):
+    """A symbolic value where a trace cannot hold one (a float attribute, an unknown function)."""
+
+
+def is_dynamic_type(t):
+    """A tensor type with a `?` dim, or a size (index)."""
+    return isinstance(t, ir.IndexType) or isinstance(t, ir.RankedTensorType) and any(d == DYNAMIC for d in t.shape)
+
+
+def refuse_dynamic(what):
+    """Passes that run Python rules (decompositions, VJPs) on proxies of static shapes refuse a
+    trace with dynamic sizes rather than compute with `?` as a number."""
+    raise NotImplementedError(
+        f"thunder: this pass takes traces with static shapes; {what} has a dynamic size (traces recorded "
+        "under cache=\"symbolic values\" have them; thunder.jit compiles the sizes of each call and "
+        "generalizes the programs, docs/api.md). Workaround: give the dims their sizes.")
+
+
+# ---- attribute values: symbolic entries out (emission) and back in (decoding)
+def split(kind, value):
+    """(value with DYNAMIC for its symbolic entries, those entries in order)."""
+    k = kind.base_name
+    if value is None or k not in SIZE_KINDS:
+        if _has_symbolic(value):
+            raise Inexpressible(f"a size computed from the symbols in an attribute of kind {kind.name}")
+        return value, []
+    found = []
+
+    def out(v):
+        if symbols.is_symbolic(v):
+            if not isinstance(v, int):
+                raise Inexpressible(f"a float computed from the symbols in an attribute of kind {kind.name}")
+            found.append(v)
+            return DYNAMIC
+        if isinstance(v, slice):
+            return slice(out(v.start), out(v.stop), out(v.step))
+        if isinstance(v, tuple):
+            return tuple(out(x) for x in v)
+        return v
+
+    return out(value), found
+
+
+def fill(kind, value, dynamic):
+    """value with its DYNAMIC entries replaced by the next items of the iterator dynamic."""
+    if value is None or kind.base_name not in SIZE_KINDS:
+        return value
+
+    def put(v):
+        if isinstance(v, int) and not isinstance(v, bool) and v == DYNAMIC:
+            try:
+                return next(dynamic)
+            except StopIteration:
+                raise ValueError(f"fewer '{OPERAND}' operands than dynamic attribute entries") from None
+        if isinstance(v, slice):
+            return slice(put(v.start), put(v.stop), put(v.step))
+        if isinstance(v, tuple):
+            return tuple(put(x) for x in v)
+        return v
+
+    return put(value)
+
+
+def _has_symbolic(v):
+    if symbols.is_symbolic(v):
+        return True
+    if isinstance(v, (tuple, list)):
+        return any(_has_symbolic(x) for x in v)
+    if isinstance(v, slice):
+        return any(_has_symbolic(x) for x in (v.start, v.stop, v.step))
+    return False
+
+
+# ---- emission of size computations
+class Emitter:
+    """Makes the SSA values of symbolic numbers inside a func being emitted (at the current
+    insertion point; the symbols are read at the start of the block)."""
+
+    def __init__(self, inputs, arguments, int_symbols):
+        """inputs: the func's input Refs, arguments: its block arguments (the int symbols' i64
+        parameters last, named by int_symbols)."""
+        self.memo = {}
+        self.symbols = {}
+        for name, a in zip(int_symbols, arguments[len(inputs):]):
+            self.symbols[name] = self._op("arith.index_cast", [a], self.index, name)
+        for r, a in zip(inputs, arguments):
+            for k, d in enumerate(getattr(r, "shape", ())):
+                if symbols.is_symbolic(d) and d.expr.isidentifier() and d.expr not in self.symbols:
+                    self.symbols[d.expr] = self._op("tensor.dim", [a, self._constant(k)], self.index, d.expr)
+
+    @property
+    def index(self):
+        return ir.IndexType.get()
+
+    def _op(self, name, operands, result_type, loc=None):
+        location = ir.Location.name(loc) if loc else ir.Location.unknown()
+        return ir.Operation.create(name, results=[result_type], operands=operands, loc=location).result
+
+    def _constant(self, v):
+        key = ("const", type(v), v)
+        if key not in self.memo:
+            t = ir.F64Type.get() if isinstance(v, float) else self.index
+            attr = ir.FloatAttr.get(t, v) if isinstance(v, float) else ir.IntegerAttr.get(t, int(v))
+            self.memo[key] = arith.ConstantOp(t, attr).result
+        return self.memo[key]
+
+    def size(self, v):
+        """An index value for the symbolic int v."""
+        return self._as(self._expr(v.expr), "index")
+
+    def number(self, v):
+        """An i64 (SymInt) or f64 (SymFloat) operand for the symbolic number v."""
+        value = self._expr(v.expr)
+        if not isinstance(v, int):
+            return self._as(value, "f64")
+        key = ("i64", v.expr)
+        if key not in self.memo:
+            self.memo[key] = self._op("arith.index_cast", [self._as(value, "index")], ir.IntegerType.get_signless(64))
+        return self.memo[key]
+
+    def _expr(self, source):
+        if source not in self.memo:
+            try:
+                node = ast.parse(source, mode="eval").body
+            except SyntaxError:
+                raise Inexpressible(f"the size expression {source!r}") from None
+            self.memo[source] = self._compile(node, source)
+        return self.memo[source]
+
+    def _as(self, v, kind):
+        """v converted to index or f64 (Python's int <-> float)."""
+        if str(v.type) == kind:
+            return v
+        from thunder.dialects.attrs import constant_value, is_constant
+
+        if is_constant(v):
+            return self._constant(float(constant_value(v)) if kind == "f64" else int(constant_value(v)))
+        key = ("as", v, kind)
+        if key not in self.memo:
+            i64 = ir.IntegerType.get_signless(64)
+            if kind == "f64":
+                self.memo[key] = self._op("arith.sitofp", [self._op("arith.index_cast", [v], i64)], ir.F64Type.get())
+            else:
+                self.memo[key] = self._op("arith.index_cast", [self._op("arith.fptosi", [v], i64)], self.index)
+        return self.memo[key]
+
+    _INT = {ast.Add: "arith.addi", ast.Sub: "arith.subi", ast.Mult: "arith.muli", ast.FloorDiv: "arith.floordivsi"}
+    _FLOAT = {ast.Add: "arith.addf", ast.Sub: "arith.subf", ast.Mult: "arith.mulf", ast.Div: "arith.divf"}
+
+    def _compile(self, node, source):
+        if isinstance(node, ast.Name):
+            if node.id not in self.symbols:
+                raise Inexpressible(f"the symbol {node.id} (not a dim of an input)")
+            return self.symbols[node.id]
+        if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+            return self._constant(node.value)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            x = self._compile(node.operand, source)
+            return self._binary(ast.Sub, self._constant(0 if str(x.type) == "index" else 0.0), x, source)
+        if isinstance(node, ast.BinOp):
+            a, b = self._compile(node.left, source), self._compile(node.right, source)
+            if isinstance(node.op, ast.Mod):  # Python's floored modulo: a - (a // b) * b
+                q = self._binary(ast.FloorDiv, a, b, source)
+                return self._binary(ast.Sub, a, self._binary(ast.Mult, q, b, source), source)
+            if isinstance(node.op, ast.Pow) and isinstance(node.right, ast.Constant) and \
+                    type(node.right.value) is int and 1 <= node.right.value <= 4 and str(a.type) == "index":
+                out = a
+                for _ in range(node.right.value - 1):
+                    out = self._binary(ast.Mult, out, a, source)
+                return out
+            return self._binary(type(node.op), a, b, source)
+        if isinstance(node, ast.Call) and len(node.args) == 1 and not node.keywords:
+            fn = ast.unparse(node.func)
+            x = self._compile(node.args[0], source)
+            is_int = str(x.type) == "index"
+            if fn == "int":
+                return x if is_int else self._as(x, "index")
+            if fn == "float":
+                return self._as(x, "f64")
+            if fn == "abs":
+                return self._op("math.absi" if is_int else "math.absf", [x], x.type)
+            if fn in ("math.floor", "math.ceil", "round"):
+                if is_int:
+                    return x
+                name = {"math.floor": "math.floor", "math.ceil": "math.ceil", "round": "math.roundeven"}[fn]
+                return self._as(self._op(name, [x], x.type), "index")
+            if fn == "math.sqrt":
+                x = self._as(x, "f64")
+                return self._op("math.sqrt", [x], x.type)
+        raise Inexpressible(f"the size expression {source!r}")
+
+    def _binary(self, op, a, b, source):
+        if str(a.type) == "index" and str(b.type) == "index" and op in self._INT:
+            return self._op(self._INT[op], [a, b], self.index)
+        if op not in self._FLOAT:
+            raise Inexpressible(f"the size expression {source!r}")
+        a, b = self._as(a, "f64"), self._as(b, "f64")
+        return self._op(self._FLOAT[op], [a, b], ir.F64Type.get())
+
+
+# ---- the values of size computations on placeholder sizes (the verifier)
+PLACEHOLDER = 720720  # what a `?` dim is taken to be: divisible by 1..16, larger than static dims
+
+
+def placeholder():
+    return symbols.SymInt(PLACEHOLDER, "?")
+
+
+def evaluate(value, leaf):
+    """The Python value of a size computation (ir.Value of index/i64/f64 type); leaf gives the
+    value of a tensor (something with .shape) or of a func parameter. None where the value does
+    not come from size computations (a runtime number read from a tensor)."""
+    from thunder.dialects.attrs import constant_value, is_constant
+
+    if is_constant(value):
+        return constant_value(value)
+    if isinstance(value.owner, ir.Block) or isinstance(value.type, ir.RankedTensorType):
+        return leaf(value)
+    template = PYTHON.get(value.owner.name)
+    if template is None:
+        return None
+    args = [evaluate(v, leaf) for v in value.owner.operands]
+    if any(x is None for x in args):
+        return None
+    names = [f"_{i}" for i in range(len(args))]
+    return eval(template.format(*names), {"math": math}, dict(zip(names, args)))  # noqa: S307
+
+
+def mismatch(symbolic_func, concrete_func, int_values):
+    """Where the func with symbolic sizes, its sizes taken from a call (concrete_func: the trace of
+    that call; int_values: the int symbols' values in it, by name), is not that call's trace (an
+    op, a number, an attribute or a static dim of another value); None where it is the same. A
+    number computed from sizes where the recording lost its expression (a constant in one trace,
+    another in the next) shows here."""
+    from thunder.dialects.attrs import CONSTANT_OPS, constant_value, is_constant
+    from thunder.dialects.definitions import decode_op
+    from thunder.dialects.emit import loc_names
+
+    sym_block, con_block = symbolic_func.regions[0].blocks[0], concrete_func.regions[0].blocks[0]
+    shapes = {a: ir.RankedTensorType(c.type).shape for a, c in zip(sym_block.arguments, con_block.arguments)
+              if isinstance(c.type, ir.RankedTensorType)}
+
+    class Shaped:
+        def __init__(self, shape):
+            self.shape = shape
+
+    def leaf(v):
+        if v in shapes:
+            return Shaped(shapes[v])
+        if isinstance(v.owner, ir.Block) and str(v.type) == "i64":
+            return int_values.get((loc_names(v.location) or [None])[0])
+        return None
+
+    def fits(sym_t, con_t):
+        if not isinstance(sym_t, ir.RankedTensorType):
+            return str(sym_t) == str(con_t)
+        sym_t, con_t = ir.RankedTensorType(sym_t), ir.RankedTensorType(con_t)
+        return (sym_t.element_type == con_t.element_type and sym_t.rank == con_t.rank
+                and all(a == DYNAMIC or a == b for a, b in zip(sym_t.shape, con_t.shape)))
+
+    args = list(sym_block.arguments)[:len(con_block.arguments)]
+    if not all(fits(a.type, c.type) for a, c in zip(args, con_block.arguments)):
+        return "the func's arguments"
+    skip = set(CONSTANT_OPS) | set(PYTHON)
+    sym_ops = [o.operation for o in sym_block.operations if o.operation.name not in skip]
+    con_ops = [o.operation for o in con_block.operations if o.operation.name not in CONSTANT_OPS]
+    if [o.name for o in sym_ops] != [o.name for o in con_ops]:
+        return "the ops"
+    for s, c in zip(sym_ops, con_ops):
+        if s.name == "func.return":
+            if not all(fits(a.type, b.type) for a, b in zip(s.operands, c.operands)):
+                return "the results"
+            continue
+        marker = lambda v: "tensor" if isinstance(v.type, ir.RankedTensorType) else "number"  # noqa: E731
+        _, sym_values = decode_op(s, lambda v: marker(v) if isinstance(v.type, ir.RankedTensorType)
+                                  else (lambda x: marker(v) if x is None else x)(evaluate(v, leaf)))
+        _, con_values = decode_op(c, marker)
+        if sym_values != con_values:
+            return f"{s.name}'s arguments ({sym_values} against {con_values})"
+        if not all(fits(a.type, b.type) for a, b in zip(s.results, c.results)):
+            return f"{s.name}'s result types"
+    return None
