@@ -17,7 +17,9 @@
 // PY-NEXT: t0 = torch.nn.functional.linear(x, w, None)  # cpu float32[?, 8]
 // PY-NEXT: s = _sym0 * 2
 // PY-NEXT: t1 = torch.reshape(t0, (s, 4))  # cpu float32[?, 4]
+// PY-NEXT: del t0
 // PY-NEXT: t2 = torch.reshape(t1, (_sym0, 2, 4))  # cpu float32[?, 2, 4]
+// PY-NEXT: del t1
 // PY-NEXT: return t2
 func.func @computation(%x: tensor<?x16xf32> loc("x"), %w: tensor<8x16xf32> loc("w")) -> tensor<?x2x4xf32> {
   %c0 = arith.constant 0 : index
