@@ -796,3 +796,26 @@ def test_custom_autograd_function_ctx_attributes():
     torch.testing.assert_close(g, e)
     with pytest.raises(NotImplementedError, match="sets ctx.pair to a list of tensors"):
         thunder.jit(TensorList.apply)(x)
+
+
+def test_parameters_named_like_the_programs_modules():
+    # the generated program refers to torch, impl, math and operator: a parameter of the user's
+    # function with one of those names must not shadow them (it gave TypeError/AttributeError)
+    def f(torch_fn, impl, math, operator):
+        return ((impl @ math).tanh() + operator).sum()
+
+    a, b, c = (torch.randn(64, 64, requires_grad=True) for _ in range(3))
+    jf = thunder.jit(f)
+    jf(None, a, b, c).backward()
+    grads = [t.grad for t in (a, b, c)]
+    for t in (a, b, c):
+        t.grad = None
+    f(None, a, b, c).backward()
+    for got, t in zip(grads, (a, b, c)):
+        torch.testing.assert_close(got, t.grad)
+
+    def g(torch, operator):
+        return torch + operator
+
+    x, y = torch.randn(3), torch.randn(3)
+    torch.testing.assert_close(thunder.jit(g)(x, y), g(x, y))

@@ -62,6 +62,7 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
         namer = _Namer()
         callees = _fusion_callees(module)
         namer.used.update(callees)  # fusion_N names the kernel in the program's namespace
+        namer.used.update(NAMESPACE)  # (a parameter named torch, impl or math must not shadow them)
         for a in block.arguments:  # (i64: also an int symbol, dialects/sizes.py)
             if not attrs.is_tensor_type(a.type) and str(a.type) not in attrs.NUMBER_TYPE_NAMES:
                 raise Unprintable(f"codegen: @{fn_name} has an argument of type {a.type}: its Python program takes "
