@@ -210,11 +210,9 @@ def _verify(op, operation):
                 return proxy_of(v)
             return sizes.placeholder() if str(v.type) == "i64" else None
 
-        def value_of(v):
-            if isinstance(v.type, ir.RankedTensorType):
-                return proxy_of(v)
-            size = sizes.evaluate(v, leaf)
-            return proxy_of(v) if size is None else size
+        def value_of(v):  # (a tensor is its proxy; a runtime number not computed from sizes, a NumberProxy)
+            value = sizes.evaluate(v, leaf)
+            return proxy_of(v) if value is None else value
 
         # with `?` dims (or sizes given by operands) the meta function sees one placeholder size
         # for every `?`: what it cannot decide that way (e.g. a reshape of a `?` that is the product

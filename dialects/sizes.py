@@ -15,6 +15,7 @@ import ast
 import math
 
 from thunder.core import symbols
+from thunder.dialects.attrs import CONSTANT_OPS, constant_value, is_constant
 from thunder.dialects.mlir import arith, ir
 
 DYNAMIC = -(2 ** 63)  # ir.ShapedType.get_dynamic_size(): a `?` dim, an attribute entry given by an operand
@@ -167,8 +168,6 @@ class Emitter:
         """v converted to index or f64 (Python's int <-> float)."""
         if str(v.type) == kind:
             return v
-        from thunder.dialects.attrs import constant_value, is_constant
-
         if is_constant(v):
             return self._constant(float(constant_value(v)) if kind == "f64" else int(constant_value(v)))
         key = ("as", v, kind)
@@ -246,8 +245,6 @@ def evaluate(value, leaf):
     """The Python value of a size computation (ir.Value of index/i64/f64 type); leaf gives the
     value of a tensor (something with .shape) or of a func parameter. None where the value does
     not come from size computations (a runtime number read from a tensor)."""
-    from thunder.dialects.attrs import constant_value, is_constant
-
     if is_constant(value):
         return constant_value(value)
     if isinstance(value.owner, ir.Block) or isinstance(value.type, ir.RankedTensorType):
@@ -268,7 +265,6 @@ def mismatch(symbolic_func, concrete_func, int_values):
     op, a number, an attribute or a static dim of another value); None where it is the same. A
     number computed from sizes where the recording lost its expression (a constant in one trace,
     another in the next) shows here."""
-    from thunder.dialects.attrs import CONSTANT_OPS, constant_value, is_constant
     from thunder.dialects.definitions import decode_op
     from thunder.dialects.emit import loc_names
 
@@ -294,6 +290,13 @@ def mismatch(symbolic_func, concrete_func, int_values):
         return (sym_t.element_type == con_t.element_type and sym_t.rank == con_t.rank
                 and all(a == DYNAMIC or a == b for a, b in zip(sym_t.shape, con_t.shape)))
 
+    def kind(v):  # what is compared of a tensor or a runtime number: that it is one
+        return "tensor" if isinstance(v.type, ir.RankedTensorType) else "number"
+
+    def sym_value(v):  # a size takes the call's value
+        value = None if isinstance(v.type, ir.RankedTensorType) else evaluate(v, leaf)
+        return kind(v) if value is None else value
+
     args = list(sym_block.arguments)[:len(con_block.arguments)]
     if not all(fits(a.type, c.type) for a, c in zip(args, con_block.arguments)):
         return "the func's arguments"
@@ -307,10 +310,8 @@ def mismatch(symbolic_func, concrete_func, int_values):
             if not all(fits(a.type, b.type) for a, b in zip(s.operands, c.operands)):
                 return "the results"
             continue
-        marker = lambda v: "tensor" if isinstance(v.type, ir.RankedTensorType) else "number"  # noqa: E731
-        _, sym_values = decode_op(s, lambda v: marker(v) if isinstance(v.type, ir.RankedTensorType)
-                                  else (lambda x: marker(v) if x is None else x)(evaluate(v, leaf)))
-        _, con_values = decode_op(c, marker)
+        _, sym_values = decode_op(s, sym_value)
+        _, con_values = decode_op(c, kind)
         if sym_values != con_values:
             return f"{s.name}'s arguments ({sym_values} against {con_values})"
         if not all(fits(a.type, b.type) for a, b in zip(s.results, c.results)):

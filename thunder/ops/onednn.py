@@ -15,6 +15,7 @@ for grad mode off). Which library is faster is measured once per process on this
 (`faster`); THUNDER_CPU_MATMUL=onednn|torch overrides it.
 """
 import functools
+import math
 import os
 import time
 
@@ -94,13 +95,6 @@ def _eligible(*names, macs):
     return macs >= MIN_MACS and faster()
 
 
-def _numel(shape):
-    n = 1
-    for s in shape:
-        n *= s
-    return n
-
-
 def linear_source(values, outs):
     """Statements for ltorch.linear in a grad-free program, or None (torch's F.linear)."""
     x, w, b = values["input"], values["weight"], values["bias"]
@@ -108,7 +102,7 @@ def linear_source(values, outs):
         return None
     if b is not None and (not hasattr(b, "shape") or tuple(b.shape) != (w.shape[0],)):
         return None
-    if not _eligible(x, w, b, macs=_numel(x.shape) * w.shape[0]):
+    if not _eligible(x, w, b, macs=math.prod(x.shape) * w.shape[0]):
         return None
     return [f"{outs[0]} = impl.onednn_linear({x.name}, {w.name}{', ' + b.name if b is not None else ''})"]
 
@@ -119,7 +113,7 @@ def matmul_source(a_param, b_param):
         a, b = values[a_param], values[b_param]
         if not (hasattr(a, "shape") and hasattr(b, "shape")) or len(a.shape) < 2 or len(b.shape) != 2:
             return None
-        if not _eligible(a, b, macs=_numel(a.shape) * b.shape[1]):
+        if not _eligible(a, b, macs=math.prod(a.shape) * b.shape[1]):
             return None
         return [f"{outs[0]} = impl.onednn_matmul({a.name}, {b.name})"]
     return source

@@ -541,25 +541,8 @@ def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None) -> CacheEn
         metas = [symbolic.TensorMeta(x) for x in read]
         entry.parts = symbolic.Parts(source, constants, (arg_specs, kw_specs, metas, prologue_args),
                                      ctx.sym_guards, symbolic.leaks(result.value, writes), [id(x) for x in read],
-                                     symbolic_trace, _float_exprs(ctx) if ctx.sym_shapes else ())
+                                     symbolic_trace, symbolic.float_exprs(ctx.symbols) if ctx.sym_shapes else ())
     return entry
-
-
-def _float_exprs(ctx):
-    """The expressions of the floats computed from symbolic sizes that the trace's ops take."""
-    found = {}
-
-    def walk(v):
-        if isinstance(v, symbols.SymFloat):
-            found.setdefault(v.expr)
-        elif isinstance(v, (tuple, list)):
-            for x in v:
-                walk(x)
-
-    for bsym in ctx.symbols:
-        for v in bsym.args.values():
-            walk(v)
-    return tuple(found)
 
 
 def _symbolic_trace(ctx, out_refs, mutated, out_spec):

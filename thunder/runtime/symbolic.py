@@ -77,6 +77,24 @@ def leaks(value, writes):
     return walk(value) or any(walk(w[2]) for w in writes)
 
 
+def float_exprs(bsyms):
+    """The expressions of the floats computed from symbolic sizes that these ops take (the
+    candidates for a float literal that differs between the calls: `1 / math.sqrt(T)`)."""
+    found = {}
+
+    def walk(v):
+        if isinstance(v, sym.SymFloat):
+            found.setdefault(v.expr)
+        elif isinstance(v, (tuple, list)):
+            for x in v:
+                walk(x)
+
+    for bsym in bsyms:
+        for v in bsym.args.values():
+            walk(v)
+    return tuple(found)
+
+
 class TensorMeta:
     """What a prologue reads of an example tensor (so a cache entry keeps no input alive)."""
 
