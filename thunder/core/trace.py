@@ -3,6 +3,8 @@ import contextlib
 import contextvars
 from dataclasses import dataclass
 
+from thunder.core import strides
+
 _current = contextvars.ContextVar("thunder_trace", default=None)
 
 
@@ -279,6 +281,32 @@ def run_meta(op, values):
     return op.meta(**values)
 
 
+def _elementwise_meta(op, values, out):
+    """out's meta tensor with the strides eager's TensorIterator gives it (core/strides.py); None
+    where the rule is not used: an empty result, symbolic sizes (their comparisons are guards)."""
+    from thunder.core.numbers import NumberProxy
+    from thunder.core.proxies import TensorProxy, meta_of
+
+    import torch
+
+    if values.get("inplace"):
+        return None  # (eager's result is the input itself, with its strides)
+    operands = []
+    for p in op.params:
+        v = values.get(p.name)
+        if isinstance(v, TensorProxy):
+            m = meta_of(v)
+            operands.append((tuple(m.shape), m.stride()))
+        elif (op.numbers_are_operands and p.kind.name == "TensorOrNumber"
+              and isinstance(v, (bool, int, float, complex, NumberProxy))):
+            operands.append(((), ()))
+    shape = tuple(out.shape)
+    if not all(type(n) is int for n in shape) or 0 in shape or not all(
+            type(x) is int for s, st in operands for x in (*s, *st)):
+        return None
+    return torch.empty_strided(shape, strides.elementwise(shape, operands), dtype=out.dtype, device="meta")
+
+
 def _eager_strides(ctx, op, values, outs):
     """Runs op on meta tensors (torch's own kernels) for eager's strides of its results, which
     become the results' meta tensors; None when torch cannot (a data-dependent op, say): the
@@ -299,6 +327,11 @@ def _eager_strides(ctx, op, values, outs):
         return None  # (torch's random kernels would draw from the generator even on meta tensors)
     if op.contiguous:
         return None
+    if op.elementwise and len(outs) == 1:
+        m = _elementwise_meta(op, values, outs[0])
+        if m is not None:
+            outs[0].meta = m
+            return [m]
 
     from thunder.core.numbers import example
 

@@ -68,7 +68,7 @@ def _unary(name, fn, *, float_out=False, bool_out=False, upcast=False, reject=()
 
     meta.__name__ = name
     methods = (name, *names) if method else ()
-    op = ltorch(f"torch.{name}", methods=methods, dunders=dunders,
+    op = ltorch(f"torch.{name}", methods=methods, dunders=dunders, elementwise=True,
                 aliases=_aliases(name, *names, extra=extra_aliases))(meta)
     op.decompose(lambda input: _compute([input], op.meta(input), fn, upcast=upcast))
     return op
@@ -123,7 +123,7 @@ isfinite = _unary("isfinite", _is_finite, bool_out=True)
 bitwise_not = _unary("bitwise_not", prims.bitwise_not, reject=("float",), dunders=("__invert__",))
 
 
-@ltorch("torch.square", methods=("square",), aliases=_aliases("square"))
+@ltorch("torch.square", methods=("square",), aliases=_aliases("square"), elementwise=True)
 def square(input: Tensor):
     """input * input (bool inputs give int64, as torch.pow(input, 2))."""
     return TensorProxy.like(input, dtype=torch.int64 if input.dtype is torch.bool else input.dtype)
@@ -134,7 +134,7 @@ def _(input):
     return _compute([input], square.meta(input), lambda x: prims.mul(x, x))
 
 
-@ltorch("torch.round", methods=("round",), aliases=_aliases("round"))
+@ltorch("torch.round", methods=("round",), aliases=_aliases("round"), elementwise=True)
 def round_(input: Tensor, *, decimals: Int = 0):
     _reject("round", input.dtype, ("bool",) if decimals == 0 else ("bool", "int"))
     return TensorProxy.like(input)
@@ -155,7 +155,7 @@ def _(input, *, decimals=0):
     return _compute([input], round_.meta(input, decimals=decimals), fn)
 
 
-@ltorch("torch.logical_not", methods=("logical_not",), aliases=_aliases("logical_not"))
+@ltorch("torch.logical_not", methods=("logical_not",), aliases=_aliases("logical_not"), elementwise=True)
 def logical_not(input: Tensor):
     return TensorProxy.like(input, dtype=torch.bool)
 
@@ -170,7 +170,7 @@ def _(input):
 
 
 @ltorch("torch.add", methods=("add",), dunders=("__add__",), rdunders=("__radd__",),
-        aliases=(torch.add, torch.Tensor.add))
+        aliases=(torch.add, torch.Tensor.add), elementwise=True, numbers_are_operands=True)
 def add(input: TensorOrNumber, other: TensorOrNumber, *, alpha: Number = 1):
     _check_any_tensor("add", input, other)
     return _check_alpha(elementwise(input, other), alpha)
@@ -211,7 +211,7 @@ def _binary(name, fn, *, float_out=False, bool_out=False, upcast=False, check=No
     if tensors_only:
         meta.__annotations__ = {"input": Tensor, "other": Tensor}
     op = ltorch(torch_name or f"torch.{name}", methods=(name, *names), dunders=dunders, rdunders=rdunders,
-                aliases=_aliases(name, *names))(meta)
+                aliases=_aliases(name, *names), elementwise=True, numbers_are_operands=True)(meta)
     op.decompose(lambda input, other: _compute([input, other], op.meta(input, other), fn, upcast=upcast))
     return op
 
@@ -289,7 +289,8 @@ def _logical(name, prim):
         return elementwise(input, other, always_bool=True)
 
     meta.__name__ = name
-    op = ltorch(f"torch.{name}", methods=(name,), aliases=_aliases(name))(meta)
+    op = ltorch(f"torch.{name}", methods=(name,), aliases=_aliases(name), elementwise=True,
+                numbers_are_operands=True)(meta)
     op.decompose(lambda input, other: _compute([input, other], op.meta(input, other), prim, dtype=torch.bool))
     return op
 
@@ -299,7 +300,8 @@ logical_or = _logical("logical_or", prims.bitwise_or)
 logical_xor = _logical("logical_xor", prims.bitwise_xor)
 
 
-@ltorch("torch.sub", methods=("sub", "subtract"), dunders=("__sub__",), aliases=_aliases("sub", "subtract"))
+@ltorch("torch.sub", methods=("sub", "subtract"), dunders=("__sub__",), aliases=_aliases("sub", "subtract"),
+        elementwise=True, numbers_are_operands=True)
 def sub(input: TensorOrNumber, other: TensorOrNumber, *, alpha: Number = 1):
     _check_any_tensor("sub", input, other)
     _no_bool_operand("sub", (input, other, alpha), None)
@@ -311,7 +313,7 @@ def _(input, other, *, alpha=1):
     return _compute([input, other], sub.meta(input, other, alpha=alpha), lambda a, b: prims.sub(a, _scaled(b, alpha)))
 
 
-@ltorch("torch.rsub", rdunders=("__rsub__",), aliases=(torch.rsub,))
+@ltorch("torch.rsub", rdunders=("__rsub__",), aliases=(torch.rsub,), elementwise=True, numbers_are_operands=True)
 def rsub(input: TensorOrNumber, other: TensorOrNumber, *, alpha: Number = 1):
     """other - alpha * input (Python's `number - tensor`)."""
     return sub.meta(other, input, alpha=alpha)
@@ -328,7 +330,8 @@ def _check_rounding_mode(rounding_mode):
                            f"but found '{rounding_mode}'")
 
 
-@ltorch("torch.div", methods=("div", "divide"), dunders=("__truediv__",), aliases=_aliases("div", "divide"))
+@ltorch("torch.div", methods=("div", "divide"), dunders=("__truediv__",), aliases=_aliases("div", "divide"),
+        elementwise=True, numbers_are_operands=True)
 def div(input: TensorOrNumber, other: TensorOrNumber, *, rounding_mode: Str | None = None):
     _check_any_tensor("div", input, other)
     _check_rounding_mode(rounding_mode)
@@ -345,7 +348,8 @@ def _(input, other, *, rounding_mode=None):
                     upcast=rounding_mode == "floor")
 
 
-@ltorch("torch.true_divide", methods=("true_divide",), aliases=_aliases("true_divide"))
+@ltorch("torch.true_divide", methods=("true_divide",), aliases=_aliases("true_divide"), elementwise=True,
+        numbers_are_operands=True)
 def true_divide(dividend: TensorOrNumber, divisor: TensorOrNumber):
     return div.meta(dividend, divisor)
 
@@ -355,7 +359,7 @@ def _(dividend, divisor):
     return _compute([dividend, divisor], div.meta(dividend, divisor), prims.div)
 
 
-@ltorch("torch.pow", methods=("pow",), dunders=("__pow__",), aliases=_aliases("pow"))
+@ltorch("torch.pow", methods=("pow",), dunders=("__pow__",), aliases=_aliases("pow"), elementwise=True)
 def pow_(input: TensorOrNumber, exponent: TensorOrNumber):
     _check_any_tensor("pow", input, exponent)
     out = elementwise(input, exponent)
@@ -419,7 +423,7 @@ class _WhereOp(OpDef):
         return super().__call__(*args, **kwargs)
 
 
-@ltorch("torch.where", aliases=(torch.where,))
+@ltorch("torch.where", aliases=(torch.where,), elementwise=True, numbers_are_operands=True)
 def where(condition: Tensor, input: TensorOrNumber, other: TensorOrNumber):
     if condition.dtype not in (torch.bool, torch.uint8):
         raise RuntimeError(f"where expected condition to be a boolean tensor, but got a tensor with dtype "
@@ -465,7 +469,7 @@ def _clamp_decomp(input, min, max, out):
     return _compute([input, *bounds], out, fn)
 
 
-@ltorch("torch.clamp", methods=("clamp", "clip"), aliases=_aliases("clamp", "clip"))
+@ltorch("torch.clamp", methods=("clamp", "clip"), aliases=_aliases("clamp", "clip"), elementwise=True)
 def clamp(input: Tensor, min: TensorOrNumber | None = None, max: TensorOrNumber | None = None):
     return _clamp_meta("clamp", input, min, max)
 
@@ -475,7 +479,7 @@ def _(input, min=None, max=None):
     return _clamp_decomp(input, min, max, clamp.meta(input, min, max))
 
 
-@ltorch("torch.clamp_min", methods=("clamp_min",), aliases=_aliases("clamp_min"))
+@ltorch("torch.clamp_min", methods=("clamp_min",), aliases=_aliases("clamp_min"), elementwise=True)
 def clamp_min(input: Tensor, min: TensorOrNumber):
     return _clamp_meta("clamp_min", input, min, None)
 
@@ -485,7 +489,7 @@ def _(input, min):
     return _clamp_decomp(input, min, None, clamp_min.meta(input, min))
 
 
-@ltorch("torch.clamp_max", methods=("clamp_max",), aliases=_aliases("clamp_max"))
+@ltorch("torch.clamp_max", methods=("clamp_max",), aliases=_aliases("clamp_max"), elementwise=True)
 def clamp_max(input: Tensor, max: TensorOrNumber):
     return _clamp_meta("clamp_max", input, None, max)
 
@@ -495,7 +499,7 @@ def _(input, max):
     return _clamp_decomp(input, None, max, clamp_max.meta(input, max))
 
 
-@ltorch("torch.lerp", methods=("lerp",), aliases=_aliases("lerp"))
+@ltorch("torch.lerp", methods=("lerp",), aliases=_aliases("lerp"), elementwise=True)
 def lerp(input: Tensor, end: Tensor, weight: TensorOrNumber):
     for n, t in (("end", end), ("weight", weight)):
         if is_tensor(t) and t.dtype != input.dtype:
@@ -525,7 +529,7 @@ def _(input, end, weight):
 # result assigned to the input.
 
 
-@ltorch("torch.nn.functional.relu", methods=("relu",), aliases=_aliases("relu", extra=(F.relu,)))
+@ltorch("torch.nn.functional.relu", methods=("relu",), aliases=_aliases("relu", extra=(F.relu,)), elementwise=True)
 def relu(input: Tensor, inplace: Bool = False):
     _reject("relu", input.dtype, ("bool",), RuntimeError)
     return TensorProxy.like(input)
@@ -537,7 +541,7 @@ def _(input, inplace=False):
     return prims.where(prims.lt(input, zero), zero, input)  # keeps nan, as clamp_min(x, 0) does
 
 
-@ltorch("torch.nn.functional.gelu", aliases=(F.gelu,))
+@ltorch("torch.nn.functional.gelu", aliases=(F.gelu,), elementwise=True)
 def gelu(input: Tensor, *, approximate: Str = "none"):
     _reject("GeluKernelImpl", input.dtype, ("bool", "int"))
     if approximate not in ("none", "tanh"):
@@ -557,7 +561,7 @@ def _(input, *, approximate="none"):
     return _compute([input], gelu.meta(input, approximate=approximate), fn, upcast=True)
 
 
-@ltorch("torch.nn.functional.silu", aliases=(F.silu,))
+@ltorch("torch.nn.functional.silu", aliases=(F.silu,), elementwise=True)
 def silu(input: Tensor, inplace: Bool = False):
     _reject("silu", input.dtype, ("bool", "int"))
     return TensorProxy.like(input)
@@ -569,7 +573,7 @@ def _(input, inplace=False):
     return _compute([input], silu.meta(input), fn, upcast=True)
 
 
-@ltorch("torch.nn.functional.softplus", aliases=(F.softplus,))
+@ltorch("torch.nn.functional.softplus", aliases=(F.softplus,), elementwise=True)
 def softplus(input: Tensor, beta: Float = 1.0, threshold: Float = 20.0):
     _reject("softplus", input.dtype, ("bool", "int"))
     return TensorProxy.like(input)
@@ -584,7 +588,7 @@ def _(input, beta=1.0, threshold=20.0):
     return _compute([input], softplus.meta(input), fn, upcast=True)
 
 
-@ltorch("torch.nn.functional.leaky_relu", aliases=(F.leaky_relu,))
+@ltorch("torch.nn.functional.leaky_relu", aliases=(F.leaky_relu,), elementwise=True)
 def leaky_relu(input: Tensor, negative_slope: Float = 0.01, inplace: Bool = False):
     _reject("leaky_relu", input.dtype, ("bool", "int"))
     return TensorProxy.like(input)
@@ -596,7 +600,7 @@ def _(input, negative_slope=0.01, inplace=False):
     return _compute([input], leaky_relu.meta(input), fn, upcast=True)
 
 
-@ltorch("torch.nn.functional.hardtanh", aliases=(F.hardtanh,))
+@ltorch("torch.nn.functional.hardtanh", aliases=(F.hardtanh,), elementwise=True)
 def hardtanh(input: Tensor, min_val: Float = -1.0, max_val: Float = 1.0, inplace: Bool = False):
     _reject("hardtanh", input.dtype, ("bool",), RuntimeError)
     if input.dtype is torch.uint8 and (min_val < 0 or max_val < 0):
@@ -613,7 +617,7 @@ def _(input, min_val=-1.0, max_val=1.0, inplace=False):
     return _compute([input], hardtanh.meta(input), fn)
 
 
-@ltorch("torch.nn.functional.relu6", aliases=(F.relu6,))
+@ltorch("torch.nn.functional.relu6", aliases=(F.relu6,), elementwise=True)
 def relu6(input: Tensor, inplace: Bool = False):
     """hardtanh(input, 0, 6)."""
     return hardtanh.meta(input, 0.0, 6.0)
@@ -635,7 +639,7 @@ def _float_activation(name, fn, *params, kernel=None):
     meta.__signature__ = inspect.Signature(sig)
     meta.__name__ = name
     f = getattr(F, name)
-    op = ltorch(f"torch.nn.functional.{name}", aliases=(f,))(meta)
+    op = ltorch(f"torch.nn.functional.{name}", aliases=(f,), elementwise=True)(meta)
 
     @op.decompose
     def _(input, *args, inplace=False, **kw):
@@ -668,7 +672,7 @@ hardsigmoid = _float_activation("hardsigmoid", lambda x: prims.div(_relu6_shifte
 hardswish = _float_activation("hardswish", lambda x: prims.div(prims.mul(x, _relu6_shifted(x)), 6.0))
 
 
-@ltorch("torch.nn.functional.threshold", aliases=(F.threshold, torch.threshold))
+@ltorch("torch.nn.functional.threshold", aliases=(F.threshold, torch.threshold), elementwise=True)
 def threshold(input: Tensor, threshold: Float, value: Float, inplace: Bool = False):
     """input <= threshold ? value : input (nan stays)."""
     _reject("threshold_cpu", input.dtype, ("bool",))
@@ -750,7 +754,8 @@ def _softplus_grad(g, out, x, beta=1.0, threshold=20.0):
     return where(gt(xb, float(threshold)), g32, mul(g32, sigmoid(xb)))  # z / (z + 1), z = exp(x * beta)
 
 
-@ltorch("torch.ops.aten.gelu_backward", aliases=(torch.ops.aten.gelu_backward, torch.ops.aten.gelu_backward.default))
+@ltorch("torch.ops.aten.gelu_backward", aliases=(torch.ops.aten.gelu_backward, torch.ops.aten.gelu_backward.default),
+        elementwise=True)
 def gelu_backward(grad_output: Tensor, input: Tensor, *, approximate: Str = "none"):
     """gelu's VJP as one op: torch runs its fused kernel; decomposes into the formula."""
     return TensorProxy(input.shape, input.dtype, input.device)

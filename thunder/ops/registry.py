@@ -185,6 +185,13 @@ class OpDef:
     # eager's results are contiguous whatever the inputs' strides: no meta run to learn them (torch's
     # meta kernel for layer_norm is a Python reference whose first call imports torch._dynamo, ~1.5 s)
     contiguous: bool = False
+    # eager computes it with one TensorIterator: its result's strides follow that rule
+    # (core/strides.py), computed without a meta run (torch's elementwise meta kernels are Python
+    # references that import torch._dynamo too); numbers_are_operands: eager wraps the Python
+    # numbers among its TensorOrNumber operands as 0-d tensors (add(Tensor, Scalar)), which take
+    # part in the rule; else numbers are the kernel's parameters (clamp's min)
+    elementwise: bool = False
+    numbers_are_operands: bool = False
     differentiable: bool = True  # False: results never carry gradient (only inputs' metadata is read)
     effects: bool = False  # writes memory (copy_ into an input): not Pure
     # Number operands whose values decide the result's metadata (arange's start/end/step): a
@@ -331,7 +338,8 @@ def _params_of(fn):
 
 def _register(dialect, torch_name, *, methods=(), dunders=(), rdunders=(), aliases=(), varargs=None,
               returns_sequence=False, random=False, view=False, strided=False, differentiable=True, effects=False,
-              name=None, return_type=None, static_numbers=(), contiguous=False):
+              name=None, return_type=None, static_numbers=(), contiguous=False, elementwise=False,
+              numbers_are_operands=False):
     def decorator(meta):
         op = OpDef(
             name=name or meta.__name__.rstrip("_"),
@@ -349,6 +357,8 @@ def _register(dialect, torch_name, *, methods=(), dunders=(), rdunders=(), alias
             is_view=view,
             strided=strided,
             contiguous=contiguous,
+            elementwise=elementwise,
+            numbers_are_operands=numbers_are_operands,
             differentiable=differentiable,
             effects=effects,
             return_type=return_type,
