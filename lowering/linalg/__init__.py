@@ -25,7 +25,7 @@ import torch
 
 from thunder.dialects.mlir import ir
 from thunder.lowering.linalg import disk_cache
-from thunder.lowering.linalg.pipeline import lower_to_llvm, pipeline  # noqa: F401
+from thunder.lowering.linalg.pipeline import OPT_LEVEL, lower_to_llvm, pipeline  # noqa: F401
 from thunder.lowering.linalg.runtime import CallFrame, CompiledFunction, torch_dtype
 from thunder.lowering.linalg.to_linalg import (UnsupportedOp, lower_region, row_major_strides,  # noqa: F401
                                                signature, supported, to_linalg)
@@ -53,7 +53,7 @@ RANGES_PER_THREAD = 4
 
 
 class Kernel:
-    def __init__(self, text, name, loops="loops", specialize_strides=True, opt_level=3, sizes=()):
+    def __init__(self, text, name, loops="loops", specialize_strides=True, opt_level=OPT_LEVEL, sizes=()):
         self.text, self.name, self.loops = text, name, loops
         # cache="symbolic values": the sizes that change between calls; the kernel is tiled along
         # them where it can be and takes the strides that depend on them dynamically, so its code
@@ -172,7 +172,7 @@ class Kernel:
 
 
 def compile_region(func_op_text_or_module, name=None, *, loops="loops", specialize_strides=True,
-                   opt_level=3, sizes=()) -> Kernel:
+                   opt_level=OPT_LEVEL, sizes=()) -> Kernel:
     """A callable running the func (of thunder prims) `name` natively. The first call with a
     new combination of input strides compiles (when specialize_strides). sizes: see Kernel."""
     text = _text(func_op_text_or_module)

@@ -38,6 +38,8 @@ import subprocess
 import sys
 import tempfile
 
+from thunder.lowering.linalg.pipeline import OPT_LEVEL
+
 FORMAT = "thunder-mlir-kernel-2"
 _MAGIC = b"THKCACHE"
 _TRAILER = len(_MAGIC) + 32 + 32  # magic, key, sha256(library + key)
@@ -94,7 +96,7 @@ def _compiler():
     return " ".join(parts)
 
 
-def key(key_text, name, loops="loops", opt_level=3):
+def key(key_text, name, loops="loops", opt_level=OPT_LEVEL):
     """The hex digest naming the entry of a kernel."""
     from thunder.lowering.linalg.pipeline import pipeline
     h = hashlib.sha256()
@@ -215,7 +217,7 @@ def _store(directory, digest, engine):
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def load_or_compile(key_text, name, build, *, loops="loops", opt_level=3):
+def load_or_compile(key_text, name, build, *, loops="loops", opt_level=OPT_LEVEL):
     """(keepalive, address, how) for the kernel `name` whose linalg text is key_text.
 
     address: the packed entry `void f(void **args)` (what ExecutionEngine.raw_lookup(
@@ -259,7 +261,7 @@ def _loaded_function_type():
     return LoadedFunction
 
 
-def compiled_function(key_text, name, build, *, loops="loops", opt_level=3):
+def compiled_function(key_text, name, build, *, loops="loops", opt_level=OPT_LEVEL):
     """(callable on a list of tensors (inputs then outputs), how): build()'s CompiledFunction
     when compiled, a CompiledFunction subclass over the loaded library when from disk."""
     keep, addr, how = load_or_compile(key_text, name, build, loops=loops, opt_level=opt_level)

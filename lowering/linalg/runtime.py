@@ -15,6 +15,7 @@ import torch
 
 from thunder.core import dtypes
 from thunder.dialects.mlir import ExecutionEngine, ir
+from thunder.lowering.linalg.pipeline import OPT_LEVEL
 
 _DESCRIPTORS = {}
 
@@ -49,7 +50,7 @@ def torch_dtype(elt: str) -> torch.dtype:
 class CompiledFunction:
     """An ExecutionEngine holding one lowered func; call(tensors) with inputs then outputs."""
 
-    def __init__(self, llvm_module: ir.Module, name: str, opt_level=3):
+    def __init__(self, llvm_module: ir.Module, name: str, opt_level=OPT_LEVEL):
         self.module = llvm_module  # keep the module (and its context) alive with the engine
         self.engine = ExecutionEngine(llvm_module, opt_level=opt_level)
         addr = self.engine.raw_lookup("_mlir_ciface_" + name)
