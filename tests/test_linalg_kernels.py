@@ -286,15 +286,28 @@ def test_new_row_counts_do_not_recompile():
     assert len(COMPILE_LOG) == n
 
 
-def test_rows_split_over_threads():
-    from thunder.lowering.linalg import PARALLEL_MIN_BYTES
+@pytest.mark.parametrize("threads_of", ["openmp", "python"])
+def test_rows_split_over_threads(threads_of, monkeypatch):
+    # the ranges run on torch's OpenMP threads (GOMP_parallel), or on a Python pool where torch
+    # has no OpenMP runtime
+    from thunder.lowering.linalg import PARALLEL_MIN_BYTES, runtime
 
+    if threads_of == "openmp" and runtime.openmp() is None:
+        pytest.skip("this torch build runs its threads without OpenMP")
+    if threads_of == "python":
+        monkeypatch.setattr(runtime, "openmp", lambda: None)
     threads = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
         x, b = torch.randn(512, 1024), torch.randn(1024)
         assert x.numel() * 4 >= PARALLEL_MIN_BYTES
         kernel, _ = run(bias_gelu, x, b)
+        kernel.frames.clear()  # (a frame an earlier test made chose its threads then)
+        kernel(x, b)
+        frame = kernel.frames[threading.get_ident()][(kernel.strides((x, b)), 2)]
+        assert (frame.parallel is not None) == (threads_of == "openmp")
+        for _ in range(20):  # every range computed once, call after call
+            torch.testing.assert_close(kernel(x, b)[0], bias_gelu(x, b), rtol=1e-5, atol=1e-5)
         fn, lowered = next(iter(kernel.variants.values()))
         ranges, n_threads = kernel.row_ranges(lowered)
         # 4 ranges per thread, taken by whichever thread is free: consecutive whole tiles

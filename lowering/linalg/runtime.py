@@ -63,13 +63,75 @@ class CompiledFunction:
         CallFrame(self, [tuple(x.shape) for x in tensors], [x.stride() for x in tensors], row_ranges)(tensors)
 
 
+# The row ranges of a kernel's call run on the OpenMP threads torch runs its own ops on (one pool:
+# no thread of ours competes with torch's): GOMP_parallel (libgomp's entry for `#pragma omp
+# parallel`, which LLVM's libomp also provides) runs this function on each thread; each takes the
+# next range (an atomic counter) until none is left, so a thread that gets no core (a shared
+# machine) delays nothing. Its argument is {kernel entry, its packed argument arrays, their
+# count, the counter}, passed the way a packed entry takes one pointer argument.
+_RANGE_RUNNER = """
+llvm.func @run_ranges(%d: !llvm.ptr) {
+  %one = llvm.mlir.constant(1 : i64) : i64
+  %fn = llvm.load %d : !llvm.ptr -> !llvm.ptr
+  %arrays_at = llvm.getelementptr %d[1] : (!llvm.ptr) -> !llvm.ptr, i64
+  %arrays = llvm.load %arrays_at : !llvm.ptr -> !llvm.ptr
+  %n_at = llvm.getelementptr %d[2] : (!llvm.ptr) -> !llvm.ptr, i64
+  %n = llvm.load %n_at : !llvm.ptr -> i64
+  %next = llvm.getelementptr %d[3] : (!llvm.ptr) -> !llvm.ptr, i64
+  llvm.br ^take
+^take:
+  %k = llvm.atomicrmw add %next, %one seq_cst : !llvm.ptr, i64
+  %left = llvm.icmp "slt" %k, %n : i64
+  llvm.cond_br %left, ^run, ^done
+^run:
+  %args_at = llvm.getelementptr %arrays[%k] : (!llvm.ptr, i64) -> !llvm.ptr, !llvm.ptr
+  %args = llvm.load %args_at : !llvm.ptr -> !llvm.ptr
+  llvm.call %fn(%args) : !llvm.ptr, (!llvm.ptr) -> ()
+  llvm.br ^take
+^done:
+  llvm.return
+}
+"""
+_OPENMP = None  # (GOMP_parallel, the runner's packed entry, its engine), False: not available
+
+
+def _openmp_libraries():
+    import torch
+
+    if "OpenMP" not in torch.__config__.parallel_info().split("parallel backend:", 1)[-1].split("\n", 1)[0]:
+        return  # torch's threads are not OpenMP's: ranges go to the Python pool
+    for name in ("libgomp.so.1", "libomp.so", "libiomp5.so", "libomp.dylib", "libiomp5.dylib"):
+        try:  # RTLD_NOLOAD: the runtime torch loaded, never a second one
+            yield ctypes.CDLL(name, mode=os.RTLD_NOLOAD | os.RTLD_NOW)
+        except (OSError, AttributeError):
+            continue
+
+
+def openmp():
+    """(GOMP_parallel, the range runner's entry) of torch's OpenMP runtime, or None."""
+    global _OPENMP
+    if _OPENMP is None:
+        _OPENMP = False
+        for lib in _openmp_libraries():
+            fn = getattr(lib, "GOMP_parallel", None)
+            if fn is None:
+                continue
+            fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint, ctypes.c_uint]
+            fn.restype = None
+            with ir.Context(), ir.Location.unknown():
+                engine = ExecutionEngine(ir.Module.parse(_RANGE_RUNNER), opt_level=OPT_LEVEL)
+            _OPENMP = (fn, engine.raw_lookup("run_ranges"), engine)  # (the packed entry: _mlir_run_ranges)
+            break
+    return _OPENMP[:2] if _OPENMP else None
+
+
 class CallFrame:
     """The ctypes arguments of one kernel for fixed sizes and strides: the memref descriptors
     (sizes and strides written once) and the packed argument arrays. A call only writes the
     tensors' data pointers. row_ranges: for a tiled kernel, the (lo, hi) row ranges to compute;
-    with threads > 1, the caller and threads - 1 pool threads take the next range until none is
-    left (ctypes releases the GIL during each), so a thread that does not get a core (the machine
-    is shared) delays nothing: the others compute its ranges. Not shared between threads."""
+    with threads > 1, the ranges run on torch's OpenMP threads (_RANGE_RUNNER), or where torch has
+    none, the caller and threads - 1 Python pool threads take the next range until none is left
+    (ctypes releases the GIL during each). Not shared between threads."""
 
     def __init__(self, fn, shapes, strides, row_ranges=None, scalars=None, threads=1):
         self.threads = threads
@@ -100,6 +162,15 @@ class CallFrame:
             self.packed = [(ctypes.c_void_p * (n + 2))(*arg_ptrs, base + 8 * (bounds + 2 * k),
                                                        base + 8 * (bounds + 2 * k + 1))
                            for k in range(len(row_ranges))]
+        self.parallel = None
+        if threads > 1 and len(self.packed) > 1 and openmp() is not None:
+            arrays = (ctypes.c_void_p * len(self.packed))(*map(ctypes.addressof, self.packed))
+            work = (ctypes.c_int64 * 4)(ctypes.cast(self.fn, ctypes.c_void_p).value, ctypes.addressof(arrays),
+                                        len(self.packed), 0)
+            at = ctypes.c_void_p(ctypes.addressof(work))  # the packed entry's one argument: &work
+            args = (ctypes.c_void_p * 1)(ctypes.addressof(at))
+            self.parallel = (*openmp(), work, ctypes.addressof(args))
+            self._keep = (arrays, at, args)  # (what the addresses point at)
 
     def __call__(self, tensors):
         words = self.words
@@ -108,6 +179,11 @@ class CallFrame:
         for i, buf in self.scalar_slots:
             buf.value = tensors[i]
         packed = self.packed
+        if self.parallel is not None:
+            gomp_parallel, runner, work, arg = self.parallel
+            work[3] = 0
+            gomp_parallel(runner, arg, self.threads, 0)
+            return
         if len(packed) == 1 or self.threads == 1:
             for p in packed:
                 self.fn(p)
