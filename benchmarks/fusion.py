@@ -220,6 +220,11 @@ def main():
     vs_inductor = geomean([r["times"][1] / r["times"][2] for r in results.values()])
     print(f"\ngeometric mean over {len(results)} case(s): thunder {vs_eager:.2f}x eager, {vs_inductor:.2f}x inductor "
           "(speedup = other's time / thunder's; > 1: thunder faster)")
+    fusion = [r for name, r in results.items() if not name.startswith("gpt block")]
+    if fusion and len(fusion) < len(results):
+        print(f"geometric mean over the {len(fusion)} fusion case(s) (the GPT block left out): thunder "
+              f"{geomean([r['times'][0] / r['times'][2] for r in fusion]):.2f}x eager, "
+              f"{geomean([r['times'][1] / r['times'][2] for r in fusion]):.2f}x inductor")
     print("thunder first call: the whole first call (trace compile in parentheses, then kernel compiles); kernels "
           "compiled: COMPILE_LOG entries during it (kernels already compiled by an earlier case in this process are "
           "reused, not counted)")

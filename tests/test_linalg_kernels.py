@@ -356,6 +356,21 @@ def test_iota_in_tiled_kernels():
     assert lowered.rows == 3000 and lowered.tile_rows < 3000 and "linalg.index" in lowered.text
 
 
+def test_tiles_along_an_inner_axis_read_pieces_of_2_kib():
+    # a rotary embedding tiled along its 512 positions (the 4x16 slabs before them are too large
+    # to tile): a tile is a piece of each of the 64 slabs; one position (256 bytes a piece) would
+    # fit TILE_BYTES, but short pieces defeat the prefetcher, so a tile takes 8 positions
+    from thunder.lowering.linalg.to_linalg import MIN_PIECE_BYTES
+
+    def rotary(x, cos, sin):
+        return x * cos + torch.cat((-x[..., 32:], x[..., :32]), dim=-1) * sin
+
+    kernel, _ = run(rotary, torch.randn(4, 16, 512, 64), torch.randn(512, 64), torch.randn(512, 64))
+    lowered = kernel.lowered(kernel._key(((524288, 32768, 64, 1), (64, 1), (64, 1))))
+    assert lowered.rows == 512 and lowered.axes == [2, 0, 0]
+    assert lowered.tile_rows * 64 * 4 == MIN_PIECE_BYTES
+
+
 def test_value_read_whole_and_by_rows():
     # a mask over the rows summed (read whole: computed before the tile loop) and used row by row
     # (a loss's count of kept targets): computed both ways, the kernel still tiles by rows

@@ -642,6 +642,7 @@ TILE_BYTES = 64 * 1024  # inputs + outputs of one tile: about L2-sized, so a til
 # dim read contiguous memory; tiles along an inner dim are strided (a 64x128x128 softmax tiled
 # along its second dim reads 64 pieces 64 KiB apart, which share cache sets)
 ROW_BYTES = 128 * 1024
+MIN_PIECE_BYTES = 2 * 1024  # see _tiled
 DUAL_BYTES = 64 * 1024  # the largest value computed both whole and tile by tile (see _propagate)
 
 
@@ -968,6 +969,16 @@ def _tiled(block, name, input_strides, approx_math, merge_reductions, rows, axes
         row_bytes += elt_bytes(full_t.elt) * _pymath.prod(full_t.shape) // rows
     params += ["%lo: index", "%hi: index"]
     tile_rows = max(1, TILE_BYTES // max(row_bytes, 1))
+    # along an inner axis a tile is one piece per index of the dims before it: pieces of at least
+    # MIN_PIECE_BYTES, so that each is a stream the hardware prefetches (a 4x16x512x64 rotary
+    # embedding tiled along its positions: 1 position a tile, 64 pieces of 256 bytes, 0.76 ms;
+    # 8 positions, 0.54 ms), in tiles of at most 8 * TILE_BYTES
+    first = tensor_t(results[0].type)
+    axis = axes[results[0]]
+    if axis not in (0, WHOLE) and _pymath.prod(first.shape[:axis]) > 1:
+        piece_row = elt_bytes(first.elt) * _pymath.prod(first.shape[axis + 1:])
+        longer = min(rows, -(-MIN_PIECE_BYTES // max(piece_row, 1)), 8 * TILE_BYTES // max(row_bytes, 1))
+        tile_rows = max(tile_rows, longer)
     lines = [f"    %T = arith.constant {tile_rows} : index"] + pre
     lines.append("    scf.for %i = %lo to %hi step %T {")
     lines.append("      %rem = arith.subi %hi, %i : index")
