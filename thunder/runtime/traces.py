@@ -9,8 +9,10 @@ class Trace:
         self.producer = producer
         self._fn = fn  # the compiled function that runs, for the traces that ran
         self.fn_name = fn_name  # e.g. "interpreter (acquisition)", "cse", "torch executor"
+        # printed once, with locations; the text without them is printed from it when asked for
+        # (printing a module is most of what keeping a trace costs on a first call)
         self._mlir_debug = module.operation.get_asm(enable_debug_info=True) if module is not None else None
-        self._mlir = str(module) if module is not None else None
+        self._mlir = None
         self._python = python
         self._output_spec = output_spec
 
@@ -21,7 +23,11 @@ class Trace:
     def to_mlir(self, debug_info=False) -> str:
         """The trace as MLIR text in the ltorch/thunder dialects (with locations: the names of
         values and the user's source lines, when debug_info)."""
-        return self._mlir_debug if debug_info else self._mlir
+        if debug_info or self._mlir_debug is None:
+            return self._mlir_debug
+        if self._mlir is None:
+            self._mlir = str(self.module())
+        return self._mlir
 
     def module(self):
         """A fresh ir.Module of this trace (with locations)."""
