@@ -53,7 +53,7 @@ def main():
     t_eager = min(timeit.repeat(lambda: mlp_block(*args), number=n, repeat=5)) / n * 1e6
     t_thunder = min(timeit.repeat(lambda: jblock(*args), number=n, repeat=5)) / n * 1e6
     print(f"eager {t_eager:.1f} us/call, thunder.jit {t_thunder:.1f} us/call "
-          f"({t_thunder / t_eager:.2f}x eager)")
+          f"({t_eager / t_thunder:.2f}x eager's speed)")
 
 
 if __name__ == "__main__":

@@ -577,6 +577,26 @@ def test_onednn_only_where_no_autograd_history_is_recorded(onednn_matmuls):
     assert "impl.onednn_matmul(" not in str(thunder.last_traces(jf)[-1])
 
 
+def test_onednn_with_grad_mode_on_where_no_tensor_requires_grad(onednn_matmuls):
+    # inference without torch.no_grad(): nothing records autograd history either
+    def f(x, w):
+        return (x @ w).tanh()
+
+    jf = thunder.jit(f)
+    x, w = torch.randn(128, 256), torch.randn(256, 256) * 0.05
+    out = jf(x, w)
+    torch.testing.assert_close(out, f(x, w), rtol=1e-5, atol=1e-5)
+    assert out.grad_fn is None and not out.requires_grad
+    assert "impl.onednn_matmul(" in str(thunder.last_traces(jf)[-1])
+    # a weight that requires grad: another entry (a training one: its forward and backward
+    # programs record no history of their own either)
+    wg, we = w.clone().requires_grad_(), w.clone().requires_grad_()
+    jf(x, wg).sum().backward()
+    f(x, we).sum().backward()
+    torch.testing.assert_close(wg.grad, we.grad, rtol=1e-5, atol=1e-5)
+    assert thunder.cache_misses(jf) == 2
+
+
 # --------------------------------------------------------------------------------------------
 # rematerialization and traces
 

@@ -819,3 +819,25 @@ def test_parameters_named_like_the_programs_modules():
 
     x, y = torch.randn(3), torch.randn(3)
     torch.testing.assert_close(thunder.jit(g)(x, y), g(x, y))
+
+
+@pytest.mark.parametrize("options", [{}, {"executors": ["torch"]}, {"transforms": ["thunder-decompose"]}],
+                         ids=["default", "torch executor", "decomposed"])
+def test_tensors_made_with_requires_grad_are_leaves_as_in_eager(options):
+    # torch.ones(..., requires_grad=True) inside the function: the trace answers requires_grad as
+    # eager (it answered False), and the program makes the leaf with torch (a decomposition or a
+    # kernel would make a tensor that does not require grad), so backward reaches it
+    def f(x):
+        w = torch.ones(3, requires_grad=True)
+        y = x * w
+        return y, y.requires_grad, w.requires_grad, w
+
+    x = torch.randn(3)
+    (y, y_rg, w_rg, w), (y_e, y_rg_e, w_rg_e, w_e) = thunder.jit(f, **options)(x), f(x)
+    assert (y_rg, w_rg) == (y_rg_e, w_rg_e) == (True, True)
+    assert w.is_leaf and w.requires_grad and y.grad_fn is not None
+    y.sum().backward()
+    y_e.sum().backward()
+    torch.testing.assert_close(w.grad, w_e.grad)
+    with pytest.raises(RuntimeError, match="Only Tensors of floating point and complex dtype can require gradients"):
+        thunder.jit(lambda x: x + torch.ones(3, dtype=torch.int64, requires_grad=True), **options)(x)

@@ -53,6 +53,7 @@ class TraceCtx:
         self.consulted = set()  # ambient torch state the trace depends on (runtime/guards.py AMBIENT)
         self.track_strides = False  # eager's strides on proxies (the user's program, not decompositions)
         self.differentiable = False  # an input requires grad
+        self.requires_grad = False  # a result of an op requires grad
         self.grad_ops = False  # an op of the user's program was recorded with grad mode on
         self.read_grad = None  # x.grad of a proxy while tracing (runtime/state.py), when the caller reads them
         self.stride_dependent = set()  # names of the inputs whose strides decided something
@@ -256,9 +257,14 @@ def record_op(op, values):
         needs = grad and op.differentiable and any(
             x.requires_grad for v in values.values() for x in (v if isinstance(v, tuple) else (v,))
             if isinstance(x, TensorProxy))
+        leaf = values.get("requires_grad") is True  # torch.ones(..., requires_grad=True): whatever grad mode
         for o in outs:
             if isinstance(o, TensorProxy):
-                o.requires_grad = needs and (o.dtype.is_floating_point or o.dtype.is_complex)
+                floating = o.dtype.is_floating_point or o.dtype.is_complex
+                if leaf and not floating:
+                    raise RuntimeError("Only Tensors of floating point and complex dtype can require gradients")
+                o.requires_grad = (needs or leaf) and floating
+                ctx.requires_grad |= o.requires_grad
     if ctx.track_grad_mode and not _grad_enabled() and op.name not in ("detach", "no_grad_update"):
         # under torch.no_grad() the results carry no autograd history: record that in the trace
         outs = [_detach(o) for o in outs]

@@ -508,7 +508,9 @@ def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None) -> CacheEn
         source = python_source(module, output_spec=out_spec, constants=constants,
                                header="produced by: torch executor (execution trace)",
                                no_grad_copies={i for i, x in enumerate(tensors) if x.requires_grad},
-                               grad_free=cd.disable_torch_autograd or not grad_mode)
+                               # (no autograd history either where no tensor requires grad)
+                               grad_free=(cd.disable_torch_autograd or not grad_mode or not (
+                                   ctx.requires_grad or any(x.requires_grad for x in tensors))))
         if not grad_mode and not cd.disable_torch_autograd and onednn.used_in(source):
             ctx.consulted.add("grad_enabled")  # its grad-free code is right with grad mode off only
         computation = compile_source(source, constants=constants)
