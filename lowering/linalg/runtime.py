@@ -96,8 +96,6 @@ _OPENMP = None  # (GOMP_parallel, the runner's packed entry, its engine), False:
 
 
 def _openmp_libraries():
-    import torch
-
     if "OpenMP" not in torch.__config__.parallel_info().split("parallel backend:", 1)[-1].split("\n", 1)[0]:
         return  # torch's threads are not OpenMP's: ranges go to the Python pool
     for name in ("libgomp.so.1", "libomp.so", "libiomp5.so", "libomp.dylib", "libiomp5.dylib"):
