@@ -47,4 +47,3 @@ def lift(func_op) -> Lifted:
         outs = [new_ref(r, wanted[i] if i < len(wanted) else None) for i, r in enumerate(operation.results)]
         ctx.symbols.append(BoundSymbol(op, args, outs, loc_file_line(operation.location)))
     return Lifted(ctx, outputs, values)
-

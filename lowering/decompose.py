@@ -16,14 +16,14 @@ from thunder.ops import registry
 def _decomposable(operation, keep):
     op = registry.OPS.get(operation.name)
     return (op is not None and op.dialect == "ltorch" and op.decomposition is not None and op.name not in keep
-            and not makes_leaf(operation))
+            and not _makes_leaf(operation))
 
 
-def makes_leaf(operation):
+def _makes_leaf(operation):
     """torch.ones(..., requires_grad=True) and the like: torch must make the tensor (a leaf that
     requires grad, which autograd records from); prims would make one that does not."""
     flag = operation.attributes["requires_grad"] if "requires_grad" in operation.attributes else None
-    return flag is not None and isinstance(flag, ir.BoolAttr) and ir.BoolAttr(flag).value
+    return isinstance(flag, ir.BoolAttr) and ir.BoolAttr(flag).value
 
 
 def decompose_op(operation):

@@ -133,7 +133,8 @@ def test_elementwise_ops_trace_eager_strides(op):
             continue  # shapes that do not broadcast
         if 0 in fn(*args).shape:
             continue
-        assert thunder.jit(f)(*args) == expected, (op.name, [(a.shape, a.stride()) if isinstance(a, torch.Tensor) else a for a in args])
+        layouts = [(a.shape, a.stride()) if isinstance(a, torch.Tensor) else a for a in args]
+        assert thunder.jit(f)(*args) == expected, (op.name, layouts)
         compared += 1
     assert compared >= 4
 

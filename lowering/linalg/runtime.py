@@ -161,13 +161,14 @@ class CallFrame:
                                                        base + 8 * (bounds + 2 * k + 1))
                            for k in range(len(row_ranges))]
         self.parallel = None
-        if threads > 1 and len(self.packed) > 1 and openmp() is not None:
+        omp = openmp() if threads > 1 and len(self.packed) > 1 else None
+        if omp is not None:
             arrays = (ctypes.c_void_p * len(self.packed))(*map(ctypes.addressof, self.packed))
             work = (ctypes.c_int64 * 4)(ctypes.cast(self.fn, ctypes.c_void_p).value, ctypes.addressof(arrays),
                                         len(self.packed), 0)
             at = ctypes.c_void_p(ctypes.addressof(work))  # the packed entry's one argument: &work
             args = (ctypes.c_void_p * 1)(ctypes.addressof(at))
-            self.parallel = (*openmp(), work, ctypes.addressof(args))
+            self.parallel = (*omp, work, ctypes.addressof(args))
             self._keep = (arrays, at, args)  # (what the addresses point at)
 
     def __call__(self, tensors):

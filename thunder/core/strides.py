@@ -65,7 +65,7 @@ def elementwise(shape, operands):
     shape = tuple(shape)
     if not shape:
         return ()
-    if all(tuple(s) == shape for s, _ in operands) and operands:
+    if operands and all(tuple(s) == shape for s, _ in operands):
         if all(_is_contiguous(s, st) for s, st in operands):
             return contiguous(shape)
         if all(_channels_last(s, st) for s, st in operands):
@@ -96,16 +96,15 @@ def elementwise(shape, operands):
         return 0
 
     perm = list(reversed(range(ndim)))  # fastest first
-    if ndim > 1:
-        for i in range(1, ndim):
-            d1 = i
-            for d0 in range(i - 1, -1, -1):
-                c = after(perm[d0], perm[d1])
-                if c > 0:
-                    perm[d0], perm[d1] = perm[d1], perm[d0]
-                    d1 = d0
-                elif c < 0:
-                    break
+    for i in range(1, ndim):
+        d1 = i
+        for d0 in range(i - 1, -1, -1):
+            c = after(perm[d0], perm[d1])
+            if c > 0:
+                perm[d0], perm[d1] = perm[d1], perm[d0]
+                d1 = d0
+            elif c < 0:
+                break
     if perm == list(reversed(range(ndim))):
         return contiguous(shape)
     strides, step = [0] * ndim, 1

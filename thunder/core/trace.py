@@ -303,7 +303,7 @@ def _elementwise_meta(op, values, out):
         if isinstance(v, TensorProxy):
             m = meta_of(v)
             operands.append((tuple(m.shape), m.stride()))
-        elif (op.numbers_are_operands and p.kind.name == "TensorOrNumber"
+        elif (op.numbers_are_operands and p.kind.base_name == "TensorOrNumber"
               and isinstance(v, (bool, int, float, complex, NumberProxy))):
             operands.append(((), ()))
     shape = tuple(out.shape)

@@ -11,8 +11,9 @@ of the same size as MKL's).
 That op has no derivative formula (autograd would silently give no gradient through it), so
 generated programs call it only where no autograd history is recorded (codegen's `grad_free`:
 the forward and backward of thunder-autograd, which run under torch.no_grad, and programs compiled
-for grad mode off or where no tensor requires grad, inputs or results). Which library is faster is measured once per process on this machine
-(`faster`); THUNDER_CPU_MATMUL=onednn|torch overrides it.
+for grad mode off or where no tensor requires grad, inputs or results). Which library is faster
+is measured once per process on this machine (`faster`); THUNDER_CPU_MATMUL=onednn|torch
+overrides it.
 """
 import functools
 import math
