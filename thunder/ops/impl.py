@@ -113,8 +113,9 @@ def arange(start=0, end=None, step=1, *, dtype=None, device=None, requires_grad=
     return torch.arange(start, end, step, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
-def to(input, dtype=None, non_blocking=False, copy=False, *, device=None):
-    return input.to(device=device, dtype=dtype, non_blocking=non_blocking, copy=copy)
+def to(input, dtype=None, non_blocking=False, copy=False, *, device=None, memory_format=None):
+    kw = {} if memory_format is None else {"memory_format": memory_format}
+    return input.to(device=device, dtype=dtype, non_blocking=non_blocking, copy=copy, **kw)
 
 
 # --- prims used by VJPs
