@@ -72,6 +72,8 @@ def python_number(v, op_name, scalar=True):
     (scalar=True), numpy ints as ints, complex128 as complex, the others (bool_, floats,
     complex64) as float(); elsewhere as the Python value they hold. Ints beyond 64 bits raise
     eager's OverflowError."""
+    if isinstance(v, (tuple, list)) and any(is_numpy_scalar(x) for x in v):  # x.reshape(np.int64(3), 2)
+        return type(v)(python_number(x, op_name, False) for x in v)
     if is_numpy_scalar(v):
         np = sys.modules["numpy"]
         if not scalar:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from thunder.core import symbols, trace as tracing
+from thunder.core import ndarray, symbols, trace as tracing
 from thunder.core.callables import is_torch_op
 from thunder.core.numbers import NumberProxy
 from thunder.core.proxies import TensorProxy
@@ -832,6 +832,26 @@ def _lookup(fn):
         if hasattr(fn, "__self__"):
             return functools.partial(custom_function.apply, fn.__self__)
         return custom_function.apply  # (Function.apply itself: called with the class first)
+    try:
+        conversion = _ARRAY_CONVERSIONS.get(fn)
+    except TypeError:  # unhashable
+        conversion = None
+    if conversion is not None:  # torch.from_numpy(a) of an array argument (core/ndarray.py)
+        return functools.partial(_array_conversion, fn, conversion)
+    return _lookup_op(fn)
+
+
+_ARRAY_CONVERSIONS = {torch.from_numpy: ndarray.from_numpy, torch.as_tensor: ndarray.as_tensor,
+                      torch.asarray: ndarray.as_tensor, torch.tensor: ndarray.tensor}
+
+
+def _array_conversion(fn, conversion, *args, **kwargs):
+    if args and isinstance(args[0], ndarray.ArrayProxy):
+        return conversion(*args, **kwargs)
+    return _lookup_op(fn)(*args, **kwargs)
+
+
+def _lookup_op(fn):
     op = registry.lookup_callable(fn)
     if op is not None:
         return functools.partial(fallback.registered, op, fn)

@@ -15,6 +15,7 @@ import types
 import torch
 
 from thunder.core import trace as tracing
+from thunder.core import ndarray
 from thunder.core.dtypes import is_numpy_scalar
 from thunder.core.numbers import NumberProxy
 from thunder.core.proxies import TensorProxy, proxy_for
@@ -156,6 +157,9 @@ def flatten_inputs(value, name, inputs, strict):
         return ("tensor", i), p
     if isinstance(value, torch.Size):
         return ("const", value), value
+    if ndarray.is_array(value) and (t := ndarray.as_input_tensor(value)) is not None:
+        i, p = inputs.add(t, name)  # (its memory, read at call time: the prologue's torch.from_numpy)
+        return ("ndarray", i, value.dtype, type(value)), ndarray.ArrayProxy(p, value)
     if type(value) is float and inputs.float_numbers:
         k, p = inputs.add_number(value, name)
         return ("number", k), p
