@@ -17,7 +17,16 @@ _MLIR_NAMES = {
     torch.bool: "i1",
     torch.complex64: "complex<f32>",
     torch.complex128: "complex<f64>",
+    # float8 and float4 (FP8/FP4 training recipes): carried, cast, viewed; no promotion with
+    # other dtypes (torch has none); float4_e2m1fn_x2 packs two e2m1 values in each byte
+    torch.float8_e4m3fn: "f8E4M3FN",
+    torch.float8_e5m2: "f8E5M2",
+    torch.float8_e4m3fnuz: "f8E4M3FNUZ",
+    torch.float8_e5m2fnuz: "f8E5M2FNUZ",
+    torch.float8_e8m0fnu: "f8E8M0FNU",
+    torch.float4_e2m1fn_x2: "vector<2xf4E2M1FN>",
 }
+LOW_PRECISION_FLOATS = frozenset(list(_MLIR_NAMES)[-6:])  # the float8 and float4 dtypes above
 _FROM_MLIR = {v: k for k, v in _MLIR_NAMES.items()}
 
 
