@@ -26,8 +26,12 @@ _MLIR_NAMES = {
     torch.float8_e8m0fnu: "f8E8M0FNU",
     torch.float4_e2m1fn_x2: "vector<2xf4E2M1FN>",
 }
-LOW_PRECISION_FLOATS = frozenset(list(_MLIR_NAMES)[-6:])  # the float8 and float4 dtypes above
 _FROM_MLIR = {v: k for k, v in _MLIR_NAMES.items()}
+
+
+def mlir_names():
+    """{torch dtype: MLIR element type} of every dtype thunder traces."""
+    return dict(_MLIR_NAMES)
 
 
 def to_mlir_name(dtype: torch.dtype) -> str:
