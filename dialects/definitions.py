@@ -97,7 +97,7 @@ def operand_segments(op, values, n_dynamic=0):
             runs = _runs(v)
             if len(runs) > MAX_LIST:
                 raise NotImplementedError(
-                    f"thunder: {op.torch_name} of a list of {len(v)} tensors with {len(runs)} changes of shape "
+                    f"thunder: {values.get('callable') or op.torch_name} of a list of {len(v)} tensors with {len(runs)} changes of shape "
                     f"or dtype is not supported (at most {MAX_LIST}; cat, stack and split take any). "
                     "Workaround: split the call.")
             segs += runs + [0] * (MAX_LIST - len(runs))
@@ -106,11 +106,12 @@ def operand_segments(op, values, n_dynamic=0):
     return segs + ([n_dynamic] if takes_sizes(op) else [])
 
 
-def result_segments(op, outputs):
+def result_segments(op, outputs, callable=None):
+    """resultSegmentSizes of a call (callable: a torch_call's, for the error)."""
     runs = _runs(outputs)
     if len(runs) > MAX_RESULTS:
         raise NotImplementedError(
-            f"thunder: {op.torch_name} with {len(outputs)} results of {len(runs)} alternating shapes or dtypes "
+            f"thunder: {callable or op.torch_name} with {len(outputs)} results of {len(runs)} alternating shapes or dtypes "
             f"is not supported (at most {MAX_RESULTS}; split, chunk and unbind give any). "
             "Workaround: split the call.")
     return runs + [0] * (MAX_RESULTS - len(runs))

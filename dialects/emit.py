@@ -128,7 +128,7 @@ def emit_symbol(op, args, outputs, values, where=None, emitter=None):
     if needs_segments(op):
         attributes["operandSegmentSizes"] = ir.DenseI32ArrayAttr.get(operand_segments(op, args, len(dynamic)))
     if op.returns_sequence:
-        attributes["resultSegmentSizes"] = ir.DenseI32ArrayAttr.get(result_segments(op, outputs))
+        attributes["resultSegmentSizes"] = ir.DenseI32ArrayAttr.get(result_segments(op, outputs, args.get("callable")))
     result_types = [attrs.tensor_type(r.shape, r.dtype, r.device, emitter is not None) for r in outputs]
     names = ",".join(r.name for r in outputs) or op.name  # codegen splits on ","
     operation = ir.Operation.create(op.qualname, results=result_types, operands=operands,

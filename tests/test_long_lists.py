@@ -97,3 +97,10 @@ def test_cat_of_zero_tensors_raises_as_eager():
 def test_unbind_into_no_pieces():  # (an op with no results: the program calls it, binding nothing)
     x = r(0, 3)
     assert thunder.jit(lambda x: x.unbind(0))(x) == x.unbind(0) == ()
+
+
+def test_a_fallback_call_beyond_its_groups_is_refused_naming_the_call():
+    # (torch calls without a registry entry take at most MAX_LIST operand types: docs/sharp_edges.md)
+    xs = [r(i + 1) for i in range(MAX_LIST + 8)]
+    with pytest.raises(NotImplementedError, match=f"torch._foreach_mul of a list of {len(xs)} tensors"):
+        thunder.jit(lambda *xs: torch._foreach_mul(xs, 2))(*xs)
