@@ -126,3 +126,20 @@ def test_channels_last_input_grad_strides():
     exp.sum().backward()
     assert x.grad.stride() == y.grad.stride()
     torch.testing.assert_close(x.grad, y.grad)
+
+
+@pytest.mark.parametrize("name, f", [
+    ("elementwise", lambda x: (x * 2 + 1).relu()),
+    ("contiguous_then_fused", lambda x: ((x * 2).contiguous(memory_format=CL) + 1).relu()),
+    ("clone_of_fused", lambda x: torch.clone(x.exp(), memory_format=CL) * 3),
+    ("broadcast_reduction", lambda x: (x.sum(1, keepdim=True) * x).relu()),
+])
+def test_fused_results_have_eager_strides(name, f):
+    # large enough for thunder-fuse's cost model: fused kernels write row-major, the program gives
+    # the result eager's layout; an entry compiled for one input layout is not used for another
+    x = torch.randn(8, 16, 32, 32)
+    jf = thunder.jit(f)
+    for inp in (x, x.to(memory_format=CL), x.permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2)):
+        out, exp = jf(inp), f(inp)
+        assert out.stride() == exp.stride()
+        torch.testing.assert_close(out, exp)

@@ -344,6 +344,14 @@ def inference_tensor(t):
         return t.clone()
 
 
+def with_strides(t, strides):
+    """t laid out with eager's strides: t itself where it has them, else a copy (a result of a
+    fused kernel, which writes row-major, where eager's is channels-last or permuted)."""
+    if t.stride() == strides:
+        return t
+    return torch.empty_strided(t.shape, strides, dtype=t.dtype, device=t.device).copy_(t)
+
+
 def autograd_function_backward(key, saved, cotangents, *, cotangent_for, grads_for):
     """A torch.autograd.Function's own backward (ops/custom_function.py)."""
     from thunder.ops.custom_function import run_backward

@@ -450,7 +450,8 @@ def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None) -> CacheEn
     cs.last_interpreted_instructions = list(result.instructions) if record else None
     cs.last_interpreter_log = list(result.log) if record else None
     out_refs = []
-    out_spec = structure.flatten_outputs(result.value, out_refs, inputs)
+    with tracing.tracing(ctx):  # (results' layouts: tracing.strides_decide)
+        out_spec = structure.flatten_outputs(result.value, out_refs, inputs)
     writes = state.finish_writes()
     tensor_writes = [v for _, _, v in writes if isinstance(v, (TensorProxy, NumberProxy))]
     if tensor_writes:  # written tensors are returned after the output, for the prologue to store
