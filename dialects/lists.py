@@ -18,6 +18,7 @@ import torch
 
 from thunder.core.trace import Ref
 from thunder.dialects.definitions import MAX_LIST, MAX_RESULTS, run_key
+from thunder.ops.meta_utils import canonical_dim
 from thunder.ops.registry import OPS
 
 _CAT_LIKE = ("ltorch.cat", "thunder.cat", "ltorch.stack")
@@ -38,10 +39,6 @@ def _parts(values, limit):
     return parts
 
 
-def _dim(d, ndim):
-    return d + ndim if d < 0 else d
-
-
 def _promoted(refs):
     return functools.reduce(torch.promote_types, [r.dtype for r in refs])
 
@@ -50,13 +47,13 @@ def _cat_part(op, part, dim, name):
     """The Ref of the op (cat or stack) on a part of its list."""
     dtype = _promoted(part)
     if op.qualname == "ltorch.stack":
-        d = _dim(dim, len(part[0].shape) + 1)
+        d = canonical_dim(dim, len(part[0].shape) + 1)
         shape = list(part[0].shape)
         shape.insert(d, len(part))
         return Ref(name, tuple(shape), dtype, part[0].device)
     # (ltorch.cat skips 1-d empty tensors, eager's legacy rule)
     kept = [r for r in part if tuple(r.shape) != (0,)] or [part[0]]
-    d = _dim(dim, len(kept[0].shape))
+    d = canonical_dim(dim, len(kept[0].shape))
     shape = list(kept[0].shape)
     if shape:
         shape[d] = sum(r.shape[d] for r in kept)
@@ -75,7 +72,7 @@ def _chain_cat(op, args, outputs, limit):
         steps.append((op, {**args, "tensors": tuple(part)}, [ref]))
         refs.append(ref)
     # stack's parts have the new dim: they are concatenated along it
-    d = _dim(dim, len(outputs[0].shape)) if op.qualname == "ltorch.stack" else dim
+    d = canonical_dim(dim, len(outputs[0].shape)) if op.qualname == "ltorch.stack" else dim
     cat = OPS["thunder.cat"] if op.qualname == "thunder.cat" else OPS["ltorch.cat"]
     steps.append((cat, {"tensors": tuple(refs), "dim": d}, outputs))
     return steps
@@ -83,7 +80,7 @@ def _chain_cat(op, args, outputs, limit):
 
 def _chain_split(op, args, outputs, limit):
     x = args["tensor"]
-    d = _dim(args["dim"], len(x.shape))
+    d = canonical_dim(args["dim"], len(x.shape))
     parts = _parts(outputs, limit)
     sizes = [tuple(r.shape[d] for r in p) for p in parts]
     refs = []
