@@ -9,6 +9,7 @@ import torch
 
 from thunder import functional
 from thunder.core.logs import set_logs
+from thunder.examine import Examination, examine
 from thunder.runtime.module import ThunderModule
 from thunder.runtime.sharp_edges import JITSharpEdgeError
 from thunder.runtime.jit import CACHE_OPTIONS, CompileStats, DebugOptions, ThunderFunction, make_compile_data
@@ -17,7 +18,7 @@ __all__ = [
     "jit", "functional", "compile_data", "compile_stats", "last_traces", "last_prologue_traces",
     "last_backward_traces", "cache_option", "cache_hits", "cache_misses", "list_transforms", "last_interpreted_instructions",
     "last_interpreter_log", "last_compile_options", "DebugOptions", "CompileStats", "ThunderModule", "JITSharpEdgeError",
-    "CACHE_OPTIONS", "set_logs",
+    "CACHE_OPTIONS", "set_logs", "examine", "Examination",
 ]
 
 

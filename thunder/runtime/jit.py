@@ -17,7 +17,7 @@ from thunder.dialects.emit import emit
 from thunder.dialects.mlir import ir
 from thunder.lowering.passes import build_pass_manager, pass_name, pass_options, split_pipeline
 from thunder.ops import custom_function, fallback, onednn, registry
-from thunder.runtime import guards, regions, sharp_edges, structure
+from thunder.runtime import calls, guards, regions, sharp_edges, structure
 from thunder.runtime.codegen import compile_source, python_source
 from thunder.ops.impl import ValueChanged
 from thunder.runtime.prologue import MISS, Prologue
@@ -449,6 +449,7 @@ def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None) -> CacheEn
     arg_specs, kw_specs, result = acq.arg_specs, acq.kw_specs, acq.result
     cs.last_splits = acq.splits
     logs.splits(cd.fn, acq.splits)
+    calls.acquired(acq.ctx)
     record = cd.debug_options.record_interpreter_history
     cs.last_interpreted_instructions = list(result.instructions) if record else None
     cs.last_interpreter_log = list(result.log) if record else None
@@ -670,7 +671,7 @@ def _make_lookup(cd):
 
     def lookup(fn):
         sharp_edges.check(fn, cd.sharp_edges, tracing.current_location(), warned)
-        return _lookup(fn)
+        return calls.observe(fn, _lookup(fn))  # (thunder.examine's record of torch calls)
 
     return lookup
 
