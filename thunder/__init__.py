@@ -33,6 +33,8 @@ def jit(fn, /, *, executors=None, cache=None, sharp_edges=None, disable_torch_au
     (sizes that keep changing become symbols: after three calls of the same structure, one
     program for all of them; see docs/api.md).
     Other keyword options are recorded (last_compile_options) with a warning.
+    An FSDP2 module (fully_shard) comes back as itself with its forward compiled: FSDP2's hooks
+    run natively around it (thunder/distributed.py).
     transforms: MLIR pass names (ours or upstream) or
     callables on the trace module, run after the default passes. recompile_limit (default 8, None
     for never): more recompiles than this warn once, naming the input that keeps changing."""
