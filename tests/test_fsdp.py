@@ -5,15 +5,14 @@ sharded as FSDP2 shards them; a bfloat16 mixed-precision policy against eager FS
 same policy; gradient accumulation without and with gradient sync."""
 import copy
 import os
-import socket
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 import torch.nn as nn
 import torch.nn.functional as F
 
 import thunder
+from gloo import run_two_processes
 
 D = 16
 
@@ -164,22 +163,8 @@ def _worker(rank, port, queue):
     queue.put((rank, results))
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_fsdp2_with_thunder_jit_matches_eager():
-    ctx = mp.get_context("spawn")
-    queue = ctx.Queue()
-    port = _free_port()
-    procs = [ctx.Process(target=_worker, args=(r, port, queue)) for r in range(2)]
-    for p in procs:
-        p.start()
-    results = [queue.get(timeout=240) for _ in procs]
-    for p in procs:
-        p.join(timeout=60)
+    results = run_two_processes(_worker, timeout=240)
     for rank, checks in results:
         assert checks == {"per block": [], "whole model": [], "mixed precision": [], "accumulation": [],
                           "nested": []}, f"rank {rank}"
