@@ -12,7 +12,10 @@ AOTAutograd. `options={...}` are thunder.jit's keyword options (executors, cache
 Where thunder refuses a graph (an error while tracing or compiling it that running the
 GraphModule itself does not have), that graph runs as the GraphModule (torch's eager
 execution) from then on, and the reason is logged (THUNDER_LOGS=graph_breaks) and kept in
-`graphs()`: never an error the user would not have with backend="eager"."""
+`graphs()`: never an error the user would not have with backend="eager". (A graph whose
+compiled program fails while running is run again as the GraphModule: a graph that updates its
+inputs in place could then update them twice; Dynamo's graphs rarely do, thunder's refusals
+happen while tracing, before anything runs.)"""
 import logging
 from dataclasses import dataclass
 
@@ -96,12 +99,10 @@ def thunder_backend(gm, example_inputs, *, options=None, mode=None):
     record = Graph(_compile_id(), nodes, "thunder", graph_module=gm)
     if getattr(gm, "_needs_recompile", lambda: False)():
         gm.real_recompile()  # (a lazy GraphModule generates its forward on its first call)
-    try:
-        # its generated forward (GraphModule.__call__ only adds error reporting that writes the
-        # module's state); attributes it reads (get_attr) are read at call time, as for a module
-        record.jitted = thunder.jit(gm.forward, **(options or {}))
-    except (TypeError, ValueError):
-        raise  # options thunder.jit does not take: the user's to fix
+    # its generated forward (GraphModule.__call__ only adds error reporting that writes the
+    # module's state); attributes it reads (get_attr) are read at call time, as for a module.
+    # (options thunder.jit rejects raise here: the user's to fix)
+    record.jitted = thunder.jit(gm.forward, **(options or {}))
     _GRAPHS.append(record)
     if logs.logger("graph_breaks").isEnabledFor(logging.INFO):
         logs.graph_break("graph %s: %d calls to thunder", record.compile_id, nodes)

@@ -16,6 +16,7 @@ import os
 import types
 from dataclasses import dataclass, field
 
+from thunder.core import logs
 from thunder.lowering.fuse import fusion_callees
 from thunder.runtime import calls as call_records, guards as guard_checks, regions as fusion_regions
 from thunder.runtime.jit import CompileStats, _readable, compile_entry, make_compile_data
@@ -162,11 +163,10 @@ def examine(fn, /, *args, executors=None, cache=None, fusion=None, **kwargs):
     """What thunder makes of fn(*args, **kwargs), without running the compiled program (the
     function's Python runs once, under the interpreter, as on a cache miss). Prints the table
     and returns the Examination. executors, cache, fusion: as thunder.jit's."""
-    cd = make_compile_data(fn, executors=executors, cache=None if cache == "symbolic values" else cache,
-                           fusion=fusion)
+    cd = make_compile_data(fn, executors=executors, cache=cache, fusion=fusion)
     cs = CompileStats()
     report = Examination()
-    with call_records.recording() as record:
+    with call_records.recording() as record, logs.compiling(fn):
         try:
             entry = compile_entry(cd, cs, args, kwargs)
         except Exception as e:  # noqa: BLE001 - what thunder refuses is the report's answer
