@@ -2,7 +2,8 @@
 CPU. Each transformer block sharded and jitted (or the whole model), forward, gradients and an
 Adam step against unsharded eager; parameters, gradients and optimizer state stay DTensors
 sharded as FSDP2 shards them; a bfloat16 mixed-precision policy against eager FSDP2 with the
-same policy; gradient accumulation without and with gradient sync."""
+same policy; gradient accumulation without and with gradient sync; torch.compile(block,
+backend="thunder") per sharded block."""
 import copy
 import os
 
@@ -44,17 +45,24 @@ def _batch(rank, step):
     return torch.randn(2, 6, D, generator=g), torch.randint(0, 4, (2, 6), generator=g)
 
 
+def _compiled(block):
+    block.compile(backend="thunder")  # torch.compile's pattern: Dynamo's graphs to thunder's backend
+    return block
+
+
 def _shard(model, per_block, jit, **policy):
+    """jit: None (eager FSDP2), thunder.jit or _compiled, applied to each sharded block (or the
+    sharded root when not per_block)."""
     from torch.distributed.fsdp import fully_shard
 
     if per_block:
         for i, b in enumerate(model.blocks):
             fully_shard(b, **policy)
             if jit:
-                model.blocks[i] = thunder.jit(b)
+                model.blocks[i] = jit(b)
     fully_shard(model, **policy)
     if jit and not per_block:
-        model = thunder.jit(model)
+        model = jit(model)
     return model
 
 
@@ -62,16 +70,16 @@ def _close(a, b, tol):
     return torch.allclose(a, b, rtol=tol, atol=tol)
 
 
-def _training_matches_unsharded_eager(rank, per_block):
-    """Two Adam steps: the loss and gradients against eager on both ranks' data; what is sharded."""
+def _training_matches_unsharded_eager(rank, per_block, jit=thunder.jit, steps=2):
+    """Adam steps: the loss and gradients against eager on both ranks' data; what is sharded."""
     from torch.distributed.tensor import DTensor
 
     torch.manual_seed(0)
     ref = Model()
-    model = _shard(copy.deepcopy(ref), per_block, jit=True)
+    model = _shard(copy.deepcopy(ref), per_block, jit=jit)
     opt, ref_opt = torch.optim.Adam(model.parameters(), lr=1e-2), torch.optim.Adam(ref.parameters(), lr=1e-2)
     failures = []
-    for step in range(2):
+    for step in range(steps):
         loss = model(*_batch(rank, step))
         loss.backward()
         ref_losses = [ref(*_batch(r, step)) for r in range(2)]
@@ -91,6 +99,12 @@ def _training_matches_unsharded_eager(rank, per_block):
             failures.append(f"{name}: optimizer state is not sharded")
         if not _close(p.full_tensor(), q, 1e-5):
             failures.append(f"{name}: parameter after the steps differs")
+    if jit is _compiled:
+        from thunder import dynamo_backend
+
+        if not dynamo_backend.graphs() or {g.status for g in dynamo_backend.graphs()} != {"thunder"}:
+            failures.append(f"torch.compile: {dynamo_backend.graphs()}")
+        return failures
     jitted = list(model.blocks) if per_block else [model]
     for m in jitted:  # thunder ran forward and backward, compiled once
         if thunder.cache_misses(m) != 1 or not thunder.last_backward_traces(m):
@@ -104,8 +118,8 @@ def _mixed_precision_matches_eager_fsdp(rank):
     policy = dict(mp_policy=MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32))
     torch.manual_seed(0)
     base = Model()
-    eager = _shard(copy.deepcopy(base), True, jit=False, **policy)
-    model = _shard(copy.deepcopy(base), True, jit=True, **policy)
+    eager = _shard(copy.deepcopy(base), True, jit=None, **policy)
+    model = _shard(copy.deepcopy(base), True, jit=thunder.jit, **policy)
     x, y = _batch(rank, 0)
     loss, expected = model(x, y), eager(x, y)
     loss.backward(), expected.backward()
@@ -123,7 +137,7 @@ def _mixed_precision_matches_eager_fsdp(rank):
 def _accumulation_matches_eager(rank):
     torch.manual_seed(0)
     ref = Model()
-    model = _shard(copy.deepcopy(ref), True, jit=True)
+    model = _shard(copy.deepcopy(ref), True, jit=thunder.jit)
     for micro in range(2):
         model.set_requires_gradient_sync(micro == 1)  # reduce-scatter on the last micro-batch only
         model(*_batch(rank, 10 + micro)).backward()
@@ -152,6 +166,7 @@ def _worker(rank, port, queue):
     try:
         results = {"per block": _training_matches_unsharded_eager(rank, True),
                    "whole model": _training_matches_unsharded_eager(rank, False),
+                   "torch.compile per block": _training_matches_unsharded_eager(rank, True, _compiled, steps=1),
                    "mixed precision": _mixed_precision_matches_eager_fsdp(rank),
                    "accumulation": _accumulation_matches_eager(rank), "nested": _nested_refused()}
     except Exception:  # noqa: BLE001 - reported to the test process
@@ -166,5 +181,5 @@ def _worker(rank, port, queue):
 def test_fsdp2_with_thunder_jit_matches_eager():
     results = run_two_processes(_worker, timeout=240)
     for rank, checks in results:
-        assert checks == {"per block": [], "whole model": [], "mixed precision": [], "accumulation": [],
-                          "nested": []}, f"rank {rank}"
+        assert checks == {"per block": [], "whole model": [], "torch.compile per block": [], "mixed precision": [],
+                          "accumulation": [], "nested": []}, f"rank {rank}"
