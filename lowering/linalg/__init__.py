@@ -23,6 +23,7 @@ import time
 
 import torch
 
+from thunder.core import logs
 from thunder.dialects.mlir import ir
 from thunder.lowering.linalg import disk_cache
 from thunder.lowering.linalg.pipeline import OPT_LEVEL, lower_to_llvm, pipeline  # noqa: F401
@@ -100,6 +101,7 @@ class Kernel:
                                                        opt_level=self.opt_level)
                 _ENGINES[ekey] = fn
                 COMPILE_LOG.append((self.name, time.perf_counter() - t0, how))
+                logs.kernel_compiled()
             v = self.variants[key] = (fn, lowered)
         return v
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from thunder.core import symbols, trace as tracing
+from thunder.core import logs, symbols, trace as tracing
 from thunder.core.callables import is_torch_op
 from thunder.core.numbers import NumberProxy
 from thunder.core.proxies import TensorProxy
@@ -17,7 +17,7 @@ from thunder.dialects.emit import emit
 from thunder.dialects.mlir import ir
 from thunder.lowering.passes import build_pass_manager, pass_name, pass_options, split_pipeline
 from thunder.ops import custom_function, fallback, onednn, registry
-from thunder.runtime import guards, sharp_edges, structure
+from thunder.runtime import calls, guards, regions, sharp_edges, structure
 from thunder.runtime.codegen import compile_source, python_source
 from thunder.ops.impl import ValueChanged
 from thunder.runtime.prologue import MISS, Prologue
@@ -213,7 +213,8 @@ class ThunderFunction:
                     cs.last_traces, cs.last_prologue_traces = entry.traces, entry.prologue_traces
                     cs.last_backward_traces = entry.backward_traces
                 return result
-        return self._miss(args, kwargs, changed)
+        with logs.compiling(self._cd.fn):  # (kernels compiled in it count as its progress)
+            return self._miss(args, kwargs, changed)
 
     def _miss(self, args, kwargs, changed=None):
         cs, cd = self._cs, self._cd
@@ -226,6 +227,7 @@ class ThunderFunction:
         else:
             cs.last_miss_reason = "cache option 'no caching'" if cs.cache_misses > 1 else "first call"
         cs.miss_reasons.append(cs.last_miss_reason)
+        logs.cache_miss(cd.fn, cs.cache_misses, cs.last_miss_reason)
         if (cd.recompile_limit is not None and cs.cache_misses - 1 == cd.recompile_limit + 1
                 and cd.cache_option != "no caching"):  # (that option recompiles by design)
             _warn_recompiles(cd, cs)
@@ -446,6 +448,8 @@ def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None) -> CacheEn
     ctx, inputs, state, ambient = acq.ctx, acq.inputs, acq.state, acq.ambient
     arg_specs, kw_specs, result = acq.arg_specs, acq.kw_specs, acq.result
     cs.last_splits = acq.splits
+    logs.splits(cd.fn, acq.splits)
+    calls.acquired(acq.ctx)
     record = cd.debug_options.record_interpreter_history
     cs.last_interpreted_instructions = list(result.instructions) if record else None
     cs.last_interpreter_log = list(result.log) if record else None
@@ -598,7 +602,9 @@ def _fuse(module, fusion):
 
     with module.context:
         fuse_module(module.operation, *fusion)
-    return bool(fusion_callees(module.operation))
+        callees = fusion_callees(module.operation)
+        logs.fusion_regions(regions.summary(callees))
+    return bool(callees)
 
 
 def _autograd_program(cs, module, tensors, proxies, out_spec, traces, constants, fusion=None, decompose=False,
@@ -665,7 +671,7 @@ def _make_lookup(cd):
 
     def lookup(fn):
         sharp_edges.check(fn, cd.sharp_edges, tracing.current_location(), warned)
-        return _lookup(fn)
+        return calls.observe(fn, _lookup(fn))  # (thunder.examine's record of torch calls)
 
     return lookup
 
