@@ -523,6 +523,13 @@ class _KernelFamily:
     def at(self, *sizes):
         k = self.kernels.get(sizes)
         if k is None:
+            with LOCK:  # (a compile at call time: dialects/mlir.py)
+                return self._compile_at(sizes)
+        return k
+
+    def _compile_at(self, sizes):
+        k = self.kernels.get(sizes)
+        if k is None:
             from thunder.lowering import executors
 
             env = dict(zip(self.names, sizes))
