@@ -880,6 +880,7 @@ def _consulting(fn, state_name):
 def _on_store(cd, state):
     def on_store(value, provenance):
         if provenance.kind == "global":
+            state.stores += 1  # (not bookkeeping: runtime/state.py)
             sharp_edges.check_global_write(provenance, cd.sharp_edges, cd.warned_sharp_edges)
         else:
             state.store(value, provenance)
