@@ -118,6 +118,7 @@ def soak(seconds=20.0, threads=8, functions=10, seed=0):
     for t in workers:
         t.join()
     report["compiles"] = sum(thunder.compile_stats(jf).cache_misses for jf in jitted)
+    report["cache_hits"] = sum(thunder.compile_stats(jf).cache_hits for jf in jitted)
     late = thunder.jit(lambda x: (x + 2).log())  # the process still compiles
     x = torch.rand(3, 4)
     report["compiles_after"] = bool(torch.allclose(late(x), (x + 2).log()))
