@@ -35,6 +35,7 @@ from fractions import Fraction
 import torch
 
 from thunder.core import symbols as sym
+from thunder.dialects.mlir import LOCK
 from thunder.runtime.codegen import compile_source
 from thunder.runtime.prologue import Prologue
 
