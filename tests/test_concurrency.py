@@ -219,3 +219,20 @@ def test_soak_short():
     report = soak_concurrency.soak(seconds=3, threads=4, functions=4)
     assert report["mismatches"] == 0 and report["unexpected"] == [], report
     assert report["calls"] > 0 and report["raised"] > 0 and report["compiles_after"]
+
+
+def test_library_reads_that_decide_the_result_stay_guarded():
+    """Module._call_impl (torch's code, returning the output) reads the global forward hooks: a
+    hook registered after the first call recompiles and applies."""
+    model = torch.nn.Linear(3, 3)
+    tm = thunder.jit(model)
+    x = torch.randn(2, 3)
+    torch.testing.assert_close(tm(x), model(x))
+    handle = torch.nn.modules.module.register_module_forward_hook(lambda m, args, out: out * 2)
+    try:
+        torch.testing.assert_close(tm(x), model(x))
+        torch.testing.assert_close(tm(x), (x @ model.weight.T + model.bias) * 2)
+    finally:
+        handle.remove()
+    torch.testing.assert_close(tm(x), model(x))
+    assert thunder.compile_stats(tm).cache_misses == 2
