@@ -157,6 +157,9 @@ def test_processes_share_one_kernel_cache(tmp_path, monkeypatch):
         assert disk_cache._read_verified(str(p), p.stem) is not None
 
 
+_LOG = logging.getLogger("thunder.tests.block")
+
+
 class Block(torch.nn.Module):
     """A Llama-style MLP block whose forward makes a module (dynamo's patch of nn.Module.__init__
     then runs while thunder traces)."""
@@ -168,7 +171,7 @@ class Block(torch.nn.Module):
 
     def forward(self, x):
         act = torch.nn.SiLU()
-        logging.getLogger("thunder.tests.block").debug("forward of %s", type(self).__name__)
+        _LOG.debug("forward of %s", type(self).__name__)  # (logging's level cache: bookkeeping)
         return x + self.down(act(self.up(self.norm(x))))
 
 
@@ -185,7 +188,7 @@ def test_alternating_with_torch_compile():
         for i in range(4):
             torch.testing.assert_close(cm(x), model(x))  # (installs dynamo's patch, bumps its generation)
             torch.testing.assert_close(tm(x), model(x))
-            logging.getLogger("thunder.tests.block").setLevel(logging.DEBUG if i % 2 else logging.INFO)
+            _LOG.setLevel(logging.DEBUG if i % 2 else logging.INFO)
             graphs.append(counters["stats"]["unique_graphs"])
     assert thunder.compile_stats(tm).miss_reasons == ["first call"]
     assert graphs[0] > 0 and graphs == graphs[:1] * 4  # torch.compile compiled on its first call only
