@@ -14,7 +14,7 @@ from thunder.core.callables import is_torch_op
 from thunder.core.numbers import NumberProxy
 from thunder.core.proxies import TensorProxy
 from thunder.dialects.emit import emit
-from thunder.dialects.mlir import ir
+from thunder.dialects.mlir import LOCK, ir
 from thunder.lowering.passes import build_pass_manager, pass_name, pass_options, split_pipeline
 from thunder.ops import custom_function, fallback, onednn, registry
 from thunder.runtime import calls, guards, regions, sharp_edges, structure
@@ -217,6 +217,21 @@ class ThunderFunction:
             return self._miss(args, kwargs, changed)
 
     def _miss(self, args, kwargs, changed=None):
+        # one compile at a time in the process (dialects/mlir.py LOCK; cached calls never take
+        # it): a thread that waited for another's compile of this call uses its entry
+        with LOCK:
+            for entry in self._entries:
+                try:
+                    result = entry.run(args, kwargs)
+                except ValueChanged as e:
+                    changed = changed or e.reason
+                    continue
+                if result is not MISS:
+                    self._cs.cache_hits += 1
+                    return result
+            return self._compile_miss(args, kwargs, changed)
+
+    def _compile_miss(self, args, kwargs, changed):
         cs, cd = self._cs, self._cd
         cs.cache_misses += 1
         # (a value an entry was specialized on differs: that entry's guard is the reason)
@@ -246,8 +261,7 @@ class ThunderFunction:
             # the program computed a value that Python read differently from the run of torch's
             # calls while tracing: fused kernels round differently. Without fusion it runs
             # torch's calls, as that run did
-            if entry in self._entries:
-                self._entries.remove(entry)
+            self._entries = [e for e in self._entries if e is not entry]
             if _fusion_policy(cd) is None:
                 raise RuntimeError(f"thunder: the compiled program computes a value that Python read while tracing "
                                    f"differently from eager PyTorch: {e.reason}") from None
@@ -256,8 +270,9 @@ class ThunderFunction:
 
     def _add(self, entry):
         if self._cd.cache_option != "no caching":
-            self._entries.insert(0, entry)
-            del self._entries[MAX_ENTRIES:]  # e.g. a counter attribute makes every call a new entry
+            # a new list (e.g. a counter attribute makes every call a new entry): cached calls in
+            # other threads iterate over the old one without a lock
+            self._entries = [entry] + self._entries[:MAX_ENTRIES - 1]
         self._last_entry = entry
         cs = self._cs
         cs.last_traces, cs.last_prologue_traces = entry.traces, entry.prologue_traces
@@ -871,6 +886,7 @@ def _consulting(fn, state_name):
 def _on_store(cd, state):
     def on_store(value, provenance):
         if provenance.kind == "global":
+            state.stores += 1  # (not bookkeeping: runtime/state.py)
             sharp_edges.check_global_write(provenance, cd.sharp_edges, cd.warned_sharp_edges)
         else:
             state.store(value, provenance)
