@@ -97,9 +97,9 @@ def operand_segments(op, values, n_dynamic=0):
             runs = _runs(v)
             if len(runs) > MAX_LIST:
                 raise NotImplementedError(
-                    f"thunder: {values.get('callable') or op.torch_name} of a list of {len(v)} tensors with {len(runs)} changes of shape "
-                    f"or dtype is not supported (at most {MAX_LIST}; cat, stack and split take any). "
-                    "Workaround: split the call.")
+                    f"thunder: {values.get('callable') or op.torch_name} of a list of {len(v)} tensors with "
+                    f"{len(runs)} changes of shape or dtype is not supported (at most {MAX_LIST}; cat, stack and "
+                    "split take any). Workaround: split the call.")
             segs += runs + [0] * (MAX_LIST - len(runs))
         else:
             segs.append(0 if v is None else 1)
@@ -111,8 +111,8 @@ def result_segments(op, outputs, callable=None):
     runs = _runs(outputs)
     if len(runs) > MAX_RESULTS:
         raise NotImplementedError(
-            f"thunder: {callable or op.torch_name} with {len(outputs)} results of {len(runs)} alternating shapes or dtypes "
-            f"is not supported (at most {MAX_RESULTS}; split, chunk and unbind give any). "
+            f"thunder: {callable or op.torch_name} with {len(outputs)} results of {len(runs)} alternating shapes or "
+            f"dtypes is not supported (at most {MAX_RESULTS}; split, chunk and unbind give any). "
             "Workaround: split the call.")
     return runs + [0] * (MAX_RESULTS - len(runs))
 
