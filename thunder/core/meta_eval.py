@@ -191,7 +191,8 @@ DYNAMIC = "dynamic"
 
 def evaluate(name, source, operands, autocast=None, shapes=None):
     """The Evaluation of the call `name(source)` with operand types `operands` ((shape, dtype,
-    device) each, or (shape, dtype, device, strides)); autocast: (device type, dtype) of the torch.autocast region it runs in.
+    device) each, or (shape, dtype, device, strides)); autocast: (device type, dtype) of the
+    torch.autocast region it runs in.
 
     For a call that reads values or whose result shapes depend on them (a DataDependentError
     without shapes), `shapes=DYNAMIC` evaluates it with symbols for what values decide (torch's

@@ -20,8 +20,8 @@ from thunder.core.proxies import TensorProxy, meta_of
 from thunder.ops import prims
 from thunder.ops.decomp_utils import as_tensor, expand_to, opmath_dtype, to_dtype
 from thunder.ops.meta_utils import broadcast_shapes, device_of, is_tensor
-from thunder.ops.registry import (Bool, DType, Device, Float, Int, Ints, MemoryFormat, OpDef, Tensor, TensorOrNumber, _is_int,
-                                  ltorch)
+from thunder.ops.registry import (Bool, DType, Device, Float, Int, Ints, MemoryFormat, OpDef, Tensor, TensorOrNumber,
+                                  _is_int, ltorch)
 
 # --------------------------------------------------------------------------------------------
 # Shared pieces

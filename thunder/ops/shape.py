@@ -16,8 +16,8 @@ from thunder.ops import prims
 from thunder.ops.decomp_utils import as_tensor, expand_to, to_dtype
 from thunder.ops.indexing import _IndexOp, advanced_getitem, as_key, is_advanced, setitem
 from thunder.ops.meta_utils import canonical_dim, canonical_dims, is_tensor
-from thunder.ops.registry import (Dims, Index, Int, Ints, MemoryFormat, Number, OpDef, Str, Tensor, TensorOrNumber, Tensors,
-                                  ltorch)
+from thunder.ops.registry import (Dims, Index, Int, Ints, MemoryFormat, Number, OpDef, Str, Tensor, TensorOrNumber,
+                                  Tensors, ltorch)
 
 T = torch.Tensor
 
