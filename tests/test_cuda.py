@@ -165,9 +165,7 @@ def _gpt_training_regions():
             f.operation.walk(lambda op: (called.add(ir.FlatSymbolRefAttr(op.attributes["callee"]).value)
                                          if op.name == "func.call" else None) or ir.WalkResult.ADVANCE)
         callees = fuse.fusion_callees(module.operation)
-        # (the cuda executor leaves cat to torch: a CPU region with one is not a CUDA region)
-        regions[fn_name] = {n: fuse.region_text(callees[n]) for n in sorted(called)
-                            if n in callees and '"thunder.cat"' not in fuse.region_text(callees[n])}
+        regions[fn_name] = {n: fuse.region_text(callees[n]) for n in sorted(called) if n in callees}
     return regions
 
 
