@@ -2,8 +2,8 @@
 
 1. The op test files (tests/test_ops_*.py) with THUNDER_TEST_DEVICE=cuda: every check()'s
    arguments on the GPU, eager there, and the fused variant's regions as the cuda executor's real
-   kernels (tests/op_harness.py); one pytest per file (a junit report each, so a part stopped by
-   its timeout keeps the files done), pytest-xdist's workers where it is installed.
+   kernels (tests/op_harness.py); one verbose pytest (pytest-xdist's workers where installed)
+   whose per-test lines are read back, also when the budget stops it.
 2. Values and grads against eager, f32 and bf16: the fused patterns of tests/test_cuda.py's
    CASES and of benchmarks/fusion.py's cases, under thunder.jit with the cuda executor, a
    training step each (backward of a weighted sum of the outputs).
@@ -11,10 +11,10 @@ Dry run: the CPU, one op test file narrowed with -k (the emulated CUDA variant),
 """
 import glob
 import os
+import re
 import subprocess
 import sys
 import time
-import xml.etree.ElementTree as ET
 
 from common import ROOT, Results, close, executors, parse
 
@@ -23,28 +23,41 @@ import torch
 import thunder
 
 
-def pytest_file(a, path, budget_s, extra):
+RESULT = re.compile(r"\b(PASSED|FAILED|ERROR)\b")
+TEST_ID = re.compile(r"(tests/\S+::\S+)")
+
+
+def op_tests(a, paths, budget_s, extra):
+    """One pytest over the files (verbose: a line per test, read back even when the budget stops
+    it, so a timeout keeps the tests done)."""
     env = dict(os.environ, THUNDER_TEST_DEVICE=a.device, PYTHONUNBUFFERED="1")
-    junit = os.path.join("/tmp", f"junit-{os.path.basename(path)}.xml")
     # -P: the current folder (the checkout) is not put on sys.path: thunder comes from run.sh's links
-    cmd = [sys.executable, "-P", "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}", path, *extra]
+    cmd = [sys.executable, "-P", "-m", "pytest", "-v", "-p", "no:cacheprovider", "--tb=line", *paths, *extra]
+    timed_out = False
     try:
         r = subprocess.run(cmd, cwd=ROOT, env=env, timeout=budget_s, capture_output=True, text=True)
-        tail = r.stdout[-1500:]
-    except subprocess.TimeoutExpired:
-        raise TimeoutError(f"{path} ran past {budget_s:.0f} s") from None
-    tests = ET.parse(junit).getroot().iter("testcase")
-    failed = []
-    total = 0
-    for t in tests:
-        total += 1
-        bad = t.find("failure") if t.find("failure") is not None else t.find("error")
-        if bad is not None:
-            failed.append(f"{t.get('name')}: {(bad.get('message') or '')[:300]}")
-    print(tail, flush=True)
-    if failed:
-        raise AssertionError(f"{len(failed)} of {total} failed: " + " | ".join(failed[:15]))
-    return dict(tests=total)
+        text = r.stdout
+    except subprocess.TimeoutExpired as e:
+        timed_out = True
+        text = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+    counts, failed = {"PASSED": 0, "FAILED": 0, "ERROR": 0}, []
+    for line in text.splitlines():
+        m, t = RESULT.search(line), TEST_ID.search(line)
+        if m and t and "::" in line and not line.startswith(("FAILED ", "ERROR ")):
+            counts[m.group(1)] += 1
+            if m.group(1) != "PASSED":
+                failed.append(t.group(1))
+    if timed_out and re.search(r"^=+ .*\bin [\d.]+s", text, re.M):
+        timed_out = False  # every test had run: only the interpreter's exit was slow
+    reasons = [line for line in text.splitlines() if line.startswith(("FAILED ", "ERROR ", "E "))][:40]
+    print(text[-3000:], flush=True)
+    out = dict(passed=counts["PASSED"], failed=failed[:200], errors=counts["ERROR"], reasons=reasons,
+               timed_out=timed_out)
+    if failed or timed_out or not counts["PASSED"]:
+        raise AssertionError(f"{counts['PASSED']} passed, {len(failed)} failed"
+                             + (f", stopped after {budget_s:.0f} s" if timed_out else "")
+                             + (": " + " | ".join(failed[:12]) if failed else "") + f" [{out}]")
+    return out
 
 
 def _grad_cases(dry):
@@ -92,13 +105,9 @@ def main():
     else:
         files = sorted(glob.glob(os.path.join(ROOT, "tests", "test_ops_*.py")))
         import importlib.util
-        extra = ["-n", "8"] if importlib.util.find_spec("xdist") else []
-    grads_share = 0.2 if not a.dry_run else 0.4
-    per_file = (a.budget * (1 - grads_share)) / len(files)
-    for path in files:
-        left = deadline - time.time() - a.budget * grads_share
-        res.run(f"pytest {os.path.relpath(path, ROOT)} on {a.device}",
-                lambda: pytest_file(a, path, max(10.0, min(left, per_file * 2)), extra))
+        extra = ["-n", "12"] if importlib.util.find_spec("xdist") else []
+    res.run(f"op tests ({len(files)} file(s)) on {a.device}",
+            lambda: op_tests(a, files, a.budget * (0.75 if not a.dry_run else 0.6), extra))
     for name, (fn, make) in _grad_cases(a.dry_run).items():
         for dtype in (torch.float32, torch.bfloat16):
             if time.time() > deadline:

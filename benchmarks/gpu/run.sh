@@ -64,14 +64,19 @@ print(f"torch {torch.__version__}, cuda {torch.cuda.is_available()}, torch_mlir 
 PY
 echo "== setup done in $((SECONDS - START)) s"
 
-# ---- the parts: name, timeout (s), arguments
+# ---- the parts: name, timeout (s), budget (s: the part stops starting items after it)
+# GPU_RUN_PARTS: which parts (default all four); GPU_RUN_SCALE: percent of the default times
+# (a second run of what the first one left out: GPU_RUN_PARTS=bench GPU_RUN_SCALE=250)
+PARTS=(${GPU_RUN_PARTS:-ops models bench graphs})
+SCALE=${GPU_RUN_SCALE:-100}
 FLAG=()
 [[ $DRY == 1 ]] && FLAG=(--dry-run)
 part() {
-  local name=$1 limit=$2
-  shift 2
+  local name=$1 limit=$(( $2 * SCALE / 100 )) budget=()
+  [[ " ${PARTS[*]} " == *" $name "* ]] || return 0
+  [[ -n ${3:-} ]] && budget=(--budget $(( $3 * SCALE / 100 )))
   echo "== part $name (timeout ${limit} s) at $((SECONDS - START)) s"
-  timeout -k 10 "$limit" "$PYTHON" "$ROOT/benchmarks/gpu/$name.py" --out "$OUT/$name.json" "${FLAG[@]}" "$@"
+  timeout -k 10 "$limit" "$PYTHON" "$ROOT/benchmarks/gpu/$name.py" --out "$OUT/$name.json" "${FLAG[@]}" "${budget[@]}"
   local rc=$?
   echo "== part $name: exit $rc$( ((rc == 124 || rc == 137)) && echo ' (timed out)') at $((SECONDS - START)) s"
   if [[ -f $OUT/$name.json ]]; then
@@ -79,13 +84,13 @@ part() {
   fi
 }
 if [[ $DRY == 1 ]]; then
-  part ops 90 --budget 60; part models 60; part bench 60 --budget 30; part graphs 45
+  part ops 110 80; part models 60; part bench 60 30; part graphs 45
 else
-  part ops 125 --budget 105; part models 55; part bench 125 --budget 100; part graphs 35
+  part ops 125 105; part models 55; part bench 125 100; part graphs 35
 fi
 
 echo "== summary after $((SECONDS - START)) s"
-"$PYTHON" "$ROOT/benchmarks/gpu/summary.py" "$OUT" ops models bench graphs | tee "$OUT/summary.md"
+"$PYTHON" "$ROOT/benchmarks/gpu/summary.py" "$OUT" "${PARTS[@]}" | tee "$OUT/summary.md"
 rc=${PIPESTATUS[0]}
 echo "== done in $((SECONDS - START)) s; figures and errors: $OUT/*.json, the whole log: $OUT/run.log"
 exit "$rc"
