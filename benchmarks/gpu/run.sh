@@ -49,14 +49,28 @@ if [[ $DRY == 0 ]]; then
   "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$WORK/site" "${wheels[@]}" || exit 1
   export PYTHONPATH=$WORK/site
 fi
-# thunder by path: a package folder of links with the package-dir mapping
+# thunder by path: a package folder of links with pyproject.toml's package-dir mapping
 mkdir -p "$WORK/shim/thunder"
 for f in "$ROOT"/thunder/*; do ln -s "$f" "$WORK/shim/thunder/"; done
-for d in dialects lowering tools; do ln -sfn "$ROOT/$d" "$WORK/shim/thunder/$d"; done
+"$PYTHON" - "$ROOT/pyproject.toml" "$WORK/shim" <<'PY' || exit 1
+import os, sys, tomllib  # noqa: E401
+dirs = tomllib.load(open(sys.argv[1], "rb"))["tool"]["setuptools"]["package-dir"]
+for package, folder in dirs.items():
+    if package.count(".") == 1:  # thunder.dialects -> dialects/, ...
+        os.symlink(os.path.join(os.path.dirname(sys.argv[1]), folder), os.path.join(sys.argv[2], *package.split(".")))
+PY
 export PYTHONPATH=$WORK/shim${PYTHONPATH:+:$PYTHONPATH}
 export THUNDER_KERNEL_CACHE=$WORK/kcache PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
-"$PYTHON" -P - "$WORK/shim" <<'PY' || exit 1  # -P: not the checkout's thunder/ from the current folder
-import sys, torch, torch_mlir, thunder, thunder.lowering.gpu, thunder.dialects.mlir  # noqa: E401
+# the imports, -P: not thunder/ from the current folder (the checkout, without the mapping); in a
+# dry run also -S with this Python's site folders by path: no .pth file, so not an installed thunder
+ISOLATE=(-P)
+CHECK_PATH=$PYTHONPATH
+if [[ $DRY == 1 ]]; then
+  ISOLATE=(-S -P)
+  CHECK_PATH=$PYTHONPATH:$("$PYTHON" -c "import sys; print(':'.join(p for p in sys.path if 'site-packages' in p))")
+fi
+PYTHONPATH=$CHECK_PATH "$PYTHON" "${ISOLATE[@]}" - "$WORK/shim" <<'PY' || exit 1
+import sys, torch, torch_mlir, thunder, thunder.lowering.gpu, thunder.dialects.mlir, thunder.tools.opt  # noqa: E401
 assert thunder.__file__.startswith(sys.argv[1]), f"thunder from {thunder.__file__}, not the checkout"
 import llvmlite
 print(f"torch {torch.__version__}, cuda {torch.cuda.is_available()}, torch_mlir {torch_mlir.__path__[0]}, "
