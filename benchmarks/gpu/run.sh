@@ -76,6 +76,7 @@ import llvmlite
 print(f"torch {torch.__version__}, cuda {torch.cuda.is_available()}, torch_mlir {torch_mlir.__path__[0]}, "
       f"llvmlite {llvmlite.__version__}, thunder from the checkout")
 PY
+PYTHONPATH=$CHECK_PATH "$PYTHON" "${ISOLATE[@]}" -m thunder --check || true  # what thunder runs on
 echo "== setup done in $((SECONDS - START)) s"
 
 # ---- the parts: name, timeout (s), budget (s: the part stops starting items after it)
