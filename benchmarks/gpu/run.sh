@@ -34,6 +34,7 @@ fi
 WORK=$(mktemp -d /tmp/thunder-gpu-run.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 exec > >(tee "$OUT/run.log") 2>&1
+TEE=$!
 START=$SECONDS
 echo "== thunder device run: $(date -u +%FT%TZ), dry run: $DRY, python: $PYTHON, out: $OUT"
 
@@ -108,4 +109,6 @@ echo "== summary after $((SECONDS - START)) s"
 "$PYTHON" "$ROOT/benchmarks/gpu/summary.py" "$OUT" "${PARTS[@]}" | tee "$OUT/summary.md"
 rc=${PIPESTATUS[0]}
 echo "== done in $((SECONDS - START)) s; figures and errors: $OUT/*.json, the whole log: $OUT/run.log"
+exec >&- 2>&-
+wait "$TEE"  # run.log complete before the tool collects $OUT
 exit "$rc"
