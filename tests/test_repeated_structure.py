@@ -26,7 +26,8 @@ def _kernels(jitted):
     assert fused, [t.producer for t in thunder.last_traces(jitted)]
     text = fused[-1].to_mlir()
     with context():
-        callees = fusion_callees(ir.Module.parse(text).operation)
+        module = ir.Module.parse(text)  # (kept alive while its ops are read)
+        callees = fusion_callees(module.operation)
         kernels = {re.sub(r"@fusion_\d+", "@fusion", region_text(f)) for f in callees.values()}
     return kernels, len(re.findall(r"call @fusion_\d+", text))
 
