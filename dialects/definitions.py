@@ -199,11 +199,42 @@ def decode_op(operation, tensor_of):
     return op, values
 
 
+# signatures of ops that verified: an op's verification depends only on its name, attributes,
+# operand types (and constant operands' values) and result types where every operand is a
+# static tensor or a constant, so the same op repeated (N layers of one block) runs its meta
+# function once, not once per copy and per verification of the module
+_VERIFIED = set()
+
+
+def _signature(operation):
+    """The op's verification key, or None where it depends on more (a runtime number, a size
+    computed by other ops, a `?` dim)."""
+    operands = []
+    for v in operation.operands:
+        t = v.type
+        if isinstance(t, ir.RankedTensorType):
+            if not t.has_static_shape:
+                return None
+            operands.append(str(t))
+        elif attrs.is_constant(v):
+            operands.append((str(t), str(v.owner.attributes["value"])))
+        else:
+            return None
+    return (operation.name, tuple((k, str(operation.attributes[k])) for k in operation.attributes), tuple(operands),
+            tuple(str(r.type) for r in operation.results))
+
+
 def _verifier(op):
     def verify_invariants(self):
         operation = self.operation
+        key = _signature(operation)
+        if key is not None and key in _VERIFIED:
+            return True
         with operation.context, operation.location:
-            return _verify(op, operation)
+            ok = _verify(op, operation)
+        if ok and key is not None:
+            _VERIFIED.add(key)
+        return ok
 
     return verify_invariants
 
