@@ -16,7 +16,7 @@ from thunder.core.proxies import TensorProxy
 from thunder.dialects.emit import emit
 from thunder.dialects.mlir import ir
 from thunder.lowering.passes import build_pass_manager, pass_name, pass_options, split_pipeline
-from thunder.ops import custom_function, fallback, onednn, registry
+from thunder.ops import checkpoint, custom_function, fallback, onednn, registry
 from thunder.runtime import guards, sharp_edges, structure
 from thunder.runtime.codegen import compile_source, python_source
 from thunder.ops.impl import ValueChanged
@@ -822,6 +822,8 @@ def _lookup(fn):
         refused = _REFUSED.get(fn)
     except TypeError:  # unhashable
         refused = None
+    if fn is checkpoint.CHECKPOINT:  # (wrapped by torch._dynamo.disable)
+        return checkpoint.checkpoint
     if refused is None and _compiled_by_dynamo(fn):
         refused = (NotImplementedError, "thunder: calling a function compiled by torch.compile{where} inside a jitted "
                    "function is not supported. Workaround: call the original function (torch.compile's result has "
