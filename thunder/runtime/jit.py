@@ -22,7 +22,7 @@ from thunder.runtime.codegen import compile_source, python_source
 from thunder.ops.impl import ValueChanged
 from thunder.runtime.prologue import MISS, Prologue
 from thunder.runtime.reads import Reader
-from thunder.runtime.state import StateTracker
+from thunder.runtime.state import Constant, StateTracker
 from thunder.runtime.traces import Trace
 
 
@@ -452,7 +452,7 @@ def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None) -> CacheEn
     out_refs = []
     out_spec = structure.flatten_outputs(result.value, out_refs, inputs)
     writes = state.finish_writes()
-    tensor_writes = [v for _, _, v in writes if isinstance(v, (TensorProxy, NumberProxy))]
+    tensor_writes = [v for _, _, v in writes if not isinstance(v, (bool, int, float, str, type(None), Constant))]
     if tensor_writes:  # written tensors are returned after the output, for the prologue to store
         out_spec = ("tuple", [out_spec] + [structure.flatten_outputs(v, out_refs, inputs) for v in tensor_writes])
     times["interpretation"] = time.perf_counter() - t

@@ -13,7 +13,9 @@ the jitted function or module, input objects, globals dicts and closure cells; a
 identity is guarded is reached through its constant from then on, so every guard is one step
 from a constant. Objects the trace made itself, or got from native code, have no path: what is
 read from them is derived from what was guarded."""
+import copy
 import dataclasses
+import enum
 import types
 from collections import OrderedDict
 
@@ -321,22 +323,75 @@ class StateTracker:
                 setattr(owner, name, value)
 
     def finish_writes(self):
-        """The writes to replay: [(owner expression, name, value)]. A write undone before the
-        function returned (the attribute holds its original value again, as transformers'
-        CompileableContextVar set and reset around a forward) has no effect to replay."""
+        """The writes to replay: [(owner expression, name, value)]: value is a Python scalar, a
+        value computed from the trace's tensors (tensors, runtime numbers, containers holding
+        them: results of the program), or a Constant (dtypes, devices, tuples, objects: see
+        _constant). A write undone before the function returned (the attribute holds its
+        original value again, as transformers' CompileableContextVar set and reset around a
+        forward) has no effect to replay."""
         replay = []
         for key, (owner, name, value) in self.writes.items():
             original = self.originals[key][2]
             if value is original or (is_plain_value(value) and type(value) is type(original) and value == original):
                 continue
-            if not isinstance(value, (TensorProxy, NumberProxy, bool, int, float, str, type(None))):
-                site = self._write_sites[key]
-                raise NotImplementedError(
-                    f"thunder: writing a {type(value).__name__} to '{site.name}' ({site.kind}, {site.filename}:"
-                    f"{site.lineno}) that outlives the call is not supported: only tensors and Python scalars are "
-                    "replayed on every call. Workaround: return the value instead.")
+            if not isinstance(value, (TensorProxy, NumberProxy, bool, int, float, str, type(None))) \
+                    and not holds_proxy(value):
+                value = self._constant(value, self._write_sites[key])
             replay.append((self.path(owner) or self._module_expr(owner), name, value))
         return replay
+
+    def _constant(self, value, site):
+        """A value without tensors of the trace written to an object that outlives the call:
+        the same object on every call where eager's would be (immutable values, objects that
+        existed before the call), else a fresh copy of it per call (a list, dict or object
+        the call made: eager makes a new one on each call)."""
+        if _immutable(value) or self.path(value) is not None or id(value) in self._module_names \
+                or isinstance(value, (types.FunctionType, types.BuiltinFunctionType, type, types.ModuleType)):
+            return Constant(value, fresh=False)
+        try:
+            copy.deepcopy(value)
+        except Exception as e:  # noqa: BLE001 - any failure of the object's own copy protocol
+            raise NotImplementedError(
+                f"thunder: writing a {type(value).__name__} to '{site.name}' ({site.kind}, {site.filename}:"
+                f"{site.lineno}) that outlives the call: the object, made in the call, cannot be copied for the "
+                f"next calls ({type(e).__name__}: {e}). Workaround: return the value instead.") from None
+        return Constant(value, fresh=True)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Constant:
+    """A written value the program replays as it is (fresh=False) or as a deep copy made on each
+    call (fresh=True)."""
+    value: object
+    fresh: bool
+
+
+_IMMUTABLE = (bool, int, float, complex, str, bytes, type(None), torch.dtype, torch.device, torch.layout,
+              torch.memory_format, torch.Size, range, slice, type(Ellipsis))
+
+
+def _immutable(value):
+    if isinstance(value, (tuple, frozenset)) and type(value) in (tuple, frozenset, torch.Size) \
+            or _is_container(value) and isinstance(value, tuple):
+        return all(_immutable(v) for v in value)
+    return isinstance(value, _IMMUTABLE) or isinstance(value, enum.Enum)
+
+
+def holds_proxy(value, _seen=None):
+    """Whether a value holds tensors or numbers of the trace (in containers or object attributes)."""
+    if isinstance(value, (TensorProxy, NumberProxy)):
+        return True
+    seen = set() if _seen is None else _seen
+    if id(value) in seen:
+        return False
+    seen.add(id(value))
+    if isinstance(value, dict):
+        return any(holds_proxy(v, seen) for v in value.values())
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return any(holds_proxy(v, seen) for v in value)
+    if isinstance(value, torch.nn.Module) or not hasattr(value, "__dict__") or isinstance(value, type):
+        return False
+    return any(holds_proxy(v, seen) for v in vars(value).values())
 
 
 def _stable(owner, name, value):
