@@ -260,7 +260,8 @@ class Runtime:
         if tp is types.MethodType:
             return self.call(fn.__func__, (fn.__self__, *args), kwargs, caller)
         if issubclass(tp, functools.partial) and tp.__call__ is _PARTIAL_CALL:
-            return self.call(fn.func, (*fn.args, *args), {**fn.keywords, **kwargs}, caller)
+            bound, keywords = self._partial_bound(fn, caller)
+            return self.call(fn.func, (*bound, *args), {**keywords, **kwargs}, caller)
         if issubclass(tp, type):
             return self.call_class(fn, args, kwargs, caller)
         if caller is not None and tp is types.BuiltinFunctionType:
@@ -274,6 +275,21 @@ class Runtime:
         if type(call_attr) is types.FunctionType:  # callable object with a Python __call__
             return self.call(call_attr, (fn, *args), kwargs, caller)
         return self.native(fn, args, kwargs, caller)
+
+    def _partial_bound(self, p: functools.partial, caller: Frame | None) -> tuple[tuple, dict]:
+        """The arguments a functools.partial binds, passed through on_load as what they are (its
+        attributes `args` and `keywords`), so a tensor bound outside the call is seen as read."""
+        if self.on_load is None:
+            return p.args, p.keywords
+        code = caller.code if caller is not None else getattr(p.func, "__code__", None)
+        where = (code.co_name, code.co_filename, caller.lineno if caller is not None else code.co_firstlineno) \
+            if code is not None else ("?", "?", None)
+        args = self.on_load(p.args, Provenance("attr", "args", p, *where))
+        keywords = p.keywords
+        if keywords:
+            keywords = {k: self.on_load(v, Provenance("item", k, keywords, *where))
+                        for k, v in self.on_load(keywords, Provenance("attr", "keywords", p, *where)).items()}
+        return args, keywords
 
     def native(self, fn: Any, args: tuple, kwargs: dict, caller: Frame | None) -> Any:
         """A native call; its result passes on_load (kind "native", owner fn), so a caller that
