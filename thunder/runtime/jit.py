@@ -421,6 +421,9 @@ def _acquire(cd, args, kwargs, shared=None, sym_shapes=None):
             ctx.reader = ctx.live = None  # (the values read are not needed any more)
         if any(x.requires_grad for x in inputs.tensors):  # (arguments and tensors read from state)
             tracing.consult("grad_enabled")  # the program differs with grad mode (autograd or not)
+        # parameters and buffers that native code handed to the result (tuple(module.buffers()))
+        # become inputs here, so the result returns them as they are
+        structure.flatten_outputs(result.value, [], inputs, resolve=state.module_tensor)
         # (an input updated in place has been rebound to its new value: use its input name)
         ctx.inputs = [tracing.Ref(p.input_name or p.name, tuple(p.shape), p.dtype, p.device) for p, _ in inputs.params()]
         ctx.inputs += [tracing.ref(p) for p, _ in inputs.numbers]  # (float arguments: runtime numbers)
@@ -450,7 +453,7 @@ def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None) -> CacheEn
     cs.last_interpreted_instructions = list(result.instructions) if record else None
     cs.last_interpreter_log = list(result.log) if record else None
     out_refs = []
-    out_spec = structure.flatten_outputs(result.value, out_refs, inputs)
+    out_spec = structure.flatten_outputs(result.value, out_refs, inputs, resolve=state.module_tensor)
     writes = state.finish_writes()
     tensor_writes = [v for _, _, v in writes if not isinstance(v, (bool, int, float, str, type(None), Constant))]
     if tensor_writes:  # written tensors are returned after the output, for the prologue to store
@@ -822,6 +825,8 @@ def _lookup(fn):
         refused = _REFUSED.get(fn)
     except TypeError:  # unhashable
         refused = None
+    if fn is torch.ops.higher_order.autograd_function_apply:
+        return custom_function.higher_order_apply
     if fn is checkpoint.CHECKPOINT:  # (wrapped by torch._dynamo.disable)
         return checkpoint.checkpoint
     if refused is None and _compiled_by_dynamo(fn):

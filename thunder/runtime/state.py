@@ -23,6 +23,7 @@ import torch
 
 from thunder.core.numbers import NumberProxy
 from thunder.core.proxies import TensorProxy
+from thunder.interpreter import Provenance
 from thunder.runtime.guards import Guard, has_literal, is_plain_value, snapshot
 
 _MISSING = object()
@@ -145,16 +146,30 @@ class StateTracker:
         v = items[i]
         if not _is_real_tensor(v):
             return v
-        if self._owners is None:
-            self._owners = {} if self.root is None else {
-                id(t): (m, n) for m in self.root.modules()
-                for n, t in [*m._parameters.items(), *m._buffers.items()] if t is not None}
-        owner = self._owners.get(id(v))
+        owner = self._owner_of(v)
         if owner is not None:
             p = self.load(v, dataclasses.replace(provenance, kind="attr", owner=owner[0], name=owner[1]))
             if isinstance(p, TensorProxy):
                 return p
         return self._tensor(v, dataclasses.replace(provenance, kind="item", owner=items, name=i), f"{expr}[{i}]")
+
+    def _owner_of(self, t):
+        """(module, name) of a parameter or buffer of the jitted module, or None."""
+        if self._owners is None:
+            self._owners = {} if self.root is None else {
+                id(t): (m, n) for m in self.root.modules()
+                for n, t in [*m._parameters.items(), *m._buffers.items()] if t is not None}
+        return self._owners.get(id(t))
+
+    def module_tensor(self, t):
+        """A parameter or buffer of the jitted module that native code handed to the result
+        (`tuple(self.buffers())`): its proxy, read through its module as an attribute; None for
+        other tensors."""
+        owner = self._owner_of(t)
+        if owner is None:
+            return None
+        p = self.load(t, Provenance("attr", owner[1], owner[0], "<result>", "<result>", None))
+        return p if isinstance(p, TensorProxy) else None
 
     def called(self, fn):
         """on_call: a Python function is about to be interpreted; its code is part of the key."""
