@@ -17,7 +17,7 @@ from thunder.dialects.emit import emit
 from thunder.dialects.mlir import ir
 from thunder.lowering.passes import build_pass_manager, pass_name, pass_options, split_pipeline
 from thunder.ops import checkpoint, custom_function, fallback, onednn, registry
-from thunder.runtime import guards, sharp_edges, structure
+from thunder.runtime import guards, sharp_edges, structure, torch_func
 from thunder.runtime.codegen import compile_source, python_source
 from thunder.ops.impl import ValueChanged
 from thunder.runtime.prologue import MISS, Prologue
@@ -825,6 +825,12 @@ def _lookup(fn):
         refused = _REFUSED.get(fn)
     except TypeError:  # unhashable
         refused = None
+    try:
+        transform = torch_func.REPLACEMENTS.get(fn)
+    except TypeError:  # unhashable
+        transform = None
+    if transform is not None:
+        return transform
     if fn is torch.ops.higher_order.autograd_function_apply:
         return custom_function.higher_order_apply
     if fn is checkpoint.CHECKPOINT:  # (wrapped by torch._dynamo.disable)
