@@ -224,7 +224,7 @@ def flatten_outputs(value, refs, inputs=None, _open=None, resolve=None):
             refs.append(r)
             spec = ("tensor", len(refs) - 1)
         return ("inference", spec) if value.inference else spec
-    proxy = resolve(value) if resolve is not None and isinstance(value, torch.Tensor) else None
+    proxy = resolve(value) if resolve is not None and not _open and isinstance(value, torch.Tensor) else None
     if proxy is not None:  # a parameter or buffer of the module (via native code): that very tensor
         return flatten_outputs(proxy, refs, inputs, _open)
     if isinstance(value, torch.Tensor):
@@ -247,10 +247,10 @@ def flatten_outputs(value, refs, inputs=None, _open=None, resolve=None):
                                            for f in dataclasses.fields(value)])
     if isinstance(value, dict):
         return ("dict", [(k, flatten_outputs(v, refs, inputs, _open, resolve)) for k, v in value.items()])
-    return _flatten_object(value, refs, inputs, _open)
+    return _flatten_object(value, refs, inputs, _open, resolve)
 
 
-def _flatten_object(value, refs, inputs, _open):
+def _flatten_object(value, refs, inputs, _open, resolve=None):
     state = getattr(value, "__dict__", None)
     if type(state) is not dict or isinstance(value, (type, types.ModuleType, types.FunctionType, torch.nn.Module)):
         return ("const", value)
