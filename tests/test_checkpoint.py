@@ -2,6 +2,7 @@
 torch.utils.checkpoint.checkpoint and Hugging Face's gradient_checkpointing_enable() against eager:
 values, grads, dropout masks, and fewer saved bytes than the same program without checkpointing."""
 import copy
+import re
 import warnings
 
 import pytest
@@ -133,3 +134,16 @@ def test_hf_gradient_checkpointing_trains_as_eager_with_fewer_saved_bytes(use_re
         torch.testing.assert_close(p.grad, q.grad, msg=lambda m: f"{name}: {m}")
     saved = thunder.compile_stats(jitted).last_saved_bytes["saved_after"]
     assert saved < 0.85 * thunder.compile_stats(jplain).last_saved_bytes["saved_after"]
+
+
+def test_checkpoint_region_is_marked_in_the_mlir():
+    x, w = _inputs()
+    jf = thunder.jit(_with(False))
+    jf(x, w)
+    text = thunder.last_traces(jf)[0].to_mlir(debug_info=True)
+    # the block's ops carry a location fused with "checkpoint N" (aliases: #locK = loc(...))
+    fused = set(re.findall(r'^(#loc\d+) = loc\(fused<"checkpoint \d+">', text, re.M))
+    named = {m[0] for m in re.findall(r'^(#loc\d+) = loc\("\w+"\((#loc\d+)\)\)', text, re.M) if m[1] in fused}
+    marked = [op for op, loc in re.findall(r'"ltorch\.(\w+)".* loc\((#loc\d+)\)$', text, re.M) if loc in named]
+    assert len(fused) == 1
+    assert marked == ["matmul", "tanh", "matmul", "sin", "exp", "mul"]  # the block's ops, not the outer ones
