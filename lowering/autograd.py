@@ -51,14 +51,7 @@ def split_forward_backward(lifted, requires_grad, n_mutated=0) -> Split:
     bctx = TraceCtx(prefix="b")
     for n in forward_names:
         bctx.new_name(n)  # reserve: backward proxies of forward values keep their names
-    proxies = {}
-
-    def fwd(ref):
-        p = proxies.get(ref.name)
-        if p is None:
-            p = proxies[ref.name] = proxy_of_meta(ref.shape, ref.dtype, ref.device, name=ref.name)
-        return p
-
+    fwd = forward_proxies()
     grads = {}
     cotangents, cotangent_for = [], []
     with tracing.tracing(bctx):
@@ -105,6 +98,19 @@ def needing_grad(symbols, names):
                 if differentiable_dtype(o.dtype):
                     needs.add(o.name)
     return needs
+
+
+def forward_proxies():
+    """fwd(ref): one proxy per forward value, named as it (what backpropagate reads them with)."""
+    proxies = {}
+
+    def fwd(ref):
+        p = proxies.get(ref.name)
+        if p is None:
+            p = proxies[ref.name] = proxy_of_meta(ref.shape, ref.dtype, ref.device, name=ref.name)
+        return p
+
+    return fwd
 
 
 def _accumulate(grads, ref, g):

@@ -22,9 +22,9 @@ import torch
 import torch.utils._pytree as pytree
 
 from thunder.core import trace as tracing
-from thunder.core.proxies import TensorProxy, proxy_of_meta
+from thunder.core.proxies import TensorProxy
 from thunder.interpreter import interpret_inner
-from thunder.lowering.autograd import backpropagate, needing_grad, use_training_forms
+from thunder.lowering.autograd import backpropagate, forward_proxies, needing_grad, use_training_forms
 from thunder.ops import fallback
 from thunder.ops.registry import OPS
 
@@ -172,16 +172,8 @@ class _Recorded:
 
     def vjp(self, cotangent):
         """The gradients of the arguments nums for the output's cotangent."""
-        proxies = {}
-
-        def fwd(ref):
-            p = proxies.get(ref.name)
-            if p is None:
-                p = proxies[ref.name] = proxy_of_meta(ref.shape, ref.dtype, ref.device, name=ref.name)
-            return p
-
         grads = {self.out.name: cotangent} if self.out.name in self.needs else {}
-        backpropagate(self.symbols, self.needs, grads, fwd, decompose=True)
+        backpropagate(self.symbols, self.needs, grads, forward_proxies(), decompose=True)
         return [pytree.tree_unflatten([_op("zeros_like", t) if grads.get(t.name) is None else grads[t.name]
                                        for t in leaves], spec) for _, leaves, spec in self.nums]
 
