@@ -17,6 +17,7 @@ Anything else about them (randomness="different", has_aux with jacobians, in_dim
 an int or None per argument, arguments that are not structures of tensors, jvp, linearize) is
 refused with a NotImplementedError that names it; chunk_size is accepted and has no effect."""
 import functools
+import importlib
 
 import torch
 import torch.utils._pytree as pytree
@@ -255,3 +256,16 @@ REPLACEMENTS = {torch.vmap: vmap, torch.func.vmap: vmap, torch.func.grad: grad,
                 torch.func.grad_and_value: grad_and_value, torch.func.jacrev: jacrev, torch.func.jacfwd: jacfwd,
                 torch.func.hessian: hessian, torch.func.functional_call: functional_call, torch.func.vjp: vjp,
                 torch.func.jvp: _refused("jvp"), torch.func.linearize: _refused("linearize")}
+# transforms made before the call (`fast = torch.vmap(f)` at import time) reach torch's
+# implementations: those too
+_IMPLS = (("torch._functorch.vmap", "vmap_impl",
+           lambda func, in_dims, out_dims, randomness, chunk_size, *args, **kwargs:
+           vmap(func, in_dims, out_dims, randomness)(*args, **kwargs)),
+          ("torch._functorch.eager_transforms", "grad_impl",
+           lambda func, argnums, has_aux, args, kwargs: grad(func, argnums, has_aux)(*args, **kwargs)),
+          ("torch._functorch.eager_transforms", "grad_and_value_impl",
+           lambda func, argnums, has_aux, args, kwargs: grad_and_value(func, argnums, has_aux)(*args, **kwargs)))
+for _module, _name, _replacement in _IMPLS:
+    _impl = getattr(importlib.import_module(_module), _name, None)
+    if _impl is not None:
+        REPLACEMENTS[_impl] = _replacement
