@@ -72,3 +72,24 @@ def test_a_later_read_of_a_written_value_is_guarded():
         torch.testing.assert_close(got, expected)
         assert got.dtype == expected.dtype and h.mode == e.mode and h.dtype == e.dtype
     assert thunder.compile_stats(jf).cache_misses == 2
+
+
+_EXISTING = _Point(0, [0])
+
+
+
+def test_an_object_that_existed_before_the_call_is_written_as_itself():
+    # reached through native code (no path the prologue knows): still the same object, as eager's
+    def f(h, a):
+        h.point = min([_EXISTING], key=id)  # (a builtin hands it back)
+        h.made = _Point(1, [2])
+        return a + 1
+
+    h, a = _Holder(), torch.randn(3)
+    jf = thunder.jit(f)
+    made = []
+    for _ in range(2):
+        jf(h, a)
+        assert h.point is _EXISTING
+        made.append(h.made)
+    assert made[0] is not made[1] and made[0].y == [2]

@@ -118,8 +118,10 @@ def _mro_lookup(tp: type, name: str) -> Any:
 
 class Runtime:
     def __init__(self, lookup: Callable | None, on_load: Callable | None, record: bool,
-                 on_store: Callable | None = None, on_call: Callable | None = None):
+                 on_store: Callable | None = None, on_call: Callable | None = None,
+                 on_create: Callable | None = None):
         self.lookup = lookup
+        self.on_create = on_create  # told of each instance of a Python class the program makes
         self.on_load = on_load
         self.on_store = on_store
         self.on_call = on_call
@@ -302,6 +304,12 @@ class Runtime:
 
     def call_class(self, cls: type, args: tuple, kwargs: dict, caller: Frame | None) -> Any:
         """Emulates type.__call__: native __new__ (unless Python-defined), interpreted Python __init__."""
+        obj = self._make_instance(cls, args, kwargs, caller)
+        if self.on_create is not None and type(obj).__module__ != "builtins":
+            self.on_create(obj)
+        return obj
+
+    def _make_instance(self, cls: type, args: tuple, kwargs: dict, caller: Frame | None) -> Any:
         if super is cls and caller is not None and not args and not kwargs:
             return _zero_arg_super(caller)
         if _mro_lookup(type(cls), "__call__") is not _TYPE_CALL:  # custom metaclass __call__ (Enum, ...)

@@ -61,6 +61,7 @@ class StateTracker:
         self._paths = {}  # id(object) -> (object, expression that reads it)
         self._tensor_reads = {}  # expression -> proxy
         self._snapshots = set()  # ids of containers whose items a snapshot guard covers
+        self._created = {}  # id -> object the traced code made (an instance of a class: on_create)
         self.writes = {}  # (id(owner), name) -> (owner, name, value): attribute writes to replay
         self.originals = {}  # (id(owner), name) -> (owner, name, value before the first write)
         self._write_sites = {}  # (id(owner), name) -> provenance of the last write
@@ -170,6 +171,10 @@ class StateTracker:
             return None
         p = self.load(t, Provenance("attr", owner[1], owner[0], "<result>", "<result>", None))
         return p if isinstance(p, TensorProxy) else None
+
+    def created(self, obj):
+        """on_create: an object the traced code made (kept alive while tracing, so ids stay unique)."""
+        self._created[id(obj)] = obj
 
     def called(self, fn):
         """on_call: a Python function is about to be interpreted; its code is part of the key."""
@@ -360,8 +365,8 @@ class StateTracker:
         the same object on every call where eager's would be (immutable values, objects that
         existed before the call), else a fresh copy of it per call (a list, dict or object
         the call made: eager makes a new one on each call)."""
-        if _immutable(value) or self.path(value) is not None or id(value) in self._module_names \
-                or isinstance(value, (types.FunctionType, types.BuiltinFunctionType, type, types.ModuleType)):
+        made = id(value) in self._created or type(value) in (list, dict, set, OrderedDict) and self.path(value) is None
+        if _immutable(value) or not made:
             return Constant(value, fresh=False)
         try:
             copy.deepcopy(value)
