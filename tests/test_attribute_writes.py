@@ -83,6 +83,7 @@ def test_an_object_that_existed_before_the_call_is_written_as_itself():
     def f(h, a):
         h.point = min([_EXISTING], key=id)  # (a builtin hands it back)
         h.made = _Point(1, [2])
+        h.items = [_EXISTING, h.made]
         return a + 1
 
     h, a = _Holder(), torch.randn(3)
@@ -91,5 +92,6 @@ def test_an_object_that_existed_before_the_call_is_written_as_itself():
     for _ in range(2):
         jf(h, a)
         assert h.point is _EXISTING
+        assert h.items[0] is _EXISTING and h.items[1] is h.made  # (one copy: the sharing kept)
         made.append(h.made)
     assert made[0] is not made[1] and made[0].y == [2]

@@ -214,12 +214,16 @@ class Prologue:
             outs = ", ".join(["out"] + [f"w{i}" for i in range(len(tensor_writes))])
             g.lines.append(f"  {outs}, = computation({flat})" if tensor_writes else f"  out = computation({flat})")
             i = 0
+            fresh = [w[2] for w in writes if isinstance(w[2], Constant) and w[2].fresh]
+            if fresh:  # one memo per call: objects the call made shared between writes stay shared
+                keep = {k: v for c in fresh for k, v in c.keep.items()}
+                g.lines.append(f"  memo = dict({g.const(keep)})")
             for expr, name, value in writes:
                 if isinstance(value, (bool, int, float, str, type(None))):
                     g.lines.append(f"  {expr}.{name} = {value!r}" if guards_.has_literal(value) or
                                    isinstance(value, bool) else f"  {expr}.{name} = {g.const(value)}")
                 elif isinstance(value, Constant):  # (a fresh copy per call of what the call made)
-                    source = f"deepcopy({g.const(value.value)})" if value.fresh else g.const(value.value)
+                    source = f"deepcopy({g.const(value.value)}, memo)" if value.fresh else g.const(value.value)
                     g.lines.append(f"  setattr({expr}, {name!r}, {source})")
                 else:
                     g.lines.append(f"  {expr}.{name} = w{i}")

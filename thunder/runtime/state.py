@@ -368,22 +368,38 @@ class StateTracker:
         made = id(value) in self._created or type(value) in (list, dict, set, OrderedDict) and self.path(value) is None
         if _immutable(value) or not made:
             return Constant(value, fresh=False)
+        keep = {id(o): o for o in self._not_made(value, set())}  # (copied as themselves: eager's objects)
         try:
-            copy.deepcopy(value)
+            copy.deepcopy(value, dict(keep))
         except Exception as e:  # noqa: BLE001 - any failure of the object's own copy protocol
             raise NotImplementedError(
                 f"thunder: writing a {type(value).__name__} to '{site.name}' ({site.kind}, {site.filename}:"
                 f"{site.lineno}) that outlives the call: the object, made in the call, cannot be copied for the "
                 f"next calls ({type(e).__name__}: {e}). Workaround: return the value instead.") from None
-        return Constant(value, fresh=True)
+        return Constant(value, fresh=True, keep=keep)
+
+    def _not_made(self, value, seen):
+        """The objects inside a value the call made that the call did not make."""
+        if id(value) in seen or _immutable(value) or isinstance(value, (type, types.ModuleType)):
+            return []
+        seen.add(id(value))
+        if type(value) in (list, tuple, set, frozenset):
+            return [o for v in value for o in self._not_made(v, seen)]
+        if type(value) in (dict, OrderedDict):
+            return [o for v in value.values() for o in self._not_made(v, seen)]
+        if id(value) in self._created and type(getattr(value, "__dict__", None)) is dict:
+            return [o for v in vars(value).values() for o in self._not_made(v, seen)]
+        return [value]
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Constant:
     """A written value the program replays as it is (fresh=False) or as a deep copy made on each
-    call (fresh=True)."""
+    call (fresh=True), in which the objects of `keep` (id -> object: what the call did not make)
+    stay themselves."""
     value: object
     fresh: bool
+    keep: dict = dataclasses.field(default_factory=dict)
 
 
 _IMMUTABLE = (bool, int, float, complex, str, bytes, type(None), torch.dtype, torch.device, torch.layout,
