@@ -2,7 +2,7 @@
 conventions emission writes (value names in locations, thunder.mutated_inputs) are read back
 here too, by passes and code generation."""
 from thunder.core import symbols
-from thunder.dialects import attrs, sizes
+from thunder.dialects import attrs, lists, sizes
 from thunder.dialects.definitions import (attribute_params, context, needs_segments, operand_params,
                                          operand_segments, result_segments, takes_sizes)
 from thunder.dialects.mlir import func, ir
@@ -124,7 +124,12 @@ def emit_into(trace, outputs, fn_name, arg_attrs=None, attributes=None, bsyms=No
 
 def emit_symbol(op, args, outputs, values, where=None, emitter=None):
     """Insert one op at the current insertion point. values maps tensor names to ir.Values and
-    gets the op's results. emitter: a sizes.Emitter, to emit symbolic sizes as SSA values."""
+    gets the op's results. emitter: a sizes.Emitter, to emit symbolic sizes as SSA values.
+    A list longer than the op's variadic groups hold is emitted as a chain (dialects/lists.py);
+    the last op of the chain is returned."""
+    steps = lists.chain(op, args, outputs)
+    if steps is not None:
+        return [emit_symbol(*step, values, where, emitter) for step in steps][-1]
     operands = []
     for p in operand_params(op):
         v = args[p.name]
@@ -148,7 +153,7 @@ def emit_symbol(op, args, outputs, values, where=None, emitter=None):
     if needs_segments(op):
         attributes["operandSegmentSizes"] = ir.DenseI32ArrayAttr.get(operand_segments(op, args, len(dynamic)))
     if op.returns_sequence:
-        attributes["resultSegmentSizes"] = ir.DenseI32ArrayAttr.get(result_segments(op, outputs))
+        attributes["resultSegmentSizes"] = ir.DenseI32ArrayAttr.get(result_segments(op, outputs, args.get("callable")))
     result_types = [attrs.tensor_type(r.shape, r.dtype, r.device, emitter is not None) for r in outputs]
     names = ",".join(r.name for r in outputs) or op.name  # codegen splits on ","
     operation = ir.Operation.create(op.qualname, results=result_types, operands=operands,

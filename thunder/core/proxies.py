@@ -42,6 +42,9 @@ class TensorProxy:
                  "input_name", "base", "recipe", "views", "meta", "stride_deps", "leaf", "inference",
                  "is_parameter", "__weakref__")
 
+    # as torch.Tensor's: numpy's operators defer to the proxy's (np.int64(3) + x is x.__radd__)
+    __array_priority__ = 1000
+
     def __init__(self, shape, dtype, device, requires_grad=False, name=None):
         self.shape = torch.Size(shape)
         self.dtype = dtype

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from thunder.core import logs, symbols, trace as tracing
+from thunder.core import logs, ndarray, symbols, trace as tracing
 from thunder.core.callables import is_torch_op
 from thunder.core.numbers import NumberProxy
 from thunder.core.proxies import TensorProxy
@@ -472,7 +472,8 @@ def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None) -> CacheEn
     cs.last_interpreted_instructions = list(result.instructions) if record else None
     cs.last_interpreter_log = list(result.log) if record else None
     out_refs = []
-    out_spec = structure.flatten_outputs(result.value, out_refs, inputs, resolve=state.module_tensor)
+    with tracing.tracing(ctx):  # (results' layouts: tracing.strides_decide)
+        out_spec = structure.flatten_outputs(result.value, out_refs, inputs, resolve=state.module_tensor)
     writes = state.finish_writes()
     tensor_writes = [v for _, _, v in writes if not isinstance(v, (bool, int, float, str, type(None), Constant))]
     if tensor_writes:  # written tensors are returned after the output, for the prologue to store
@@ -866,6 +867,26 @@ def _lookup(fn):
         if hasattr(fn, "__self__"):
             return functools.partial(custom_function.apply, fn.__self__)
         return custom_function.apply  # (Function.apply itself: called with the class first)
+    try:
+        conversion = _ARRAY_CONVERSIONS.get(fn)
+    except TypeError:  # unhashable
+        conversion = None
+    if conversion is not None:  # torch.from_numpy(a) of an array argument (core/ndarray.py)
+        return functools.partial(_array_conversion, fn, conversion)
+    return _lookup_op(fn)
+
+
+_ARRAY_CONVERSIONS = {torch.from_numpy: ndarray.from_numpy, torch.as_tensor: ndarray.as_tensor,
+                      torch.asarray: ndarray.as_tensor, torch.tensor: ndarray.tensor}
+
+
+def _array_conversion(fn, conversion, *args, **kwargs):
+    if args and isinstance(args[0], ndarray.ArrayProxy):
+        return conversion(*args, **kwargs)
+    return _lookup_op(fn)(*args, **kwargs)
+
+
+def _lookup_op(fn):
     op = registry.lookup_callable(fn)
     if op is not None:
         return functools.partial(fallback.registered, op, fn)

@@ -108,6 +108,11 @@ class _Gen:
             else:  # slices, torch.Size
                 c = self.const(v)
                 self.miss_if(f"type({expr}) is not type({c}) or {expr} != {c}")
+        elif kind == "ndarray":  # a numpy array: the tensor over its memory, checked as a tensor's
+            self.emit(f"{var}_a = {expr}")
+            self.miss_if(f"type({var}_a) is not {self.const(spec[3])} or {var}_a.dtype != {self.const(spec[2])} "
+                         f"or min({var}_a.strides, default=0) < 0")
+            self.tensor(f"{self.const(torch.from_numpy)}({var}_a)", spec[1], var)
         elif kind == "number":  # any float (cache="symbolic values"): the program takes it
             self.emit(f"{var} = {expr}")
             self.number_vars[spec[1]] = var
