@@ -8,12 +8,19 @@ from thunder.dialects.definitions import (attribute_params, context, needs_segme
 from thunder.dialects.mlir import func, ir
 
 
+CHECKPOINT = "checkpoint "  # a fused location's metadata "checkpoint N": the op is in checkpoint region N
+
+
 def location(name, where=None):
     """The location of a value (or of an op's results, names joined by ","): its name, with the
-    user's (file, line) as child."""
-    if where:
-        return ir.Location.name(name, childLoc=ir.Location.file(where[0], where[1], 0))
-    return ir.Location.name(name)
+    user's (file, line) as child; (file, line, region) for an op in an activation-checkpoint region
+    (ops/checkpoint.py): the file location fused with "checkpoint N"."""
+    if not where:
+        return ir.Location.name(name)
+    child = ir.Location.file(where[0], where[1], 0)
+    if len(where) > 2:
+        child = ir.Location.fused([child], metadata=ir.StringAttr.get(f"{CHECKPOINT}{where[2]}"))
+    return ir.Location.name(name, childLoc=child)
 
 
 def loc_names(loc):
@@ -26,7 +33,12 @@ def loc_names(loc):
 
 def loc_file_line(loc):
     """(file, line) of a named location's child (traces from thunder.jit) or of a plain file
-    location (traces parsed from a .mlir file); None otherwise."""
+    location (traces parsed from a .mlir file); (file, line, region) for an op in a checkpoint
+    region (see location()); None otherwise."""
+    region, inner = _checkpoint_region(loc)
+    if region is not None:
+        where = loc_file_line(inner)
+        return (*(where or ("<unknown>", 0)), region)
     for get in (lambda: ir.FileLineColLoc(ir.NameLoc(loc).child_loc), lambda: ir.FileLineColLoc(loc)):
         try:
             f = get()
@@ -34,6 +46,19 @@ def loc_file_line(loc):
         except (ValueError, TypeError):
             continue
     return None
+
+
+def _checkpoint_region(loc):
+    """(region, the fused file location) of a location in a checkpoint region; (None, None) otherwise."""
+    for get in (lambda: ir.FusedLoc(ir.NameLoc(loc).child_loc), lambda: ir.FusedLoc(loc)):
+        try:
+            fused = get()
+            text = ir.StringAttr(fused.metadata).value
+        except (ValueError, TypeError):
+            continue
+        if text.startswith(CHECKPOINT) and len(fused.locations) == 1:
+            return int(text[len(CHECKPOINT):]), fused.locations[0]
+    return None, None
 
 
 def find_func(module_op, name):

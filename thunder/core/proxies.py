@@ -210,6 +210,13 @@ class TensorProxy:
 
         return numpy.array(concrete(self.tolist(), "numpy()"), dtype=torch.empty((), dtype=self.dtype).numpy().dtype)
 
+    def requires_grad_(self, requires_grad=True):
+        """A no-op where the tensor already is as asked (Hugging Face's enable_input_require_grads
+        hook on an embedding's result); changing it is eager autograd state (refused)."""
+        if bool(requires_grad) == self.requires_grad:
+            return self
+        raise NotImplementedError(f"thunder: torch.Tensor.requires_grad_{where()} {_AUTOGRAD}")
+
     # --- torch-level calls
     def __getattr__(self, name):
         from thunder.ops import fallback  # (registered ops that refuse arguments fall back too)
@@ -268,7 +275,7 @@ _NOT_TRACED = {
     "data_ptr": _MEMORY, "untyped_storage": _MEMORY, "storage": _MEMORY, "is_pinned": _MEMORY,
     "is_shared": _MEMORY, "is_set_to": _MEMORY, "share_memory_": _MEMORY, "pin_memory": _MEMORY,
     "record_stream": _MEMORY, "grad": _AUTOGRAD, "backward": _AUTOGRAD, "register_hook": _AUTOGRAD,
-    "retain_grad": _AUTOGRAD, "requires_grad_": _AUTOGRAD, "register_post_accumulate_grad_hook": _AUTOGRAD,
+    "retain_grad": _AUTOGRAD, "register_post_accumulate_grad_hook": _AUTOGRAD,
 }
 
 

@@ -24,7 +24,7 @@ class BoundSymbol:
     op: object  # registry.OpDef
     args: dict  # param name -> value, tensors as Ref, tuples of Ref for tensor lists
     outputs: list  # Refs, flat
-    location: tuple | None  # (filename, lineno) of the user's source line
+    location: tuple | None  # (filename, lineno) of the user's source line; + (region,) inside a checkpoint
 
     def tensor_args(self):
         """The Refs the call reads, tensor lists flattened, in parameter order."""
@@ -53,6 +53,7 @@ class TraceCtx:
         self.consulted = set()  # ambient torch state the trace depends on (runtime/guards.py AMBIENT)
         self.track_strides = False  # eager's strides on proxies (the user's program, not decompositions)
         self.differentiable = False  # an input requires grad
+        self.checkpoint = None  # the activation-checkpoint region being recorded (ops/checkpoint.py)
         self.requires_grad = False  # a result of an op requires grad
         self.grad_ops = False  # an op of the user's program was recorded with grad mode on
         self.read_grad = None  # x.grad of a proxy while tracing (runtime/state.py), when the caller reads them
@@ -247,8 +248,10 @@ def record_op(op, values):
             # remember how o was made from base, so in-place updates can flow between them
             o.base, o.recipe = base, (op, dict(values), i)
             base.views.append(o)
-    ctx.symbols.append(BoundSymbol(op, {k: _to_refs(v) for k, v in values.items()},
-                                   [ref(o) for o in outs], current_location()))
+    loc = current_location()
+    if ctx.checkpoint is not None:  # (lowering/remat.py recomputes the region's values)
+        loc = (*(loc or ("<unknown>", 0)), ctx.checkpoint)
+    ctx.symbols.append(BoundSymbol(op, {k: _to_refs(v) for k, v in values.items()}, [ref(o) for o in outs], loc))
     if ctx.track_grad_mode:
         # requires_grad as eager answers it: a floating result of a differentiable op on a tensor
         # that requires grad, with grad mode on

@@ -204,7 +204,7 @@ def flatten_inputs(value, name, inputs, strict):
     return ("object", value), value
 
 
-def flatten_outputs(value, refs, inputs=None, _open=None):
+def flatten_outputs(value, refs, inputs=None, _open=None, resolve=None):
     """Spec of the jitted function's return value; its tensor proxies are appended to refs.
     inputs (an Inputs): a tensor the trace read (argument, parameter, buffer) returned as such is
     ("input", k), k its place among inputs.params(): the program returns that very object, as
@@ -232,6 +232,9 @@ def flatten_outputs(value, refs, inputs=None, _open=None):
         if strides is not None:
             spec = ("strided", spec, strides)
         return ("inference", spec) if value.inference else spec
+    proxy = resolve(value) if resolve is not None and not _open and isinstance(value, torch.Tensor) else None
+    if proxy is not None:  # a parameter or buffer of the module (via native code): that very tensor
+        return flatten_outputs(proxy, refs, inputs, _open)
     if isinstance(value, torch.Tensor):
         if _open:  # inside an object: the tensor it holds (a state tensor, a global), as eager's object does
             return ("const", value)
@@ -242,19 +245,20 @@ def flatten_outputs(value, refs, inputs=None, _open=None):
         return ("const", value)
     if _is_namedtuple(value) or _is_structseq(value):
         kind = "namedtuple" if _is_namedtuple(value) else "structseq"
-        return (kind, type(value), [flatten_outputs(v, refs, inputs, _open) for v in value])
+        return (kind, type(value), [flatten_outputs(v, refs, inputs, _open, resolve) for v in value])
     if isinstance(value, (tuple, list)):
         return ("tuple" if isinstance(value, tuple) else "list",
-                [flatten_outputs(v, refs, inputs, _open) for v in value])
+                [flatten_outputs(v, refs, inputs, _open, resolve) for v in value])
     if _is_plain_dataclass(value):  # before dict: transformers' ModelOutput is both
-        return ("dataclass", type(value), [(f.name, flatten_outputs(getattr(value, f.name), refs, inputs, _open))
+        return ("dataclass", type(value), [(f.name, flatten_outputs(getattr(value, f.name), refs, inputs, _open,
+                                                                    resolve))
                                            for f in dataclasses.fields(value)])
     if isinstance(value, dict):
-        return ("dict", [(k, flatten_outputs(v, refs, inputs, _open)) for k, v in value.items()])
-    return _flatten_object(value, refs, inputs, _open)
+        return ("dict", [(k, flatten_outputs(v, refs, inputs, _open, resolve)) for k, v in value.items()])
+    return _flatten_object(value, refs, inputs, _open, resolve)
 
 
-def _flatten_object(value, refs, inputs, _open):
+def _flatten_object(value, refs, inputs, _open, resolve=None):
     state = getattr(value, "__dict__", None)
     if type(state) is not dict or isinstance(value, (type, types.ModuleType, types.FunctionType, torch.nn.Module)):
         return ("const", value)
@@ -263,7 +267,7 @@ def _flatten_object(value, refs, inputs, _open):
                                   "tensors computed by the function is not supported. Workaround: return its tensors.")
     _open.add(id(value))
     n = len(refs)
-    fields = [(k, flatten_outputs(v, refs, inputs, _open)) for k, v in state.items()]
+    fields = [(k, flatten_outputs(v, refs, inputs, _open, resolve)) for k, v in state.items()]
     _open.discard(id(value))
     if len(refs) == n and not any(s[0] == "input" for s in iter_specs([c for _, c in fields])):
         return ("const", value)  # no tensors of the trace inside: the object itself
