@@ -77,7 +77,8 @@ CASES = {
     "remainder": [(torch.remainder, [vec(inf, -inf, nan, 5., -5., 7., 0., 1.), vec(2., 3., 1., 3., 3., -2., inf, -inf)])],
     # 0-d inputs: a product and a max of one element
     "prod_max_0d": [(lambda x: x.prod() + x.prod(0) + x.max() + x.max(0)[0], [vec(0.)[0]])],
-    "amax": [(lambda x: x.amax(1), [TIES]), (lambda x: x.amax(), [TIES[:2]])],
+    "amax": [(lambda x: x.amax(1), [TIES]), (lambda x: x.amax(), [TIES[:2]]),
+             (lambda x: x[2, 0].amax() * x[0, 0].amax(), [TIES])],  # amax of 0-d tensors, one nan
     "amin": [(lambda x: x.amin(1), [TIES])],
     "max": [(lambda x: x.max(), [TIES]), (lambda x: x.max(), [TIES[:2]]), (lambda x: x.max(1)[0], [TIES]),
             (lambda x: x.max(0, keepdim=True)[0] * 2, [TIES])],

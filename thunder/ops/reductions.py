@@ -355,8 +355,9 @@ def _extremum_vjp(g, out, input, dim=(), keepdim=False):
     from thunder.ops.elementwise import div, eq, mul
 
     dims = reduction_dims(dim, input.ndim)
-    if not dims:
-        return {"input": _vjp.grad_for(input, g)}
+    if not dims:  # a 0-d input: g where it equals itself, nan where it is nan (as torch's g / 0 * 0)
+        mask = _vjp.convert(eq(input, out), g.dtype)
+        return {"input": _vjp.grad_for(input, div(mul(g, mask), mask))}
     mask = _vjp.convert(eq(input, _vjp.unreduce(out, input, dim, keepdim)), g.dtype)
     count = sum_(mask, dims, True)
     return {"input": _vjp.grad_for(input, div(mul(_vjp.unreduce(g, input, dim, keepdim), mask), count))}
