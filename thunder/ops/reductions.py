@@ -355,7 +355,7 @@ def _extremum_vjp(g, out, input, dim=(), keepdim=False):
     from thunder.ops.elementwise import div, eq, mul
 
     dims = reduction_dims(dim, input.ndim)
-    if not dims:  # a 0-d input: g where it equals itself, nan where it is nan (as torch's g / 0 * 0)
+    if not dims:  # (a 0-d input: g where it equals itself, nan for nan (0 / 0), as torch)
         mask = _vjp.convert(eq(input, out), g.dtype)
         return {"input": _vjp.grad_for(input, div(mul(g, mask), mask))}
     mask = _vjp.convert(eq(input, _vjp.unreduce(out, input, dim, keepdim)), g.dtype)

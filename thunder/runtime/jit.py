@@ -9,15 +9,15 @@ from dataclasses import dataclass, field
 
 import torch
 
-from thunder.core import symbols, trace as tracing
+from thunder.core import logs, symbols, trace as tracing
 from thunder.core.callables import is_torch_op
 from thunder.core.numbers import NumberProxy
 from thunder.core.proxies import TensorProxy
 from thunder.dialects.emit import emit
-from thunder.dialects.mlir import ir
+from thunder.dialects.mlir import LOCK, ir
 from thunder.lowering.passes import build_pass_manager, pass_name, pass_options, split_pipeline
 from thunder.ops import custom_function, fallback, onednn, registry
-from thunder.runtime import guards, sharp_edges, structure
+from thunder.runtime import calls, guards, regions, sharp_edges, structure
 from thunder.runtime.codegen import compile_source, python_source
 from thunder.ops.impl import ValueChanged
 from thunder.runtime.prologue import MISS, Prologue
@@ -213,9 +213,25 @@ class ThunderFunction:
                     cs.last_traces, cs.last_prologue_traces = entry.traces, entry.prologue_traces
                     cs.last_backward_traces = entry.backward_traces
                 return result
-        return self._miss(args, kwargs, changed)
+        with logs.compiling(self._cd.fn):  # (kernels compiled in it count as its progress)
+            return self._miss(args, kwargs, changed)
 
     def _miss(self, args, kwargs, changed=None):
+        # one compile at a time in the process (dialects/mlir.py LOCK; cached calls never take
+        # it): a thread that waited for another's compile of this call uses its entry
+        with LOCK:
+            for entry in self._entries:
+                try:
+                    result = entry.run(args, kwargs)
+                except ValueChanged as e:
+                    changed = changed or e.reason
+                    continue
+                if result is not MISS:
+                    self._cs.cache_hits += 1
+                    return result
+            return self._compile_miss(args, kwargs, changed)
+
+    def _compile_miss(self, args, kwargs, changed):
         cs, cd = self._cs, self._cd
         cs.cache_misses += 1
         # (a value an entry was specialized on differs: that entry's guard is the reason)
@@ -226,6 +242,7 @@ class ThunderFunction:
         else:
             cs.last_miss_reason = "cache option 'no caching'" if cs.cache_misses > 1 else "first call"
         cs.miss_reasons.append(cs.last_miss_reason)
+        logs.cache_miss(cd.fn, cs.cache_misses, cs.last_miss_reason)
         if (cd.recompile_limit is not None and cs.cache_misses - 1 == cd.recompile_limit + 1
                 and cd.cache_option != "no caching"):  # (that option recompiles by design)
             _warn_recompiles(cd, cs)
@@ -244,8 +261,7 @@ class ThunderFunction:
             # the program computed a value that Python read differently from the run of torch's
             # calls while tracing: fused kernels round differently. Without fusion it runs
             # torch's calls, as that run did
-            if entry in self._entries:
-                self._entries.remove(entry)
+            self._entries = [e for e in self._entries if e is not entry]
             if _fusion_policy(cd) is None:
                 raise RuntimeError(f"thunder: the compiled program computes a value that Python read while tracing "
                                    f"differently from eager PyTorch: {e.reason}") from None
@@ -254,8 +270,9 @@ class ThunderFunction:
 
     def _add(self, entry):
         if self._cd.cache_option != "no caching":
-            self._entries.insert(0, entry)
-            del self._entries[MAX_ENTRIES:]  # e.g. a counter attribute makes every call a new entry
+            # a new list (e.g. a counter attribute makes every call a new entry): cached calls in
+            # other threads iterate over the old one without a lock
+            self._entries = [entry] + self._entries[:MAX_ENTRIES - 1]
         self._last_entry = entry
         cs = self._cs
         cs.last_traces, cs.last_prologue_traces = entry.traces, entry.prologue_traces
@@ -446,6 +463,8 @@ def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None) -> CacheEn
     ctx, inputs, state, ambient = acq.ctx, acq.inputs, acq.state, acq.ambient
     arg_specs, kw_specs, result = acq.arg_specs, acq.kw_specs, acq.result
     cs.last_splits = acq.splits
+    logs.splits(cd.fn, acq.splits)
+    calls.acquired(acq.ctx)
     record = cd.debug_options.record_interpreter_history
     cs.last_interpreted_instructions = list(result.instructions) if record else None
     cs.last_interpreter_log = list(result.log) if record else None
@@ -598,7 +617,9 @@ def _fuse(module, fusion):
 
     with module.context:
         fuse_module(module.operation, *fusion)
-    return bool(fusion_callees(module.operation))
+        callees = fusion_callees(module.operation)
+        logs.fusion_regions(regions.summary(callees))
+    return bool(callees)
 
 
 def _autograd_program(cs, module, tensors, proxies, out_spec, traces, constants, fusion=None, decompose=False,
@@ -665,7 +686,7 @@ def _make_lookup(cd):
 
     def lookup(fn):
         sharp_edges.check(fn, cd.sharp_edges, tracing.current_location(), warned)
-        return _lookup(fn)
+        return calls.observe(fn, _lookup(fn))  # (thunder.examine's record of torch calls)
 
     return lookup
 
@@ -865,6 +886,7 @@ def _consulting(fn, state_name):
 def _on_store(cd, state):
     def on_store(value, provenance):
         if provenance.kind == "global":
+            state.stores += 1  # (not bookkeeping: runtime/state.py)
             sharp_edges.check_global_write(provenance, cd.sharp_edges, cd.warned_sharp_edges)
         else:
             state.store(value, provenance)

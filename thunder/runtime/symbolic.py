@@ -35,6 +35,7 @@ from fractions import Fraction
 import torch
 
 from thunder.core import symbols as sym
+from thunder.dialects.mlir import LOCK
 from thunder.runtime.codegen import compile_source
 from thunder.runtime.prologue import Prologue
 
@@ -521,6 +522,13 @@ class _KernelFamily:
         self.compiled = False  # whether a size compiled its kernel (later sizes do not compile)
 
     def at(self, *sizes):
+        k = self.kernels.get(sizes)
+        if k is None:
+            with LOCK:  # (a compile at call time: dialects/mlir.py)
+                return self._compile_at(sizes)
+        return k
+
+    def _compile_at(self, sizes):
         k = self.kernels.get(sizes)
         if k is None:
             from thunder.lowering import executors

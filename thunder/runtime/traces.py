@@ -1,7 +1,20 @@
 """Trace objects: what `thunder.last_traces` returns. Each is one stage of compilation, readable
 as Python (`str(trace)`) and as MLIR (`trace.to_mlir()`), and names the pass that produced it."""
+import functools
+
 from thunder.dialects.definitions import context
-from thunder.dialects.mlir import ir
+from thunder.dialects.mlir import LOCK, ir
+
+
+def _locked(method):
+    """A method that reads the trace's module in the shared MLIR context (dialects/mlir.py LOCK:
+    another thread may be compiling)."""
+    @functools.wraps(method)
+    def locked(*args, **kwargs):
+        with LOCK:
+            return method(*args, **kwargs)
+
+    return locked
 
 
 class Trace:
@@ -20,6 +33,7 @@ class Trace:
     def name(self):
         return self.producer
 
+    @_locked
     def to_mlir(self, debug_info=False) -> str:
         """The trace as MLIR text in the ltorch/thunder dialects (with locations: the names of
         values and the user's source lines, when debug_info)."""
@@ -29,11 +43,13 @@ class Trace:
             self._mlir = str(self.module())
         return self._mlir
 
+    @_locked
     def module(self):
         """A fresh ir.Module of this trace (with locations)."""
         with context():
             return ir.Module.parse(self._mlir_debug)
 
+    @_locked
     def python(self) -> str:
         if self._python is None:
             from thunder.runtime.codegen import python_source
@@ -49,6 +65,7 @@ class Trace:
         return f"<Trace produced by {self.producer!r}>"
 
     @property
+    @_locked
     def args(self):
         """The trace function's parameters, in order: Refs (name, shape, dtype, device) of its
         tensors; parameter names for the prologue, which takes (args, kwargs)."""
@@ -68,6 +85,7 @@ class Trace:
         first = next(n for n in ast.parse(self.python()).body if isinstance(n, ast.FunctionDef))
         return [a.arg for a in first.args.args]
 
+    @_locked
     def python_callable(self):
         """A Python function that runs this trace on real tensors: the very function that ran,
         for the programs of a call (execution trace, forward, backward, prologue), else compiled
