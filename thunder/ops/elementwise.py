@@ -460,8 +460,14 @@ def _clamp_meta(name, input, min, max):
     if min is None and max is None:
         raise RuntimeError(f"torch.{name}: At least one of 'min' or 'max' must not be None")
     out = elementwise(input, *(b for b in (min, max) if b is not None))
-    if name == "clamp" or not is_tensor(min) and not is_tensor(max):  # clamp_min(bool, bool tensor) works
-        _reject(f"{name}_scalar_cpu", out.dtype, ("bool",))
+    # bool: eager's kernels with one tensor bound work (clamp(b, min=t) runs clamp_min(b, t));
+    # both bounds or number bounds raise, naming the kernel
+    both = min is not None and max is not None
+    kernel = name if not both else "clamp"
+    if both and (is_tensor(min) or is_tensor(max)):
+        _reject("clamp_cpu", out.dtype, ("bool",))
+    elif both or not is_tensor(min) and not is_tensor(max):
+        _reject(f"{kernel if both else ('clamp_min' if max is None else 'clamp_max')}_scalar_cpu", out.dtype, ("bool",))
     return out
 
 
