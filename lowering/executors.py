@@ -135,7 +135,8 @@ def register(executor: Executor):
 # torch's own kernels of a few ltorch ops
 _LINALG_MATH = (("thunder.exp", 5.8e-10, 1.3e-10), ("thunder.tanh", 2.2e-09, 5.6e-11),
                 ("thunder.log", 7.6e-10, 1.7e-10), ("thunder.log1p", 4.5e-10, 2.6e-10),
-                ("thunder.expm1", 6.8e-10, 1.4e-10), ("thunder.erf", 1e-09, 2.7e-10))
+                ("thunder.expm1", 6.8e-10, 1.4e-10), ("thunder.erf", 1e-09, 2.7e-10),
+                ("thunder.log2", 7.6e-10, 1.7e-10), ("thunder.log10", 7.6e-10, 1.7e-10))  # (log2, log10: as log)
 # (torch's erf GELU, its backward, silu and softmax measure 0.13-0.35 ns: left out, as counting
 # them fuses bias + erf GELU on 1024x256, whose kernel (erf polynomial) is 1.4x slower than torch's)
 _LINALG_OP_MATH = (("ltorch.gelu", (("approximate", "tanh"),), 1.2e-9),

@@ -45,7 +45,8 @@ ELEMENT_TYPES = {"f16", "bf16", "f32", "f64", "i1", "i8", "i16", "i32", "i64"}
 # (SLEEF) version, so they stay torch calls. The others have polynomials for f32 (f16/bf16
 # compute in f32), not for f64.
 LIBM_CALLS = {"thunder.sin", "thunder.cos", "thunder.atan2", "thunder.pow"}
-NO_F64 = {"thunder.exp", "thunder.tanh", "thunder.erf", "thunder.log", "thunder.log1p", "thunder.expm1"}
+NO_F64 = {"thunder.exp", "thunder.tanh", "thunder.erf", "thunder.log", "thunder.log1p", "thunder.expm1",
+          "thunder.log2", "thunder.log10"}
 
 
 def is_fusion(func_op):
@@ -156,9 +157,8 @@ def claimable(operation, executor=None) -> bool:
 
 
 def _signature(operation):
-    # (the attributes' text: str() of the attribute map is its Python object's address, which a
-    # later op's map may reuse)
-    return (operation.name, tuple((k, str(operation.attributes[k])) for k in operation.attributes),
+    # (the attributes by their text: str() of the attribute map is its Python object's address)
+    return (operation.name, tuple(sorted((k, str(operation.attributes[k])) for k in operation.attributes)),
             tuple(str(v.owner.attributes["value"]) if _is_number(v) else str(v.type) for v in operation.operands))
 
 

@@ -18,3 +18,23 @@ def _op_harness_ptx():
     import op_harness
 
     op_harness.flush_ptx()
+
+
+@pytest.fixture
+def emulated_cuda_executor():
+    """An executor claiming CPU tensors whose regions run as the cuda executor's kernels,
+    interpreted on the CPU (lowering/gpu/emulate.py): thunder.jit end to end (traces, autograd,
+    codegen) with them."""
+    import dataclasses
+
+    from thunder.lowering import executors
+    from thunder.lowering.gpu.emulate import emulate_region
+
+    cuda = executors.get("cuda")
+
+    def compile(text, name):
+        return lambda *tensors: emulate_region(text, name, *tensors)
+
+    executors.register(dataclasses.replace(cuda, name="cuda-emulated", device="cpu", compile=compile, require=None))
+    yield "cuda-emulated"
+    del executors.EXECUTORS["cuda-emulated"]

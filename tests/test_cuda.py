@@ -475,24 +475,6 @@ def test_region_without_inputs_runs_on_the_device_of_its_types():
     torch.testing.assert_close(emulate_region(text, "fusion_0")[0], torch.full((4,), 2.0))
 
 
-@pytest.fixture
-def emulated_cuda_executor():
-    """An executor claiming CPU tensors whose regions run as the cuda executor's kernels,
-    interpreted on the CPU: thunder.jit end to end (traces, autograd, codegen) with them."""
-    import dataclasses
-
-    from thunder.lowering import executors
-
-    cuda = executors.get("cuda")
-
-    def compile(text, name):
-        return lambda *tensors: emulate_region(text, name, *tensors)
-
-    executors.register(dataclasses.replace(cuda, name="cuda-emulated", device="cpu", compile=compile, require=None))
-    yield "cuda-emulated"
-    del executors.EXECUTORS["cuda-emulated"]
-
-
 def test_gpt_block_training_with_cuda_kernels_emulated(emulated_cuda_executor):
     """The GPT block's training step through thunder.jit with every fusible region run as CUDA
     kernels (interpreted): output and gradients equal eager's."""

@@ -602,3 +602,24 @@ def test_cross_entropy_empty_batch():
     x, t = torch.randn(0, 7), torch.zeros(0, dtype=torch.long)
     for a, e in zip(thunder.jit(fn, fusion="always")(x, t), fn(x, t)):
         torch.testing.assert_close(a, e, equal_nan=True)
+
+
+def test_claim_cache_tells_attributes_apart():
+    """The cache of which ltorch ops decompose into claimable prims is keyed by the ops'
+    attributes' text (it was keyed by the attribute map's Python address, so div with
+    rounding_mode="floor", whose decomposition has a remainder, could reuse plain div's answer and
+    put a prim without a lowering into a region, which the executor then refused whole)."""
+    from thunder.dialects.mlir import ir
+    from thunder.lowering.fuse import _signature
+
+    ctx = ir.Context()
+    ctx.allow_unregistered_dialects = True
+    with ctx, ir.Location.unknown():
+        m = ir.Module.parse('func.func @f(%a: tensor<4xf32>, %b: tensor<4xf32>) {\n'
+                            '  %0 = "ltorch.div"(%a, %b) {rounding_mode = "floor"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>\n'
+                            '  %1 = "ltorch.div"(%a, %b) {rounding_mode = "trunc"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>\n'
+                            '  %2 = "ltorch.div"(%a, %b) {rounding_mode = "floor"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>\n'
+                            '  return\n}')
+        ops = list(m.body.operations[0].regions[0].blocks[0].operations)[:3]
+        floor, trunc, floor2 = (_signature(o.operation) for o in ops)
+        assert floor != trunc and floor == floor2

@@ -12,7 +12,8 @@ raises, thunder.jit must raise the same exception type.
 
 The search is derandomized (the same examples in every run, so CI is reproducible), with
 THUNDER_FUZZ_EXAMPLES examples (default 1500, about two minutes on a 2-core CI machine). For a larger
-run during development, raise it and let hypothesis choose new examples:
+run during development, raise it and let hypothesis choose new examples (THUNDER_FUZZ_DTYPES
+restricts the inputs' dtypes, e.g. to float16,bfloat16):
 
     THUNDER_FUZZ_EXAMPLES=2000 THUNDER_FUZZ_SEED=random .venv/bin/python -m pytest tests/test_fuzz.py
 
@@ -32,6 +33,9 @@ EXAMPLES = int(os.environ.get("THUNDER_FUZZ_EXAMPLES", "1500"))
 RANDOM = os.environ.get("THUNDER_FUZZ_SEED") == "random"
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.bool]
+# THUNDER_FUZZ_DTYPES=float16,bfloat16: the inputs' dtypes drawn from these only
+if os.environ.get("THUNDER_FUZZ_DTYPES"):
+    DTYPES = [getattr(torch, d) for d in os.environ["THUNDER_FUZZ_DTYPES"].split(",")]
 FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 # numbers the programs combine tensors with (0 for divisions by zero, negatives for pow/sqrt)
 NUMBERS = ["2", "0.5", "-1", "0", "3", "-2.5", "True"]
@@ -45,7 +49,8 @@ UNARY = ["torch.neg({})", "torch.abs({})", "torch.exp({})", "torch.log({})", "to
          "torch.logical_not({})"]
 BINARY = ["{} + {}", "{} - {}", "{} * {}", "{} / {}", "torch.maximum({}, {})", "torch.minimum({}, {})",
           "torch.pow({}, {})", "torch.atan2({}, {})", "torch.remainder({}, {})", "{} == {}", "{} < {}",
-          "torch.add({}, {}, alpha=2)", "{} // {}", "{} & {}"]
+          "torch.add({}, {}, alpha=2)", "{} // {}", "{} & {}", "torch.div({}, {}, rounding_mode='trunc')",
+          "torch.div({}, {}, rounding_mode='floor')", "torch.clamp({}, min={})", "torch.sub({}, {}, alpha=0.3)"]
 REDUCTIONS = ["{x}.sum({d})", "{x}.sum({d}, keepdim=True)", "{x}.mean({d})", "{x}.amax({d})", "{x}.amin({d})",
               "{x}.prod({d})", "{x}.var({d})", "{x}.std({d}, keepdim=True)", "torch.softmax({x}, {d})",
               "torch.log_softmax({x}, {d})", "{x}.max({d})[0]", "{x}.argmax({d})", "{x}.sum()", "{x}.prod()",

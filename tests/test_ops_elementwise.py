@@ -657,3 +657,21 @@ def test_fused_low_precision(dtype):
     check(lambda a, b: a * b.double() + 1, x, y)  # promotes to f64
     check(lambda a: a.t() * 2 + 1, x, **t)
     check(lambda a: torch.softmax(a, -1) * 2, x, **t)
+
+
+def test_clamp_of_bools_as_eager():
+    """clamp of a bool tensor by one tensor bound runs (eager's clamp_min/clamp_max of tensors);
+    by numbers, or by both bounds, eager raises NotImplementedError naming its kernel (found by
+    the fuzzer: thunder refused clamp(b, min=b))."""
+    import thunder
+
+    b = torch.tensor([True, False, True])
+    for fn in (lambda x, t: torch.clamp(x, min=t), lambda x, t: torch.clamp(x, max=t)):
+        assert torch.equal(thunder.jit(fn, fusion="always")(b, ~b), fn(b, ~b))
+    for fn, kernel in ((lambda x, t: torch.clamp(x, min=True), "clamp_min_scalar_cpu"),
+                       (lambda x, t: torch.clamp(x, min=t, max=t), "clamp_cpu"),
+                       (lambda x, t: torch.clamp(x, min=False, max=True), "clamp_scalar_cpu")):
+        with pytest.raises(NotImplementedError, match=kernel):
+            fn(b, b)
+        with pytest.raises(NotImplementedError, match=kernel):
+            thunder.jit(fn)(b, b)

@@ -27,7 +27,7 @@ ELEMENTWISE = {
     "add": "add", "sub": "sub", "mul": "mul", "div": "div", "pow": "pow", "atan2": "atan2",
     "maximum": "maximum", "minimum": "minimum", "bitwise_and": "bitwise_and", "bitwise_or": "bitwise_or",
     "bitwise_xor": "bitwise_xor", "bitwise_not": "bitwise_not", "neg": "neg", "abs": "abs", "exp": "exp",
-    "expm1": "expm1", "log": "log", "log1p": "log1p", "sqrt": "sqrt", "rsqrt": "rsqrt",
+    "expm1": "expm1", "log": "log", "log1p": "log1p", "log2": "log2", "log10": "log10", "sqrt": "sqrt", "rsqrt": "rsqrt",
     "reciprocal": "reciprocal", "tanh": "tanh", "sin": "sin", "cos": "cos", "erf": "erf", "floor": "floor",
     "ceil": "ceil", "round": "round", "trunc": "trunc", "sign": "sign", "eq": "eq", "ne": "ne", "lt": "lt",
     "le": "le", "gt": "gt", "ge": "ge", "isnan": "isnan", "where": "where",

@@ -123,12 +123,19 @@ def convert_scalar(b, v, src, dst):
     return b.op(f"{op} {v} : {src} to {dst}")
 
 
+def opmath(t):
+    """The type an elementwise prim on t computes in: f32 for f16/bf16 (torch's opmath: each op
+    converts its operands to float, computes and rounds its result once), else t."""
+    return "f32" if t in ("f16", "bf16") else t
+
+
 class Body:
     """Builds the scalar body of a linalg.generic."""
 
     def __init__(self, approx=False):
         self.lines, self.n, self.approx = [], 0, approx
         self.values = {}  # ssa name -> the number a constant holds (pow specializes on it)
+        self.storage = None  # the type the prim's result is rounded to, where it computes in opmath
 
     def op(self, text):
         name = f"%s{self.n}"
@@ -223,7 +230,7 @@ def _pow(b, xs, t):
     if is_float(t) and e in POW_SPECIAL:
         x = xs[0]
         if abs(e) == 0.5:
-            if t == "f16":  # torch's float16 pow is std::pow, not sqrt: (-0) ** 0.5 = +0, (-inf) ** 0.5 = inf
+            if b.storage == "f16":  # torch's float16 pow is std::pow, not sqrt: (-0) ** 0.5 = +0, (-inf) ** 0.5 = inf
                 ninf = b.const(float("-inf"), t)
                 is_ninf = b.op(f"arith.cmpf oeq, {x}, {ninf} : {t}")
                 x = b.op(f"arith.addf {x}, {b.const(0.0, t)} : {t}")  # -0 + 0 = +0
@@ -234,11 +241,11 @@ def _pow(b, xs, t):
         elif abs(e) == 2.0:
             r = b.op(f"arith.mulf {x}, {x} : {t}")
         else:
-            r = b.op(f"arith.mulf {x}, {x} : {t}")
+            r = _bf16_step(b, b.op(f"arith.mulf {x}, {x} : {t}"), t)
             r = b.op(f"arith.mulf {r}, {x} : {t}")
         if e < 0:
             one = b.const(1.0, t)
-            r = b.op(f"arith.divf {one}, {r} : {t}")
+            r = b.op(f"arith.divf {one}, {_bf16_step(b, r, t) if e == -2.0 else r} : {t}")
         return r
     if is_float(t):
         return b.op(f"math.powf {xs[0]}, {xs[1]} : {t}")
@@ -259,6 +266,14 @@ def _pow(b, xs, t):
     r = b.op(f"arith.select {x_mone}, {m}, {zero} : {t}")
     r = b.op(f"arith.select {x_one}, {one}, {r} : {t}")
     return b.op(f"arith.select {neg}, {r}, {p} : {t}")
+
+
+def _bf16_step(b, v, t):
+    """v rounded to bf16 where the prim's result is bf16: torch's bfloat16 pow with exponents
+    3 and -2 multiplies (and takes the reciprocal) in BFloat16 arithmetic, each step rounded."""
+    if b.storage != "bf16":
+        return v
+    return b.op(f"arith.extf {b.op(f'arith.truncf {v} : {t} to bf16')} : bf16 to {t}")
 
 
 def _sign(b, xs, t):
@@ -323,6 +338,8 @@ ELEMENTWISE = {
     "expm1": (_unary_float("math.expm1"), "arith"),
     "log": (_unary_float("math.log"), "arith"),
     "log1p": (_unary_float("math.log1p"), "arith"),
+    "log2": (_unary_float("math.log2"), "arith"),
+    "log10": (_unary_float("math.log10"), "arith"),
     "sqrt": (_unary_float("math.sqrt"), "arith"),
     "rsqrt": (_rsqrt, "arith"),
     "reciprocal": (_reciprocal, "arith"),

@@ -38,7 +38,7 @@ import math as _pymath
 
 from thunder.dialects.mlir import ir
 from thunder.lowering.linalg.scalar import (ELEMENTWISE, REDUCTIONS, SUPPORTED, Body, UnsupportedOp,  # noqa: F401
-                                            convert_scalar, elt_bytes, is_float, literal, promote,
+                                            convert_scalar, elt_bytes, is_float, literal, opmath, promote,
                                             reduce_combine, reduction_identity, supported)
 
 
@@ -227,9 +227,13 @@ def _elementwise(em, name, operands, out_t: TensorT, attrs):
     if kind == "convert":
         dst = str(ir.TypeAttr(attrs["dtype"]).value)
         return _map(em, operands, out_t, lambda b, xs, ts: convert_scalar(b, xs[0], ts[0], dst), None, dst)
-    if kind == "arith":
-        ct = out_t.elt
-        return _map(em, operands, out_t, lambda b, xs, ts: fn(b, xs, ct), ct, ct)
+    if kind == "arith":  # f16/bf16: computed in f32 and rounded once, as torch's kernels (opmath)
+        ct = opmath(out_t.elt)
+
+        def arith(b, xs, ts):
+            b.storage = out_t.elt
+            return fn(b, xs, ct)
+        return _map(em, operands, out_t, arith, ct, ct)
     if kind == "cmp":
         ct = promote([o[1].elt for o in operands if o[0] not in NUMBERS])
         for o in operands:  # numbers only raise the category (int tensor < 0.5 compares as float)

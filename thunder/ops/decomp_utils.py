@@ -43,6 +43,13 @@ def opmath_dtype(dtype):
     return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
 
 
+def fma_dtype(dtype):
+    """The dtype a decomposition computes in where torch's kernel rounds a * b + c once (a fused
+    multiply-add; in float32 for float16/bfloat16): float64 for the float types up to float32 (the
+    product and the sum of their values, rounded to float64, then once to the dtype), else dtype."""
+    return torch.float64 if dtype in (torch.float16, torch.bfloat16, torch.float32) else dtype
+
+
 def as_tensor(x, like):
     """x as a tensor of like's shape, dtype and device (prims such as maximum take no numbers)."""
     if is_tensor(x):

@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from thunder.core import dtypes
 from thunder.core.proxies import TensorProxy
 from thunder.ops import prims
-from thunder.ops.decomp_utils import as_tensor, expand_to, opmath_dtype, to_dtype
+from thunder.ops.decomp_utils import as_tensor, expand_to, fma_dtype, opmath_dtype, to_dtype
 from thunder.ops.meta_utils import broadcast_shapes, device_of, elementwise, is_tensor
 from thunder.ops import registry
 from thunder.ops.registry import Bool, Float, Int, Number, OpDef, Str, Tensor, TensorOrNumber, ltorch
@@ -101,8 +101,8 @@ exp = _unary("exp", prims.exp, float_out=True)
 exp2 = _unary("exp2", lambda x: prims.pow(2.0, x), float_out=True, upcast=True)
 expm1 = _unary("expm1", prims.expm1, float_out=True)
 log = _unary("log", prims.log, float_out=True)
-log2 = _unary("log2", lambda x: prims.mul(prims.log(x), 1 / math.log(2)), float_out=True, upcast=True)
-log10 = _unary("log10", lambda x: prims.mul(prims.log(x), 1 / math.log(10)), float_out=True, upcast=True)
+log2 = _unary("log2", prims.log2, float_out=True)  # (not log(x) / log(2): that rounds twice)
+log10 = _unary("log10", prims.log10, float_out=True)
 log1p = _unary("log1p", prims.log1p, float_out=True)
 sqrt = _unary("sqrt", prims.sqrt, float_out=True)
 rsqrt = _unary("rsqrt", prims.rsqrt, float_out=True)
@@ -152,7 +152,8 @@ def _(input, *, decimals=0):
             return prims.div(prims.round(prims.mul(x, scale)), scale)
         return prims.mul(prims.round(prims.div(x, scale)), scale)
 
-    return _compute([input], round_.meta(input, decimals=decimals), fn)
+    # torch scales in float32 for float16/bfloat16 (x * 100 of a float16 x overflows in float16)
+    return _compute([input], round_.meta(input, decimals=decimals), fn, upcast=decimals != 0)
 
 
 @ltorch("torch.logical_not", methods=("logical_not",), aliases=_aliases("logical_not"), elementwise=True)
@@ -178,13 +179,20 @@ def add(input: TensorOrNumber, other: TensorOrNumber, *, alpha: Number = 1):
 
 @add.decompose
 def _(input, other, *, alpha=1):
-    return _compute([input, other], add.meta(input, other, alpha=alpha), lambda a, b: prims.add(a, _scaled(b, alpha)))
+    out = add.meta(input, other, alpha=alpha)
+    return _compute([input, other], out, lambda a, b: prims.add(a, _scaled(b, alpha)), dtype=_alpha_dtype(out, alpha))
 
 
 def _check_alpha(out, alpha):
     if isinstance(alpha, float) and not (out.dtype.is_floating_point or out.dtype.is_complex):
         raise RuntimeError("For integral input tensors, argument alpha must not be a floating point number.")
     return out
+
+
+def _alpha_dtype(out, alpha):
+    """The dtype a + alpha * b computes in: torch's kernel rounds it once (a fused multiply-add,
+    in float32 for float16/bfloat16), which float64 gives for float types up to float32."""
+    return fma_dtype(out.dtype) if alpha != 1 else None
 
 
 def _scaled(b, alpha):
@@ -310,7 +318,8 @@ def sub(input: TensorOrNumber, other: TensorOrNumber, *, alpha: Number = 1):
 
 @sub.decompose
 def _(input, other, *, alpha=1):
-    return _compute([input, other], sub.meta(input, other, alpha=alpha), lambda a, b: prims.sub(a, _scaled(b, alpha)))
+    out = sub.meta(input, other, alpha=alpha)
+    return _compute([input, other], out, lambda a, b: prims.sub(a, _scaled(b, alpha)), dtype=_alpha_dtype(out, alpha))
 
 
 @ltorch("torch.rsub", rdunders=("__rsub__",), aliases=(torch.rsub,), elementwise=True, numbers_are_operands=True)
@@ -343,9 +352,10 @@ def div(input: TensorOrNumber, other: TensorOrNumber, *, rounding_mode: Str | No
 @div.decompose
 def _(input, other, *, rounding_mode=None):
     fn = {None: prims.div, "trunc": _div_trunc, "floor": _div_floor}[rounding_mode]
-    # float16/bfloat16: torch rounds the quotient to the dtype before truncating, but floors in float32
+    # float16/bfloat16: torch floors in float32, and truncates in float32 the quotient by a number,
+    # but rounds the quotient by a tensor to the dtype before truncating it
     return _compute([input, other], div.meta(input, other, rounding_mode=rounding_mode), fn,
-                    upcast=rounding_mode == "floor")
+                    upcast=rounding_mode == "floor" or (rounding_mode == "trunc" and not is_tensor(other)))
 
 
 @ltorch("torch.true_divide", methods=("true_divide",), aliases=_aliases("true_divide"), elementwise=True,
@@ -450,8 +460,14 @@ def _clamp_meta(name, input, min, max):
     if min is None and max is None:
         raise RuntimeError(f"torch.{name}: At least one of 'min' or 'max' must not be None")
     out = elementwise(input, *(b for b in (min, max) if b is not None))
-    if name == "clamp" or not is_tensor(min) and not is_tensor(max):  # clamp_min(bool, bool tensor) works
-        _reject(f"{name}_scalar_cpu", out.dtype, ("bool",))
+    # bool: eager's kernels with one tensor bound work (clamp(b, min=t) runs clamp_min(b, t));
+    # both bounds or number bounds raise, naming the kernel
+    both = min is not None and max is not None
+    kernel = name if not both else "clamp"
+    if both and (is_tensor(min) or is_tensor(max)):
+        _reject("clamp_cpu", out.dtype, ("bool",))
+    elif both or not is_tensor(min) and not is_tensor(max):
+        _reject(f"{kernel if both else ('clamp_min' if max is None else 'clamp_max')}_scalar_cpu", out.dtype, ("bool",))
     return out
 
 
@@ -520,7 +536,10 @@ def _(input, end, weight):
             return low if abs(w) < 0.5 else high
         return prims.where(prims.lt(prims.abs(w), 0.5), low, high)
 
-    return _compute([input, end, weight], lerp.meta(input, end, weight), fn, upcast=True)
+    # torch computes it with one fused multiply-add (no rounding, no overflow of (e - x) * (1 - w)
+    # before the sum): float64 gives that for float types up to float32
+    out = lerp.meta(input, end, weight)
+    return _compute([input, end, weight], out, fn, dtype=fma_dtype(out.dtype))
 
 
 # --------------------------------------------------------------------------------------------
@@ -708,7 +727,7 @@ _unary_rule(abs_, lambda g, out, x: mul(g, sign(x)))
 _unary_rule(exp, lambda g, out, x: mul(g, out))
 _unary_rule(log, lambda g, out, x: div(g, x))
 _unary_rule(sqrt, lambda g, out, x: div(g, mul(out, 2.0)))
-_unary_rule(rsqrt, lambda g, out, x: mul(mul(g, mul(mul(out, out), out)), -0.5))
+_unary_rule(rsqrt, lambda g, out, x: mul(mul(g, -0.5), pow_(out, 3.0)))  # as torch: -0.5 * g * out.pow(3)
 # as torch's tanh_backward kernel: in float32 for float16/bfloat16, rounded once
 _unary_rule(tanh, lambda g, out, x: mul(_vjp.upcast(g), rsub(mul(_vjp.upcast(out), _vjp.upcast(out)), 1.0)))
 

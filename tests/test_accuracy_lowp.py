@@ -1,0 +1,256 @@
+"""Every elementwise op is as accurate in thunder's kernels as in eager: against float64, the
+largest error (in ulps of the result's dtype) of the compiled result is no larger than eager's,
+for float16, bfloat16 and float32, in the CPU kernels (fusion="always") and in the CUDA kernels'
+scalar code (interpreted on the CPU, lowering/gpu/emulate.py).
+
+The ops are every elementwise ltorch op of the registry (`OpDef.elementwise`), called with
+tensors for their tensor operands, with a number for each operand that may be one (torch
+computes with it in float32 for float16/bfloat16 where it is the second operand), and with the
+keyword variants in EXTRA. The ops that run as torch calls (sin, atan2, ...) pass trivially.
+float16/bfloat16: the unary ops see every value of the type; binary ones pairs of them (random
+and nearly equal ones). float32: random bit patterns (every exponent, infinities, NaNs,
+denormals) and dense values in [-20, 20]. One program per dtype and arity computes all ops,
+so each variant compiles a few kernels."""
+import functools
+import importlib.util
+import math
+
+import pytest
+import torch
+
+import thunder
+from thunder.ops import registry
+
+NUMBER = 0.1  # a number no float type holds exactly
+# keyword variants of ops beyond their defaults ("T": a tensor)
+EXTRA = {
+    "div": [{"rounding_mode": "trunc"}, {"rounding_mode": "floor"}],
+    "gelu": [{"approximate": "tanh"}], "gelu_backward": [{"approximate": "tanh"}],
+    "round": [{"decimals": 2}, {"decimals": -1}],
+    "threshold": [{"threshold": 0.5, "value": -1.0}],
+    "add": [{"alpha": 0.3}], "sub": [{"alpha": 0.3}], "rsub": [{"alpha": 0.3}],
+    "clamp": [{"min": -0.5}, {"max": 0.7}, {"min": -0.5, "max": 0.7}, {"min": "T"}, {"min": "T", "max": "T"}],
+    "softplus": [{"beta": 2.0, "threshold": 5.0}], "leaky_relu": [{"negative_slope": 0.3}],
+    "elu": [{"alpha": 0.7}], "celu": [{"alpha": 0.7}], "hardtanh": [{"min_val": -0.3, "max_val": 0.6}],
+}
+# the numbers tried for a number operand (pow: the exponents with a kernel of their own)
+NUMBERS = {"pow": [2.0, 3.0, 0.5, -0.5, -1.0, -2.0, 1.0, 2, 3], "lerp": [0.1, 0.7]}
+# (precision in bits, smallest normal exponent)
+FORMATS = {torch.float16: (11, -14), torch.bfloat16: (8, -126), torch.float32: (24, -126)}
+DTYPES = list(FORMATS)
+
+
+def _operands(op):
+    return [p for p in op.params if p.kind.base_name in ("Tensor", "TensorOrNumber") and not p.has_default]
+
+
+def _call(op, kw, number_at=None, number=None):
+    """(label, number of tensors it takes, fn(*tensors)): op called with tensors for its operands
+    (the condition of `where`: the first tensor > 0), number in place of operand number_at."""
+    f = op.aliases[0]
+    names = [p.name for p in _operands(op) if p.name not in kw]
+    tensor_kw = [k for k, v in kw.items() if v == "T"]
+    label = op.name + "".join(f" {k}={v}" for k, v in kw.items())
+    if number_at is not None:
+        label += f" {names[number_at]}={number!r}"
+    n = len(names) + len(tensor_kw) - (number_at is not None)
+
+    def fn(*xs):
+        k = len(names) - (number_at is not None)
+        args = list(xs[:k])
+        if number_at is not None:
+            args.insert(number_at, number)
+        if op.name == "where":
+            args[0] = xs[0] > 0
+        extra = {k: v for k, v in kw.items() if v != "T"}
+        extra.update(zip(tensor_kw, xs[k:]))
+        return f(*args, **extra)
+    return label, n, fn
+
+
+def cases():
+    out = []
+    for op in registry.OPS.values():
+        if op.dialect != "ltorch" or not op.elementwise:
+            continue
+        operands = _operands(op)
+        required = [p for p in op.params if not p.has_default and p not in operands]
+        for kw in ([{}] if not required else []) + EXTRA.get(op.name, []):
+            out.append(_call(op, kw))
+            names = [p for p in operands if p.name not in kw]
+            for i, p in enumerate(names):
+                if p.kind.base_name == "TensorOrNumber" and i > 0:
+                    for number in NUMBERS.get(op.name, [NUMBER]):
+                        out.append(_call(op, kw, i, number))
+    return out
+
+
+CASES = cases()
+
+
+def test_cases_cover_the_elementwise_ops():
+    """Every elementwise op of the registry has a case (a new op with a required parameter that
+    is neither a tensor nor a number needs an EXTRA entry)."""
+    ops = {op.name for op in registry.OPS.values() if op.dialect == "ltorch" and op.elementwise}
+    assert ops == {label.split(" ")[0] for label, _, _ in CASES}
+    assert {"rsqrt", "exp", "gelu", "maximum", "clamp", "div", "lerp", "add"} <= ops
+
+
+@functools.lru_cache
+def inputs(dtype, n):
+    g = torch.Generator().manual_seed(0)
+    if dtype in (torch.float16, torch.bfloat16):
+        x = torch.arange(-32768, 32768, dtype=torch.int32).to(torch.int16).view(dtype)  # every value
+    else:
+        size = 1 << 15
+        bits = torch.randint(-2 ** 31, 2 ** 31 - 1, (size,), generator=g, dtype=torch.int64)
+        dense = torch.rand(size, generator=g, dtype=torch.float64) * 40 - 20
+        x = torch.cat([bits.to(torch.int32).view(torch.float32), dense.float()])
+    xs = [x]
+    for _ in range(1, n):  # random pairs, and nearly equal pairs (cancellation, ties of maximum)
+        other = x[torch.randperm(x.numel(), generator=g)]
+        near = (x * (1 + (torch.rand(x.numel(), generator=g) - 0.5) * 0.01)).to(dtype)
+        xs.append(torch.where(torch.arange(x.numel()) % 2 == 0, other, near))
+    return tuple(xs)
+
+
+def ulp_errors(r, ref, dtype):
+    """|r - ref| in ulps of dtype at ref (ref: float64); where r or ref rounded to dtype is not
+    finite: 0 if they agree (the same infinity, both NaN), else inf."""
+    p, emin = FORMATS[dtype]
+    r, near = r.double(), ref.to(dtype).double()
+    ulp = torch.exp2(torch.floor(torch.log2(ref.abs().clamp_min(2.0 ** emin))) - (p - 1))
+    err = (r - ref).abs() / ulp
+    same = (r == near) | (r.isnan() & near.isnan())
+    return torch.where(r.isfinite() & near.isfinite(), err, torch.where(same, 0.0, math.inf)).nan_to_num(math.inf)
+
+
+def max_errors(results, refs, dtype):
+    """The largest error of each result against its float64 reference (bool results: the count
+    of mismatches), computed for all results at once."""
+    floats = [i for i, r in enumerate(refs) if r.dtype.is_floating_point]
+    out = [(r != ref).sum().item() for r, ref in zip(results, refs)]
+    if floats:
+        errs = ulp_errors(torch.stack([results[i] for i in floats]), torch.stack([refs[i] for i in floats]), dtype)
+        for i, e in zip(floats, errs.amax(1).tolist()):
+            out[i] = e
+    return out
+
+
+def _runs(case, dtype, n):
+    _, _, fn = case
+    small = [x[:64] for x in inputs(dtype, n)]
+    try:
+        fn(*small)
+        fn(*(x.double() for x in small))
+    except Exception:  # eager refuses the dtype (bitwise ops of floats)
+        return False
+    return True
+
+
+def _less_accurate(executor, dtype):
+    """[(case, ours, eager's)] where thunder's largest error is larger than eager's."""
+    worse = []
+    for n in sorted({n for _, n, _ in CASES}):
+        cases = [c for c in CASES if c[1] == n and _runs(c, dtype, n)]
+        xs = inputs(dtype, n)
+
+        def program(*xs):
+            xs = [x * 1 for x in xs]  # (exact) one value all ops read: one region, a few kernels
+            return tuple(fn(*xs) for _, _, fn in cases)
+
+        jf = thunder.jit(program, executors=[executor, "torch"], fusion="always")
+        got = jf(*xs)
+        program_text = str(thunder.last_traces(jf)[-1])
+        assert "fusion_0(" in program_text, program_text[:3000]
+        eager = program(*xs)
+        ref = program(*(x.double() for x in xs))
+        for (label, _, _), g, e in zip(cases, got, eager):
+            assert g.dtype == e.dtype and g.shape == e.shape, label
+        for (label, _, _), ours, theirs in zip(cases, max_errors(got, ref, dtype), max_errors(eager, ref, dtype)):
+            if ours > theirs:
+                worse.append((label, ours, theirs))
+    return worse
+
+
+# The deviations from the criterion, with the most by which thunder's largest error may exceed
+# eager's (ulps). All are composites that eager computes in float32 too, op by op, each op
+# rounded: F.softplus (log1p(exp(x))), F.elu (alpha * expm1(x)) and, in float16, F.mish
+# (x tanh(softplus(x)) in float32, rounded once to float16). Each of our f32 ops is rounded
+# correctly to within 1e-5 ulp (approx.py), eager's to within 0.5-1 ulp, yet where two roundings
+# compound, the largest error over these inputs is eager's luck against ours: 1.405 against 1.370
+# ulps (softplus), 1.29840 against 1.29810 (elu), 0.500046 against 0.500042 (mish: one value
+# 4e-5 ulp from a float16 tie, that our float32 result puts on the other side). Removing them
+# needs the composite computed with one rounding (f64 exp/log1p in the kernels, which they lack).
+KNOWN = {(torch.float32, "softplus"): 0.05, (torch.float32, "elu alpha=0.7"): 1e-3, (torch.float16, "mish"): 1e-4}
+
+
+def _check(worse, dtype):
+    unexplained = [(label, ours, theirs) for label, ours, theirs in worse
+                   if ours > theirs + KNOWN.get((dtype, label), 0)]
+    assert unexplained == [], f"less accurate than eager (case, ours, eager's, in ulps): {unexplained}"
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_kernels_as_accurate_as_eager(dtype):
+    _check(_less_accurate("linalg", dtype), dtype)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("llvmlite") is None, reason="llvmlite (the cuda extra) is not installed")
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_cuda_kernels_as_accurate_as_eager(emulated_cuda_executor, dtype):
+    _check(_less_accurate(emulated_cuda_executor, dtype), dtype)
+
+
+# ---- regression tests (issue 28): one rounding per op where eager rounds once
+LOW = (torch.float16, torch.bfloat16)
+
+
+@pytest.mark.parametrize("dtype", LOW, ids=str)
+def test_rsqrt_is_rounded_once(dtype):
+    """rsqrt in f32 rounded once (not a square root and a reciprocal each rounded): the
+    correctly rounded result for every value of the type (eager's too, but for float16's
+    largest values, where its vectorized rsqrt is 1 ulp off)."""
+    x = torch.arange(-32768, 32768, dtype=torch.int32).to(torch.int16).view(dtype)
+    x = x[(x > 0) & torch.isfinite(x)]
+    assert torch.equal(thunder.jit(torch.rsqrt, fusion="always")(x), torch.rsqrt(x.double()).to(dtype))
+
+
+@pytest.mark.parametrize("dtype", LOW, ids=str)
+def test_maximum_of_gelu_of_rsqrt_and_its_gradients(dtype):
+    """y ties with gelu(rsqrt(x)) everywhere: the kernel's forward must equal eager's exactly
+    for maximum to pick the same sides (a tie splits the gradient); the gradients then differ
+    at most by rounding (they differed by 0.5 and more where a side flipped)."""
+    g = torch.Generator().manual_seed(0)
+    x = (torch.rand(192, 192, generator=g) * 4 + 0.01).to(dtype).requires_grad_()
+    with torch.no_grad():
+        y = torch.nn.functional.gelu(torch.rsqrt(x)).requires_grad_()
+
+    def fn(x, y):
+        return torch.maximum(torch.nn.functional.gelu(torch.rsqrt(x)), y)
+
+    ct = torch.linspace(-1, 1, x.numel()).reshape(x.shape).to(dtype)
+    results = []
+    for f in (fn, thunder.jit(fn, fusion="always")):
+        out = f(x, y)
+        results.append((out, *torch.autograd.grad(out, (x, y), ct)))
+    (eo, egx, egy), (out, gx, gy) = results
+    assert torch.equal(out, eo) and torch.equal(gy, egy)
+    torch.testing.assert_close(gx, egx, rtol=2 ** -FORMATS[dtype][0] * 2, atol=0)
+
+
+@pytest.mark.parametrize("dtype", LOW, ids=str)
+def test_truncating_divisions_equal_eager(dtype):
+    """Truncation is discontinuous: a quotient rounded differently from eager's truncates to
+    another integer (by a tensor torch rounds the quotient to the dtype first; by a number it
+    truncates the float32 quotient)."""
+    g = torch.Generator().manual_seed(1)
+    x = (torch.rand(192, 192, generator=g) * 4 + 0.01).to(dtype)
+    y = (torch.rand(192, 192, generator=g) + 0.5).to(dtype)
+
+    def fn(x, y):
+        q = torch.div(torch.rsqrt(x) * 1000, y, rounding_mode="trunc")
+        return q, torch.div(torch.rsqrt(x), 0.01, rounding_mode="trunc"), torch.div(q, 7, rounding_mode="trunc")
+
+    for got, expected in zip(thunder.jit(fn, fusion="always")(x, y), fn(x, y)):
+        assert torch.equal(got, expected)
