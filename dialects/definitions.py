@@ -19,7 +19,10 @@ from typing import Any
 from thunder.core import trace as tracing
 from thunder.dialects import attrs, sizes
 from thunder.dialects.mlir import ext, ir
+import thunder.ops  # noqa: F401  (registers every op)
 from thunder.ops import registry
+from thunder.ops.record import run_meta
+from thunder.core.proxies import proxy_of_meta
 
 # OpView properties that an IRDL field must not shadow
 _RESERVED = {"name", "operation", "operands", "results", "result", "attributes", "location",
@@ -197,8 +200,6 @@ def _verifier(op):
 
 
 def _verify(op, operation):
-        from thunder.core.proxies import proxy_of_meta
-
         def proxy_of(v):
             shape, dtype, device = attrs.tensor_meta(v.type)
             if device is not None and sizes.DYNAMIC in shape:  # `?`: a placeholder size
@@ -226,7 +227,7 @@ def _verify(op, operation):
             return False
         try:
             with tracing.not_tracing():
-                out = tracing.run_meta(op, values)
+                out = run_meta(op, values)
         except Exception as e:  # the meta function's own check, e.g. shapes that do not broadcast
             if dynamic:
                 return True
@@ -265,8 +266,6 @@ _context = None
 def define_all():
     global _defined
     if not _defined:
-        import thunder.ops  # noqa: F401  (registers every op)
-
         for op in registry.OPS.values():
             _define(op)
         _defined = True

@@ -5,6 +5,7 @@ import os
 import sys
 
 from thunder.dialects.definitions import attribute_params, operand_params
+import thunder.ops  # noqa: F401  (registers every op)
 from thunder.ops import registry
 
 HEADER = """# The ltorch and thunder dialects
@@ -76,8 +77,6 @@ def doc_path():
 
 
 def main():
-    import thunder.ops  # noqa: F401
-
     path = sys.argv[1] if len(sys.argv) > 1 else os.path.normpath(doc_path())
     with open(path, "w") as f:
         f.write(render())

@@ -80,7 +80,7 @@ class _Unmapped(Exception):
 
 @functools.cache
 def _decompositions():
-    from torch._decomp import decomposition_table
+    from torch._decomp import decomposition_table  # heavy: torch's whole decomposition table, on first use
 
     return decomposition_table
 

@@ -35,6 +35,7 @@ import ast
 
 import torch
 
+from thunder.core import dispatch as hooks
 from thunder.core import meta_eval, trace as tracing
 from thunder.core.callables import callable_name, resolve
 from thunder.core.meta_eval import Result, build, encode_call, evaluate, untraceable
@@ -423,3 +424,7 @@ def _out_of_place(name):
     except (AttributeError, KeyError):
         return None
     return base if callable(base) and not isinstance(base, type) else None
+
+
+# TensorProxy's methods, operators and __torch_function__ (core/proxies.py) call these
+hooks.fallback_call, hooks.fallback_registered, hooks.fallback_dispatch = call, registered, dispatch

@@ -19,7 +19,9 @@ import inspect
 from dataclasses import dataclass, field
 from typing import Callable
 
+from thunder.core import dispatch, trace as tracing
 from thunder.core.numbers import concrete, has_proxy
+from thunder.ops.record import record_op
 
 # --------------------------------------------------------------------------------------------
 # Parameter kinds
@@ -287,11 +289,9 @@ class OpDef:
         return values
 
     def __call__(self, *args, **kwargs):
-        from thunder.core.trace import current, record_op
-
         out = kwargs.pop("out", None)
         values = self.bind(args, kwargs)
-        if values.get("inplace") is True and current() is not None:
+        if values.get("inplace") is True and tracing.current() is not None:
             # F.relu(x, inplace=True), torch.relu_(x): the functional op, assigned to x
             from thunder.core.proxies import update_inplace
 
@@ -320,11 +320,12 @@ def _gather_varargs(op, args, kwargs):
     return (*args[:i], tuple(rest)), kwargs
 
 
-OPS: dict[str, OpDef] = {}  # "ltorch.add" -> OpDef
+# OPS, METHODS and DUNDERS are the core's dispatch tables (core/dispatch.py), which proxies call
+OPS: dict[str, OpDef] = dispatch.OPS  # "ltorch.add" -> OpDef
 BY_CALLABLE: dict = {}  # torch.add -> OpDef (the interpreter's and __torch_function__'s lookup)
 INPLACE_CALLABLES: dict = {}  # torch.relu_ -> the relu OpDef (ops with an `inplace` flag)
-METHODS: dict = {}  # TensorProxy method name -> OpDef (or a function calling one, see `method`)
-DUNDERS: dict[str, OpDef] = {}  # "__add__" -> OpDef, called as op(proxy, other)
+METHODS: dict = dispatch.METHODS  # TensorProxy method name -> OpDef (or a function calling one, see `method`)
+DUNDERS: dict[str, OpDef] = dispatch.DUNDERS  # "__add__" -> OpDef, called as op(proxy, other)
 
 
 def _params_of(fn):
