@@ -4,3 +4,5 @@ from thunder.ops import elementwise, reductions, shape, nn, creation, grad, laye
 from thunder.ops import fallback  # noqa: F401  (ltorch.torch_call: every torch call without an entry)
 from thunder.ops import values  # noqa: F401  (runtime numbers and checks of values read while tracing)
 from thunder.ops import custom_function  # noqa: F401  (torch.autograd.Function subclasses)
+from thunder.ops import unview  # noqa: F401  (how in-place updates of views reach their bases)
+from thunder.ops import vjp  # noqa: F401  (the VJP rules of the ops above, thunder/ops/vjp/)

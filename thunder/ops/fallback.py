@@ -44,8 +44,10 @@ from thunder.core.proxies import (DataDependentError, TensorProxy, assign, check
                                   proxy_of_meta, write_out)
 from thunder.core.pysource import Name, call_source, parse_call, py_repr
 from thunder.ops import registry
+from thunder.ops.meta_utils import differentiable
 from thunder.ops.registry import Device, Ints, Str, Tensor, Tensors, ltorch
-from thunder.ops.vjp_utils import differentiable
+from thunder.ops import aten_decomp
+from thunder.ops.grad import detach
 
 
 # --------------------------------------------------------------------------------------------
@@ -317,8 +319,6 @@ def call(fn, *args, **kwargs):
         return build(ev.template, [], operands)
     outs = None
     if autocast is None and not ev.random and not ev.views:
-        from thunder.ops import aten_decomp
-
         outs = aten_decomp.replay(name, source, operands, ev)
     if outs is None:
         outs = _record(name, source, operands, autocast, ev)
@@ -380,7 +380,6 @@ def _no_gradient_where_torch_has_none(outs, operands, ev):
     detached, as eager's do not require grad."""
     if not tracing.grad_enabled() or not any(differentiable(t) for t in operands):
         return outs
-    from thunder.ops.grad import detach
 
     return [detach(o) if ev.differentiable[i] is False and differentiable(o) else o for i, o in enumerate(outs)]
 

@@ -12,7 +12,13 @@ from thunder.core.proxies import TensorProxy
 from thunder.ops import onednn, prims
 from thunder.ops.decomp_utils import expand_to, to_dtype
 from thunder.ops.meta_utils import broadcast_shapes, canonical_dim
+from thunder.ops import vjp_utils as _vjp
 from thunder.ops.registry import Bool, DType, Float, Int, Ints, Number, OpDef, Str, Tensor, Tensors, ltorch
+from thunder.core import trace as tracing
+from thunder.ops.elementwise import add, eq, erf, exp, mul, ne, rsqrt, rsub, sub, tanh, where
+from thunder.ops.indexing import masked_fill
+from thunder.ops.reductions import all_, mean, sum_
+from thunder.ops.shape import chunk, expand, reshape, transpose
 
 T = torch.Tensor
 _HALF = (torch.float16, torch.bfloat16)
@@ -133,7 +139,6 @@ def _addmm_check(name, input, a, b, alpha):
     if isinstance(alpha, float) and not a.dtype.is_floating_point:
         raise RuntimeError("For integral input tensors, argument alpha must not be a floating point number.")
     shape = matmul.meta(a, b).shape
-    from thunder.ops.shape import expand
 
     expand.meta(input, shape)  # torch's error for an input that does not broadcast to the product
     return shape
@@ -583,8 +588,6 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
 def _needs_grad(*tensors):
     """Whether the call is traced with grad enabled (whether a gradient will flow through these
     tensors is known only after tracing)."""
-    from thunder.core import trace as tracing
-
     return tracing.current() is not None and tracing.grad_enabled()
 
 
@@ -733,11 +736,6 @@ native_multi_head_attention.__class__ = _NativeMHAOp
 @native_multi_head_attention.decompose
 def _(query, key, value, embed_dim, num_head, qkv_weight, qkv_bias, proj_weight, proj_bias, mask=None,
       need_weights=True, average_attn_weights=True, mask_type=None):
-    from thunder.ops.elementwise import mul, ne
-    from thunder.ops.indexing import masked_fill
-    from thunder.ops.reductions import mean
-    from thunder.ops.shape import chunk, reshape, transpose
-
     b, l, e = query.shape
     s, hd = key.shape[1], embed_dim // num_head
     wq, wk, wv = chunk(qkv_weight, 3)
@@ -764,105 +762,35 @@ def _(query, key, value, embed_dim, num_head, qkv_weight, qkv_bias, proj_weight,
 
 
 # --------------------------------------------------------------------------------------------
-# VJP rules (g: the result's cotangent, out: the result). Matrix products and attention are
-# differentiated with matmuls of their own; layer_norm and softmax with the textbook formulas
-# (layer_norm recomputes mean and rstd from its input, so the forward saves nothing extra).
-
-from thunder.ops import vjp_utils as _vjp  # noqa: E402
+# Backward ops: a VJP as one op (torch runs its fused backward kernel), decomposing into the
+# formula. The VJP rules that use them: thunder/ops/vjp/nn.py and vjp/elementwise.py.
 
 
-@matmul.vjp
-def _(g, out, input, other):
-    gi, go = _vjp.matmul_vjp(g, input, other)
-    return {"input": gi, "other": go}
+def _gelu_grad(g, out, x, approximate="none"):
+    x, g32 = _vjp.upcast(x), _vjp.upcast(g)
+    if approximate == "tanh":  # as torch's GeluBackward with tanh
+        beta, kappa = math.sqrt(2 / math.pi), 0.044715
+        x_sq = mul(x, x)
+        inner = mul(add(x, mul(mul(x_sq, x), kappa)), beta)
+        t = tanh(inner)
+        left_d = mul(add(t, 1.0), 0.5)
+        right_d = mul(mul(mul(x, 0.5), rsub(mul(t, t), 1.0)), add(mul(x_sq, 3 * kappa * beta), beta))
+        return mul(g32, add(left_d, right_d))
+    cdf = mul(add(erf(mul(x, math.sqrt(0.5))), 1.0), 0.5)
+    pdf = mul(exp(mul(mul(x, x), -0.5)), 1 / math.sqrt(2 * math.pi))
+    return mul(g32, add(cdf, mul(x, pdf)))
 
 
-@rmatmul.vjp
-def _(g, out, input, other):  # other @ input
-    go, gi = _vjp.matmul_vjp(g, other, input)
-    return {"input": gi, "other": go}
+@ltorch("torch.ops.aten.gelu_backward", aliases=(torch.ops.aten.gelu_backward, torch.ops.aten.gelu_backward.default),
+        elementwise=True)
+def gelu_backward(grad_output: Tensor, input: Tensor, *, approximate: Str = "none"):
+    """gelu's VJP as one op: torch runs its fused kernel; decomposes into the formula."""
+    return TensorProxy(input.shape, input.dtype, input.device)
 
 
-@mm.vjp
-def _(g, out, input, mat2):
-    return {"input": mm(g, _vjp.mT(mat2)), "mat2": mm(_vjp.mT(input), g)}
-
-
-@bmm.vjp
-def _(g, out, input, mat2):
-    return {"input": bmm(g, _vjp.mT(mat2)), "mat2": bmm(_vjp.mT(input), g)}
-
-
-def _addmm_vjp(product):
-    def rule(g, out, input, a, b, beta=1, alpha=1):
-        from thunder.ops.elementwise import mul
-
-        ga = product(g, _vjp.mT(b)) if _vjp.differentiable(a) else None
-        gb = product(_vjp.mT(a), g) if _vjp.differentiable(b) else None
-        if alpha != 1:
-            ga, gb = (mul(x, alpha) if x is not None else None for x in (ga, gb))
-        gi = None
-        if _vjp.differentiable(input):
-            gi = _vjp.grad_for(input, g if beta == 1 else mul(g, beta))
-        return gi, ga, gb
-
-    return rule
-
-
-@addmm.vjp
-def _(g, out, input, mat1, mat2, *, beta=1, alpha=1):
-    gi, g1, g2 = _addmm_vjp(mm)(g, out, input, mat1, mat2, beta, alpha)
-    return {"input": gi, "mat1": g1, "mat2": g2}
-
-
-@baddbmm.vjp
-def _(g, out, input, batch1, batch2, *, beta=1, alpha=1):
-    gi, g1, g2 = _addmm_vjp(bmm)(g, out, input, batch1, batch2, beta, alpha)
-    return {"input": gi, "batch1": g1, "batch2": g2}
-
-
-@linear.vjp
-def _(g, out, input, weight, bias=None):
-    from thunder.ops.elementwise import mul
-    from thunder.ops.shape import reshape, unsqueeze
-
-    k = input.shape[-1]
-    mm_shape = (*input.shape[:-1], *weight.shape[:weight.ndim - 1])
-    gm = _vjp.sum_to_shape(g, mm_shape)  # a bias can broadcast the result beyond input @ weight.T
-    gi = gw = None
-    if weight.ndim == 2:
-        n = weight.shape[0]
-        if _vjp.differentiable(input):
-            gi = matmul(gm, weight)
-        if _vjp.differentiable(weight):  # fold the batch dims: (n, rows) @ (rows, k)
-            gw = matmul(_vjp.mT(_vjp.rows(gm, n)), _vjp.rows(input, k))
-    else:
-        if _vjp.differentiable(input):
-            gi = mul(unsqueeze(gm, -1), weight)
-        if _vjp.differentiable(weight):
-            gw = reshape(matmul(reshape(gm, (1, gm.numel())), _vjp.rows(input, k)), (k,))
-    return {"input": _vjp.grad_for(input, gi), "weight": _vjp.grad_for(weight, gw),
-            "bias": _vjp.grad_for(bias, g)}
-
-
-def _softmax_vjp(log):
-    def rule(g, out, input, dim, dtype=None, *, _stacklevel=3):
-        from thunder.ops.elementwise import exp, mul, sub
-        from thunder.ops.reductions import sum_
-
-        d = canonical_dim(dim, input.ndim)
-        g32, o = _vjp.upcast(g), _vjp.upcast(out)
-        if log:  # g - exp(out) * sum(g)
-            gx = sub(g32, mul(exp(o), sum_(g32, d, True)))
-        else:  # out * (g - sum(g * out))
-            gx = mul(o, sub(g32, sum_(mul(g32, o), d, True)))
-        return {"input": _vjp.grad_for(input, gx)}
-
-    return rule
-
-
-softmax.vjp(_softmax_vjp(False))
-log_softmax.vjp(_softmax_vjp(True))
+@gelu_backward.decompose
+def _(grad_output, input, *, approximate="none"):
+    return _vjp.grad_for(input, _gelu_grad(grad_output, None, input, approximate))
 
 
 @ltorch("impl.layer_norm_backward", returns_sequence=True)
@@ -878,9 +806,6 @@ def layer_norm_backward(grad_output: Tensor, input: Tensor, normalized_shape: In
 
 @layer_norm_backward.decompose
 def _(grad_output, input, normalized_shape, weight=None, bias=None, eps=1e-5):
-    from thunder.ops.elementwise import add, mul, rsqrt, sub
-    from thunder.ops.reductions import mean, sum_
-
     dims = _layer_norm_check(input, normalized_shape, weight, bias)
     x = _vjp.upcast(input)
     mu = mean(x, dims, True)
@@ -890,9 +815,6 @@ def _(grad_output, input, normalized_shape, weight=None, bias=None, eps=1e-5):
 
 def _layer_norm_grads(g, input, normalized_shape, weight, bias, dims, mu, rstd):
     """layer_norm's input, weight and bias cotangents from the mean and rstd of its groups."""
-    from thunder.ops.elementwise import mul, sub
-    from thunder.ops.reductions import mean, sum_
-
     lead = tuple(range(input.ndim - len(dims)))
     x, g32 = _vjp.upcast(input), _vjp.upcast(g)
     xhat = mul(sub(x, mu), rstd)
@@ -967,66 +889,9 @@ def _(grad_output, input, normalized_shape, mean, rstd, weight=None, bias=None):
     return _layer_norm_grads(grad_output, input, normalized_shape, weight, bias, dims, mean, rstd)
 
 
-@native_layer_norm.vjp
-def _(g, out, input, normalized_shape, weight, bias, eps):
-    if any(x is not None for x in g[1:]):
-        raise NotImplementedError("thunder: the mean and rstd of native_layer_norm are not differentiable")
-    gx, gw, gb = native_layer_norm_backward(g[0], input, normalized_shape, out[1], out[2], weight, bias)
-    return {"input": gx, "weight": gw if weight is not None else None, "bias": gb if bias is not None else None}
-
-
-@layer_norm.vjp
-def _(g, out, input, normalized_shape, weight=None, bias=None, eps=1e-5):
-    gx, gw, gb = layer_norm_backward(g, input, normalized_shape, weight, bias, eps)
-    return {"input": gx, "weight": gw if weight is not None else None, "bias": gb if bias is not None else None}
-
-
-@embedding.vjp
-def _(g, out, input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
-      sparse=False):
-    """A dense gradient (also for sparse=True): the rows of g added at their indices; none for
-    padding_idx; divided by the index's count with scale_grad_by_freq."""
-    from thunder.ops.elementwise import div, ne, where
-    from thunder.ops.shape import reshape, unsqueeze
-
-    num, dim = weight.shape
-    idx = reshape(input, (input.numel(),))
-    rows = reshape(g, (input.numel(), dim))
-    if padding_idx is not None:
-        rows = where(unsqueeze(ne(idx, padding_idx % num), -1), rows, 0.0)
-    if scale_grad_by_freq:
-        ones = prims.full((input.numel(),), 1.0, dtype=g.dtype, device=g.device)
-        counts = prims.index_add(_vjp.zeros((num,), g.dtype, g.device), 0, idx, ones)
-        rows = div(rows, unsqueeze(prims.take(counts, 0, idx), -1))
-    return {"weight": _vjp.grad_for(weight, prims.index_add(_vjp.zeros_like(weight, g.dtype), 0, idx, rows))}
-
-
-@scaled_dot_product_attention.vjp
-def _(g, out, query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None, enable_gqa=False):
-    if dropout_p > 0:
-        raise NotImplementedError(
-            "thunder: the gradient of scaled_dot_product_attention with dropout_p > 0 is not supported (the "
-            "dropout mask is drawn inside the fused kernel and backward cannot see it). Workaround: train with "
-            "dropout_p=0.0, or compute the attention with matmul/softmax/F.dropout")
-    return _sdpa_grads(g, query, key, value, attn_mask, is_causal, scale, enable_gqa)
-
-
-@sdpa_flash.vjp
-def _(g, out, query, key, value, is_causal=False, *, scale=None):
-    g_out, g_lse = g
-    if g_lse is not None:
-        raise NotImplementedError("thunder: sdpa_flash's logsumexp is not differentiable")
-    gq, gk, gv = sdpa_flash_backward(g_out, query, key, value, out[0], out[1], is_causal, scale=scale)
-    return {"query": gq, "key": gk, "value": gv}
-
-
 def _sdpa_grads(g, query, key, value, attn_mask, is_causal, scale, enable_gqa):
     """sdpa's cotangents: recomputes the attention probabilities P (one matmul and a softmax)
     and differentiates softmax(q k^T * scale + mask) v directly."""
-    from thunder.ops.elementwise import add, mul, sub, where
-    from thunder.ops.reductions import sum_
-    from thunder.ops.shape import expand, reshape
-
     batch, groups = _sdpa_check(query, key, value, attn_mask, 0.0, is_causal, enable_gqa)
     q, k, v = (_vjp.upcast(x) for x in (query, key, value))
     if groups > 1:
@@ -1045,8 +910,6 @@ def _sdpa_grads(g, query, key, value, attn_mask, is_causal, scale, enable_gqa):
             scores = add(scores, _vjp.upcast(attn_mask))
     p = softmax(scores, -1)
     if attn_mask is not None:  # rows masked out entirely: probabilities 0 (torch's _safe_softmax)
-        from thunder.ops.elementwise import eq
-        from thunder.ops.reductions import all_
 
         p = where(all_(eq(scores, float("-inf")), -1, True), 0.0, p)
     g32 = _vjp.upcast(g)
@@ -1066,46 +929,3 @@ def _sdpa_grads(g, query, key, value, attn_mask, is_causal, scale, enable_gqa):
     return {"query": _vjp.grad_for(query, gq), "key": _vjp.grad_for(key, unrepeat(gk, k_heads)),
             "value": _vjp.grad_for(value, unrepeat(gv, v_heads)),
             "attn_mask": _vjp.grad_for(attn_mask, gs) if attn_mask is not None and not is_causal else None}
-
-
-@normalize.vjp
-def _(g, out, input, p=2.0, dim=1, eps=1e-12):
-    """As eager's composite input / norm(input).clamp_min(eps): the division's rule, clamp_min's
-    (no gradient to the norm below eps) and the norm's (zero where the norm is 0)."""
-    from thunder.ops.elementwise import abs_, add, clamp_min, div, eq, ge, mul, ne, neg, pow_, sign, sqrt, where
-    from thunder.ops.reductions import amax, amin, sum_
-
-    if not _vjp.differentiable(input):
-        return {"input": None}
-    d = canonical_dim(dim, input.ndim) if input.ndim else None  # a 0-d input is its own norm's vector
-    x, g32 = _vjp.upcast(input), _vjp.upcast(g)
-    a = abs_(x)
-
-    def over_dim(v, reduce=sum_):
-        return reduce(v, d, True) if d is not None else v
-
-    if p == 2:
-        norm = sqrt(over_dim(mul(x, x)))
-    elif p == 1:
-        norm = over_dim(a)
-    elif p in (math.inf, -math.inf):
-        norm = over_dim(a, amax if p > 0 else amin)
-    elif p == 0:
-        norm = over_dim(_vjp.convert(ne(x, 0.0), x.dtype))
-    else:
-        norm = pow_(over_dim(pow_(a, float(p))), 1.0 / p)
-    norm = _vjp.upcast(_vjp.convert(norm, input.dtype))  # eager's norm has input's dtype
-    denom = clamp_min(norm, eps)
-    gx = div(g32, denom)
-    gnorm = where(ge(norm, eps), neg(over_dim(div(mul(g32, x), mul(denom, denom)))), 0.0)
-    if p == 2:
-        gx = add(gx, where(eq(norm, 0.0), 0.0, mul(x, div(gnorm, norm))))
-    elif p == 1:
-        gx = add(gx, mul(sign(x), gnorm))
-    elif p in (math.inf, -math.inf):
-        hit = _vjp.convert(eq(a, norm), x.dtype)
-        gx = add(gx, div(mul(mul(sign(x), gnorm), hit), over_dim(hit)))
-    elif p != 0:
-        scale = where(eq(norm, 0.0), 0.0, div(gnorm, pow_(norm, float(p - 1))))
-        gx = add(gx, mul(mul(x, pow_(a, float(p - 2))), scale))
-    return {"input": _vjp.grad_for(input, gx)}

@@ -5,8 +5,8 @@ records through record_op."""
 import torch
 
 from thunder.core import dispatch, strides, trace as tracing
-from thunder.core.numbers import NumberProxy, example
-from thunder.core.proxies import TensorProxy, meta_of, to_refs
+from thunder.core.numbers import example, NumberProxy
+from thunder.core.proxies import meta_of, TensorProxy, to_refs
 from thunder.ops import autocast
 from thunder.ops.execute import call_args, run_eagerly
 
