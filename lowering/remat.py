@@ -7,8 +7,6 @@ lead to the sink. A minimum cut is the cheapest set of values to save; everythin
 needs is recomputed there from them. Cheap elementwise chains are thus recomputed, not saved.
 An input that @forward updates in place is saved as a copy of its old value (it costs its size).
 """
-import networkx as nx
-
 from thunder.core.trace import BoundSymbol, Ref, TraceCtx
 from thunder.dialects.emit import emit_into, find_func, mutated_inputs
 from thunder.dialects.lift import lift
@@ -47,6 +45,8 @@ def choose_saved(forward_ctx, needed, copied=()):
     names of inputs that forward updates in place: saving one saves a copy of it (its size)."""
     if not needed:
         return []
+    import networkx as nx  # heavy (about 0.3 s to import): only training programs need the min-cut
+
     g = nx.DiGraph()
     src, sink = "__source__", "__sink__"
     refs = {}

@@ -35,6 +35,8 @@ OPTIONAL = {
     "torch._decomp",       # heavy: torch's decomposition table, for the few ops that use it
     "torch.testing._internal",  # heavy: OpInfo samples in the tools
     "numpy",               # optional
+    "networkx",            # heavy: lowering/remat.py's min-cut, training programs only
+    "torch_mlir.dialects.llvm",  # heavy: the LLVM dialect's bindings, for PTX only
     "lit", "filecheck",    # optional (the test extra): the tools' checks
 }
 
@@ -93,9 +95,10 @@ class _Imports(ast.NodeVisitor):
                 package = package.rpartition(".")[0]
             base = f"{package}.{base}" if base else package
         for alias in node.names:
-            sub = f"{base}.{alias.name}"
-            # `from package import submodule` imports the submodule; a name, the package
-            self.found.append((node.lineno, sub if sub in self.modules else base, self.depth > 0))
+            # `from package import submodule` imports the submodule, `from module import name` the
+            # module (_project finds the longest known prefix); outside the project, the name
+            # may be a module too (from torch_mlir.dialects import llvm)
+            self.found.append((node.lineno, f"{base}.{alias.name}", self.depth > 0))
 
 
 @functools.cache

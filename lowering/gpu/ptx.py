@@ -19,8 +19,6 @@ import struct
 import subprocess
 import tempfile
 
-from torch_mlir.dialects import llvm as llvm_dialect
-
 from thunder.dialects.mlir import ir, passmanager
 from thunder.lowering.linalg.pipeline import keep_roundings
 from thunder.lowering.linalg.scalar import UnsupportedOp
@@ -115,6 +113,8 @@ def _enclosing_func(op):
 
 def llvm_ir(module) -> str:
     """LLVM IR of the (lowered) gpu.module's functions."""
+    from torch_mlir.dialects import llvm as llvm_dialect  # heavy: the LLVM dialect's bindings, CUDA path only
+
     # the functions, printed once (printing ops one by one renumbers the whole module each time)
     lines = module.operation.get_asm(assume_verified=True).split("\n")
     start = next(i for i, line in enumerate(lines) if line.lstrip().startswith("gpu.module @"))
