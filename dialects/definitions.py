@@ -18,7 +18,7 @@ from typing import Any
 
 from thunder.core import trace as tracing
 from thunder.dialects import attrs, sizes
-from thunder.dialects.mlir import ext, ir
+from thunder.dialects.mlir import LOCK, ext, ir
 import thunder.ops  # noqa: F401  (registers every op)
 from thunder.ops import registry
 from thunder.ops.record import run_meta
@@ -264,23 +264,38 @@ _context = None
 
 
 def define_all():
+    """The IRDL classes of every registered op, once per process (under mlir.LOCK). A failure
+    part way leaves no class behind: the dialects' operation lists are as before, so the next
+    call starts again (a half-defined dialect would make every later load fail)."""
     global _defined
-    if not _defined:
-        for op in registry.OPS.values():
-            _define(op)
+    if _defined:
+        return
+    with LOCK:
+        if _defined:
+            return
+        before = {name: list(d.operations) for name, d in _DIALECTS.items()}
+        try:
+            for op in registry.OPS.values():
+                _define(op)
+        except BaseException:
+            for name, d in _DIALECTS.items():
+                d.operations[:] = before[name]
+            raise
         _defined = True
 
 
 def context() -> ir.Context:
-    """The MLIR context with our dialects loaded (one per process)."""
+    """The MLIR context with our dialects loaded (one per process; use it under mlir.LOCK)."""
     global _context
     if _context is None:
-        define_all()
-        ctx = ir.Context()
-        with ctx, ir.Location.unknown():
-            LTorch.load()
-            Thunder.load()
-        _context = ctx
+        with LOCK:
+            if _context is None:
+                define_all()
+                ctx = ir.Context()
+                with ctx, ir.Location.unknown():
+                    LTorch.load()
+                    Thunder.load()
+                _context = ctx
     return _context
 
 

@@ -12,7 +12,16 @@ from torch_mlir.execution_engine import ExecutionEngine  # noqa: F401
 # they wrap an op, and do not remember a failed import: ~15 us per op of our dialects. Empty
 # modules for them make the lookup succeed once (their ops stay generic OpViews).
 import sys as _sys  # noqa: E402
+import threading as _threading  # noqa: E402
 import types as _types  # noqa: E402
 
 for _ns in ("thunder", "ltorch"):
     _sys.modules.setdefault(f"torch_mlir.dialects.{_ns}", _types.ModuleType(f"torch_mlir.dialects.{_ns}"))
+
+# One thread at a time uses MLIR: the dialects' context and the lowering's shared contexts
+# (parsing, verification) are process-wide, and the bindings' objects for one context are not
+# safe to use from two threads at once. Held by every compile (runtime/jit.py's cache miss, a
+# kernel's first compile for new strides or sizes) and by whatever builds or reads a shared
+# context; never on a cached call's path. Reentrant: a compile may compile (a jitted function
+# called while tracing). docs/architecture.md "Threads and processes".
+LOCK = _threading.RLock()

@@ -1,15 +1,14 @@
 """DistributedDataParallel around a ThunderModule: gradients are all-reduced on every call,
 and DDP's no_sync skips it (two processes, gloo on loopback)."""
 import os
-import socket
 
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 import torch.nn as nn
 
 import thunder
+from gloo import run_two_processes
 
 
 def _worker(rank, port, queue):
@@ -40,22 +39,8 @@ def _worker(rank, port, queue):
         dist.destroy_process_group()
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_ddp_of_thunder_module_syncs_gradients_every_call():
-    ctx = mp.get_context("spawn")
-    queue = ctx.Queue()
-    port = _free_port()
-    procs = [ctx.Process(target=_worker, args=(r, port, queue)) for r in range(2)]
-    for p in procs:
-        p.start()
-    results = [queue.get(timeout=120) for _ in procs]
-    for p in procs:
-        p.join(timeout=60)
+    results = run_two_processes(_worker, timeout=120)
     for rank, synced, synced_in_no_sync in results:
         assert synced == [True, True, True], f"rank {rank}: gradients not all-reduced on a cached call"
         assert not synced_in_no_sync, f"rank {rank}: no_sync still all-reduced"

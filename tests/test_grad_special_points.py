@@ -79,6 +79,8 @@ CASES = {
     "prod_max_0d": [(lambda x: x.prod() + x.prod(0) + x.max() + x.max(0)[0], [vec(0.)[0]])],
     "amax": [(lambda x: x.amax(1), [TIES]), (lambda x: x.amax(), [TIES[:2]])],
     "amin": [(lambda x: x.amin(1), [TIES])],
+    # a 0-d NaN: torch's gradient is NaN (0 / 0 ties), not g
+    "amax_amin_0d": [(lambda x: x.amax(0) - x.amin(0) * 2, [vec(nan)[0]]), (lambda x: x.amax(0), [vec(-inf)[0]])],
     "max": [(lambda x: x.max(), [TIES]), (lambda x: x.max(), [TIES[:2]]), (lambda x: x.max(1)[0], [TIES]),
             (lambda x: x.max(0, keepdim=True)[0] * 2, [TIES])],
     "min": [(lambda x: x.min(), [TIES]), (lambda x: x.min(1)[0], [TIES])],

@@ -31,11 +31,12 @@ def _loss(out):
     return out if isinstance(out, torch.Tensor) else out[0]
 
 
-def check_model(model, kwargs, loss_fn=_loss):
-    """thunder.jit(model) against eager: eval forward under no_grad, then one training step."""
+def check_model(model, kwargs, loss_fn=_loss, compile=thunder.jit):
+    """compile(model) (thunder.jit; tests/test_dynamo_backend.py: torch.compile with thunder's
+    backend) against eager: eval forward under no_grad, then one training step."""
     torch.manual_seed(0)
     reference = copy.deepcopy(model)
-    jitted = thunder.jit(model)
+    jitted = compile(model)
 
     model.eval(), reference.eval()
     with torch.no_grad():

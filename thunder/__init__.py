@@ -7,7 +7,9 @@
 """
 import torch
 
-from thunder import functional
+from thunder import distributed, functional
+from thunder.core.logs import set_logs
+from thunder.examine import Examination, examine
 from thunder.runtime.jit import ThunderFunction
 from thunder.runtime.module import ThunderModule
 from thunder.runtime.options import CACHE_OPTIONS, CompileStats, DebugOptions, make_compile_data
@@ -17,7 +19,7 @@ __all__ = [
     "jit", "functional", "compile_data", "compile_stats", "last_traces", "last_prologue_traces",
     "last_backward_traces", "cache_option", "cache_hits", "cache_misses", "list_transforms", "last_interpreted_instructions",
     "last_interpreter_log", "last_compile_options", "DebugOptions", "CompileStats", "ThunderModule", "JITSharpEdgeError",
-    "CACHE_OPTIONS",
+    "CACHE_OPTIONS", "set_logs", "examine", "Examination",
 ]
 
 
@@ -32,12 +34,19 @@ def jit(fn, /, *, executors=None, cache=None, sharp_edges=None, disable_torch_au
     (sizes that keep changing become symbols: after three calls of the same structure, one
     program for all of them; see docs/api.md).
     Other keyword options are recorded (last_compile_options) with a warning.
+    An FSDP2 module (fully_shard) comes back as itself with its forward compiled: FSDP2's hooks
+    run natively around it (thunder/distributed.py).
     transforms: MLIR pass names (ours or upstream) or
     callables on the trace module, run after the default passes. recompile_limit (default 8, None
     for never): more recompiles than this warn once, naming the input that keeps changing."""
-    cd = make_compile_data(fn, executors=executors, cache=cache, sharp_edges=sharp_edges,
-                           disable_torch_autograd=disable_torch_autograd, transforms=transforms,
-                           debug_options=debug_options, **compile_options)
+    def compile_data(f):
+        return make_compile_data(f, executors=executors, cache=cache, sharp_edges=sharp_edges,
+                                 disable_torch_autograd=disable_torch_autograd, transforms=transforms,
+                                 debug_options=debug_options, **compile_options)
+
+    if distributed.is_fully_sharded(fn):  # FSDP2: its hooks run natively, its forward compiled
+        return distributed.jit_fully_sharded(fn, compile_data)
+    cd = compile_data(fn)
     if isinstance(fn, torch.nn.Module):
         return ThunderModule(fn, cd)
     return ThunderFunction(cd)
@@ -46,6 +55,8 @@ def jit(fn, /, *, executors=None, cache=None, sharp_edges=None, disable_torch_au
 def _jitted(fn, what):
     if isinstance(fn, ThunderModule):
         return fn._jfn
+    if distributed.jitted_forward(fn) is not None:  # an FSDP2 module thunder.jit compiled
+        return distributed.jitted_forward(fn)
     if not isinstance(fn, ThunderFunction):
         raise TypeError(f"thunder.{what} expects a function returned by thunder.jit, got {type(fn).__name__}")
     return fn

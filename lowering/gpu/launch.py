@@ -29,6 +29,7 @@ import threading
 
 import torch
 
+from thunder.dialects.mlir import LOCK
 from thunder.lowering.gpu import host_types, module_ptx, region_kernels
 from thunder.lowering.linalg import disk_cache
 from thunder.lowering.linalg.runtime import torch_dtype
@@ -131,7 +132,9 @@ _LAUNCHER = None
 def launcher():
     global _LAUNCHER
     if _LAUNCHER is None:
-        _LAUNCHER = Launcher()
+        with LOCK:  # (one launcher, one lock over its modules)
+            if _LAUNCHER is None:
+                _LAUNCHER = Launcher()
     return _LAUNCHER
 
 
@@ -175,8 +178,11 @@ class CudaKernel:
         key = (strides, aligned, chip)
         v = self.variants.get(key)
         if v is None:
-            kernels = region_kernels(self.text, self.name, strides, [i for i, a in enumerate(aligned) if a])
-            v = self.variants[key] = Variant(kernels, compile_ptx(kernels.module, chip))
+            with LOCK:  # (a compile at call time: dialects/mlir.py)
+                v = self.variants.get(key)
+                if v is None:
+                    kernels = region_kernels(self.text, self.name, strides, [i for i, a in enumerate(aligned) if a])
+                    v = self.variants[key] = Variant(kernels, compile_ptx(kernels.module, chip))
         return v
 
     def check(self, args):

@@ -23,7 +23,8 @@ import time
 
 import torch
 
-from thunder.dialects.mlir import ir
+from thunder.core import logs
+from thunder.dialects.mlir import LOCK, ir
 from thunder.lowering.linalg import disk_cache
 from thunder.lowering.linalg.pipeline import OPT_LEVEL, lower_to_llvm, pipeline  # noqa: F401
 from thunder.lowering.linalg.runtime import CallFrame, CompiledFunction, torch_dtype
@@ -83,6 +84,13 @@ class Kernel:
     def _variant(self, key):
         v = self.variants.get(key)
         if v is None:
+            with LOCK:  # (MLIR's shared contexts; a thread that waited uses the other's compile)
+                return self._compile_variant(key)
+        return v
+
+    def _compile_variant(self, key):
+        v = self.variants.get(key)
+        if v is None:
             lowered = self.lowered(key)
             ekey = (lowered.text, self.loops, self.opt_level)
             fn = _ENGINES.get(ekey)
@@ -100,6 +108,7 @@ class Kernel:
                                                        opt_level=self.opt_level)
                 _ENGINES[ekey] = fn
                 COMPILE_LOG.append((self.name, time.perf_counter() - t0, how))
+                logs.kernel_compiled()
             v = self.variants[key] = (fn, lowered)
         return v
 
@@ -129,7 +138,8 @@ class Kernel:
         key = self._key(strides)
         if key in self.variants:
             return True
-        lowered = self.lowered(key)
+        with LOCK:
+            lowered = self.lowered(key)
         return (lowered.text, self.loops, self.opt_level) in _ENGINES
 
     def _frame(self, strides):
@@ -175,9 +185,10 @@ def compile_region(func_op_text_or_module, name=None, *, loops="loops", speciali
                    opt_level=OPT_LEVEL, sizes=()) -> Kernel:
     """A callable running the func (of thunder prims) `name` natively. The first call with a
     new combination of input strides compiles (when specialize_strides). sizes: see Kernel."""
-    text = _text(func_op_text_or_module)
-    key = (text, name, loops, specialize_strides, opt_level, tuple(sizes))
-    k = _CACHE.get(key)
-    if k is None:
-        k = _CACHE[key] = Kernel(text, name, loops, specialize_strides, opt_level, sizes)
-    return k
+    with LOCK:
+        text = _text(func_op_text_or_module)
+        key = (text, name, loops, specialize_strides, opt_level, tuple(sizes))
+        k = _CACHE.get(key)
+        if k is None:
+            k = _CACHE[key] = Kernel(text, name, loops, specialize_strides, opt_level, sizes)
+        return k

@@ -14,7 +14,7 @@ import os
 import torch
 
 from thunder.core import dtypes
-from thunder.dialects.mlir import ExecutionEngine, ir
+from thunder.dialects.mlir import LOCK, ExecutionEngine, ir
 from thunder.lowering.linalg.pipeline import OPT_LEVEL
 
 _DESCRIPTORS = {}
@@ -107,9 +107,16 @@ def _openmp_libraries():
 
 def openmp():
     """(GOMP_parallel, the range runner's entry) of torch's OpenMP runtime, or None."""
+    if _OPENMP is None:
+        with LOCK:  # (once; another thread waits for the answer rather than taking the pool)
+            _find_openmp()
+    return _OPENMP[:2] if _OPENMP else None
+
+
+def _find_openmp():
     global _OPENMP
     if _OPENMP is None:
-        _OPENMP = False
+        found = False
         for lib in _openmp_libraries():
             fn = getattr(lib, "GOMP_parallel", None)
             if fn is None:
@@ -118,9 +125,9 @@ def openmp():
             fn.restype = None
             with ir.Context(), ir.Location.unknown():
                 engine = ExecutionEngine(ir.Module.parse(_RANGE_RUNNER), opt_level=OPT_LEVEL)
-            _OPENMP = (fn, engine.raw_lookup("run_ranges"), engine)  # (the packed entry: _mlir_run_ranges)
+            found = (fn, engine.raw_lookup("run_ranges"), engine)  # (the packed entry: _mlir_run_ranges)
             break
-    return _OPENMP[:2] if _OPENMP else None
+        _OPENMP = found
 
 
 class CallFrame:
@@ -205,7 +212,10 @@ _POOL = None
 
 def _pool():
     global _POOL
-    if _POOL is None:
-        _POOL = concurrent.futures.ThreadPoolExecutor(max(1, (os.cpu_count() or 2) - 1),
-                                                      thread_name_prefix="thunder-kernel")
+    if _POOL is not None:
+        return _POOL
+    with LOCK:
+        if _POOL is None:
+            _POOL = concurrent.futures.ThreadPoolExecutor(max(1, (os.cpu_count() or 2) - 1),
+                                                          thread_name_prefix="thunder-kernel")
     return _POOL

@@ -15,7 +15,9 @@ pure-Python callee, so that callers can observe and redirect what the program do
   "default", owner the function), and whether an attribute exists (``hasattr``, ``getattr`` with a
   default: kind "hasattr", the value a bool), and the result of every native call made by interpreted
   code (kind "native", owner the callable).
-* ``on_call(fn)`` is told of every Python function about to be interpreted (``fn`` itself included).
+* ``on_call(fn)`` is told of every Python function about to be interpreted (``fn`` itself included);
+  it may return ``done(result)``, called with what the call returned when it returns (not when it
+  raises, not for generator functions).
 
 Special methods written in Python (``__getitem__``, ``__setitem__``, ``__iter__``, ``__len__``,
 ``__contains__``, ``__bool__``) are interpreted like calls. An exception leaving an interpreted frame

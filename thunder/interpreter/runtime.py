@@ -314,8 +314,7 @@ class Runtime:
         code = fn.__code__
         if code.co_flags & _CO_GENERATOR and _native_generator(code):
             return fn(*args, **kwargs)
-        if self.on_call is not None:
-            self.on_call(fn)
+        done = self.on_call(fn) if self.on_call is not None else None
         load_default = None
         if self.on_load is not None:
             def load_default(name, value):
@@ -326,7 +325,10 @@ class Runtime:
             gen = self.generator(frame)
             gen.__name__, gen.__qualname__ = fn.__name__, fn.__qualname__
             return gen
-        return self.run_frame(frame)
+        result = self.run_frame(frame)
+        if done is not None:
+            done(result)
+        return result
 
     def generator(self, f: Frame):
         """The generator object of a generator function's call: each resumption (next, send,

@@ -7,14 +7,14 @@ import time
 
 import torch
 
-from thunder.core import symbols, trace as tracing
+from thunder.core import logs, symbols, trace as tracing
 from thunder.core.numbers import NumberProxy
 from thunder.core.proxies import TensorProxy
 from thunder.dialects.emit import emit
 from thunder.dialects.mlir import ir
 from thunder.lowering.passes import build_pass_manager, pass_name, pass_options
 from thunder.ops import onednn
-from thunder.runtime import guards, structure
+from thunder.runtime import calls, guards, regions, structure
 from thunder.runtime.codegen import compile_source, python_source
 from thunder.runtime.lookup import _make_lookup, _on_load, _on_store
 from thunder.runtime.options import CACHE_OPTIONS, DEFAULT_PASSES, CacheEntry
@@ -143,6 +143,8 @@ def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None) -> CacheEn
     ctx, inputs, state, ambient = acq.ctx, acq.inputs, acq.state, acq.ambient
     arg_specs, kw_specs, result = acq.arg_specs, acq.kw_specs, acq.result
     cs.last_splits = acq.splits
+    logs.splits(cd.fn, acq.splits)
+    calls.acquired(acq.ctx)
     record = cd.debug_options.record_interpreter_history
     cs.last_interpreted_instructions = list(result.instructions) if record else None
     cs.last_interpreter_log = list(result.log) if record else None
@@ -289,7 +291,9 @@ def _fuse(module, fusion):
     """thunder-fuse with (policy, executors) on the module; whether it outlined a region."""
     with module.context:
         fuse_module(module.operation, *fusion)
-    return bool(fusion_callees(module.operation))
+        callees = fusion_callees(module.operation)
+        logs.fusion_regions(regions.summary(callees))
+    return bool(callees)
 
 
 def _autograd_program(cs, module, tensors, proxies, out_spec, traces, constants, fusion=None, decompose=False,

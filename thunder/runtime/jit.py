@@ -1,15 +1,17 @@
 """thunder.jit: the jitted callable and its cache (lookup of an entry, miss reasons); compilation on a
 miss is runtime/compile.py, the options runtime/options.py."""
 import functools
+import re
 import warnings
 
 import torch
-import re
 
+from thunder.core import logs
+from thunder.dialects.mlir import LOCK
 from thunder.ops.impl import ValueChanged
 from thunder.runtime import guards, symbolic
 from thunder.runtime.compile import _flatten_call, _fusion_policy, _meta, compile_entry
-from thunder.runtime.options import CACHE_OPTIONS, MAX_ENTRIES, CacheEntry, CompileData, CompileStats
+from thunder.runtime.options import CACHE_OPTIONS, CacheEntry, CompileData, CompileStats, MAX_ENTRIES
 from thunder.runtime.prologue import MISS
 
 
@@ -41,9 +43,25 @@ class ThunderFunction:
                     cs.last_traces, cs.last_prologue_traces = entry.traces, entry.prologue_traces
                     cs.last_backward_traces = entry.backward_traces
                 return result
-        return self._miss(args, kwargs, changed)
+        with logs.compiling(self._cd.fn):  # (kernels compiled in it count as its progress)
+            return self._miss(args, kwargs, changed)
 
     def _miss(self, args, kwargs, changed=None):
+        # one compile at a time in the process (dialects/mlir.py LOCK; cached calls never take
+        # it): a thread that waited for another's compile of this call uses its entry
+        with LOCK:
+            for entry in self._entries:
+                try:
+                    result = entry.run(args, kwargs)
+                except ValueChanged as e:
+                    changed = changed or guards.value_changed_reason(e)
+                    continue
+                if result is not MISS:
+                    self._cs.cache_hits += 1
+                    return result
+            return self._compile_miss(args, kwargs, changed)
+
+    def _compile_miss(self, args, kwargs, changed):
         cs, cd = self._cs, self._cd
         cs.cache_misses += 1
         # (a value an entry was specialized on differs: that entry's guard is the reason)
@@ -54,6 +72,7 @@ class ThunderFunction:
         else:
             cs.last_miss_reason = "cache option 'no caching'" if cs.cache_misses > 1 else "first call"
         cs.miss_reasons.append(cs.last_miss_reason)
+        logs.cache_miss(cd.fn, cs.cache_misses, cs.last_miss_reason)
         if (cd.recompile_limit is not None and cs.cache_misses - 1 == cd.recompile_limit + 1
                 and cd.cache_option != "no caching"):  # (that option recompiles by design)
             _warn_recompiles(cd, cs)
@@ -70,8 +89,7 @@ class ThunderFunction:
             # the program computed a value that Python read differently from the run of torch's
             # calls while tracing: fused kernels round differently. Without fusion it runs
             # torch's calls, as that run did
-            if entry in self._entries:
-                self._entries.remove(entry)
+            self._entries = [e for e in self._entries if e is not entry]
             if _fusion_policy(cd) is None:
                 raise RuntimeError(f"thunder: the compiled program computes a value that Python read while tracing "
                                    f"differently from eager PyTorch: {guards.value_changed_reason(e)}") from None
@@ -80,8 +98,9 @@ class ThunderFunction:
 
     def _add(self, entry):
         if self._cd.cache_option != "no caching":
-            self._entries.insert(0, entry)
-            del self._entries[MAX_ENTRIES:]  # e.g. a counter attribute makes every call a new entry
+            # a new list (e.g. a counter attribute makes every call a new entry): cached calls in
+            # other threads iterate over the old one without a lock
+            self._entries = [entry] + self._entries[:MAX_ENTRIES - 1]
         self._last_entry = entry
         cs = self._cs
         cs.last_traces, cs.last_prologue_traces = entry.traces, entry.prologue_traces

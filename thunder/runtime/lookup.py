@@ -11,7 +11,7 @@ from thunder.core.callables import is_torch_op
 from thunder.core.numbers import NumberProxy
 from thunder.core.proxies import TensorProxy
 from thunder.ops import custom_function, fallback, registry
-from thunder.runtime import guards, sharp_edges
+from thunder.runtime import calls, guards, sharp_edges
 
 
 def _make_lookup(cd):
@@ -19,7 +19,7 @@ def _make_lookup(cd):
 
     def lookup(fn):
         sharp_edges.check(fn, cd.sharp_edges, tracing.current_location(), warned)
-        return _lookup(fn)
+        return calls.observe(fn, _lookup(fn))  # (thunder.examine's record of torch calls)
 
     return lookup
 
@@ -217,6 +217,7 @@ def _consulting(fn, state_name):
 def _on_store(cd, state):
     def on_store(value, provenance):
         if provenance.kind == "global":
+            state.stores += 1  # (not bookkeeping: runtime/state.py)
             sharp_edges.check_global_write(provenance, cd.sharp_edges, cd.warned_sharp_edges)
         else:
             state.store(value, provenance)

@@ -12,13 +12,26 @@ tracker knows how to reach has a path (an expression over the prologue's constan
 the jitted function or module, input objects, globals dicts and closure cells; an object whose
 identity is guarded is reached through its constant from then on, so every guard is one step
 from a constant. Objects the trace made itself, or got from native code, have no path: what is
-read from them is derived from what was guarded."""
+read from them is derived from what was guarded.
+
+Bookkeeping is not guarded: the reads made while interpreting a call of library code (torch's
+package or Python's standard library, not the user's code or other packages) are dropped when
+the call returns None and changed nothing the program depends on: it recorded no op, consulted no
+ambient torch state, read no tensor, split on no value and stored no attribute, global or closure
+variable (its only effects are on containers: counters, caches, registries). dynamo's
+GenerationTracker.tag in its patch of nn.Module.__init__ (a module made in forward), logging's
+enabled-level cache, a warnings registry are such calls: their state changes between calls
+(torch.compile bumps dynamo's generation on each of its calls) without deciding anything about
+the result. A call whose reads may matter keeps them all (one that returns a value, or raises)."""
 import dataclasses
+import os
+import sysconfig
 import types
 from collections import OrderedDict
 
 import torch
 
+from thunder.core import trace as tracing
 from thunder.core.numbers import NumberProxy
 from thunder.core.proxies import TensorProxy
 from thunder.runtime.guards import Guard, has_literal, is_plain_value, snapshot
@@ -29,6 +42,25 @@ _MISSING = object()
 _IDENTITY = (type(None), bool, type(Ellipsis), type(NotImplemented))
 # containers guarded by a snapshot of their items
 _CONTAINERS = (list, tuple, dict, OrderedDict, set, frozenset, torch.Size)
+
+
+def _library_dirs():
+    dirs = [os.path.dirname(torch.__file__)]
+    for key in ("stdlib", "platstdlib"):
+        path = sysconfig.get_paths().get(key)
+        if path:
+            dirs.append(path)
+    return tuple(os.path.normpath(d) + os.sep for d in dirs)
+
+
+_LIBRARY_DIRS = _library_dirs()
+
+
+def is_library_code(filename):
+    """Code of torch's package or of Python's standard library (not a package installed beside
+    them, which may live under the standard library's directory)."""
+    return (filename.startswith(_LIBRARY_DIRS) and
+            (filename.startswith(_LIBRARY_DIRS[0]) or "-packages" + os.sep not in filename))
 
 
 def _is_real_tensor(v):
@@ -65,6 +97,8 @@ class StateTracker:
         self._module_names = {id(m): p for p, m in root.named_modules(remove_duplicate=False)} if root is not None else {}
         self._owners = None  # id(tensor) -> (module, name) of the root's parameters and buffers
         self.arg_paths = {}  # tensor index -> the prologue's expression for an argument tensor (args[0])
+        self.stores = 0  # attribute, global and closure writes seen (bookkeeping calls make none)
+        self._snapshot_log = []  # ids added to _snapshots, in order (to drop a bookkeeping call's)
         if root is not None:
             self.pin(root)
 
@@ -93,7 +127,9 @@ class StateTracker:
 
     def _pin_container(self, value, expr):
         self.pin(value, expr)
-        self._snapshots.add(id(value))
+        if id(value) not in self._snapshots:
+            self._snapshots.add(id(value))
+            self._snapshot_log.append(id(value))
 
     def pin_root_function(self, fn):
         """The jitted callable: the function (its code is guarded), or a bound method's parts."""
@@ -156,14 +192,46 @@ class StateTracker:
         return self._tensor(v, dataclasses.replace(provenance, kind="item", owner=items, name=i), f"{expr}[{i}]")
 
     def called(self, fn):
-        """on_call: a Python function is about to be interpreted; its code is part of the key."""
+        """on_call: a Python function is about to be interpreted; its code is part of the key.
+        For library code, what tells whether the call was bookkeeping (see the module's doc)."""
+        done = self._bookkeeping(fn) if is_library_code(fn.__code__.co_filename) else None
         p = self.path(fn)
         if p is not None:
             self.guard(f"{p}.__code__", "is", fn.__code__, f"the code of {fn.__qualname__}")
+        return done
+
+    def _effects(self):
+        """What a bookkeeping call leaves unchanged."""
+        ctx = tracing.current()
+        return (len(ctx.symbols), len(ctx.consulted), len(ctx.stride_dependent), len(ctx.mutated),
+                len(ctx.sym_guards or ()), len(self.reads), self.stores, len(self.writes))
+
+    def _bookkeeping(self, fn):
+        marks = (len(self.guards), len(self.consts), len(self._paths), len(self._snapshot_log))
+        effects = self._effects()
+
+        def done(result):
+            if result is None and len(self.guards) > marks[0] and self._effects() == effects:
+                self._drop_since(*marks)
+
+        return done
+
+    def _drop_since(self, n_guards, n_consts, n_paths, n_snapshots):
+        """Forget the guards, constants and paths made since these counts (a bookkeeping call's)."""
+        for key in list(self.guards)[n_guards:]:
+            del self.guards[key]
+        for name in list(self.consts)[n_consts:]:
+            del self._const_names[id(self.consts.pop(name))]
+        for key in list(self._paths)[n_paths:]:
+            del self._paths[key]
+        for i in self._snapshot_log[n_snapshots:]:
+            self._snapshots.discard(i)
+        del self._snapshot_log[n_snapshots:]
 
     def store(self, value, provenance):
         """An attribute write in the jitted code: replayed by the program on every call when the
         object outlives the call (a module, an object the prologue can reach)."""
+        self.stores += 1
         if provenance.kind == "closure":  # a variable captured from outside (nonlocal)
             owner, name = provenance.owner, "cell_contents"
         elif provenance.kind == "attr" and self._outlives_call(provenance.owner):

@@ -23,27 +23,27 @@ Anything that does not fit (a different program, a literal no term explains, a d
 went another way in an earlier call, a size returned or stored as a Python number) leaves the
 calls compiled per size, as "constant values" does; compile_stats().last_generalization says
 why."""
+from dataclasses import dataclass
+from fractions import Fraction
 import functools
 import io
 import itertools
 import math
 import re
 import tokenize
-from dataclasses import dataclass
-from fractions import Fraction
 
 import torch
 
-from thunder.runtime.codegen import compile_source
-from thunder.runtime.prologue import Prologue
 from thunder.dialects.emit import find_func, mismatch
-from thunder.runtime.compile import _flatten_call, compile_entry
-from thunder.runtime.options import CacheEntry
-from thunder.runtime.traces import Trace
+from thunder.dialects.mlir import LOCK
 from thunder.lowering import executors
 from thunder.lowering.linalg.to_linalg import parse_region
 from thunder.runtime.autograd import _ThunderAutograd
-from thunder.runtime.codegen import python_source
+from thunder.runtime.codegen import compile_source, python_source
+from thunder.runtime.compile import _flatten_call, compile_entry
+from thunder.runtime.options import CacheEntry
+from thunder.runtime.prologue import Prologue
+from thunder.runtime.traces import Trace
 
 KEEP = 12  # recent compiled calls remembered (of all structures; the newest two of one are used)
 
@@ -444,6 +444,13 @@ class _KernelFamily:
         self.compiled = False  # whether a size compiled its kernel (later sizes do not compile)
 
     def at(self, *sizes):
+        k = self.kernels.get(sizes)
+        if k is None:
+            with LOCK:  # (a compile at call time: dialects/mlir.py)
+                return self._compile_at(sizes)
+        return k
+
+    def _compile_at(self, sizes):
         k = self.kernels.get(sizes)
         if k is None:
             env = dict(zip(self.names, sizes))

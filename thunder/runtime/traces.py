@@ -1,13 +1,25 @@
 """Trace objects: what `thunder.last_traces` returns. Each is one stage of compilation, readable
 as Python (`str(trace)`) and as MLIR (`trace.to_mlir()`), and names the pass that produced it."""
 import ast
+import functools
 
 from thunder.core.trace import Ref
 from thunder.dialects.attrs import tensor_meta
 from thunder.dialects.definitions import context
 from thunder.dialects.emit import find_func, loc_names
-from thunder.dialects.mlir import ir
+from thunder.dialects.mlir import LOCK, ir
 from thunder.runtime.codegen import compile_source, python_source
+
+
+def _locked(method):
+    """A method that reads the trace's module in the shared MLIR context (dialects/mlir.py LOCK:
+    another thread may be compiling)."""
+    @functools.wraps(method)
+    def locked(*args, **kwargs):
+        with LOCK:
+            return method(*args, **kwargs)
+
+    return locked
 
 
 class Trace:
@@ -26,6 +38,7 @@ class Trace:
     def name(self):
         return self.producer
 
+    @_locked
     def to_mlir(self, debug_info=False) -> str:
         """The trace as MLIR text in the ltorch/thunder dialects (with locations: the names of
         values and the user's source lines, when debug_info)."""
@@ -35,11 +48,13 @@ class Trace:
             self._mlir = str(self.module())
         return self._mlir
 
+    @_locked
     def module(self):
         """A fresh ir.Module of this trace (with locations)."""
         with context():
             return ir.Module.parse(self._mlir_debug)
 
+    @_locked
     def python(self) -> str:
         if self._python is None:
             self._python = python_source(self.module(), self.fn_name, output_spec=self._output_spec,
@@ -53,6 +68,7 @@ class Trace:
         return f"<Trace produced by {self.producer!r}>"
 
     @property
+    @_locked
     def args(self):
         """The trace function's parameters, in order: Refs (name, shape, dtype, device) of its
         tensors; parameter names for the prologue, which takes (args, kwargs)."""
@@ -67,6 +83,7 @@ class Trace:
         first = next(n for n in ast.parse(self.python()).body if isinstance(n, ast.FunctionDef))
         return [a.arg for a in first.args.args]
 
+    @_locked
     def python_callable(self):
         """A Python function that runs this trace on real tensors: the very function that ran,
         for the programs of a call (execution trace, forward, backward, prologue), else compiled

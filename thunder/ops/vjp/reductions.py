@@ -57,8 +57,9 @@ std.vjp(_var_std_vjp(True))
 def _extremum_vjp(g, out, input, dim=(), keepdim=False):
     """amax/amin: the cotangent is shared evenly by the elements equal to the extremum (as torch)."""
     dims = reduction_dims(dim, input.ndim)
-    if not dims:
-        return {"input": _vjp.grad_for(input, g)}
+    if not dims:  # (a 0-d input: g where it equals itself, nan for nan (0 / 0), as torch)
+        mask = _vjp.convert(eq(input, out), g.dtype)
+        return {"input": _vjp.grad_for(input, div(mul(g, mask), mask))}
     mask = _vjp.convert(eq(input, _vjp.unreduce(out, input, dim, keepdim)), g.dtype)
     count = sum_(mask, dims, True)
     return {"input": _vjp.grad_for(input, div(mul(_vjp.unreduce(g, input, dim, keepdim), mask), count))}
