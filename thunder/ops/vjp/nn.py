@@ -5,9 +5,8 @@ from thunder.ops import prims, vjp_utils as _vjp
 from thunder.ops.elementwise import (abs_, add, clamp_min, div, eq, exp, ge, mul, ne, neg, pow_, sign, sqrt, sub,
                                      where)
 from thunder.ops.meta_utils import broadcast_shapes, canonical_dim
-from thunder.ops.nn import (_sdpa_grads, addmm, baddbmm, bmm, embedding, layer_norm, layer_norm_backward, linear,
-                            log_softmax, matmul, mm, native_layer_norm, native_layer_norm_backward, normalize,
-                            rmatmul, scaled_dot_product_attention, sdpa_flash, sdpa_flash_backward, softmax)
+from thunder.ops.nn import (addmm, baddbmm, bmm, embedding, layer_norm, layer_norm_backward, linear, log_softmax,
+                            matmul, mm, native_layer_norm, native_layer_norm_backward, normalize, rmatmul, softmax)
 from thunder.ops.reductions import amax, amin, sum_
 from thunder.ops.shape import reshape, unsqueeze
 
@@ -153,25 +152,6 @@ def _(g, out, input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
         counts = prims.index_add(_vjp.zeros((num,), g.dtype, g.device), 0, idx, ones)
         rows = div(rows, unsqueeze(prims.take(counts, 0, idx), -1))
     return {"weight": _vjp.grad_for(weight, prims.index_add(_vjp.zeros_like(weight, g.dtype), 0, idx, rows))}
-
-
-@scaled_dot_product_attention.vjp
-def _(g, out, query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None, enable_gqa=False):
-    if dropout_p > 0:
-        raise NotImplementedError(
-            "thunder: the gradient of scaled_dot_product_attention with dropout_p > 0 is not supported (the "
-            "dropout mask is drawn inside the fused kernel and backward cannot see it). Workaround: train with "
-            "dropout_p=0.0, or compute the attention with matmul/softmax/F.dropout")
-    return _sdpa_grads(g, query, key, value, attn_mask, is_causal, scale, enable_gqa)
-
-
-@sdpa_flash.vjp
-def _(g, out, query, key, value, is_causal=False, *, scale=None):
-    g_out, g_lse = g
-    if g_lse is not None:
-        raise NotImplementedError("thunder: sdpa_flash's logsumexp is not differentiable")
-    gq, gk, gv = sdpa_flash_backward(g_out, query, key, value, out[0], out[1], is_causal, scale=scale)
-    return {"query": gq, "key": gk, "value": gv}
 
 
 @normalize.vjp
