@@ -170,6 +170,8 @@ def encode(kind, value):
         return ir.TypeAttr.get(ir.Type.parse(dtypes.to_mlir_name(value)))
     if k == "device":
         return ir.StringAttr.get(str(torch.device(value)))
+    if k == "memory_format":
+        return ir.StringAttr.get(str(value).removeprefix("torch."))  # "channels_last"
     if k == "Index":
         return ir.ArrayAttr.get([_encode_index_entry(e) for e in value])
     if k == "Data":
@@ -199,6 +201,11 @@ def decode(kind, attr):
         return dtypes.from_mlir_name(str(ir.TypeAttr(attr).value))
     if k == "device":
         return torch.device(ir.StringAttr(attr).value)
+    if k == "memory_format":
+        value = getattr(torch, ir.StringAttr(attr).value, None)
+        if not isinstance(value, torch.memory_format):
+            raise ValueError(f"{ir.StringAttr(attr).value!r} is not a torch memory format")
+        return value
     if k == "Index":
         return tuple(_decode_index_entry(a) for a in ir.ArrayAttr(attr))
     if k == "Data":

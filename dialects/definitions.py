@@ -9,7 +9,11 @@ variadic group share one type. A list of tensors (cat's inputs, split's outputs,
 op's operands) has tensors of different shapes, so such a list is declared as MAX_LIST variadic
 groups (MAX_RESULTS for results) and emitted as runs of equal types, one group per run:
 operandSegmentSizes = [2, 1, 0, ...] is two tensors of one type, then one of another. A list of
-any length fits as long as it has at most that many runs. The verifier runs the op's meta
+any length fits as long as it has at most that many runs; cat, stack and split with more are
+emitted as chains of the same op on parts of the list (dialects/lists.py), so their lists have
+no limit. (IRDL verifies every value of a variadic definition against one constraint variable,
+which binds to the first value's type: one variadic per list, with the types left to the Python
+verifier, is not expressible in IRDL.) The verifier runs the op's meta
 function on the operand types and attributes and checks the result types against it, so a lit
 test can show a wrong shape being rejected.
 """
@@ -67,12 +71,17 @@ def needs_segments(op):
     return groups > 1 or (groups == 1 and not takes_sizes(op))
 
 
+def run_key(v):
+    """What values in one run of a list share: (shape, dtype, device) of a tensor value (a Ref
+    or proxy); numbers make runs of their own."""
+    return (tuple(v.shape), v.dtype, v.device) if hasattr(v, "shape") else ("number", type(v))
+
+
 def _runs(values):
-    """Lengths of the runs of equal (shape, dtype, device) in a list of tensor values (Refs or
-    proxies); numbers make runs of their own."""
+    """Lengths of the runs of equal run_key in a list of values."""
     sizes, last = [], object()
     for v in values:
-        key = (tuple(v.shape), v.dtype, v.device) if hasattr(v, "shape") else ("number", type(v))
+        key = run_key(v)
         if sizes and key == last:
             sizes[-1] += 1
         else:
@@ -91,20 +100,23 @@ def operand_segments(op, values, n_dynamic=0):
             runs = _runs(v)
             if len(runs) > MAX_LIST:
                 raise NotImplementedError(
-                    f"thunder: {op.torch_name} of a list of {len(v)} tensors with {len(runs)} changes of shape "
-                    f"or dtype is not supported (at most {MAX_LIST}). Workaround: split the call.")
+                    f"thunder: {values.get('callable') or op.torch_name} of a list of {len(v)} tensors with "
+                    f"{len(runs)} changes of shape or dtype is not supported (at most {MAX_LIST}; cat, stack and "
+                    "split take any). Workaround: split the call.")
             segs += runs + [0] * (MAX_LIST - len(runs))
         else:
             segs.append(0 if v is None else 1)
     return segs + ([n_dynamic] if takes_sizes(op) else [])
 
 
-def result_segments(op, outputs):
+def result_segments(op, outputs, callable=None):
+    """resultSegmentSizes of a call (callable: a torch_call's, for the error)."""
     runs = _runs(outputs)
     if len(runs) > MAX_RESULTS:
         raise NotImplementedError(
-            f"thunder: {op.torch_name} with {len(outputs)} results of {len(runs)} alternating shapes or dtypes "
-            f"is not supported (at most {MAX_RESULTS}). Workaround: split the call.")
+            f"thunder: {callable or op.torch_name} with {len(outputs)} results of {len(runs)} alternating shapes or "
+            f"dtypes is not supported (at most {MAX_RESULTS}; split, chunk and unbind give any). "
+            "Workaround: split the call.")
     return runs + [0] * (MAX_RESULTS - len(runs))
 
 
@@ -190,11 +202,42 @@ def decode_op(operation, tensor_of):
     return op, values
 
 
+# signatures of ops that verified: an op's verification depends only on its name, attributes,
+# operand types (and constant operands' values) and result types where every operand is a
+# static tensor or a constant, so the same op repeated (N layers of one block) runs its meta
+# function once, not once per copy and per verification of the module
+_VERIFIED = set()
+
+
+def _signature(operation):
+    """The op's verification key, or None where it depends on more (a runtime number, a size
+    computed by other ops, a `?` dim)."""
+    operands = []
+    for v in operation.operands:
+        t = v.type
+        if isinstance(t, ir.RankedTensorType):
+            if not t.has_static_shape:
+                return None
+            operands.append(str(t))
+        elif attrs.is_constant(v):
+            operands.append((str(t), str(v.owner.attributes["value"])))
+        else:
+            return None
+    return (operation.name, tuple((k, str(operation.attributes[k])) for k in operation.attributes), tuple(operands),
+            tuple(str(r.type) for r in operation.results))
+
+
 def _verifier(op):
     def verify_invariants(self):
         operation = self.operation
+        key = _signature(operation)
+        if key is not None and key in _VERIFIED:
+            return True
         with operation.context, operation.location:
-            return _verify(op, operation)
+            ok = _verify(op, operation)
+        if ok and key is not None:
+            _VERIFIED.add(key)
+        return ok
 
     return verify_invariants
 

@@ -2,7 +2,7 @@
 conventions emission writes (value names in locations, thunder.mutated_inputs) are read back
 here too, by passes and code generation."""
 from thunder.core import symbols
-from thunder.dialects import attrs, sizes
+from thunder.dialects import attrs, lists, sizes
 from thunder.dialects.definitions import (attribute_params, context, decode_op, needs_segments, operand_params,
                                          operand_segments, result_segments, takes_sizes)
 from thunder.dialects.mlir import func, ir
@@ -10,12 +10,19 @@ from thunder.core.trace import BoundSymbol, Ref
 from thunder.ops.registry import OPS
 
 
+CHECKPOINT = "checkpoint "  # a fused location's metadata "checkpoint N": the op is in checkpoint region N
+
+
 def location(name, where=None):
     """The location of a value (or of an op's results, names joined by ","): its name, with the
-    user's (file, line) as child."""
-    if where:
-        return ir.Location.name(name, childLoc=ir.Location.file(where[0], where[1], 0))
-    return ir.Location.name(name)
+    user's (file, line) as child; (file, line, region) for an op in an activation-checkpoint region
+    (ops/checkpoint.py): the file location fused with "checkpoint N"."""
+    if not where:
+        return ir.Location.name(name)
+    child = ir.Location.file(where[0], where[1], 0)
+    if len(where) > 2:
+        child = ir.Location.fused([child], metadata=ir.StringAttr.get(f"{CHECKPOINT}{where[2]}"))
+    return ir.Location.name(name, childLoc=child)
 
 
 def loc_names(loc):
@@ -28,7 +35,12 @@ def loc_names(loc):
 
 def loc_file_line(loc):
     """(file, line) of a named location's child (traces from thunder.jit) or of a plain file
-    location (traces parsed from a .mlir file); None otherwise."""
+    location (traces parsed from a .mlir file); (file, line, region) for an op in a checkpoint
+    region (see location()); None otherwise."""
+    region, inner = _checkpoint_region(loc)
+    if region is not None:
+        where = loc_file_line(inner)
+        return (*(where or ("<unknown>", 0)), region)
     for get in (lambda: ir.FileLineColLoc(ir.NameLoc(loc).child_loc), lambda: ir.FileLineColLoc(loc)):
         try:
             f = get()
@@ -36,6 +48,19 @@ def loc_file_line(loc):
         except (ValueError, TypeError):
             continue
     return None
+
+
+def _checkpoint_region(loc):
+    """(region, the fused file location) of a location in a checkpoint region; (None, None) otherwise."""
+    for get in (lambda: ir.FusedLoc(ir.NameLoc(loc).child_loc), lambda: ir.FusedLoc(loc)):
+        try:
+            fused = get()
+            text = ir.StringAttr(fused.metadata).value
+        except (ValueError, TypeError):
+            continue
+        if text.startswith(CHECKPOINT) and len(fused.locations) == 1:
+            return int(text[len(CHECKPOINT):]), fused.locations[0]
+    return None, None
 
 
 def find_func(module_op, name):
@@ -98,7 +123,12 @@ def emit_into(trace, outputs, fn_name, arg_attrs=None, attributes=None, bsyms=No
 
 def emit_symbol(op, args, outputs, values, where=None, emitter=None):
     """Insert one op at the current insertion point. values maps tensor names to ir.Values and
-    gets the op's results. emitter: a sizes.Emitter, to emit symbolic sizes as SSA values."""
+    gets the op's results. emitter: a sizes.Emitter, to emit symbolic sizes as SSA values.
+    A list longer than the op's variadic groups hold is emitted as a chain (dialects/lists.py);
+    the last op of the chain is returned."""
+    steps = lists.chain(op, args, outputs)
+    if steps is not None:
+        return [emit_symbol(*step, values, where, emitter) for step in steps][-1]
     operands = []
     for p in operand_params(op):
         v = args[p.name]
@@ -122,7 +152,7 @@ def emit_symbol(op, args, outputs, values, where=None, emitter=None):
     if needs_segments(op):
         attributes["operandSegmentSizes"] = ir.DenseI32ArrayAttr.get(operand_segments(op, args, len(dynamic)))
     if op.returns_sequence:
-        attributes["resultSegmentSizes"] = ir.DenseI32ArrayAttr.get(result_segments(op, outputs))
+        attributes["resultSegmentSizes"] = ir.DenseI32ArrayAttr.get(result_segments(op, outputs, args.get("callable")))
     result_types = [attrs.tensor_type(r.shape, r.dtype, r.device, emitter is not None) for r in outputs]
     names = ",".join(r.name for r in outputs) or op.name  # codegen splits on ","
     operation = ir.Operation.create(op.qualname, results=result_types, operands=operands,

@@ -17,10 +17,9 @@ from thunder.dialects import attrs
 from thunder.dialects.definitions import context
 from thunder.dialects.emit import emit_into, find_func, mutated_inputs
 from thunder.dialects.lift import lift
-from thunder.dialects.mlir import ir
-from thunder.ops import registry
+from thunder.dialects.mlir import func, ir
+from thunder.ops import elementwise, registry
 from thunder.lowering.decompose import decompose_module
-from thunder.ops import elementwise
 
 REQUIRES_GRAD = "thunder.requires_grad"
 
@@ -46,76 +45,26 @@ def split_forward_backward(lifted, requires_grad, n_mutated=0) -> Split:
     ctx = lifted.ctx
     outputs = lifted.outputs[:len(lifted.outputs) - n_mutated]
     mutated = lifted.outputs[len(outputs):]
-    needs = {r.name for r, rg in zip(ctx.inputs, requires_grad) if rg and differentiable_dtype(r.dtype)}
-    for bsym in ctx.symbols:
-        if not bsym.op.differentiable:
-            continue  # no gradient flows through these (detach is also what no_grad regions record)
-        if any(r.name in needs for r in bsym.tensor_args()):
-            for o in bsym.outputs:
-                if differentiable_dtype(o.dtype):
-                    needs.add(o.name)
-
-    _use_training_forms(ctx, needs)
+    needs = needing_grad(ctx.symbols, {r.name for r, rg in zip(ctx.inputs, requires_grad)
+                                       if rg and differentiable_dtype(r.dtype)})
+    use_training_forms(ctx.symbols, needs, ctx.new_name)
     forward_names = {r.name for r in ctx.inputs} | {o.name for b in ctx.symbols for o in b.outputs}
     bctx = TraceCtx(prefix="b")
     for n in forward_names:
         bctx.new_name(n)  # reserve: backward proxies of forward values keep their names
-    proxies = {}
-
-    def fwd(ref):
-        p = proxies.get(ref.name)
-        if p is None:
-            p = proxies[ref.name] = proxy_of_meta(ref.shape, ref.dtype, ref.device, name=ref.name)
-        return p
-
-    def as_proxies(v):
-        if isinstance(v, Ref):
-            return fwd(v)
-        if isinstance(v, tuple):
-            return tuple(as_proxies(x) for x in v)
-        return v
-
+    fwd = forward_proxies()
     grads = {}
     cotangents, cotangent_for = [], []
     with tracing.tracing(bctx):
-        def accumulate(ref, g):
-            if g is None:
-                return
-            prev = grads.get(ref.name)
-            grads[ref.name] = g if prev is None else elementwise.add(prev, g)
-
         # one cotangent per differentiable output; a value returned twice gets both
         for i, r in enumerate(outputs):
             if r.name in needs:
                 g = TensorProxy(r.shape, r.dtype, r.device, name=bctx.new_name(f"g_{r.name}"))
                 cotangents.append(g)
                 cotangent_for.append(i)
-                accumulate(r, g)
+                _accumulate(grads, r, g)
 
-        for bsym in reversed(ctx.symbols):
-            outs_needed = [o for o in bsym.outputs if o.name in grads]
-            if not outs_needed:
-                continue
-            op = bsym.op
-            if op.vjp_rule is None:
-                raise NotImplementedError(f"thunder-autograd: {op.qualname} has no VJP rule and no decomposition")
-            out_proxies = [fwd(o) for o in bsym.outputs]
-            gs = [grads.get(o.name) for o in bsym.outputs]
-            if op.returns_sequence:
-                g, out = tuple(gs), tuple(out_proxies)
-            else:
-                g, out = gs[0], out_proxies[0]
-            args = {k: as_proxies(v) for k, v in bsym.args.items()}
-            result = op.vjp_rule(g, out, **args)
-            for p in op.params:
-                v = bsym.args[p.name]
-                got = result.get(p.name)
-                if isinstance(v, Ref) and v.name in needs:
-                    accumulate(v, got)
-                elif isinstance(v, tuple) and got is not None:
-                    for x, gx in zip(v, got):
-                        if isinstance(x, Ref) and x.name in needs:
-                            accumulate(x, gx)
+        backpropagate(ctx.symbols, needs, grads, fwd)
         backward_outputs = []
         for r, rg in zip(ctx.inputs, requires_grad):
             g = grads.get(r.name) if rg else None
@@ -138,10 +87,97 @@ def split_forward_backward(lifted, requires_grad, n_mutated=0) -> Split:
     return Split(ctx, list(outputs) + used + list(mutated), len(outputs), bctx, backward_outputs, cotangent_for)
 
 
-def _use_training_forms(ctx, needs):
+def needing_grad(symbols, names):
+    """The names of the values that need a gradient: names (inputs) and what symbols compute from
+    them through differentiable ops."""
+    needs = set(names)
+    for bsym in symbols:
+        if not bsym.op.differentiable:
+            continue  # no gradient flows through these (detach is also what no_grad regions record)
+        if any(r.name in needs for r in bsym.tensor_args()):
+            for o in bsym.outputs:
+                if differentiable_dtype(o.dtype):
+                    needs.add(o.name)
+    return needs
+
+
+def forward_proxies():
+    """fwd(ref): one proxy per forward value, named as it (what backpropagate reads them with)."""
+    proxies = {}
+
+    def fwd(ref):
+        p = proxies.get(ref.name)
+        if p is None:
+            p = proxies[ref.name] = proxy_of_meta(ref.shape, ref.dtype, ref.device, name=ref.name)
+        return p
+
+    return fwd
+
+
+def _accumulate(grads, ref, g):
+    if g is None:
+        return
+    prev = grads.get(ref.name)
+    grads[ref.name] = g if prev is None else elementwise.add(prev, g)
+
+
+def backpropagate(symbols, needs, grads, fwd, decompose=False):
+    """Record, in the current trace, the VJP rules of symbols in reverse order. grads: value name
+    -> cotangent proxy, the outputs' cotangents on entry, then accumulated for every value in
+    needs; fwd(ref): the proxy standing for a forward value. decompose: an op without a VJP rule
+    is decomposed in the current trace (its decomposition recorded there, a recomputation) and
+    its decomposition differentiated (thunder-autograd decomposes the whole program first)."""
+    def as_proxies(v):
+        if isinstance(v, Ref):
+            return fwd(v)
+        if isinstance(v, tuple):
+            return tuple(as_proxies(x) for x in v)
+        return v
+
+    for bsym in reversed(symbols):
+        if not any(o.name in grads for o in bsym.outputs):
+            continue
+        op = bsym.op
+        if op.vjp_rule is None and decompose and op.decomposition is not None:
+            _backpropagate_decomposition(bsym, needs, grads, fwd, as_proxies)
+            continue
+        if op.vjp_rule is None:
+            raise NotImplementedError(f"thunder-autograd: {op.qualname} has no VJP rule and no decomposition")
+        out_proxies = [fwd(o) for o in bsym.outputs]
+        gs = [grads.get(o.name) for o in bsym.outputs]
+        if op.returns_sequence:
+            g, out = tuple(gs), tuple(out_proxies)
+        else:
+            g, out = gs[0], out_proxies[0]
+        result = op.vjp_rule(g, out, **{k: as_proxies(v) for k, v in bsym.args.items()})
+        for p in op.params:
+            v = bsym.args[p.name]
+            got = result.get(p.name)
+            if isinstance(v, Ref) and v.name in needs:
+                _accumulate(grads, v, got)
+            elif isinstance(v, tuple) and got is not None:
+                for x, gx in zip(v, got):
+                    if isinstance(x, Ref) and x.name in needs:
+                        _accumulate(grads, x, gx)
+
+
+def _backpropagate_decomposition(bsym, needs, grads, fwd, as_proxies):
+    ctx = tracing.current()
+    start = len(ctx.symbols)
+    out = bsym.op.decomposition(**{k: as_proxies(v) for k, v in bsym.args.items()})
+    outs = list(out) if isinstance(out, (tuple, list)) else [out]
+    symbols = ctx.symbols[start:]
+    for o, new in zip(bsym.outputs, outs):
+        if o.name in grads and isinstance(new, TensorProxy):
+            _accumulate(grads, tracing.ref(new), grads[o.name])
+    inner = needing_grad(symbols, {r.name for r in bsym.tensor_args() if r.name in needs})
+    backpropagate(symbols, inner, grads, fwd, decompose=True)
+
+
+def use_training_forms(symbols, needs, new_name):
     """Replace each differentiated op that has a training form by that form (its first result
-    keeps the op's name; the others, what its backward reads, get new names)."""
-    for i, bsym in enumerate(ctx.symbols):
+    keeps the op's name; the others, what its backward reads, get names from new_name())."""
+    for i, bsym in enumerate(symbols):
         form = bsym.op.training_form
         if form is None or not any(r.name in needs for r in bsym.tensor_args()):
             continue
@@ -152,9 +188,9 @@ def _use_training_forms(ctx, needs):
         op, args = replaced
         with tracing.tracing(TraceCtx(prefix="_")):
             metas = op.meta(**args)
-        extra = [Ref(ctx.new_name(), tuple(m.shape), m.dtype, m.device) for m in metas[1:]]
+        extra = [Ref(new_name(), tuple(m.shape), m.dtype, m.device) for m in metas[1:]]
         args = {k: to_refs(v) for k, v in args.items()}  # (the proxies carry the Refs' names)
-        ctx.symbols[i] = tracing.BoundSymbol(op, args, [bsym.outputs[0], *extra], bsym.location)
+        symbols[i] = tracing.BoundSymbol(op, args, [bsym.outputs[0], *extra], bsym.location)
 
 
 def _proxies(v):

@@ -96,11 +96,6 @@ def kernel_prim(operation) -> bool:
     return True
 
 
-def _cuda_prim(operation):
-    # the CUDA kernel writer (lowering/gpu/graph.py) has no tensor.insert_slice: cat stays outside
-    return operation.name != "thunder.cat" and kernel_prim(operation)
-
-
 _VERIFY_CONTEXT = None
 
 
@@ -182,7 +177,7 @@ register(Executor("linalg", "cpu", CostModel(1.1e-6, 5e-6, 5e10, _LINALG_MATH, _
                   _linalg_tiles, takes_numbers=True))
 # a CUDA torch op costs its launch (~5 us of CPU time; GPU time hides behind it for small
 # tensors), one of our kernels a Python-level launch (~8 us); an H100 moves ~2.5 TB/s
-register(Executor("cuda", "cuda", CostModel(5e-6, 8e-6, 2.5e12), _compile_cuda, _cuda_prim, _cuda_accepts,
+register(Executor("cuda", "cuda", CostModel(5e-6, 8e-6, 2.5e12), _compile_cuda, kernel_prim, _cuda_accepts,
                   require=_require_cuda))
 register(Executor("nvfuser", "cuda", CostModel(5e-6, 10e-6, 2.5e12), _nvfuser("compile_region"),
                   _nvfuser("supports"), _nvfuser("accepts"), require=_nvfuser("require")))

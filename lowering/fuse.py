@@ -35,6 +35,9 @@ POLICIES = ("auto", "always")
 # tensors: only worth it while they fit in cache
 UNTILED_MAX_BYTES = 1 << 18
 DEFAULT_EXECUTORS = ("linalg", "cuda")
+# how far (ops in program order) after a region's last op a sibling (an op reading a value the
+# region reads too, and nothing it alone produces) may still join it (_Graph.joins)
+SIBLING_WINDOW = 16
 
 EXECUTOR_ATTR = "thunder.executor"
 ELEMENT_TYPES = {"f16", "bf16", "f32", "f64", "i1", "i8", "i16", "i32", "i64"}
@@ -119,7 +122,9 @@ def claimable(operation, executor=None) -> bool:
 
 
 def _signature(operation):
-    return (operation.name, str(operation.attributes),
+    # (the attributes' text: str() of the attribute map is its Python object's address, which a
+    # later op's map may reuse)
+    return (operation.name, tuple((k, str(operation.attributes[k])) for k in operation.attributes),
             tuple(str(v.owner.attributes["value"]) if is_number(v) else str(v.type) for v in operation.operands))
 
 
@@ -198,9 +203,12 @@ class _Graph:
             for r in o.results:
                 self.index[r] = i
         self.preds = []
+        self.users = [[] for _ in self.ops]  # op index -> the ops using its results (data edges)
         last_effect = last_check = None
         for i, o in enumerate(self.ops):
             ps = {self.index[v] for v in o.operands if v in self.index}
+            for p in ps:
+                self.users[p].append(i)
             if not _pure(o):  # keep ops with side effects in their order
                 if last_effect is not None:
                     ps.add(last_effect)
@@ -227,12 +235,35 @@ class _Graph:
     def node_ops(self, n):
         return self.members[n[1]] if n[0] == "r" else [n[1]]
 
+    def last_op(self, n):
+        return self.members[n[1]][-1] if n[0] == "r" else n[1]  # (members are kept sorted)
+
+    def joins(self, root, i):
+        """Whether op i may join region root (its executor and acyclicity aside): i continues a
+        chain of the region (takes a value of it that no other op of the region uses), or it
+        is a sibling of ops in it (reads a value they read too: two sums of one value, read
+        once) at most SIBLING_WINDOW ops after the region's last op. Farther siblings start a
+        region of their own: the same block applied N times reads a shared mask or rotary
+        table, and joining it would grow one region with N copies of the block (one kernel
+        whose compile time grows with depth) instead of N calls of one kernel."""
+        sibling = False
+        for p in self.preds[i]:
+            if i in self.users[p] and p in self.parent and self.find(p) == root:
+                if not any(u != i and u in self.parent and self.find(u) == root for u in self.users[p]):
+                    return True
+                sibling = True
+        return sibling and i - self.last_op(("r", root)) <= SIBLING_WINDOW
+
     def merge_ok(self, roots, i):
         """Whether region roots + op i can be one region: no path from the set back into it
-        through an op outside it (checked on the graph of regions, which stays acyclic)."""
+        through an op outside it (checked on the graph of regions, which stays acyclic). Preds
+        come earlier in program order, so such a path only visits nodes with an op at or after
+        the set's first op: the walk stops at the others (it covers the span of the set, not
+        everything upstream of it)."""
         inside = {i}
         for r in roots:
             inside.update(self.members[r])
+        first = min(inside)
         seen, stack = set(), []
         for o in inside:
             for p in self.preds[o]:
@@ -243,6 +274,8 @@ class _Graph:
                         stack.append(n)
         while stack:
             n = stack.pop()
+            if self.last_op(n) < first:
+                continue
             for o in self.node_ops(n):
                 for p in self.preds[o]:
                     if p in inside:
@@ -264,8 +297,11 @@ class _Graph:
                     r = self.find(p)
                     if r not in candidates:
                         candidates.append(r)
-            chosen = []
-            for r in candidates:
+            candidates = [r for r in candidates if self.joins(r, i)]
+            # all at once first: regions that reconverge at i (siblings kept apart above) may
+            # each be unmergeable alone (a path through the other)
+            chosen = candidates if len(candidates) > 1 and self.merge_ok(candidates, i) else []
+            for r in candidates if not chosen else ():
                 if self.merge_ok(chosen + [r], i):
                     chosen.append(r)
             if not chosen:
@@ -275,7 +311,7 @@ class _Graph:
             root = chosen[0]
             for r in chosen[1:]:
                 self.parent[r] = root
-                self.members[root] += self.members.pop(r)
+                self.members[root] = sorted(self.members[root] + self.members.pop(r))
             self.parent[i] = root
             self.members[root].append(i)
         return [sorted(m) for _, m in sorted(self.members.items())]

@@ -6,6 +6,11 @@ not be recomputed (matmuls, attention, random ops) hang off the source, values @
 lead to the sink. A minimum cut is the cheapest set of values to save; everything else @backward
 needs is recomputed there from them. Cheap elementwise chains are thus recomputed, not saved.
 An input that @forward updates in place is saved as a copy of its old value (it costs its size).
+
+Activation checkpointing (ops/checkpoint.py): an op recorded inside a checkpoint region (its
+location says so, dialects/emit.py) is recomputed however expensive, and its values cannot be
+saved (no capacity limit), so the cut falls on the region's inputs as in eager; random ops keep
+their results saved (the backward must see the numbers the forward drew).
 """
 from thunder.core.trace import BoundSymbol, Ref, TraceCtx
 from thunder.dialects.emit import emit_into, find_func, mutated_inputs
@@ -32,6 +37,11 @@ def recomputable(op):
     return not op.random and op.name not in EXPENSIVE
 
 
+def checkpointed(bsym):
+    """Recorded inside an activation-checkpoint region (location (file, line, region))."""
+    return bsym.location is not None and len(bsym.location) > 2 and not bsym.op.random
+
+
 def _rename(v, mapping):
     if isinstance(v, Ref):
         return mapping.get(v.name, v)
@@ -56,10 +66,14 @@ def choose_saved(forward_ctx, needed, copied=()):
         g.add_edge((r.name, "in"), (r.name, "out"), capacity=nbytes(r) or 1 if r.name in copied else INPUT_COST)
     for bsym in forward_ctx.symbols:
         ins = bsym.tensor_args()
+        region = checkpointed(bsym) and ins
         for o in bsym.outputs:
             refs[o.name] = o
-            g.add_edge((o.name, "in"), (o.name, "out"), capacity=nbytes(o) or 1)
-            if not recomputable(bsym.op) or not ins:
+            if region:
+                g.add_edge((o.name, "in"), (o.name, "out"))  # (no capacity: never saved)
+            else:
+                g.add_edge((o.name, "in"), (o.name, "out"), capacity=nbytes(o) or 1)
+            if not (region or recomputable(bsym.op)) or not ins:
                 g.add_edge(src, (o.name, "in"))
             for r in ins:
                 g.add_edge((r.name, "out"), (o.name, "in"))

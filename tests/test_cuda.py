@@ -65,6 +65,15 @@ CASES = {
     "middle_reduction": (lambda x: x.amax(1), lambda: (torch.randn(4, 30, 6),)),
     "int_ops": (lambda a, b: torch.div(a * 3 + b, 2, rounding_mode="trunc") - (a > b).long(),
                 lambda: (torch.randint(-50, 50, (9, 8)), torch.randint(-5, 5, (9, 8)))),
+    "rotary_cat": (lambda x, c, s: x * c + torch.cat((-x[..., 8:], x[..., :8]), -1) * s,
+                   lambda: (torch.randn(2, 3, 5, 16), torch.randn(5, 16), torch.randn(5, 16))),
+    "rotary_cat_bf16": (lambda x, c, s: x * c + torch.cat((-x[..., 32:], x[..., :32]), -1) * s,
+                        lambda: tuple(t.to(torch.bfloat16) for t in (torch.randn(2, 4, 64), torch.randn(4, 64),
+                                                                      torch.randn(4, 64)))),
+    "pad_then_softmax": (lambda x: torch.softmax(F.pad(x * 2, (3, 1), value=-1.0), -1), lambda: (torch.randn(6, 30),)),
+    "pad_rows_f16": (lambda x: F.pad(x.exp(), (0, 0, 2, 1)), lambda: (torch.randn(5, 24).half(),)),
+    "cat_dim0_column_sum": (lambda a, b: torch.cat((a.exp(), b), 0).sum(0), lambda: (torch.randn(7, 12), torch.randn(3, 12))),
+    "strided_slice": (lambda x: x[1::2, ::3] * 2, lambda: (torch.randn(9, 40),)),
     "bool_mask": (lambda x, m: x.masked_fill(m, 0.0).sum(-1), lambda: (torch.randn(6, 40), torch.rand(6, 40) > 0.5)),
 }
 
@@ -156,9 +165,7 @@ def _gpt_training_regions():
             f.operation.walk(lambda op: (called.add(ir.FlatSymbolRefAttr(op.attributes["callee"]).value)
                                          if op.name == "func.call" else None) or ir.WalkResult.ADVANCE)
         callees = fuse.fusion_callees(module.operation)
-        # (the cuda executor leaves cat to torch: a CPU region with one is not a CUDA region)
-        regions[fn_name] = {n: fuse.region_text(callees[n]) for n in sorted(called)
-                            if n in callees and '"thunder.cat"' not in fuse.region_text(callees[n])}
+        regions[fn_name] = {n: fuse.region_text(callees[n]) for n in sorted(called) if n in callees}
     return regions
 
 

@@ -21,8 +21,8 @@ def test_ops_fallback_and_decomposition(capsys):
         TorchCall("torch.addcmul", where(3), "decomposed", ["ltorch.mul", "ltorch.mul", "ltorch.add"]),
     ]
     assert r.splits == [] and r.error is None
-    assert r.guards[:3] == ["tensor argument 0: shape (4, 8), float32, cpu, requires_grad=False",
-                            "tensor argument 1: shape (8, 8), float32, cpu, requires_grad=False",
+    assert r.guards[:3] == ["tensor argument 0: shape (4, 8), float32, cpu, requires_grad=False, strides (8, 1)",
+                            "tensor argument 1: shape (8, 8), float32, cpu, requires_grad=False, strides (8, 1)",
                             f"the code of {f.__qualname__}: is the code of {f.__qualname__} (test_examine.py:{line})"]
     assert "global 'torch': is the module torch" in r.guards
     out = capsys.readouterr().out
@@ -47,7 +47,7 @@ def test_split_and_fused_region():
     assert r.splits == [f"{__file__}:{line + 1}: bool() of t1 = True"]
     assert r.regions == [Region("fusion_0", "linalg", ["thunder.sum", "thunder.gt"]),
                          Region("fusion_1", "linalg", ["thunder.mul", "thunder.add", "thunder.tanh"])]
-    assert r.guards[0] == "tensor argument 0: shape (4, 8), float32, cpu, requires_grad=False"
+    assert r.guards[0] == "tensor argument 0: shape (4, 8), float32, cpu, requires_grad=False, strides (8, 1)"
 
 
 def test_unsupported_call_names_the_reason():

@@ -263,8 +263,9 @@ def test_compile_stats_lists_every_recompile_and_its_reason():
     stats = thunder.compile_stats(jf)
     assert stats.cache_misses == 3 and len(stats.miss_reasons) == 3
     assert stats.miss_reasons[0] == "first call"
+    # (the strides too: the result's layout follows the inputs', so the entry checks them)
     assert stats.miss_reasons[1] == ("tensor argument 0: shape changed (((2, 3), torch.float32, device(type='cpu'), "
-                                     "False) -> ((4, 3), torch.float32, device(type='cpu'), False))")
+                                     "False, (3, 1)) -> ((4, 3), torch.float32, device(type='cpu'), False, (3, 1)))")
     assert stats.miss_reasons[2].startswith("tensor argument 0: dtype changed")
     assert stats.last_miss_reason == stats.miss_reasons[-1]
 

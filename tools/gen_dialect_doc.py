@@ -4,6 +4,7 @@ import inspect
 import os
 import sys
 
+from thunder.core import dtypes
 from thunder.dialects.definitions import attribute_params, operand_params
 import thunder.ops  # noqa: F401  (registers every op)
 from thunder.ops import registry
@@ -16,9 +17,12 @@ do not edit by hand.
 Each op is an IRDL operation. Tensor and number parameters are operands (numbers are
 `arith.constant` values of type i64, f64 or i1, complex numbers `complex.constant` values of type
 complex<f64>), the other parameters are attributes (ints as i64, int tuples as `array<i64: ...>`,
-dtypes as types, None as `unit`). A tensor list (`Tensors`) and the results of ops returning
-several tensors are variadic groups, each holding a run of tensors of one type
-(`operandSegmentSizes`, `resultSegmentSizes`). An op with attributes that may hold sizes (kinds
+dtypes as types, memory formats as strings (`"channels_last"`), None as `unit`). A tensor list
+(`Tensors`) and the results of ops returning several tensors are variadic groups, each holding a
+run of tensors of one type (`operandSegmentSizes`, `resultSegmentSizes`): IRDL binds one type per
+variadic definition. A list with more runs than an op has groups is emitted as a chain of the same
+op on parts of it for `cat`, `stack` and `split` (dialects/lists.py), so their lists have any
+length; other ops take at most 32 runs of operands and 16 of results. An op with attributes that may hold sizes (kinds
 int, Ints, Dims, Index) has a last operand group `dynamic_sizes` of `index` values: an attribute
 entry -9223372036854775808 (MLIR's dynamic size) takes the next of them, as in traces with
 symbolic sizes (dialects/sizes.py, `?` dims). Ops are Pure (CSE and DCE apply) unless marked
@@ -29,6 +33,19 @@ result types.
   is any other torch call (thunder's fallback, see docs/architecture.md): it runs as the callable
   its `callable` attribute names.
 - `thunder`: primitives that `thunder-decompose` lowers ltorch ops into.
+"""
+
+DTYPES_NOTE = """
+## Element types
+
+Tensor types are `tensor<...x{type}>` with these element types. The float8 and float4 types
+(FP8/FP4 recipes) are carried by every op that moves, views or selects data (views, `cat`,
+`clone`, `where`, `*_like`, comparisons and `abs` as torch has them) and cast by `impl.to` /
+`thunder.convert_element_type` (torch's rounding and out-of-range results, run as torch calls:
+lowering/fuse.py never fuses them); `ltorch.view_dtype` reads the bits as another dtype. Arithmetic
+and reductions on them raise torch's own errors where torch has no kernel, and they do not
+promote with other dtypes (torch's RuntimeError). `float4_e2m1fn_x2` holds two e2m1 values per
+element.
 """
 
 
@@ -45,8 +62,14 @@ def _signature(op):
     return ", ".join(parts)
 
 
+def _dtype_table():
+    lines = [DTYPES_NOTE, "| torch dtype | MLIR element type |", "| --- | --- |"]
+    lines += [f"| `{d}` | `{name}` |" for d, name in dtypes.mlir_names().items()]
+    return lines
+
+
 def render():
-    lines = [HEADER]
+    lines = [HEADER, *_dtype_table()]
     for dialect in ("ltorch", "thunder"):
         ops = sorted((o for o in registry.OPS.values() if o.dialect == dialect), key=lambda o: o.name)
         lines.append(f"\n## {dialect} ({len(ops)} ops)\n")

@@ -265,6 +265,8 @@ class KernelBuilder:
             return self.cst(node.value, node.elt)
         if k == "slice":
             return self.value(node.src, [i * s + o for i, s, o in zip(idx, node.steps, node.offsets)])
+        if k == "insert":
+            return self.inserted(node, idx)
         if k == "reshape":
             lin = const(0)
             for i, st in zip(idx, _row_major(node.shape)):
@@ -278,6 +280,71 @@ class KernelBuilder:
                 loop[d] = i
             return self.body(node, loop, idx)
         raise UnsupportedOp(f"reading a {k} value")
+
+    def inserted(self, node, idx):
+        """A chain of tensor.insert_slice (a cat, a pad): per element, the value of the last
+        piece that holds the index (arith.select; each piece is read at its index clamped into
+        it, so no load leaves its tensor). The chain's base is read where no piece is; an empty
+        base (a cat's, which its pieces cover) never is."""
+        pieces = []
+        while node.kind == "insert":
+            pieces.append(node)
+            node = node.dest
+        result = None if node.kind == "empty" else self.value(node, idx)
+        for p in reversed(pieces):  # in the order they were inserted: a later one overwrites
+            inside, src_idx = self._piece(p, idx)
+            if inside is False:
+                continue
+            v = self.value(p.src, src_idx)
+            result = v if inside is True or result is None else self.op(
+                f"arith.select {inside}, {v}, {result} : {p.elt}")
+        return self.cst(0, node.elt) if result is None else result  # (an element no piece wrote)
+
+    def _piece(self, p, idx):
+        """(whether idx is inside the piece p inserts: True, False or an i1 SSA value; the
+        index of p.src there, clamped into p.src)."""
+        conds, src_idx = [], []
+        i64 = "i64"
+        for i, off, step, size, full in zip(idx, p.offsets, p.steps, p.src.shape, p.shape):
+            if off == 0 and step == 1 and size == full:
+                src_idx.append(i)
+                continue
+            span = (size - 1) * step + 1  # the piece covers off .. off + span - 1
+            if not i.terms:
+                c = i.const - off
+                if c < 0 or c >= span or c % step:
+                    return False, None
+                src_idx.append(const(c // step))
+                continue
+            lo = i.const if all(c > 0 for _, c in i.terms) else None  # (atoms are >= 0)
+            hi = self.bound(i)
+            if (hi is not None and hi <= off) or (lo is not None and lo >= off + span):
+                return False, None
+            below = lo is None or lo < off  # may the index be before the piece, after it?
+            after = hi is None or hi > off + span
+            if step == 1 and not below and not after:
+                src_idx.append(i + (-off))
+                continue
+            s = self.ssa(i)
+            rel = self.op(f"arith.subi {s}, {self.cst(off, i64)} : i64") if off else s
+            if below:
+                conds.append(self.op(f"arith.cmpi sge, {rel}, {self.cst(0, i64)} : i64"))
+            if after:
+                conds.append(self.op(f"arith.cmpi slt, {rel}, {self.cst(span, i64)} : i64"))
+            q = rel
+            if step > 1:
+                r = self.op(f"arith.remsi {rel}, {self.cst(step, i64)} : i64")
+                conds.append(self.op(f"arith.cmpi eq, {r}, {self.cst(0, i64)} : i64"))
+                q = self.op(f"arith.divsi {rel}, {self.cst(step, i64)} : i64")
+            if below:
+                q = self.op(f"arith.maxsi {q}, {self.cst(0, i64)} : i64", bound=None if after else size)
+            if after:
+                q = self.op(f"arith.minsi {q}, {self.cst(size - 1, i64)} : i64", bound=size)
+            src_idx.append(Lin(((q, 1),)))
+        inside = True
+        for c in conds:
+            inside = c if inside is True else self.op(f"arith.andi {inside}, {c} : i1")
+        return inside, src_idx
 
     def body(self, node, loop, idx, acc=None):
         args = [self.value(x, [loop[d] if kind == "d" else const(d) for kind, d in m])

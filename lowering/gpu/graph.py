@@ -9,6 +9,8 @@ CPU kernels' own. A node is one tensor value of the func:
   types, body ops, and for a reduction the constant it starts from);
 - `Fill`: a tensor of one number (`linalg.fill`, `thunder.full`);
 - `Slice`: `tensor.extract_slice` (offsets and steps per dim);
+- `Insert`: `tensor.insert_slice` of `src` into `dest` (a cat's parts, written into one tensor:
+  offsets and steps per dim);
 - `Reshape`: `tensor.collapse_shape` / `expand_shape` (row-major order kept);
 - `Empty`: `tensor.empty`, an empty result or the unread init of a parallel generic.
 """
@@ -107,6 +109,11 @@ def read_graph(module: ir.Module) -> Graph:
             offsets = list(ir.DenseI64ArrayAttr(op.attributes["static_offsets"]))
             steps = list(ir.DenseI64ArrayAttr(op.attributes["static_strides"]))
             node = Node("slice", shape, elt, src=vals[op.operands[0]], offsets=offsets, steps=steps)
+        elif name == "tensor.insert_slice":
+            offsets = list(ir.DenseI64ArrayAttr(op.attributes["static_offsets"]))
+            steps = list(ir.DenseI64ArrayAttr(op.attributes["static_strides"]))
+            node = Node("insert", shape, elt, src=vals[op.operands[0]], dest=vals[op.operands[1]],
+                        offsets=offsets, steps=steps)
         elif name in ("tensor.collapse_shape", "tensor.expand_shape"):
             node = Node("reshape", shape, elt, src=vals[op.operands[0]])
         else:

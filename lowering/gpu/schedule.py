@@ -58,7 +58,7 @@ def _cone(node, seen=None):
         return []
     seen.add(id(node))
     out = [node]
-    for x in getattr(node, "ins", []) + [getattr(node, "src", None)]:
+    for x in getattr(node, "ins", []) + [getattr(node, "src", None), getattr(node, "dest", None)]:
         if x is not None:
             out += _cone(x, seen)
     return out

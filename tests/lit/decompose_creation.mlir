@@ -15,6 +15,6 @@ func.func @creation() -> (tensor<2x3xf32>, tensor<3xi64>, tensor<2x3xbf16>) {
   %c3 = arith.constant 3 : i64
   %c1 = arith.constant 1 : i64
   %1 = "ltorch.arange"(%c3, %c1) {device, dtype, operandSegmentSizes = array<i32: 1, 0, 1>, requires_grad = false} : (i64, i64) -> tensor<3xi64>
-  %2 = "ltorch.ones_like"(%0) {device, dtype = bf16, requires_grad = false} : (tensor<2x3xf32>) -> tensor<2x3xbf16>
+  %2 = "ltorch.ones_like"(%0) {device, dtype = bf16, memory_format, requires_grad = false} : (tensor<2x3xf32>) -> tensor<2x3xbf16>
   return %0, %1, %2 : tensor<2x3xf32>, tensor<3xi64>, tensor<2x3xbf16>
 }

@@ -10,7 +10,7 @@
 // CHECK: %[[SEVEN:.*]] = arith.constant 7 : i64
 // CHECK: "ltorch.full"(%[[SEVEN]]) {device, dtype, requires_grad = false, size = array<i64: 4>} : (i64) -> tensor<4xi64>
 // CHECK: "ltorch.arange"(%{{.*}}, %{{.*}}) {device, dtype, operandSegmentSizes = array<i32: 1, 0, 1>, requires_grad = false} : (i64, i64) -> tensor<3xi64>
-// CHECK: "ltorch.zeros_like"(%[[Z]]) {device, dtype = i32, requires_grad = false} : (tensor<2x3xf32>) -> tensor<2x3xi32>
+// CHECK: "ltorch.zeros_like"(%[[Z]]) {device, dtype = i32, memory_format, requires_grad = false} : (tensor<2x3xf32>) -> tensor<2x3xi32>
 func.func @creation() -> (tensor<2x3xf32>, tensor<3xbf16, "cuda:0">, tensor<2x3xf32>, tensor<4xi64>, tensor<3xi64>, tensor<2x3xi32>) {
   %0 = "ltorch.zeros"() {device, dtype = f32, requires_grad = false, size = array<i64: 2, 3>} : () -> tensor<2x3xf32>
   %1 = "ltorch.ones"() {device = "cuda:0", dtype = bf16, requires_grad = false, size = array<i64: 3>} : () -> tensor<3xbf16, "cuda:0">
@@ -21,6 +21,6 @@ func.func @creation() -> (tensor<2x3xf32>, tensor<3xbf16, "cuda:0">, tensor<2x3x
   %c3 = arith.constant 3 : i64
   %c1 = arith.constant 1 : i64
   %4 = "ltorch.arange"(%c3, %c1) {device, dtype, operandSegmentSizes = array<i32: 1, 0, 1>, requires_grad = false} : (i64, i64) -> tensor<3xi64>
-  %5 = "ltorch.zeros_like"(%0) {device, dtype = i32, requires_grad = false} : (tensor<2x3xf32>) -> tensor<2x3xi32>
+  %5 = "ltorch.zeros_like"(%0) {device, dtype = i32, memory_format, requires_grad = false} : (tensor<2x3xf32>) -> tensor<2x3xi32>
   return %0, %1, %2, %3, %4, %5 : tensor<2x3xf32>, tensor<3xbf16, "cuda:0">, tensor<2x3xf32>, tensor<4xi64>, tensor<3xi64>, tensor<2x3xi32>
 }

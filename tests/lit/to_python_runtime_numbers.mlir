@@ -31,7 +31,7 @@ func.func @computation(%x: tensor<3xf32>, %m: tensor<3xi1>) -> (tensor<3xf32>, t
   %two = arith.constant 2 : i64
   %n2 = "ltorch.number_op"(%n0, %two) {fn = "mul", operandSegmentSizes = array<i32: 1, 1>} : (f64, i64) -> f64
   %y = "ltorch.mul"(%r, %n2) : (tensor<3xf32>, f64) -> tensor<3xf32>
-  %sel = "ltorch.torch_call"(%x, %m) {args = "_0, _1", autocast, callable = "torch.masked_select", shapes = "((2,),)", operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>} : (tensor<3xf32>, tensor<3xi1>) -> tensor<2xf32>
+  %sel = "ltorch.torch_call"(%x, %m) {args = "_0, _1", autocast, callable = "torch.masked_select", shapes = "((2,),)", strides, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>} : (tensor<3xf32>, tensor<3xi1>) -> tensor<2xf32>
   "ltorch.check"(%sel) {expected = "(2,)", resultSegmentSizes = array<i32: 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>, what = "the result shape of torch.masked_select() at f.py:4"} : (tensor<2xf32>) -> ()
   return %y, %sel, %n2 : tensor<3xf32>, tensor<2xf32>, f64
 }

@@ -5,7 +5,7 @@
 
 // CHECK: error: 'ltorch.torch_call' op result types (tensor<3x4xf32>) do not match the inferred types (tensor<3x4xf64>)
 func.func @wrong_dtype(%x: tensor<3x4xf32>) -> tensor<3x4xf32> {
-  %0 = "ltorch.torch_call"(%x) {args = "_0, 1, dtype=torch.float64", autocast, callable = "torch.cumprod", operandSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>, shapes} : (tensor<3x4xf32>) -> tensor<3x4xf32>
+  %0 = "ltorch.torch_call"(%x) {args = "_0, 1, dtype=torch.float64", autocast, callable = "torch.cumprod", operandSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>, shapes, strides} : (tensor<3x4xf32>) -> tensor<3x4xf32>
   return %0 : tensor<3x4xf32>
 }
 
@@ -13,7 +13,7 @@ func.func @wrong_dtype(%x: tensor<3x4xf32>) -> tensor<3x4xf32> {
 
 // CHECK: error: 'ltorch.torch_call' op invalid operands: {{.*}}no_such_function
 func.func @unknown_callable(%x: tensor<3x4xf32>) -> tensor<3x4xf32> {
-  %0 = "ltorch.torch_call"(%x) {args = "_0", autocast, callable = "torch.no_such_function", operandSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>, shapes} : (tensor<3x4xf32>) -> tensor<3x4xf32>
+  %0 = "ltorch.torch_call"(%x) {args = "_0", autocast, callable = "torch.no_such_function", operandSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>, shapes, strides} : (tensor<3x4xf32>) -> tensor<3x4xf32>
   return %0 : tensor<3x4xf32>
 }
 
@@ -21,7 +21,7 @@ func.func @unknown_callable(%x: tensor<3x4xf32>) -> tensor<3x4xf32> {
 
 // CHECK: error: 'ltorch.torch_call' op invalid operands: unsupported expression 'print(1)' in the arguments
 func.func @not_a_literal(%x: tensor<3x4xf32>) -> tensor<3x4xf32> {
-  %0 = "ltorch.torch_call"(%x) {args = "_0, print(1)", autocast, callable = "torch.cumprod", operandSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>, shapes} : (tensor<3x4xf32>) -> tensor<3x4xf32>
+  %0 = "ltorch.torch_call"(%x) {args = "_0, print(1)", autocast, callable = "torch.cumprod", operandSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>, shapes, strides} : (tensor<3x4xf32>) -> tensor<3x4xf32>
   return %0 : tensor<3x4xf32>
 }
 
@@ -29,6 +29,6 @@ func.func @not_a_literal(%x: tensor<3x4xf32>) -> tensor<3x4xf32> {
 
 // CHECK: error: 'ltorch.torch_call' op invalid operands: torch.rrelu draws random numbers: it is recorded as ltorch.torch_call_random
 func.func @random_as_pure(%x: tensor<3x4xf32>) -> tensor<3x4xf32> {
-  %0 = "ltorch.torch_call"(%x) {args = "_0, 0.125, 0.25, True", autocast, callable = "torch.rrelu", operandSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>, shapes} : (tensor<3x4xf32>) -> tensor<3x4xf32>
+  %0 = "ltorch.torch_call"(%x) {args = "_0, 0.125, 0.25, True", autocast, callable = "torch.rrelu", operandSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>, shapes, strides} : (tensor<3x4xf32>) -> tensor<3x4xf32>
   return %0 : tensor<3x4xf32>
 }

@@ -19,8 +19,21 @@ _MLIR_NAMES = {
     torch.bool: "i1",
     torch.complex64: "complex<f32>",
     torch.complex128: "complex<f64>",
+    # float8 and float4 (FP8/FP4 training recipes): carried, cast, viewed; no promotion with
+    # other dtypes (torch has none); float4_e2m1fn_x2 packs two e2m1 values in each byte
+    torch.float8_e4m3fn: "f8E4M3FN",
+    torch.float8_e5m2: "f8E5M2",
+    torch.float8_e4m3fnuz: "f8E4M3FNUZ",
+    torch.float8_e5m2fnuz: "f8E5M2FNUZ",
+    torch.float8_e8m0fnu: "f8E8M0FNU",
+    torch.float4_e2m1fn_x2: "vector<2xf4E2M1FN>",
 }
 _FROM_MLIR = {v: k for k, v in _MLIR_NAMES.items()}
+
+
+def mlir_names():
+    """{torch dtype: MLIR element type} of every dtype thunder traces."""
+    return dict(_MLIR_NAMES)
 
 
 def to_mlir_name(dtype: torch.dtype) -> str:
@@ -74,6 +87,8 @@ def python_number(v, op_name, scalar=True):
     (scalar=True), numpy ints as ints, complex128 as complex, the others (bool_, floats,
     complex64) as float(); elsewhere as the Python value they hold. Ints beyond 64 bits raise
     eager's OverflowError."""
+    if isinstance(v, (tuple, list)) and any(is_numpy_scalar(x) for x in v):  # x.reshape(np.int64(3), 2)
+        return type(v)(python_number(x, op_name, False) for x in v)
     if is_numpy_scalar(v):
         np = sys.modules["numpy"]
         if not scalar:

@@ -191,7 +191,8 @@ DYNAMIC = "dynamic"
 
 def evaluate(name, source, operands, autocast=None, shapes=None):
     """The Evaluation of the call `name(source)` with operand types `operands` ((shape, dtype,
-    device) each); autocast: (device type, dtype) of the torch.autocast region it runs in.
+    device) each, or (shape, dtype, device, strides)); autocast: (device type, dtype) of the
+    torch.autocast region it runs in.
 
     For a call that reads values or whose result shapes depend on them (a DataDependentError
     without shapes), `shapes=DYNAMIC` evaluates it with symbols for what values decide (torch's
@@ -281,8 +282,9 @@ def _run_on(fn, name, source, operands, autocast, fake, grad, dynamic=False):
     watch = _Watch(shape_env)
     try:
         with (mode or contextlib.nullcontext()), _autocast(autocast), torch.set_grad_enabled(grad):
-            tensors = [torch.empty(shape, dtype=dtype, device=device if fake else "meta")
-                       for shape, dtype, device in operands]
+            # (an operand with a 4th entry, its strides: a call that checks them, fallback.call)
+            tensors = [torch.empty_strided(o[0], o[3], dtype=o[1], device=o[2] if fake else "meta") if len(o) > 3
+                       else torch.empty(o[0], dtype=o[1], device=o[2] if fake else "meta") for o in operands]
             if grad:  # (clones: in-place updates of leaves that require grad are refused)
                 tensors = [t.requires_grad_().clone() if t.dtype.is_floating_point or t.dtype.is_complex else t
                            for t in tensors]
@@ -307,7 +309,7 @@ def _run_on(fn, name, source, operands, autocast, fake, grad, dynamic=False):
             "which thunder cannot trace. Workaround: compute it outside the jitted function.") from None
     except fake_tensor.UnsupportedOperatorException as e:
         raise untraceable(name, f"torch cannot compute the metadata of its result without running it ({e})") from None
-    device = next((d for _, _, d in operands if d.type != "cpu"), operands[0][2] if operands else torch.device("cpu"))
+    device = next((o[2] for o in operands if o[2].type != "cpu"), operands[0][2] if operands else torch.device("cpu"))
     results, grads, views, constants = [], [], [], [False]
     position = {id(t): i for i, t in enumerate(tensors)}
 

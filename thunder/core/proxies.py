@@ -24,6 +24,9 @@ class TensorProxy:
                  "input_name", "base", "recipe", "views", "meta", "stride_deps", "leaf", "inference",
                  "is_parameter", "__weakref__")
 
+    # as torch.Tensor's: numpy's operators defer to the proxy's (np.int64(3) + x is x.__radd__)
+    __array_priority__ = 1000
+
     def __init__(self, shape, dtype, device, requires_grad=False, name=None):
         self.shape = torch.Size(shape)
         self.dtype = dtype
@@ -187,6 +190,13 @@ class TensorProxy:
 
         return numpy.array(concrete(self.tolist(), "numpy()"), dtype=torch.empty((), dtype=self.dtype).numpy().dtype)
 
+    def requires_grad_(self, requires_grad=True):
+        """A no-op where the tensor already is as asked (Hugging Face's enable_input_require_grads
+        hook on an embedding's result); changing it is eager autograd state (refused)."""
+        if bool(requires_grad) == self.requires_grad:
+            return self
+        raise NotImplementedError(f"thunder: torch.Tensor.requires_grad_{where()} {_AUTOGRAD}")
+
     # --- torch-level calls
     def __getattr__(self, name):
         attr = getattr(torch.Tensor, name, None)
@@ -241,7 +251,7 @@ _NOT_TRACED = {
     "data_ptr": _MEMORY, "untyped_storage": _MEMORY, "storage": _MEMORY, "is_pinned": _MEMORY,
     "is_shared": _MEMORY, "is_set_to": _MEMORY, "share_memory_": _MEMORY, "pin_memory": _MEMORY,
     "record_stream": _MEMORY, "grad": _AUTOGRAD, "backward": _AUTOGRAD, "register_hook": _AUTOGRAD,
-    "retain_grad": _AUTOGRAD, "requires_grad_": _AUTOGRAD, "register_post_accumulate_grad_hook": _AUTOGRAD,
+    "retain_grad": _AUTOGRAD, "register_post_accumulate_grad_hook": _AUTOGRAD,
 }
 
 

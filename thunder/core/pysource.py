@@ -24,8 +24,8 @@ def py_repr(v):
     """Python source for a value in a generated program."""
     if isinstance(v, Name):
         return v.name
-    if isinstance(v, torch.dtype):
-        return str(v)  # torch.float32
+    if isinstance(v, (torch.dtype, torch.memory_format)):
+        return str(v)  # torch.float32, torch.channels_last
     if isinstance(v, torch.device):
         return f"torch.device({str(v)!r})"
     if isinstance(v, float):

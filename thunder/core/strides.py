@@ -50,6 +50,12 @@ def _is_contiguous(shape, strides):
     return True
 
 
+def is_dense_layout(shape, strides):
+    """Whether strides lay out a tensor of shape densely without overlap (a layout
+    torch.empty_strided makes)."""
+    return _non_overlapping_and_dense(shape, strides)
+
+
 def _non_overlapping_and_dense(shape, strides):
     expected = 1  # (dims of size 0 or 1 take any stride)
     for n, s in sorted(((n, s) for n, s in zip(shape, strides) if n >= 2), key=lambda p: p[1]):

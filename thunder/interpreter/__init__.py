@@ -64,15 +64,17 @@ def interpret(fn: Callable, args: tuple | list = (), kwargs: dict | None = None,
               on_load: Callable[[Any, Provenance], Any] | None = None,
               record: bool = False,
               on_store: Callable[[Any, Provenance], None] | None = None,
-              on_call: Callable[[Any], None] | None = None) -> InterpretResult:
+              on_call: Callable[[Any], None] | None = None,
+              on_create: Callable[[Any], None] | None = None) -> InterpretResult:
     """Runs ``fn(*args, **kwargs)`` in the interpreter and returns an InterpretResult.
 
     Exceptions raised by the program propagate unchanged. ``lookup`` is not consulted for ``fn`` itself
     (it is what the caller asked to interpret), only for the calls it makes (including the unwrapped
     function of a bound method / partial passed as ``fn``). ``on_store(value, provenance)`` is told
     of every STORE_ATTR / STORE_GLOBAL, and of STORE_DEREF into cells made outside the interpreted
-    code (kind "closure", owner the cell), before the store happens."""
-    rt = Runtime(lookup, on_load, record, on_store, on_call)
+    code (kind "closure", owner the cell), before the store happens. ``on_create(obj)`` is told of
+    each instance of a class (not a builtin type) that the program makes."""
+    rt = Runtime(lookup, on_load, record, on_store, on_call, on_create)
     try:
         value = rt.call_unlooked(fn, tuple(args), dict(kwargs or {}), None)
     except InterpreterError:

@@ -9,7 +9,7 @@ from thunder.core.proxies import TensorProxy
 from thunder.ops import prims
 from thunder.ops.decomp_utils import to_dtype
 from thunder.ops.meta_utils import is_tensor
-from thunder.ops.registry import Bool, Data, DType, Device, Ints, Number, OpDef, Str, Tensor, ltorch
+from thunder.ops.registry import Bool, Data, DType, Device, Ints, MemoryFormat, Number, OpDef, Str, Tensor, ltorch
 from thunder.core.numbers import example
 from thunder.ops.grad import detach
 from thunder.ops.shape import stack
@@ -72,10 +72,11 @@ def _(size, fill_value, *, dtype=None, device=None, requires_grad=False):
 
 
 def _like(name, value):
-    def meta(input: Tensor, *, dtype: DType | None = None, device: Device | None = None, requires_grad: Bool = False):
+    def meta(input: Tensor, *, dtype: DType | None = None, device: Device | None = None, requires_grad: Bool = False,
+             memory_format: MemoryFormat | None = None):
         return TensorProxy(input.shape, dtype or input.dtype, device or input.device, requires_grad)
 
-    def decomposition(input, *, dtype=None, device=None, requires_grad=False):
+    def decomposition(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
         return _full(input.shape, value, dtype or input.dtype, device or input.device)
 
     meta.__name__ = name
@@ -90,12 +91,12 @@ ones_like = _like("ones_like", 1)
 
 @ltorch("torch.full_like", aliases=(torch.full_like,), differentiable=False)
 def full_like(input: Tensor, fill_value: Number, *, dtype: DType | None = None, device: Device | None = None,
-              requires_grad: Bool = False):
+              requires_grad: Bool = False, memory_format: MemoryFormat | None = None):
     return TensorProxy(input.shape, dtype or input.dtype, device or input.device, requires_grad)
 
 
 @full_like.decompose
-def _(input, fill_value, *, dtype=None, device=None, requires_grad=False):
+def _(input, fill_value, *, dtype=None, device=None, requires_grad=False, memory_format=None):
     return _full(input.shape, fill_value, dtype or input.dtype, device or input.device)
 
 
@@ -321,9 +322,10 @@ def _(start=0, end=None, step=1, *, dtype=None, device=None, requires_grad=False
 # Conversions: Tensor.to, Tensor.type, Tensor.float() and friends
 
 
-def _converted(input, dtype, device=None, copy=False):
+def _converted(input, dtype, device=None, copy=False, memory_format=None):
     out = TensorProxy(input.shape, dtype or input.dtype, _device(device) if device is not None else input.device)
-    if not copy and out.dtype == input.dtype and out.device == input.device:
+    laid_out = memory_format in (None, torch.preserve_format) or input.is_contiguous(memory_format=memory_format)
+    if not copy and out.dtype == input.dtype and out.device == input.device and laid_out:
         # eager returns the input itself: in-place updates of either show in the other
         out.is_view = True
     return out
@@ -355,13 +357,14 @@ class _ToOp(OpDef):
 
 @ltorch("impl.to", methods=("to",), aliases=(torch.Tensor.to,))
 def to(input: Tensor, dtype: DType | None = None, non_blocking: Bool = False, copy: Bool = False, *,
-       device: Device | None = None):
-    """x.to(dtype), x.to(device, dtype), x.to(other), x.to(dtype=..., device=...)."""
-    return _converted(input, dtype, device, copy)
+       device: Device | None = None, memory_format: MemoryFormat | None = None):
+    """x.to(dtype), x.to(device, dtype), x.to(other), x.to(dtype=..., device=...), and
+    memory_format= (eager's strides; the input itself when it already has that layout)."""
+    return _converted(input, dtype, device, copy, memory_format)
 
 
 @to.decompose
-def _(input, dtype=None, non_blocking=False, copy=False, *, device=None):
+def _(input, dtype=None, non_blocking=False, copy=False, *, device=None, memory_format=None):
     return _convert(input, dtype, device)
 
 
@@ -402,10 +405,9 @@ to_bool = _conversion("bool", torch.bool)
 
 
 @ltorch("torch.clone", methods=("clone",), aliases=(torch.clone, torch.Tensor.clone))
-def clone(input: Tensor, *, memory_format: Str | None = None):
-    """A copy: in-place updates of the clone never reach the original (it is not a view)."""
-    if memory_format is not None:
-        raise NotImplementedError("thunder: clone(memory_format=...) is not supported yet")
+def clone(input: Tensor, *, memory_format: MemoryFormat | None = None):
+    """A copy: in-place updates of the clone never reach the original (it is not a view);
+    memory_format: eager's strides (preserve_format's rule by default)."""
     return TensorProxy(input.shape, input.dtype, input.device)
 
 

@@ -269,3 +269,34 @@ def run_backward(key, saved, cotangents, cotangent_for, grads_for):
 
 # the generated programs call impl.autograd_function_backward, which runs this
 impl.custom_function_backward = run_backward
+
+
+def higher_order_apply(fwd, bwd, *args, **kwargs):
+    """`torch.ops.higher_order.autograd_function_apply(fwd, bwd, *args, non_differentiable_idx=...,
+    saved_for_backward_idx=..., dirty_idx=...)` (what torch.compile makes of a Function): fwd(*args)
+    returns (output, saved values), bwd(*grads, *saved values) the gradients. Run as the
+    torch.autograd.Function it stands for, through `apply`: fwd interpreted, bwd for gradients."""
+    non_differentiable = list(kwargs["non_differentiable_idx"])  # (required, as in eager)
+    kwargs["saved_for_backward_idx"]  # noqa: B018 - required, as in eager (a KeyError without it)
+    dirty = list(kwargs.get("dirty_idx", ()))
+
+    def chosen(output, idx):
+        flat = output if isinstance(output, (tuple, list)) else (output,)
+        return [x for i, x in enumerate(flat) if i in idx]
+
+    class HigherOrderApply(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, *inputs):
+            output, saved = fwd(*inputs)
+            ctx.save_for_backward(*saved)
+            if dirty:
+                ctx.mark_dirty(*chosen(output, dirty))
+            if non_differentiable:
+                ctx.mark_non_differentiable(*chosen(output, non_differentiable))
+            return output
+
+        @staticmethod
+        def backward(ctx, *grads):
+            return bwd(*grads, *ctx.saved_tensors)
+
+    return apply(HigherOrderApply, *args)

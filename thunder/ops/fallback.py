@@ -40,9 +40,10 @@ from thunder.core import meta_eval, trace as tracing
 from thunder.core.callables import callable_name, resolve
 from thunder.core.meta_eval import Result, build, encode_call, evaluate, untraceable
 from thunder.core.numbers import concrete, has_proxy
-from thunder.core.proxies import (DataDependentError, TensorProxy, assign, check_inplace_allowed, inplace,
+from thunder.core.proxies import (DataDependentError, TensorProxy, assign, check_inplace_allowed, inplace, meta_of,
                                   proxy_of_meta, write_out)
 from thunder.core.pysource import Name, call_source, parse_call, py_repr
+from thunder.core.strides import contiguous
 from thunder.ops import registry
 from thunder.ops.meta_utils import differentiable
 from thunder.ops.registry import Device, Ints, Str, Tensor, Tensors, ltorch
@@ -66,15 +67,19 @@ def _autocast_text(state):
     return None if state is None else f"{state[0]}:{state[1]}"
 
 
-def _evaluation(tensors, callable, args, autocast, shapes=None):
+def _evaluation(tensors, callable, args, autocast, shapes=None, strides=None):
     """The call's Evaluation; shapes (the source of a tuple of result shapes): a call whose result
-    shapes depend on values, with the shapes of the run that traced it (checked by ltorch.check)."""
-    return evaluate(callable, args, [(tuple(t.shape), t.dtype, t.device) for t in tensors], _autocast_of(autocast),
+    shapes depend on values, with the shapes of the run that traced it (checked by ltorch.check);
+    strides (the source of a tuple of each operand's strides): a call that checks them."""
+    metas = [(tuple(t.shape), t.dtype, t.device) for t in tensors]
+    if strides is not None:
+        metas = [(*m, tuple(s)) for m, s in zip(metas, ast.literal_eval(strides), strict=True)]
+    return evaluate(callable, args, metas, _autocast_of(autocast),
                     shapes=None if shapes is None else ast.literal_eval(shapes))
 
 
-def _results(tensors, callable, args, autocast, random, shapes=None):
-    ev = _evaluation(tensors, callable, args, autocast, shapes)
+def _results(tensors, callable, args, autocast, random, shapes=None, strides=None):
+    ev = _evaluation(tensors, callable, args, autocast, shapes, strides)
     if ev.random != random:
         raise ValueError(f"{callable} {'draws' if ev.random else 'draws no'} random numbers: it is recorded as "
                          f"ltorch.torch_call{'_random' if ev.random else ''}")
@@ -87,35 +92,39 @@ def _results(tensors, callable, args, autocast, random, shapes=None):
 
 
 @ltorch("(callable)", returns_sequence=True)
-def torch_call(tensors: Tensors, *, callable: Str, args: Str, autocast: Str | None = None, shapes: Str | None = None):
+def torch_call(tensors: Tensors, *, callable: Str, args: Str, autocast: Str | None = None, shapes: Str | None = None,
+               strides: Str | None = None):
     """A torch call without a registry entry (thunder's fallback): `callable` with the arguments
     `args` (`_i` is tensor operand i), run by the generated program as that torch call; results:
     its result tensors, then the new values of operands it updates in place. `autocast`
     ("cpu:torch.bfloat16"): the torch.autocast region it runs in. `shapes` ("((2, 1),)"): the
     result shapes of a call whose result shapes depend on values (torch.nonzero), as in the run
     that traced it (ltorch.check checks them; numbers it reads from tensors are results of type
-    f64/i64/i1). Not fusible; gradient: torch's (torch_call_vjp)."""
-    return _results(tensors, callable, args, autocast, False, shapes)
+    f64/i64/i1). `strides` ("((1, 16), (1,))"): the operands' strides, for a call that checks them
+    (torch._scaled_mm; the program's entry checks the inputs' strides). Not fusible; gradient:
+    torch's (torch_call_vjp)."""
+    return _results(tensors, callable, args, autocast, False, shapes, strides)
 
 
 @ltorch("(callable)", returns_sequence=True, random=True)
 def torch_call_random(tensors: Tensors, rng_state: Tensor | None = None, *, callable: Str, args: Str,
-                      autocast: Str | None = None, shapes: Str | None = None):
+                      autocast: Str | None = None, shapes: Str | None = None, strides: Str | None = None):
     """ltorch.torch_call of a callable that draws random numbers (not Pure). rng_state: the
     generator state it starts from (ltorch.rng_state), read by its gradient only."""
-    return _results(tensors, callable, args, autocast, True, shapes)
+    return _results(tensors, callable, args, autocast, True, shapes, strides)
 
 
 @ltorch("impl.torch_call_vjp", returns_sequence=True, differentiable=False)
 def torch_call_vjp(tensors: Tensors, rng_state: Tensor | None = None, *, callable: Str, args: Str,
-                   autocast: Str | None = None, shapes: Str | None = None, grads_for: Ints, cotangent_for: Ints):
+                   autocast: Str | None = None, shapes: Str | None = None, strides: Str | None = None, grads_for: Ints,
+                   cotangent_for: Ints):
     """torch's gradient of a ltorch.torch_call: tensors are the call's operands, then the
     cotangents of its results `cotangent_for`; results: the gradients of operands `grads_for`.
     Runs impl.torch_call_vjp (the call recomputed under enable_grad, from rng_state when given,
     then torch.autograd.grad)."""
     n = len(tensors) - len(cotangent_for)
     inputs, cotangents = tensors[:n], tensors[n:]
-    ev = _evaluation(inputs, callable, args, autocast, shapes)
+    ev = _evaluation(inputs, callable, args, autocast, shapes, strides)
     for i, g in zip(cotangent_for, cotangents):
         if not 0 <= i < len(ev.results) or (tuple(g.shape), g.dtype) != ev.results[i][:2]:
             raise ValueError(f"cotangent {i} of type {tuple(g.shape)} {g.dtype} does not match result {i} of {callable}")
@@ -141,13 +150,14 @@ def _state_size(device):
 # Gradients
 
 
-def _vjp(g, out, tensors, callable, args, autocast=None, rng_state=None, shapes=None):
+def _vjp(g, out, tensors, callable, args, autocast=None, rng_state=None, shapes=None, strides=None):
     grads_for = tuple(i for i, t in enumerate(tensors) if differentiable(t))
     cotangent_for = tuple(i for i, gi in enumerate(g) if gi is not None)
     if not grads_for or not cotangent_for:
         return {"tensors": (None,) * len(tensors)}
     grads = torch_call_vjp((*tensors, *(g[i] for i in cotangent_for)), rng_state, callable=callable, args=args,
-                           autocast=autocast, shapes=shapes, grads_for=grads_for, cotangent_for=cotangent_for)
+                           autocast=autocast, shapes=shapes, strides=strides, grads_for=grads_for,
+                           cotangent_for=cotangent_for)
     result = [None] * len(tensors)
     for i, gi in zip(grads_for, grads):
         result[i] = gi
@@ -205,7 +215,8 @@ def _python(values, outs):
     """Statements of a (random) torch_call: operands it writes are cloned first (into the names
     of their new values), then the call itself."""
     tensors = values["tensors"]
-    ev = _evaluation(tensors, values["callable"], values["args"], values["autocast"], values["shapes"])
+    ev = _evaluation(tensors, values["callable"], values["args"], values["autocast"], values["shapes"],
+                     values["strides"])
     names = [t.name for t in tensors]
     lines = []
     for k, j in enumerate(ev.mutated):
@@ -222,7 +233,8 @@ def _python_vjp(values, outs):
     """`b1, = impl.torch_call_vjp(lambda _0: torch.cumprod(_0, 1), (x,), (g,), ...)`."""
     tensors = values["tensors"]
     n = len(tensors) - len(values["cotangent_for"])
-    ev = _evaluation(tensors[:n], values["callable"], values["args"], values["autocast"], values["shapes"])
+    ev = _evaluation(tensors[:n], values["callable"], values["args"], values["autocast"], values["shapes"],
+                     values["strides"])
     params = [f"_{i}" for i in range(n)]
     call = f"lambda {', '.join(params)}: {_call_expr(values['callable'], values['args'], params)}"
     inputs = py_repr(tuple(tensors[:n]))
@@ -308,7 +320,7 @@ def call(fn, *args, **kwargs):
     operands, source = encode_call(name, args, kwargs)
     autocast = meta_eval.autocast_state([(tuple(t.shape), t.dtype, t.device) for t in operands])
     try:
-        ev = evaluate(name, source, [(tuple(t.shape), t.dtype, t.device) for t in operands], autocast)
+        ev, strides = _evaluate_strided(name, source, operands, autocast)
     except DataDependentError:
         if _reader() is None:
             raise
@@ -321,8 +333,25 @@ def call(fn, *args, **kwargs):
     if autocast is None and not ev.random and not ev.views:
         outs = aten_decomp.replay(name, source, operands, ev)
     if outs is None:
-        outs = _record(name, source, operands, autocast, ev)
+        outs = _record(name, source, operands, autocast, ev, strides=strides)
     return build(ev.template, _no_gradient_where_torch_has_none(outs, operands, ev), operands)
+
+
+def _evaluate_strided(name, source, operands, autocast):
+    """evaluate() on contiguous operands; where torch refuses those and some operand is not
+    contiguous, on the operands' strides (torch._scaled_mm wants a column-major mat2): the trace
+    then depends on them."""
+    metas = [(tuple(t.shape), t.dtype, t.device) for t in operands]
+    try:
+        return evaluate(name, source, metas, autocast), None
+    except RuntimeError:
+        strides = tuple(tuple(meta_of(t).stride()) for t in operands)
+        if all(s == contiguous(m[0]) for s, m in zip(strides, metas)):
+            raise
+    ev = evaluate(name, source, [(*m, s) for m, s in zip(metas, strides)], autocast)
+    for t in operands:
+        tracing.strides_decide(t)
+    return ev, repr(strides)
 
 
 def _data_dependent(fn, name, args, kwargs, operands, source, autocast):
@@ -364,9 +393,9 @@ def _match(template, real, found):
             _match(t, r, found)
 
 
-def _record(name, source, operands, autocast, ev, shapes=None):
+def _record(name, source, operands, autocast, ev, shapes=None, strides=None):
     values = {"tensors": tuple(operands), "callable": name, "args": source, "autocast": _autocast_text(autocast),
-              "shapes": shapes}
+              "shapes": shapes, "strides": strides}
     op = torch_call
     if ev.random:
         op = torch_call_random

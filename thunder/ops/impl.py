@@ -115,8 +115,9 @@ def arange(start=0, end=None, step=1, *, dtype=None, device=None, requires_grad=
     return torch.arange(start, end, step, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
-def to(input, dtype=None, non_blocking=False, copy=False, *, device=None):
-    return input.to(device=device, dtype=dtype, non_blocking=non_blocking, copy=copy)
+def to(input, dtype=None, non_blocking=False, copy=False, *, device=None, memory_format=None):
+    kw = {} if memory_format is None else {"memory_format": memory_format}
+    return input.to(device=device, dtype=dtype, non_blocking=non_blocking, copy=copy, **kw)
 
 
 # --- prims used by VJPs
@@ -337,6 +338,14 @@ def inference_tensor(t):
 
 # ops/custom_function.py installs its run_backward here (it records the calls this runs)
 custom_function_backward = None
+
+
+def with_strides(t, strides):
+    """t laid out with eager's strides: t itself where it has them, else a copy (a result of a
+    fused kernel, which writes row-major, where eager's is channels-last or permuted)."""
+    if t.stride() == strides:
+        return t
+    return torch.empty_strided(t.shape, strides, dtype=t.dtype, device=t.device).copy_(t)
 
 
 def autograd_function_backward(key, saved, cotangents, *, cotangent_for, grads_for):

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from thunder.core import dtypes
-from thunder.core.proxies import TensorProxy
+from thunder.core.proxies import TensorProxy, meta_of
 from thunder.ops import prims
 from thunder.ops.decomp_utils import expand_to, opmath_dtype, to_dtype
 from thunder.ops.meta_utils import is_tensor
@@ -232,13 +232,25 @@ def _conv_vjp(nd, g, input, weight, bias, stride, padding, dilation, groups, tra
     return {"input": gx, "weight": gw, "bias": gbias}
 
 
+def _channels_last(t):
+    """Whether t's suggested memory format is channels-last (4-d, laid out so, not also
+    contiguous), as ATen's suggest_memory_format decides it."""
+    m = meta_of(t)
+    return t.ndim == 4 and m.is_contiguous(memory_format=torch.channels_last) and not m.is_contiguous()
+
+
 def _conv_op(nd):
     name = f"conv{nd}d"
 
     def meta(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Dims = 1, padding: Dims = 0,
              dilation: Dims = 1, groups: Int = 1):
         shape = _conv_check(name, nd, input, weight, bias, stride, padding, dilation, groups)
-        return TensorProxy(shape, input.dtype, input.device)
+        out = TensorProxy(shape, input.dtype, input.device)
+        if nd == 2 and input.device.type == "cpu" and (_channels_last(input) or _channels_last(weight)):
+            # eager's CPU kernels write channels-last for a channels-last input or weight (torch's
+            # meta kernel says contiguous)
+            out.meta = torch.empty(shape, dtype=input.dtype, device="meta", memory_format=torch.channels_last)
+        return out
 
     meta.__name__ = name
     meta.__doc__ = (f"F.{name}. padding: {nd} ints, or (low, high) per dim for padding='same' with an even "
@@ -639,7 +651,11 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
     """In training with running_mean/running_var, torch updates them in place: the op is not Pure
     (marked random so that CSE/DCE keep it) and has no decomposition."""
     _batch_norm_check(input, running_mean, running_var, weight, bias, training)
-    return TensorProxy(input.shape, input.dtype, input.device)
+    out = TensorProxy(input.shape, input.dtype, input.device)
+    # eager's layout (a random op is not run on meta tensors): the input's suggested memory format
+    fmt = torch.channels_last if _channels_last(input) else torch.contiguous_format
+    out.meta = torch.empty_like(meta_of(input), memory_format=fmt)
+    return out
 
 
 def _batch_norm_stats(x, running_mean, running_var, training, dims):

@@ -16,11 +16,12 @@ import math
 import torch
 
 from thunder.core import dtypes
-from thunder.core.proxies import TensorProxy
+from thunder.core.proxies import TensorProxy, meta_of
 from thunder.ops import prims
 from thunder.ops.decomp_utils import as_tensor, expand_to, opmath_dtype, to_dtype
 from thunder.ops.meta_utils import broadcast_shapes, device_of, is_tensor
-from thunder.ops.registry import Bool, DType, Device, Float, Int, Ints, OpDef, Tensor, TensorOrNumber, _is_int, ltorch
+from thunder.ops.registry import (Bool, DType, Device, Float, Int, Ints, MemoryFormat, OpDef, Tensor, TensorOrNumber,
+                                  _is_int, ltorch)
 
 # --------------------------------------------------------------------------------------------
 # Shared pieces
@@ -163,54 +164,58 @@ def _(low, high, size, *, dtype=None, device=None, requires_grad=False):
 # rand_like, randn_like, randint_like
 
 
-def _like_out(input, dtype, device, requires_grad):
-    return TensorProxy(input.shape, dtype or input.dtype, _device(device) if device is not None else input.device,
-                       requires_grad)
+def _like_out(input, dtype, device, requires_grad, memory_format=None):
+    out = TensorProxy(input.shape, dtype or input.dtype, _device(device) if device is not None else input.device,
+                      requires_grad)
+    # eager's strides (preserve_format's rule by default): random ops are not run on meta tensors
+    out.meta = torch.empty_like(meta_of(input), dtype=out.dtype, device="meta",
+                                memory_format=memory_format or torch.preserve_format)
+    return out
 
 
 @_random("torch.rand_like", aliases=(torch.rand_like,), differentiable=False)
 def rand_like(input: Tensor, *, dtype: DType | None = None, device: Device | None = None,
-              requires_grad: Bool = False):
+              requires_grad: Bool = False, memory_format: MemoryFormat | None = None):
     """torch.rand_like(input): uniform on [0, 1) of input's shape (and dtype, device unless given).
     Decomposes into thunder.uniform (not eager's stream)."""
-    out = _like_out(input, dtype, device, requires_grad)
+    out = _like_out(input, dtype, device, requires_grad, memory_format)
     _require_float("check_uniform_bounds", out.dtype)
     return out
 
 
 @rand_like.decompose
-def _(input, *, dtype=None, device=None, requires_grad=False):
+def _(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
     out = _like_out(input, dtype, device, requires_grad)
     return _uniform(out.shape, out.dtype, out.device)
 
 
 @_random("torch.randn_like", aliases=(torch.randn_like,), differentiable=False)
 def randn_like(input: Tensor, *, dtype: DType | None = None, device: Device | None = None,
-               requires_grad: Bool = False):
+               requires_grad: Bool = False, memory_format: MemoryFormat | None = None):
     """torch.randn_like(input): standard normal of input's shape. Decomposes into Box-Muller over
     two thunder.uniform draws (not eager's stream)."""
-    out = _like_out(input, dtype, device, requires_grad)
+    out = _like_out(input, dtype, device, requires_grad, memory_format)
     _require_float("normal_kernel_cpu", out.dtype)
     return out
 
 
 @randn_like.decompose
-def _(input, *, dtype=None, device=None, requires_grad=False):
+def _(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
     out = _like_out(input, dtype, device, requires_grad)
     return to_dtype(_standard_normal(out.shape, opmath_dtype(out.dtype), out.device), out.dtype)
 
 
 @_random("torch.randint_like", low_high=True, aliases=(torch.randint_like,), differentiable=False)
 def randint_like(input: Tensor, low: Int, high: Int, *, dtype: DType | None = None, device: Device | None = None,
-                 requires_grad: Bool = False):
+                 requires_grad: Bool = False, memory_format: MemoryFormat | None = None):
     """torch.randint_like(input, high) and (input, low, high): integers in [low, high) in input's
     shape and dtype. Decomposes into floor(thunder.uniform(low, high)) (not eager's stream)."""
     _check_low_high(low, high)
-    return _like_out(input, dtype, device, requires_grad)
+    return _like_out(input, dtype, device, requires_grad, memory_format)
 
 
 @randint_like.decompose
-def _(input, low, high, *, dtype=None, device=None, requires_grad=False):
+def _(input, low, high, *, dtype=None, device=None, requires_grad=False, memory_format=None):
     out = _like_out(input, dtype, device, requires_grad)
     return _randint_values(out.shape, low, high, out.dtype, out.device)
 

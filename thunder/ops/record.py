@@ -41,8 +41,11 @@ def record_op(op, values):
             # remember how o was made from base, so in-place updates can flow between them
             o.base, o.recipe = base, (op, dict(values), i)
             base.views.append(o)
+    loc = tracing.current_location()
+    if ctx.checkpoint is not None:  # (lowering/remat.py recomputes the region's values)
+        loc = (*(loc or ("<unknown>", 0)), ctx.checkpoint)
     ctx.symbols.append(tracing.BoundSymbol(op, {k: to_refs(v) for k, v in values.items()},
-                                   [tracing.ref(o) for o in outs], tracing.current_location()))
+                                           [tracing.ref(o) for o in outs], loc))
     if ctx.track_grad_mode:
         # requires_grad as eager answers it: a floating result of a differentiable op on a tensor
         # that requires grad, with grad mode on
@@ -111,6 +114,8 @@ def _eager_strides(ctx, op, values, outs):
         return None  # (runtime numbers: no strides)
     for o in outs:
         o.stride_deps = deps
+    if all(o.meta is not None for o in outs):
+        return [o.meta for o in outs]  # (the meta function gave eager's strides: CPU conv, batch_norm)
     if op.strided:
         ctx.stride_dependent |= deps
     if op.random:

@@ -16,12 +16,14 @@ these entries.
 """
 import functools
 import inspect
+import numbers
 from dataclasses import dataclass, field
 from typing import Callable
 import operator
 import torch
 
 from thunder.core import dispatch, trace as tracing
+from thunder.core.dtypes import is_numpy_scalar
 from thunder.core.numbers import concrete, has_proxy
 from thunder.ops.record import record_op
 from thunder.core.dtypes import python_number
@@ -87,8 +89,10 @@ def _is_int(v):
 
 
 def _is_int_like(v):
-    """An int, or a runtime int (a NumberProxy, read where an int attribute needs its value)."""
-    return _is_int(v) or isinstance(v, NumberProxy) and v.python_type is int
+    """An int, or a runtime int (a NumberProxy, read where an int attribute needs its value), or a
+    numpy integer."""
+    return (_is_int(v) or isinstance(v, NumberProxy) and v.python_type is int
+            or is_numpy_scalar(v) and isinstance(v, numbers.Integral))
 
 
 def _index(v):
@@ -102,6 +106,10 @@ def _is_ints(v):
 
 def _is_dtype(v):
     return isinstance(v, torch.dtype)
+
+
+def _is_memory_format(v):
+    return isinstance(v, torch.memory_format)
 
 
 def _is_device(v):
@@ -121,6 +129,7 @@ Ints = Kind("Ints", accepts=_is_ints)  # a tuple of ints: a shape, a permutation
 Dims = Kind("Dims", accepts=lambda v: _is_int(v) or _is_ints(v))  # an int or a tuple of ints
 DType = Kind("dtype", accepts=_is_dtype)
 Device = Kind("device", accepts=_is_device)
+MemoryFormat = Kind("memory_format", accepts=_is_memory_format)  # torch.channels_last, ...
 Index = Kind("Index", accepts=lambda v: True)  # a __getitem__ key without tensors
 
 

@@ -16,7 +16,8 @@ from thunder.ops import prims
 from thunder.ops.decomp_utils import as_tensor, expand_to, to_dtype
 from thunder.ops.meta_utils import canonical_dim, canonical_dims, is_tensor
 from thunder.ops import registry
-from thunder.ops.registry import Dims, Index, Int, Ints, Number, OpDef, Str, Tensor, TensorOrNumber, Tensors, ltorch
+from thunder.ops.registry import (Dims, Index, Int, Ints, MemoryFormat, Number, OpDef, Str, Tensor, TensorOrNumber,
+                                  Tensors, ltorch)
 from thunder.core import trace as tracing
 from thunder.core.proxies import data_dependent
 
@@ -175,12 +176,12 @@ unsqueeze.decompose(lambda input, dim: _reshape(input, _unsqueeze_shape(input, d
 
 
 @ltorch("torch.Tensor.contiguous", methods=("contiguous",), view=True, strided=True, aliases=(T.contiguous,))
-def contiguous(input: Tensor):
-    """memory_format is not supported."""
+def contiguous(input: Tensor, *, memory_format: MemoryFormat = torch.contiguous_format):
+    """eager's strides for memory_format (the input itself where it has them already)."""
     return _like(input, input.shape)
 
 
-contiguous.decompose(lambda input: input)
+contiguous.decompose(lambda input, *, memory_format=torch.contiguous_format: input)
 
 # --------------------------------------------------------------------------------------------
 # permutations

@@ -168,7 +168,7 @@ def op_statements(op, values, outs, grad_free=False):
     args, kwargs = call_args(op, values)
     call = ", ".join([py_repr(a) for a in args] + [f"{k}={py_repr(v)}" for k, v in kwargs.items()])
     if op.returns_sequence:
-        target = ", ".join(outs) + ("," if len(outs) == 1 else "")
+        target = ", ".join(outs) + ("," if len(outs) == 1 else "") or "()"  # (no results: `() = f()`)
     else:
         target = outs[0]
     return [f"{target} = {op.torch_name}({call})"]

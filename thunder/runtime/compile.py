@@ -20,7 +20,7 @@ from thunder.runtime.lookup import _make_lookup, _on_load, _on_store
 from thunder.runtime.options import CACHE_OPTIONS, DEFAULT_PASSES, CacheEntry
 from thunder.runtime.prologue import Prologue
 from thunder.runtime.reads import Reader
-from thunder.runtime.state import StateTracker
+from thunder.runtime.state import Constant, StateTracker
 from thunder.runtime.traces import Trace
 from thunder.dialects import sizes
 from thunder.interpreter import interpret
@@ -112,12 +112,15 @@ def _acquire(cd, args, kwargs, shared=None, sym_shapes=None):
         try:
             result = interpret(cd.fn, pargs, pkwargs, lookup=_make_lookup(cd), on_load=_on_load(state),
                                record=cd.debug_options.record_interpreter_history,
-                               on_store=_on_store(cd, state), on_call=state.called)
+                               on_store=_on_store(cd, state), on_call=state.called, on_create=state.created)
         finally:
             state.restore()
             ctx.reader = ctx.live = None  # (the values read are not needed any more)
         if any(x.requires_grad for x in inputs.tensors):  # (arguments and tensors read from state)
             tracing.consult("grad_enabled")  # the program differs with grad mode (autograd or not)
+        # parameters and buffers that native code handed to the result (tuple(module.buffers()))
+        # become inputs here, so the result returns them as they are
+        structure.flatten_outputs(result.value, [], inputs, resolve=state.module_tensor)
         # (an input updated in place has been rebound to its new value: use its input name)
         ctx.inputs = [tracing.Ref(p.input_name or p.name, tuple(p.shape), p.dtype, p.device) for p, _ in inputs.params()]
         ctx.inputs += [tracing.ref(p) for p, _ in inputs.numbers]  # (float arguments: runtime numbers)
@@ -149,9 +152,10 @@ def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None) -> CacheEn
     cs.last_interpreted_instructions = list(result.instructions) if record else None
     cs.last_interpreter_log = list(result.log) if record else None
     out_refs = []
-    out_spec = structure.flatten_outputs(result.value, out_refs, inputs)
+    with tracing.tracing(ctx):  # (results' layouts: tracing.strides_decide)
+        out_spec = structure.flatten_outputs(result.value, out_refs, inputs, resolve=state.module_tensor)
     writes = state.finish_writes()
-    tensor_writes = [v for _, _, v in writes if isinstance(v, (TensorProxy, NumberProxy))]
+    tensor_writes = [v for _, _, v in writes if not isinstance(v, (bool, int, float, str, type(None), Constant))]
     if tensor_writes:  # written tensors are returned after the output, for the prologue to store
         out_spec = ("tuple", [out_spec] + [structure.flatten_outputs(v, out_refs, inputs) for v in tensor_writes])
     times["interpretation"] = time.perf_counter() - t

@@ -6,12 +6,12 @@ import math
 import torch
 import sys
 
-from thunder.core import symbols, trace as tracing
+from thunder.core import ndarray, symbols, trace as tracing
 from thunder.core.callables import is_torch_op
 from thunder.core.numbers import NumberProxy
 from thunder.core.proxies import TensorProxy
-from thunder.ops import custom_function, fallback, registry
-from thunder.runtime import calls, guards, sharp_edges
+from thunder.ops import checkpoint, custom_function, fallback, registry
+from thunder.runtime import calls, guards, sharp_edges, torch_func
 
 
 def _make_lookup(cd):
@@ -174,6 +174,16 @@ def _lookup(fn):
         refused = _REFUSED.get(fn)
     except TypeError:  # unhashable
         refused = None
+    try:
+        transform = torch_func.REPLACEMENTS.get(fn)
+    except TypeError:  # unhashable
+        transform = None
+    if transform is not None:
+        return transform
+    if fn is torch.ops.higher_order.autograd_function_apply:
+        return custom_function.higher_order_apply
+    if fn is checkpoint.CHECKPOINT:  # (wrapped by torch._dynamo.disable)
+        return checkpoint.checkpoint
     if refused is None and _compiled_by_dynamo(fn):
         refused = (NotImplementedError, "thunder: calling a function compiled by torch.compile{where} inside a jitted "
                    "function is not supported. Workaround: call the original function (torch.compile's result has "
@@ -184,6 +194,26 @@ def _lookup(fn):
         if hasattr(fn, "__self__"):
             return functools.partial(custom_function.apply, fn.__self__)
         return custom_function.apply  # (Function.apply itself: called with the class first)
+    try:
+        conversion = _ARRAY_CONVERSIONS.get(fn)
+    except TypeError:  # unhashable
+        conversion = None
+    if conversion is not None:  # torch.from_numpy(a) of an array argument (core/ndarray.py)
+        return functools.partial(_array_conversion, fn, conversion)
+    return _lookup_op(fn)
+
+
+_ARRAY_CONVERSIONS = {torch.from_numpy: ndarray.from_numpy, torch.as_tensor: ndarray.as_tensor,
+                      torch.asarray: ndarray.as_tensor, torch.tensor: ndarray.tensor}
+
+
+def _array_conversion(fn, conversion, *args, **kwargs):
+    if args and isinstance(args[0], ndarray.ArrayProxy):
+        return conversion(*args, **kwargs)
+    return _lookup_op(fn)(*args, **kwargs)
+
+
+def _lookup_op(fn):
     op = registry.lookup_callable(fn)
     if op is not None:
         return functools.partial(fallback.registered, op, fn)

@@ -5,12 +5,14 @@ An entry function returns MISS when any check fails (or reading what it checks r
 cache can try the next entry. Checks: the arguments' structure, tensor metadata and Python
 values (structure.py specs), then the guards (guards.py) on what the trace read from outside
 its arguments, cheapest first, then the tensors read from outside (state.py)."""
+import copy
 import functools
 import math
 
 import torch
 
 from thunder.runtime import guards as guards_
+from thunder.runtime.state import Constant
 from thunder.runtime.structure import storage_view
 
 MISS = object()
@@ -106,6 +108,11 @@ class _Gen:
             else:  # slices, torch.Size
                 c = self.const(v)
                 self.miss_if(f"type({expr}) is not type({c}) or {expr} != {c}")
+        elif kind == "ndarray":  # a numpy array: the tensor over its memory, checked as a tensor's
+            self.emit(f"{var}_a = {expr}")
+            self.miss_if(f"type({var}_a) is not {self.const(spec[3])} or {var}_a.dtype != {self.const(spec[2])} "
+                         f"or min({var}_a.strides, default=0) < 0")
+            self.tensor(f"{self.const(torch.from_numpy)}({var}_a)", spec[1], var)
         elif kind == "number":  # any float (cache="symbolic values"): the program takes it
             self.emit(f"{var} = {expr}")
             self.number_vars[spec[1]] = var
@@ -208,14 +215,21 @@ class Prologue:
             g.lines.append(f"  return computation({flat})")
         else:
             # attribute writes of the jitted code, replayed: tensors come back after the output
-            tensor_writes = [w for w in writes if not isinstance(w[2], (bool, int, float, str, type(None)))]
+            tensor_writes = [w for w in writes if not isinstance(w[2], (bool, int, float, str, type(None), Constant))]
             outs = ", ".join(["out"] + [f"w{i}" for i in range(len(tensor_writes))])
             g.lines.append(f"  {outs}, = computation({flat})" if tensor_writes else f"  out = computation({flat})")
             i = 0
+            fresh = [w[2] for w in writes if isinstance(w[2], Constant) and w[2].fresh]
+            if fresh:  # one memo per call: objects the call made shared between writes stay shared
+                keep = {k: v for c in fresh for k, v in c.keep.items()}
+                g.lines.append(f"  memo = dict({g.const(keep)})")
             for expr, name, value in writes:
                 if isinstance(value, (bool, int, float, str, type(None))):
                     g.lines.append(f"  {expr}.{name} = {value!r}" if guards_.has_literal(value) or
                                    isinstance(value, bool) else f"  {expr}.{name} = {g.const(value)}")
+                elif isinstance(value, Constant):  # (a fresh copy per call of what the call made)
+                    source = f"deepcopy({g.const(value.value)}, memo)" if value.fresh else g.const(value.value)
+                    g.lines.append(f"  setattr({expr}, {name!r}, {source})")
                 else:
                     g.lines.append(f"  {expr}.{name} = w{i}")
                     i += 1
@@ -244,7 +258,7 @@ class Prologue:
 
     def compile(self, computation):
         """(entry, the entry without checks)."""
-        ns = {"MISS": MISS, "Tensor": torch.Tensor, "math": math, "computation": computation, "storage_view": storage_view,
+        ns = {"MISS": MISS, "deepcopy": copy.deepcopy, "Tensor": torch.Tensor, "math": math, "computation": computation, "storage_view": storage_view,
               "shares_storage": shares_storage, **guards_.NAMESPACE,
               **guards_.AMBIENT_NAMESPACE, **self.consts}
         entries = []

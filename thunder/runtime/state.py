@@ -23,7 +23,9 @@ GenerationTracker.tag in its patch of nn.Module.__init__ (a module made in forwa
 enabled-level cache, a warnings registry are such calls: their state changes between calls
 (torch.compile bumps dynamo's generation on each of its calls) without deciding anything about
 the result. A call whose reads may matter keeps them all (one that returns a value, or raises)."""
+import copy
 import dataclasses
+import enum
 import os
 import sysconfig
 import types
@@ -34,6 +36,7 @@ import torch
 from thunder.core import trace as tracing
 from thunder.core.numbers import NumberProxy
 from thunder.core.proxies import TensorProxy
+from thunder.interpreter import Provenance
 from thunder.runtime.guards import Guard, has_literal, is_plain_value, snapshot
 from thunder.interpreter import Provenance
 
@@ -91,6 +94,7 @@ class StateTracker:
         self._paths = {}  # id(object) -> (object, expression that reads it)
         self._tensor_reads = {}  # expression -> proxy
         self._snapshots = set()  # ids of containers whose items a snapshot guard covers
+        self._created = {}  # id -> object the traced code made (an instance of a class: on_create)
         self.writes = {}  # (id(owner), name) -> (owner, name, value): attribute writes to replay
         self.originals = {}  # (id(owner), name) -> (owner, name, value before the first write)
         self._write_sites = {}  # (id(owner), name) -> provenance of the last write
@@ -180,16 +184,34 @@ class StateTracker:
         v = items[i]
         if not _is_real_tensor(v):
             return v
-        if self._owners is None:
-            self._owners = {} if self.root is None else {
-                id(t): (m, n) for m in self.root.modules()
-                for n, t in [*m._parameters.items(), *m._buffers.items()] if t is not None}
-        owner = self._owners.get(id(v))
+        owner = self._owner_of(v)
         if owner is not None:
             p = self.load(v, dataclasses.replace(provenance, kind="attr", owner=owner[0], name=owner[1]))
             if isinstance(p, TensorProxy):
                 return p
         return self._tensor(v, dataclasses.replace(provenance, kind="item", owner=items, name=i), f"{expr}[{i}]")
+
+    def _owner_of(self, t):
+        """(module, name) of a parameter or buffer of the jitted module, or None."""
+        if self._owners is None:
+            self._owners = {} if self.root is None else {
+                id(t): (m, n) for m in self.root.modules()
+                for n, t in [*m._parameters.items(), *m._buffers.items()] if t is not None}
+        return self._owners.get(id(t))
+
+    def module_tensor(self, t):
+        """A parameter or buffer of the jitted module that native code handed to the result
+        (`tuple(self.buffers())`): its proxy, read through its module as an attribute; None for
+        other tensors."""
+        owner = self._owner_of(t)
+        if owner is None:
+            return None
+        p = self.load(t, Provenance("attr", owner[1], owner[0], "<result>", "<result>", None))
+        return p if isinstance(p, TensorProxy) else None
+
+    def created(self, obj):
+        """on_create: an object the traced code made (kept alive while tracing, so ids stay unique)."""
+        self._created[id(obj)] = obj
 
     def called(self, fn):
         """on_call: a Python function is about to be interpreted; its code is part of the key.
@@ -389,22 +411,91 @@ class StateTracker:
                 setattr(owner, name, value)
 
     def finish_writes(self):
-        """The writes to replay: [(owner expression, name, value)]. A write undone before the
-        function returned (the attribute holds its original value again, as transformers'
-        CompileableContextVar set and reset around a forward) has no effect to replay."""
+        """The writes to replay: [(owner expression, name, value)]: value is a Python scalar, a
+        value computed from the trace's tensors (tensors, runtime numbers, containers holding
+        them: results of the program), or a Constant (dtypes, devices, tuples, objects: see
+        _constant). A write undone before the function returned (the attribute holds its
+        original value again, as transformers' CompileableContextVar set and reset around a
+        forward) has no effect to replay."""
         replay = []
         for key, (owner, name, value) in self.writes.items():
             original = self.originals[key][2]
             if value is original or (is_plain_value(value) and type(value) is type(original) and value == original):
                 continue
-            if not isinstance(value, (TensorProxy, NumberProxy, bool, int, float, str, type(None))):
-                site = self._write_sites[key]
-                raise NotImplementedError(
-                    f"thunder: writing a {type(value).__name__} to '{site.name}' ({site.kind}, {site.filename}:"
-                    f"{site.lineno}) that outlives the call is not supported: only tensors and Python scalars are "
-                    "replayed on every call. Workaround: return the value instead.")
+            if not isinstance(value, (TensorProxy, NumberProxy, bool, int, float, str, type(None))) \
+                    and not holds_proxy(value):
+                value = self._constant(value, self._write_sites[key])
             replay.append((self.path(owner) or self._module_expr(owner), name, value))
         return replay
+
+    def _constant(self, value, site):
+        """A value without tensors of the trace written to an object that outlives the call:
+        the same object on every call where eager's would be (immutable values, objects that
+        existed before the call), else a fresh copy of it per call (a list, dict or object
+        the call made: eager makes a new one on each call)."""
+        made = id(value) in self._created or type(value) in (list, dict, set, OrderedDict) and self.path(value) is None
+        if _immutable(value) or not made:
+            return Constant(value, fresh=False)
+        keep = {id(o): o for o in self._not_made(value, set())}  # (copied as themselves: eager's objects)
+        try:
+            copy.deepcopy(value, dict(keep))
+        except Exception as e:  # noqa: BLE001 - any failure of the object's own copy protocol
+            raise NotImplementedError(
+                f"thunder: writing a {type(value).__name__} to '{site.name}' ({site.kind}, {site.filename}:"
+                f"{site.lineno}) that outlives the call: the object, made in the call, cannot be copied for the "
+                f"next calls ({type(e).__name__}: {e}). Workaround: return the value instead.") from None
+        return Constant(value, fresh=True, keep=keep)
+
+    def _not_made(self, value, seen):
+        """The objects inside a value the call made that the call did not make."""
+        if id(value) in seen or _immutable(value) or isinstance(value, (type, types.ModuleType)):
+            return []
+        seen.add(id(value))
+        if type(value) in (list, tuple, set, frozenset):
+            return [o for v in value for o in self._not_made(v, seen)]
+        if type(value) in (dict, OrderedDict):
+            return [o for v in value.values() for o in self._not_made(v, seen)]
+        if id(value) in self._created and type(getattr(value, "__dict__", None)) is dict:
+            return [o for v in vars(value).values() for o in self._not_made(v, seen)]
+        return [value]
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Constant:
+    """A written value the program replays as it is (fresh=False) or as a deep copy made on each
+    call (fresh=True), in which the objects of `keep` (id -> object: what the call did not make)
+    stay themselves."""
+    value: object
+    fresh: bool
+    keep: dict = dataclasses.field(default_factory=dict)
+
+
+_IMMUTABLE = (bool, int, float, complex, str, bytes, type(None), torch.dtype, torch.device, torch.layout,
+              torch.memory_format, torch.Size, range, slice, type(Ellipsis))
+
+
+def _immutable(value):
+    if isinstance(value, (tuple, frozenset)) and type(value) in (tuple, frozenset, torch.Size) \
+            or _is_container(value) and isinstance(value, tuple):
+        return all(_immutable(v) for v in value)
+    return isinstance(value, _IMMUTABLE) or isinstance(value, enum.Enum)
+
+
+def holds_proxy(value, _seen=None):
+    """Whether a value holds tensors or numbers of the trace (in containers or object attributes)."""
+    if isinstance(value, (TensorProxy, NumberProxy)):
+        return True
+    seen = set() if _seen is None else _seen
+    if id(value) in seen:
+        return False
+    seen.add(id(value))
+    if isinstance(value, dict):
+        return any(holds_proxy(v, seen) for v in value.values())
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return any(holds_proxy(v, seen) for v in value)
+    if isinstance(value, torch.nn.Module) or not hasattr(value, "__dict__") or isinstance(value, type):
+        return False
+    return any(holds_proxy(v, seen) for v in vars(value).values())
 
 
 def _stable(owner, name, value):

@@ -15,12 +15,14 @@ import types
 import torch
 
 from thunder.core import trace as tracing
+from thunder.core import ndarray
 from thunder.core.dtypes import is_numpy_scalar
 from thunder.core.numbers import NumberProxy
 from thunder.core.proxies import TensorProxy, proxy_for
 from thunder.core.pysource import py_repr
 from thunder.core.trace import ref
 from thunder.ops.registry import OPS
+from thunder.core.strides import contiguous, is_dense_layout
 
 CONSTANT_TYPES = (bool, int, float, complex, str, type(None), torch.dtype, torch.device, slice,
                   type(Ellipsis), torch.Size)
@@ -158,6 +160,9 @@ def flatten_inputs(value, name, inputs, strict):
         return ("tensor", i), p
     if isinstance(value, torch.Size):
         return ("const", value), value
+    if ndarray.is_array(value) and (t := ndarray.as_input_tensor(value)) is not None:
+        i, p = inputs.add(t, name)  # (its memory, read at call time: the prologue's torch.from_numpy)
+        return ("ndarray", i, value.dtype, type(value)), ndarray.ArrayProxy(p, value)
     if type(value) is float and inputs.float_numbers:
         k, p = inputs.add_number(value, name)
         return ("number", k), p
@@ -201,7 +206,7 @@ def flatten_inputs(value, name, inputs, strict):
     return ("object", value), value
 
 
-def flatten_outputs(value, refs, inputs=None, _open=None):
+def flatten_outputs(value, refs, inputs=None, _open=None, resolve=None):
     """Spec of the jitted function's return value; its tensor proxies are appended to refs.
     inputs (an Inputs): a tensor the trace read (argument, parameter, buffer) returned as such is
     ("input", k), k its place among inputs.params(): the program returns that very object, as
@@ -223,7 +228,13 @@ def flatten_outputs(value, refs, inputs=None, _open=None):
         else:
             refs.append(r)
             spec = ("tensor", len(refs) - 1)
+        strides = _eager_layout(value)
+        if strides is not None:
+            spec = ("strided", spec, strides)
         return ("inference", spec) if value.inference else spec
+    proxy = resolve(value) if resolve is not None and not _open and isinstance(value, torch.Tensor) else None
+    if proxy is not None:  # a parameter or buffer of the module (via native code): that very tensor
+        return flatten_outputs(proxy, refs, inputs, _open)
     if isinstance(value, torch.Tensor):
         if _open:  # inside an object: the tensor it holds (a state tensor, a global), as eager's object does
             return ("const", value)
@@ -234,19 +245,20 @@ def flatten_outputs(value, refs, inputs=None, _open=None):
         return ("const", value)
     if _is_namedtuple(value) or _is_structseq(value):
         kind = "namedtuple" if _is_namedtuple(value) else "structseq"
-        return (kind, type(value), [flatten_outputs(v, refs, inputs, _open) for v in value])
+        return (kind, type(value), [flatten_outputs(v, refs, inputs, _open, resolve) for v in value])
     if isinstance(value, (tuple, list)):
         return ("tuple" if isinstance(value, tuple) else "list",
-                [flatten_outputs(v, refs, inputs, _open) for v in value])
+                [flatten_outputs(v, refs, inputs, _open, resolve) for v in value])
     if _is_plain_dataclass(value):  # before dict: transformers' ModelOutput is both
-        return ("dataclass", type(value), [(f.name, flatten_outputs(getattr(value, f.name), refs, inputs, _open))
+        return ("dataclass", type(value), [(f.name, flatten_outputs(getattr(value, f.name), refs, inputs, _open,
+                                                                    resolve))
                                            for f in dataclasses.fields(value)])
     if isinstance(value, dict):
-        return ("dict", [(k, flatten_outputs(v, refs, inputs, _open)) for k, v in value.items()])
-    return _flatten_object(value, refs, inputs, _open)
+        return ("dict", [(k, flatten_outputs(v, refs, inputs, _open, resolve)) for k, v in value.items()])
+    return _flatten_object(value, refs, inputs, _open, resolve)
 
 
-def _flatten_object(value, refs, inputs, _open):
+def _flatten_object(value, refs, inputs, _open, resolve=None):
     state = getattr(value, "__dict__", None)
     if type(state) is not dict or isinstance(value, (type, types.ModuleType, types.FunctionType, torch.nn.Module)):
         return ("const", value)
@@ -255,7 +267,7 @@ def _flatten_object(value, refs, inputs, _open):
                                   "tensors computed by the function is not supported. Workaround: return its tensors.")
     _open.add(id(value))
     n = len(refs)
-    fields = [(k, flatten_outputs(v, refs, inputs, _open)) for k, v in state.items()]
+    fields = [(k, flatten_outputs(v, refs, inputs, _open, resolve)) for k, v in state.items()]
     _open.discard(id(value))
     if len(refs) == n and not any(s[0] == "input" for s in iter_specs([c for _, c in fields])):
         return ("const", value)  # no tensors of the trace inside: the object itself
@@ -270,6 +282,20 @@ def rebuild_object(cls, state):
     return obj
 
 
+def _eager_layout(p):
+    """Eager's strides of a result where they are a dense layout other than row-major (a
+    channels-last result): the program gives its result those (impl.with_strides), as fused
+    kernels write row-major. None otherwise. (Called under the trace's context: the entry then
+    checks the strides of the inputs the result's come from.)"""
+    if p.meta is None:
+        return None
+    tracing.strides_decide(p)  # (the layout follows the inputs' strides: the entry checks them)
+    shape, strides = tuple(p.meta.shape), tuple(p.meta.stride())
+    if not all(type(n) is int for n in (*shape, *strides)) or strides == contiguous(shape):
+        return None
+    return strides if is_dense_layout(shape, strides) else None
+
+
 def rebuild_source(spec, flat, constants=None, params=None):
     """A Python expression that rebuilds the output from the flat result names (and the program's
     parameter names, params, for inputs returned as they are). Values that have no literal form
@@ -281,6 +307,8 @@ def rebuild_source(spec, flat, constants=None, params=None):
         return params[spec[1]] if params is not None else f"_input{spec[1]}"
     if kind == "inference":
         return f"impl.inference_tensor({rebuild_source(spec[1], flat, constants, params)})"
+    if kind == "strided":
+        return f"impl.with_strides({rebuild_source(spec[1], flat, constants, params)}, {spec[2]!r})"
     if kind == "const":
         v = spec[1]
         if isinstance(v, (torch.Size, torch.dtype, torch.device)) or constants is not None and not _has_literal(v):

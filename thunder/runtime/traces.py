@@ -28,8 +28,11 @@ class Trace:
         self._fn = fn  # the compiled function that runs, for the traces that ran
         self.fn_name = fn_name  # e.g. "interpreter (acquisition)", "cse", "torch executor"
         # printed once, with locations; the text without them is printed from it when asked for
-        # (printing a module is most of what keeping a trace costs on a first call)
-        self._mlir_debug = module.operation.get_asm(enable_debug_info=True) if module is not None else None
+        # (printing a module is most of what keeping a trace costs on a first call); not verified
+        # again: the pass manager verified it after the pass, and verifying while printing runs
+        # every op's meta function once more per trace kept
+        self._mlir_debug = module.operation.get_asm(enable_debug_info=True, assume_verified=True) \
+            if module is not None else None
         self._mlir = None
         self._python = python
         self._output_spec = output_spec

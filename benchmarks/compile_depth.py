@@ -1,0 +1,113 @@
+"""First training step (forward + backward, compiles included) against depth: a transformers
+Llama model (random weights, built from a config) of width 256 at 2, 8 and 24 layers, under
+thunder.jit and torch.compile, each depth and compiler in a fresh process with a fresh, empty
+kernel cache (THUNDER_KERNEL_CACHE; inductor's cache in a new TORCHINDUCTOR_CACHE_DIR). Prints
+the CPU model and the load average (the times are wall clock), thunder's per-stage split
+(compile_stats(fn).last_stage_times) and the kernels it compiled, and checks the loss against
+eager.
+
+    .venv/bin/python benchmarks/compile_depth.py [--layers 2 8 24] [--width 256] [--no-compile]
+"""
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def cpu_model():
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+        for line in out.splitlines():
+            if line.startswith("Model name:"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def one_step(compiler, layers, width, threads):
+    """In the child process: the first training step's seconds (wall and CPU) and details."""
+    import torch
+    import transformers
+
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    heads = max(4, width // 64)
+    config = transformers.LlamaConfig(vocab_size=512, hidden_size=width, intermediate_size=4 * width,
+                                      num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=heads,
+                                      max_position_embeddings=128, attention_dropout=0.0)
+    model = transformers.LlamaForCausalLM(config)
+    ids = torch.randint(0, 512, (2, 64), generator=torch.Generator().manual_seed(1))
+    expected = model(input_ids=ids, labels=ids, use_cache=False).loss.item()
+    model.zero_grad()
+    if compiler == "thunder":
+        import thunder
+
+        fn = thunder.jit(model)
+    else:
+        fn = torch.compile(model)
+    wall, cpu = time.perf_counter(), time.process_time()
+    loss = fn(input_ids=ids, labels=ids, use_cache=False).loss
+    loss.backward()
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    assert abs(loss.item() - expected) <= 1e-4 * max(1.0, abs(expected)), (loss.item(), expected)
+    row = dict(wall=wall, cpu=cpu)
+    if compiler == "thunder":
+        from thunder.lowering import linalg
+
+        row["stages"] = thunder.compile_stats(fn).last_stage_times
+        row["kernels"] = len(linalg.COMPILE_LOG)
+        row["kernel_seconds"] = sum(s for _, s, _ in linalg.COMPILE_LOG)
+    return row
+
+
+def run_child(compiler, layers, width, threads):
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, THUNDER_KERNEL_CACHE=os.path.join(cache, "thunder"),
+                   TORCHINDUCTOR_CACHE_DIR=os.path.join(cache, "inductor"))
+        cmd = [sys.executable, __file__, "--child", compiler, str(layers), "--width", str(width),
+               "--threads", str(threads)]
+        r = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        return {"error": r.stderr.strip().splitlines()[-1] if r.stderr.strip() else f"exit {r.returncode}"}
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--layers", type=int, nargs="+", default=[2, 8, 24])
+    parser.add_argument("--width", type=int, default=256)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--no-compile", action="store_true", help="leave torch.compile out")
+    parser.add_argument("--child", nargs=2, metavar=("COMPILER", "LAYERS"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(one_step(args.child[0], int(args.child[1]), args.width, args.threads)))
+        return
+    print(f"CPU: {cpu_model()}, {os.cpu_count()} cores; load average before: {os.getloadavg()[0]:.1f}")
+    print(f"Llama width {args.width}, batch 2 x 64 tokens, {args.threads} threads; first training step, wall s "
+          "(CPU s of the process)")
+    print("| layers | thunder s | x 2 layers | kernels compiled | kernel compile s | thunder stages s |"
+          " torch.compile s |")
+    print("| ---: | ---: | ---: | ---: | ---: | --- | ---: |")
+    base = None
+    for layers in args.layers:
+        t = run_child("thunder", layers, args.width, args.threads)
+        c = {} if args.no_compile else run_child("inductor", layers, args.width, args.threads)
+        if "error" in t:
+            print(f"| {layers} | error: {t['error']} |")
+            continue
+        base = base or t["wall"]
+        stages = ", ".join(f"{k} {v:.2f}" for k, v in t["stages"].items())
+        inductor = "-" if not c else (f"error: {c['error']}" if "error" in c else f"{c['wall']:.2f} ({c['cpu']:.2f})")
+        print(f"| {layers} | {t['wall']:.2f} ({t['cpu']:.2f}) | {t['wall'] / base:.2f} | {t['kernels']} | "
+              f"{t['kernel_seconds']:.2f} | {stages} | {inductor} |", flush=True)
+    print(f"load average after: {os.getloadavg()[0]:.1f}")
+
+
+if __name__ == "__main__":
+    main()

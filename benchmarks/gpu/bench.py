@@ -1,0 +1,119 @@
+"""Part (c) of benchmarks/gpu/run.sh: speed on the device against eager and torch.compile
+(inductor: Triton on CUDA), each result checked against eager before it is timed.
+
+1. A device-to-device copy (bytes read + written per second): the bandwidth the fusion cases are
+   measured against.
+2. benchmarks/fusion.py's cases (its own bench(), as `fusion.py --device cuda` runs them): times,
+   and for thunder the bytes of inputs + outputs per second as a fraction of the copy's.
+3. Training steps (forward + backward of the output's sum) of the GPT block
+   (benchmarks/gpt_block.py) and a Llama block (blocks.py), bf16 then f32.
+Items run in that order of priority (bf16 blocks before the fusion cases' long tail) until the
+budget is spent; the JSON says what was left out. Dry run: the CPU, tiny sizes, torch.compile
+replaced by eager (inductor's C++ compile would take minutes there), 2 timed calls.
+"""
+import sys
+import time
+
+from common import Results, close, executors, parse, seconds, sync
+
+import torch
+
+import thunder
+
+
+def copy_bandwidth(a):
+    n = (1 << 28) if not a.dry_run else (1 << 22)  # 1 GiB of f32 on the GPU
+    x = torch.randn(n, device=a.device)
+    y = torch.empty_like(x)
+    t = seconds(lambda: y.copy_(x), a.device, reps=10 if not a.dry_run else 3)
+    return dict(bytes_per_s=2 * x.nbytes / t, gb_per_s=round(2 * x.nbytes / t / 1e9, 1))
+
+
+def fusion_case(a, name, copy_bps):
+    import fusion
+
+    fn, make, training = fusion.CASES[name]
+    args = make()
+    try:
+        r = fusion.bench(name, a.dry_run)
+    except SystemExit as e:  # fusion.check's way of stopping on a result that differs from eager's
+        raise AssertionError(str(e)) from None
+    t_eager, t_compile, t_thunder = r["times"]
+    out = {"times_ms": dict(eager=t_eager * 1e3, torch_compile=t_compile * 1e3, thunder=t_thunder * 1e3),
+           "thunder_vs_eager": t_eager / t_thunder, "thunder_vs_compile": t_compile / t_thunder,
+           "thunder_first_call_s": r["thunder_first"]}
+    if not training:
+        with torch.no_grad():
+            result = fn(*args)
+        moved = sum(t.nbytes for t in args if isinstance(t, torch.Tensor)) + result.nbytes
+        out["thunder_fraction_of_copy"] = moved / t_thunder / copy_bps
+        out["eager_fraction_of_copy"] = moved / t_eager / copy_bps
+    return out
+
+
+def block_step(a, which, dtype):
+    from gpt_block import gpt_block, make_inputs
+    from blocks import llama_block, llama_inputs
+
+    if which == "gpt":
+        size = (8, 1024, 1024, 16) if not a.dry_run else (2, 16, 32, 4)
+        args = [t.detach().to(a.device, dtype).requires_grad_() for t in make_inputs(*size[:3])] + [size[3]]
+        fn = gpt_block
+    else:
+        size = (8, 1024, 1024, 16, 4, 2816) if not a.dry_run else (2, 16, 32, 4, 2, 64)
+        args = llama_inputs(*size, dtype=dtype, device=a.device)
+        fn = llama_block
+    leaves = [t for t in args if isinstance(t, torch.Tensor) and t.requires_grad]
+
+    def step(f):
+        def run():
+            f(*args).sum().backward()
+            grads = [t.grad for t in leaves]
+            for t in leaves:
+                t.grad = None
+            return grads
+        return run
+
+    expected = step(fn)()
+    jf = thunder.jit(fn, executors=executors(a))
+    t0 = time.perf_counter()
+    got = step(jf)()
+    sync(a.device)
+    first = time.perf_counter() - t0
+    for g, e in zip(got, expected, strict=True):
+        close(g, e, dtype)
+    compiled = torch.compile(fn) if not a.dry_run else fn
+    reps = dict(reps=10, warmup=3) if not a.dry_run else dict(reps=2, warmup=1)
+    t = {k: seconds(step(f), a.device, **reps) * 1e3 for k, f in (("eager", fn), ("torch_compile", compiled), ("thunder", jf))}
+    return dict(size=size, times_ms=t, thunder_vs_eager=t["eager"] / t["thunder"],
+                thunder_vs_compile=t["torch_compile"] / t["thunder"], thunder_first_call_s=first)
+
+
+def main():
+    a = parse(__doc__, lambda ap: ap.add_argument("--budget", type=float, default=150))
+    deadline = time.time() + a.budget
+    res = Results("bench", a)
+    import fusion
+
+    fusion.DEVICE = a.device
+    if a.dry_run:  # (see the docstring)
+        torch.compile = lambda f, *args, **kw: f
+    cp = res.run("device-to-device copy", lambda: copy_bandwidth(a))
+    copy_bps = cp.get("bytes_per_s") or float("nan")
+    blocks = ("gpt", "llama") if not a.dry_run else ("llama",)
+    items = [(f"{w} block training step bfloat16", lambda w=w: block_step(a, w, torch.bfloat16)) for w in blocks]
+    names = [n for n in fusion.CASES if not n.startswith("gpt block")]
+    if a.dry_run:
+        names = ["rotary embedding 4x16x512x64"]
+    items += [(f"fusion.py {n}", lambda n=n: fusion_case(a, n, copy_bps)) for n in names]
+    items += [(f"{w} block training step float32", lambda w=w: block_step(a, w, torch.float32)) for w in blocks]
+    for i, (name, fn) in enumerate(items):
+        if time.time() > deadline:
+            res.set(left_out=[n for n, _ in items[i:]])
+            print(f"out of time: left out {[n for n, _ in items[i:]]}", file=sys.stderr)
+            return
+        res.run(name, fn)
+
+
+if __name__ == "__main__":
+    main()

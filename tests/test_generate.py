@@ -1,0 +1,50 @@
+"""Hugging Face `model.generate()` with a jitted forward (`model.forward = thunder.jit(model.forward)`)
+against eager: the same tokens (greedy, and sampling from a fixed seed), DynamicCache and StaticCache
+(whose code writes dtypes, devices and new objects to the cache: runtime/state.py replays them),
+and a bounded number of compilations (sizes that change become symbols)."""
+import warnings
+
+import pytest
+import torch
+
+import thunder
+
+transformers = pytest.importorskip("transformers", reason="transformers is not installed")
+
+
+def _model(name):
+    t = transformers
+    torch.manual_seed(0)
+    if name == "gpt2":
+        model = t.GPT2LMHeadModel(t.GPT2Config(vocab_size=96, n_positions=32, n_embd=32, n_layer=1, n_head=2,
+                                               bos_token_id=0, eos_token_id=None))
+    else:
+        model = t.LlamaForCausalLM(t.LlamaConfig(vocab_size=96, max_position_embeddings=32, hidden_size=32,
+                                                 intermediate_size=64, num_hidden_layers=1, num_attention_heads=4,
+                                                 num_key_value_heads=2, bos_token_id=0, eos_token_id=None))
+    return model.eval()
+
+
+@pytest.mark.parametrize("name,cache,sample", [("gpt2", "dynamic", False), ("llama", "dynamic", True),
+                                               ("llama", "static", False), ("gpt2", "static", True)])
+def test_generate_with_jitted_forward_gives_eager_tokens(name, cache, sample):
+    model = _model(name)
+    ids = torch.randint(0, 96, (1, 5), generator=torch.Generator().manual_seed(1))
+    new = 8
+    kw = dict(max_new_tokens=new, min_new_tokens=new, pad_token_id=0)
+    if cache == "static":
+        kw["cache_implementation"] = "static"
+    if sample:
+        kw.update(do_sample=True, top_k=10)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.manual_seed(5)
+        expected = model.generate(ids, **kw)
+        jitted = thunder.jit(model.forward, cache="symbolic values", executors=["torch"])
+        model.forward = jitted
+        torch.manual_seed(5)
+        got = model.generate(ids, **kw)
+    assert got.shape == (1, 5 + new)
+    assert torch.equal(got, expected)
+    stats = thunder.compile_stats(jitted)
+    assert stats.calls == new and stats.cache_misses <= 4  # (the prefill, then decode steps generalised)

@@ -1,0 +1,59 @@
+"""The same block applied N times compiles the same kernels whatever N: thunder-fuse keeps a
+value shared by every layer (a Llama model's attention mask) from growing one region with a
+copy of every layer, so a 4-layer model's training step calls the kernels of a 2-layer one, more
+often. Values and gradients against eager."""
+import copy
+import re
+
+import pytest
+import torch
+
+import thunder
+from thunder.dialects.definitions import context
+from thunder.dialects.mlir import ir
+from thunder.lowering.fuse import fusion_callees, region_text
+
+transformers = pytest.importorskip("transformers", reason="transformers is not installed")
+from test_models import ATOL, DECODER, RTOL, _hf, _ids  # noqa: E402
+
+ALWAYS = ["thunder-fuse{policy=always}"]  # (tiny tensors: policy auto would fuse little)
+
+
+def _kernels(jitted):
+    """(the distinct kernels of the last training program, their names normalized; the number
+    of fusion calls in it)."""
+    fused = [t for t in thunder.last_traces(jitted) if t.producer == "thunder-fuse (forward)"]
+    assert fused, [t.producer for t in thunder.last_traces(jitted)]
+    text = fused[-1].to_mlir()
+    with context():
+        module = ir.Module.parse(text)  # (kept alive while its ops are read)
+        callees = fusion_callees(module.operation)
+        kernels = {re.sub(r"@fusion_\d+", "@fusion", region_text(f)) for f in callees.values()}
+    return kernels, len(re.findall(r"call @fusion_\d+", text))
+
+
+def _llama(layers):
+    config = dict(DECODER, num_hidden_layers=layers)
+    return _hf(transformers.LlamaConfig, transformers.LlamaForCausalLM, **config)
+
+
+def _train_step(model, ids):
+    """One training step of model under thunder.jit (every region fused) against eager: the
+    loss and every gradient. The jitted function."""
+    reference = copy.deepcopy(model)
+    jitted = thunder.jit(model, transforms=ALWAYS)
+    loss, expected = jitted(input_ids=ids, labels=ids).loss, reference(input_ids=ids, labels=ids).loss
+    torch.testing.assert_close(loss, expected, rtol=RTOL, atol=ATOL)
+    loss.backward()
+    expected.backward()
+    for (name, p), (_, q) in zip(model.named_parameters(), reference.named_parameters(), strict=True):
+        torch.testing.assert_close(p.grad, q.grad, rtol=RTOL, atol=ATOL, msg=lambda m: f"{name}: {m}")
+    return jitted
+
+
+def test_llama_kernels_do_not_grow_with_depth():
+    ids = _ids()
+    (k2, calls2), (k4, calls4) = (_kernels(_train_step(_llama(n), ids)) for n in (2, 4))
+    assert k2, "no fusion region at all"
+    assert k4 == k2  # the same kernels, called more often
+    assert calls4 > calls2

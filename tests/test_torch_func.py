@@ -1,0 +1,78 @@
+"""torch.func inside jitted functions (thunder/runtime/torch_func.py) against eager: values, and
+grads where the outer function is differentiated."""
+import pytest
+import torch
+from torch.func import functional_call, grad, grad_and_value, hessian, jacfwd, jacrev, vjp, vmap
+from torch.utils._pytree import tree_flatten
+
+import thunder
+
+_g = torch.Generator().manual_seed(0)
+X, W = torch.randn(3, 4, generator=_g), torch.randn(4, 2, generator=_g)
+LIN = torch.nn.Linear(4, 3)
+PARAMS = {k: v.detach().clone() for k, v in LIN.named_parameters()}
+
+
+def _loss(r):
+    return (r.sin() * r).sum()
+
+
+def _per_sample_loss(p, r):
+    return functional_call(LIN, p, (r,)).pow(2).sum()
+
+
+_PREMADE = vmap(grad(_loss))  # (made before the jitted call: reaches torch's implementations)
+
+CASES = {
+    "premade_transforms": (lambda x: _PREMADE(x), (X,)),
+    "functional_call": (lambda p, x: functional_call(LIN, p, (x,)), (PARAMS, X)),
+    "vmap": (lambda x: torch.vmap(lambda r: r.sin() @ W)(x), (X,)),
+    "vmap_in_dims": (lambda x, w: vmap(lambda r, v: (r * v).sum(), in_dims=(1, None))(x, w[:3, 0]), (X, W)),
+    "vmap_tuple_out": (lambda x: vmap(lambda r: (r.cos(), r.sum()), out_dims=(1, 0))(x), (X,)),
+    "grad": (lambda x: grad(_loss)(x), (X,)),
+    "grad_has_aux": (lambda x: grad(lambda r: (_loss(r), r.mean()), has_aux=True)(x), (X,)),
+    "grad_and_value": (lambda x, w: grad_and_value(lambda r, v: (r @ v).tanh().sum(), argnums=(0, 1))(x, w), (X, W)),
+    "jacrev": (lambda x: jacrev(lambda r: r.sin() @ W)(x), (X,)),
+    "jacfwd": (lambda x: jacfwd(lambda r: r.exp().cumsum(0))(x[0]), (X,)),
+    "hessian": (lambda x: hessian(_loss)(x[0]), (X,)),
+    "vjp": (lambda x: vjp(lambda r: r.sin() @ W, x)[1](torch.ones(3, 2))[0], (X,)),
+    "per_sample_grads": (lambda p, x: vmap(grad(_per_sample_loss), in_dims=(None, 0))(p, x), (PARAMS, X)),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_torch_func_values_as_eager(name):
+    fn, args = CASES[name]
+    got, expected = thunder.jit(fn)(*args), fn(*args)
+    got, expected = tree_flatten(got)[0], tree_flatten(expected)[0]
+    assert len(got) == len(expected)
+    for a, b in zip(got, expected, strict=True):
+        torch.testing.assert_close(a, b)
+
+
+@pytest.mark.parametrize("name", ["functional_call", "vmap", "grad", "jacrev", "per_sample_grads"])
+def test_torch_func_gradients_of_the_outer_function(name):
+    fn, args = CASES[name]
+
+    def leaves():
+        return [t.detach().clone().requires_grad_() for t in tree_flatten(args)[0]]
+
+    def with_leaves(ts):
+        it = iter(ts)
+        return [{k: next(it) for k in a} if isinstance(a, dict) else next(it) for a in args]
+
+    results = []
+    for f in (thunder.jit(fn), fn):
+        ts = leaves()
+        out = tree_flatten(f(*with_leaves(ts)))[0]
+        sum(o.float().pow(2).sum() for o in out).backward()
+        results.append([t.grad for t in ts])
+    for a, b in zip(*results, strict=True):
+        torch.testing.assert_close(a, b)
+
+
+def test_torch_func_refusals_name_the_construct():
+    with pytest.raises(NotImplementedError, match=r"torch\.func\.jvp inside a jitted function"):
+        thunder.jit(lambda x: torch.func.jvp(torch.sin, (x,), (x,)))(X)
+    with pytest.raises(NotImplementedError, match='randomness="different"'):
+        thunder.jit(lambda x: vmap(torch.sin, randomness="different")(x))(X)
