@@ -3,6 +3,7 @@ import torch
 
 from thunder.core import dtypes, symbols
 from thunder.dialects.mlir import arith, complex_, ir
+from thunder.ops.impl import TENSOR_INDEX
 
 
 # ---- tensor types, and the scalar types of runtime numbers
@@ -100,8 +101,6 @@ def i64(v):
 
 
 def _encode_index_entry(e):
-    from thunder.ops.impl import TENSOR_INDEX
-
     if e is None:
         return ir.UnitAttr.get()
     if e is Ellipsis:
@@ -119,8 +118,6 @@ def _encode_index_entry(e):
 
 
 def _decode_index_entry(a):
-    from thunder.ops.impl import TENSOR_INDEX
-
     if isinstance(a, ir.UnitAttr):
         return None
     if isinstance(a, ir.StringAttr):

@@ -23,7 +23,10 @@ from typing import Any
 from thunder.core import trace as tracing
 from thunder.dialects import attrs, sizes
 from thunder.dialects.mlir import LOCK, ext, ir
+import thunder.ops  # noqa: F401  (registers every op)
 from thunder.ops import registry
+from thunder.ops.record import run_meta
+from thunder.core.proxies import proxy_of_meta
 
 # OpView properties that an IRDL field must not shadow
 _RESERVED = {"name", "operation", "operands", "results", "result", "attributes", "location",
@@ -240,8 +243,6 @@ def _verifier(op):
 
 
 def _verify(op, operation):
-        from thunder.core.proxies import proxy_of_meta
-
         def proxy_of(v):
             shape, dtype, device = attrs.tensor_meta(v.type)
             if device is not None and sizes.DYNAMIC in shape:  # `?`: a placeholder size
@@ -269,7 +270,7 @@ def _verify(op, operation):
             return False
         try:
             with tracing.not_tracing():
-                out = tracing.run_meta(op, values)
+                out = run_meta(op, values)
         except Exception as e:  # the meta function's own check, e.g. shapes that do not broadcast
             if dynamic:
                 return True
@@ -315,8 +316,6 @@ def define_all():
     with LOCK:
         if _defined:
             return
-        import thunder.ops  # noqa: F401  (registers every op)
-
         before = {name: list(d.operations) for name, d in _DIALECTS.items()}
         try:
             for op in registry.OPS.values():

@@ -3,9 +3,11 @@ conventions emission writes (value names in locations, thunder.mutated_inputs) a
 here too, by passes and code generation."""
 from thunder.core import symbols
 from thunder.dialects import attrs, lists, sizes
-from thunder.dialects.definitions import (attribute_params, context, needs_segments, operand_params,
+from thunder.dialects.definitions import (attribute_params, context, decode_op, needs_segments, operand_params,
                                          operand_segments, result_segments, takes_sizes)
 from thunder.dialects.mlir import func, ir
+from thunder.core.trace import BoundSymbol, Ref
+from thunder.ops.registry import OPS
 
 
 CHECKPOINT = "checkpoint "  # a fused location's metadata "checkpoint N": the op is in checkpoint region N
@@ -84,9 +86,6 @@ def emit(trace, outputs, fn_name="computation", mutated=(), int_symbols=None) ->
     dialects/sizes.py; sizes.Inexpressible where the trace holds one it cannot express): the
     names of the symbols that are int arguments (i64 parameters after the inputs); None: the
     sizes of the call traced, as constants."""
-    from thunder.core.trace import BoundSymbol, Ref
-    from thunder.ops.registry import OPS
-
     copies = []
     for i, r in mutated:
         dst = trace.inputs[i]
@@ -161,3 +160,60 @@ def emit_symbol(op, args, outputs, values, where=None, emitter=None):
     for r, res in zip(outputs, operation.results):
         values[r.name] = res
     return operation
+
+
+def mismatch(symbolic_func, concrete_func, int_values):
+    """Where the func with symbolic sizes, its sizes taken from a call (concrete_func: the trace of
+    that call; int_values: the int symbols' values in it, by name), is not that call's trace (an
+    op, a number, an attribute or a static dim of another value); None where it is the same. A
+    number computed from sizes where the recording lost its expression (a constant in one trace,
+    another in the next) shows here."""
+    sym_block, con_block = symbolic_func.regions[0].blocks[0], concrete_func.regions[0].blocks[0]
+    shapes = {a: ir.RankedTensorType(c.type).shape for a, c in zip(sym_block.arguments, con_block.arguments)
+              if isinstance(c.type, ir.RankedTensorType)}
+
+    class Shaped:
+        def __init__(self, shape):
+            self.shape = shape
+
+    def leaf(v):
+        if v in shapes:
+            return Shaped(shapes[v])
+        if isinstance(v.owner, ir.Block) and str(v.type) == "i64":
+            return int_values.get((loc_names(v.location) or [None])[0])
+        return None
+
+    def fits(sym_t, con_t):
+        if not isinstance(sym_t, ir.RankedTensorType):
+            return str(sym_t) == str(con_t)
+        sym_t, con_t = ir.RankedTensorType(sym_t), ir.RankedTensorType(con_t)
+        return (sym_t.element_type == con_t.element_type and sym_t.rank == con_t.rank
+                and all(a == sizes.DYNAMIC or a == b for a, b in zip(sym_t.shape, con_t.shape)))
+
+    def kind(v):  # what is compared of a tensor or a runtime number: that it is one
+        return "tensor" if isinstance(v.type, ir.RankedTensorType) else "number"
+
+    def sym_value(v):  # a size takes the call's value
+        value = None if isinstance(v.type, ir.RankedTensorType) else sizes.evaluate(v, leaf)
+        return kind(v) if value is None else value
+
+    args = list(sym_block.arguments)[:len(con_block.arguments)]
+    if not all(fits(a.type, c.type) for a, c in zip(args, con_block.arguments)):
+        return "the func's arguments"
+    skip = set(attrs.CONSTANT_OPS) | set(sizes.PYTHON)
+    sym_ops = [o.operation for o in sym_block.operations if o.operation.name not in skip]
+    con_ops = [o.operation for o in con_block.operations if o.operation.name not in attrs.CONSTANT_OPS]
+    if [o.name for o in sym_ops] != [o.name for o in con_ops]:
+        return "the ops"
+    for s, c in zip(sym_ops, con_ops):
+        if s.name == "func.return":
+            if not all(fits(a.type, b.type) for a, b in zip(s.operands, c.operands)):
+                return "the results"
+            continue
+        _, sym_values = decode_op(s, sym_value)
+        _, con_values = decode_op(c, kind)
+        if sym_values != con_values:
+            return f"{s.name}'s arguments ({sym_values} against {con_values})"
+        if not all(fits(a.type, b.type) for a, b in zip(s.results, c.results)):
+            return f"{s.name}'s result types"
+    return None

@@ -15,7 +15,7 @@ import ast
 import math
 
 from thunder.core import symbols
-from thunder.dialects.attrs import CONSTANT_OPS, constant_value, is_constant
+from thunder.dialects.attrs import constant_value, is_constant
 from thunder.dialects.mlir import arith, ir
 
 DYNAMIC = -(2 ** 63)  # ir.ShapedType.get_dynamic_size(): a `?` dim, an attribute entry given by an operand
@@ -257,63 +257,3 @@ def evaluate(value, leaf):
         return None
     names = [f"_{i}" for i in range(len(args))]
     return eval(template.format(*names), {"math": math}, dict(zip(names, args)))  # noqa: S307
-
-
-def mismatch(symbolic_func, concrete_func, int_values):
-    """Where the func with symbolic sizes, its sizes taken from a call (concrete_func: the trace of
-    that call; int_values: the int symbols' values in it, by name), is not that call's trace (an
-    op, a number, an attribute or a static dim of another value); None where it is the same. A
-    number computed from sizes where the recording lost its expression (a constant in one trace,
-    another in the next) shows here."""
-    from thunder.dialects.definitions import decode_op
-    from thunder.dialects.emit import loc_names
-
-    sym_block, con_block = symbolic_func.regions[0].blocks[0], concrete_func.regions[0].blocks[0]
-    shapes = {a: ir.RankedTensorType(c.type).shape for a, c in zip(sym_block.arguments, con_block.arguments)
-              if isinstance(c.type, ir.RankedTensorType)}
-
-    class Shaped:
-        def __init__(self, shape):
-            self.shape = shape
-
-    def leaf(v):
-        if v in shapes:
-            return Shaped(shapes[v])
-        if isinstance(v.owner, ir.Block) and str(v.type) == "i64":
-            return int_values.get((loc_names(v.location) or [None])[0])
-        return None
-
-    def fits(sym_t, con_t):
-        if not isinstance(sym_t, ir.RankedTensorType):
-            return str(sym_t) == str(con_t)
-        sym_t, con_t = ir.RankedTensorType(sym_t), ir.RankedTensorType(con_t)
-        return (sym_t.element_type == con_t.element_type and sym_t.rank == con_t.rank
-                and all(a == DYNAMIC or a == b for a, b in zip(sym_t.shape, con_t.shape)))
-
-    def kind(v):  # what is compared of a tensor or a runtime number: that it is one
-        return "tensor" if isinstance(v.type, ir.RankedTensorType) else "number"
-
-    def sym_value(v):  # a size takes the call's value
-        value = None if isinstance(v.type, ir.RankedTensorType) else evaluate(v, leaf)
-        return kind(v) if value is None else value
-
-    args = list(sym_block.arguments)[:len(con_block.arguments)]
-    if not all(fits(a.type, c.type) for a, c in zip(args, con_block.arguments)):
-        return "the func's arguments"
-    skip = set(CONSTANT_OPS) | set(PYTHON)
-    sym_ops = [o.operation for o in sym_block.operations if o.operation.name not in skip]
-    con_ops = [o.operation for o in con_block.operations if o.operation.name not in CONSTANT_OPS]
-    if [o.name for o in sym_ops] != [o.name for o in con_ops]:
-        return "the ops"
-    for s, c in zip(sym_ops, con_ops):
-        if s.name == "func.return":
-            if not all(fits(a.type, b.type) for a, b in zip(s.operands, c.operands)):
-                return "the results"
-            continue
-        _, sym_values = decode_op(s, sym_value)
-        _, con_values = decode_op(c, kind)
-        if sym_values != con_values:
-            return f"{s.name}'s arguments ({sym_values} against {con_values})"
-        if not all(fits(a.type, b.type) for a, b in zip(s.results, c.results)):
-            return f"{s.name}'s result types"
-    return None

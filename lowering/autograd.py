@@ -11,7 +11,7 @@ only ops with rules remain. Integer and bool values never get gradients.
 from dataclasses import dataclass
 
 from thunder.core import trace as tracing
-from thunder.core.proxies import TensorProxy, proxy_of_meta
+from thunder.core.proxies import TensorProxy, proxy_of_meta, to_refs
 from thunder.core.trace import Ref, TraceCtx
 from thunder.dialects import attrs
 from thunder.dialects.definitions import context
@@ -19,6 +19,7 @@ from thunder.dialects.emit import emit_into, find_func, mutated_inputs
 from thunder.dialects.lift import lift
 from thunder.dialects.mlir import func, ir
 from thunder.ops import elementwise, registry
+from thunder.lowering.decompose import decompose_module
 
 REQUIRES_GRAD = "thunder.requires_grad"
 
@@ -188,7 +189,7 @@ def use_training_forms(symbols, needs, new_name):
         with tracing.tracing(TraceCtx(prefix="_")):
             metas = op.meta(**args)
         extra = [Ref(new_name(), tuple(m.shape), m.dtype, m.device) for m in metas[1:]]
-        args = {k: tracing._to_refs(v) for k, v in args.items()}  # (the proxies carry the Refs' names)
+        args = {k: to_refs(v) for k, v in args.items()}  # (the proxies carry the Refs' names)
         symbols[i] = tracing.BoundSymbol(op, args, [bsym.outputs[0], *extra], bsym.location)
 
 
@@ -222,8 +223,6 @@ def requires_grad_flags(func_op):
 
 def autograd_module(module_op):
     """The pass: replace @computation by @forward and @backward."""
-    from thunder.lowering.decompose import decompose_module
-
     keep = {op.name for op in registry.OPS.values() if op.dialect == "ltorch" and op.vjp_rule is not None}
     keep.add("detach")
     decompose_module(module_op, keep=keep)

@@ -16,6 +16,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from thunder.dialects.mlir import ir
+from thunder.lowering.gpu import launch as gpu_launch
+from thunder.lowering.linalg.scalar import POW_SPECIAL
+from thunder.lowering.linalg.to_linalg import supported
+from thunder.lowering.gpu import nvfuser, region_kernels
+from thunder.lowering.linalg import compile_region
+from thunder.lowering.linalg.to_linalg import lower_region, to_linalg
+
 
 @dataclass(frozen=True)
 class CostModel:
@@ -46,10 +54,47 @@ class Executor:
     takes_numbers: bool = False  # whether its regions take runtime numbers (scalar f64/i64 inputs)
 
 
-def _kernel_prim(operation):
-    from thunder.lowering.fuse import kernel_prim
+LIBM_CALLS = {"thunder.sin", "thunder.cos", "thunder.atan2", "thunder.pow"}
+NO_F64 = {"thunder.exp", "thunder.tanh", "thunder.erf", "thunder.log", "thunder.log1p", "thunder.expm1",
+          "thunder.log2", "thunder.log10"}
 
-    return kernel_prim(operation)
+
+def is_number(v):
+    owner = v.owner
+    return isinstance(owner, ir.OpView) and owner.operation.name == "arith.constant" and \
+        not isinstance(v.type, ir.ShapedType)
+
+
+def number_value(v):
+    attr = v.owner.attributes["value"]
+    return ir.FloatAttr(attr).value if isinstance(attr, ir.FloatAttr) else ir.IntegerAttr(attr).value
+
+
+def nonzero_number(v):
+    if not is_number(v):
+        return False
+    try:
+        return ir.IntegerAttr(v.owner.attributes["value"]).value != 0
+    except ValueError:
+        return False
+
+
+def kernel_prim(operation) -> bool:
+    """Whether a prim has a kernel lowering (lowering/linalg, shared by the linalg and cuda
+    executors) without libm calls or integer division by a tensor."""
+    name = operation.name
+    if not supported(name):
+        return False
+    elt = str(ir.RankedTensorType(operation.results[0].type).element_type)
+    is_int = elt.startswith("i")
+    if name == "thunder.pow" and (is_int or (is_number(operation.operands[1]) and
+                                             number_value(operation.operands[1]) in POW_SPECIAL)):
+        pass  # integer pow, x ** 2, x ** 0.5, ...: multiplications or a sqrt, no libm call
+    elif name in LIBM_CALLS or (name in NO_F64 and elt == "f64"):
+        return False
+    if name == "thunder.div" and is_int and not nonzero_number(operation.operands[1]):
+        return False  # torch raises ZeroDivisionError for x / 0, which a kernel cannot
+    return True
 
 
 _VERIFY_CONTEXT = None
@@ -57,7 +102,6 @@ _VERIFY_CONTEXT = None
 
 def _verifies(text):
     global _VERIFY_CONTEXT
-    from thunder.dialects.mlir import ir
 
     if _VERIFY_CONTEXT is None:
         _VERIFY_CONTEXT = ir.Context()
@@ -67,8 +111,6 @@ def _verifies(text):
 
 def _linalg_accepts(text, name):
     """Whether the region lowers to linalg that MLIR accepts (parsed and verified)."""
-    from thunder.lowering.linalg.to_linalg import to_linalg
-
     try:
         _verifies(to_linalg(text, name))
         return True
@@ -78,8 +120,6 @@ def _linalg_accepts(text, name):
 
 def _cuda_accepts(text, name):
     """Whether the region's kernels are written and their gpu.module verifies."""
-    from thunder.lowering.gpu import region_kernels
-
     try:
         _verifies(region_kernels(text, name).module)
         return True
@@ -88,21 +128,15 @@ def _cuda_accepts(text, name):
 
 
 def _compile_linalg(text, name, sizes=()):
-    from thunder.lowering.linalg import compile_region
-
     return compile_region(text, name, sizes=sizes)
 
 
 def _linalg_tiles(text, name):
-    from thunder.lowering.linalg.to_linalg import lower_region
-
     return lower_region(text, name).rows is not None
 
 
 def _compile_cuda(text, name):
-    from thunder.lowering.gpu.launch import compile_region
-
-    return compile_region(text, name)
+    return gpu_launch.compile_region(text, name)
 
 
 def _require_cuda():
@@ -115,8 +149,6 @@ def _require_cuda():
 
 def _nvfuser(attr):
     def f(*args):
-        from thunder.lowering.gpu import nvfuser
-
         return getattr(nvfuser, attr)(*args)
     return f
 
@@ -142,12 +174,12 @@ _LINALG_MATH = (("thunder.exp", 5.8e-10, 1.3e-10), ("thunder.tanh", 2.2e-09, 5.6
 _LINALG_OP_MATH = (("ltorch.gelu", (("approximate", "tanh"),), 1.2e-9),
                    ("ltorch.gelu_backward", (("approximate", "tanh"),), 1.2e-9))
 register(Executor("linalg", "cpu", CostModel(1.1e-6, 5e-6, 5e10, _LINALG_MATH, _LINALG_OP_MATH), _compile_linalg,
-                  _kernel_prim,
+                  kernel_prim,
                   _linalg_accepts,
                   _linalg_tiles, takes_numbers=True))
 # a CUDA torch op costs its launch (~5 us of CPU time; GPU time hides behind it for small
 # tensors), one of our kernels a Python-level launch (~8 us); an H100 moves ~2.5 TB/s
-register(Executor("cuda", "cuda", CostModel(5e-6, 8e-6, 2.5e12), _compile_cuda, _kernel_prim, _cuda_accepts,
+register(Executor("cuda", "cuda", CostModel(5e-6, 8e-6, 2.5e12), _compile_cuda, kernel_prim, _cuda_accepts,
                   require=_require_cuda))
 register(Executor("nvfuser", "cuda", CostModel(5e-6, 10e-6, 2.5e12), _nvfuser("compile_region"),
                   _nvfuser("supports"), _nvfuser("accepts"), require=_nvfuser("require")))
@@ -163,6 +195,4 @@ def get(name) -> Executor:
 
 def of_region(func_op) -> Executor:
     """The executor a fusion callee is tagged with."""
-    from thunder.dialects.mlir import ir
-
     return get(ir.StringAttr(func_op.attributes["thunder.executor"]).value)

@@ -24,9 +24,10 @@ import re
 from thunder.dialects.emit import loc_names
 from thunder.dialects.mlir import func, ir
 from thunder.lowering import executors as executor_registry
+from thunder.lowering.executors import is_number
 from thunder.lowering.decompose import decompose_module, decompose_op
-from thunder.lowering.linalg.scalar import ELEMENTWISE, POW_SPECIAL, elt_bytes
-from thunder.lowering.linalg.to_linalg import SCALAR_TYPES, supported
+from thunder.lowering.linalg.scalar import ELEMENTWISE, elt_bytes
+from thunder.lowering.linalg.to_linalg import SCALAR_TYPES
 from thunder.ops import registry
 
 POLICIES = ("auto", "always")
@@ -44,9 +45,6 @@ ELEMENT_TYPES = {"f16", "bf16", "f32", "f64", "i1", "i8", "i16", "i32", "i64"}
 # LLVM's loop vectorizer, and such a kernel is many times slower than torch's vectorized
 # (SLEEF) version, so they stay torch calls. The others have polynomials for f32 (f16/bf16
 # compute in f32), not for f64.
-LIBM_CALLS = {"thunder.sin", "thunder.cos", "thunder.atan2", "thunder.pow"}
-NO_F64 = {"thunder.exp", "thunder.tanh", "thunder.erf", "thunder.log", "thunder.log1p", "thunder.expm1",
-          "thunder.log2", "thunder.log10"}
 
 
 def is_fusion(func_op):
@@ -70,35 +68,20 @@ def _static(t, device="cpu"):
     return on == device and t.has_static_shape and str(t.element_type) in ELEMENT_TYPES
 
 
-def _is_number(v):
-    owner = v.owner
-    return isinstance(owner, ir.OpView) and owner.operation.name == "arith.constant" and \
-        not isinstance(v.type, ir.ShapedType)
-
-
 def _runtime_number(v):
     """A runtime number (core/numbers.py: a float argument under cache="symbolic values", t.item())
     of a type kernels take: a region input of scalar type, for executors that take them."""
-    return not isinstance(v.type, ir.ShapedType) and not _is_number(v) and str(v.type) in SCALAR_TYPES
+    return not isinstance(v.type, ir.ShapedType) and not is_number(v) and str(v.type) in SCALAR_TYPES
 
 
 def _operand_ok(operation, v, executor):
     """A number, a tensor the executor can hold, or a runtime number of an elementwise prim
     (ltorch ops: checked again on their prims) for an executor that takes them."""
-    if _is_number(v) or _static(v.type, executor.device):
+    if is_number(v) or _static(v.type, executor.device):
         return True
     name = operation.name
     return executor.takes_numbers and _runtime_number(v) and (
         not name.startswith("thunder.") or name.removeprefix("thunder.") in ELEMENTWISE)
-
-
-def _nonzero_number(v):
-    if not _is_number(v):
-        return False
-    try:
-        return ir.IntegerAttr(v.owner.attributes["value"]).value != 0
-    except ValueError:
-        return False
 
 
 def claimed(operation, executor=None) -> bool:
@@ -113,24 +96,6 @@ def claimed(operation, executor=None) -> bool:
     if not all(_operand_ok(operation, v, executor) for v in operation.operands):
         return False
     return executor.supports(operation)
-
-
-def kernel_prim(operation) -> bool:
-    """Whether a prim has a kernel lowering (lowering/linalg, shared by the linalg and cuda
-    executors) without libm calls or integer division by a tensor."""
-    name = operation.name
-    if not supported(name):
-        return False
-    elt = str(ir.RankedTensorType(operation.results[0].type).element_type)
-    is_int = elt.startswith("i")
-    if name == "thunder.pow" and (is_int or (_is_number(operation.operands[1]) and
-                                             _number(operation.operands[1]) in POW_SPECIAL)):
-        pass  # integer pow, x ** 2, x ** 0.5, ...: multiplications or a sqrt, no libm call
-    elif name in LIBM_CALLS or (name in NO_F64 and elt == "f64"):
-        return False
-    if name == "thunder.div" and is_int and not _nonzero_number(operation.operands[1]):
-        return False  # torch raises ZeroDivisionError for x / 0, which a kernel cannot
-    return True
 
 
 _DECOMPOSES_TO_CLAIMED = {}  # ltorch op signature -> bool
@@ -159,14 +124,14 @@ def claimable(operation, executor=None) -> bool:
 def _signature(operation):
     # (the attributes by their text: str() of the attribute map is its Python object's address)
     return (operation.name, tuple(sorted((k, str(operation.attributes[k])) for k in operation.attributes)),
-            tuple(str(v.owner.attributes["value"]) if _is_number(v) else str(v.type) for v in operation.operands))
+            tuple(str(v.owner.attributes["value"]) if is_number(v) else str(v.type) for v in operation.operands))
 
 
 def _scratch(operation):
     """(module, func): a copy of the op alone in a func of a module of its own."""
     scratch = ir.Module.create()
-    tensors = [v for v in operation.operands if not _is_number(v)]
-    numbers = [v for v in operation.operands if _is_number(v)]
+    tensors = [v for v in operation.operands if not is_number(v)]
+    numbers = [v for v in operation.operands if is_number(v)]
     return scratch, _build_func(scratch.body, "scratch", [operation], tensors, numbers, list(operation.results))
 
 
@@ -204,11 +169,6 @@ def _take_input_checks(callee):
                            {k: o.attributes[k] for k in o.attributes}))
             o.erase()
     return checks
-
-
-def _number(v):
-    attr = v.owner.attributes["value"]
-    return ir.FloatAttr(attr).value if isinstance(attr, ir.FloatAttr) else ir.IntegerAttr(attr).value
 
 
 def _pure(operation):
@@ -408,7 +368,7 @@ def _region_values(members):
         for v in o.operands:
             if v in produced:
                 continue
-            if _is_number(v):
+            if is_number(v):
                 if v not in numbers:
                     numbers.append(v)
             elif v not in inputs:
@@ -508,7 +468,7 @@ def _torch_seconds(operation, cost):
     if op is None or not op.torch_composite:
         if _is_view(operation):
             return cost.op_seconds
-        moved = sum(_bytes(v) for v in operation.operands if not _is_number(v)) + sum(_bytes(r) for r in operation.results)
+        moved = sum(_bytes(v) for v in operation.operands if not is_number(v)) + sum(_bytes(r) for r in operation.results)
         return cost.op_seconds + moved / cost.bytes_per_second
     key = (cost, _signature(operation))
     if key not in _COMPOSITE_SECONDS:  # the ops of its decomposition (one level), costed alike

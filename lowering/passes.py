@@ -6,7 +6,8 @@ parser does not know Python-defined passes)."""
 from dataclasses import dataclass
 from typing import Callable
 
-from thunder.dialects.mlir import ir, passmanager
+from thunder.dialects.mlir import passmanager
+from thunder.lowering import autograd, decompose, functionalize, fuse, remat
 
 
 @dataclass
@@ -28,8 +29,6 @@ def register_pass(name, description):
 
 
 def _load_passes():
-    from thunder.lowering import autograd, decompose, functionalize, fuse, remat
-
     if "thunder-functionalize" not in PASSES:
         register_pass("thunder-functionalize", "Turn ltorch.copy_ into a func argument into an extra result "
                       "(thunder.mutated_inputs) that the program copies back")(functionalize.functionalize_module)

@@ -12,8 +12,6 @@ location says so, dialects/emit.py) is recomputed however expensive, and its val
 saved (no capacity limit), so the cut falls on the region's inputs as in eager; random ops keep
 their results saved (the backward must see the numbers the forward drew).
 """
-import networkx as nx
-
 from thunder.core.trace import BoundSymbol, Ref, TraceCtx
 from thunder.dialects.emit import emit_into, find_func, mutated_inputs
 from thunder.dialects.lift import lift
@@ -57,6 +55,8 @@ def choose_saved(forward_ctx, needed, copied=()):
     names of inputs that forward updates in place: saving one saves a copy of it (its size)."""
     if not needed:
         return []
+    import networkx as nx  # heavy (about 0.3 s to import): only training programs need the min-cut
+
     g = nx.DiGraph()
     src, sink = "__source__", "__sink__"
     refs = {}

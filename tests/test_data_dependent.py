@@ -436,11 +436,11 @@ def test_gpt2_padding_mask_through_transformers_eager_mask_checks(monkeypatch):
     """transformers' non-compiling path checks the attention mask's values in Python (masking_utils:
     `if padding_mask.all()`-style early exits): with is_compiling() answering False those become
     splits, and the model still equals eager for every mask."""
-    from thunder.runtime import jit as jit_module
+    from thunder.runtime import lookup as lookup_module
 
     transformers = pytest.importorskip("transformers", reason="transformers is not installed")
 
-    monkeypatch.setattr(jit_module, "_is_compiling", lambda: False)
+    monkeypatch.setattr(lookup_module, "_is_compiling", lambda: False)
     torch.manual_seed(0)
     config = transformers.GPT2Config(vocab_size=100, n_positions=32, n_embd=32, n_layer=1, n_head=2)
     model = transformers.GPT2LMHeadModel(config).eval()

@@ -368,7 +368,7 @@ def test_sdpa_flash_ops_and_their_decompositions(causal):
     """impl.sdpa_flash(_backward) against torch's flash attention kernels (with a strided last dim,
     which those kernels would read wrong), and their decompositions against them."""
     from thunder.ops import impl
-    from thunder.ops.nn import sdpa_flash, sdpa_flash_backward
+    from thunder.ops.attention import sdpa_flash, sdpa_flash_backward
 
     aten = torch.ops.aten
     q, k, v = r(2, 3, 6, 4, dtype=f64), r(2, 3, 4, 5, dtype=f64).transpose(-1, -2), r(2, 3, 5, 4, dtype=f64)

@@ -421,9 +421,8 @@ def test_sizes_computed_in_python_are_ops_of_the_trace():
 
 
 def test_a_number_the_recording_kept_constant_is_found_on_the_three_calls():
-    from thunder.dialects import sizes
     from thunder.dialects.definitions import context
-    from thunder.dialects.emit import find_func
+    from thunder.dialects.emit import find_func, mismatch
     from thunder.dialects.mlir import ir
 
     def func(arg, number):
@@ -438,8 +437,8 @@ def test_a_number_the_recording_kept_constant_is_found_on_the_three_calls():
         f = find_func(symbolic.operation, "computation")
         same = ir.Module.parse(func("tensor<4x8xf32>", 2.0))
         other = ir.Module.parse(func("tensor<9x8xf32>", 3.0))
-        assert sizes.mismatch(f, find_func(same.operation, "computation"), {}) is None
-        assert sizes.mismatch(f, find_func(other.operation, "computation"), {}).startswith("ltorch.div's arguments")
+        assert mismatch(f, find_func(same.operation, "computation"), {}) is None
+        assert mismatch(f, find_func(other.operation, "computation"), {}).startswith("ltorch.div's arguments")
 
 
 def test_the_trace_with_symbolic_sizes_verifies_and_rule_passes_refuse_it():

@@ -10,9 +10,10 @@ import torch
 from thunder import distributed, functional
 from thunder.core.logs import set_logs
 from thunder.examine import Examination, examine
+from thunder.runtime.jit import ThunderFunction
 from thunder.runtime.module import ThunderModule
+from thunder.runtime.options import CACHE_OPTIONS, CompileStats, DebugOptions, make_compile_data
 from thunder.runtime.sharp_edges import JITSharpEdgeError
-from thunder.runtime.jit import CACHE_OPTIONS, CompileStats, DebugOptions, ThunderFunction, make_compile_data
 
 __all__ = [
     "jit", "functional", "compile_data", "compile_stats", "last_traces", "last_prologue_traces",

@@ -4,6 +4,8 @@ import argparse
 import importlib.metadata
 import sys
 
+import torch
+
 
 def version():
     try:
@@ -21,8 +23,6 @@ def _distribution(name):
 
 def _importable(module):
     """None when `import module` works, else why not."""
-    import importlib
-
     try:
         importlib.import_module(module)
     except Exception as e:  # noqa: BLE001 - reported, never raised: this is a diagnostic
@@ -33,8 +33,6 @@ def _importable(module):
 def check_lines():
     """The lines `python -m thunder --check` prints: (name, status) pairs; status starts with
     "ok" or "missing"/"unavailable"."""
-    import torch
-
     lines = [("thunder-mlir", version()), ("torch", torch.__version__)]
     mlir = _distribution("torch-mlir")
     failed = _importable("thunder.dialects.mlir")

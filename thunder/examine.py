@@ -19,7 +19,9 @@ from dataclasses import dataclass, field
 from thunder.core import logs
 from thunder.lowering.fuse import fusion_callees
 from thunder.runtime import calls as call_records, guards as guard_checks, regions as fusion_regions
-from thunder.runtime.jit import CompileStats, _readable, compile_entry, make_compile_data
+from thunder.runtime.compile import compile_entry
+from thunder.runtime.jit import _readable
+from thunder.runtime.options import CompileStats, make_compile_data
 
 FALLBACK_OPS = ("ltorch.torch_call", "ltorch.torch_call_random")
 

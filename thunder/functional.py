@@ -2,7 +2,8 @@
 dtypes, devices, slices, torch.Size and nested tuples/lists/dicts of those (anything else raises
 ValueError "Cannot unpack object of type ..."), and the function may not read tensors that are
 not inputs."""
-from thunder.runtime.jit import ThunderFunction, make_compile_data
+from thunder.runtime.jit import ThunderFunction
+from thunder.runtime.options import make_compile_data
 
 
 def jit(fn, /, *, executors=None, cache=None, sharp_edges=None, disable_torch_autograd=False,

@@ -4,7 +4,9 @@ import inspect
 import os
 import sys
 
+from thunder.core import dtypes
 from thunder.dialects.definitions import attribute_params, operand_params
+import thunder.ops  # noqa: F401  (registers every op)
 from thunder.ops import registry
 
 HEADER = """# The ltorch and thunder dialects
@@ -61,8 +63,6 @@ def _signature(op):
 
 
 def _dtype_table():
-    from thunder.core import dtypes
-
     lines = [DTYPES_NOTE, "| torch dtype | MLIR element type |", "| --- | --- |"]
     lines += [f"| `{d}` | `{name}` |" for d, name in dtypes.mlir_names().items()]
     return lines
@@ -100,8 +100,6 @@ def doc_path():
 
 
 def main():
-    import thunder.ops  # noqa: F401
-
     path = sys.argv[1] if len(sys.argv) > 1 else os.path.normpath(doc_path())
     with open(path, "w") as f:
         f.write(render())

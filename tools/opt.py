@@ -9,6 +9,15 @@ import argparse
 import io
 import sys
 
+from thunder.dialects.definitions import context
+from thunder.dialects.mlir import ir
+from thunder.lowering.fuse import fusion_callees, region_text
+from thunder.lowering.linalg.scalar import UnsupportedOp
+from thunder.lowering.linalg.to_linalg import lower_region, row_major_strides, signature
+from thunder.lowering.passes import build_pass_manager, list_passes
+from thunder.runtime.codegen import python_source, Unprintable
+from thunder.lowering.gpu import module_ptx, region_kernels
+
 
 def _parser():
     p = argparse.ArgumentParser(prog="thunder-opt", description=__doc__.splitlines()[0])
@@ -37,12 +46,6 @@ def _parser():
 
 
 def run_one(text, args, out):
-    from thunder.dialects.definitions import context
-    from thunder.dialects.mlir import ir
-    from thunder.lowering.passes import build_pass_manager
-    from thunder.lowering.linalg.scalar import UnsupportedOp
-    from thunder.runtime.codegen import Unprintable
-
     filename = args.input if args.input != '-' else '<stdin>'
     with context():
         try:
@@ -61,9 +64,6 @@ def run_one(text, args, out):
         if args.to_gpu or args.to_ptx:
             return _gpu(module, args, out)
         if args.to_linalg:
-            from thunder.lowering.fuse import fusion_callees, region_text
-            from thunder.lowering.linalg.to_linalg import lower_region, row_major_strides, signature
-
             for name, callee in fusion_callees(module.operation).items():
                 text = region_text(callee)
                 try:
@@ -75,8 +75,6 @@ def run_one(text, args, out):
                           file=sys.stderr)
                     return False
         elif args.to_python:
-            from thunder.runtime.codegen import python_source
-
             for op in module.body.operations:
                 if op.operation.name == "func.func":
                     name = ir.StringAttr(op.attributes["sym_name"]).value
@@ -94,9 +92,6 @@ def run_one(text, args, out):
 
 def _gpu(module, args, out):
     """--to-gpu / --to-ptx: each fusion region's kernels, with their launch configurations."""
-    from thunder.lowering.fuse import fusion_callees, region_text
-    from thunder.lowering.gpu import UnsupportedOp, module_ptx, region_kernels
-
     ok = True
     for name, callee in fusion_callees(module.operation).items():
         try:
@@ -125,8 +120,6 @@ def _format_error(e, filename):
 
 
 def _where(loc, filename):
-    from thunder.dialects.mlir import ir
-
     try:
         f = ir.FileLineColLoc(loc)
         name = filename if f.filename in ("-", "") else f.filename
@@ -153,8 +146,6 @@ def split_input(text):
 def main(argv=None):
     args = _parser().parse_args(argv)
     if args.list_passes:
-        from thunder.lowering.passes import list_passes
-
         print("thunder passes (usable in --pass-pipeline with any upstream MLIR pass):")
         for name, description in list_passes().items():
             print(f"  {name:24s} {description}")

@@ -26,6 +26,9 @@ from thunder.lowering.gpu.graph import read_graph
 from thunder.lowering.gpu.schedule import Launch, plan  # noqa: F401
 from thunder.lowering.linalg.scalar import UnsupportedOp  # noqa: F401
 from thunder.lowering.linalg.to_linalg import lower_region, parse_region, row_major_strides
+from thunder.lowering.gpu import ptx, ptx as ptx_module
+from thunder.lowering.gpu.ptx import lower_to_nvvm
+from thunder.lowering.linalg.runtime import torch_dtype
 
 
 @dataclass
@@ -72,8 +75,6 @@ def region_kernels(text: str, name: str | None = None, input_strides=None, align
     """The kernels computing the region's outputs. input_strides: per input, the element strides
     it will be called with (default contiguous); aligned: the inputs whose data pointer is
     16-byte aligned (default all), which may be read with vector loads."""
-    from thunder.lowering.linalg.runtime import torch_dtype
-
     linalg_text = lower_region(host_types(text), name, tile=False, out_name="kernel", merge_reductions=False).text
     ctx, module = parse_region(linalg_text)
     with ctx:
@@ -93,8 +94,6 @@ def region_kernels(text: str, name: str | None = None, input_strides=None, align
 
 def lower_module(module_text: str, chip="sm_90", print_ir=False):
     """(context, module) of a gpu.module text lowered to the LLVM dialect with NVVM."""
-    from thunder.lowering.gpu.ptx import lower_to_nvvm
-
     ctx = ir.Context()
     with ctx, ir.Location.unknown():
         module = ir.Module.parse(module_text)
@@ -104,8 +103,6 @@ def lower_module(module_text: str, chip="sm_90", print_ir=False):
 
 def module_ptx(module_text: str, chip="sm_90", print_ir=False) -> str:
     """PTX of every kernel of a gpu.module text."""
-    from thunder.lowering.gpu import ptx
-
     ctx, module = lower_module(module_text, chip, print_ir)
     with ctx:
         return ptx.ptx(ptx.llvm_ir(module), chip)
@@ -166,8 +163,6 @@ class Batch:
 
     def check(self, archs=("sm_80", "sm_90")):
         """PTX for each architecture, assembled by ptxas; {arch: PTX}."""
-        from thunder.lowering.gpu import ptx as ptx_module
-
         out = {}
         for arch in archs:
             text = self.ptx(arch)

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from thunder.dialects.mlir import ir
+from thunder.lowering.gpu import region_kernels
 
 _NP = {"f16": np.float16, "bf16": np.float32, "f32": np.float32, "f64": np.float64, "i1": np.bool_,
        "i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64, "index": np.int64}
@@ -254,8 +255,6 @@ class _Kernel:
 def emulate_region(text, name, *args):
     """The region's outputs computed by its kernels (region_kernels with the arguments' strides
     and alignment), interpreted on the CPU."""
-    from thunder.lowering.gpu import region_kernels
-
     strides = [tuple(0 if n == 1 else s for n, s in zip(a.shape, a.stride())) for a in args]
     aligned = [i for i, a in enumerate(args) if a.data_ptr() % 16 == 0]
     kernels = region_kernels(text, name, strides, aligned)

@@ -34,6 +34,7 @@ from thunder.lowering.gpu import host_types, module_ptx, region_kernels
 from thunder.lowering.linalg import disk_cache
 from thunder.lowering.linalg.runtime import torch_dtype
 from thunder.lowering.linalg.to_linalg import signature
+from thunder.lowering.gpu import ptx as ptx_module
 
 CUDA_SUCCESS = 0
 
@@ -44,7 +45,7 @@ class CudaDriverError(RuntimeError):
 
 def _import_driver():
     try:
-        from cuda.bindings import driver
+        from cuda.bindings import driver  # optional (the cuda extra): absent on CPU-only installs
     except ImportError as e:
         raise ImportError("thunder: the cuda executor launches kernels with cuda-bindings "
                           "(`from cuda.bindings import driver` failed): pip install 'thunder-mlir[cuda]'") from e
@@ -145,9 +146,7 @@ def compile_ptx(module_text, chip):
     key = (module_text, chip)
     p = _PTX.get(key)
     if p is None:
-        import llvmlite
-
-        from thunder.lowering.gpu import ptx as ptx_module
+        import llvmlite  # optional (the cuda extra): its version keys the PTX cache
 
         parts = ("ptx", module_text, chip, ptx_module.pipeline(chip), llvmlite.__version__, disk_cache._compiler())
         p = _PTX[key] = disk_cache.cached_text(parts, lambda: module_ptx(module_text, chip), ".ptx")

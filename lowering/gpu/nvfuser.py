@@ -15,6 +15,7 @@ import torch
 from thunder.dialects.mlir import ir
 from thunder.lowering.linalg.scalar import UnsupportedOp
 from thunder.lowering.linalg.to_linalg import find_func, parse_region
+from thunder.lowering.gpu import host_types
 
 WHEELS = "nvfuser-cu<CUDA>-torch<major><minor> (newest seen: nvfuser-cu130-torch210, for torch 2.10)"
 
@@ -151,7 +152,7 @@ class NvFuserRegion:
         self.fusions = {}
 
     def __call__(self, *args):
-        import nvfuser
+        import nvfuser  # optional: the nvfuser executor only
 
         key = tuple(a.stride() for a in args)
         fd = self.fusions.get(key)
@@ -164,6 +165,4 @@ class NvFuserRegion:
 
 
 def compile_region(text, name):
-    from thunder.lowering.gpu import host_types
-
     return NvFuserRegion(host_types(text, name), name)

@@ -113,7 +113,7 @@ def _enclosing_func(op):
 
 def llvm_ir(module) -> str:
     """LLVM IR of the (lowered) gpu.module's functions."""
-    from torch_mlir.dialects import llvm as llvm_dialect
+    from torch_mlir.dialects import llvm as llvm_dialect  # heavy: the LLVM dialect's bindings, CUDA path only
 
     # the functions, printed once (printing ops one by one renumbers the whole module each time)
     lines = module.operation.get_asm(assume_verified=True).split("\n")
@@ -182,7 +182,7 @@ def older_llvm_ir(text):
 
 @functools.lru_cache(maxsize=None)
 def _target_machine(chip):
-    import llvmlite.binding as llvm
+    import llvmlite.binding as llvm  # optional (the cuda extra)
 
     llvm.initialize_all_targets()
     llvm.initialize_all_asmprinters()
@@ -192,7 +192,7 @@ def _target_machine(chip):
 
 def ptx(llvm_ir_text, chip=DEFAULT_CHIP) -> str:
     """PTX for LLVM IR (llvmlite, LLVM -O3)."""
-    import llvmlite.binding as llvm
+    import llvmlite.binding as llvm  # optional (the cuda extra)
 
     tm = _target_machine(chip)
     mod = llvm.parse_assembly(older_llvm_ir(llvm_ir_text))

@@ -39,6 +39,9 @@ import sys
 import tempfile
 
 from thunder.lowering.linalg.pipeline import OPT_LEVEL
+from thunder.dialects.mlir import ExecutionEngine
+from thunder.lowering.linalg.pipeline import pipeline
+from thunder.lowering.linalg.runtime import CompiledFunction
 
 FORMAT = "thunder-mlir-kernel-2"
 _MAGIC = b"THKCACHE"
@@ -88,7 +91,6 @@ def _compiler():
         except importlib.metadata.PackageNotFoundError:
             pass
     try:  # a rebuilt wheel with the same version number still gets new keys
-        from thunder.dialects.mlir import ExecutionEngine
         st = os.stat(sys.modules[ExecutionEngine.__module__].__file__)
         parts.append(f"{st.st_size}:{st.st_mtime_ns}")
     except Exception:
@@ -98,7 +100,6 @@ def _compiler():
 
 def key(key_text, name, loops="loops", opt_level=OPT_LEVEL):
     """The hex digest naming the entry of a kernel."""
-    from thunder.lowering.linalg.pipeline import pipeline
     h = hashlib.sha256()
     for part in (FORMAT, key_text, name, pipeline(loops), str(opt_level), _compiler(), _cpu()):
         h.update(part.encode())
@@ -247,8 +248,6 @@ def load_or_compile(key_text, name, build, *, loops="loops", opt_level=OPT_LEVEL
 
 @functools.lru_cache(maxsize=None)
 def _loaded_function_type():
-    from thunder.lowering.linalg.runtime import CompiledFunction
-
     class LoadedFunction(CompiledFunction):
         """A kernel loaded from the disk cache; called like a CompiledFunction (inherits
         __call__, which only uses self.fn, the packed entry)."""

@@ -3,6 +3,8 @@ import sys
 
 import torch
 
+from thunder.core.trace import consult
+
 # torch dtype <-> MLIR element type (text form). Signless integers are torch's signed ones.
 _MLIR_NAMES = {
     torch.float64: "f64",
@@ -120,8 +122,6 @@ def _scalar_category(value):
 def default_dtype():
     """torch.get_default_dtype(), for meta functions: the trace then depends on it (its cache
     entry checks it)."""
-    from thunder.core.trace import consult
-
     consult("default_dtype")
     return torch.get_default_dtype()
 

@@ -274,8 +274,8 @@ def _attempt(fn, name, source, operands, autocast, grad, dynamic=False):
 def _run_on(fn, name, source, operands, autocast, fake, grad, dynamic=False):
     """(Evaluation, whether the result has non-tensor values) of one run on meta or fake tensors
     (dynamic: fake tensors with a shape environment, see evaluate)."""
-    from torch._subclasses import fake_tensor
-    from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode, ShapeEnv
+    from torch._subclasses import fake_tensor  # heavy: imports sympy (about 0.3 s), for the few calls that need it
+    from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode, ShapeEnv  # heavy (sympy)
 
     shape_env = ShapeEnv() if dynamic else None
     mode = fake_tensor.FakeTensorMode(shape_env=shape_env) if fake else None

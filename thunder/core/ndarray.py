@@ -8,6 +8,8 @@ copy of it. numpy itself stays optional: arrays are recognized by their type's m
 """
 import sys
 
+import torch
+
 
 def is_array(v):
     """A numpy.ndarray (numpy need not be installed: then nothing is one)."""
@@ -18,8 +20,6 @@ def is_array(v):
 def as_input_tensor(a):
     """torch.from_numpy(a), or None where torch cannot share a's memory (object or string dtypes,
     negative strides): such an array stays an opaque object."""
-    import torch
-
     try:
         return torch.from_numpy(a)
     except (TypeError, ValueError):
@@ -95,6 +95,4 @@ def tensor(a, dtype=None, device=None, requires_grad=False, pin_memory=False):
 
 
 def _same_device(device, other):
-    import torch
-
     return torch.device(device) == other

@@ -21,6 +21,7 @@ import operator
 
 import torch
 
+from thunder.core import dispatch
 from thunder.core import trace as tracing
 
 _UNKNOWN = object()
@@ -185,23 +186,19 @@ class NumberProxy:
     def _unary(self, fn):
         if fn in ("bool", "int", "float") and self.python_type.__name__ == fn:
             return self
-        from thunder.ops.values import number_op
-
-        out = number_op(self, None, fn=fn)
+        out = dispatch.number_op(self, None, fn=fn)
         out.expr = UNARY[fn].format(self.expr)
         return out
 
     def _binary(self, other, fn, reflected=False):
         if not isinstance(other, (NumberProxy, bool, int, float)):
             return NotImplemented
-        from thunder.ops.values import number_op
-
         a, b = (other, self) if reflected else (self, other)
         if fn == "pow":
             a, b = _pow_operands(a, b)
             if not isinstance(a, NumberProxy) and not isinstance(b, NumberProxy):
                 return a ** b
-        out = number_op(a, b, fn=fn)
+        out = dispatch.number_op(a, b, fn=fn)
         out.expr = BINARY[fn].format(*(x.expr if isinstance(x, NumberProxy) else repr(x) for x in (a, b)))
         return out
 

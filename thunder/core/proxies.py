@@ -4,29 +4,11 @@ import types
 
 import torch
 
+from thunder.core import dispatch
 from thunder.core import trace as tracing
+from thunder.core.numbers import PYTHON_TYPES, NumberProxy, concrete
 from thunder.core.symbols import SymInt
-
-
-class _Registry:
-    # thunder.ops imports this module; look the registry up on first use
-    def __getattr__(self, name):
-        from thunder.ops import registry as r
-
-        return getattr(r, name)
-
-
-registry = _Registry()
-
-
-class DataDependentError(NotImplementedError):
-    """Python control flow needs a tensor's values, which a trace does not have."""
-
-
-def where():
-    """ at file:line" naming the user's line being traced (for messages), or ""."""
-    loc = tracing.current_location()
-    return f" at {loc[0]}:{loc[1]}" if loc else ""
+from thunder.core.trace import DataDependentError, where  # noqa: F401  (users import them from here)
 
 
 def data_dependent(what, workaround):
@@ -163,7 +145,7 @@ class TensorProxy:
     # computes on every call; where Python needs a value (bool(), int(), __index__, numpy()), it is
     # read while tracing and the trace specialized on it: a split (runtime/reads.py)
     def item(self):
-        n = registry.OPS["ltorch.item"](self)
+        n = dispatch.OPS["ltorch.item"](self)
         n.expr = f"{self.name}.item()"
         return n
 
@@ -198,15 +180,13 @@ class TensorProxy:
             return self.item()
         if self.numel() == 0:
             return _nest([], self.shape)
-        flat = list(registry.OPS["ltorch.tolist"](self))
+        flat = list(dispatch.OPS["ltorch.tolist"](self))
         for i, n in enumerate(flat):
             n.expr = f"{self.name}.tolist()[{i}]"
         return _nest(flat, self.shape)
 
     def numpy(self, *, force=False):
-        import numpy
-
-        from thunder.core.numbers import concrete
+        import numpy  # optional: only x.numpy() needs it
 
         return numpy.array(concrete(self.tolist(), "numpy()"), dtype=torch.empty((), dtype=self.dtype).numpy().dtype)
 
@@ -219,17 +199,15 @@ class TensorProxy:
 
     # --- torch-level calls
     def __getattr__(self, name):
-        from thunder.ops import fallback  # (registered ops that refuse arguments fall back too)
-
         attr = getattr(torch.Tensor, name, None)
-        op = registry.METHODS.get(name)
+        op = dispatch.METHODS.get(name)
         if op is not None:
-            return functools.partial(fallback.registered, op, attr, self)
+            return functools.partial(dispatch.fallback_registered, op, attr, self)
         if name in _INPLACE_ONLY:
             return functools.partial(inplace, _INPLACE_ONLY[name], name, self)
-        if name.endswith("_") and not name.startswith("_") and name[:-1] in registry.METHODS:
-            update = functools.partial(inplace, registry.METHODS[name[:-1]], name)
-            return functools.partial(fallback.registered, update, attr, self)
+        if name.endswith("_") and not name.startswith("_") and name[:-1] in dispatch.METHODS:
+            update = functools.partial(inplace, dispatch.METHODS[name[:-1]], name)
+            return functools.partial(dispatch.fallback_registered, update, attr, self)
         if name == "grad":
             return _read_grad(self)
         if name in _NOT_TRACED:
@@ -237,19 +215,17 @@ class TensorProxy:
         if attr is None or name.startswith("__"):
             raise AttributeError(f"'Tensor' object has no attribute '{name}'")
         if isinstance(attr, types.GetSetDescriptorType):  # a property: x.real, x.imag, x.data
-            return fallback.call(attr.__get__, self)
+            return dispatch.fallback_call(attr.__get__, self)
         if isinstance(attr, property):
-            return fallback.call(attr.fget, self)
-        return functools.partial(fallback.call, attr, self)
+            return dispatch.fallback_call(attr.fget, self)
+        return functools.partial(dispatch.fallback_call, attr, self)
 
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
         # torch functions called with proxies from code the interpreter runs natively
-        from thunder.ops import fallback
-
         if func in _METADATA and args and isinstance(args[0], TensorProxy):
             return _METADATA[func](args[0])
-        return fallback.dispatch(func, *args, **(kwargs or {}))
+        return dispatch.fallback_dispatch(func, *args, **(kwargs or {}))
 
 
 def _nest(flat, shape):
@@ -384,13 +360,13 @@ def _regenerate_views(proxy, skip):
 
 
 def _zero(self):
-    return registry.OPS["ltorch.zeros_like"](self)
+    return dispatch.OPS["ltorch.zeros_like"](self)
 
 
 def _fill(self, value):
     if isinstance(value, TensorProxy):
         return value.to(self.dtype).expand(self.shape)
-    return registry.OPS["ltorch.full_like"](self, value)
+    return dispatch.OPS["ltorch.full_like"](self, value)
 
 
 def _copy(self, src, non_blocking=False):
@@ -405,13 +381,11 @@ _INPLACE_ONLY = {"zero_": _zero, "fill_": _fill, "copy_": _copy}
 
 def _dunder(name):
     def method(self, *args):
-        from thunder.ops import fallback
-
-        op = registry.DUNDERS.get(name)
+        op = dispatch.DUNDERS.get(name)
         if op is None:  # torch's own operator, through the fallback
-            return fallback.call(getattr(torch.Tensor, name), self, *args)
+            return dispatch.fallback_call(getattr(torch.Tensor, name), self, *args)
         # reflected operators too are called with the proxy first: their ops take it so
-        return fallback.registered(op, getattr(torch.Tensor, name), self, *args)
+        return dispatch.fallback_registered(op, getattr(torch.Tensor, name), self, *args)
 
     method.__name__ = name
     return method
@@ -439,10 +413,8 @@ TensorProxy.__invert__ = _invert
 
 
 def _setitem(self, key, value):
-    from thunder.ops import fallback
-
-    update = functools.partial(inplace, registry.OPS["ltorch.setitem"], "__setitem__")
-    return fallback.registered(update, torch.Tensor.__setitem__, self, key, value)
+    update = functools.partial(inplace, dispatch.OPS["ltorch.setitem"], "__setitem__")
+    return dispatch.fallback_registered(update, torch.Tensor.__setitem__, self, key, value)
 
 
 TensorProxy.__setitem__ = _setitem
@@ -450,7 +422,7 @@ TensorProxy.__setitem__ = _setitem
 
 def _inplace_dunder(name):
     def method(self, other):
-        return inplace(registry.DUNDERS[f"__{name}__"], f"__i{name}__", self, other)
+        return inplace(dispatch.DUNDERS[f"__{name}__"], f"__i{name}__", self, other)
 
     return method
 
@@ -463,8 +435,6 @@ def proxy_of_meta(shape, dtype, device, name=None):
     """A proxy for a value of this metadata (a trace's Ref, an MLIR type): a TensorProxy, or for
     device None a NumberProxy (a runtime number)."""
     if device is None:
-        from thunder.core.numbers import NumberProxy, PYTHON_TYPES
-
         return NumberProxy(PYTHON_TYPES[dtype], name=name)
     return TensorProxy(shape, dtype, device, name=name)
 
@@ -485,6 +455,15 @@ def proxy_for(t: torch.Tensor, name=None, *, input=True):
     if ctx is not None and t.requires_grad:
         ctx.differentiable = True
     return p
+
+
+def to_refs(v):
+    """A recorded call's value: proxies as their Refs (core/trace.py), tensor lists as tuples of them."""
+    if isinstance(v, (TensorProxy, NumberProxy)):
+        return tracing.ref(v)
+    if isinstance(v, tuple) and any(isinstance(x, TensorProxy) for x in v):
+        return tuple(to_refs(x) for x in v)
+    return v
 
 
 def meta_of(p):

@@ -46,7 +46,8 @@ from typing import Any, Callable
 
 from thunder.interpreter.errors import InterpreterError
 from thunder.interpreter.frame import Provenance
-from thunder.interpreter.runtime import Runtime, current_frame, strip_interpreter
+from thunder.core import trace as tracing
+from thunder.interpreter.runtime import Runtime, active_frames, current_frame, strip_interpreter
 
 __all__ = ["interpret", "interpret_inner", "InterpreterError", "Provenance", "InterpretResult", "current_source_location"]
 
@@ -100,9 +101,11 @@ def interpret_inner(fn: Callable, args: tuple | list = (), kwargs: dict | None =
     ``lookup`` returned, running natively, hands part of its work back to the program: thunder's
     torch.autograd.Function support interprets the user's forward this way), so the hooks see what
     fn does; natively when nothing is being interpreted."""
-    from thunder.interpreter.runtime import active_frames
-
     frames = active_frames()
     if not frames:
         return fn(*args, **(kwargs or {}))
     return frames[-1][0].call_unlooked(fn, tuple(args), dict(kwargs or {}), None)
+
+
+# the trace context names the user's source line through this (core/trace.py current_location)
+tracing.source_location = current_source_location

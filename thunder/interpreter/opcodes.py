@@ -14,6 +14,7 @@ import inspect
 import operator
 import types
 from typing import Any, Callable
+import sys
 
 from thunder.core import symbols
 from thunder.interpreter.binding import function_str
@@ -723,8 +724,6 @@ def _import_from(rt, f: Frame, i) -> None:
     try:
         value = getattr(module, name)
     except AttributeError:
-        import sys
-
         # Submodule that is being imported circularly: look it up in sys.modules like CPython does.
         pkgname = getattr(module, "__name__", None)
         fullname = f"{pkgname}.{name}" if isinstance(pkgname, str) else None

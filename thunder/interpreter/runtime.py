@@ -11,6 +11,7 @@ import sys
 import threading
 import types
 from typing import Any, Callable
+import operator
 
 from thunder.core import symbols
 from thunder.interpreter.binding import bind_arguments
@@ -225,8 +226,6 @@ class Runtime:
 
     def length(self, v: Any, fn: types.FunctionType, f: Frame) -> int:
         """len(v) through an interpreted Python __len__, with len()'s checks."""
-        import operator
-
         n = operator.index(self.call(fn, (v,), {}, f))
         if n < 0:
             raise ValueError("__len__() should return >= 0")
@@ -506,9 +505,7 @@ _NATIVE_TRUTH = frozenset({int, float, str, type(None), list, tuple, dict, set, 
 # tracebacks: exceptions leaving interpreted frames carry the user's frames, as in eager
 # ----------------------------------------------------------------------------------------------
 def _interpreter_files() -> frozenset:
-    import thunder.interpreter as pkg
-
-    folder = os.path.dirname(pkg.__file__)
+    folder = os.path.dirname(os.path.abspath(__file__))
     return frozenset(os.path.join(folder, n) for n in os.listdir(folder) if n.endswith(".py"))
 
 

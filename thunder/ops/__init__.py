@@ -1,7 +1,9 @@
 """Every op thunder knows. Importing this package registers them all (see registry.py)."""
 from thunder.ops import prims  # noqa: F401  (thunder dialect; ltorch decompositions use them)
-from thunder.ops import elementwise, reductions, shape, nn, creation, grad, layers, random_ops, indexing, losses, rnn  # noqa: F401
+from thunder.ops import elementwise, reductions, shape, nn, attention, creation, grad, layers, random_ops, indexing, losses, rnn  # noqa: F401
 from thunder.ops import fallback  # noqa: F401  (ltorch.torch_call: every torch call without an entry)
 from thunder.ops import values  # noqa: F401  (runtime numbers and checks of values read while tracing)
 from thunder.ops import custom_function  # noqa: F401  (torch.autograd.Function subclasses)
 from thunder.ops import dtype_views  # noqa: F401  (x.view(dtype); registered after shape.view)
+from thunder.ops import unview  # noqa: F401  (how in-place updates of views reach their bases)
+from thunder.ops import vjp  # noqa: F401  (the VJP rules of the ops above, thunder/ops/vjp/)

@@ -20,6 +20,7 @@ from thunder.core.callables import resolve
 from thunder.core.proxies import TensorProxy
 from thunder.core.pysource import parse_call
 from thunder.ops import registry
+from thunder.ops import creation, shape
 
 aten = torch.ops.aten
 
@@ -32,8 +33,6 @@ _NO_OP_KWARGS = {"layout": (None, torch.strided), "pin_memory": (None, False), "
 
 @functools.cache
 def _explicit():
-    from thunder.ops import creation, shape
-
     def slice_(x, dim=0, start=None, end=None, step=1):
         dim = dim % max(x.ndim, 1)
         return x[(slice(None),) * dim + (slice(start, end, step),)]
@@ -80,7 +79,7 @@ class _Unmapped(Exception):
 
 @functools.cache
 def _decompositions():
-    from torch._decomp import decomposition_table
+    from torch._decomp import decomposition_table  # heavy: torch's whole decomposition table, on first use
 
     return decomposition_table
 

@@ -10,6 +10,9 @@ from thunder.ops import prims
 from thunder.ops.decomp_utils import to_dtype
 from thunder.ops.meta_utils import is_tensor
 from thunder.ops.registry import Bool, Data, DType, Device, Ints, MemoryFormat, Number, OpDef, Str, Tensor, ltorch
+from thunder.core.numbers import example
+from thunder.ops.grad import detach
+from thunder.ops.shape import stack
 
 
 def _device(device):
@@ -216,9 +219,6 @@ def _tensor_of_runtime_numbers(op, args):
     """torch.tensor(t.item()), torch.tensor([a, b]) with runtime numbers (core/numbers.py): one
     full((), n) per element, stacked, so the values stay runtime values (no split). (A list with
     requires_grad=True is a leaf in eager: its numbers are read instead.)"""
-    from thunder.core.numbers import example
-    from thunder.ops.shape import stack
-
     def examples(x):
         return [examples(y) for y in x] if isinstance(x, (tuple, list)) else example(x)
 
@@ -238,9 +238,6 @@ def _tensor_of_runtime_numbers(op, args):
 
 
 def _copy_of_tensors(op, args):
-    from thunder.ops.grad import detach
-    from thunder.ops.shape import stack
-
     def build(x):
         if _is_any_tensor(x):
             return detach(clone(x))
@@ -407,24 +404,6 @@ to_byte = _conversion("byte", torch.uint8)
 to_bool = _conversion("bool", torch.bool)
 
 
-# --------------------------------------------------------------------------------------------
-# VJP rules: a conversion's cotangent is converted back to the input's dtype (and device)
-
-from thunder.ops.vjp_utils import differentiable as _differentiable  # noqa: E402
-
-
-def _convert_back(g, out, input, *args, **kwargs):
-    if not _differentiable(input):
-        return {"input": None}
-    if g.dtype == input.dtype and g.device == input.device:
-        return {"input": g}
-    return {"input": to(g, input.dtype, device=input.device if g.device != input.device else None)}
-
-
-for _op in (to, type_, to_float, to_double, to_half, to_bfloat16):
-    _op.vjp(_convert_back)
-
-
 @ltorch("torch.clone", methods=("clone",), aliases=(torch.clone, torch.Tensor.clone))
 def clone(input: Tensor, *, memory_format: MemoryFormat | None = None):
     """A copy: in-place updates of the clone never reach the original (it is not a view);
@@ -438,8 +417,3 @@ def _(input, *, memory_format=None):
     if input.dtype is torch.bool:
         return prims.bitwise_or(input, False)
     return prims.add(input, 0.0 if input.dtype.is_floating_point or input.dtype.is_complex else 0)
-
-
-@clone.vjp
-def _(g, out, input, *, memory_format=None):
-    return {"input": g}

@@ -22,7 +22,11 @@ import torch
 
 from thunder.core.proxies import TensorProxy, assign
 from thunder.ops.registry import Ints, Str, Tensors, ltorch
-from thunder.ops.vjp_utils import differentiable
+from thunder.ops import impl
+from thunder.ops.meta_utils import differentiable
+from thunder.core import trace as tracing
+from thunder.core.pysource import py_repr
+from thunder.interpreter import interpret_inner
 
 _APPLY = torch.autograd.Function.apply.__func__
 _BASE_SETUP_CONTEXT = torch.autograd.function._SingleLevelFunction.setup_context
@@ -104,9 +108,6 @@ class _BackwardCtx:
 def apply(function, *args, **kwargs):
     """`function.apply(*args, **kwargs)` while tracing (what the interpreter's lookup returns for
     torch.autograd.Function.apply)."""
-    from thunder.core import trace as tracing
-    from thunder.interpreter import interpret_inner
-
     if kwargs:  # (apply takes positional arguments; torch binds defaults of forward the same way)
         raise NotImplementedError(f"thunder: {function.__qualname__}.apply with keyword arguments is not supported")
     grad = tracing.grad_enabled()
@@ -200,23 +201,6 @@ def autograd_function_backward(tensors: Tensors, *, key: Str, cotangent_for: Int
     return tuple(TensorProxy(*record.inputs[j]) for j in grads_for)
 
 
-@autograd_function.vjp
-def _(g, out, outputs, inputs, saved, *, key):
-    record = _record(key)
-    cotangent_for = tuple(i for i, gi in enumerate(g) if gi is not None)
-    grads_for = tuple(j for j, x in enumerate(inputs)
-                      if differentiable(x) and record.needs_input_grad[record.input_positions[j]])
-    none = {"outputs": (None,) * len(outputs), "inputs": (None,) * len(inputs), "saved": (None,) * len(saved)}
-    if not cotangent_for or not grads_for:
-        return none
-    grads = autograd_function_backward((*saved, *(g[i] for i in cotangent_for)), key=key,
-                                       cotangent_for=cotangent_for, grads_for=grads_for)
-    result = [None] * len(inputs)
-    for j, gj in zip(grads_for, grads):
-        result[j] = gj
-    return {**none, "inputs": tuple(result)}
-
-
 def _python_identity(values, outs):
     names = [t.name for t in values["outputs"]]
     return [f"{', '.join(outs)}{',' if len(outs) == 1 else ''} = {', '.join(names)}{',' if len(names) == 1 else ''}"]
@@ -224,8 +208,6 @@ def _python_identity(values, outs):
 
 def _python_backward(values, outs):
     """`g0, = impl.autograd_function_backward("MyFn#3", (s0,), (ct0,), cotangent_for=(0,), grads_for=(0,))`."""
-    from thunder.core.pysource import py_repr
-
     tensors = values["tensors"]
     n = len(tensors) - len(values["cotangent_for"])
     target = ", ".join(outs) + ("," if len(outs) == 1 else "")
@@ -283,6 +265,10 @@ def run_backward(key, saved, cotangents, cotangent_for, grads_for):
                                    f"compatible with {list(shape)}") from None
         grads.append(g.to(dtype))
     return tuple(grads)
+
+
+# the generated programs call impl.autograd_function_backward, which runs this
+impl.custom_function_backward = run_backward
 
 
 def higher_order_apply(fwd, bwd, *args, **kwargs):

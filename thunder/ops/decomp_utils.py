@@ -5,6 +5,7 @@ from thunder.core import dtypes
 from thunder.core.numbers import NumberProxy
 from thunder.ops import prims
 from thunder.ops.meta_utils import broadcast_shapes, is_tensor
+from thunder.ops.meta_utils import canonical_dims, reduced_shape
 
 
 def to_dtype(a, dtype):
@@ -38,8 +39,6 @@ def elementwise_args(*args, compute_dtype=None):
 
 def opmath_dtype(dtype):
     """The dtype torch's kernels compute float16/bfloat16 math in (float32); others compute as is."""
-    import torch
-
     return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
 
 
@@ -59,14 +58,10 @@ def as_tensor(x, like):
 
 def reduction_dims(dim, ndim):
     """The dims a reduction over `dim` (None or () for all) reduces, without dims a 0-d tensor lacks."""
-    from thunder.ops.meta_utils import canonical_dims
-
     return tuple(d for d in canonical_dims(dim, ndim) if d < ndim)
 
 
 def keep_dims(a, shape, dims):
     """Reshape a reduction result to the keepdim=True shape (size 1 at the reduced dims)."""
-    from thunder.ops.meta_utils import reduced_shape
-
     kept = reduced_shape(shape, dims, True)
     return a if tuple(a.shape) == kept else prims.reshape(a, kept)

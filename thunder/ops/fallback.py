@@ -35,6 +35,7 @@ import ast
 
 import torch
 
+from thunder.core import dispatch as hooks
 from thunder.core import meta_eval, trace as tracing
 from thunder.core.callables import callable_name, resolve
 from thunder.core.meta_eval import Result, build, encode_call, evaluate, untraceable
@@ -44,8 +45,10 @@ from thunder.core.proxies import (DataDependentError, TensorProxy, assign, check
 from thunder.core.pysource import Name, call_source, parse_call, py_repr
 from thunder.core.strides import contiguous
 from thunder.ops import registry
+from thunder.ops.meta_utils import differentiable
 from thunder.ops.registry import Device, Ints, Str, Tensor, Tensors, ltorch
-from thunder.ops.vjp_utils import differentiable
+from thunder.ops import aten_decomp
+from thunder.ops.grad import detach
 
 
 # --------------------------------------------------------------------------------------------
@@ -328,8 +331,6 @@ def call(fn, *args, **kwargs):
         return build(ev.template, [], operands)
     outs = None
     if autocast is None and not ev.random and not ev.views:
-        from thunder.ops import aten_decomp
-
         outs = aten_decomp.replay(name, source, operands, ev)
     if outs is None:
         outs = _record(name, source, operands, autocast, ev, strides=strides)
@@ -408,7 +409,6 @@ def _no_gradient_where_torch_has_none(outs, operands, ev):
     detached, as eager's do not require grad."""
     if not tracing.grad_enabled() or not any(differentiable(t) for t in operands):
         return outs
-    from thunder.ops.grad import detach
 
     return [detach(o) if ev.differentiable[i] is False and differentiable(o) else o for i, o in enumerate(outs)]
 
@@ -452,3 +452,7 @@ def _out_of_place(name):
     except (AttributeError, KeyError):
         return None
     return base if callable(base) and not isinstance(base, type) else None
+
+
+# TensorProxy's methods, operators and __torch_function__ (core/proxies.py) call these
+hooks.fallback_call, hooks.fallback_registered, hooks.fallback_dispatch = call, registered, dispatch

@@ -28,11 +28,6 @@ def no_grad_update(input: Tensor, value: Tensor):
     return TensorProxy(input.shape, input.dtype, input.device)
 
 
-@no_grad_update.vjp
-def _(g, out, input, value):
-    return {"input": g, "value": None}
-
-
 @ltorch("torch.Tensor.copy_", effects=True, name="copy_")
 def copy_(input: Tensor, src: Tensor):
     """Writes src into input (an input of the trace updated in place); returns input's new value.
@@ -41,8 +36,3 @@ def copy_(input: Tensor, src: Tensor):
         raise ValueError(f"copy_ of a {src.dtype} {tuple(src.shape)} tensor into a {input.dtype} "
                          f"{tuple(input.shape)} input: convert and broadcast it first")
     return TensorProxy(input.shape, input.dtype, input.device)
-
-
-@copy_.vjp
-def _(g, out, input, src):
-    return {"input": None, "src": g}

@@ -1,5 +1,7 @@
 """Torch implementations of ops that have no single torch function with our signature."""
 import torch
+import contextlib
+import math
 
 from thunder.ops.onednn import linear as onednn_linear, matmul as onednn_matmul  # noqa: F401 (generated code)
 
@@ -282,8 +284,6 @@ class _generator_state:
 
 
 def _autocast(state):
-    import contextlib
-
     return contextlib.nullcontext() if state is None else torch.autocast(state[0], dtype=state[1])
 
 
@@ -298,15 +298,9 @@ class ValueChanged(Exception):
         super().__init__(what, expected, got)
         self.what, self.expected, self.got = what, expected, got
 
-    @property
-    def reason(self):
-        """The miss reason, as the guards of runtime/guards.py word theirs."""
-        from thunder.runtime.guards import CHECKS
-
-        return CHECKS["value"].why(self.what, self.expected, self.got)
-
     def __str__(self):
-        return self.reason
+        # (the cache words it as a miss reason: runtime/guards.py value_changed_reason)
+        return f"{self.what} changed ({self.expected!r} -> {self.got!r})"
 
 
 def value_changed(got, expected, what, rng=None):
@@ -317,8 +311,6 @@ def value_changed(got, expected, what, rng=None):
 
 def float_differs(got, expected):
     """Whether two floats differ, telling -0.0 from 0.0 and taking nan as equal to nan."""
-    import math
-
     if expected != expected:
         return got == got
     return got != expected or math.copysign(1.0, got) != math.copysign(1.0, expected)
@@ -344,6 +336,10 @@ def inference_tensor(t):
         return t.clone()
 
 
+# ops/custom_function.py installs its run_backward here (it records the calls this runs)
+custom_function_backward = None
+
+
 def with_strides(t, strides):
     """t laid out with eager's strides: t itself where it has them, else a copy (a result of a
     fused kernel, which writes row-major, where eager's is channels-last or permuted)."""
@@ -354,9 +350,7 @@ def with_strides(t, strides):
 
 def autograd_function_backward(key, saved, cotangents, *, cotangent_for, grads_for):
     """A torch.autograd.Function's own backward (ops/custom_function.py)."""
-    from thunder.ops.custom_function import run_backward
-
-    return run_backward(key, saved, cotangents, cotangent_for, grads_for)
+    return custom_function_backward(key, saved, cotangents, cotangent_for, grads_for)
 
 
 # --- attention: torch's CPU flash attention kernels read garbage (NaN) where a last dim is strided

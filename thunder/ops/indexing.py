@@ -18,6 +18,14 @@ from thunder.ops.decomp_utils import expand_to, to_dtype
 from thunder.ops.meta_utils import broadcast_shapes, canonical_dim, device_of, is_tensor
 from thunder.ops.impl import TENSOR_INDEX
 from thunder.ops.registry import Bool, Index, Int, OpDef, Tensor, TensorOrNumber, Tensors, ltorch
+from thunder.core import trace as tracing
+from thunder.core.proxies import data_dependent
+from thunder.ops import fallback
+from thunder.ops.creation import tensor, to
+from thunder.ops.elementwise import _WhereOp, ne, where
+from thunder.ops.random_ops import _dtype_name as name
+from thunder.ops.reductions import sum_
+from thunder.ops.shape import _getitem_decomp, _index_plan, expand, getitem, reshape
 
 _INDEX_DTYPES = (torch.int64, torch.int32)
 
@@ -219,8 +227,6 @@ def _index_put_check(input, indices, values):
 
 
 def _dtype_name(dtype):
-    from thunder.ops.random_ops import _dtype_name as name
-
     return name(dtype)
 
 
@@ -348,8 +354,6 @@ def _materialize(input, key, masks=False):
     (a list of bools: one index tensor per dim it covers, its True entries), checked against
     input's shape as eager checks them. masks: bool/uint8 tensors become the index tensors of
     their True entries (_mask_indices) where values can be read."""
-    from thunder.ops.creation import tensor
-
     out, tensors, dim = [], [], 0
     ellipsis = input.ndim - sum(1 if isinstance(e, (list, tuple)) or _is_index_tensor(e) else
                                 (1 if isinstance(e, (int, pyslice)) and not isinstance(e, bool) else 0) for e in key)
@@ -393,8 +397,6 @@ def _materialize(input, key, masks=False):
 
 
 def _values_known():
-    from thunder.core import trace as tracing
-
     return tracing.values_known()
 
 
@@ -403,16 +405,13 @@ def mask_indices(mask):
     per mask dim, the positions of its nonzero entries in row-major order. Their length, the
     number of nonzero entries, is read from the tensor (a split: the program checks it); the
     rest are ops (torch.nonzero_static)."""
-    from thunder.core import trace as tracing
-    from thunder.ops import fallback
-    from thunder.ops.elementwise import ne
-    from thunder.ops.reductions import sum_
-    from thunder.ops.shape import getitem
-
     n = tracing.read_int(sum_(mask if mask.dtype is torch.bool else ne(mask, 0)), f"the mask {mask.name}",
                          "the number of True elements")
     idx = fallback.dispatch(torch.nonzero_static, mask, size=n)
     return [getitem(idx, (pyslice(None), k)) for k in range(mask.ndim)]
+
+
+_WhereOp.mask_indices = staticmethod(mask_indices)  # torch.where(condition) (ops/elementwise.py)
 
 
 def _as_nested(v):
@@ -431,8 +430,6 @@ class _Plan:
 
 
 def _plan(input, key, tensors, masks=False):
-    from thunder.ops.shape import _index_plan
-
     if _consumed(key, tensors) > input.ndim:
         raise IndexError(f"too many indices for tensor of dimension {input.ndim}")
     it = iter(tensors)
@@ -467,13 +464,9 @@ def _plan(input, key, tensors, masks=False):
     view_shape = _index_plan(input, basic)[1]
     if any(kind == "mask" for _, _, kind in picks):
         if not masks:
-            from thunder.core.proxies import data_dependent
-
             data_dependent("indexing with a bool mask (x[mask])", "use torch.where(mask, x, other), or multiply by "
                            "the mask, and reduce over it")
         if len(picks) != 1:
-            from thunder.core.proxies import data_dependent
-
             data_dependent("a bool mask together with other index tensors", "index with the mask alone")
         d, mask, _ = picks[0]
         for k, n in enumerate(mask.shape):
@@ -549,8 +542,6 @@ def _layout(plan):
 
 @index.decompose
 def _(input, key, indices):
-    from thunder.ops.shape import _getitem_decomp
-
     plan = _plan(input, key, indices)
     view = _getitem_decomp(input, plan.basic)
     first, rest, place = _layout(plan)
@@ -571,8 +562,6 @@ def setitem(input: Tensor, key: Index, value: TensorOrNumber, *, indices: Tensor
     if indices:
         target = _plan(input, key, indices).out_shape
     else:
-        from thunder.ops.shape import _index_plan
-
         target = _index_plan(input, key)[1]
     if is_tensor(value):
         try:
@@ -624,10 +613,6 @@ def _per_element(plan, value):
 
 
 def _masked_setitem(op, input, plan, value):
-    from thunder.ops.creation import to
-    from thunder.ops.elementwise import ne, where
-    from thunder.ops.shape import getitem, reshape
-
     d, mask, _ = plan.picks[0]
     m, view_shape = mask.ndim, plan.view_shape
     view = getitem(input, plan.basic)
@@ -641,8 +626,6 @@ def _masked_setitem(op, input, plan, value):
                                f"indexing result of rank {rank}")
         shape = (1,) * (rank - value.ndim) + tuple(value.shape)
         if shape[d] != 1:
-            from thunder.core.proxies import data_dependent
-
             data_dependent("x[mask] = value with a value per masked element", "use torch.where(mask, value, x) "
                            "with value shaped like x")
         value = reshape(to(value, input.dtype), (*shape[:d], *(1,) * m, *shape[d + 1:]))
@@ -656,8 +639,6 @@ def _masked_setitem(op, input, plan, value):
 
 def _broadcast_to(x, shape, dims):
     """x (whose dims are dims of shape) broadcast to shape, recorded as ltorch ops."""
-    from thunder.ops.shape import expand, reshape
-
     full = [1] * len(shape)
     for i, d in enumerate(dims):
         full[d] = x.shape[i]
@@ -667,104 +648,13 @@ def _broadcast_to(x, shape, dims):
 setitem.__class__ = _SetItemOp
 
 
-# --------------------------------------------------------------------------------------------
-# VJP rules
+# getitem (ops/shape.py: basic indexing, a view) takes tensors and lists too: advanced indexing
+class _GetItemOp(_IndexOp):
+    """Keys with tensors or lists are advanced indexing: a copy (ltorch.index), not a view."""
 
-from thunder.ops import vjp_utils as _vjp  # noqa: E402
-from thunder.ops.vjp_utils import differentiable as _diff, grad_for as _grad  # noqa: E402
-
-
-@masked_fill.vjp
-def _(g, out, input, mask, value):
-    from thunder.ops.elementwise import where
-
-    return {"input": _grad(input, where(mask, 0.0, g)) if _diff(input) else None,
-            "value": _grad(value, where(mask, g, 0.0)) if _diff(value) else None}
+    def __call__(self, input, key):
+        key = as_key(key)
+        return advanced_getitem(input, key) if is_advanced(key) else super().__call__(input, key)
 
 
-@index_select.vjp
-def _(g, out, input, dim, index):
-    if not _diff(input):
-        return {"input": None}
-    from thunder.ops.shape import reshape
-
-    idx = index if index.ndim == 1 else reshape(index, (1,))
-    if input.ndim == 0:
-        gi = reshape(prims.index_add(_vjp.zeros((1,), g.dtype, g.device), 0, idx, reshape(g, (1,))), ())
-    else:
-        gi = prims.index_add(_vjp.zeros_like(input, g.dtype), canonical_dim(dim, input.ndim), idx, g)
-    return {"input": _grad(input, gi)}
-
-
-@gather.vjp
-def _(g, out, input, dim, index, *, sparse_grad=False):
-    if not _diff(input):
-        return {"input": None}
-    return {"input": _grad(input, scatter_add(_vjp.zeros_like(input, g.dtype), dim, index, g))}
-
-
-@scatter_add.vjp
-def _(g, out, input, dim, index, src):
-    gsrc = None
-    if _diff(src):
-        gsrc = gather(g, dim, index)
-        if tuple(gsrc.shape) != tuple(src.shape):  # src larger than index: no gradient to the rest
-            gsrc = prims.unslice(gsrc, tuple(src.shape), (0,) * src.ndim, tuple(index.shape), (1,) * src.ndim)
-    return {"input": _grad(input, g), "src": _grad(src, gsrc)}
-
-
-@index_put.vjp
-def _(g, out, input, indices, values, accumulate=False):
-    gi = gv = None
-    if _diff(input):
-        gi = g if accumulate else index_put(g, indices, _vjp.zeros((), g.dtype, g.device))
-    if _diff(values):
-        from thunder.ops.shape import reshape
-
-        k = len(indices)
-        lin, bshape = _index_put_linear(g, indices)
-        picked = prims.take(reshape(g, (math.prod(g.shape[:k]), *g.shape[k:])), 0, lin)
-        gv = _grad(values, reshape(picked, (*bshape, *g.shape[k:])))
-    return {"input": _grad(input, gi), "indices": None, "values": gv}
-
-
-@index.vjp
-def _(g, out, input, key, indices):
-    """The picked elements' cotangents added back where they came from (index_add), then through
-    the view's slicing."""
-    if not _diff(input):
-        return {"input": None, "indices": None}
-    from thunder.ops.shape import _index_plan, _unslice
-
-    plan = _plan(input, key, indices)
-    first, rest, place = _layout(plan)
-    if place:
-        g = prims.transpose(g, _vjp.inverse_permutation(place))
-    g = prims.reshape(g, (math.prod(plan.bshape), *rest))
-    sizes = [plan.view_shape[d] for d in plan.dims]
-    zeros = _vjp.zeros((math.prod(sizes), *rest), g.dtype, g.device)
-    acc = prims.index_add(zeros, 0, _linear_offsets(plan, _index_tensor(g.device)), g)
-    acc = prims.reshape(acc, (*sizes, *rest))
-    if first != tuple(range(len(first))):
-        acc = prims.transpose(acc, _vjp.inverse_permutation(first))
-    return {"input": _grad(input, _unslice(acc, input, _index_plan(input, plan.basic)[0])), "indices": None}
-
-
-@setitem.vjp
-def _(g, out, input, key, value, *, indices=()):
-    """The written elements get no cotangent; the value gets theirs (each duplicate's, as eager)."""
-    gv = None
-    if _diff(value):
-        from thunder.ops.shape import reshape
-
-        picked = index(g, key, indices) if indices else _basic_getitem(g, key)
-        gv = _vjp.sum_to_shape(picked, _without_leading_ones(value.shape, picked.ndim))
-        gv = _grad(value, reshape(gv, tuple(value.shape)) if tuple(gv.shape) != tuple(value.shape) else gv)
-    zero = 0.0 if g.dtype.is_floating_point else 0
-    return {"input": setitem(g, key, zero, indices=indices), "value": gv, "indices": None}
-
-
-def _basic_getitem(x, key):
-    from thunder.ops.shape import getitem
-
-    return getitem(x, key)
+getitem.__class__ = _GetItemOp

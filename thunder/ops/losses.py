@@ -14,6 +14,11 @@ from thunder.core.proxies import TensorProxy
 from thunder.ops import prims
 from thunder.ops.decomp_utils import to_dtype
 from thunder.ops.registry import Bool, Float, Int, Str, Tensor, ltorch
+from thunder.ops.elementwise import add, div, eq, logical_not, mul, neg
+from thunder.ops.indexing import index_select, masked_fill
+from thunder.ops.nn import log_softmax
+from thunder.ops.reductions import sum_
+from thunder.ops.shape import reshape
 
 _REDUCTIONS = ("none", "mean", "sum")
 
@@ -191,12 +196,6 @@ cross_entropy.torch_composite = True  # torch's is log_softmax, then nll_loss (a
 def _(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean",
       label_smoothing=0.0):
     # ltorch ops in the order of torch's composite, so log_softmax keeps its VJP rule in training
-    from thunder.ops.elementwise import add, div, eq, logical_not, mul, neg
-    from thunder.ops.indexing import index_select, masked_fill
-    from thunder.ops.nn import log_softmax
-    from thunder.ops.reductions import sum_
-    from thunder.ops.shape import reshape
-
     shape, probs = _cross_entropy_check(input, target, weight, ignore_index, reduction, label_smoothing)
     cdim = _class_dim(input)
     c = input.shape[cdim]

@@ -72,3 +72,8 @@ def canonical_dims(dims, ndim):
 
 def reduced_shape(shape, dims, keepdim):
     return tuple(1 if i in dims else s for i, s in enumerate(shape) if keepdim or i not in dims)
+
+
+def differentiable(x):
+    """A tensor that can have a gradient (floating point or complex)."""
+    return is_tensor(x) and (x.dtype.is_floating_point or x.dtype.is_complex)

@@ -1,4 +1,5 @@
-"""Neural-network ltorch ops: matrix products, softmax, layer_norm, dropout, embedding, attention.
+"""Neural-network ltorch ops: matrix products, softmax, layer_norm,
+dropout, embedding (attention: attention.py).
 
 Decompositions use prims only. Half-precision inputs compute in float32 (as torch's CPU and CUDA
 kernels accumulate) and convert the result back."""
@@ -9,10 +10,13 @@ import torch.nn.functional as F
 
 from thunder.core import dtypes
 from thunder.core.proxies import TensorProxy
-from thunder.ops import onednn, prims
+from thunder.ops import onednn, prims, vjp_utils as _vjp
 from thunder.ops.decomp_utils import expand_to, to_dtype
+from thunder.ops.elementwise import add, eq, erf, exp, mul, rsqrt, rsub, sub, tanh
 from thunder.ops.meta_utils import broadcast_shapes, canonical_dim
-from thunder.ops.registry import Bool, DType, Float, Int, Ints, Number, OpDef, Str, Tensor, Tensors, ltorch
+from thunder.ops.reductions import mean, sum_
+from thunder.ops.registry import Bool, DType, Float, Int, Ints, ltorch, Number, Str, Tensor, Tensors
+from thunder.ops.shape import expand
 
 T = torch.Tensor
 _HALF = (torch.float16, torch.bfloat16)
@@ -133,7 +137,6 @@ def _addmm_check(name, input, a, b, alpha):
     if isinstance(alpha, float) and not a.dtype.is_floating_point:
         raise RuntimeError("For integral input tensors, argument alpha must not be a floating point number.")
     shape = matmul.meta(a, b).shape
-    from thunder.ops.shape import expand
 
     expand.meta(input, shape)  # torch's error for an input that does not broadcast to the product
     return shape
@@ -532,337 +535,35 @@ def _(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_
 
 
 # --------------------------------------------------------------------------------------------
-# attention
-
-
-def _sdpa_check(query, key, value, attn_mask, dropout_p, is_causal, enable_gqa):
-    if min(query.ndim, key.ndim, value.ndim) < 2:
-        raise RuntimeError(f"Expected query, key, and value to all be  at least 2 dimensional, but got query.dim: "
-                           f"{query.ndim} key.dim: {key.ndim} and value.dim: {value.ndim} instead.")
-    if not query.dtype == key.dtype == value.dtype:
-        raise RuntimeError(f"Expected query, key, and value to have the same dtype, but got query.dtype: "
-                           f"{query.dtype} key.dtype: {key.dtype} and value.dtype: {value.dtype} instead.")
-    if attn_mask is not None and attn_mask.dtype not in (torch.bool, query.dtype):
-        raise RuntimeError(f"Expected attn_mask dtype to be bool or float or to match query dtype, but got "
-                           f"attn_mask.dtype: {attn_mask.dtype} and  query.dtype: {query.dtype} instead.")
-    if attn_mask is not None and is_causal:
-        raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be set when is_causal=True")
-    if not 0.0 <= dropout_p <= 1.0:
-        raise ValueError(f"dropout probability has to be between 0 and 1, but got {dropout_p}")
-    if query.shape[-1] != key.shape[-1] or key.shape[-2] != value.shape[-2]:
-        raise RuntimeError(f"scaled_dot_product_attention: incompatible shapes query {list(query.shape)}, key "
-                           f"{list(key.shape)}, value {list(value.shape)}")
-    groups = 1
-    if enable_gqa and query.ndim >= 3:
-        hq, hk, hv = query.shape[-3], key.shape[-3], value.shape[-3]
-        if hk != hv or hq % hk:
-            raise RuntimeError("Number of heads in key and value must divide the number of heads in query")
-        groups = hq // hk
-    kv_batch = [(*x.shape[:-3], x.shape[-3] * groups) if x.ndim >= 3 else () for x in (key, value)]
-    batch = broadcast_shapes(query.shape[:-2], *kv_batch)
-    L, S = query.shape[-2], key.shape[-2]
-    if attn_mask is not None:
-        broadcast_shapes(attn_mask.shape, (*batch, L, S))
-    return batch, groups
-
-
-@ltorch("torch.nn.functional.scaled_dot_product_attention", random=True, aliases=(F.scaled_dot_product_attention,))
-def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = None,
-                                 dropout_p: Float = 0.0, is_causal: Bool = False, *, scale: Float | None = None,
-                                 enable_gqa: Bool = False):
-    """Random only with dropout_p > 0."""
-    batch, _ = _sdpa_check(query, key, value, attn_mask, dropout_p, is_causal, enable_gqa)
-    if dropout_p > 0 and _needs_grad(query, key, value, attn_mask):
-        # the dropout mask is drawn inside torch's kernel, where a backward of ours cannot see it:
-        # the fallback records torch's own call, whose gradient replays the same draw
-        raise NotImplementedError("thunder: scaled_dot_product_attention with dropout_p > 0 in training runs as "
-                                  "torch's call")
-    return TensorProxy((*batch, query.shape[-2], value.shape[-1]), query.dtype, query.device)
-
-
-def _needs_grad(*tensors):
-    """Whether the call is traced with grad enabled (whether a gradient will flow through these
-    tensors is known only after tracing)."""
-    from thunder.core import trace as tracing
-
-    return tracing.current() is not None and tracing.grad_enabled()
-
-
-def _repeat_heads(x, groups):
-    """repeat_interleave(x, groups, dim=-3)."""
-    if groups == 1:
-        return x
-    *b, h, s, e = x.shape
-    x = prims.broadcast_in_dim(x, (*b, h, groups, s, e), (*range(len(b) + 1), len(b) + 2, len(b) + 3))
-    return prims.reshape(x, (*b, h * groups, s, e))
-
-
-def _sdpa_scores(query, key, value, attn_mask, is_causal, scale, batch, groups):
-    """q k^T * scale + mask in the compute dtype (prims), and v, both broadcast over batch."""
-    cdt = _compute_dtype(query.dtype)
-    q, k, v = (to_dtype(x, cdt) for x in (query, key, value))
-    k, v = _repeat_heads(k, groups), _repeat_heads(v, groups)
-    L, S, E = q.shape[-2], k.shape[-2], q.shape[-1]
-    q, k, v = (expand_to(x, (*batch, *x.shape[-2:])) for x in (q, k, v))
-    n = len(batch)
-    scores = prims.matmul(q, prims.transpose(k, (*range(n), n + 1, n)))
-    scale = 1.0 / math.sqrt(E) if scale is None else scale
-    scores = prims.mul(scores, float(scale))
-    shape = tuple(scores.shape)
-    if is_causal:
-        attn_mask = _causal_mask(L, S, q.device)
-    if attn_mask is not None:
-        mask = expand_to(attn_mask, shape)
-        if mask.dtype is torch.bool:
-            scores = prims.where(mask, scores, float("-inf"))
-        else:
-            scores = prims.add(scores, to_dtype(mask, cdt))
-    return scores, v
-
-
-def _causal_mask(L, S, device):
-    """True where key position <= query position (torch's top-left aligned causal mask)."""
-    rows = prims.iota(L, start=0, step=1, dtype=torch.int64, device=device)
-    cols = prims.iota(S, start=0, step=1, dtype=torch.int64, device=device)
-    return prims.le(prims.broadcast_in_dim(cols, (L, S), (1,)), prims.broadcast_in_dim(rows, (L, S), (0,)))
-
-
-@scaled_dot_product_attention.decompose
-def _(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None, enable_gqa=False):
-    batch, groups = _sdpa_check(query, key, value, attn_mask, dropout_p, is_causal, enable_gqa)
-    scores, v = _sdpa_scores(query, key, value, attn_mask, is_causal, scale, batch, groups)
-    shape, S = tuple(scores.shape), key.shape[-2]
-    probs = _softmax_decomp(scores, -1, None, log=False)
-    if attn_mask is not None:  # as torch's _safe_softmax: rows masked out entirely attend to nothing (0, not nan)
-        masked = prims.eq(scores, float("-inf"))
-        full_rows = prims.eq(prims.sum(prims.convert_element_type(masked, torch.int64), (len(shape) - 1,)), S)
-        zeros = prims.full(shape, 0.0, dtype=probs.dtype, device=probs.device)
-        probs = prims.where(prims.broadcast_in_dim(full_rows, shape, tuple(range(len(shape) - 1))), zeros, probs)
-    if dropout_p > 0:
-        probs = _dropout(probs, dropout_p)
-    out = prims.matmul(probs, v)
-    return to_dtype(out, query.dtype)
-
-
-def _flash_applies(query, key, value, attn_mask, dropout_p, enable_gqa):
-    """Whether torch's CPU flash attention kernel computes this sdpa (as eager's dispatch picks
-    it): 4-d CPU tensors of one floating dtype with equal batch, heads and head dims, no
-    attn_mask, no dropout."""
-    return (all(x.ndim == 4 and x.device.type == "cpu" for x in (query, key, value))
-            and query.dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16)
-            and attn_mask is None and dropout_p == 0.0
-            and query.shape[:2] == key.shape[:2] == value.shape[:2]
-            and query.shape[-1] == key.shape[-1] == value.shape[-1]
-            and query.shape[-2] > 0 and key.shape[-2] > 0 and query.shape[-1] > 0)
-
-
-@scaled_dot_product_attention.trains_as
-def _(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None, enable_gqa=False):
-    if not _flash_applies(query, key, value, attn_mask, dropout_p, enable_gqa):
-        return None
-    return sdpa_flash, dict(query=query, key=key, value=value, is_causal=is_causal, scale=scale)
-
-
-@ltorch("impl.sdpa_flash", returns_sequence=True)
-def sdpa_flash(query: Tensor, key: Tensor, value: Tensor, is_causal: Bool = False, *, scale: Float | None = None):
-    """scaled_dot_product_attention (no mask, no dropout) with the logsumexp of each row of the
-    scaled scores, as torch's CPU flash attention kernel computes them: sdpa's form in @forward
-    (the backward kernel reads q, k, v, the output and the logsumexp instead of recomputing
-    the attention probabilities)."""
-    batch, _ = _sdpa_check(query, key, value, None, 0.0, is_causal, False)
-    return (TensorProxy((*batch, query.shape[-2], value.shape[-1]), query.dtype, query.device),
-            TensorProxy((*batch, query.shape[-2]), _compute_dtype(query.dtype), query.device))
-
-
-@sdpa_flash.decompose
-def _(query, key, value, is_causal=False, *, scale=None):
-    batch, _ = _sdpa_check(query, key, value, None, 0.0, is_causal, False)
-    scores, v = _sdpa_scores(query, key, value, None, is_causal, scale, batch, 1)
-    m = prims.amax(scores, (scores.ndim - 1,))
-    shifted = prims.sub(scores, _keep(m, scores.shape, (scores.ndim - 1,)))
-    e = prims.exp(shifted)
-    total = prims.sum(e, (scores.ndim - 1,))
-    probs = prims.div(e, _keep(total, scores.shape, (scores.ndim - 1,)))
-    out = to_dtype(prims.matmul(probs, v), query.dtype)
-    return out, prims.add(m, prims.log(total))
-
-
-@ltorch("impl.sdpa_flash_backward", returns_sequence=True)
-def sdpa_flash_backward(grad_out: Tensor, query: Tensor, key: Tensor, value: Tensor, out: Tensor, logsumexp: Tensor,
-                        is_causal: Bool = False, *, scale: Float | None = None):
-    """The query, key and value cotangents of sdpa_flash (torch's CPU flash attention backward)."""
-    return tuple(TensorProxy(x.shape, x.dtype, x.device) for x in (query, key, value))
-
-
-@sdpa_flash_backward.decompose
-def _(grad_out, query, key, value, out, logsumexp, is_causal=False, *, scale=None):
-    grads = _sdpa_grads(grad_out, query, key, value, None, is_causal, scale, False)
-    return grads["query"], grads["key"], grads["value"]
-
-
-class _NativeMHAOp(OpDef):
-    """Without need_weights the second result is None, as eager's."""
-
-    def __call__(self, *args, **kwargs):
-        out = super().__call__(*args, **kwargs)
-        return out if len(out) == 2 else (out[0], None)
-
-
-@ltorch("impl.native_multi_head_attention", aliases=(torch._native_multi_head_attention,), returns_sequence=True)
-def native_multi_head_attention(query: Tensor, key: Tensor, value: Tensor, embed_dim: Int, num_head: Int,
-                                qkv_weight: Tensor, qkv_bias: Tensor, proj_weight: Tensor, proj_bias: Tensor,
-                                mask: Tensor | None = None, need_weights: Bool = True,
-                                average_attn_weights: Bool = True, mask_type: Int | None = None):
-    """nn.MultiheadAttention's inference fast path (batch first): (output, attention weights
-    averaged over heads or per head; None without need_weights). Mask entries that are nonzero
-    (True) are masked out, float masks too (as eager's kernel)."""
-    b, l, e = query.shape
-    s = key.shape[1]
-    if e != embed_dim or embed_dim % num_head or tuple(qkv_weight.shape) != (3 * e, e):
-        raise RuntimeError(f"_native_multi_head_attention: query of shape {list(query.shape)}, embed_dim {embed_dim}, "
-                           f"{num_head} heads and qkv_weight of shape {list(qkv_weight.shape)} do not fit")
-    out = TensorProxy((b, l, proj_weight.shape[0]), query.dtype, query.device)
-    if not need_weights:
-        return (out,)
-    return out, TensorProxy((b, l, s) if average_attn_weights else (b, num_head, l, s), query.dtype, query.device)
-
-
-native_multi_head_attention.__class__ = _NativeMHAOp
-
-
-@native_multi_head_attention.decompose
-def _(query, key, value, embed_dim, num_head, qkv_weight, qkv_bias, proj_weight, proj_bias, mask=None,
-      need_weights=True, average_attn_weights=True, mask_type=None):
-    from thunder.ops.elementwise import mul, ne
-    from thunder.ops.indexing import masked_fill
-    from thunder.ops.reductions import mean
-    from thunder.ops.shape import chunk, reshape, transpose
-
-    b, l, e = query.shape
-    s, hd = key.shape[1], embed_dim // num_head
-    wq, wk, wv = chunk(qkv_weight, 3)
-    bq, bk, bv = chunk(qkv_bias, 3)
-
-    def heads(x, w, bias, n):  # (b, n, e) -> (b, heads, n, head dim)
-        return transpose(reshape(linear(x, w, bias), (b, n, num_head, hd)), 1, 2)
-
-    q = heads(query, wq, bq, l)
-    k, v = heads(key, wk, bk, s), heads(value, wv, bv, s)
-    scores = matmul(mul(q, 1.0 / math.sqrt(hd)), transpose(k, -2, -1))
-    if mask is not None:
-        m = mask if mask.dtype is torch.bool else ne(mask, 0)
-        if mask_type == 0:
-            m = reshape(m, (1, 1, l, s))
-        elif mask_type == 1:
-            m = reshape(m, (b, 1, 1, s))
-        scores = masked_fill(scores, m, float("-inf"))
-    p = softmax(scores, -1)
-    out = linear(reshape(transpose(matmul(p, v), 1, 2), (b, l, e)), proj_weight, proj_bias)
-    if not need_weights:
-        return (out,)
-    return out, (mean(p, 1) if average_attn_weights else p)
-
-
-# --------------------------------------------------------------------------------------------
-# VJP rules (g: the result's cotangent, out: the result). Matrix products and attention are
-# differentiated with matmuls of their own; layer_norm and softmax with the textbook formulas
-# (layer_norm recomputes mean and rstd from its input, so the forward saves nothing extra).
-
-from thunder.ops import vjp_utils as _vjp  # noqa: E402
-
-
-@matmul.vjp
-def _(g, out, input, other):
-    gi, go = _vjp.matmul_vjp(g, input, other)
-    return {"input": gi, "other": go}
-
-
-@rmatmul.vjp
-def _(g, out, input, other):  # other @ input
-    go, gi = _vjp.matmul_vjp(g, other, input)
-    return {"input": gi, "other": go}
-
-
-@mm.vjp
-def _(g, out, input, mat2):
-    return {"input": mm(g, _vjp.mT(mat2)), "mat2": mm(_vjp.mT(input), g)}
-
-
-@bmm.vjp
-def _(g, out, input, mat2):
-    return {"input": bmm(g, _vjp.mT(mat2)), "mat2": bmm(_vjp.mT(input), g)}
-
-
-def _addmm_vjp(product):
-    def rule(g, out, input, a, b, beta=1, alpha=1):
-        from thunder.ops.elementwise import mul
-
-        ga = product(g, _vjp.mT(b)) if _vjp.differentiable(a) else None
-        gb = product(_vjp.mT(a), g) if _vjp.differentiable(b) else None
-        if alpha != 1:
-            ga, gb = (mul(x, alpha) if x is not None else None for x in (ga, gb))
-        gi = None
-        if _vjp.differentiable(input):
-            gi = _vjp.grad_for(input, g if beta == 1 else mul(g, beta))
-        return gi, ga, gb
-
-    return rule
-
-
-@addmm.vjp
-def _(g, out, input, mat1, mat2, *, beta=1, alpha=1):
-    gi, g1, g2 = _addmm_vjp(mm)(g, out, input, mat1, mat2, beta, alpha)
-    return {"input": gi, "mat1": g1, "mat2": g2}
-
-
-@baddbmm.vjp
-def _(g, out, input, batch1, batch2, *, beta=1, alpha=1):
-    gi, g1, g2 = _addmm_vjp(bmm)(g, out, input, batch1, batch2, beta, alpha)
-    return {"input": gi, "batch1": g1, "batch2": g2}
-
-
-@linear.vjp
-def _(g, out, input, weight, bias=None):
-    from thunder.ops.elementwise import mul
-    from thunder.ops.shape import reshape, unsqueeze
-
-    k = input.shape[-1]
-    mm_shape = (*input.shape[:-1], *weight.shape[:weight.ndim - 1])
-    gm = _vjp.sum_to_shape(g, mm_shape)  # a bias can broadcast the result beyond input @ weight.T
-    gi = gw = None
-    if weight.ndim == 2:
-        n = weight.shape[0]
-        if _vjp.differentiable(input):
-            gi = matmul(gm, weight)
-        if _vjp.differentiable(weight):  # fold the batch dims: (n, rows) @ (rows, k)
-            gw = matmul(_vjp.mT(_vjp.rows(gm, n)), _vjp.rows(input, k))
-    else:
-        if _vjp.differentiable(input):
-            gi = mul(unsqueeze(gm, -1), weight)
-        if _vjp.differentiable(weight):
-            gw = reshape(matmul(reshape(gm, (1, gm.numel())), _vjp.rows(input, k)), (k,))
-    return {"input": _vjp.grad_for(input, gi), "weight": _vjp.grad_for(weight, gw),
-            "bias": _vjp.grad_for(bias, g)}
-
-
-def _softmax_vjp(log):
-    def rule(g, out, input, dim, dtype=None, *, _stacklevel=3):
-        from thunder.ops.elementwise import exp, mul, sub
-        from thunder.ops.reductions import sum_
-
-        d = canonical_dim(dim, input.ndim)
-        g32, o = _vjp.upcast(g), _vjp.upcast(out)
-        if log:  # g - exp(out) * sum(g)
-            gx = sub(g32, mul(exp(o), sum_(g32, d, True)))
-        else:  # out * (g - sum(g * out))
-            gx = mul(o, sub(g32, sum_(mul(g32, o), d, True)))
-        return {"input": _vjp.grad_for(input, gx)}
-
-    return rule
-
-
-softmax.vjp(_softmax_vjp(False))
-log_softmax.vjp(_softmax_vjp(True))
+# Backward ops: a VJP as one op (torch runs its fused backward kernel), decomposing into the
+# formula. The VJP rules that use them: thunder/ops/vjp/nn.py and vjp/elementwise.py.
+
+
+def _gelu_grad(g, out, x, approximate="none"):
+    x, g32 = _vjp.upcast(x), _vjp.upcast(g)
+    if approximate == "tanh":  # as torch's GeluBackward with tanh
+        beta, kappa = math.sqrt(2 / math.pi), 0.044715
+        x_sq = mul(x, x)
+        inner = mul(add(x, mul(mul(x_sq, x), kappa)), beta)
+        t = tanh(inner)
+        left_d = mul(add(t, 1.0), 0.5)
+        right_d = mul(mul(mul(x, 0.5), rsub(mul(t, t), 1.0)), add(mul(x_sq, 3 * kappa * beta), beta))
+        return mul(g32, add(left_d, right_d))
+    cdf = mul(add(erf(mul(x, math.sqrt(0.5))), 1.0), 0.5)
+    pdf = mul(exp(mul(mul(x, x), -0.5)), 1 / math.sqrt(2 * math.pi))
+    return mul(g32, add(cdf, mul(x, pdf)))
+
+
+@ltorch("torch.ops.aten.gelu_backward", aliases=(torch.ops.aten.gelu_backward, torch.ops.aten.gelu_backward.default),
+        elementwise=True)
+def gelu_backward(grad_output: Tensor, input: Tensor, *, approximate: Str = "none"):
+    """gelu's VJP as one op: torch runs its fused kernel; decomposes into the formula."""
+    return TensorProxy(input.shape, input.dtype, input.device)
+
+
+@gelu_backward.decompose
+def _(grad_output, input, *, approximate="none"):
+    return _vjp.grad_for(input, _gelu_grad(grad_output, None, input, approximate))
 
 
 @ltorch("impl.layer_norm_backward", returns_sequence=True)
@@ -878,9 +579,6 @@ def layer_norm_backward(grad_output: Tensor, input: Tensor, normalized_shape: In
 
 @layer_norm_backward.decompose
 def _(grad_output, input, normalized_shape, weight=None, bias=None, eps=1e-5):
-    from thunder.ops.elementwise import add, mul, rsqrt, sub
-    from thunder.ops.reductions import mean, sum_
-
     dims = _layer_norm_check(input, normalized_shape, weight, bias)
     x = _vjp.upcast(input)
     mu = mean(x, dims, True)
@@ -890,9 +588,6 @@ def _(grad_output, input, normalized_shape, weight=None, bias=None, eps=1e-5):
 
 def _layer_norm_grads(g, input, normalized_shape, weight, bias, dims, mu, rstd):
     """layer_norm's input, weight and bias cotangents from the mean and rstd of its groups."""
-    from thunder.ops.elementwise import mul, sub
-    from thunder.ops.reductions import mean, sum_
-
     lead = tuple(range(input.ndim - len(dims)))
     x, g32 = _vjp.upcast(input), _vjp.upcast(g)
     xhat = mul(sub(x, mu), rstd)
@@ -965,147 +660,3 @@ def _(grad_output, input, normalized_shape, mean, rstd, weight=None, bias=None):
     dims = _layer_norm_check(input, normalized_shape, weight, bias)
     mean, rstd = _vjp.upcast(mean), _vjp.upcast(rstd)
     return _layer_norm_grads(grad_output, input, normalized_shape, weight, bias, dims, mean, rstd)
-
-
-@native_layer_norm.vjp
-def _(g, out, input, normalized_shape, weight, bias, eps):
-    if any(x is not None for x in g[1:]):
-        raise NotImplementedError("thunder: the mean and rstd of native_layer_norm are not differentiable")
-    gx, gw, gb = native_layer_norm_backward(g[0], input, normalized_shape, out[1], out[2], weight, bias)
-    return {"input": gx, "weight": gw if weight is not None else None, "bias": gb if bias is not None else None}
-
-
-@layer_norm.vjp
-def _(g, out, input, normalized_shape, weight=None, bias=None, eps=1e-5):
-    gx, gw, gb = layer_norm_backward(g, input, normalized_shape, weight, bias, eps)
-    return {"input": gx, "weight": gw if weight is not None else None, "bias": gb if bias is not None else None}
-
-
-@embedding.vjp
-def _(g, out, input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
-      sparse=False):
-    """A dense gradient (also for sparse=True): the rows of g added at their indices; none for
-    padding_idx; divided by the index's count with scale_grad_by_freq."""
-    from thunder.ops.elementwise import div, ne, where
-    from thunder.ops.shape import reshape, unsqueeze
-
-    num, dim = weight.shape
-    idx = reshape(input, (input.numel(),))
-    rows = reshape(g, (input.numel(), dim))
-    if padding_idx is not None:
-        rows = where(unsqueeze(ne(idx, padding_idx % num), -1), rows, 0.0)
-    if scale_grad_by_freq:
-        ones = prims.full((input.numel(),), 1.0, dtype=g.dtype, device=g.device)
-        counts = prims.index_add(_vjp.zeros((num,), g.dtype, g.device), 0, idx, ones)
-        rows = div(rows, unsqueeze(prims.take(counts, 0, idx), -1))
-    return {"weight": _vjp.grad_for(weight, prims.index_add(_vjp.zeros_like(weight, g.dtype), 0, idx, rows))}
-
-
-@scaled_dot_product_attention.vjp
-def _(g, out, query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None, enable_gqa=False):
-    if dropout_p > 0:
-        raise NotImplementedError(
-            "thunder: the gradient of scaled_dot_product_attention with dropout_p > 0 is not supported (the "
-            "dropout mask is drawn inside the fused kernel and backward cannot see it). Workaround: train with "
-            "dropout_p=0.0, or compute the attention with matmul/softmax/F.dropout")
-    return _sdpa_grads(g, query, key, value, attn_mask, is_causal, scale, enable_gqa)
-
-
-@sdpa_flash.vjp
-def _(g, out, query, key, value, is_causal=False, *, scale=None):
-    g_out, g_lse = g
-    if g_lse is not None:
-        raise NotImplementedError("thunder: sdpa_flash's logsumexp is not differentiable")
-    gq, gk, gv = sdpa_flash_backward(g_out, query, key, value, out[0], out[1], is_causal, scale=scale)
-    return {"query": gq, "key": gk, "value": gv}
-
-
-def _sdpa_grads(g, query, key, value, attn_mask, is_causal, scale, enable_gqa):
-    """sdpa's cotangents: recomputes the attention probabilities P (one matmul and a softmax)
-    and differentiates softmax(q k^T * scale + mask) v directly."""
-    from thunder.ops.elementwise import add, mul, sub, where
-    from thunder.ops.reductions import sum_
-    from thunder.ops.shape import expand, reshape
-
-    batch, groups = _sdpa_check(query, key, value, attn_mask, 0.0, is_causal, enable_gqa)
-    q, k, v = (_vjp.upcast(x) for x in (query, key, value))
-    if groups > 1:
-        k, v = _repeat_heads(k, groups), _repeat_heads(v, groups)
-    k_heads, v_heads = tuple(k.shape), tuple(v.shape)  # after repeating heads, before broadcasting
-    L, S, E = q.shape[-2], k.shape[-2], q.shape[-1]
-    q, k, v = (x if tuple(x.shape[:-2]) == tuple(batch) else expand(x, (*batch, *x.shape[-2:])) for x in (q, k, v))
-    scale = 1.0 / math.sqrt(E) if scale is None else float(scale)
-    scores = mul(matmul(q, _vjp.mT(k)), scale)
-    if is_causal:
-        attn_mask = _causal_mask(L, S, q.device)
-    if attn_mask is not None:
-        if attn_mask.dtype is torch.bool:
-            scores = where(attn_mask, scores, float("-inf"))
-        else:
-            scores = add(scores, _vjp.upcast(attn_mask))
-    p = softmax(scores, -1)
-    if attn_mask is not None:  # rows masked out entirely: probabilities 0 (torch's _safe_softmax)
-        from thunder.ops.elementwise import eq
-        from thunder.ops.reductions import all_
-
-        p = where(all_(eq(scores, float("-inf")), -1, True), 0.0, p)
-    g32 = _vjp.upcast(g)
-    gv = matmul(_vjp.mT(p), g32)
-    gp = matmul(g32, _vjp.mT(v))
-    gs = mul(p, sub(gp, sum_(mul(gp, p), -1, True)))  # softmax's VJP
-    gq = mul(matmul(gs, k), scale)
-    gk = mul(matmul(_vjp.mT(gs), q), scale)
-
-    def unrepeat(gx, heads):
-        gx = _vjp.sum_to_shape(gx, heads)
-        if groups > 1:  # the query heads that shared a key/value head add up
-            *b, h, s, e = heads
-            gx = sum_(reshape(gx, (*b, h // groups, groups, s, e)), len(b) + 1)
-        return gx
-
-    return {"query": _vjp.grad_for(query, gq), "key": _vjp.grad_for(key, unrepeat(gk, k_heads)),
-            "value": _vjp.grad_for(value, unrepeat(gv, v_heads)),
-            "attn_mask": _vjp.grad_for(attn_mask, gs) if attn_mask is not None and not is_causal else None}
-
-
-@normalize.vjp
-def _(g, out, input, p=2.0, dim=1, eps=1e-12):
-    """As eager's composite input / norm(input).clamp_min(eps): the division's rule, clamp_min's
-    (no gradient to the norm below eps) and the norm's (zero where the norm is 0)."""
-    from thunder.ops.elementwise import abs_, add, clamp_min, div, eq, ge, mul, ne, neg, pow_, sign, sqrt, where
-    from thunder.ops.reductions import amax, amin, sum_
-
-    if not _vjp.differentiable(input):
-        return {"input": None}
-    d = canonical_dim(dim, input.ndim) if input.ndim else None  # a 0-d input is its own norm's vector
-    x, g32 = _vjp.upcast(input), _vjp.upcast(g)
-    a = abs_(x)
-
-    def over_dim(v, reduce=sum_):
-        return reduce(v, d, True) if d is not None else v
-
-    if p == 2:
-        norm = sqrt(over_dim(mul(x, x)))
-    elif p == 1:
-        norm = over_dim(a)
-    elif p in (math.inf, -math.inf):
-        norm = over_dim(a, amax if p > 0 else amin)
-    elif p == 0:
-        norm = over_dim(_vjp.convert(ne(x, 0.0), x.dtype))
-    else:
-        norm = pow_(over_dim(pow_(a, float(p))), 1.0 / p)
-    norm = _vjp.upcast(_vjp.convert(norm, input.dtype))  # eager's norm has input's dtype
-    denom = clamp_min(norm, eps)
-    gx = div(g32, denom)
-    gnorm = where(ge(norm, eps), neg(over_dim(div(mul(g32, x), mul(denom, denom)))), 0.0)
-    if p == 2:
-        gx = add(gx, where(eq(norm, 0.0), 0.0, mul(x, div(gnorm, norm))))
-    elif p == 1:
-        gx = add(gx, mul(sign(x), gnorm))
-    elif p in (math.inf, -math.inf):
-        hit = _vjp.convert(eq(a, norm), x.dtype)
-        gx = add(gx, div(mul(mul(sign(x), gnorm), hit), over_dim(hit)))
-    elif p != 0:
-        scale = where(eq(norm, 0.0), 0.0, div(gnorm, pow_(norm, float(p - 1))))
-        gx = add(gx, mul(mul(x, pow_(a, float(p - 2))), scale))
-    return {"input": _vjp.grad_for(input, gx)}

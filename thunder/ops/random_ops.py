@@ -108,23 +108,6 @@ def _check_low_high(low, high):
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")
 
 
-def _no_grad_rule(op):
-    """No gradient flows into the op's tensor inputs (none for inputs the op only reads the shape of)."""
-    tensor_params = [p.name for p in op.params if p.kind.base_name == "Tensor"]
-    op.vjp(lambda g, out, **args: {name: None for name in tensor_params})
-
-
-def _zero_grad_rule(op):
-    """Zeros for each differentiable tensor input: eager's gradient of bernoulli and normal."""
-    from thunder.ops import vjp_utils
-
-    def rule(g, out, **args):
-        return {name: vjp_utils.zeros_like(v) if vjp_utils.differentiable(v) else None
-                for name, v in args.items() if is_tensor(v)}
-
-    op.vjp(rule)
-
-
 # --------------------------------------------------------------------------------------------
 # rand, randn, randint
 
@@ -175,10 +158,6 @@ def randint(low: Int, high: Int, size: Ints, *, dtype: DType | None = None, devi
 @randint.decompose
 def _(low, high, size, *, dtype=None, device=None, requires_grad=False):
     return _randint_values(size, low, high, dtype or torch.int64, _device(device))
-
-
-for _op in (rand, randn, randint):
-    _no_grad_rule(_op)
 
 
 # --------------------------------------------------------------------------------------------
@@ -241,10 +220,6 @@ def _(input, low, high, *, dtype=None, device=None, requires_grad=False, memory_
     return _randint_values(out.shape, low, high, out.dtype, out.device)
 
 
-for _op in (rand_like, randn_like, randint_like):
-    _no_grad_rule(_op)  # eager: the result does not depend on input's values
-
-
 # --------------------------------------------------------------------------------------------
 # bernoulli, normal
 
@@ -268,9 +243,6 @@ def _(input, p=None):
     u = _uniform(input.shape, cdt, input.device)
     keep = prims.lt(u, to_dtype(input, cdt) if p is None else float(p))
     return to_dtype(keep, input.dtype)
-
-
-_zero_grad_rule(bernoulli)
 
 
 def _normal_out(mean, std, size, dtype, device, requires_grad):
@@ -313,9 +285,6 @@ def _(mean, std=1.0, size=None, *, dtype=None, device=None, requires_grad=False)
     return to_dtype(prims.add(prims.mul(z, s), m), out.dtype)
 
 
-_zero_grad_rule(normal)
-
-
 # --------------------------------------------------------------------------------------------
 # torch.manual_seed inside the jitted function: recorded, so every call seeds (as eager does)
 # rather than only the call that traced
@@ -341,4 +310,3 @@ def manual_seed(seed: Int):
 
 manual_seed.__class__ = _SeedOp
 manual_seed.python = lambda values, outs: [f"torch.manual_seed({values['seed']!r})"]
-manual_seed.vjp(lambda g, out, seed: {})

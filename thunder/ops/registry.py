@@ -19,9 +19,16 @@ import inspect
 import numbers
 from dataclasses import dataclass, field
 from typing import Callable
+import operator
+import torch
 
+from thunder.core import dispatch, trace as tracing
 from thunder.core.dtypes import is_numpy_scalar
 from thunder.core.numbers import concrete, has_proxy
+from thunder.ops.record import record_op
+from thunder.core.dtypes import python_number
+from thunder.core.numbers import is_number, NumberProxy
+from thunder.core.proxies import data_dependent, TensorProxy, update_inplace, write_out
 
 # --------------------------------------------------------------------------------------------
 # Parameter kinds
@@ -69,17 +76,11 @@ class Kind:
 
 def _is_tensor(v):
     # proxies while tracing; real tensors when an op is called eagerly (record_op checks which)
-    import torch
-
-    from thunder.core.proxies import TensorProxy
-
     return isinstance(v, (TensorProxy, torch.Tensor))
 
 
 def _is_number(v):
     # (NumberProxy: a runtime number, an SSA value of the trace)
-    from thunder.core.numbers import is_number
-
     return is_number(v) and not _is_tensor(v)
 
 
@@ -90,16 +91,12 @@ def _is_int(v):
 def _is_int_like(v):
     """An int, or a runtime int (a NumberProxy, read where an int attribute needs its value), or a
     numpy integer."""
-    from thunder.core.numbers import NumberProxy
-
     return (_is_int(v) or isinstance(v, NumberProxy) and v.python_type is int
             or is_numpy_scalar(v) and isinstance(v, numbers.Integral))
 
 
 def _index(v):
     """operator.index of a tensor (its value, read while tracing), other values as they are."""
-    import operator
-
     return operator.index(v) if _is_tensor(v) else v
 
 
@@ -108,20 +105,14 @@ def _is_ints(v):
 
 
 def _is_dtype(v):
-    import torch
-
     return isinstance(v, torch.dtype)
 
 
 def _is_memory_format(v):
-    import torch
-
     return isinstance(v, torch.memory_format)
 
 
 def _is_device(v):
-    import torch
-
     return isinstance(v, (torch.device, str))
 
 
@@ -266,7 +257,6 @@ class OpDef:
                 values[p.name] = concrete(values[p.name], f"the '{p.name}' argument of {self.torch_name}")
         if self.normalize is not None:
             self.normalize(values)  # raises torch's errors for bad values
-        from thunder.core.dtypes import python_number
 
         for p in self.params:
             v = values[p.name] = python_number(values[p.name], self.torch_name,
@@ -279,9 +269,6 @@ class OpDef:
                     values[p.name] = tuple(v)
                     continue
                 if not p.kind.operand and any(_is_tensor(x) for x in (v if isinstance(v, (tuple, list)) else (v,))):
-                    from thunder.core import trace as tracing
-                    from thunder.core.proxies import data_dependent
-
                     if tracing.values_known():  # a tensor as a size: its value is read (a split), as eager's __index__
                         v = values[p.name] = tuple(_index(x) for x in v) if isinstance(v, (tuple, list)) else _index(v)
                         if p.kind.base_name == "Ints" and _is_int(v):  # (torch.zeros(n): a size of one dim)
@@ -298,21 +285,16 @@ class OpDef:
         return values
 
     def __call__(self, *args, **kwargs):
-        from thunder.core.trace import current, record_op
-
         out = kwargs.pop("out", None)
         values = self.bind(args, kwargs)
-        if values.get("inplace") is True and current() is not None:
+        if values.get("inplace") is True and tracing.current() is not None:
             # F.relu(x, inplace=True), torch.relu_(x): the functional op, assigned to x
-            from thunder.core.proxies import update_inplace
-
             return update_inplace(values[self.params[0].name], lambda: record_op(self, {**values, "inplace": False}))
         result = record_op(self, values)
         if self.return_type is not None and isinstance(result, tuple):
             result = self.return_type(result)
         if out is None:
             return result
-        from thunder.core.proxies import write_out
 
         return write_out(self.torch_name, out, result)
 
@@ -331,11 +313,12 @@ def _gather_varargs(op, args, kwargs):
     return (*args[:i], tuple(rest)), kwargs
 
 
-OPS: dict[str, OpDef] = {}  # "ltorch.add" -> OpDef
+# OPS, METHODS and DUNDERS are the core's dispatch tables (core/dispatch.py), which proxies call
+OPS: dict[str, OpDef] = dispatch.OPS  # "ltorch.add" -> OpDef
 BY_CALLABLE: dict = {}  # torch.add -> OpDef (the interpreter's and __torch_function__'s lookup)
 INPLACE_CALLABLES: dict = {}  # torch.relu_ -> the relu OpDef (ops with an `inplace` flag)
-METHODS: dict = {}  # TensorProxy method name -> OpDef (or a function calling one, see `method`)
-DUNDERS: dict[str, OpDef] = {}  # "__add__" -> OpDef, called as op(proxy, other)
+METHODS: dict = dispatch.METHODS  # TensorProxy method name -> OpDef (or a function calling one, see `method`)
+DUNDERS: dict[str, OpDef] = dispatch.DUNDERS  # "__add__" -> OpDef, called as op(proxy, other)
 
 
 def _params_of(fn):
@@ -407,8 +390,6 @@ def prim(torch_name, **kw):
 def method(name, fn):
     """A Tensor method that calls an op with its arguments in another order (x.where(cond, y) is
     torch.where(cond, x, y)): fn(self, *args, **kwargs)."""
-    import torch
-
     METHODS[name] = fn
     BY_CALLABLE[getattr(torch.Tensor, name)] = fn
 
@@ -416,8 +397,6 @@ def method(name, fn):
 def _register_inplace_variants(op):
     """torch.relu_, torch._C._nn.hardtanh_, ...: the `<name>_` functions next to an op's aliases,
     for ops whose `inplace` flag is what those functions do."""
-    import torch
-
     for c in op.aliases:
         name = getattr(c, "__name__", None)
         for ns in (torch, torch.Tensor, torch.nn.functional, torch._C._nn):

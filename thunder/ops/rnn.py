@@ -8,6 +8,10 @@ import torch
 
 from thunder.core.proxies import TensorProxy
 from thunder.ops.registry import Bool, Float, Int, OpDef, Tensor, Tensors, ltorch
+from thunder.core.proxies import data_dependent
+from thunder.ops.elementwise import add, mul, sigmoid, tanh
+from thunder.ops.nn import dropout as dropout_op, linear
+from thunder.ops.shape import cat, chunk, stack, transpose
 
 
 def _layout(input, hx, params, has_biases, num_layers, bidirectional, batch_first):
@@ -39,7 +43,6 @@ def _layout(input, hx, params, has_biases, num_layers, bidirectional, batch_firs
 class _LSTMOp(OpDef):
     def __call__(self, input, hx, *args, **kwargs):
         if isinstance(hx, TensorProxy):  # lstm(data, batch_sizes, hx, ...): a PackedSequence
-            from thunder.core.proxies import data_dependent
 
             data_dependent("nn.LSTM of a PackedSequence", "pad the sequences (nn.utils.rnn.pad_packed_sequence) "
                            "before the LSTM")
@@ -64,10 +67,6 @@ lstm.__class__ = _LSTMOp
 
 @lstm.decompose
 def _(input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first):
-    from thunder.ops.elementwise import add, mul, sigmoid, tanh
-    from thunder.ops.nn import dropout as dropout_op, linear
-    from thunder.ops.shape import cat, chunk, stack, transpose
-
     dirs, per, proj, _, _, steps, _ = _layout(input, hx, params, has_biases, num_layers, bidirectional, batch_first)
     x = transpose(input, 0, 1) if batch_first else input  # (steps, batch, features)
     h_n, c_n = [], []

@@ -14,10 +14,12 @@ import torch
 from thunder.core.proxies import TensorProxy
 from thunder.ops import prims
 from thunder.ops.decomp_utils import as_tensor, expand_to, to_dtype
-from thunder.ops.indexing import _IndexOp, advanced_getitem, as_key, is_advanced, setitem
 from thunder.ops.meta_utils import canonical_dim, canonical_dims, is_tensor
+from thunder.ops import registry
 from thunder.ops.registry import (Dims, Index, Int, Ints, MemoryFormat, Number, OpDef, Str, Tensor, TensorOrNumber,
                                   Tensors, ltorch)
+from thunder.core import trace as tracing
+from thunder.core.proxies import data_dependent
 
 T = torch.Tensor
 
@@ -531,8 +533,6 @@ def _repeat_interleave_shape(input, repeats, dim, output_size):
         if repeats.ndim > 1 or repeats.dtype not in (torch.int64, torch.int32):
             raise RuntimeError("repeat_interleave only accept 1D vector as repeat")
         if output_size is None:
-            from thunder.core.proxies import data_dependent
-
             data_dependent("torch.repeat_interleave with a tensor of repeats",
                            "pass output_size=..., or repeats as a Python int")
         n = output_size
@@ -552,8 +552,6 @@ class _RepeatInterleaveOp(OpDef):
     """torch.repeat_interleave(repeats, output_size=n): the indices 0.. repeated repeats[i] times."""
 
     def __call__(self, *args, **kwargs):
-        from thunder.core import trace as tracing
-
         if tracing.values_known() and kwargs.get("output_size") is None:  # tensor repeats: their total is read
             bound = inspect.signature(repeat_interleave.meta).bind_partial(*args, **kwargs)
             r = bound.arguments.get("repeats", bound.arguments.get("input"))
@@ -567,11 +565,11 @@ class _RepeatInterleaveOp(OpDef):
                 kwargs = {**kwargs, "output_size": tracing.read_int(total, f"the repeats {r.name}",
                                                                     "the result size of torch.repeat_interleave")}
         if len(args) == 1 and "repeats" not in kwargs:
-            from thunder.ops.creation import arange
-
             r = args[0]
             if kwargs.get("output_size") is None:
                 _repeat_interleave_shape(r, r, None, None)  # the data-dependent error
+            # (torch.arange: ops/creation.py, which imports this module, defines it)
+            arange = registry.OPS["ltorch.arange"]
             return super().__call__(arange(r.shape[0] if r.ndim else 1, device=r.device), r, **kwargs)
         return super().__call__(*args, **kwargs)
 
@@ -887,22 +885,11 @@ def _slice_indices(s, n):
     return bound(s.start, 0), bound(s.stop, n), step
 
 
-class _GetItemOp(_IndexOp):
-    """Keys with tensors or lists are advanced indexing: a copy (ltorch.index), not a view."""
-
-    def __call__(self, input, key):
-        key = as_key(key)
-        return advanced_getitem(input, key) if is_advanced(key) else super().__call__(input, key)
-
-
 @ltorch("operator.getitem", dunders=("__getitem__",), view=True, aliases=(T.__getitem__,))
 def getitem(input: Tensor, key: Index):
     """Basic indexing: ints, slices (positive steps), None, Ellipsis and bools."""
     key = key if isinstance(key, tuple) else (key,)
     return _like(input, _index_plan(input, key)[1])
-
-
-getitem.__class__ = _GetItemOp
 
 
 @getitem.decompose
@@ -914,140 +901,6 @@ def _getitem_decomp(input, key):
     if any(r != (0, n, 1) for r, n in zip(ranges, input.shape)):
         input = prims.slice(input, *(tuple(r[i] for r in ranges) for i in range(3)))
     return _reshape(input, shape)
-
-
-# --------------------------------------------------------------------------------------------
-# VJP rules (g: the result's cotangent, out: the result): shape ops move the cotangent back
-
-from thunder.ops import vjp_utils as _vjp  # noqa: E402
-
-
-def _reshape_back(g, out, input, *args, **kwargs):
-    return {"input": _reshape(g, input.shape) if _vjp.differentiable(input) else None}
-
-
-for _op in (reshape, view, reshape_as, view_as, flatten, unflatten, squeeze, unsqueeze, contiguous):
-    _op.vjp(_reshape_back)
-
-
-@permute.vjp
-def _(g, out, input, dims):
-    return {"input": _permute_decomp_ltorch(g, _vjp.inverse_permutation(_permutation(input, dims)))}
-
-
-def _permute_decomp_ltorch(g, perm):
-    return g if perm == tuple(range(g.ndim)) else permute(g, perm)
-
-
-@transpose.vjp
-def _(g, out, input, dim0, dim1):
-    return {"input": transpose(g, dim0, dim1)}
-
-
-@t.vjp
-def _(g, out, input):
-    return {"input": t(g)}
-
-
-@movedim.vjp
-def _(g, out, input, source, destination):
-    return {"input": _permute_decomp_ltorch(g, _vjp.inverse_permutation(_movedim_perm(input, source, destination)))}
-
-
-def _unbroadcast(g, out, input, *args, **kwargs):
-    return {"input": _vjp.grad_for(input, g)}
-
-
-for _op in (expand, broadcast_to, expand_as):
-    _op.vjp(_unbroadcast)
-
-
-def _unslice(g, input, ranges):
-    """Zeros of input's shape with g (of the slice's shape, up to size-1 dims) where the slice
-    `ranges` (start, stop, step per dim) reads."""
-    sliced = tuple(len(range(*r)) for r in ranges)
-    if math.prod(sliced) == 0:
-        return _vjp.zeros_like(input)
-    g = _reshape(g, sliced)
-    if all(r == (0, n, 1) for r, n in zip(ranges, input.shape)):
-        return g
-    return prims.unslice(g, tuple(input.shape), *(tuple(r[i] for r in ranges) for i in range(3)))
-
-
-@getitem.vjp
-def _(g, out, input, key):
-    key = key if isinstance(key, tuple) else (key,)
-    return {"input": _unslice(g, input, _index_plan(input, key)[0])}
-
-
-@select.vjp
-def _(g, out, input, dim, index):
-    return {"input": _unslice(g, input, _index_plan(input, _select_key(input, dim, index))[0])}
-
-
-@narrow.vjp
-def _(g, out, input, dim, start, length):
-    d, lo, hi = _narrow_range(input, dim, start, length)
-    ranges = [(0, n, 1) for n in input.shape]
-    ranges[d] = (lo, hi, 1)
-    return {"input": _unslice(g, input, ranges)}
-
-
-@cat.vjp
-def _(g, out, tensors, dim=0):
-    skipped = [x.ndim == 1 and x.shape[0] == 0 for x in tensors]
-    ref = next((x for x, s in zip(tensors, skipped) if not s), tensors[0])
-    d = canonical_dim(dim, ref.ndim)
-    grads, offset = [], 0
-    for x, skip in zip(tensors, skipped):
-        if skip or not _vjp.differentiable(x):
-            grads.append(None if not _vjp.differentiable(x) else _vjp.zeros_like(x))
-            offset += 0 if skip else x.shape[d]
-            continue
-        piece = g if x.shape[d] == g.shape[d] else narrow(g, d, offset, x.shape[d])
-        grads.append(_vjp.convert(piece, x.dtype))
-        offset += x.shape[d]
-    return {"tensors": tuple(grads)}
-
-
-@stack.vjp
-def _(g, out, tensors, dim=0):
-    d = _stack_check(tensors, dim)
-    pieces = unbind(g, d) if len(tensors) > 1 else (_reshape(g, tensors[0].shape),)
-    return {"tensors": tuple(_vjp.convert(p, x.dtype) if _vjp.differentiable(x) else None
-                             for p, x in zip(pieces, tensors))}
-
-
-def _join_pieces(gs, outs, input, d, squeeze=False):
-    """The input's cotangent from its pieces' cotangents (zeros for pieces that got none)."""
-    if not _vjp.differentiable(input):
-        return None
-    gs = _vjp.fill_none(gs, outs)
-    if len(gs) == 1:
-        return _reshape(gs[0], input.shape)
-    return stack(gs, d) if squeeze else cat(gs, d)
-
-
-@split.vjp
-def _(g, out, tensor, split_size_or_sections, dim=0):
-    d, _pieces = _split_pieces(tensor, split_size_or_sections, dim)
-    return {"tensor": _join_pieces(g, out, tensor, d)}
-
-
-@chunk.vjp
-def _(g, out, input, chunks, dim=0):
-    d, _pieces = _chunk_pieces(input, chunks, dim)
-    return {"input": _join_pieces(g, out, input, d)}
-
-
-@unbind.vjp
-def _(g, out, input, dim=0):
-    d, _pieces = _unbind_pieces(input, dim)
-    return {"input": _join_pieces(g, out, input, d, squeeze=True)}
-
-
-# --------------------------------------------------------------------------------------------
-# how in-place updates of views reach their base (unview rules; setitem: thunder/ops/indexing.py)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1072,91 +925,3 @@ def as_strided_scatter(input: Tensor, src: Tensor, size: Ints, stride: Ints, sto
     if tuple(src.shape) != tuple(size):
         raise RuntimeError(f"as_strided_scatter: src of shape {list(src.shape)} for a view of shape {list(size)}")
     return _like(input, input.shape)
-
-
-as_strided.unview(lambda base, value, out_index, size, stride, storage_offset:
-                  as_strided_scatter(base, value, size, stride, storage_offset))
-
-
-@as_strided.vjp
-def _(g, out, input, size, stride, storage_offset):
-    # (the views of a storage do not overlap themselves: structure.alias_groups)
-    from thunder.ops.registry import OPS
-
-    return {"input": as_strided_scatter(OPS["ltorch.zeros_like"](input), g, size, stride, storage_offset)}
-
-
-def _reshape_unview(base, value, out_index, **args):
-    return reshape(value, tuple(base.shape))
-
-
-def _expand_unview(base, value, out_index, **args):
-    if tuple(value.shape) == tuple(base.shape):
-        return value
-    raise RuntimeError("unsupported operation: more than one element of the written-to tensor refers to a "
-                       "single memory location. Please clone() the tensor before performing the operation.")
-
-
-def _dim_key(d, entry):
-    return (pyslice(None),) * d + (entry,)
-
-
-def _pieces_unview(pieces_of, squeeze=False):
-    def rule(base, value, out_index, **args):
-        d, pieces = pieces_of(base, **args)
-        lo, hi = pieces[out_index]
-        return setitem(base, _dim_key(d, lo if squeeze else pyslice(lo, hi)), value)
-
-    return rule
-
-
-def _inverse(perm):
-    n = len(perm)
-    return tuple(sorted(range(n), key=lambda i: perm[i] % n))
-
-
-for _op in (reshape, view, reshape_as, view_as, flatten, unflatten, squeeze, unsqueeze):
-    _op.unview(_reshape_unview)
-for _op in (expand, broadcast_to, expand_as):
-    _op.unview(_expand_unview)
-permute.unview(lambda base, value, out_index, dims: permute(value, _inverse(dims)))
-transpose.unview(lambda base, value, out_index, dim0, dim1: transpose(value, dim0, dim1))
-t.unview(lambda base, value, out_index: t(value))
-movedim.unview(lambda base, value, out_index, source, destination: movedim(value, destination, source))
-getitem.unview(lambda base, value, out_index, key: setitem(base, key, value))
-select.unview(lambda base, value, out_index, dim, index: setitem(base, _select_key(base, dim, index), value))
-narrow.unview(lambda base, value, out_index, dim, start, length: setitem(
-    base, _dim_key(*_narrow_range(base, dim, start, length)[:1], pyslice(*_narrow_range(base, dim, start, length)[1:])),
-    value))
-split.unview(_pieces_unview(lambda b, split_size_or_sections, dim=0: _split_pieces(b, split_size_or_sections, dim)))
-chunk.unview(_pieces_unview(lambda b, chunks, dim=0: _chunk_pieces(b, chunks, dim)))
-unbind.unview(_pieces_unview(lambda b, dim=0: _unbind_pieces(b, dim), squeeze=True))
-
-
-@flip.vjp
-def _(g, out, input, dims):
-    return {"input": flip(g, dims) if _vjp.differentiable(input) else None}
-
-
-@roll.vjp
-def _(g, out, input, shifts, dims=None):
-    back = -shifts if isinstance(shifts, int) else tuple(-s for s in shifts)
-    return {"input": roll(g, back, dims) if _vjp.differentiable(input) else None}
-
-
-@repeat_interleave.vjp
-def _(g, out, input, repeats, dim=None, *, output_size=None):
-    """The cotangents of an element's copies add up: a sum over the repeats (int), or index_add at
-    the repeated indices (tensor repeats)."""
-    if not _vjp.differentiable(input):
-        return {"input": None, "repeats": None}
-    from thunder.ops.reductions import sum_
-
-    shape = (input.numel(),) if dim is None else (tuple(input.shape) or (1,))
-    d = 0 if dim is None else canonical_dim(dim, len(shape))
-    if is_tensor(repeats):
-        idx = _repeated_indices(repeats, shape[d], output_size)
-        gx = prims.index_add(_vjp.zeros(shape, g.dtype, g.device), d, idx, g)
-    else:
-        gx = sum_(reshape(g, (*shape[:d + 1], repeats, *shape[d + 1:])), d + 1)
-    return {"input": _vjp.grad_for(input, reshape(gx, tuple(input.shape))), "repeats": None}

@@ -16,6 +16,7 @@ read, its line and both values) without having changed anything.
 """
 import torch
 
+from thunder.core import dispatch
 from thunder.core.numbers import BINARY, UNARY, NumberProxy, apply, python_type_of_dtype
 from thunder.core.pysource import py_repr
 from thunder.ops.registry import Bool, Float, Number, Str, Tensor, TensorOrNumber, ltorch
@@ -75,6 +76,7 @@ def _python_number_op(values, outs):
 
 
 number_op.python = _python_number_op
+dispatch.number_op = number_op  # NumberProxy arithmetic (core/numbers.py) records this op
 
 
 @ltorch("(check)", returns_sequence=True, effects=True, differentiable=False)

@@ -4,26 +4,22 @@ A rule gets the output cotangent g and returns a cotangent per tensor parameter 
 parameter's shape and dtype: `grad_for(x, g)` undoes broadcasting (sum_to_shape) and type
 promotion (converts back to x's dtype), and gives None for numbers and integer/bool tensors.
 
-The helpers record ltorch ops (so the backward runs as torch-level calls); the ltorch modules are
-imported lazily because they import this module."""
+The helpers record ltorch ops (so the backward runs as torch-level calls)."""
 import math
 
 import torch
 
-from thunder.ops.meta_utils import is_tensor
-
-
-def differentiable(x):
-    """A tensor that can have a gradient (floating point or complex)."""
-    return is_tensor(x) and (x.dtype.is_floating_point or x.dtype.is_complex)
+from thunder.ops import prims
+from thunder.ops.creation import to
+from thunder.ops.decomp_utils import reduction_dims
+from thunder.ops.meta_utils import differentiable, is_tensor, reduced_shape  # noqa: F401  (differentiable: the rules use it from here)
+from thunder.ops.reductions import sum_
+from thunder.ops.shape import expand, reshape, transpose
 
 
 def sum_to_shape(g, shape):
     """Undo broadcasting: sum g over its leading dims and over the dims where `shape` has size 1
     and g does not, so that the result has `shape`."""
-    from thunder.ops.reductions import sum_
-    from thunder.ops.shape import reshape
-
     shape = tuple(shape)
     if tuple(g.shape) == shape:
         return g
@@ -38,8 +34,6 @@ def sum_to_shape(g, shape):
 
 def convert(g, dtype):
     """g in dtype (nothing recorded when it already is)."""
-    from thunder.ops.creation import to
-
     return g if g.dtype == dtype else to(g, dtype)
 
 
@@ -52,16 +46,12 @@ def grad_for(x, g):
 
 
 def zeros_like(x, dtype=None):
-    from thunder.ops import prims
-
     dtype = dtype or x.dtype
     return prims.full(tuple(x.shape), 0.0 if dtype.is_floating_point or dtype.is_complex else 0, dtype=dtype,
                       device=x.device)
 
 
 def zeros(shape, dtype, device):
-    from thunder.ops import prims
-
     return prims.full(tuple(shape), 0.0 if dtype.is_floating_point else 0, dtype=dtype, device=device)
 
 
@@ -75,10 +65,6 @@ def upcast(x):
 def unreduce(g, input, dim, keepdim):
     """Broadcast the cotangent of a reduction of `input` over `dim` (None or (): all) back to
     input's shape."""
-    from thunder.ops.decomp_utils import reduction_dims
-    from thunder.ops.meta_utils import reduced_shape
-    from thunder.ops.shape import expand, reshape
-
     dims = reduction_dims(dim, input.ndim)
     if not keepdim and dims:
         g = reshape(g, reduced_shape(input.shape, dims, True))
@@ -89,8 +75,6 @@ def unreduce(g, input, dim, keepdim):
 
 def reduction_count(input, dim):
     """How many elements a reduction over `dim` combines into each result."""
-    from thunder.ops.decomp_utils import reduction_dims
-
     return math.prod(input.shape[d] for d in reduction_dims(dim, input.ndim))
 
 
@@ -108,41 +92,9 @@ def fill_none(gs, outs):
 
 def rows(x, k):
     """x as a matrix of rows of length k (its leading dims folded); as is when already 2-D."""
-    from thunder.ops.shape import reshape
-
     return x if x.ndim == 2 and x.shape[1] == k else reshape(x, (x.numel() // k if k else 0, k))
 
 
 def mT(x):
     """x with its last two dims swapped."""
-    from thunder.ops.shape import transpose
-
     return transpose(x, -2, -1)
-
-
-def matmul_vjp(g, a, b):
-    """Cotangents (of a, of b) of torch.matmul(a, b), with torch's 1-D and batch-broadcasting
-    rules; None for a side that is not differentiable."""
-    from thunder.ops.meta_utils import broadcast_shapes
-    from thunder.ops.nn import matmul
-    from thunder.ops.shape import reshape
-
-    a2 = a if a.ndim > 1 else reshape(a, (1, a.shape[0]))
-    b2 = b if b.ndim > 1 else reshape(b, (b.shape[0], 1))
-    batch = broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
-    m, k, n = a2.shape[-2], a2.shape[-1], b2.shape[-1]
-    g2 = reshape(g, (*batch, m, n)) if tuple(g.shape) != (*batch, m, n) else g
-    ga = gb = None
-    if differentiable(a):
-        if b2.ndim == 2 and batch:  # (..., m, k) @ (k, n): one matmul with b's transpose
-            ga = matmul(g2, mT(b2))
-        else:
-            ga = sum_to_shape(matmul(g2, mT(b2)), a2.shape)
-        ga = convert(reshape(ga, tuple(a.shape)) if tuple(ga.shape) != tuple(a.shape) else ga, a.dtype)
-    if differentiable(b):
-        if b2.ndim == 2 and a2.ndim > 2:  # fold a's batch dims into its rows: one 2-D matmul
-            gb = matmul(mT(rows(a2, k)), rows(g2, n))
-        else:
-            gb = sum_to_shape(matmul(mT(a2), g2), b2.shape)
-        gb = convert(reshape(gb, tuple(b.shape)) if tuple(gb.shape) != tuple(b.shape) else gb, b.dtype)
-    return ga, gb

@@ -7,6 +7,7 @@ from thunder.dialects.mlir import ir
 from thunder.dialects.emit import find_func
 from thunder.ops.custom_function import NONE_GRAD
 from thunder.runtime.codegen import compile_source, python_source
+from thunder.dialects.lift import lift
 
 
 class _ThunderAutograd(torch.autograd.Function):
@@ -84,8 +85,6 @@ class AutogradProgram:
 
 
 def _reaches(module):
-    from thunder.dialects.lift import lift
-
     with module.context:
         fwd = lift(find_func(module.operation, "forward"))
     deps = {r.name: {i} for i, r in enumerate(fwd.ctx.inputs)}

@@ -6,6 +6,9 @@ from thunder.dialects.emit import find_func, loc_file_line, loc_names, mutated_i
 from thunder.dialects.mlir import ir
 from thunder.ops import registry
 from thunder.ops.execute import NAMESPACE, call_args
+from thunder.lowering import executors
+from thunder.lowering.fuse import region_text
+from thunder.runtime.structure import rebuild_source
 
 
 class Unprintable(NotImplementedError):
@@ -200,8 +203,6 @@ def _fusion_call(operation, namer, callees, constants, comments):
     """`t5, t6 = fusion_0(a, t3)`; constants (when given) gets fusion_0 bound to what the
     region's executor compiles (lowering/executors.py; the kernels themselves are compiled on
     first call, for each new combination of input strides)."""
-    from thunder.lowering import executors
-
     callee = ir.FlatSymbolRefAttr(operation.attributes["callee"]).value
     f = callees.get(callee)
     if f is None:
@@ -211,8 +212,6 @@ def _fusion_call(operation, namer, callees, constants, comments):
     except ValueError as e:  # an executor name no registry entry has
         raise Unprintable(f"codegen: @{callee}: {e}", operation.location) from None
     if constants is not None and callee not in constants:
-        from thunder.lowering.fuse import region_text
-
         # one symbol name for all regions: identical regions (the same block in every layer)
         # share one kernel in the executor's cache
         text = region_text(f).replace(f"@{callee}(", "@fusion(", 1)
@@ -243,7 +242,6 @@ def _describe(t):
 def _return_expr(flat, output_spec, constants, params):
     if output_spec is None:
         return "(" + ", ".join(flat) + ("," if len(flat) == 1 else "") + ")" if len(flat) != 1 else flat[0]
-    from thunder.runtime.structure import rebuild_source
 
     return rebuild_source(output_spec, flat, constants, params)
 

@@ -150,6 +150,14 @@ CHECKS = {
     "same": Check(4, _same_miss, same),
 }
 
+
+
+def value_changed_reason(e):
+    """The miss reason of an impl.ValueChanged (a value the program was specialized on while
+    tracing differs in this call), worded as the value guards word theirs."""
+    return CHECKS["value"].why(e.what, e.expected, e.got)
+
+
 # names the prologue's conditions use
 NAMESPACE = {"same": same, "same_value": same_value}
 

@@ -44,6 +44,9 @@ from thunder.core.pysource import Name, py_repr
 from thunder.ops import impl
 from thunder.ops.execute import NAMESPACE
 from thunder.runtime.sharp_edges import JITSharpEdgeError
+from thunder.interpreter.runtime import active_frames
+from thunder.ops.values import check
+from thunder.runtime.codegen import op_statements
 
 
 @dataclass(frozen=True)
@@ -136,16 +139,12 @@ class Reader:
         return loc
 
     def _record_check(self, proxy, value, what, loc):
-        from thunder.ops.values import check
-
         check(proxy, expected=py_repr(value), what=f"{what} at {loc}")
 
     def _var(self, name):
         return f"v_{name}"
 
     def _run_pending(self):
-        from thunder.runtime.codegen import op_statements
-
         for p, t in self.inputs.params():
             self.scope.setdefault(self._var(p.input_name or p.name), t)
         for p, v in self.inputs.numbers:
@@ -218,8 +217,6 @@ _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 def location():
     """"file:line" of the read: the innermost interpreted line outside torch's own Python code
     (torch.unique reads in torch/functional.py for the user's line that called it)."""
-    from thunder.interpreter.runtime import active_frames
-
     frames = [f for _, f in active_frames()]
     for f in reversed(frames):
         if not f.code.co_filename.startswith(_TORCH_DIR):

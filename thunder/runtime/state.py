@@ -38,6 +38,7 @@ from thunder.core.numbers import NumberProxy
 from thunder.core.proxies import TensorProxy
 from thunder.interpreter import Provenance
 from thunder.runtime.guards import Guard, has_literal, is_plain_value, snapshot
+from thunder.interpreter import Provenance
 
 _MISSING = object()
 # values compared by identity without a guard on how they were found
@@ -388,7 +389,6 @@ class StateTracker:
         if t.grad is None:
             self.guard(f"{expr}.grad", "is", None, f"the .grad of {name}")
             return None
-        from thunder.interpreter import Provenance
 
         return self._tensor(t.grad, Provenance("attr", "grad", t, "", "", None), f"{expr}.grad")
 

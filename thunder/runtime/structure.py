@@ -19,6 +19,9 @@ from thunder.core import ndarray
 from thunder.core.dtypes import is_numpy_scalar
 from thunder.core.numbers import NumberProxy
 from thunder.core.proxies import TensorProxy, proxy_for
+from thunder.core.pysource import py_repr
+from thunder.core.trace import ref
+from thunder.ops.registry import OPS
 from thunder.core.strides import contiguous, is_dense_layout
 
 CONSTANT_TYPES = (bool, int, float, complex, str, type(None), torch.dtype, torch.device, slice,
@@ -77,7 +80,6 @@ class Inputs:
                 whole = storage_view(t)
                 storage = self._storage_proxies[k] = proxy_for(whole, tracing.new_name(f"{name}_storage"))
                 self.storages.append((storage, whole, i))
-            from thunder.ops.registry import OPS
 
             with torch.enable_grad():  # (an input, even when first read under no_grad: not detached)
                 p = OPS["ltorch.as_strided"](storage, tuple(t.shape), tuple(t.stride()), t.storage_offset())
@@ -212,8 +214,6 @@ def flatten_outputs(value, refs, inputs=None, _open=None, resolve=None):
     update). A tensor made under torch.inference_mode() is ("inference", spec). Other objects that
     hold tensors the trace computed (transformers' DynamicCache) are rebuilt per call from their
     attributes ("instance"); objects that hold none are returned as they are."""
-    from thunder.core.trace import ref
-
     _open = set() if _open is None else _open
     if isinstance(value, NumberProxy):  # (a runtime number is a result of the program too)
         refs.append(ref(value))
@@ -317,7 +317,6 @@ def rebuild_source(spec, flat, constants=None, params=None):
             name = f"_const{len(constants)}"
             constants[name] = v
             return name
-        from thunder.core.pysource import py_repr
 
         return py_repr(v)
     if kind in ("tuple", "list"):

@@ -23,97 +23,29 @@ Anything that does not fit (a different program, a literal no term explains, a d
 went another way in an earlier call, a size returned or stored as a Python number) leaves the
 calls compiled per size, as "constant values" does; compile_stats().last_generalization says
 why."""
+from dataclasses import dataclass
+from fractions import Fraction
 import functools
 import io
 import itertools
 import math
 import re
 import tokenize
-from dataclasses import dataclass
-from fractions import Fraction
 
 import torch
 
-from thunder.core import symbols as sym
+from thunder.dialects.emit import find_func, mismatch
 from thunder.dialects.mlir import LOCK
-from thunder.runtime.codegen import compile_source
+from thunder.lowering import executors
+from thunder.lowering.linalg.to_linalg import parse_region
+from thunder.runtime.autograd import _ThunderAutograd
+from thunder.runtime.codegen import compile_source, python_source
+from thunder.runtime.compile import _flatten_call, compile_entry
+from thunder.runtime.options import CacheEntry
 from thunder.runtime.prologue import Prologue
+from thunder.runtime.traces import Trace
 
 KEEP = 12  # recent compiled calls remembered (of all structures; the newest two of one are used)
-
-
-@dataclass
-class Parts:
-    """What a compiled entry keeps for generalization (runtime/jit.py compile_entry)."""
-    source: str  # the Python program ("computation")
-    constants: dict  # its namespace's constants (kernels, the autograd program)
-    prologue: tuple  # (arg_specs, kw_specs, read tensors, Prologue keyword arguments)
-    guards: dict | None  # decisions on symbols while tracing: source -> outcome
-    leaks: bool  # a symbolic size is returned or stored (not expressible in the program)
-    read_ids: list  # id() of the tensors the call read (arguments, then state), while it runs
-    symbolic_trace: object = None  # the acquisition trace with symbolic sizes (`?` dims), or why there is none
-    float_exprs: tuple = ()  # the expressions of the floats computed from sizes the trace holds (1 / math.sqrt(T))
-
-
-def leaks(value, writes):
-    """Whether a traced result or attribute write holds a number computed from symbols."""
-    seen = set()
-
-    def walk(v, depth=0):
-        if sym.is_symbolic(v):
-            return True
-        if depth > 6 or id(v) in seen:
-            return False
-        seen.add(id(v))
-        if isinstance(v, (list, tuple, set, frozenset)):
-            return any(walk(x, depth + 1) for x in v)
-        if isinstance(v, dict):
-            return any(walk(x, depth + 1) for x in v.values())
-        d = getattr(v, "__dict__", None)
-        if isinstance(d, dict) and not isinstance(v, (torch.Tensor, type)) and \
-                not type(v).__module__.startswith(("thunder.", "torch")):
-            return any(walk(x, depth + 1) for x in d.values())
-        return False
-
-    return walk(value) or any(walk(w[2]) for w in writes)
-
-
-def float_exprs(bsyms):
-    """The expressions of the floats computed from symbolic sizes that these ops take (the
-    candidates for a float literal that differs between the calls: `1 / math.sqrt(T)`)."""
-    found = {}
-
-    def walk(v):
-        if isinstance(v, sym.SymFloat):
-            found.setdefault(v.expr)
-        elif isinstance(v, (tuple, list)):
-            for x in v:
-                walk(x)
-
-    for bsym in bsyms:
-        for v in bsym.args.values():
-            walk(v)
-    return tuple(found)
-
-
-class TensorMeta:
-    """What a prologue reads of an example tensor (so a cache entry keeps no input alive)."""
-
-    def __init__(self, t):
-        self.shape, self.dtype, self.device, self.requires_grad = t.shape, t.dtype, t.device, t.requires_grad
-        self._stride, self._device_index, self._contiguous = t.stride(), t.get_device(), t.is_contiguous()
-
-    def stride(self):
-        return self._stride
-
-    def dim(self):
-        return len(self.shape)
-
-    def get_device(self):
-        return self._device_index
-
-    def is_contiguous(self):
-        return self._contiguous
 
 
 @dataclass
@@ -189,8 +121,6 @@ def _int_args(args, kwargs):
 def _call_key(args, kwargs):
     """(the structure of a call: specs with its int arguments' values left out, dtypes, ranks;
     the tensors in its arguments; its int arguments)."""
-    from thunder.runtime.jit import _flatten_call
-
     specs, kspecs, tensors = _flatten_call(args, kwargs)
     ints = _int_args(args, kwargs)
     skey = [("int",) if type(a) is int else _spec_key(s) for a, s in zip(args, specs)]
@@ -213,8 +143,6 @@ def compile_call(jf, cd, cs, args, kwargs):
     """The miss path under cache="symbolic values": compiles the call (runtime/jit.py
     compile_entry) and, when it is the third of its structure with changing sizes, adds the
     generalized entry in front of the cache. Returns the call's own entry."""
-    from thunder.runtime.jit import compile_entry
-
     key, arg_tensors, ints = _call_key(args, kwargs)
     family = [s for s in jf._samples if s.key == key]
     plan, tensors = None, None
@@ -275,9 +203,6 @@ def _input_names(n_args, read_exprs, int_args):
 # ---- generalization
 
 def _generalize(entries, plan):
-    from thunder.runtime.jit import CacheEntry
-    from thunder.runtime.traces import Trace
-
     parts = [e.parts for e in entries]
     if parts[2].leaks:
         raise _NoFit("a size computed from the symbols is returned or stored as a Python number")
@@ -325,16 +250,13 @@ def _checked_symbolic_trace(trace, entries, plan):
     """The acquisition trace with symbolic sizes if, its sizes taken from each of the three calls,
     it is that call's trace (the same check as the programs': a number the recording made
     constant differs); else why not."""
-    from thunder.dialects import sizes
-    from thunder.dialects.emit import find_func
-
     module = trace.module()
     with module.context:
         f = find_func(module.operation, trace.fn_name)
         for k, e in enumerate(entries):
             concrete = e.traces[0].module()
             try:
-                where = sizes.mismatch(f, find_func(concrete.operation, trace.fn_name), plan.values[k])
+                where = mismatch(f, find_func(concrete.operation, trace.fn_name), plan.values[k])
             except Exception as err:  # noqa: BLE001 - a trace to show, never a reason to fail the call
                 where = f"a check that failed ({type(err).__name__}: {err})"
             if where is not None:
@@ -531,8 +453,6 @@ class _KernelFamily:
     def _compile_at(self, sizes):
         k = self.kernels.get(sizes)
         if k is None:
-            from thunder.lowering import executors
-
             env = dict(zip(self.names, sizes))
             values = [p if isinstance(p, str) else eval(p[0], {}, env) for p in self.pieces]  # noqa: S307
             text = "".join(v if isinstance(v, str) else _mlir_float(float(v)) if p[1] else str(v)
@@ -570,9 +490,6 @@ class _Member:
 
 def _torch_region(text):
     """The region's prims as torch calls (codegen of the region func)."""
-    from thunder.lowering.linalg.to_linalg import parse_region
-    from thunder.runtime.codegen import python_source
-
     _, module = parse_region(text)
     fn = compile_source(python_source(module, "fusion", comments=False), "fusion")
 
@@ -616,6 +533,4 @@ class _Bound:
         return getattr(self.program, name)
 
     def __call__(self, *inputs):
-        from thunder.runtime.autograd import _ThunderAutograd
-
         return _ThunderAutograd.apply(self, *inputs)

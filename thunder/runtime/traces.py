@@ -1,9 +1,14 @@
 """Trace objects: what `thunder.last_traces` returns. Each is one stage of compilation, readable
 as Python (`str(trace)`) and as MLIR (`trace.to_mlir()`), and names the pass that produced it."""
+import ast
 import functools
 
+from thunder.core.trace import Ref
+from thunder.dialects.attrs import tensor_meta
 from thunder.dialects.definitions import context
+from thunder.dialects.emit import find_func, loc_names
 from thunder.dialects.mlir import LOCK, ir
+from thunder.runtime.codegen import compile_source, python_source
 
 
 def _locked(method):
@@ -55,8 +60,6 @@ class Trace:
     @_locked
     def python(self) -> str:
         if self._python is None:
-            from thunder.runtime.codegen import python_source
-
             self._python = python_source(self.module(), self.fn_name, output_spec=self._output_spec,
                                          header=f"produced by: {self.producer}")
         return self._python
@@ -72,10 +75,6 @@ class Trace:
     def args(self):
         """The trace function's parameters, in order: Refs (name, shape, dtype, device) of its
         tensors; parameter names for the prologue, which takes (args, kwargs)."""
-        from thunder.core.trace import Ref
-        from thunder.dialects.attrs import tensor_meta
-        from thunder.dialects.emit import find_func, loc_names
-
         if self._mlir_debug is not None:
             module = self.module()
             with module.context:
@@ -83,7 +82,6 @@ class Trace:
                 if f is not None:
                     return [Ref((loc_names(a.location) or [f"arg{i}"])[0], *tensor_meta(a.type))
                             for i, a in enumerate(f.regions[0].blocks[0].arguments)]
-        import ast
 
         first = next(n for n in ast.parse(self.python()).body if isinstance(n, ast.FunctionDef))
         return [a.arg for a in first.args.args]
@@ -96,7 +94,6 @@ class Trace:
         express: codegen.Unprintable says so)."""
         if self._fn is not None:
             return self._fn
-        from thunder.runtime.codegen import compile_source, python_source
 
         if self._mlir_debug is None:
             return compile_source(self._python, self.fn_name)

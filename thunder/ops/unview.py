@@ -1,0 +1,83 @@
+"""How an in-place update of a view op's result reaches its base (OpDef.unview rules, applied by
+core/proxies.py assign): the shape ops' views (thunder/ops/shape.py), written back with
+reshape/permute/... or with setitem (thunder/ops/indexing.py)."""
+from builtins import slice as pyslice
+
+from thunder.ops.indexing import setitem
+from thunder.ops.shape import (_chunk_pieces, _narrow_range, _select_key, _split_pieces, _unbind_pieces,
+                               as_strided, as_strided_scatter, broadcast_to, chunk, expand, expand_as, flatten,
+                               getitem, movedim, narrow, permute, reshape, reshape_as, select, split, squeeze, t,
+                               transpose, unbind, unflatten, unsqueeze, view, view_as)
+
+
+as_strided.unview(lambda base, value, out_index, size, stride, storage_offset:
+                  as_strided_scatter(base, value, size, stride, storage_offset))
+
+
+def _reshape_unview(base, value, out_index, **args):
+    return reshape(value, tuple(base.shape))
+
+
+def _expand_unview(base, value, out_index, **args):
+    if tuple(value.shape) == tuple(base.shape):
+        return value
+    raise RuntimeError("unsupported operation: more than one element of the written-to tensor refers to a "
+                       "single memory location. Please clone() the tensor before performing the operation.")
+
+
+def _dim_key(d, entry):
+    return (pyslice(None),) * d + (entry,)
+
+
+def _pieces_unview(pieces_of, squeeze=False):
+    def rule(base, value, out_index, **args):
+        d, pieces = pieces_of(base, **args)
+        lo, hi = pieces[out_index]
+        return setitem(base, _dim_key(d, lo if squeeze else pyslice(lo, hi)), value)
+
+    return rule
+
+
+def _inverse(perm):
+    n = len(perm)
+    return tuple(sorted(range(n), key=lambda i: perm[i] % n))
+
+
+for _op in (reshape, view, reshape_as, view_as, flatten, unflatten, squeeze, unsqueeze):
+    _op.unview(_reshape_unview)
+
+
+for _op in (expand, broadcast_to, expand_as):
+    _op.unview(_expand_unview)
+
+
+permute.unview(lambda base, value, out_index, dims: permute(value, _inverse(dims)))
+
+
+transpose.unview(lambda base, value, out_index, dim0, dim1: transpose(value, dim0, dim1))
+
+
+t.unview(lambda base, value, out_index: t(value))
+
+
+movedim.unview(lambda base, value, out_index, source, destination: movedim(value, destination, source))
+
+
+getitem.unview(lambda base, value, out_index, key: setitem(base, key, value))
+
+
+select.unview(lambda base, value, out_index, dim, index: setitem(base, _select_key(base, dim, index), value))
+
+
+narrow.unview(lambda base, value, out_index, dim, start, length: setitem(
+    base, _dim_key(*_narrow_range(base, dim, start, length)[:1], pyslice(*_narrow_range(base, dim, start, length)[1:])),
+    value))
+
+
+split.unview(_pieces_unview(lambda b, split_size_or_sections, dim=0: _split_pieces(b, split_size_or_sections, dim)))
+
+
+chunk.unview(_pieces_unview(lambda b, chunks, dim=0: _chunk_pieces(b, chunks, dim)))
+
+
+unbind.unview(_pieces_unview(lambda b, dim=0: _unbind_pieces(b, dim), squeeze=True))

@@ -1,0 +1,7 @@
+"""The VJP rules of the ops, one module per module of op definitions (thunder/ops/vjp/M.py holds
+the rules of the ops of thunder/ops/M.py), registered on the OpDefs with `@op.vjp` when
+thunder.ops imports this package, after every op is defined. A reader of an op module sees what
+the op is; a reader of this package sees how every op differentiates (lowering/autograd.py
+applies the rules)."""
+from thunder.ops.vjp import (attention, creation, custom_function, elementwise, grad, indexing, layers, nn,  # noqa: F401
+                             prims, reductions, shape)

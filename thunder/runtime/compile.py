@@ -1,0 +1,428 @@
+"""Compilation on a cache miss: the function interpreted on proxies (acquisition), the trace's MLIR through
+the passes to a Python program with its prologue (a CacheEntry), its autograd program; what an entry keeps
+for cache="symbolic values" (Parts, runtime/symbolic.py)."""
+from dataclasses import dataclass
+import inspect
+import time
+
+import torch
+
+from thunder.core import logs, symbols, trace as tracing
+from thunder.core.numbers import NumberProxy
+from thunder.core.proxies import TensorProxy
+from thunder.dialects.emit import emit
+from thunder.dialects.mlir import ir
+from thunder.lowering.passes import build_pass_manager, pass_name, pass_options
+from thunder.ops import onednn
+from thunder.runtime import calls, guards, regions, structure
+from thunder.runtime.codegen import compile_source, python_source
+from thunder.runtime.lookup import _make_lookup, _on_load, _on_store
+from thunder.runtime.options import CACHE_OPTIONS, DEFAULT_PASSES, CacheEntry
+from thunder.runtime.prologue import Prologue
+from thunder.runtime.reads import Reader
+from thunder.runtime.state import Constant, StateTracker
+from thunder.runtime.traces import Trace
+from thunder.dialects import sizes
+from thunder.interpreter import interpret
+from thunder.lowering.autograd import autograd_module, REQUIRES_GRAD
+from thunder.lowering.fuse import fuse_module, fusion_callees
+from thunder.lowering.remat import remat_module
+from thunder.runtime.autograd import AutogradProgram
+from thunder.runtime.structure import rebuild_source
+
+
+def _flatten_call(args, kwargs):
+    """(specs of the arguments, (name, spec) of the keyword arguments, the tensors in them), as
+    the prologue sees a call."""
+    inputs = structure.Inputs()
+    with tracing.not_tracing():
+        specs = [structure.flatten_inputs(a, "x", inputs, strict=False)[0] for a in args]
+        kspecs = [(k, structure.flatten_inputs(v, "x", inputs, strict=False)[0]) for k, v in kwargs.items()]
+    return specs, kspecs, list(inputs.tensors)
+
+
+def _meta(t, strides=True):
+    """What the prologue checks of a tensor (its strides only where the trace depends on them)."""
+    return (tuple(t.shape), t.dtype, t.device, t.requires_grad, tuple(t.stride()) if strides else None)
+
+
+def _param_names(fn, args, kwargs):
+    try:
+        bound = inspect.signature(fn).bind(*args, **kwargs)
+    except (TypeError, ValueError):
+        return [f"arg{i}" for i in range(len(args))]
+    names = []
+    for name, value in bound.arguments.items():
+        param = bound.signature.parameters[name]
+        if param.kind is inspect.Parameter.VAR_POSITIONAL:
+            names += [f"{name}_{i}" for i in range(len(value))]
+        elif param.kind is not inspect.Parameter.VAR_KEYWORD:
+            names.append(name)
+    return names[:len(args)] + [f"arg{i}" for i in range(len(names), len(args))]
+
+
+@dataclass
+class _Acquired:
+    """What one interpretation of the function produced."""
+    ctx: object
+    inputs: structure.Inputs
+    arg_specs: list
+    kw_specs: list
+    state: StateTracker
+    ambient: dict
+    result: object
+    splits: list  # the values read from tensors (runtime/reads.py Split)
+
+
+def _acquire(cd, args, kwargs, shared=None, sym_shapes=None):
+    """Interprets cd.fn on proxies of the inputs; shared: see structure.Inputs; sym_shapes: the
+    symbolic dims of the input tensors (runtime/symbolic.py)."""
+    ctx = tracing.TraceCtx()
+    if sym_shapes:
+        ctx.sym_shapes, ctx.sym_guards = sym_shapes, {}
+    ctx.track_grad_mode = True
+    ctx.track_strides = True
+    inputs = structure.Inputs(shared, numbers=cd.cache_option == CACHE_OPTIONS.SYMBOLIC_VALUES)
+    names = _param_names(cd.module.forward if cd.module is not None else cd.fn, args, kwargs)
+    with tracing.tracing(ctx):
+        arg_specs, pargs = [], []
+        sym_ints = sym_shapes or {}  # int arguments that are symbols: ("arg", i) / ("kwarg", k) -> name
+        for i, (a, name) in enumerate(zip(args, names)):
+            s, p = structure.flatten_inputs(a, name, inputs, cd.strict)
+            arg_specs.append(s)
+            pargs.append(symbols.SymInt(a, sym_ints[("arg", i)]) if ("arg", i) in sym_ints else p)
+        kw_specs, pkwargs = [], {}
+        for k, v in kwargs.items():
+            s, p = structure.flatten_inputs(v, k, inputs, cd.strict)
+            kw_specs.append((k, s))
+            pkwargs[k] = symbols.SymInt(v, sym_ints[("kwarg", k)]) if ("kwarg", k) in sym_ints else p
+        state = StateTracker(cd.module, inputs, strict=cd.strict)
+        state.arg_paths = structure.tensor_paths(arg_specs, kw_specs)
+        ctx.read_grad = state.read_grad
+        state.pin_root_function(cd.fn)
+        for spec in structure.iter_specs(arg_specs + [s for _, s in kw_specs]):
+            if spec[0] == "object":  # checked by identity: reached through its constant
+                state.pin(spec[1])
+        ambient = guards.ambient_snapshot()
+        for dev in sorted({t.device.type for t in inputs.tensors} & {"cpu", "cuda"}):
+            tracing.consult(f"autocast_{dev}")  # an autocast region around the call: its casts are traced
+            if ambient[f"autocast_{dev}"]:
+                tracing.consult(f"autocast_{dev}_dtype")
+        reader = Reader(ctx, inputs, cd.sharp_edges, cd.warned_sharp_edges)
+        try:
+            result = interpret(cd.fn, pargs, pkwargs, lookup=_make_lookup(cd), on_load=_on_load(state),
+                               record=cd.debug_options.record_interpreter_history,
+                               on_store=_on_store(cd, state), on_call=state.called, on_create=state.created)
+        finally:
+            state.restore()
+            ctx.reader = ctx.live = None  # (the values read are not needed any more)
+        if any(x.requires_grad for x in inputs.tensors):  # (arguments and tensors read from state)
+            tracing.consult("grad_enabled")  # the program differs with grad mode (autograd or not)
+        # parameters and buffers that native code handed to the result (tuple(module.buffers()))
+        # become inputs here, so the result returns them as they are
+        structure.flatten_outputs(result.value, [], inputs, resolve=state.module_tensor)
+        # (an input updated in place has been rebound to its new value: use its input name)
+        ctx.inputs = [tracing.Ref(p.input_name or p.name, tuple(p.shape), p.dtype, p.device) for p, _ in inputs.params()]
+        ctx.inputs += [tracing.ref(p) for p, _ in inputs.numbers]  # (float arguments: runtime numbers)
+    return _Acquired(ctx, inputs, arg_specs, kw_specs, state, ambient, result, reader.splits)
+
+
+def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None) -> CacheEntry:
+    """The cache entry for this call. fusion=False: no thunder-fuse (see ThunderFunction._miss);
+    sym_shapes: see _acquire."""
+    times = {}
+    t_start = t = time.perf_counter()
+    acq = _acquire(cd, args, kwargs, sym_shapes=sym_shapes)
+    mutated = [i for i, p in enumerate(acq.inputs.proxies) if p.input_name in acq.ctx.mutated]
+    shared = structure.alias_groups(acq.inputs.tensors, mutated) if mutated else {}
+    if shared:
+        # inputs that share memory, one updated in place: traced again with them as views of their
+        # storage (side effects of the function's Python code happen twice in this case)
+        first = acq.inputs.tensors
+        acq = _acquire(cd, args, kwargs, shared, sym_shapes)
+        if [id(x) for x in acq.inputs.tensors] != [id(x) for x in first]:
+            raise NotImplementedError("thunder: the function read other tensors when traced again for its inputs "
+                                      "that share memory. Workaround: pass a clone of one of them.")
+    ctx, inputs, state, ambient = acq.ctx, acq.inputs, acq.state, acq.ambient
+    arg_specs, kw_specs, result = acq.arg_specs, acq.kw_specs, acq.result
+    cs.last_splits = acq.splits
+    logs.splits(cd.fn, acq.splits)
+    calls.acquired(acq.ctx)
+    record = cd.debug_options.record_interpreter_history
+    cs.last_interpreted_instructions = list(result.instructions) if record else None
+    cs.last_interpreter_log = list(result.log) if record else None
+    out_refs = []
+    with tracing.tracing(ctx):  # (results' layouts: tracing.strides_decide)
+        out_spec = structure.flatten_outputs(result.value, out_refs, inputs, resolve=state.module_tensor)
+    writes = state.finish_writes()
+    tensor_writes = [v for _, _, v in writes if not isinstance(v, (bool, int, float, str, type(None), Constant))]
+    if tensor_writes:  # written tensors are returned after the output, for the prologue to store
+        out_spec = ("tuple", [out_spec] + [structure.flatten_outputs(v, out_refs, inputs) for v in tensor_writes])
+    times["interpretation"] = time.perf_counter() - t
+
+    t = time.perf_counter()
+    params = inputs.params()
+    tensors, proxies = [t for _, t in params], [p for p, _ in params]
+    index = {p.input_name: i for i, p in enumerate(proxies)}
+    mutated = [(index[name], tracing.ref(p)) for name, p in ctx.mutated.items()]
+    module = emit(ctx, out_refs, mutated=mutated)
+    traces = [Trace("interpreter (acquisition)", module, output_spec=out_spec)]
+    symbolic_trace = _symbolic_trace(ctx, out_refs, mutated, out_spec) if ctx.sym_shapes else None
+    times["mlir emission"] = time.perf_counter() - t
+
+    t = time.perf_counter()
+    grad_mode = torch.is_grad_enabled()
+    # autograd where an op ran with grad mode on (outside, or under enable_grad inside the function)
+    # on inputs that require grad, and something is returned
+    training = (ctx.grad_ops and not cd.disable_torch_autograd and any(x.requires_grad for x in tensors)
+                and bool(out_refs))
+    fusion = _fusion_policy(cd) if fusion else None
+    for element in (*DEFAULT_PASSES, *cd.transforms):
+        if not callable(element) and pass_name(element) == "thunder-fuse":
+            continue  # run below (inference) or after thunder-autograd and thunder-remat (training)
+        if callable(element):
+            with module.context:
+                element(module)
+            producer = getattr(element, "__name__", repr(element))
+        else:
+            with module.context:
+                build_pass_manager(f"builtin.module({element})").run(module.operation)
+            producer = pass_name(element)
+        if cd.debug_options.check_traces:
+            _verify(module, producer)
+        traces.append(Trace(producer, module, output_spec=out_spec))
+    if fusion is not None and not training and _fuse(module, fusion):
+        traces.append(Trace("thunder-fuse", module, output_spec=out_spec))
+    times["passes"] = time.perf_counter() - t
+
+    t = time.perf_counter()
+    constants = {}
+    backward_traces = []
+    if training:
+        numbers, number_proxies = [v for _, v in inputs.numbers], [p for p, _ in inputs.numbers]
+        # (runtime numbers: the program's parameters after the tensors)
+        source, computation, backward_traces = _autograd_program(cs, module, tensors + numbers,
+                                                                 proxies + number_proxies, out_spec, traces,
+                                                                 constants, fusion=fusion, grad_mode=grad_mode,
+                                                                 decompose=_requested(cd, "thunder-decompose"))
+        times["autograd"] = time.perf_counter() - t
+        t = time.perf_counter()
+    else:
+        source = python_source(module, output_spec=out_spec, constants=constants,
+                               header="produced by: torch executor (execution trace)",
+                               no_grad_copies={i for i, x in enumerate(tensors) if x.requires_grad},
+                               # (no autograd history either where no tensor requires grad)
+                               grad_free=(cd.disable_torch_autograd or not grad_mode or not (
+                                   ctx.requires_grad or any(x.requires_grad for x in tensors))))
+        if not grad_mode and not cd.disable_torch_autograd and onednn.used_in(source):
+            ctx.consulted.add("grad_enabled")  # its grad-free code is right with grad mode off only
+        computation = compile_source(source, constants=constants)
+        if cd.disable_torch_autograd:
+            computation = torch.no_grad()(computation)
+        traces.append(Trace("torch executor (execution trace)", module, python=source, fn=computation))
+    entry_guards = list(state.guards.values()) + guards.ambient_guards(ctx.consulted, ambient)
+    read = inputs.tensors
+    strided = [i for i, p in enumerate(inputs.proxies) if p.input_name in ctx.stride_dependent]
+    mutated_reads = {i for i, p in enumerate(inputs.proxies) if p.input_name in ctx.mutated}
+    mutated_reads |= {first for p, _, first in inputs.storages if p.input_name in ctx.mutated}
+    prologue_args = dict(guards=entry_guards, reads=state.reads, consts=state.consts,
+                         writes=writes, check=cd.cache_option != "same input", strided=strided,
+                         shared=inputs.shared, storages=[first for _, _, first in inputs.storages],
+                         mutated=sorted(mutated_reads))
+    prologue = Prologue(arg_specs, kw_specs, read, **prologue_args)
+    run, first_run = prologue.compile(computation)
+    times["codegen"] = time.perf_counter() - t
+    cs.last_stage_times = times
+    cs.last_compile_time = time.perf_counter() - t_start
+    prologue_trace = Trace("prologue", python=prologue.source, fn_name="entry", fn=run)
+    n_arg_tensors = len(read) - len(state.reads)
+    strided = set(strided)
+    description = (arg_specs, kw_specs, [_meta(x, i in strided) for i, x in enumerate(read[:n_arg_tensors])],
+                   (state.consts, entry_guards, [(expr, _meta(read[i], i in strided)) for expr, i in state.reads]))
+    entry = CacheEntry(run, traces, [prologue_trace], description, backward_traces, first_run)
+    if cd.cache_option == CACHE_OPTIONS.SYMBOLIC_VALUES:
+        metas = [TensorMeta(x) for x in read]
+        entry.parts = Parts(source, constants, (arg_specs, kw_specs, metas, prologue_args),
+                                     ctx.sym_guards, leaks(result.value, writes), [id(x) for x in read],
+                                     symbolic_trace, float_exprs(ctx.symbols) if ctx.sym_shapes else ())
+    return entry
+
+
+def _symbolic_trace(ctx, out_refs, mutated, out_spec):
+    """The trace recorded with symbolic sizes (cache="symbolic values"), emitted with them: `?`
+    dims and sizes as SSA values (dialects/sizes.py), checked by the verifier; or a string saying
+    why it could not be (a size where the dialect holds no SSA value, a meta function that made
+    a size concrete)."""
+    int_symbols = [name for key, name in ctx.sym_shapes.items() if isinstance(key, tuple)]
+    try:
+        module = emit(ctx, out_refs, mutated=mutated, int_symbols=int_symbols)
+        with module.context:
+            module.operation.verify()
+    except (sizes.Inexpressible, ir.MLIRError) as e:  # (what MLIR cannot hold, or does not verify)
+        return f"the trace with symbolic sizes is not expressible in MLIR: {e}"
+    except Exception as e:  # noqa: BLE001 - a trace to show, never a reason to fail the call
+        return f"the trace with symbolic sizes could not be emitted: {type(e).__name__}: {e}"
+    return Trace("interpreter (acquisition, symbolic sizes)", module, output_spec=out_spec)
+
+
+def _verify(module, producer):
+    """DebugOptions(check_traces=True): MLIR's verifier (the ops' meta functions on their operand
+    types) on the trace a pass left."""
+    with module.context:
+        try:
+            module.operation.verify()
+        except ir.MLIRError as e:
+            raise RuntimeError(f"thunder: the trace after {producer} does not verify: {e}") from None
+
+
+def _requested(cd, name):
+    return any(not callable(e) and pass_name(e) == name for e in cd.transforms)
+
+
+def _fusion_policy(cd):
+    """(policy, executors) of thunder-fuse for this function, None when nothing fuses: a
+    thunder-fuse in transforms (its options; default "auto" and linalg,cuda), else cd.fusion and
+    the fusion executors among cd.executors."""
+    for e in cd.transforms:
+        if not callable(e) and pass_name(e) == "thunder-fuse":
+            options = pass_options(e)
+            return options.get("policy", "auto"), options.get("executors", "linalg,cuda")
+    fusing = tuple(n for n in (getattr(e, "name", e) for e in cd.executors) if n != "torch")
+    return (cd.fusion, fusing) if fusing else None
+
+
+def _fuse(module, fusion):
+    """thunder-fuse with (policy, executors) on the module; whether it outlined a region."""
+    with module.context:
+        fuse_module(module.operation, *fusion)
+        callees = fusion_callees(module.operation)
+        logs.fusion_regions(regions.summary(callees))
+    return bool(callees)
+
+
+def _autograd_program(cs, module, tensors, proxies, out_spec, traces, constants, fusion=None, decompose=False,
+                      grad_mode=True):
+    """thunder-autograd on the trace (tensors, proxies: its parameters' values and proxies, runtime
+    numbers after the tensors); returns (source, computation, backward traces); constants
+    (a dict) gets the names the computation's source refers to.
+    grad_mode: the caller's (off: torch.enable_grad() inside the function made the graph).
+    fusion: thunder-fuse's policy for @forward and @backward after thunder-remat (None: no
+    fusion); decompose: their ltorch ops into prims first (thunder-decompose in transforms)."""
+    with module.context:
+        m = ir.Module.parse(module.operation.get_asm(enable_debug_info=True))
+        comp = m.body.operations[0]
+        comp.attributes["arg_attrs"] = ir.ArrayAttr.get([
+            ir.DictAttr.get({REQUIRES_GRAD: ir.UnitAttr.get()} if isinstance(x, torch.Tensor) and x.requires_grad
+                            else {}) for x in tensors])
+        autograd_module(m.operation)
+        build_pass_manager("builtin.module(cse,canonicalize)").run(m.operation)
+        traces.append(Trace("thunder-autograd", m, fn_name="forward"))
+        cs.last_saved_bytes = remat_module(m.operation)
+        build_pass_manager("builtin.module(cse,canonicalize)").run(m.operation)
+        if decompose:
+            build_pass_manager("builtin.module(thunder-decompose,cse,canonicalize)").run(m.operation)
+    program = AutogradProgram(m, len(tensors))
+    traces.append(Trace("thunder-remat (forward)", m, python=program.forward_source, fn_name="forward",
+                        fn=program.forward))
+    backward = [Trace("thunder-autograd (backward)", m, python=program.backward_source, fn_name="backward",
+                      fn=program.backward)]
+    # after AutogradProgram, which lifts @forward (func.call has no Python-level form)
+    if fusion is not None and _fuse(m, fusion):
+        for fn_name in ("forward", "backward"):
+            kernels = {}
+            src = python_source(m, fn_name, header=f"produced by: thunder-fuse ({fn_name})", constants=kernels,
+                                grad_free=True)
+            setattr(program, f"{fn_name}_source", src)
+            program.constants[fn_name] = kernels
+            setattr(program, fn_name, compile_source(src, fn_name, constants=kernels))
+        traces.append(Trace("thunder-fuse (forward)", m, python=program.forward_source, fn_name="forward",
+                            fn=program.forward))
+        backward.append(Trace("thunder-fuse (backward)", m, python=program.backward_source, fn_name="backward",
+                              fn=program.backward))
+    names = [p.name for p in proxies]
+    n = program.num_outputs
+    flat = ["outs"] if n == 1 else [f"outs[{i}]" for i in range(n)]
+    constants["_program"] = program
+    ret = rebuild_source(out_spec, flat, constants, names)
+    call = f"outs = _program({', '.join(names)})"
+    if not grad_mode:
+        call = f"with torch.enable_grad():\n    {call}"
+    source = f"def computation({', '.join(names)}):\n  {call}\n  return {ret}\n"
+    computation = compile_source(source, constants=constants)
+    traces.append(Trace("torch executor (execution trace)", m, python=source + "\n" + program.forward_source,
+                        fn=computation, fn_name="computation"))
+    return source, computation, backward
+
+
+@dataclass
+class Parts:
+    """What a compiled entry keeps for generalization (runtime/jit.py compile_entry)."""
+    source: str  # the Python program ("computation")
+    constants: dict  # its namespace's constants (kernels, the autograd program)
+    prologue: tuple  # (arg_specs, kw_specs, read tensors, Prologue keyword arguments)
+    guards: dict | None  # decisions on symbols while tracing: source -> outcome
+    leaks: bool  # a symbolic size is returned or stored (not expressible in the program)
+    read_ids: list  # id() of the tensors the call read (arguments, then state), while it runs
+    symbolic_trace: object = None  # the acquisition trace with symbolic sizes (`?` dims), or why there is none
+    float_exprs: tuple = ()  # the expressions of the floats computed from sizes the trace holds (1 / math.sqrt(T))
+
+
+def leaks(value, writes):
+    """Whether a traced result or attribute write holds a number computed from symbols."""
+    seen = set()
+
+    def walk(v, depth=0):
+        if symbols.is_symbolic(v):
+            return True
+        if depth > 6 or id(v) in seen:
+            return False
+        seen.add(id(v))
+        if isinstance(v, (list, tuple, set, frozenset)):
+            return any(walk(x, depth + 1) for x in v)
+        if isinstance(v, dict):
+            return any(walk(x, depth + 1) for x in v.values())
+        d = getattr(v, "__dict__", None)
+        if isinstance(d, dict) and not isinstance(v, (torch.Tensor, type)) and \
+                not type(v).__module__.startswith(("thunder.", "torch")):
+            return any(walk(x, depth + 1) for x in d.values())
+        return False
+
+    return walk(value) or any(walk(w[2]) for w in writes)
+
+
+def float_exprs(bsyms):
+    """The expressions of the floats computed from symbolic sizes that these ops take (the
+    candidates for a float literal that differs between the calls: `1 / math.sqrt(T)`)."""
+    found = {}
+
+    def walk(v):
+        if isinstance(v, symbols.SymFloat):
+            found.setdefault(v.expr)
+        elif isinstance(v, (tuple, list)):
+            for x in v:
+                walk(x)
+
+    for bsym in bsyms:
+        for v in bsym.args.values():
+            walk(v)
+    return tuple(found)
+
+
+class TensorMeta:
+    """What a prologue reads of an example tensor (so a cache entry keeps no input alive)."""
+
+    def __init__(self, t):
+        self.shape, self.dtype, self.device, self.requires_grad = t.shape, t.dtype, t.device, t.requires_grad
+        self._stride, self._device_index, self._contiguous = t.stride(), t.get_device(), t.is_contiguous()
+
+    def stride(self):
+        return self._stride
+
+    def dim(self):
+        return len(self.shape)
+
+    def get_device(self):
+        return self._device_index
+
+    def is_contiguous(self):
+        return self._contiguous

@@ -1,0 +1,255 @@
+"""What the interpreter asks while thunder.jit traces: a replacement for each callable (torch ops,
+refused and redirected calls, sharp edges), what it loads and stores (state tracking)."""
+import functools
+import math
+
+import torch
+import sys
+
+from thunder.core import ndarray, symbols, trace as tracing
+from thunder.core.callables import is_torch_op
+from thunder.core.numbers import NumberProxy
+from thunder.core.proxies import TensorProxy
+from thunder.ops import checkpoint, custom_function, fallback, registry
+from thunder.runtime import calls, guards, sharp_edges, torch_func
+
+
+def _make_lookup(cd):
+    warned = cd.warned_sharp_edges
+
+    def lookup(fn):
+        sharp_edges.check(fn, cd.sharp_edges, tracing.current_location(), warned)
+        return calls.observe(fn, _lookup(fn))  # (thunder.examine's record of torch calls)
+
+    return lookup
+
+
+def _no_torch_function(*args, **kwargs):
+    return False
+
+
+# torch's Python functions ask these whether to hand the call to __torch_function__; inside the
+# interpreter the answer is no, so their Python bodies run (interpreted) with proxies
+_TORCH_FUNCTION_CHECKS = {torch.overrides.has_torch_function, torch.overrides.has_torch_function_unary,
+                          torch.overrides.has_torch_function_variadic}
+
+
+def _is_compiling():
+    return True
+
+
+def _is_compiling_checks():
+    """torch's "am I being compiled?" functions: thunder is a compiler, and libraries take their
+    trace-friendly path when these answer True (transformers' is_torchdynamo_compiling() calls
+    torch.compiler.is_compiling()). torch._dynamo is not imported here (it is slow to import);
+    its function is found once user code has imported it."""
+    checks = {torch.compiler.is_compiling}
+    for module in ("torch._dynamo.external_utils", "torch._utils"):
+        fn = getattr(sys.modules.get(module), "is_compiling", None)
+        if fn is not None:
+            checks.add(fn)
+    return checks
+
+
+def _is_tensor_class(classinfo, tensor_class=torch.Tensor):
+    if isinstance(classinfo, tuple):
+        return any(_is_tensor_class(c, tensor_class) for c in classinfo)
+    return isinstance(classinfo, type) and issubclass(tensor_class, classinfo)
+
+
+def _isinstance(obj, classinfo):
+    """isinstance in the jitted code: a proxy is a torch.Tensor (libraries branch on it), not a
+    subclass such as Parameter, except the proxy of an nn.Parameter, which is one."""
+    if isinstance(obj, TensorProxy) and (_is_tensor_class(classinfo) or obj.is_parameter and
+                                         _is_tensor_class(classinfo, torch.nn.Parameter)):
+        return True
+    if isinstance(obj, NumberProxy):  # a runtime number is an instance of its Python type
+        classes = classinfo if isinstance(classinfo, tuple) else (classinfo,)
+        if any(isinstance(obj.python_type(), c) for c in classes if isinstance(c, type)):
+            return True
+    return isinstance(obj, classinfo)
+
+
+def _eager_type(obj):
+    """type(obj) as eager code sees it: a tensor proxy is a torch.Tensor (the proxy of an
+    nn.Parameter a Parameter), a runtime number or a symbolic size one of its Python type."""
+    if isinstance(obj, TensorProxy):
+        return torch.nn.Parameter if obj.is_parameter else torch.Tensor
+    if isinstance(obj, NumberProxy):
+        return obj.python_type
+    if symbols.is_symbolic(obj):
+        return obj.value_type
+    return type(obj)
+
+
+def _type(*args, **kwargs):
+    """type() in the jitted code: type(x) of a proxy is eager's (`type(x) is torch.Tensor`)."""
+    return _eager_type(args[0]) if len(args) == 1 and not kwargs else type(*args, **kwargs)
+
+
+def _on_load(state):
+    """on_load of the interpreter: x.__class__ of a proxy is eager's, as type(x) is; other
+    values go to the state tracker (runtime/state.py)."""
+    def load(value, provenance):
+        if provenance.name == "__class__" and provenance.kind == "attr":
+            eager = _eager_type(provenance.owner)
+            if eager is not value:  # (a proxy's)
+                return eager
+        return state.load(value, provenance)
+
+    return load
+
+
+def _sqrt(x):
+    """math.sqrt in the jitted code: of a size computed from symbols, a symbolic float (a scale
+    such as 1 / math.sqrt(T): the program writes it as an expression of the symbols)."""
+    if symbols.is_symbolic(x):
+        return symbols.SymFloat(math.sqrt(x.value_type(x)), f"math.sqrt({x.expr})")
+    return math.sqrt(x)
+
+
+def _runtime_number(cls):
+    """int(x) / float(x) inside the interpreter: for a tensor or a runtime number, a runtime
+    number (core/numbers.py; Python's own int()/float() must return a real one, which would
+    read the value)."""
+    def convert(*args, **kwargs):
+        if len(args) == 1 and not kwargs:
+            x = args[0]
+            if isinstance(x, TensorProxy):
+                return x._scalar(cls)
+            if isinstance(x, NumberProxy):
+                return x._unary(cls.__name__)
+            if symbols.is_symbolic(x):  # a size computed from symbols stays symbolic
+                return symbols.convert(x, cls)
+        return cls(*args, **kwargs)
+
+    return convert
+
+
+_NUMBER_CONVERSIONS = {int: _runtime_number(int), float: _runtime_number(float)}
+
+
+def _refuse(exc_type, message):
+    def refused(*args, **kwargs):
+        loc = tracing.current_location()
+        where = f" at {loc[0]}:{loc[1]}" if loc else ""
+        raise exc_type(message.format(where=where))
+
+    return refused
+
+
+# calls that thunder refuses inside a jitted function (the exception type and the message)
+_REFUSED = {
+    torch.compile: (NotImplementedError, "thunder: torch.compile{where} inside a jitted function is not supported "
+                    "(thunder compiles the function already). Workaround: call the function itself, or apply "
+                    "torch.compile outside thunder.jit"),
+    torch.set_default_dtype: (RuntimeError, "Default dtype is changed during the execution of jitted function{where}. "
+                              "This is currently unsupported. Workaround: set it before calling the jitted function"),
+}
+
+
+def _compiled_by_dynamo(fn):
+    """A function or module that torch.compile returned."""
+    try:
+        if getattr(fn, "_torchdynamo_disable", False):
+            return False  # torch._dynamo.disable's wrapper (torch.manual_seed calls one): runs as itself
+        return (getattr(fn, "_torchdynamo_orig_callable", None) is not None
+                or type(fn).__module__ == "torch._dynamo.eval_frame")
+    except Exception:  # noqa: BLE001 - an object whose attributes cannot be read: not dynamo's
+        return False
+
+
+def _lookup(fn):
+    if fn is isinstance:
+        return _isinstance
+    if fn is type:
+        return _type
+    if fn is range:  # a loop count taken from a symbolic size is a guard
+        return symbols.symbolic_range
+    if fn is int or fn is float:
+        return _NUMBER_CONVERSIONS[fn]
+    if fn is math.sqrt:
+        return _sqrt
+    try:
+        refused = _REFUSED.get(fn)
+    except TypeError:  # unhashable
+        refused = None
+    try:
+        transform = torch_func.REPLACEMENTS.get(fn)
+    except TypeError:  # unhashable
+        transform = None
+    if transform is not None:
+        return transform
+    if fn is torch.ops.higher_order.autograd_function_apply:
+        return custom_function.higher_order_apply
+    if fn is checkpoint.CHECKPOINT:  # (wrapped by torch._dynamo.disable)
+        return checkpoint.checkpoint
+    if refused is None and _compiled_by_dynamo(fn):
+        refused = (NotImplementedError, "thunder: calling a function compiled by torch.compile{where} inside a jitted "
+                   "function is not supported. Workaround: call the original function (torch.compile's result has "
+                   "it as _torchdynamo_orig_callable), or apply torch.compile outside thunder.jit")
+    if refused is not None:
+        return _refuse(*refused)
+    if custom_function.is_apply(fn):  # MyFn.apply: its forward interpreted, its backward for gradients
+        if hasattr(fn, "__self__"):
+            return functools.partial(custom_function.apply, fn.__self__)
+        return custom_function.apply  # (Function.apply itself: called with the class first)
+    try:
+        conversion = _ARRAY_CONVERSIONS.get(fn)
+    except TypeError:  # unhashable
+        conversion = None
+    if conversion is not None:  # torch.from_numpy(a) of an array argument (core/ndarray.py)
+        return functools.partial(_array_conversion, fn, conversion)
+    return _lookup_op(fn)
+
+
+_ARRAY_CONVERSIONS = {torch.from_numpy: ndarray.from_numpy, torch.as_tensor: ndarray.as_tensor,
+                      torch.asarray: ndarray.as_tensor, torch.tensor: ndarray.tensor}
+
+
+def _array_conversion(fn, conversion, *args, **kwargs):
+    if args and isinstance(args[0], ndarray.ArrayProxy):
+        return conversion(*args, **kwargs)
+    return _lookup_op(fn)(*args, **kwargs)
+
+
+def _lookup_op(fn):
+    op = registry.lookup_callable(fn)
+    if op is not None:
+        return functools.partial(fallback.registered, op, fn)
+    try:
+        if fn in _TORCH_FUNCTION_CHECKS:
+            return _no_torch_function
+        if getattr(fn, "__name__", None) == "is_compiling" and fn in _is_compiling_checks():
+            return _is_compiling
+        query = guards.QUERIES.get(fn)
+    except TypeError:  # unhashable
+        query = None
+    if query is not None:
+        return _consulting(fn, query)
+    if is_torch_op(fn):  # no registry entry: thunder's fallback records it (ops/fallback.py)
+        return functools.partial(fallback.call, fn)
+    module = getattr(fn, "__module__", None) or ""
+    if module.startswith("thunder.") and not module.startswith("thunder.tests"):
+        return fn  # our own machinery (proxy methods, ops) runs natively
+    return None
+
+
+def _consulting(fn, state_name):
+    """fn answers with ambient torch state: the trace depends on it."""
+    def query(*args, **kwargs):
+        tracing.consult(state_name)
+        return fn(*args, **kwargs)
+
+    return query
+
+
+def _on_store(cd, state):
+    def on_store(value, provenance):
+        if provenance.kind == "global":
+            state.stores += 1  # (not bookkeeping: runtime/state.py)
+            sharp_edges.check_global_write(provenance, cd.sharp_edges, cd.warned_sharp_edges)
+        else:
+            state.store(value, provenance)
+
+    return on_store
