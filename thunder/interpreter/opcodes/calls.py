@@ -9,6 +9,7 @@ from thunder.interpreter.frame import Frame, NULL
 from thunder.interpreter.opcodes.containers import _is_iterable_type
 from thunder.interpreter.opcodes.table import op
 
+
 # ----------------------------------------------------------------------------------------------
 # calls and function creation
 # ----------------------------------------------------------------------------------------------

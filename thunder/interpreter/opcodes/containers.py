@@ -7,6 +7,7 @@ from thunder.interpreter.binding import function_str
 from thunder.interpreter.frame import Frame
 from thunder.interpreter.opcodes.table import op
 
+
 # ----------------------------------------------------------------------------------------------
 # building containers / strings
 # ----------------------------------------------------------------------------------------------

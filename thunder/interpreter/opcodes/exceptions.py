@@ -6,6 +6,7 @@ from typing import Any
 from thunder.interpreter.frame import Frame
 from thunder.interpreter.opcodes.table import op
 
+
 # ----------------------------------------------------------------------------------------------
 # exceptions
 # ----------------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ import types
 from thunder.interpreter.frame import Frame
 from thunder.interpreter.opcodes.table import op, SUSPEND, UNSUPPORTED_HINTS
 
+
 # ----------------------------------------------------------------------------------------------
 # generators (runtime.Runtime.generator drives their frames)
 # ----------------------------------------------------------------------------------------------

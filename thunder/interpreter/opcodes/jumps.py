@@ -4,6 +4,7 @@ from __future__ import annotations
 from thunder.interpreter.frame import Frame
 from thunder.interpreter.opcodes.table import op, RETURN
 
+
 # ----------------------------------------------------------------------------------------------
 # iteration and jumps
 # ----------------------------------------------------------------------------------------------

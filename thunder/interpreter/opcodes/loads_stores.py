@@ -6,6 +6,7 @@ import types
 from thunder.interpreter.frame import Frame, NULL
 from thunder.interpreter.opcodes.table import op
 
+
 # ----------------------------------------------------------------------------------------------
 # no-ops
 # ----------------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ from thunder.core import symbols
 from thunder.interpreter.frame import Frame
 from thunder.interpreter.opcodes.table import op
 
+
 # ----------------------------------------------------------------------------------------------
 # operators: always the operator-module functions, so dunder methods (and their errors) apply
 # ----------------------------------------------------------------------------------------------
