@@ -16,7 +16,7 @@ from op_harness import _emulated_kernels, fused_variant, trace_module
 from thunder.dialects.definitions import context
 from thunder.dialects.mlir import ir
 from thunder.lowering.decompose import decompose_module
-from thunder.lowering.fuse import LIBM_CALLS
+from thunder.lowering.executors import LIBM_CALLS
 from thunder.lowering.linalg.scalar import ELEMENTWISE, REDUCTIONS, SUPPORTED
 from thunder.ops import prims
 from thunder.ops.registry import OPS

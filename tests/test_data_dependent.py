@@ -398,11 +398,11 @@ def test_manual_seed_inside_the_function_before_a_read():
 
 def test_value_a_fused_kernel_rounds_differently_recompiles_without_fusion():
     torch.manual_seed(0)
-    x = torch.randn(64)
+    x = torch.randn(1000)
     expr = lambda x: ((x * 1.3).exp().tanh() * 3).sum()  # noqa: E731
     eager = float(expr(x))
     fused = float(thunder.jit(expr, fusion="always")(x))
-    assert fused != eager  # (the premise: the kernel's exp/tanh round differently from torch's)
+    assert fused != eager  # (the premise: the kernel's sum adds in another order than torch's)
 
     def f(x):
         return x + 1 if expr(x).item() == eager else x - 1

@@ -27,7 +27,9 @@ int, Ints, Dims, Index) has a last operand group `dynamic_sizes` of `index` valu
 entry -9223372036854775808 (MLIR's dynamic size) takes the next of them, as in traces with
 symbolic sizes (dialects/sizes.py, `?` dims). Ops are Pure (CSE and DCE apply) unless marked
 random. The verifier runs the meta function on the operand types and attributes and checks the
-result types.
+result types; an op whose operands are all static tensors or constants verifies once per process
+per signature (name, attributes, operand and result types, constant values): the same op
+repeated (N layers of one block) and every later verification of it reuse the answer.
 
 - `ltorch`: one op per PyTorch function; the torch executor runs it as shown. `ltorch.torch_call`
   is any other torch call (thunder's fallback, see docs/architecture.md): it runs as the callable
