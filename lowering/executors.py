@@ -18,8 +18,7 @@ from typing import Callable
 
 from thunder.dialects.mlir import ir
 from thunder.lowering.gpu import launch as gpu_launch
-from thunder.lowering.linalg.scalar import POW_SPECIAL
-from thunder.lowering.linalg.to_linalg import supported
+from thunder.lowering.linalg.scalar import POW_SPECIAL, supported
 from thunder.lowering.gpu import nvfuser, region_kernels
 from thunder.lowering.linalg import compile_region
 from thunder.lowering.linalg.to_linalg import lower_region, to_linalg

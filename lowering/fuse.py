@@ -27,7 +27,7 @@ from thunder.lowering import executors as executor_registry
 from thunder.lowering.executors import is_number
 from thunder.lowering.decompose import decompose_module, decompose_op
 from thunder.lowering.linalg.scalar import ELEMENTWISE, elt_bytes
-from thunder.lowering.linalg.to_linalg import SCALAR_TYPES
+from thunder.lowering.linalg.types_and_maps import SCALAR_TYPES
 from thunder.ops import registry
 
 POLICIES = ("auto", "always")

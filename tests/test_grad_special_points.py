@@ -110,8 +110,8 @@ CASES = {
 # matmul-like, conversions, copies) or that have no special points of their own (random ops)
 # fallback: the generic op's VJP is torch's own derivative of the call, special points included
 # (fallback and custom_function: the gradient is torch's own, or the user's autograd.Function backward)
-LINEAR_MODULES = {"thunder.ops.shape", "thunder.ops.creation", "thunder.ops.grad", "thunder.ops.random_ops",
-                  "thunder.ops.fallback", "thunder.ops.custom_function"}
+LINEAR_MODULES = {"thunder.ops.shape", "thunder.ops.join_split", "thunder.ops.repeat_pad", "thunder.ops.creation",
+                  "thunder.ops.grad", "thunder.ops.random_ops", "thunder.ops.fallback", "thunder.ops.custom_function"}
 LINEAR = {"matmul", "rmatmul", "mm", "bmm", "linear", "embedding", "conv1d", "conv2d", "conv_transpose2d",
           "avg_pool2d", "adaptive_avg_pool2d", "bilinear", "index_select", "gather", "scatter_add", "index_put",
           "scaled_dot_product_attention", "sdpa_flash", "index", "setitem", "addmm", "baddbmm", "cumsum"}

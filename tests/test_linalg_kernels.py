@@ -360,7 +360,7 @@ def test_tiles_along_an_inner_axis_read_pieces_of_2_kib():
     # a rotary embedding tiled along its 512 positions (the 4x16 slabs before them are too large
     # to tile): a tile is a piece of each of the 64 slabs; one position (256 bytes a piece) would
     # fit TILE_BYTES, but short pieces defeat the prefetcher, so a tile takes 8 positions
-    from thunder.lowering.linalg.to_linalg import MIN_PIECE_BYTES
+    from thunder.lowering.linalg.tiling import MIN_PIECE_BYTES
 
     def rotary(x, cos, sin):
         return x * cos + torch.cat((-x[..., 32:], x[..., :32]), dim=-1) * sin

@@ -13,7 +13,8 @@ from thunder.dialects.definitions import context
 from thunder.dialects.mlir import ir
 from thunder.lowering.fuse import fusion_callees, region_text
 from thunder.lowering.linalg.scalar import UnsupportedOp
-from thunder.lowering.linalg.to_linalg import lower_region, row_major_strides, signature
+from thunder.lowering.linalg.tiling import row_major_strides
+from thunder.lowering.linalg.to_linalg import lower_region, signature
 from thunder.lowering.passes import build_pass_manager, list_passes
 from thunder.runtime.codegen import python_source, Unprintable
 from thunder.lowering.gpu import module_ptx, region_kernels

@@ -25,7 +25,8 @@ from thunder.dialects.mlir import ir
 from thunder.lowering.gpu.graph import read_graph
 from thunder.lowering.gpu.schedule import Launch, plan  # noqa: F401
 from thunder.lowering.linalg.scalar import UnsupportedOp  # noqa: F401
-from thunder.lowering.linalg.to_linalg import lower_region, parse_region, row_major_strides
+from thunder.lowering.linalg.tiling import row_major_strides
+from thunder.lowering.linalg.to_linalg import lower_region, parse_region
 from thunder.lowering.gpu import ptx, ptx as ptx_module
 from thunder.lowering.gpu.ptx import lower_to_nvvm
 from thunder.lowering.linalg.runtime import torch_dtype

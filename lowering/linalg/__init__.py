@@ -7,6 +7,8 @@
 - to_linalg.py:  thunder prims -> linalg on tensors (destination-passing func, text); a region
                  whose results share their first dim loops over tiles of rows of it, the row
                  range being two more arguments, so the rows can be split over threads
+                 (the per-prim lowerings: op_lowering.py; the tiling analysis: tiling.py;
+                 TensorT and affine maps: types_and_maps.py)
 - pipeline.py:   linalg -> LLVM dialect (upstream passes)
 - runtime.py:    ExecutionEngine + memref descriptors over torch storage (no copies), threads
 - disk_cache.py: compiled kernels as shared libraries on disk, for the next process
@@ -28,8 +30,9 @@ from thunder.dialects.mlir import LOCK, ir
 from thunder.lowering.linalg import disk_cache
 from thunder.lowering.linalg.pipeline import OPT_LEVEL, lower_to_llvm, pipeline  # noqa: F401
 from thunder.lowering.linalg.runtime import CallFrame, CompiledFunction, torch_dtype
-from thunder.lowering.linalg.to_linalg import (UnsupportedOp, lower_region, row_major_strides,  # noqa: F401
-                                               signature, supported, to_linalg)
+from thunder.lowering.linalg.scalar import UnsupportedOp, supported  # noqa: F401
+from thunder.lowering.linalg.tiling import row_major_strides  # noqa: F401
+from thunder.lowering.linalg.to_linalg import lower_region, signature, to_linalg  # noqa: F401
 
 _CACHE = {}
 # (kernel name, seconds, how) for every kernel this process compiled ("compiled") or loaded from

@@ -18,7 +18,7 @@ from thunder.interpreter.binding import bind_arguments
 from thunder.interpreter.compat import HANDLERS, SENT_RETURNED
 from thunder.interpreter.errors import InterpreterError
 from thunder.interpreter.frame import Frame, Provenance
-from thunder.interpreter.opcodes import RETURN, SUSPEND, UNSUPPORTED_HINTS
+from thunder.interpreter.opcodes.table import RETURN, SUSPEND, UNSUPPORTED_HINTS
 
 __all__ = ["Runtime", "current_frame", "active_frames"]
 
@@ -505,8 +505,8 @@ _NATIVE_TRUTH = frozenset({int, float, str, type(None), list, tuple, dict, set, 
 # tracebacks: exceptions leaving interpreted frames carry the user's frames, as in eager
 # ----------------------------------------------------------------------------------------------
 def _interpreter_files() -> frozenset:
-    folder = os.path.dirname(os.path.abspath(__file__))
-    return frozenset(os.path.join(folder, n) for n in os.listdir(folder) if n.endswith(".py"))
+    folder = os.path.dirname(os.path.abspath(__file__))  # with its subpackages (opcodes/)
+    return frozenset(os.path.join(d, n) for d, _, names in os.walk(folder) for n in names if n.endswith(".py"))
 
 
 _INTERPRETER_FILES = _interpreter_files()

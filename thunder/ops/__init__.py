@@ -1,6 +1,7 @@
 """Every op thunder knows. Importing this package registers them all (see registry.py)."""
 from thunder.ops import prims  # noqa: F401  (thunder dialect; ltorch decompositions use them)
-from thunder.ops import elementwise, reductions, shape, nn, attention, creation, grad, layers, random_ops, indexing, losses, rnn  # noqa: F401
+from thunder.ops import (elementwise, reductions, shape, join_split, repeat_pad, nn, attention,  # noqa: F401
+                         creation, grad, layers, interpolate, normalization, random_ops, indexing, losses, rnn)
 from thunder.ops import fallback  # noqa: F401  (ltorch.torch_call: every torch call without an entry)
 from thunder.ops import values  # noqa: F401  (runtime numbers and checks of values read while tracing)
 from thunder.ops import custom_function  # noqa: F401  (torch.autograd.Function subclasses)

@@ -16,7 +16,8 @@ from thunder.ops.meta_utils import broadcast_shapes
 from thunder.ops.nn import _compute_dtype, _dropout, _keep, _softmax_decomp, linear, matmul, softmax
 from thunder.ops.reductions import all_, mean, sum_
 from thunder.ops.registry import Bool, Float, Int, ltorch, OpDef, Tensor
-from thunder.ops.shape import chunk, expand, reshape, transpose
+from thunder.ops.join_split import chunk
+from thunder.ops.shape import expand, reshape, transpose
 
 
 def _sdpa_check(query, key, value, attn_mask, dropout_p, is_causal, enable_gqa):

@@ -12,7 +12,7 @@ from thunder.ops.meta_utils import is_tensor
 from thunder.ops.registry import Bool, Data, DType, Device, Ints, MemoryFormat, Number, OpDef, Str, Tensor, ltorch
 from thunder.core.numbers import example
 from thunder.ops.grad import detach
-from thunder.ops.shape import stack
+from thunder.ops.join_split import stack
 
 
 def _device(device):

@@ -11,7 +11,8 @@ from thunder.ops.registry import Bool, Float, Int, OpDef, Tensor, Tensors, ltorc
 from thunder.core.proxies import data_dependent
 from thunder.ops.elementwise import add, mul, sigmoid, tanh
 from thunder.ops.nn import dropout as dropout_op, linear
-from thunder.ops.shape import cat, chunk, stack, transpose
+from thunder.ops.join_split import cat, chunk, stack
+from thunder.ops.shape import transpose
 
 
 def _layout(input, hx, params, has_biases, num_layers, bidirectional, batch_first):

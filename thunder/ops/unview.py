@@ -1,13 +1,14 @@
 """How an in-place update of a view op's result reaches its base (OpDef.unview rules, applied by
-core/proxies.py assign): the shape ops' views (thunder/ops/shape.py), written back with
+core/proxies.py assign): the shape ops' views (thunder/ops/shape.py, join_split.py), written back with
 reshape/permute/... or with setitem (thunder/ops/indexing.py)."""
 from builtins import slice as pyslice
 
 from thunder.ops.indexing import setitem
-from thunder.ops.shape import (_chunk_pieces, _narrow_range, _select_key, _split_pieces, _unbind_pieces,
-                               as_strided, as_strided_scatter, broadcast_to, chunk, expand, expand_as, flatten,
-                               getitem, movedim, narrow, permute, reshape, reshape_as, select, split, squeeze, t,
-                               transpose, unbind, unflatten, unsqueeze, view, view_as)
+from thunder.ops.join_split import (_chunk_pieces, _narrow_range, _select_key, _split_pieces, _unbind_pieces,
+                                    chunk, narrow, select, split, unbind)
+from thunder.ops.shape import (as_strided, as_strided_scatter, broadcast_to, expand, expand_as, flatten, getitem,
+                               movedim, permute, reshape, reshape_as, squeeze, t, transpose, unflatten, unsqueeze,
+                               view, view_as)
 
 
 as_strided.unview(lambda base, value, out_index, size, stride, storage_offset:

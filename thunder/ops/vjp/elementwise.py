@@ -1,10 +1,14 @@
 """The VJP rules of the ops of thunder/ops/elementwise.py (registered on them with OpDef.vjp)."""
 import math
 
+import torch
+
 from thunder.ops import vjp_utils as _vjp
-from thunder.ops.elementwise import (add, clamp, clamp_max, clamp_min, div, eq, ge, gt, le, log, logical_and,
-                                     logical_or, lt, maximum, minimum, mul, neg, pow_, reciprocal, rpow, rsub,
-                                     rtruediv, sub, true_divide, where)
+from thunder.ops.elementwise import (abs_, add, clamp, clamp_max, clamp_min, div, eq, exp, ge, gelu, gt,
+                                     hardsigmoid, hardswish, hardtanh, le, log, logical_and, logical_or, lt,
+                                     maximum, minimum, mish, mul, neg, pow_, reciprocal, relu, relu6, rpow,
+                                     rsqrt, rsub, rtruediv, sigmoid, sign, silu, softplus, sqrt, square, sub,
+                                     tanh, threshold, true_divide, where)
 from thunder.ops.meta_utils import is_tensor
 from thunder.ops.nn import gelu_backward
 from thunder.ops.vjp_utils import differentiable as _diff, grad_for as _grad
@@ -158,13 +162,6 @@ def _(g, out, input, min):
 def _(g, out, input, max):
     gi, _, gmax = _clamp_rule(g, input, None, max)
     return {"input": gi, "max": gmax}
-
-
-from thunder.ops import vjp_utils as _vjp
-from thunder.ops.vjp_utils import differentiable as _diff
-from thunder.ops.vjp_utils import grad_for as _grad
-import torch
-from thunder.ops.elementwise import (abs_, add, div, exp, ge, gelu, gt, hardsigmoid, hardswish, hardtanh, le, log, logical_and, logical_or, lt, mish, mul, neg, relu, relu6, rsqrt, rsub, sigmoid, sign, silu, softplus, sqrt, square, tanh, threshold, where)
 
 
 def _unary_rule(op, rule):

@@ -1,10 +1,11 @@
-"""The VJP rules of the ops of thunder/ops/layers.py (registered on them with OpDef.vjp)."""
+"""The VJP rules of the ops of thunder/ops/layers.py and normalization.py (registered on them with OpDef.vjp)."""
 from thunder.ops import prims
 from thunder.ops.decomp_utils import expand_to, opmath_dtype, to_dtype
-from thunder.ops.layers import (_as_4d, _batch_norm_check, _batch_norm_stats, _bcast, _conv_vjp, _flat,
-                                _group_norm_check, _group_norm_parts, _keep, _like, _mean, _rms_parts,
-                                adaptive_avg_pool2d, avg_pool2d, batch_norm, bilinear, conv_transpose2d,
-                                group_norm, max_pool2d, rms_norm)
+from thunder.ops.layers import (_as_4d, _conv_vjp, _flat, _like, adaptive_avg_pool2d, avg_pool2d, bilinear,
+                                conv_transpose2d, max_pool2d)
+from thunder.ops.normalization import (_batch_norm_check, _batch_norm_stats, _bcast, _group_norm_check,
+                                       _group_norm_parts, _keep, _mean, _rms_parts, batch_norm, group_norm,
+                                       rms_norm)
 
 
 @conv_transpose2d.vjp

@@ -6,7 +6,8 @@ from thunder.ops.decomp_utils import reduction_dims
 from thunder.ops.elementwise import div, eq, isnan, mul, sub, where
 from thunder.ops.indexing import scatter_add
 from thunder.ops.reductions import amax, amin, cumsum, max_, mean, min_, prod, sort, std, sum_, topk, var
-from thunder.ops.shape import flip, unsqueeze
+from thunder.ops.repeat_pad import flip
+from thunder.ops.shape import unsqueeze
 from thunder.ops.vjp.prims import prod_grad
 
 # VJP rules (g: the result's cotangent, out: the result)

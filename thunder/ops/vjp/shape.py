@@ -1,16 +1,16 @@
-"""The VJP rules of the ops of thunder/ops/shape.py (registered on them with OpDef.vjp)."""
+"""The VJP rules of the ops of thunder/ops/shape.py, join_split.py and repeat_pad.py (registered on them with OpDef.vjp)."""
 import math
 
 from thunder.ops import prims, vjp_utils as _vjp
 from thunder.ops.meta_utils import canonical_dim, is_tensor
 from thunder.ops.reductions import sum_
 from thunder.ops.registry import OPS
-from thunder.ops.shape import (_chunk_pieces, _index_plan, _movedim_perm, _narrow_range, _permutation,
-                               _repeated_indices, _reshape, _select_key, _split_pieces, _stack_check,
-                               _unbind_pieces, as_strided, as_strided_scatter, broadcast_to, cat, chunk,
-                               contiguous, expand, expand_as, flatten, flip, getitem, movedim, narrow, permute,
-                               repeat_interleave, reshape, reshape_as, roll, select, split, squeeze, stack, t,
-                               transpose, unbind, unflatten, unsqueeze, view, view_as)
+from thunder.ops.join_split import (_chunk_pieces, _narrow_range, _select_key, _split_pieces, _stack_check,
+                                    _unbind_pieces, cat, chunk, narrow, select, split, stack, unbind)
+from thunder.ops.repeat_pad import _repeated_indices, flip, repeat_interleave, roll
+from thunder.ops.shape import (_index_plan, _movedim_perm, _permutation, _reshape, as_strided, as_strided_scatter,
+                               broadcast_to, contiguous, expand, expand_as, flatten, getitem, movedim, permute,
+                               reshape, reshape_as, squeeze, t, transpose, unflatten, unsqueeze, view, view_as)
 
 # VJP rules (g: the result's cotangent, out: the result): shape ops move the cotangent back
 

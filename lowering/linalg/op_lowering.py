@@ -1,0 +1,491 @@
+"""Per-prim lowerings to linalg/tensor text (elementwise, broadcast, reductions, reshape, slice, cat, constants), whole or in tile parts, and the _Emitter that collects the text (see to_linalg.py)."""
+from __future__ import annotations
+
+import math as _pymath
+
+from thunder.dialects.mlir import ir
+from thunder.lowering.linalg.scalar import (Body, convert_scalar, ELEMENTWISE, is_float, literal, opmath, promote,
+                                            reduce_combine, reduction_identity, REDUCTIONS, SUPPORTED,
+                                            UnsupportedOp)
+from thunder.lowering.linalg.tiling import _static_shape
+from thunder.lowering.linalg.types_and_maps import amap, broadcast_exprs, identity_map, tensor_t, TensorT
+
+
+# ---- the rewrite
+class _Emitter:
+    def __init__(self, approx=False):
+        self.approx = approx
+        self.lines = []
+        self.n = 0
+        # input ir.Value -> (ssa name, TensorT), ("const", python value, type) or ("scalar", ssa
+        # name, type) (a runtime number, loaded once at the kernel's start)
+        self.vals = {}
+        self.whole, self.read_whole = {}, set()  # (tiled kernels) see operand
+        self.reduce_too = None  # (reduction, acc type, dims, filled init): see _generic_and_reduction
+        self.reduced = {}  # reduction prim result -> (ssa of its accumulator, acc TensorT)
+        self.tiled = False  # (a tiled kernel: values of static shape are computed before the loop)
+        self.slices = {}  # (value, dim, offset, size) -> its slice (_slice_value)
+
+    def fresh(self, base="v"):
+        self.n += 1
+        return f"%{base}{self.n}"
+
+    def emit(self, text):
+        self.lines.append("    " + text)
+
+    def empty(self, t: TensorT):
+        e = self.fresh("e")
+        dyn = "%n" if None in t.shape else ""  # the tile's size along the tiled axis
+        self.emit(f"{e} = tensor.empty({dyn}) : {t}")
+        return e
+
+    def generic(self, out_t: TensorT, ins, body_fn, iterators=None, init=None, out_map=None):
+        """ins: [(ssa, TensorT, input map exprs)]; body_fn(Body, [scalar names], out scalar)
+        returns the yielded scalar."""
+        if self.reduce_too is not None:  # see _lower_ops
+            reduce_too, self.reduce_too = self.reduce_too, None
+            return self._generic_and_reduction(out_t, ins, body_fn, *reduce_too)
+        n = len(iterators) if iterators else out_t.rank
+        iterators = iterators or ["parallel"] * n
+        init = init or self.empty(out_t)
+        maps = [amap(n, m) for _, _, m in ins] + [out_map or identity_map(n)]
+        res = self.fresh()
+        b = Body(self.approx)
+        args = [f"%in{i}" for i in range(len(ins))]
+        y = body_fn(b, args, "%acc")
+        head = (f"{res} = linalg.generic {{indexing_maps = [{', '.join(maps)}], "
+                f"iterator_types = [{', '.join(repr(i).replace(chr(39), chr(34)) for i in iterators)}]}}")
+        if ins:
+            head += (f" ins({', '.join(s for s, _, _ in ins)} : {', '.join(str(t) for _, t, _ in ins)})")
+        head += f" outs({init} : {out_t}) {{"
+        self.emit(head)
+        bb = ", ".join([f"{a}: {t.elt}" for a, (_, t, _) in zip(args, ins)] + [f"%acc: {out_t.elt}"])
+        self.lines.append(f"    ^bb0({bb}):")
+        for line in b.lines:
+            self.emit("  " + line)
+        self.emit(f"  linalg.yield {y} : {out_t.elt}")
+        self.emit(f"}} -> {out_t}")
+        return res
+
+    def _generic_and_reduction(self, out_t, ins, body_fn, reduction, acc_t, dims, filled):
+        """An elementwise generic that also reduces its result (reduction: the prim's name, over
+        dims, accumulated in acc_t from filled): one pass writes the values and their row sums
+        (softmax's exps, which the normalization reads again). Returns "%r#0"; "%r#1" holds the
+        reduction."""
+        n = out_t.rank
+        init = self.empty(out_t)
+        out_map = amap(n, [f"d{i}" for i in range(n) if i not in dims])
+        maps = [amap(n, m) for _, _, m in ins] + [identity_map(n), out_map]
+        iters = ", ".join('"reduction"' if i in dims else '"parallel"' for i in range(n))
+        res = self.fresh()
+        b = Body(self.approx)
+        args = [f"%in{i}" for i in range(len(ins))]
+        y = body_fn(b, args, "%out")
+        x = convert_scalar(b, y, out_t.elt, acc_t.elt)
+        r = reduce_combine(reduction)(b, [x, "%acc"], acc_t.elt)
+        acc_shape = TensorT([s for i, s in enumerate(out_t.shape) if i not in dims], acc_t.elt)
+        head = f"{res}:2 = linalg.generic {{indexing_maps = [{', '.join(maps)}], iterator_types = [{iters}]}}"
+        if ins:
+            head += f" ins({', '.join(s for s, _, _ in ins)} : {', '.join(str(t) for _, t, _ in ins)})"
+        self.emit(head + f" outs({init}, {filled} : {out_t}, {acc_shape}) {{")
+        bb = ", ".join([f"{a}: {t.elt}" for a, (_, t, _) in zip(args, ins)] + [f"%out: {out_t.elt}", f"%acc: {acc_t.elt}"])
+        self.lines.append(f"    ^bb0({bb}):")
+        for line in b.lines:
+            self.emit("  " + line)
+        self.emit(f"  linalg.yield {y}, {r} : {out_t.elt}, {acc_t.elt}")
+        self.emit(f"}} -> ({out_t}, {acc_shape})")
+        return f"{res}#0", f"{res}#1"
+
+    # operands of a prim: tensors (ssa, TensorT) or constants; the whole one of a value computed
+    # both ways (_propagate) where the op reads it whole
+    def operand(self, v):
+        vals = self.whole if v in self.read_whole and v in self.whole else self.vals
+        value = vals[v]
+        if isinstance(value[0], _Parts):  # written into one tensor where an op needs it whole
+            value = vals[v] = (_write_parts(self, value[0], value[1]), value[1])
+        return value
+
+
+NUMBERS = ("const", "scalar")  # the kinds of operands that are numbers, not tensors
+
+
+def _scalar_param(em, i, a, lines):
+    """A runtime number argument: a 0-d memref, read once."""
+    t = tensor_t(a.type)
+    lines.append(f"    %num{i} = memref.load %arg{i}[] : memref<{t.elt}>")
+    em.vals[a] = ("scalar", f"%num{i}", t.elt)
+    return f"%arg{i}: memref<{t.elt}>"
+
+
+def _elementwise(em, name, operands, out_t: TensorT, attrs):
+    fn, kind = ELEMENTWISE[name]
+    if kind == "convert":
+        dst = str(ir.TypeAttr(attrs["dtype"]).value)
+        return _map(em, operands, out_t, lambda b, xs, ts: convert_scalar(b, xs[0], ts[0], dst), None, dst)
+    if kind == "arith":  # f16/bf16: computed in f32 and rounded once, as torch's kernels (opmath)
+        ct = opmath(out_t.elt)
+
+        def arith(b, xs, ts):
+            b.storage = out_t.elt
+            return fn(b, xs, ct)
+        return _map(em, operands, out_t, arith, ct, ct)
+    if kind == "cmp":
+        ct = promote([o[1].elt for o in operands if o[0] not in NUMBERS])
+        for o in operands:  # numbers only raise the category (int tensor < 0.5 compares as float)
+            if o[0] not in NUMBERS:
+                continue
+            if ct is None:
+                ct = o[2]
+            elif is_float(o[2]) and not is_float(ct):
+                ct = "f32"
+            elif o[2] != "i1" and ct == "i1":
+                ct = "i64"
+        return _map(em, operands, out_t, lambda b, xs, ts: fn(b, xs, ct), ct, "i1")
+    if kind == "isnan":
+        return _map(em, operands, out_t, lambda b, xs, ts: fn(b, [xs[0]], ts[0]), None, "i1")
+    if kind == "where":
+        ct = out_t.elt
+
+        def body(b, xs, ts):
+            pred = convert_scalar(b, xs[0], ts[0], "i1")
+            a = convert_scalar(b, xs[1], ts[1], ct)
+            c = convert_scalar(b, xs[2], ts[2], ct)
+            return fn(b, [pred, a, c], ct)
+        return _map(em, operands, out_t, body, None, ct)
+    raise AssertionError(kind)
+
+
+def _map(em, operands, out_t, scalar_fn, ct, res_t):
+    """A linalg.generic over out_t's shape. Tensor operands are read through broadcasting maps;
+    numbers become constants in the body (of type ct, or their own type); if ct is given, every
+    operand is converted to ct first. scalar_fn(body, scalars, their types) returns a scalar of
+    type res_t, converted to out_t's element type."""
+    ins, slots = [], []
+    for o in operands:
+        if o[0] in NUMBERS:
+            slots.append(o)
+        else:
+            ssa, t = o
+            slots.append(("in", len(ins), t.elt))
+            ins.append((ssa, t, broadcast_exprs(t.shape, out_t.shape)))
+
+    def body(b, args, acc):
+        xs, ts = [], []
+        for s in slots:
+            if s[0] == "const":
+                t = ct or s[2]
+                xs.append(b.const(s[1], t))
+                ts.append(t)
+            elif s[0] == "scalar":  # (rounded to ct as a constant's literal would be)
+                t = ct or s[2]
+                xs.append(s[1] if t == s[2] else convert_scalar(b, s[1], s[2], t))
+                ts.append(t)
+            else:
+                v, t = args[s[1]], s[2]
+                if ct is not None:
+                    v, t = convert_scalar(b, v, t, ct), ct
+                xs.append(v)
+                ts.append(t)
+        return convert_scalar(b, scalar_fn(b, xs, ts), res_t, out_t.elt)
+
+    return em.generic(out_t, ins, body)
+
+
+def _lower_op(em, op, out_t: TensorT):
+    name = op.name.removeprefix("thunder.")
+    if name not in SUPPORTED:
+        raise UnsupportedOp(f"no linalg lowering for {op.name}")
+    if 0 in out_t.shape:  # an empty result holds no data, whatever the op
+        return em.empty(out_t)
+    attrs = op.attributes
+    if name in ELEMENTWISE and em.reduce_too is None:
+        parts = _elementwise_parts(em, op, name, out_t, attrs)
+        if parts is not None:
+            return parts
+    operands = [em.operand(v) for v in op.operands]
+    if name in ELEMENTWISE:
+        return _elementwise(em, name, operands, out_t, attrs)
+    if name == "broadcast_in_dim":
+        ssa, t = operands[0]
+        bdims = list(ir.DenseI64ArrayAttr(attrs["broadcast_dims"]))
+        exprs = []
+        for i, d in enumerate(bdims):
+            exprs.append("0" if t.shape[i] == 1 and out_t.shape[d] != 1 else f"d{d}")
+        return em.generic(out_t, [(ssa, t, exprs)], lambda b, xs, acc: xs[0])
+    if name == "transpose":
+        ssa, t = operands[0]
+        perm = list(ir.DenseI64ArrayAttr(attrs["permutation"]))
+        inv = [0] * len(perm)
+        for i, p in enumerate(perm):
+            inv[p] = i
+        return em.generic(out_t, [(ssa, t, [f"d{inv[j]}" for j in range(t.rank)])], lambda b, xs, acc: xs[0])
+    if name == "reshape":
+        ssa, t = operands[0]
+        return _reshape(em, ssa, t, out_t)
+    if name == "slice":  # a strided view (a tile's dynamic dim is never sliced: _operand_axes)
+        ssa, t = operands[0]
+        starts, steps = (list(ir.DenseI64ArrayAttr(attrs[k])) for k in ("start_indices", "strides"))
+        sizes = ", ".join("%n" if s is None else str(s) for s in out_t.shape)
+        r = em.fresh()
+        em.emit(f"{r} = tensor.extract_slice {ssa}[{', '.join(map(str, starts))}] [{sizes}] "
+                f"[{', '.join(map(str, steps))}] : {t} to {out_t}")
+        return r
+    if name == "cat":  # its parts, written into one tensor when an op reads it whole (_Parts)
+        dim = ir.IntegerAttr(attrs["dim"]).value % out_t.rank
+        parts, offset = [], 0
+        for ssa, t in operands:
+            if t.elt != out_t.elt:
+                raise UnsupportedOp(f"cat of {t.elt} into {out_t.elt}")
+            if t.shape[dim]:
+                parts.append((offset, t.shape[dim], (ssa, t)))
+            offset += t.shape[dim]
+        return _Parts(dim, parts)
+    if name == "full":
+        value = operands[0]
+        init = em.empty(out_t)
+        c = em.fresh("c")
+        em.emit(f"{c} = arith.constant {literal(value[1], out_t.elt)} : {out_t.elt}")
+        r = em.fresh()
+        em.emit(f"{r} = linalg.fill ins({c} : {out_t.elt}) outs({init} : {out_t}) -> {out_t}")
+        return r
+    if name == "iota":  # start + i * step, i from the loop index (plus the tile's first row %i)
+        start, step = (ir.IntegerAttr(attrs[k]).value for k in ("start", "step"))
+
+        def iota_body(b, xs, acc):
+            i = b.op("linalg.index 0 : index")
+            if out_t.shape[0] is None:
+                i = b.op(f"arith.addi {i}, %i : index")
+            v = b.op(f"arith.index_cast {i} : index to i64")
+            if step != 1:
+                v = b.op(f"arith.muli {v}, {b.const(step, 'i64')} : i64")
+            if start != 0:
+                v = b.op(f"arith.addi {v}, {b.const(start, 'i64')} : i64")
+            return convert_scalar(b, v, "i64", out_t.elt)
+        return em.generic(out_t, [], iota_body)
+    if name in REDUCTIONS:
+        ssa, t = operands[0]
+        dims = sorted(d % max(t.rank, 1) for d in ir.DenseI64ArrayAttr(attrs["dims"]))
+        # no dims, or a 0-d input (whose one element is the result): a copy. A 0-d reduction as
+        # a linalg.generic would have no reduction iterator, and elementwise fusion would then
+        # merge it into its consumer's loop, accumulating into one buffer across iterations
+        if not dims or t.rank == 0:
+            return em.generic(out_t, [(ssa, t, [f"d{i}" for i in range(t.rank)])],
+                              lambda b, xs, acc: convert_scalar(b, xs[0], t.elt, out_t.elt))
+        if op.results[0] in em.reduced:  # computed with its operand (_generic_and_reduction)
+            r, acc_t = em.reduced[op.results[0]]
+        else:
+            acc_t, filled = _reduction_init(em, name, out_t)
+            iters = ["reduction" if i in dims else "parallel" for i in range(t.rank)]
+            out_map = amap(t.rank, [f"d{i}" for i in range(t.rank) if i not in dims])
+            combine = reduce_combine(name)
+
+            def body(b, xs, acc):
+                x = convert_scalar(b, xs[0], t.elt, acc_t.elt)
+                return combine(b, [x, acc], acc_t.elt)
+            r = em.generic(acc_t, [(ssa, t, [f"d{i}" for i in range(t.rank)])], body,
+                           iterators=iters, init=filled, out_map=out_map)
+        if acc_t.elt == out_t.elt:
+            return r
+        return em.generic(out_t, [(r, acc_t, [f"d{i}" for i in range(out_t.rank)])],
+                          lambda b, xs, acc: convert_scalar(b, xs[0], "f32", out_t.elt))
+    raise UnsupportedOp(f"no linalg lowering for {op.name}")
+
+
+class _Parts:
+    """A value held as parts along one dim, each a tensor: a cat, and the elementwise ops of it
+    computed part by part (_elementwise_parts), so a rotary embedding's halves are computed from
+    slices of their inputs, without a buffer holding the cat. Written into one tensor
+    (_write_parts) where an op reads it whole, and for the region's results."""
+
+    def __init__(self, dim, parts):
+        self.dim, self.parts = dim, parts  # parts: [(offset, size, (ssa, TensorT))]
+
+    def layout(self):
+        return self.dim, tuple((offset, size) for offset, size, _ in self.parts)
+
+
+def _write_parts(em, value, out_t):
+    """tensor.insert_slice of each part into a tensor.empty (a tile: of the tile's rows)."""
+    r = em.empty(out_t)
+    for offset, _, (ssa, t) in value.parts:
+        offsets = [offset if i == value.dim else 0 for i in range(out_t.rank)]
+        sizes = ", ".join("%n" if s is None else str(s) for s in t.shape)
+        new = em.fresh()
+        em.emit(f"{new} = tensor.insert_slice {ssa} into {r}[{', '.join(map(str, offsets))}] [{sizes}] "
+                f"[{', '.join('1' for _ in offsets)}] : {t} into {out_t}")
+        r = new
+    return r
+
+
+def _elementwise_parts(em, op, name, out_t, attrs):
+    """An elementwise op of values held as parts (one layout, full shape) computed part by part
+    (the other operands sliced: _slice_value), as a _Parts; None when it does not apply."""
+    layouts = set()
+    for v in op.operands:
+        value = em.vals.get(v)
+        if value is not None and isinstance(value[0], _Parts) and v not in em.read_whole:
+            if value[1].shape != out_t.shape:
+                return None  # (broadcast)
+            layouts.add(value[0].layout())
+    if len(layouts) != 1:
+        return None
+    dim, spans = layouts.pop()
+    parts = []
+    for j, (offset, size) in enumerate(spans):
+        part_t = TensorT(out_t.shape[:dim] + (size,) + out_t.shape[dim + 1:], out_t.elt)
+        operands = []
+        for v in op.operands:
+            value = em.vals[v]
+            if value[0] in NUMBERS:
+                operands.append(value)
+            elif isinstance(value[0], _Parts) and v not in em.read_whole:
+                operands.append(value[0].parts[j][2])
+            else:
+                t = value[1]
+                e = dim - (out_t.rank - t.rank)  # (numpy-style broadcasting)
+                operands.append(em.operand(v) if e < 0 or t.shape[e] == 1 else _slice_value(em, v, e, offset, size))
+        parts.append((offset, size, (_elementwise(em, name, operands, part_t, attrs), part_t)))
+    return _Parts(dim, parts)
+
+
+def _slice_value(em, v, e, offset, size):
+    """(ssa, TensorT) of v's elements offset .. offset + size along its dim e: an elementwise op
+    or a broadcast computed again on slices of its operands (in a tiled kernel, when it is
+    computed in the loop), else a tensor.extract_slice."""
+    key = (v, e, offset, size)
+    if key in em.slices:
+        return em.slices[key]
+    ssa, t = em.operand(v)
+    part_t = TensorT(t.shape[:e] + (size,) + t.shape[e + 1:], t.elt)
+    owner = v.owner
+    name = owner.name.removeprefix("thunder.") if not isinstance(owner, ir.Block) else None
+    in_loop = not em.tiled or None in t.shape
+    if in_loop and name in ELEMENTWISE and v not in em.whole:
+        operands = []
+        for u in owner.operands:
+            value = em.vals[u]
+            if value[0] in NUMBERS:
+                operands.append(value)
+                continue
+            ut = value[1]
+            eu = e - (t.rank - ut.rank)
+            operands.append(em.operand(u) if eu < 0 or ut.shape[eu] == 1 else _slice_value(em, u, eu, offset, size))
+        result = (_elementwise(em, name, operands, part_t, owner.attributes), part_t)
+    elif in_loop and name == "broadcast_in_dim" and v not in em.whole:
+        y = owner.operands[0]
+        bdims = list(ir.DenseI64ArrayAttr(owner.attributes["broadcast_dims"]))
+        yt = em.operand(y)[1]
+        i = bdims.index(e) if e in bdims else None
+        ys, yt = _slice_value(em, y, i, offset, size) if i is not None and yt.shape[i] != 1 else em.operand(y)
+        exprs = ["0" if yt.shape[k] == 1 and part_t.shape[d] != 1 else f"d{d}" for k, d in enumerate(bdims)]
+        result = (em.generic(part_t, [(ys, yt, exprs)], lambda b, xs, acc: xs[0]), part_t)
+    else:
+        r = em.fresh()
+        offsets = ", ".join(str(offset) if d == e else "0" for d in range(t.rank))
+        sizes = ", ".join("%n" if s is None else str(s) for s in part_t.shape)
+        em.emit(f"{r} = tensor.extract_slice {ssa}[{offsets}] [{sizes}] [{', '.join('1' for _ in t.shape)}] "
+                f": {t} to {part_t}")
+        result = (r, part_t)
+    em.slices[key] = result
+    return result
+
+
+def _reduction_init(em, name, out_t):
+    """(accumulator type, its init filled with the reduction's identity): f16/bf16 accumulate in
+    f32, rounded once at the end (as torch's reductions)."""
+    acc_t = TensorT(out_t.shape, "f32") if out_t.elt in ("f16", "bf16") else out_t
+    init = em.empty(acc_t)
+    c = em.fresh("c")
+    em.emit(f"{c} = arith.constant {literal(reduction_identity(name, acc_t.elt), acc_t.elt)} : {acc_t.elt}")
+    filled = em.fresh()
+    em.emit(f"{filled} = linalg.fill ins({c} : {acc_t.elt}) outs({init} : {acc_t}) -> {acc_t}")
+    return acc_t, filled
+
+
+def _reduction_with_operand(op, lines_for, dual):
+    """The reduction prim to compute in the same pass as op's elementwise result (its first user,
+    when it has others, which read the result again: softmax's exps), or None."""
+    r = op.results[0]
+    users = []
+    for u in r.uses:
+        if u.owner not in users:
+            users.append(u.owner)
+    if len(users) < 2 or r in dual or 0 in _static_shape(r):
+        return None
+    block_ops = list(op.block.operations)
+    first = min(users, key=lambda u: block_ops.index(u))
+    name = first.name.removeprefix("thunder.")
+    if name not in REDUCTIONS or first.operands[0] != r or first.results[0] in dual or \
+            lines_for(first.results[0]) is not lines_for(r):
+        return None
+    rank = len(_static_shape(r))
+    dims = sorted(d % max(rank, 1) for d in ir.DenseI64ArrayAttr(first.attributes["dims"]))
+    return (first, name, dims) if dims and rank else None
+
+
+def _reshape(em, ssa, t: TensorT, out_t: TensorT):
+    """Through rank 1 (collapse_shape/expand_shape), or for a tile, a gather."""
+    if t.shape == out_t.shape:
+        return ssa
+    if None in t.shape:
+        return _reshape_tile(em, ssa, t, out_t)
+    flat_t = TensorT((_pymath.prod(t.shape),), t.elt)
+    # to rank 1
+    if t.rank == 0:
+        flat = em.fresh()
+        em.emit(f"{flat} = tensor.expand_shape {ssa} [] output_shape [1] : {t} into {flat_t}")
+    elif t.rank == 1:
+        flat = ssa
+    else:
+        flat = em.fresh()
+        em.emit(f"{flat} = tensor.collapse_shape {ssa} [[{', '.join(str(i) for i in range(t.rank))}]] "
+                f": {t} into {flat_t}")
+    # from rank 1
+    if out_t.rank == 1:
+        return flat
+    r = em.fresh()
+    if out_t.rank == 0:
+        em.emit(f"{r} = tensor.collapse_shape {flat} [] : {flat_t} into {out_t}")
+    else:
+        em.emit(f"{r} = tensor.expand_shape {flat} [[{', '.join(str(i) for i in range(out_t.rank))}]] "
+                f"output_shape [{', '.join(str(s) for s in out_t.shape)}] : {flat_t} into {out_t}")
+    return r
+
+
+def _reshape_tile(em, ssa, t: TensorT, out_t: TensorT):
+    """A tile's reshape as a linalg.generic reading the input through floordiv/mod index maps:
+    the tiled axes (None) split both shapes into dims before and after it that reshape among
+    themselves (see _operand_axes). (A collapse/expand of a strided tile would need a copy.)"""
+    d, e = out_t.shape.index(None), t.shape.index(None)
+
+    def linear(dims):  # the row-major linear index over these output dims
+        terms = []
+        for j in dims:
+            step = _pymath.prod(out_t.shape[j + 1:dims[-1] + 1])
+            terms.append(f"d{j}" if step == 1 else f"d{j} * {step}")
+        return " + ".join(terms) or "0"
+
+    def delinear(index, in_dims):  # that index as indices of these input dims
+        exprs = []
+        for k, m in enumerate(in_dims):
+            step = _pymath.prod(t.shape[m + 1:in_dims[-1] + 1])
+            x = f"({index})" if step == 1 else f"(({index}) floordiv {step})"
+            exprs.append(x if k == 0 else f"{x} mod {t.shape[m]}")
+        return exprs
+
+    before = delinear(linear(list(range(d))), list(range(e))) if e else []
+    after = delinear(linear(list(range(d + 1, out_t.rank))), list(range(e + 1, t.rank))) if e + 1 < t.rank else []
+    return em.generic(out_t, [(ssa, t, before + [f"d{d}"] + after)], lambda b, xs, acc: xs[0])
+
+
+def _constant(op):
+    attr = op.attributes["value"]
+    t = str(op.results[0].type)
+    if isinstance(attr, ir.FloatAttr):
+        return ("const", ir.FloatAttr(attr).value, t)
+    if isinstance(attr, ir.BoolAttr):
+        return ("const", ir.BoolAttr(attr).value, t)
+    if isinstance(attr, ir.IntegerAttr):
+        v = ir.IntegerAttr(attr).value
+        return ("const", bool(v) if t == "i1" else v, t)
+    raise UnsupportedOp(f"constant {attr}")
