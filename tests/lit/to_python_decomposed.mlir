@@ -1,13 +1,19 @@
 // RUN: thunder-opt %s --pass-pipeline='builtin.module(thunder-decompose,canonicalize)' --to-python | filecheck %s
-// After decomposition --to-python prints the prims' implementations: alpha becomes a mul,
+// After decomposition --to-python prints the prims' implementations: alpha becomes a mul (in float64,
+// rounded once, as torch's fused multiply-add),
 // zeros an impl.full with explicit dtype/device, getitem a slice_prim + reshape, transpose a permute.
 
 // CHECK-LABEL: def computation(t0, t1):
 // CHECK-NEXT: # t0: cpu float32[2, 3]
 // CHECK-NEXT: # t1: cpu float32[2, 3]
-// CHECK-NEXT: [[M:d_[0-9_]+]] = torch.mul(t1, 2.0)  # cpu float32[2, 3]
-// CHECK-NEXT: [[S:d_[0-9_]+]] = torch.sub(t0, [[M]])  # cpu float32[2, 3]
-// CHECK-NEXT: del [[M]]
+// CHECK-NEXT: [[X:d_[0-9_]+]] = impl.convert_element_type(t0, torch.float64)  # cpu float64[2, 3]
+// CHECK-NEXT: [[Y:d_[0-9_]+]] = impl.convert_element_type(t1, torch.float64)  # cpu float64[2, 3]
+// CHECK-NEXT: [[M:d_[0-9_]+]] = torch.mul([[Y]], 2.0)  # cpu float64[2, 3]
+// CHECK-NEXT: del [[Y]]
+// CHECK-NEXT: [[D:d_[0-9_]+]] = torch.sub([[X]], [[M]])  # cpu float64[2, 3]
+// CHECK-NEXT: del [[X]], [[M]]
+// CHECK-NEXT: [[S:d_[0-9_]+]] = impl.convert_element_type([[D]], torch.float32)  # cpu float32[2, 3]
+// CHECK-NEXT: del [[D]]
 // CHECK-NEXT: [[Z:d_[0-9_]+]] = impl.full((2, 3), 0.0, dtype=torch.bfloat16, device=torch.device('cpu'))  # cpu bfloat16[2, 3]
 // CHECK-NEXT: [[SL:d_[0-9_]+]] = impl.slice_prim(t0, (1, 2), (2, 3), (1, 1))  # cpu float32[1, 1]
 // CHECK-NEXT: [[G:d_[0-9_]+]] = torch.reshape([[SL]], (1,))  # cpu float32[1]
