@@ -217,3 +217,15 @@ def test_the_layer_test_sees_the_project():
             "thunder.lowering.fuse", "thunder.runtime.jit", "thunder.tools.opt"} <= set(modules)
     assert ("thunder.core.proxies" in {t for _, t, _, _ in edges["thunder.ops.registry"]}
             or any(t.startswith("thunder.core") for _, t, _, _ in edges["thunder.ops.registry"]))
+
+
+def test_every_vjp_module_is_imported():
+    # a rule module the package does not import registers nothing: its ops would silently lose
+    # their rules (decomposed, or refused) in the autograd pass
+    import pkgutil
+
+    import thunder.ops.vjp as vjp
+    import sys
+
+    for info in pkgutil.iter_modules(vjp.__path__):
+        assert f"thunder.ops.vjp.{info.name}" in sys.modules, f"thunder/ops/vjp/{info.name}.py is not imported"

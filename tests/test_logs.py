@@ -27,8 +27,8 @@ def test_recompiles_log_each_cache_miss_with_its_reason(caplog):
     assert _messages(caplog, "recompiles") == [
         "test_recompiles_log_each_cache_miss_with_its_reason.<locals>.scale: compiling (cache miss 1): first call",
         "test_recompiles_log_each_cache_miss_with_its_reason.<locals>.scale: compiling (cache miss 2): "
-        "tensor argument 0: shape changed (((2,), torch.float32, device(type='cpu'), False) -> "
-        "((3,), torch.float32, device(type='cpu'), False))"]
+        "tensor argument 0: shape changed (((2,), torch.float32, device(type='cpu'), False, (1,)) -> "
+        "((3,), torch.float32, device(type='cpu'), False, (1,)))"]
 
 
 def test_splits_and_fusion_regions_are_logged(caplog):

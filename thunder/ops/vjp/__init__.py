@@ -4,4 +4,4 @@ thunder.ops imports this package, after every op is defined. A reader of an op m
 the op is; a reader of this package sees how every op differentiates (lowering/autograd.py
 applies the rules)."""
 from thunder.ops.vjp import (attention, creation, custom_function, elementwise, grad, indexing, layers, nn,  # noqa: F401
-                             prims, reductions, shape)
+                             prims, random_ops, reductions, shape)
