@@ -12,6 +12,10 @@ module level or inside a function, becomes an edge. The test fails, naming file:
 import ast
 import functools
 import pathlib
+import pkgutil
+import sys
+
+import thunder.ops.vjp as vjp
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 # the source folders of the project's packages (pyproject.toml's package-dir)
@@ -222,10 +226,5 @@ def test_the_layer_test_sees_the_project():
 def test_every_vjp_module_is_imported():
     # a rule module the package does not import registers nothing: its ops would silently lose
     # their rules (decomposed, or refused) in the autograd pass
-    import pkgutil
-
-    import thunder.ops.vjp as vjp
-    import sys
-
     for info in pkgutil.iter_modules(vjp.__path__):
         assert f"thunder.ops.vjp.{info.name}" in sys.modules, f"thunder/ops/vjp/{info.name}.py is not imported"
