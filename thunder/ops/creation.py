@@ -343,6 +343,8 @@ class _ToOp(OpDef):
     and tensors become the device/dtype keywords before binding."""
 
     def bind(self, args, kwargs):
+        if not args:  # all keywords (a view regenerated from its recipe after an in-place update)
+            return super().bind(args, kwargs)
         input, *rest = args
         kwargs = dict(kwargs)
         if rest and isinstance(rest[0], (str, torch.device)):
