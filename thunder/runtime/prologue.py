@@ -38,6 +38,32 @@ def shares_storage(mutated, others):
     return False
 
 
+class TensorsCheck:
+    """Whether tensors match spec, a tuple of (type, dtype, device, requires_grad, shape, strides
+    or None: not checked) per tensor. The first call that matches checks in Python and builds a
+    TensorGuards from those tensors (torch's C++ check of dynamo's guards, which also compares
+    dispatch keys); later calls are that one C++ call, about 10x less time a tensor than
+    Python's checks. spec is plain values, so a program cache on disk can store it."""
+
+    def __init__(self, spec):
+        self.spec = spec
+        self.guards = None
+
+    def __call__(self, *tensors):
+        if self.guards is not None:
+            return self.guards.check(*tensors)
+        if len(tensors) != len(self.spec) or len({id(t) for t in tensors}) != len(tensors):
+            return False  # (TensorGuards refuses a tensor passed twice)
+        for t, (kind, dtype, device, requires_grad, shape, strides) in zip(tensors, self.spec):
+            if (type(t) is not kind or t.dtype is not dtype or t.device != device or t.requires_grad is not requires_grad
+                    or tuple(t.shape) != shape or strides is not None and t.stride() != strides):
+                return False
+        self.guards = TensorGuards(*tensors, dynamic_dims_sizes=[list(s[4]) for s in self.spec],
+                                   dynamic_dims_strides=[list(s[5]) if s[5] is not None else [None] * len(s[4])
+                                                         for s in self.spec])
+        return True
+
+
 class _Gen:
     def __init__(self, check, example_tensors, consts, strided=(), sym_dims=None):
         self.sym_dims = sym_dims or {}  # tensor index -> a symbol name or None per dim
@@ -93,27 +119,24 @@ class _Gen:
 
     def tensors(self, items):
         """tensor() of each (expr, index, var), the metadata of those without symbolic dims checked
-        by one TensorGuards call (C++: type, dtype, device, requires_grad, shape, the strides
-        where the trace depends on them, dispatch keys), about 10x less time a tensor than
-        Python's checks: a module's parameters are read and checked on every call."""
+        by one TensorsCheck call (type, dtype, device, requires_grad, shape, the strides where the
+        trace depends on them): a module's parameters are read and checked on every call."""
         batch, seen = [], set()
         for expr, index, var in items:
             t = self.example[index]
             if TensorGuards is None or not self.check or index in self.sym_dims or id(t) in seen or \
                     not isinstance(t, torch.Tensor):  # (symbolic.py's TensorMeta)
-                # (TensorGuards refuses a tensor passed twice: a tied weight is checked here)
-                self.tensor(expr, index, var)
+                self.tensor(expr, index, var)  # (a tensor read twice, a tied weight: checked here)
             else:
                 self.emit(f"{var} = {expr}")
                 self.tensor_vars[index] = var
                 batch.append((index, var))
                 seen.add(id(t))
         if batch:
-            examples = [self.example[i] for i, _ in batch]
-            check = TensorGuards(*examples, dynamic_dims_sizes=[list(t.shape) for t in examples],
-                                 dynamic_dims_strides=[list(t.stride()) if i in self.strided else [None] * t.dim()
-                                                       for (i, _), t in zip(batch, examples)])
-            self.miss_if(f"not {self.const(check)}.check({', '.join(v for _, v in batch)})")
+            spec = tuple((type(t), t.dtype, t.device, t.requires_grad, tuple(t.shape),
+                          tuple(t.stride()) if i in self.strided else None)
+                         for i, t in ((i, self.example[i]) for i, _ in batch))
+            self.miss_if(f"not {self.const(TensorsCheck(spec))}({', '.join(v for _, v in batch)})")
 
     def int_symbol(self, expr, name):
         """An int argument that is a symbol (runtime/symbolic.py)."""
