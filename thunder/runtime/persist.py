@@ -238,13 +238,12 @@ class Seen:
 def load(cd, seen, args, kwargs):
     """(entry, result) for an entry on disk whose prologue accepts this call (the result is its
     run's), or None."""
-    k = key(cd)
-    if k is None:
-        return None
-    folder = os.path.join(cache_dir(), k)
     try:
-        names = sorted(os.listdir(folder), key=lambda n: -_mtime(os.path.join(folder, n)))
-    except OSError:
+        k = key(cd)
+        folder = os.path.join(cache_dir(), k) if k is not None else None
+        names = sorted(os.listdir(folder), key=lambda n: -_mtime(os.path.join(folder, n))) if folder else []
+    except Exception as e:  # noqa: BLE001 - no folder, an unreadable source: nothing to load
+        log.debug("thunder: program cache not read: %s: %s", type(e).__name__, e)
         names = []
     for name in names:
         if not name.endswith(".entry"):

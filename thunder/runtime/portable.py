@@ -154,7 +154,8 @@ class Describer:
         if isinstance(v, AutogradProgram):
             return self._program(v, depth)
         region = getattr(v, "region", None)
-        if isinstance(region, tuple) and len(region) == 2 and all(type(x) is str for x in region):
+        if isinstance(region, tuple) and len(region) == 2 and all(type(x) is str for x in region) \
+                and not getattr(v, "sizes", ()):  # (a kernel for symbolic sizes: compiled with them)
             return ("kernel",) + region  # (a fusion region's kernel: codegen._fusion_call)
         try:
             return self._imported(v)
