@@ -13,8 +13,8 @@ constants by value, functions, classes and modules by their qualified name, clos
 their function, the jitted module's submodules by name. An entry holding anything else is not
 persisted (it is compiled in every process, as without the cache).
 
-Keys (a folder per key, one file per entry): FORMAT, Python, torch, the MLIR bindings, a hash of
-thunder's own sources, the jitted function (module, qualified name, its code's hash) or
+Keys (a folder per key, one file per entry): FORMAT, Python, torch, the MLIR bindings, thunder's
+own sources (paths, sizes, modification times), the jitted function (module, qualified name, its code's hash) or
 module class (and its forward's code), the jit options, the ambient torch state (grad mode,
 default dtype, autocast, ...), CUDA's availability and torch's thread count. On a miss, the
 entries under the key are loaded; one is used only when
@@ -39,8 +39,6 @@ import types
 
 import torch
 
-from thunder.dialects import mlir as _mlir_shim
-from thunder.lowering import passes as _passes
 from thunder.lowering.linalg import disk_cache
 from thunder.ops.impl import ValueChanged
 from thunder.runtime import guards
@@ -79,19 +77,19 @@ def enabled(cd):
 
 @functools.lru_cache(maxsize=None)
 def _sources_hash():
-    """sha256 over thunder's own Python sources (thunder/, dialects/, lowering/)."""
-    roots = {os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-             os.path.dirname(os.path.abspath(_mlir_shim.__file__)),
-             os.path.dirname(os.path.dirname(os.path.abspath(_passes.__file__)))}
+    """sha256 over thunder's own Python sources (thunder/, dialects/, lowering/): each file's
+    path, size and modification time (reading them all costs ~0.1 s of a warm start; an edit or
+    a checkout changes the time)."""
+    roots = {os.path.dirname(os.path.abspath(sys.modules[package].__file__))
+             for package in ("thunder", "thunder.dialects", "thunder.lowering")}
     h = hashlib.sha256()
     for root in sorted(roots):
         for folder, dirs, files in os.walk(root):
             dirs[:] = sorted(d for d in dirs if d != "__pycache__")
             for name in sorted(f for f in files if f.endswith(".py")):
                 path = os.path.join(folder, name)
-                h.update(os.path.relpath(path, root).encode() + b"\0")
-                with open(path, "rb") as f:
-                    h.update(hashlib.sha256(f.read()).digest())
+                st = os.stat(path)
+                h.update(f"{os.path.relpath(path, root)}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
     return h.hexdigest()
 
 
@@ -123,7 +121,8 @@ def key(cd):
     h = hashlib.sha256()
     for part in (FORMAT, sys.version, torch.__version__, disk_cache._compiler(), _sources_hash(), name,
                  repr(options), repr(sorted(guards.ambient_snapshot().items())),
-                 str(torch.cuda.is_available()), str(torch.get_num_threads())):
+                 str(torch.cuda.is_available()), str(torch.get_num_threads()),
+                 os.environ.get("THUNDER_CPU_MATMUL", "auto")):  # (decides the program's matmuls: ops/onednn.py)
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()
