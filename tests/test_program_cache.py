@@ -3,6 +3,7 @@ first compiled without tracing or running passes; changed code, closure values, 
 corrupt entries compile instead (the tests after the first run in this process: a new
 thunder.jit of a function has no entry in memory, so its first call reads the disk as another
 process's would)."""
+import functools
 import importlib
 import json
 import os
@@ -168,8 +169,39 @@ def test_turned_off(program_cache, monkeypatch):
         thunder.jit(make(5.0), persist="yes")
 
 
+class Cfg:
+    def __init__(self, scale):
+        self.scale = scale
+
+
+class Scaled(torch.nn.Module):
+    def __init__(self, scale):
+        super().__init__()
+        self.cfg = Cfg(scale)  # (a config object: found through the module, compared by what it holds)
+        self.lin = torch.nn.Linear(3, 3)
+
+    def forward(self, x):
+        return self.lin(x) * self.cfg.scale
+
+
+def test_config_object_read_through_the_module(program_cache):
+    folder, counts = program_cache
+    x = torch.randn(2, 3)
+    first_call(Scaled(2.0), x)
+    assert counts()["stored"] == 1
+    assert first_call(Scaled(2.0), x).disk_loads == 1  # another instance holding the same: loaded
+    cs = first_call(Scaled(3.0), x)  # (its config holds another scale)
+    assert cs.disk_loads == 0 and "interpretation" in cs.last_stage_times and counts()["rejected"] == 1
+
+
+SCALE_BY_TWO = functools.partial(torch.mul, other=2.0)
+
+
 def test_unportable_objects_are_not_persisted(program_cache):
     folder, counts = program_cache
+    # a partial's function and arguments are C fields no guard reads: not found by its name
+    first_call(lambda x: SCALE_BY_TWO(x) + 1, torch.randn(3))
+    assert entries(folder) == [] and counts()["unportable"] == 1
 
     class Config:  # an object the trace reads: no name another process could find it by
         scale = 3.0
@@ -180,4 +212,4 @@ def test_unportable_objects_are_not_persisted(program_cache):
         return x * cfg.scale
 
     first_call(f, torch.randn(3))
-    assert entries(folder) == [] and counts()["unportable"] == 1
+    assert entries(folder) == [] and counts()["unportable"] == 2

@@ -240,7 +240,8 @@ def load(cd, seen, args, kwargs):
     try:
         k = key(cd)
         folder = os.path.join(cache_dir(), k) if k is not None else None
-        names = sorted(os.listdir(folder), key=lambda n: -_mtime(os.path.join(folder, n))) if folder else []
+        names = sorted(os.listdir(folder), key=lambda n: -_mtime(os.path.join(folder, n))) \
+            if folder and os.path.isdir(folder) else []
     except Exception as e:  # noqa: BLE001 - no folder, an unreadable source: nothing to load
         log.debug("thunder: program cache not read: %s: %s", type(e).__name__, e)
         names = []

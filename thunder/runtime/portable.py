@@ -18,12 +18,14 @@ What is described, and how the other process finds it:
 - the compiled pieces of a program: fusion kernels (by executor and region text; their binary
   comes from the kernel cache) and the autograd program (its sources and their kernels);
 - a guard (guards.Guard) of described values;
-- an instance (a model's config) whose identity the prologue guards through an expression over
-  other described objects (`_s0.config`): found through that expression, of the same class
-  (what the trace read of it is guarded by value through the expression, in both processes).
+- an instance of Python classes (a model's config) whose identity the prologue guards through
+  an expression over other described objects (`_s0.config`): found through that expression, of
+  the same class, its __dict__ (and items, for a dict or list subclass) describing the same (a
+  ContextVar: its name);
 Anything else (an instance of a user class held in a global, a lambda made in a function, ids)
 raises Unportable: when in doubt the program is compiled again instead."""
 import collections
+import contextvars
 import enum
 import hashlib
 import importlib
@@ -35,7 +37,7 @@ import torch
 from thunder.lowering import executors
 from thunder.runtime.autograd import AutogradProgram
 from thunder.runtime.codegen import compile_source
-from thunder.runtime.guards import Guard
+from thunder.runtime.guards import Guard, same_value
 from thunder.runtime.state import is_library_code
 
 # values stored as they are (pickled by value, or as torch's own singletons)
@@ -97,6 +99,7 @@ class Describer:
         self._paths = paths or {}  # id(object) -> the prologue's expression that reads it (an identity guard's)
         self._submodules = None
         self._open = set()
+        self._in_state = 0  # describing what a "read" instance holds
 
     def describe(self, v, depth=0):
         if depth > _DEPTH:
@@ -161,11 +164,18 @@ class Describer:
             return self._imported(v)
         except Unportable:
             expr = self._paths.get(id(v))
-            if expr is None or not hasattr(v, "__dict__") or isinstance(v, (type, types.FunctionType)):
+            state = _state(v) if expr is not None or self._in_state else None
+            if state is None:
                 raise
-        # an instance (a model's config) the prologue reads through an expression over described
-        # objects: what the trace read of it is guarded through that expression, by value
-        return ("read", expr, self.describe(type(v), depth + 1))
+        self._in_state += 1
+        try:
+            if expr is None:  # (inside what an object holds: an object holding the same)
+                return ("state", self.describe(type(v), depth + 1), self.describe(state, depth + 1))
+            # an instance (a model's config) the prologue reads through an expression over
+            # described objects, of the same class and holding what it held when stored
+            return ("read", expr, self.describe(type(v), depth + 1), self.describe(state, depth + 1))
+        finally:
+            self._in_state -= 1
 
     def _imported(self, v):
         """An object that a module holds under its qualified name."""
@@ -174,7 +184,7 @@ class Describer:
             raise Unportable(f"a {type(v).__name__} ({qualname or v!r:.60}) that no module holds by name")
         for name in dict.fromkeys((qualname, getattr(v, "__name__", qualname))):  # (torch.tanh: its __name__)
             try:
-                found = _lookup(module, name)
+                found = _lookup(module, name, load=False)
             except Exception:  # noqa: BLE001 - whatever the lookup raises: not found under that name
                 found = None
             wrapped = 0  # (a decorated function: the decorator's functools.wraps keeps the original)
@@ -221,9 +231,28 @@ class Describer:
         return self._submodules.get(id(m))
 
 
-def _lookup(module, qualname):
+def _state(v):
+    """What an instance of classes written in Python holds: its __dict__, and its items when it
+    subclasses dict or list; None for an object with other state in C fields (a
+    functools.partial, a tensor: a C type makes its instances with a __new__ of its own)."""
+    if type(v) is contextvars.ContextVar:  # (its value is read at call time, as in eager)
+        return (v.name,)
+    if not hasattr(v, "__dict__") or isinstance(v, (type, types.FunctionType, types.MethodType)):
+        return None
+    for c in type(v).__mro__[:-1]:  # (all but object)
+        new = c.__dict__.get("__new__")
+        if c not in (dict, list) and new is not None and not isinstance(new, (staticmethod, types.FunctionType)):
+            return None
+    items = dict(v) if isinstance(v, dict) else list(v) if isinstance(v, list) else None
+    return (dict(vars(v)), items)
+
+
+def _lookup(module, qualname, load=True):
+    """module.qualname; load: import the module if it is not yet."""
     mod = sys.modules.get(module)
     if mod is None:
+        if not load:
+            raise LookupError(module)
         mod = importlib.import_module(module)
     obj = mod
     for part in qualname.split("."):
@@ -243,6 +272,8 @@ class Resolver:
 
     def resolve(self, d):
         kind = d[0]
+        if kind == "state":
+            raise Unportable("an object described by what it holds is compared, not resolved")
         if kind == "read":
             try:
                 obj = eval(d[1], {"__builtins__": {"getattr": getattr}}, self.namespace)
@@ -250,6 +281,8 @@ class Resolver:
                 raise Unportable(f"{d[1]}: {type(e).__name__}") from None
             if type(obj) is not self.resolve(d[2]):
                 raise Unportable(f"{d[1]} is of another class")
+            if not self._holds(obj, d[2], d[3]):
+                raise Unportable(f"{d[1]} holds other values")
             return obj
         if kind == "v":
             return d[1]
@@ -311,6 +344,34 @@ class Resolver:
                 raise Unportable(f"the code of {d[1]}.{d[2]} changed")
             return obj
         raise Unportable(f"unknown description {kind!r}")
+
+    def _holds(self, obj, type_desc, state_desc):
+        state = _state(obj)
+        return state is not None and type(obj) is self.resolve(type_desc) and self._matches(state, state_desc)
+
+    def _matches(self, live, d, depth=0):
+        """Whether a live value is what description d describes: plain values equal (type and
+        value), containers item by item, an object "holding the same" by its state, any other
+        object identical to what d resolves to."""
+        kind = d[0]
+        if depth > _DEPTH:
+            return False
+        if kind == "v":
+            return type(live) is type(d[1]) and (same_value(live, d[1]) if type(live) in (int, float, complex)
+                                                 else live == d[1])
+        if kind == "state":
+            return self._holds(live, d[1], d[2])
+        if kind in ("tuple", "list", "size") and type(live) is _BUILD[kind]:
+            return len(live) == len(d[1]) and all(self._matches(x, y, depth + 1) for x, y in zip(live, d[1]))
+        if kind in ("dict", "odict") and type(live) is (dict if kind == "dict" else collections.OrderedDict):
+            return len(live) == len(d[1]) and all(self._matches(k, dk, depth + 1) and self._matches(v, dv, depth + 1)
+                                                  for (k, v), (dk, dv) in zip(live.items(), d[1]))
+        if kind in ("tuple", "list", "size", "dict", "odict"):
+            return False
+        try:
+            return live is self.resolve(d) if kind not in ("set", "frozenset") else live == self.resolve(d)
+        except Unportable:
+            return False
 
     def _program(self, d):
         p = AutogradProgram.__new__(AutogradProgram)
