@@ -120,6 +120,24 @@ def test_closure_value_and_default_dtype_miss(program_cache):
     assert counts()["rejected"] == 0 and len(entries(folder)) == 3
 
 
+def make_act(k):
+    act = lambda x: torch.relu(x) * k  # noqa: E731 - (a function made inside another, read through f's closure)
+
+    def f(x):
+        return act(x) + 1
+    return f
+
+
+def test_function_made_in_a_closure(program_cache):
+    folder, counts = program_cache
+    x = torch.randn(5)
+    first_call(make_act(2.0), x)
+    assert counts()["stored"] == 1
+    assert first_call(make_act(2.0), x).disk_loads == 1
+    cs = first_call(make_act(3.0), x)  # (the value in the lambda's cell differs: the prologue refuses)
+    assert cs.disk_loads == 0 and "interpretation" in cs.last_stage_times
+
+
 def test_changed_source_misses(program_cache, tmp_path, monkeypatch):
     folder, counts = program_cache
     source = tmp_path / "pc_helpers.py"

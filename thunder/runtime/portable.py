@@ -12,6 +12,8 @@ What is described, and how the other process finds it:
   __wrapped__), found by importing it again; a function's code must
   hash the same in both processes, and the source file of every module that is not
   torch's or the standard library's is recorded (persist.py checks its hash on load);
+- a function made inside another (a lambda held in a closure) that the prologue reads through an
+  expression over described objects: found through it, with the same code;
 - a module's globals dict; a closure cell of a described function (by the variable's name);
   a described function's code object;
 - submodules of the jitted module (by their name in it, of the same class);
@@ -22,8 +24,8 @@ What is described, and how the other process finds it:
   an expression over other described objects (`_s0.config`): found through that expression, of
   the same class, its __dict__ (and items, for a dict or list subclass) describing the same (a
   ContextVar: its name);
-Anything else (an instance of a user class held in a global, a lambda made in a function, ids)
-raises Unportable: when in doubt the program is compiled again instead."""
+Anything else (an object with C state such as a functools.partial, ids, an object no guarded
+expression reaches) raises Unportable: when in doubt the program is compiled again instead."""
 import collections
 import contextvars
 import enum
@@ -164,6 +166,11 @@ class Describer:
             return self._imported(v)
         except Unportable:
             expr = self._paths.get(id(v))
+            if expr is not None and isinstance(v, types.FunctionType):
+                # a function made inside another (a lambda in a closure): found through the
+                # expression, with the same code (what the trace read of its closure, defaults
+                # and globals is guarded through it)
+                return ("read_fn", expr, code_hash(v.__code__))
             state = _state(v) if expr is not None or self._in_state else None
             if state is None:
                 raise
@@ -274,11 +281,13 @@ class Resolver:
         kind = d[0]
         if kind == "state":
             raise Unportable("an object described by what it holds is compared, not resolved")
+        if kind == "read_fn":
+            fn = self._eval(d[1])
+            if not isinstance(fn, types.FunctionType) or code_hash(fn.__code__) != d[2]:
+                raise Unportable(f"{d[1]} is another function")
+            return fn
         if kind == "read":
-            try:
-                obj = eval(d[1], {"__builtins__": {"getattr": getattr}}, self.namespace)
-            except Exception as e:  # noqa: BLE001 - the path does not lead anywhere here
-                raise Unportable(f"{d[1]}: {type(e).__name__}") from None
+            obj = self._eval(d[1])
             if type(obj) is not self.resolve(d[2]):
                 raise Unportable(f"{d[1]} is of another class")
             if not self._holds(obj, d[2], d[3]):
@@ -344,6 +353,13 @@ class Resolver:
                 raise Unportable(f"the code of {d[1]}.{d[2]} changed")
             return obj
         raise Unportable(f"unknown description {kind!r}")
+
+    def _eval(self, expr):
+        """The value of a prologue's expression over its constants."""
+        try:
+            return eval(expr, {"__builtins__": {"getattr": getattr}}, self.namespace)
+        except Exception as e:  # noqa: BLE001 - the path does not lead anywhere here
+            raise Unportable(f"{expr}: {type(e).__name__}") from None
 
     def _holds(self, obj, type_desc, state_desc):
         state = _state(obj)
