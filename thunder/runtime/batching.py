@@ -15,6 +15,7 @@ rebinds a value) or returns something other than tensors, batch() answers None a
 (torch_func.py): the first example's trace is kept and the others are interpreted."""
 from thunder.core.proxies import TensorProxy
 from thunder.ops import prims
+from thunder.ops.record import record_op
 from thunder.ops.registry import OPS
 
 
@@ -69,7 +70,7 @@ def _shift(dims, rank):
 
 def _elementwise(op, values, batched, out_shapes):
     rank = len(out_shapes[0])
-    return op(**{k: _pad(v, rank) if k in batched else v for k, v in values.items()})
+    return record_op(op, {k: _pad(v, rank) if k in batched else v for k, v in values.items()})
 
 
 def _matmul(op, values, batched, out_shapes):
@@ -81,7 +82,8 @@ def _matmul(op, values, batched, out_shapes):
     if "input" in batched and ra == 1 and rb >= 2:
         a, ra, row = _op("unsqueeze", a, 1), 2, True
     rank = max(ra, rb)
-    out = op(input=_pad(a, rank) if "input" in batched else a, other=_pad(b, rank) if "other" in batched else b)
+    out = record_op(op, {"input": _pad(a, rank) if "input" in batched else a,
+                         "other": _pad(b, rank) if "other" in batched else b})
     if col:
         out = _op("squeeze", out, -1)
     if row:
@@ -95,7 +97,7 @@ def _along(*params):
         if batched != {"input"}:
             raise _Unbatchable(op.qualname)
         rank = values["input"].ndim - 1
-        return op(**{k: _shift(v, rank) if k in params else v for k, v in values.items()})
+        return record_op(op, {k: _shift(v, rank) if k in params else v for k, v in values.items()})
     return rule
 
 
@@ -104,24 +106,24 @@ def _as_is(op, values, batched, out_shapes):
     whatever its shape (ones_like, to, clone): called as they were."""
     if batched != {"input"}:
         raise _Unbatchable(op.qualname)
-    return op(**values)
+    return record_op(op, values)
 
 
 def _expand(op, values, batched, out_shapes):
     x, size = values["input"], tuple(values["size"])
-    return op(input=_pad(x, len(size)), size=(x.shape[0], *size))
+    return record_op(op, {**values, "input": _pad(x, len(size)), "size": (x.shape[0], *size)})
 
 
 def _squeeze(op, values, batched, out_shapes):
     x, dim = values["input"], values["dim"]
     if dim is None:  # (all size-1 dims of the example, not the batch dim)
         dim = tuple(i for i, n in enumerate(x.shape[1:]) if n == 1)
-    return op(input=x, dim=_shift(dim, x.ndim - 1) if dim != () else ())
+    return record_op(op, {**values, "dim": _shift(dim, x.ndim - 1) if dim != () else ()})
 
 
 def _permute(op, values, batched, out_shapes):
     rank = values["input"].ndim - 1
-    return op(input=values["input"], dims=(0, *(d % rank + 1 for d in values["dims"])))
+    return record_op(op, {**values, "dims": (0, *(d % rank + 1 for d in values["dims"]))})
 
 
 def _t(op, values, batched, out_shapes):
@@ -130,8 +132,16 @@ def _t(op, values, batched, out_shapes):
 
 
 def _reshape(op, values, batched, out_shapes):
-    return op(input=values["input"], shape=(values["input"].shape[0], *values["shape"]))
+    return record_op(op, {**values, "shape": (values["input"].shape[0], *values["shape"])})
 
+
+def _getitem(op, values, batched, out_shapes):
+    key = values["key"]
+    return record_op(op, {**values, "key": (slice(None), *(key if isinstance(key, tuple) else (key,)))})
+
+
+# ops whose result depends on a batched input's dtype and device only: one result for the batch
+_SHARED = ("ltorch.new_zeros", "ltorch.new_ones", "ltorch.new_empty", "ltorch.new_full")
 
 _RULES = {
     "ltorch.matmul": _matmul,
@@ -144,8 +154,10 @@ _RULES = {
                                        "contiguous", "detach", "to")},
     "ltorch.reshape": _reshape, "ltorch.view": _reshape, "ltorch.expand": _expand, "ltorch.squeeze": _squeeze,
     "ltorch.permute": _permute, "ltorch.t": _t,
-    "ltorch.unsqueeze": lambda op, values, batched, out_shapes: op(
-        input=values["input"], dim=values["dim"] + 1 if values["dim"] >= 0 else values["dim"]),
+    "ltorch.unsqueeze": lambda op, values, batched, out_shapes: record_op(
+        op, {**values, "dim": values["dim"] + 1 if values["dim"] >= 0 else values["dim"]}),
+    "ltorch.getitem": _getitem,
+    **{n: lambda op, values, batched, out_shapes: record_op(op, values) for n in _SHARED},
 }
 
 
@@ -158,7 +170,7 @@ def _elementwise_prim(op, values, batched, out_shapes):
             return v
         size = next(values[b].shape[0] for b in batched)
         return _op("expand", _op("unsqueeze", v, 0), (size, *v.shape))
-    return op(**{k: full(k, v) for k, v in values.items()})
+    return record_op(op, {k: full(k, v) for k, v in values.items()})
 
 
 def _rule(op):
@@ -225,8 +237,7 @@ def _record_batched(op, values, named, outs, env, size):
         else:
             mapped[k] = v
     if not batched:
-        result = op(**mapped)
-        out_batched = False
+        result = record_op(op, mapped)
     else:
         rule = _rule(op)
         if rule is None:
@@ -237,10 +248,10 @@ def _record_batched(op, values, named, outs, env, size):
             raise
         except Exception as e:  # noqa: BLE001 - a case the rule does not cover (unrolling decides)
             raise _Unbatchable(op.qualname) from e
-        out_batched = True
     results = list(result) if isinstance(result, (tuple, list)) else [result]
     if len(results) != len(outs):
         raise _Unbatchable(op.qualname)
+    out_batched = bool(batched) and op.qualname not in _SHARED
     for r, (o, name, shape) in zip(results, outs):
         want = (size, *shape) if out_batched else tuple(shape)
         if not isinstance(r, TensorProxy) or tuple(r.shape) != want or r.dtype != o.dtype:
