@@ -92,6 +92,7 @@ BATCHED = {
         x.permute(1, 2, 0)), (B64, W)),
     "vectors": (lambda x, v: vmap(lambda r, u: (r @ u, u @ r.t() @ r, u @ u, (r.t() @ r) @ u))(x, v.expand(64, 4)), (B64, V4)),
     "per_sample_grads": (lambda p, x: vmap(grad(_per_sample_loss), in_dims=(None, 0))(p, x[:, 0]), (PARAMS, B64)),
+    "nested": (lambda x: vmap(vmap(lambda r: (r.sin() * r).sum()))(x), (B64,)),
     "indexing_shapes": (lambda x: vmap(lambda r: (r[:1, :2].expand(3, 2) * r.new_ones(2) + r[:3, 2:]).flatten()
                                        .unsqueeze(0).permute(1, 0).squeeze() @ r.reshape(-1, 2)[:6])(x), (B64,)),
 }
@@ -107,7 +108,8 @@ def test_vmap_traces_one_batched_body_values_and_grads_as_eager(name, executors)
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
     first = str(thunder.last_traces(jfn)[0])
     assert "select" not in first  # (unrolling selects each example: 64 copies of the body)
-    key = {"attention_like": "tanh", "per_sample_grads": "linear", "indexing_shapes": "expand"}.get(name, "matmul")
+    key = {"attention_like": "tanh", "per_sample_grads": "linear", "indexing_shapes": "expand",
+           "nested": "sin"}.get(name, "matmul")
     assert 0 < first.count(key) <= 6  # (the body's ops once, not once per example)
 
 

@@ -12,7 +12,8 @@ shape after the batch dim, else the body is unrolled.
 
 Where an op has no rule, the body draws random numbers, writes into a tensor (an in-place update
 rebinds a value) or returns something other than tensors, batch() answers None and vmap unrolls
-(torch_func.py): the first example's trace is kept and the others are interpreted."""
+(torch_func.py): the first example's trace is kept and the others are interpreted. Nested vmaps
+batch from the inside out (an enclosing recording is told which ops the inner batching replaced)."""
 from thunder.core.proxies import TensorProxy
 from thunder.ops import prims
 from thunder.ops.record import record_op
@@ -193,6 +194,10 @@ def batch(recording, mark, examples, inputs, outputs, size):
     if len(recording.calls) != len(ctx.symbols) - recording.start:
         return None  # (something recorded outside record_op: not seen here)
     body = ctx.symbols[mark:]
+    # an enclosing vmap's recording (nested vmaps) sees the replaced ops go and the batched ones come
+    parent = getattr(recording.previous, "__self__", None)
+    parent = parent if isinstance(parent, Recording) else None
+    seen = len(parent.calls) if parent is not None else 0
     del ctx.symbols[mark:]
     try:
         env = {e.name: (x if d == 0 else _op("movedim", x, d, 0), True) for e, (x, d) in zip(examples, inputs)}
@@ -204,10 +209,14 @@ def batch(recording, mark, examples, inputs, outputs, size):
                 raise _Unbatchable("a result that is not a tensor of the body")
             x, is_batched = env[o.name]
             results.append(x if is_batched else _op("expand", _op("unsqueeze", x, 0), (size, *x.shape)))
+        if parent is not None:
+            del parent.calls[mark - parent.start:mark - parent.start + len(body)]
         return results
     except _Unbatchable:
         del ctx.symbols[mark:]
         ctx.symbols += body
+        if parent is not None:
+            del parent.calls[seen:]
         return None
 
 
