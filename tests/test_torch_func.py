@@ -118,3 +118,18 @@ def test_vmap_of_an_op_without_a_batching_rule_unrolls():
     jfn = thunder.jit(fn)
     torch.testing.assert_close(jfn(X), fn(X))
     assert str(thunder.last_traces(jfn)[0]).count("cumsum") == X.shape[0]
+
+
+@pytest.mark.parametrize("body", [lambda x: x + torch.randn(3), lambda x: torch.nn.functional.dropout(x, 0.5)],
+                         ids=["randn", "dropout"])
+def test_vmap_of_random_ops_raises_as_eager(body):
+    # eager's default randomness="error" refuses random ops inside vmap; "same" (one draw for the
+    # whole batch) is refused by name rather than unrolled into a draw per example
+    x = torch.ones(4, 3)
+    message = "vmap: called random operation while in randomness error mode"
+    with pytest.raises(RuntimeError, match=message):
+        torch.vmap(body)(x)
+    with pytest.raises(RuntimeError, match=message):
+        thunder.jit(lambda x: torch.vmap(body)(x))(x)
+    with pytest.raises(NotImplementedError, match='randomness="same"'):
+        thunder.jit(lambda x: torch.vmap(body, randomness="same")(x))(x)

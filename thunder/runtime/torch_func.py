@@ -122,6 +122,13 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
         first = example(0)
         with batching.Recording(ctx) as recording:
             out = interpret_inner(func, first, kwargs)
+        if any(b.op.random for b in ctx.symbols[mark:]):
+            if randomness == "error":
+                raise RuntimeError("vmap: called random operation while in randomness error mode. Please either use the "
+                                   "'same' or 'different' randomness flags on vmap or perform the randomness operation "
+                                   "out of vmap")
+            # (unrolled, each example would draw its own numbers: randomness="different", not "same")
+            _refuse('torch.vmap(..., randomness="same") of a function that draws random numbers')
         # the body as batched ops where every op it recorded has a batching rule
         examples = [t for a, d in zip(first, dims) if d is not None
                     for t in pytree.tree_flatten(a)[0] if isinstance(t, TensorProxy)]
