@@ -189,7 +189,7 @@ def add(input: TensorOrNumber, other: TensorOrNumber, *, alpha: Number = 1):
 @add.decompose
 def _(input, other, *, alpha=1):
     out = add.meta(input, other, alpha=alpha)
-    return _compute([input, other], out, lambda a, b: prims.add(a, _scaled(b, alpha, out.dtype)), dtype=_alpha_dtype(out, alpha))
+    return _with_alpha(prims.add, input, other, alpha, out)
 
 
 def _check_alpha(out, alpha):
@@ -204,16 +204,28 @@ def _alpha_dtype(out, alpha):
     return fma_dtype(out.dtype) if alpha != 1 else None
 
 
-def _scaled(b, alpha, dtype):
-    """alpha * b in b's dtype (b is a tensor or a number converted to the compute dtype), alpha
-    first rounded to the result's dtype as torch's kernel does (add(x, y, alpha=0.3) on float16
-    multiplies by 0.2998046875, in float32)."""
+def _with_alpha(prim, input, other, alpha, out):
+    """prim(input, alpha * other). With alpha != 1 torch's kernel converts alpha and a number
+    operand to the result's dtype first (add(x, 0.1, alpha=0.3) on float16 computes with
+    0.0999755859375 and 0.2998046875, in float32), then rounds a + alpha * b once."""
+    if alpha != 1 and out.dtype.is_floating_point:
+        input, other, alpha = (_in_dtype(v, out.dtype) for v in (input, other, alpha))
+    return _compute([input, other], out, lambda a, b: prim(a, _scaled(b, alpha)), dtype=_alpha_dtype(out, alpha))
+
+
+def _in_dtype(v, dtype):
+    """A Python number (known while tracing) as the nearest value of dtype; others as they are."""
+    if type(v) in (int, float):
+        return torch.tensor(float(v), dtype=dtype).item()
+    return v
+
+
+def _scaled(b, alpha):
+    """alpha * b in b's dtype (b is a tensor or a number converted to the compute dtype)."""
     if alpha == 1:
         return b
     if not is_tensor(b):
         return type(b)(b * alpha)
-    if isinstance(alpha, float) and dtype.is_floating_point:
-        alpha = torch.tensor(alpha, dtype=dtype).item()
     return prims.mul(b, to_dtype(alpha, b.dtype))
 
 
@@ -332,7 +344,7 @@ def sub(input: TensorOrNumber, other: TensorOrNumber, *, alpha: Number = 1):
 @sub.decompose
 def _(input, other, *, alpha=1):
     out = sub.meta(input, other, alpha=alpha)
-    return _compute([input, other], out, lambda a, b: prims.sub(a, _scaled(b, alpha, out.dtype)), dtype=_alpha_dtype(out, alpha))
+    return _with_alpha(prims.sub, input, other, alpha, out)
 
 
 @ltorch("torch.rsub", rdunders=("__rsub__",), aliases=(torch.rsub,), elementwise=True, numbers_are_operands=True)
