@@ -114,26 +114,32 @@ def inputs(dtype, n):
     return tuple(xs)
 
 
-def ulp_errors(r, ref, dtype):
-    """|r - ref| in ulps of dtype at ref (ref: float64); where r or ref rounded to dtype is not
-    finite: 0 if they agree (the same infinity, both NaN), else inf."""
-    p, emin = FORMATS[dtype]
-    r, near = r.double(), ref.to(dtype).double()
-    _, e = torch.frexp(ref.abs().clamp_min(2.0 ** emin))  # |ref| in [2^(e-1), 2^e): ulp 2^(e-p)
-    err = torch.ldexp((r - ref).abs(), p - e)
-    same = (r == near) | (r.isnan() & near.isnan())
-    return torch.where(r.isfinite() & near.isfinite(), err, torch.where(same, 0.0, math.inf)).nan_to_num(math.inf)
+class References:
+    """The float64 references of a program's results on dtype: the float ones stacked, with what
+    their errors read (each rounded to dtype, the exponent of its ulp), the others as they are."""
 
+    def __init__(self, ref, dtype):
+        p, emin = FORMATS[dtype]
+        self.floats = [i for i, r in enumerate(ref) if r.dtype.is_floating_point]
+        self.others = {i: r for i, r in enumerate(ref) if i not in self.floats}
+        self.ref = torch.stack([ref[i] for i in self.floats])
+        self.near = self.ref.to(dtype)
+        _, e = torch.frexp(self.ref.abs().clamp_min(2.0 ** emin))  # |ref| in [2^(e-1), 2^e)
+        self.shift = p - e  # 1 / ulp = 2^(p-e)
 
-def max_errors(results, refs, dtype):
-    """The largest error of each result against its float64 reference (bool results: the count
-    of mismatches), computed for all float results at once (refs: theirs stacked, and the rest)."""
-    floats, stacked, others = refs
-    out = {i: (results[i] != ref).sum().item() for i, ref in others.items()}
-    if floats:
-        errs = ulp_errors(torch.stack([results[i] for i in floats]), stacked, dtype)
-        out.update(zip(floats, errs.amax(1).tolist()))
-    return [out[i] for i in range(len(results))]
+    def max_errors(self, results):
+        """The largest error of each result (bool results: the count of mismatches); a float
+        result's: |r - ref| in ulps of dtype at ref; where r or ref rounded to dtype is not
+        finite, 0 if they agree (the same infinity, both NaN), else inf."""
+        out = {i: 0 if torch.equal(results[i], ref) else (results[i] != ref).sum().item()
+               for i, ref in self.others.items()}
+        if self.floats:
+            r, near = torch.stack([results[i] for i in self.floats]).double(), self.near.double()
+            err = torch.ldexp((r - self.ref).abs(), self.shift)
+            same = (r == near) | (r.isnan() & near.isnan())
+            err = torch.where(r.isfinite() & near.isfinite(), err, torch.where(same, 0.0, math.inf))
+            out.update(zip(self.floats, err.nan_to_num(math.inf).amax(1).tolist()))
+        return [out[i] for i in range(len(results))]
 
 
 def _runs(case, dtype):
@@ -161,11 +167,9 @@ def _eager(dtype):
     cases = [c for c in CASES if _runs(c, dtype)]
     program = _program(cases)
     xs = inputs(dtype, max(n for _, n, _ in cases))
-    ref = program(*(x.double() for x in xs))
-    floats = [i for i, r in enumerate(ref) if r.dtype.is_floating_point]
-    refs = (floats, torch.stack([ref[i] for i in floats]), {i: r for i, r in enumerate(ref) if i not in floats})
+    refs = References(program(*(x.double() for x in xs)), dtype)
     eager = program(*xs)
-    return cases, refs, [(e.dtype, e.shape) for e in eager], max_errors(eager, refs, dtype)
+    return cases, refs, [(e.dtype, e.shape) for e in eager], refs.max_errors(eager)
 
 
 CHUNK = 40  # cases per compiled program (LLVM's time grows faster than a kernel's size)
@@ -187,7 +191,7 @@ def _less_accurate(executor, dtype):
     for (label, _, _), g, (dtype_, shape) in zip(cases, got, metas):
         assert g.dtype == dtype_ and g.shape == shape, label
     return [(label, ours, theirs) for (label, _, _), ours, theirs in
-            zip(cases, max_errors(got, refs, dtype), eager_errors) if ours > theirs]
+            zip(cases, refs.max_errors(got), eager_errors) if ours > theirs]
 
 
 # composites eager computes op by op in float32, each op rounded (F.softplus's log1p(exp(x)),
