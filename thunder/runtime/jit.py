@@ -24,6 +24,7 @@ class ThunderFunction:
         self._entries: list[CacheEntry] = []
         self._last_entry = None
         self._samples = []  # cache="symbolic values": recent compiled calls (runtime/symbolic.py)
+        self._sample_failures = {}  # call structure -> failed generalizations from samples (runtime/symbolic.py)
         functools.update_wrapper(self, cd.fn, updated=())
 
     def __call__(self, *args, **kwargs):
@@ -78,6 +79,8 @@ class ThunderFunction:
             _warn_recompiles(cd, cs)
         if cd.cache_option == CACHE_OPTIONS.SYMBOLIC_VALUES:
             entry = symbolic.compile_call(self, cd, cs, args, kwargs)
+        elif cd.cache_option == CACHE_OPTIONS.CONSTANT_VALUES and cd.automatic_dynamic:
+            entry = symbolic.compile_call(self, cd, cs, args, kwargs, auto=True)
         else:
             entry = self._add(compile_entry(cd, cs, args, kwargs))
         # the call that traced runs the program without the guards: they hold for the state the
@@ -119,7 +122,9 @@ def _warn_recompiles(cd, cs):
         f"the input that keeps changing: {cs.last_miss_reason}. Each new value or shape compiles a new "
         "program. Workaround: cache='symbolic values' (sizes that change become symbols of one program), "
         "pad inputs to a few fixed sizes, or pass changing numbers as tensors; "
-        "thunder.jit(..., recompile_limit=None) silences this.", stacklevel=4)
+        "thunder.jit(..., recompile_limit=None) silences this."
+        + (f" Sizes as symbols (automatic dynamic): {cs.generalizations[-1]}" if cs.generalizations else ""),
+        stacklevel=4)
 
 
 def _describe_inputs(args, kwargs):
