@@ -19,6 +19,8 @@ program's prologue checks that it still does (even_divisions); where the decisio
 the sizes (`max(T - 7, 0)` at T < 7), sizes within the bounds. A function that reads tensor values while tracing is not sampled this way (its
 stand-ins hold no values)."""
 import ast
+import functools
+import itertools
 import math
 import random
 
@@ -31,15 +33,25 @@ from thunder.core.strides import contiguous
 PRIMES = (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37)
 FACTORS = (2, 3, 4, 5)  # the second sample's
 TRIES = 400
-MAX_BYTES = 1 << 30  # stand-in tensors per sample on a device that allocates them for real
+# stand-in tensors per sample: on a device that allocates them for real; on the CPU (pages
+# that are never touched cost no memory)
+MAX_BYTES, MAX_CPU_BYTES = 1 << 30, 1 << 34
 
 
 class NoSample(Exception):
     """The call cannot be compiled at other sizes (why)."""
 
 
+_NAMESPACE = {"math": math, "max": max, "min": min, "abs": abs}
+
+
+@functools.lru_cache(maxsize=4096)
+def _code(source):
+    return compile(source, "<thunder size>", "eval")
+
+
 def _eval(source, env):
-    return eval(source, {"math": math, "max": max, "min": min, "abs": abs}, env)  # noqa: S307 - our own expressions
+    return eval(_code(source), _NAMESPACE, env)  # noqa: S307 - our own expressions
 
 
 def even_divisions(exprs, env):
@@ -68,21 +80,21 @@ def choose_values(names, real, guards, exprs, uneven=(), seed=0):
     """Two assignments {name: size} for the symbols (real: their values at the call) with the
     recorded decisions (guards: source -> outcome, with the even divisions) unchanged, and each
     symbol and every non-constant expression of exprs taking three different values (two where
-    the decisions leave no more): first each
-    symbol's value times a factor (a distinct prime per symbol in the first); where the
+    the decisions leave no more): first each symbol's value times a factor (a distinct prime per symbol in the first); where the
     decisions bound the sizes (`max(T - 7, 0)` at T < 7), any sizes in those bounds (the fitting
     then refuses a literal that two terms explain). uneven: guards (even divisions) each of
     which must not hold at one of the two. Raises NoSample."""
     rng = random.Random(seed)
     probes = [{n: rng.randrange(2, 4 * v + 8) for n, v in real.items()} for _ in range(4)]
-    varying = list(names)
+    # (products of up to three symbols too: a size a pass computes, B * T, must not stay the same)
+    varying = [" * ".join(m) for d in (1, 2, 3) for m in itertools.combinations_with_replacement(names, d)]
     for e in exprs:
         try:
             if len({_eval(e, p) for p in probes + [real]}) > 1:
                 varying.append(e)
         except Exception:  # noqa: BLE001
             varying.append(e)
-    best = None
+    best, feasible = None, 0
     for _ in range(TRIES if len(names) <= len(PRIMES) else 0):
         pair = [dict(), dict()]
         primes = rng.sample(PRIMES[:max(len(names) + 2, 4)], len(names))
@@ -91,10 +103,11 @@ def choose_values(names, real, guards, exprs, uneven=(), seed=0):
             pair[0][n], pair[1][n] = real[n] * a, real[n] * b
         if _fits(pair, real, guards, varying, uneven=uneven):
             cost = sum(pair[0].values()) + sum(pair[1].values())
+            feasible += 1
             if best is None or cost < best[0]:
                 best = (cost, pair)
-                if cost <= 4 * sum(real.values()):
-                    break
+            if feasible == 24:  # (the smallest of these)
+                break
     if best is not None:
         return best[1]
     for distinct in (3, 2):  # (where the bounds leave too few sizes: two values of three)
@@ -155,9 +168,10 @@ def stand_in(t, shape):
 def stand_in_call(args, kwargs, tensors, shapes, ints):
     """(args, kwargs) with each tensor of tensors (by identity) replaced by a stand-in of the
     shape at its place in shapes, and int arguments by ints: {("arg", i) / ("kwarg", k): value}."""
-    nbytes = sum(math.prod(s) * t.element_size() for t, s in zip(tensors, shapes) if t.device.type != "cpu")
-    if nbytes > MAX_BYTES:
-        raise NoSample(f"the inputs at other sizes would take {nbytes >> 20} MiB of device memory")
+    for cpu, limit in ((False, MAX_BYTES), (True, MAX_CPU_BYTES)):
+        nbytes = sum(math.prod(s) * t.element_size() for t, s in zip(tensors, shapes) if (t.device.type == "cpu") == cpu)
+        if nbytes > limit:
+            raise NoSample(f"the inputs at other sizes would take {nbytes >> 20} MiB")
     swap = {}
     for t, s in zip(tensors, shapes):
         if id(t) not in swap:

@@ -1,17 +1,20 @@
-"""cache="symbolic values": one program for the sizes that keep changing.
+"""One program for changing sizes: cache="symbolic values" and the default option's automatic dynamic.
 
-How it works (docs/api.md "Cache options"): calls compile as under "constant values" until a
-third call of the same structure (same arguments, dtypes, devices, ranks, same tensors read
-from state) arrives whose sizes differ from the two calls before. Every dim whose size is not
-the same in the three calls becomes a symbol (dims with the same sizes in all three are one
-symbol, as torch.compile's duck sizing does); sizes 0 and 1 are never symbols. That third call
-is traced with the symbols as SymInts (core/symbols.py), so every decision the function's
-Python takes on them (a comparison, a branch, `range(n)`) is recorded. The three compiled
-programs are then compared token by token: they must be the same except for number literals,
-and each literal that differs must be an integer polynomial term of the symbols (`c * m + b`,
-m a product of up to three symbols) found from two of the calls and checked on the third, or
-a float the trace computed from the symbols (`math.sqrt(T)`) that gives it in all three. The
-fused kernels' regions are compared the same way. What comes out:
+How it works (docs/api.md "Cache options"): the call that asks for symbols (under symbolic
+values the first call of a structure: same arguments, dtypes, devices, ranks, same tensors read
+from state; under the default the second, for the sizes that changed) is traced with them as
+SymInts (core/symbols.py), so every decision the function's Python takes on them (a comparison,
+`min`/`max`, a branch, `range(n)`) is recorded, and compiled; the same function is compiled at
+two other sizes that runtime/dynamic.py chooses (stand-in inputs). Where a tensor read from
+state changed its size instead, the three are the call and the two calls of its structure
+before it, the symbols the dims that differ in the three (dims with the same sizes in all
+three are one symbol, as torch.compile's duck sizing does); sizes 0 and 1 are never symbols.
+The three compiled programs are then compared token by token: they must be the same except
+for number literals, and each literal that differs must be a size the trace computed (`C //
+H`) or an integer polynomial term of the symbols (`c * m + b`, m a product of up to three
+symbols) found from two of the calls and checked on the third (where several fit, they must
+agree at other sizes), or a float the trace computed from the symbols (`math.sqrt(T)`) that
+gives it in all three. The fused kernels' regions are compared the same way. What comes out:
 
 - the program, with the symbols as parameters and the literals as expressions of them;
 - kernels compiled per new size on first use (a family: the region text for the sizes, then
@@ -21,7 +24,7 @@ fused kernels' regions are compared the same way. What comes out:
 
 Anything that does not fit (a different program, a literal no term explains, a decision that
 went another way in an earlier call, a size returned or stored as a Python number) leaves the
-calls compiled per size, as "constant values" does; compile_stats().last_generalization says
+call compiled for its sizes, as "constant values" does; compile_stats().generalizations says
 why."""
 from dataclasses import dataclass
 from fractions import Fraction
@@ -48,6 +51,7 @@ from thunder.runtime.options import CacheEntry
 from thunder.runtime.prologue import Prologue
 from thunder.runtime.traces import Trace
 
+THREE_CALLS = "three calls"
 KEEP = 12  # recent compiled calls remembered (of all structures; the newest two of one are used)
 
 
@@ -150,9 +154,9 @@ def compile_call(jf, cd, cs, args, kwargs, auto=False):
     tensor arguments and every int argument >= 2 (less the sizes of the module's parameters and
     buffers); at a later call, those that changed since the last call of that structure (as
     under automatic dynamic). The program for all sizes is fitted from the call and two samples
-    at other sizes (runtime/dynamic.py); under symbolic values, three calls of the structure
-    with sizes that changed, read from state where the state's tensors change, are fitted as
-    before. Returns the call's own entry."""
+    at other sizes (runtime/dynamic.py); where a tensor read from state changed its size (a KV
+    cache object's), from the call and the two calls of the structure before it. Returns the
+    entry to run the call with."""
     key, arg_tensors, ints = _call_key(args, kwargs)
     family = [s for s in jf._samples if s.key == key]
     entry = run = None
@@ -161,12 +165,12 @@ def compile_call(jf, cd, cs, args, kwargs, auto=False):
     except _NoFit as e:
         chosen = None
         cs.last_generalization = f"not generalized: {e}"
-    if chosen is not None:
-        entry, run = _compile_sampled(jf, cd, cs, args, kwargs, chosen, ints, auto)
-    elif not auto:
+    if chosen is THREE_CALLS or chosen is None and not auto:
         entry = run = _compile_fitted(jf, cd, cs, args, kwargs, family, arg_tensors, ints)
+    elif chosen is not None:
+        entry, run = _compile_sampled(jf, cd, cs, args, kwargs, chosen, ints, auto)
     if entry is None:
-        entry = run = jf._add(compile_entry(cd, cs, args, kwargs))
+        entry = run = jf._add(compile_entry(cd, cs, args, kwargs, keep_parts=True))
     arg_specs, kw_specs, arg_meta, state = entry.description
     sample = Sample(key, [m[0] for m in arg_meta] + [m[0] for _, m in state[2]] + [(v,) for _, v in ints],
                     (state[0], [e for e, _ in state[2]]), entry)
@@ -182,10 +186,13 @@ def compile_call(jf, cd, cs, args, kwargs, auto=False):
 def _choose_symbols(jf, cd, key, family, args, kwargs, arg_tensors, ints, auto):
     """(the call's structure, its tensor arguments, per tensor a group key or None per dim, per
     int argument a group key or None, why, whether the first call of its structure) for a call
-    to compile with samples, or None: the group keys of equal value are one symbol."""
+    to compile with samples (the group keys of equal value are one symbol), THREE_CALLS for one
+    to fit from three real calls (_compile_fitted), or None."""
     failed = jf._sample_failures.get(key, 0)  # (each costs up to four compiles: a few tries per structure)
-    if (auto and not family) or failed >= 3:  # (symbolic values: then three calls, _compile_fitted)
+    if auto and not family:
         return None
+    if failed >= 3:
+        return None if auto else THREE_CALLS
     if not family:  # symbolic values, first call: every size but the module's own
         fixed = set()
         if cd.module is not None:
@@ -205,11 +212,7 @@ def _choose_symbols(jf, cd, key, family, args, kwargs, arg_tensors, ints, auto):
     groups = [tuple((old, new) if old != new and new >= 2 else None for old, new in zip(a, b))
               for a, b in zip(newest.shapes, now)]
     if any(any(g) for g in groups[len(arg_tensors):len(tensors)]):
-        if auto:
-            jf._sample_failures[key] = failed + 1
-            raise _NoFit("a tensor read from state changed its size (such calls are fitted from three calls under "
-                         "cache='symbolic values')")
-        return None  # symbolic values: three calls (_compile_fitted)
+        return THREE_CALLS  # a tensor read from state changed its size (a KV cache object's)
     if not any(any(g) for g in groups):
         return None
     return (key, arg_tensors, groups[:len(arg_tensors)], [g[0] for g in groups[len(tensors):]],
@@ -356,9 +359,9 @@ def _compile_samples(cd, cs, args, kwargs, tensors, shape_names, int_names, part
 
 
 def _compile_fitted(jf, cd, cs, args, kwargs, family, arg_tensors, ints):
-    """Symbolic values: the third call of a structure whose sizes changed in tensors read from
-    state, compiled with the sizes that differ in the three calls as symbols and the program for
-    all sizes fitted from the three. Returns the call's entry, or None (compile per size)."""
+    """The third call of a structure whose sizes changed in tensors read from state, compiled
+    with the sizes that differ in the three calls as symbols and the program for all sizes
+    fitted from the three. Returns the call's entry, or None (compile per size)."""
     if len(family) < 2:
         return None
     older = family[-2:]
