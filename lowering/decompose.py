@@ -6,6 +6,7 @@ ltorch ops, so the pass repeats until no decomposable op is left. `keep` names o
 claims (they stay)."""
 from thunder.core import trace as tracing
 from thunder.core.proxies import DataDependentError, proxy_of_meta
+from thunder.core.trace import NotDecomposable
 from thunder.dialects import attrs, sizes
 from thunder.dialects.definitions import decode_op
 from thunder.dialects.emit import emit_symbol, loc_file_line, loc_names
@@ -74,7 +75,7 @@ def decompose_module(module_op, keep=()):
         for o in todo:
             try:
                 decompose_op(o)
-            except DataDependentError:  # (e.g. x * t.item() in an integer dtype: int(n) is Python's)
+            except (DataDependentError, NotDecomposable):  # (x * t.item() in an integer dtype: int(n) is Python's)
                 kept.add(o)
                 continue
             changed = True

@@ -13,6 +13,7 @@ imported for the CPU path.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Callable
 
@@ -117,13 +118,32 @@ def _linalg_accepts(text, name):
         return False
 
 
+@functools.lru_cache(maxsize=64)
+def _cuda_kernels(text, name):
+    return region_kernels(text, name)
+
+
 def _cuda_accepts(text, name):
     """Whether the region's kernels are written and their gpu.module verifies."""
     try:
-        _verifies(region_kernels(text, name).module)
+        _verifies(_cuda_kernels(text, name).module)
         return True
     except Exception:
         return False
+
+
+LOOP_THREADS_MIN = 1024  # a kernel looping over reduced elements needs this many threads to fill a GPU
+
+
+def _cuda_runs_well(text, name):
+    """Whether no kernel of the region has a thread loop over a reduction inside another's loop
+    (recomputed per iteration: a layer norm's row statistics inside its backward's column sums), or
+    a loop over reduced elements in fewer than LOOP_THREADS_MIN threads (cross-entropy's mean in
+    one thread). On an H200 such kernels took 200 ms and 9.5 s where torch took under 1 ms;
+    policy auto then gives the region's tail to torch, or the whole region."""
+    k = _cuda_kernels(text, name)
+    return all(launch.nested == 0 and (launch.schedule != "loops" or launch.count(k.out_shapes) >= LOOP_THREADS_MIN)
+               for launch in k.launches)
 
 
 def _compile_linalg(text, name, sizes=()):
@@ -179,7 +199,7 @@ register(Executor("linalg", "cpu", CostModel(1.1e-6, 5e-6, 5e10, _LINALG_MATH, _
 # a CUDA torch op costs its launch (~5 us of CPU time; GPU time hides behind it for small
 # tensors), one of our kernels a Python-level launch (~8 us); an H100 moves ~2.5 TB/s
 register(Executor("cuda", "cuda", CostModel(5e-6, 8e-6, 2.5e12), _compile_cuda, kernel_prim, _cuda_accepts,
-                  require=_require_cuda))
+                  _cuda_runs_well, require=_require_cuda))
 register(Executor("nvfuser", "cuda", CostModel(5e-6, 10e-6, 2.5e12), _nvfuser("compile_region"),
                   _nvfuser("supports"), _nvfuser("accepts"), require=_nvfuser("require")))
 

@@ -18,6 +18,7 @@ real kernels (the emulated variant is left out).
 THUNDER_FUSE_STATS=<file>: append "checks fused_checks regions" of this process to <file> at
 exit."""
 import atexit
+import contextlib
 import importlib.util
 import os
 import warnings
@@ -141,8 +142,42 @@ def _on_device(x):
 
 
 def check(fn, *args, rtol=None, atol=None, decompose=True, random=False, **kwargs):
-    if DEVICE != "cpu":
-        args, kwargs = _on_device(args), {k: _on_device(v) for k, v in kwargs.items()}
+    if DEVICE == "cpu":
+        return _check(fn, args, kwargs, rtol, atol, decompose, random)
+    # on the GPU: factories without a device make their tensors there too, in eager and in thunder
+    # (torch.get_default_device()); eager's float32 is exact (no TF32 in cuDNN's LSTM/conv)
+    args, kwargs = _on_device(args), {k: _on_device(v) for k, v in kwargs.items()}
+    with torch.device(DEVICE), _no_tf32():
+        try:
+            fn(*args, **kwargs)
+        except Exception as e:  # eager refuses this on the device (int matmul on CUDA, ...): thunder alike
+            try:
+                _run_traced(fn, args, kwargs)
+            except type(e):
+                return None
+            raise AssertionError(f"eager raises {type(e).__name__} on {DEVICE} ({e}), thunder does not") from None
+        return _check(fn, args, kwargs, rtol, atol, decompose, random)
+
+
+def _run_traced(fn, args, kwargs):
+    module = trace_module(fn, *args, **kwargs)
+    tensors = [a for a in [*args, *kwargs.values()] if isinstance(a, torch.Tensor)]
+    with context():
+        kernels = {}
+        return compile_source(python_source(module, constants=kernels), constants=kernels)(*tensors)
+
+
+@contextlib.contextmanager
+def _no_tf32():
+    saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
+
+
+def _check(fn, args, kwargs, rtol, atol, decompose, random):
     expected = fn(*args, **kwargs)
     tensors = [a for a in [*args, *kwargs.values()] if isinstance(a, torch.Tensor)]
     module = trace_module(fn, *args, **kwargs)

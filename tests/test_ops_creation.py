@@ -194,7 +194,7 @@ def test_tensor_through_jit():
 
 def test_new_empty_shape_and_dtype():
     module = check(lambda a: a.new_empty((2, 5), dtype=torch.int16), torch.randn(2), random=True)
-    assert '"ltorch.new_empty"' in str(module) and "tensor<2x5xi16>" in str(module)
+    assert '"ltorch.new_empty"' in str(module) and "-> tensor<2x5xi16" in str(module)
 
 
 @pytest.mark.filterwarnings("ignore:To copy construct")
@@ -221,3 +221,53 @@ def test_tensor_errors_as_eager():
         torch.ones(2).new_zeros(-1)
     with pytest.raises(RuntimeError):
         thunder.jit(lambda a: a.new_zeros(-1))(torch.ones(2))
+
+
+def test_factories_follow_the_default_device():
+    # torch.set_default_device / `with torch.device(...)`: factories without a device make their
+    # tensors there in eager; the trace depends on it, so its cache entry checks it
+    import thunder
+
+    def f(x):
+        return x + torch.ones(3) * torch.arange(3) + torch.full((3,), 2.0) + torch.zeros(3).new_ones(3)
+
+    jf = thunder.jit(f)
+    x = torch.randn(3)
+    torch.testing.assert_close(jf(x), f(x))
+    with torch.device("meta"):
+        xm = torch.randn(3)
+        assert jf(xm).device == f(xm).device == torch.device("meta")
+    torch.set_default_device("meta")
+    try:
+        assert jf(torch.empty(3)).device.type == "meta"
+    finally:
+        torch.set_default_device(None)
+    torch.testing.assert_close(jf(x), f(x))
+    assert thunder.cache_misses(jf) == 2
+
+
+def test_device_transfer_stays_an_op_when_decomposed():
+    # a transfer has no prims: the decomposition keeps it for torch to run
+    check(lambda a: (a * 2).to("meta").sum(0), torch.randn(2, 3), decompose=True, random=True)
+
+
+def test_cpu_program_under_another_default_device():
+    # kernels and trace-time constants of a CPU program stay on the CPU whatever the default device
+    # is (the CPU kernels once allocated their outputs there and wrote through its pointers)
+    import thunder
+    import torch.nn.functional as F
+
+    def f(x, i):
+        y = F.gelu(x * 2 + 1)
+        return y[[0, 2]] + torch.ones(3, device="cpu") + i.sum(), torch.zeros_like(y)
+
+    jf = thunder.jit(f, fusion="always")
+    x, i = torch.randn(4, 3), torch.arange(3)
+    expected = f(x, i)
+    torch.set_default_device("meta")
+    try:
+        out = jf(x, i)
+    finally:
+        torch.set_default_device(None)
+    assert [o.device.type for o in out] == ["cpu", "cpu"]
+    torch.testing.assert_close(out, expected)

@@ -323,7 +323,24 @@ def _set_where_positive(a):
 @pytest.mark.parametrize("name", SETITEM)
 def test_advanced_setitem(name):
     fn, *args = SETITEM[name]
-    check(fn, *args)
+    saved = torch.are_deterministic_algorithms_enabled()
+    # which duplicate wins is defined only by deterministic algorithms (on CUDA)
+    torch.use_deterministic_algorithms(saved or name == "duplicates")
+    try:
+        check(fn, *args)
+    finally:
+        torch.use_deterministic_algorithms(saved)
+
+
+@pytest.mark.parametrize("value", [torch.ones(5, dtype=torch.float64), torch.ones(5, dtype=torch.int64)], ids=str)
+def test_masked_setitem_value_dtype(value):
+    # eager converts only a one-element CPU value (masked_fill's way); others must have x's dtype
+    fn = setting(lambda m, v: m, lambda m, v: v)
+    x, m = torch.randn(4, 5), torch.tensor([True, False, True, True])
+    with pytest.raises(RuntimeError, match="Index put requires the source and destination dtypes match"):
+        fn(x, m, value)
+    with pytest.raises(RuntimeError, match="Index put requires the source and destination dtypes match"):
+        thunder.jit(fn)(x, m, value)
 
 
 def test_setitem_through_views_and_inputs():

@@ -2,6 +2,7 @@
 (cuda; the CPU in a dry run), results written to JSON after every item (a part killed by its
 timeout keeps what it did), timing with CUDA events."""
 import argparse
+import faulthandler
 import json
 import os
 import platform
@@ -55,12 +56,14 @@ class Results:
         print(f"--- {name}", flush=True)
         t0 = time.perf_counter()
         item = dict(name=name)
+        faulthandler.dump_traceback_later(60)  # where an item hangs: its stack in run.log after a minute
         try:
             item.update(fn() or {})
             item["ok"] = True
         except Exception as e:  # recorded; the part goes on with its next item
             traceback.print_exc()
             item.update(ok=False, error=f"{type(e).__name__}: {e}"[:3000])
+        faulthandler.cancel_dump_traceback_later()
         item["seconds"] = round(time.perf_counter() - t0, 3)
         print(f"    {'ok' if item['ok'] else 'FAILED'} ({item['seconds']:.1f} s)"
               + ("" if item["ok"] else f": {item['error'][:300]}"), flush=True)

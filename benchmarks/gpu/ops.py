@@ -53,6 +53,14 @@ def op_tests(a, paths, budget_s, extra):
     print(text[-3000:], flush=True)
     out = dict(passed=counts["PASSED"], failed=failed[:200], errors=counts["ERROR"], reasons=reasons,
                timed_out=timed_out)
+    if failed and not timed_out:  # the failures again, with their tracebacks (the notes name the variant)
+        try:
+            again = subprocess.run([*cmd[:cmd.index("-v")], "-q", "--tb=short", *failed[:25]], cwd=ROOT, env=env,
+                                   timeout=60, capture_output=True, text=True).stdout
+        except subprocess.TimeoutExpired as e:
+            again = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+        print(again[-20000:], flush=True)
+        out["failures"] = again[-12000:]
     if failed or timed_out or not counts["PASSED"]:
         raise AssertionError(f"{counts['PASSED']} passed, {len(failed)} failed"
                              + (f", stopped after {budget_s:.0f} s" if timed_out else "")

@@ -11,12 +11,14 @@
 # thunder.dialects -> dialects/, thunder.lowering -> lowering/, thunder.tools -> tools/; nothing to
 # build, no setuptools needed), then four parts, each a Python script under its own timeout
 # writing $OUT/<part>.json (so one failure or timeout loses nothing else), all output into
-# $OUT/run.log, and $OUT/summary.md at the end (6 files: the tool brings back 8 at most).
+# $OUT/run.log, and $OUT/summary.md at the end (7 files: the tool brings back 8 at most).
 #   ops     (a) the op test files on CUDA with the cuda executor; values + grads, f32 and bf16
 #   models  (b) transformers GPT-2 / Llama, nanoGPT, a CNN: forward + training step against eager
 #   bench   (c) benchmarks/fusion.py's cases and GPT / Llama block training steps, bf16 and f32,
 #               against eager and torch.compile; bandwidth as a fraction of a device copy's
 #   graphs  (d) CUDA graphs capture of a jitted decode step
+#   hotspots (e) where the GPT block's bf16 step and a large cross-entropy spend their time: traces
+#               and torch.profiler's top ops (last: the other parts' figures come first)
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 DRY=0
@@ -83,7 +85,7 @@ echo "== setup done in $((SECONDS - START)) s"
 # ---- the parts: name, timeout (s), budget (s: the part stops starting items after it)
 # GPU_RUN_PARTS: which parts (default all four); GPU_RUN_SCALE: percent of the default times
 # (a second run of what the first one left out: GPU_RUN_PARTS=bench GPU_RUN_SCALE=250)
-PARTS=(${GPU_RUN_PARTS:-ops models bench graphs})
+PARTS=(${GPU_RUN_PARTS:-ops models bench graphs hotspots})
 SCALE=${GPU_RUN_SCALE:-100}
 FLAG=()
 [[ $DRY == 1 ]] && FLAG=(--dry-run)
@@ -100,9 +102,9 @@ part() {
   fi
 }
 if [[ $DRY == 1 ]]; then
-  part ops 110 80; part models 60; part bench 60 30; part graphs 45
+  part ops 110 80; part models 60; part bench 60 30; part graphs 45; part hotspots 45
 else
-  part ops 125 105; part models 55; part bench 125 100; part graphs 35
+  part ops 125 105; part models 55; part bench 125 100; part graphs 35; part hotspots 60
 fi
 
 echo "== summary after $((SECONDS - START)) s"

@@ -11,7 +11,7 @@ def figures(item):
     if t:
         out.append(", ".join(f"{k} {v:.3f} ms" for k, v in t.items()))
     for k in ("thunder_vs_eager", "thunder_vs_compile", "thunder_fraction_of_copy", "gb_per_s", "tests",
-              "grads_checked", "graphs"):
+              "grads_checked", "graphs", "warm_step_s"):
         if k in item:
             v = item[k]
             out.append(f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}")

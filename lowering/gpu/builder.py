@@ -109,6 +109,8 @@ class KernelBuilder:
         self.info = {}  # SSA name -> (depth, varying, exclusive upper bound or None)
         self.n = 0
         self.sequential = 0  # reductions that were not cooperative
+        self.nested = 0  # of those, computed inside another one's loop (once per iteration of it)
+        self._looping = 0
         self.vec_inner = None  # pointwise with vector > 1: lane 0's index along the last dim
         self.lane_offset = 0
 
@@ -428,6 +430,7 @@ class KernelBuilder:
         if (self.cooperative and kind and t in _SHUFFLE_TYPES and all(self.lin_uniform(i) for i in idx)):
             return self._cooperative(node, idx, loop, red, shape, total, init, kind)
         self.sequential += 1
+        self.nested += self._looping > 0
         depth = max((self.lin_depth(i) for i in idx), default=0)
         k, a = self.fresh("k"), self.fresh("acc")
         child, saved = self.open(depth)
@@ -435,7 +438,9 @@ class KernelBuilder:
         self.define(a, depth + 1, True)
         for d, i in zip(red, self.delinearize(Lin(((k, 1),)), shape)):
             loop[d] = i
+        self._looping += 1
         new = self.body(node, loop, idx, acc=a)
+        self._looping -= 1
         r = self.fresh("red")
         lb, ub = self.cst(0, "i64"), self.cst(total, "i64")
         step = self.cst(1, "i64")

@@ -258,7 +258,7 @@ def emulate_region(text, name, *args):
     strides = [tuple(0 if n == 1 else s for n, s in zip(a.shape, a.stride())) for a in args]
     aligned = [i for i, a in enumerate(args) if a.data_ptr() % 16 == 0]
     kernels = region_kernels(text, name, strides, aligned)
-    outs = [torch.empty(s, dtype=d) for s, d in zip(kernels.out_shapes, kernels.out_dtypes)]
+    outs = [torch.empty(s, dtype=d, device="cpu") for s, d in zip(kernels.out_shapes, kernels.out_dtypes)]
     ins = [_Memory(a, False) for a in args]
     out_mems = [_Memory(o, True) for o in outs]
     ctx = ir.Context()

@@ -39,6 +39,8 @@ class Launch:
     per_block: int
     schedule: str  # "elementwise", "rows" or "loops"
     vector: int = 1
+    sequential: int = 0  # reductions a thread computes alone, in a loop
+    nested: int = 0  # of those, computed again in each iteration of another one's loop
 
     def count(self, out_shapes):
         return math.prod(out_shapes[self.outputs[0]][:self.count_dims])
@@ -114,7 +116,8 @@ def elementwise(graph, outs, strides, aligned, name):
     b.lane_offset = 0
     for k, j in enumerate(outs):
         b.store(k, flat, values[j] if v > 1 else values[j][0], graph.outputs[j].elt, valid)
-    launch = Launch(name, outs, len(shape), w, w * v, "loops" if b.sequential else "elementwise", v)
+    launch = Launch(name, outs, len(shape), w, w * v, "loops" if b.sequential else "elementwise", v, b.sequential,
+                    b.nested)
     return b, launch
 
 

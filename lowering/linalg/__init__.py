@@ -179,7 +179,7 @@ class Kernel:
                 raise TypeError(f"{self.name}: input {i} is {tuple(a.shape)} {a.dtype}, the region "
                                 f"was compiled for {shape} {dtype}")
         frame = self._frame(self.strides(args))
-        outs = tuple(torch.empty(shape, dtype=dtype) for shape, dtype in self.outputs)
+        outs = tuple(torch.empty(shape, dtype=dtype, device="cpu") for shape, dtype in self.outputs)  # (any default device)
         frame(args + outs)
         return outs
 

@@ -126,6 +126,15 @@ def default_dtype():
     return torch.get_default_dtype()
 
 
+def device_or_default(device):
+    """A factory's device: the one given, else torch.get_default_device() (torch.set_default_device,
+    `with torch.device(...)`), which the trace then depends on (its cache entry checks it)."""
+    if device is not None:
+        return torch.device(device)
+    consult("default_device")
+    return torch.get_default_device()
+
+
 def scalar_dtype(value):
     """The dtype a Python number takes part in type promotion with."""
     cat = _scalar_category(value)

@@ -199,6 +199,11 @@ class DataDependentError(NotImplementedError):
     """Python control flow needs a tensor's values, which a trace does not have."""
 
 
+class NotDecomposable(NotImplementedError):
+    """This call of an op has no decomposition into prims (a device transfer): the op stays, torch
+    runs it."""
+
+
 def where():
     """ at file:line" naming the user's line being traced (for messages), or ""."""
     loc = current_location()

@@ -6,6 +6,7 @@ import torch
 from thunder.core import dtypes
 from thunder.core.numbers import has_proxy
 from thunder.core.proxies import TensorProxy
+from thunder.core.trace import NotDecomposable
 from thunder.ops import prims
 from thunder.ops.decomp_utils import to_dtype
 from thunder.ops.meta_utils import is_tensor
@@ -16,7 +17,7 @@ from thunder.ops.join_split import stack
 
 
 def _device(device):
-    return torch.device("cpu") if device is None else torch.device(device)
+    return dtypes.device_or_default(device)
 
 
 def _fill(value, dtype):
@@ -333,8 +334,7 @@ def _converted(input, dtype, device=None, copy=False, memory_format=None):
 
 def _convert(input, dtype, device=None):
     if device is not None and _device(device) != input.device:
-        raise NotImplementedError("thunder: decomposing a device transfer is not supported (no prim moves "
-                                  "tensors between devices)")
+        raise NotDecomposable("thunder: no prim moves tensors between devices")
     return to_dtype(input, dtype or input.dtype)
 
 

@@ -211,10 +211,7 @@ def _index_put_check(input, indices, values):
                                       "of selected elements depends on the data). Workaround: torch.where")
         if i.dtype not in _INDEX_DTYPES:
             raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
-    if values.dtype != input.dtype:
-        raise RuntimeError(f"Index put requires the source and destination dtypes match, got "
-                           f"{_dtype_name(input.dtype)} for the destination and {_dtype_name(values.dtype)} for the "
-                           f"source.")
+    _check_same_dtype(input, values)
     k = len(indices)
     target = (*broadcast_shapes(*(i.shape for i in indices)), *input.shape[k:])
     try:
@@ -224,6 +221,13 @@ def _index_put_check(input, indices, values):
         raise RuntimeError(f"shape mismatch: value tensor of shape {list(values.shape)} cannot be broadcast to "
                            f"indexing result of shape {list(target)}") from None
     return target
+
+
+def _check_same_dtype(input, values):
+    if values.dtype != input.dtype:
+        raise RuntimeError(f"Index put requires the source and destination dtypes match, got "
+                           f"{_dtype_name(input.dtype)} for the destination and {_dtype_name(values.dtype)} for the "
+                           f"source.")
 
 
 def _dtype_name(dtype):
@@ -359,7 +363,7 @@ def _materialize(input, key, masks=False):
                                 (1 if isinstance(e, (int, pyslice)) and not isinstance(e, bool) else 0) for e in key)
     for e in key:
         if isinstance(e, (list, tuple)):
-            t = torch.tensor(e)
+            t = torch.tensor(e, device="cpu")  # (read here, whatever the default device)
             if t.dtype is torch.bool:
                 _check_mask(t, input, dim)
                 for idx in t.nonzero(as_tuple=True):
@@ -595,6 +599,8 @@ class _SetItemOp(_IndexOp):
         plan = _plan(input, key, tensors, masks=True)
         if plan.picks[0][2] != "mask":
             return super().__call__(input, key, value, indices=tuple(tensors))
+        if is_tensor(value) and value.dtype != input.dtype and not (math.prod(value.shape) == 1 and value.device.type == "cpu"):
+            _check_same_dtype(input, value)  # eager: only a one-element CPU value takes masked_fill's way
         if _per_element(plan, value) and _values_known():  # x[mask] = v, one value per masked element
             key, tensors = _materialize(input, original, masks=True)
             return super().__call__(input, key, value, indices=tuple(tensors))

@@ -98,8 +98,8 @@ def _dtype_word(dtype):
 def _scale(n, m, scale, dtype):
     """torch's compute_scales_value in dtype: 1 / scale if given, else n / m."""
     if scale is not None and scale > 0:
-        return torch.tensor(1.0 / scale, dtype=torch.float64).to(dtype).item()
-    return (torch.tensor(n, dtype=dtype) / m).item()
+        return torch.tensor(1.0 / scale, dtype=torch.float64, device="cpu").to(dtype).item()
+    return (torch.tensor(n, dtype=dtype, device="cpu") / m).item()
 
 
 def _positions(m, dtype, device):
@@ -121,7 +121,7 @@ def _nearest_index(n, m, scale, exact, device):
 def _source(n, m, scale, align_corners, cubic, dtype, device):
     """torch's area_pixel_compute_source_index of each output position, in dtype."""
     if align_corners:
-        s = (torch.tensor(n - 1, dtype=dtype) / (m - 1)).item() if m > 1 else 0.0
+        s = (torch.tensor(n - 1, dtype=dtype, device="cpu") / (m - 1)).item() if m > 1 else 0.0
         return prims.mul(_positions(m, dtype, device), s)
     src = prims.sub(prims.mul(prims.add(_positions(m, dtype, device), 0.5), _scale(n, m, scale, dtype)), 0.5)
     return src if cubic else prims.maximum(src, prims.full((m,), 0.0, dtype=dtype, device=device))

@@ -32,7 +32,7 @@ def device_of(*args):
     for d in devices:
         if d.type != "cpu":
             return d
-    return devices[0] if devices else torch.device("cpu")
+    return devices[0] if devices else dtypes.device_or_default(None)
 
 
 def elementwise(*args, result_dtype=None, int_to_float=False, always_bool=False):

@@ -28,7 +28,7 @@ from thunder.ops.registry import (Bool, DType, Device, Float, Int, Ints, MemoryF
 
 
 def _device(device):
-    return torch.device("cpu") if device is None else torch.device(device)
+    return dtypes.device_or_default(device)
 
 
 def _dtype_name(dtype):

@@ -167,13 +167,14 @@ NAMESPACE = {"same": same, "same_value": same_value}
 # consulted (tracing.consult); the prologue checks that against its value when tracing started
 AMBIENT_NAMESPACE = {"is_grad_enabled": torch.is_grad_enabled,
                      "is_inference_mode_enabled": torch.is_inference_mode_enabled,
-                     "get_default_dtype": torch.get_default_dtype,
+                     "get_default_dtype": torch.get_default_dtype, "get_default_device": torch.get_default_device,
                      "are_deterministic_algorithms_enabled": torch.are_deterministic_algorithms_enabled,
                      "is_autocast_enabled": torch.is_autocast_enabled, "get_autocast_dtype": torch.get_autocast_dtype}
 AMBIENT = {
     "grad_enabled": "is_grad_enabled()",
     "inference_mode": "is_inference_mode_enabled()",
     "default_dtype": "get_default_dtype()",
+    "default_device": "get_default_device()",
     "deterministic": "are_deterministic_algorithms_enabled()",
     # an autocast region around the call changes the program (its casts are traced)
     "autocast_cpu": "is_autocast_enabled('cpu')",
@@ -185,7 +186,7 @@ _AMBIENT_CODE = {name: compile(src, "<ambient>", "eval") for name, src in AMBIEN
 
 # torch functions whose answer is ambient state: calling one while tracing consults it
 QUERIES = {torch.is_grad_enabled: "grad_enabled", torch.is_inference_mode_enabled: "inference_mode",
-           torch.get_default_dtype: "default_dtype",
+           torch.get_default_dtype: "default_dtype", torch.get_default_device: "default_device",
            torch.are_deterministic_algorithms_enabled: "deterministic"}
 
 
@@ -196,7 +197,8 @@ def ambient_snapshot():
 def ambient_guards(consulted, start):
     """Guards for the ambient state the trace consulted, against its value at the trace's start
     (a state set inside the function, `with torch.no_grad():`, is then still one entry)."""
-    return [Guard(AMBIENT[name], "is", start[name], f"torch state {name}") for name in AMBIENT if name in consulted]
+    return [Guard(AMBIENT[name], "value" if name == "default_device" else "is", start[name], f"torch state {name}")
+            for name in AMBIENT if name in consulted]  # (a torch.device is made anew by each query)
 
 
 def describe(value):
