@@ -166,7 +166,12 @@ def compile_call(jf, cd, cs, args, kwargs, auto=False):
         chosen = None
         cs.last_generalization = f"not generalized: {e}"
     if chosen is THREE_CALLS or chosen is None and not auto:
-        entry = run = _compile_fitted(jf, cd, cs, args, kwargs, family, arg_tensors, ints)
+        try:
+            entry = run = _compile_fitted(jf, cd, cs, args, kwargs, family, arg_tensors, ints)
+        except Exception as e:  # noqa: BLE001 - tracing with symbols failed: the default compiles without
+            if not auto:
+                raise
+            cs.last_generalization = f"not generalized: tracing with symbols failed ({type(e).__name__}: {e})"
     elif chosen is not None:
         entry, run = _compile_sampled(jf, cd, cs, args, kwargs, chosen, ints, auto)
     if entry is None:
@@ -382,14 +387,15 @@ def _compile_fitted(jf, cd, cs, args, kwargs, family, arg_tensors, ints):
     if any(s.entry.parts is None for s in older):
         cs.last_generalization = "not generalized: the calls before kept no program"
         return None
-    entry = compile_entry(cd, cs, args, kwargs, sym_shapes={**plan.sym_shapes(tensors), **plan.ints})
+    entry = compile_entry(cd, cs, args, kwargs, sym_shapes={**plan.sym_shapes(tensors), **plan.ints}, keep_parts=True)
     jf._add(entry)
     try:
         if entry.parts.read_ids != [id(t) for t in tensors]:
             raise _NoFit("the call read other tensors than the calls before")
         general = _generalize([s.entry for s in older] + [entry], plan)
         jf._add(general)
-        cs.last_generalization = f"generalized (symbolic values: three calls): {plan.describe()}"
+        cs.last_generalization = f"generalized (three calls: a tensor read from state changed its size): " \
+                                 f"{plan.describe()}"
         if isinstance(entry.parts.symbolic_trace, str):  # (the program is general; its MLIR trace not)
             cs.last_generalization += f"; {entry.parts.symbolic_trace}"
     except _NoFit as e:
