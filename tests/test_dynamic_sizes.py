@@ -148,3 +148,24 @@ def test_a_kv_cache_decode_loop_compiles_at_most_twice(cache):
     stats = thunder.compile_stats(jf)
     assert "tensor argument 1 dim 1 = tensor argument 2 dim 1" in stats.generalizations[-1]
     assert stats.cache_hits == 18
+
+
+def test_sizes_the_function_ties_together_unseen_stay_constants_of_the_first_call():
+    # split(C) of the 3C dim needs 3C == 3 * C, which no recorded decision says: the sample at
+    # other sizes fails, and the sizes that fail to trace when they alone change (C, 3C) are
+    # made constants of the program; B and T stay symbols
+    def f(x, w):
+        q, k, v = (x @ w).split(x.shape[-1], dim=2)
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    jf = thunder.jit(f, cache="symbolic values", executors=["torch"])
+    w = torch.randn(C, 3 * C)
+    for B, T in ((2, 5), (2, 9), (3, 7), (4, 12)):
+        x = torch.randn(B, T, C)
+        torch.testing.assert_close(jf(x, w), f(x, w))
+    assert thunder.cache_misses(jf) == 1
+    assert thunder.compile_stats(jf).generalizations[0].startswith(
+        "generalized (symbolic values: the first call's sizes and int arguments): _sym0: tensor argument 0 dim 0; "
+        "_sym1: tensor argument 0 dim 1")
+    with pytest.raises(RuntimeError):  # another C: compiled for it (a new program), refused as eager
+        jf(torch.randn(2, 5, 8), w)

@@ -46,7 +46,7 @@ from thunder.lowering.linalg.to_linalg import parse_region
 from thunder.runtime.autograd import _ThunderAutograd
 from thunder.runtime import dynamic
 from thunder.runtime.codegen import compile_source, python_source
-from thunder.runtime.compile import _flatten_call, compile_entry
+from thunder.runtime.compile import _acquire, _flatten_call, compile_entry
 from thunder.runtime.options import CacheEntry
 from thunder.runtime.prologue import Prologue
 from thunder.runtime.traces import Trace
@@ -267,12 +267,12 @@ def _compile_sampled(jf, cd, cs, args, kwargs, chosen, ints, auto):
     return entry, jf._add(run)
 
 
-def _fix_symbols(parts, shape_names, int_names, real, state_dims):
-    """The symbols whose size is in state_dims made constants (the recorded decisions and size
-    expressions rewritten, the others renamed in order); (shape_names, int_names, real)."""
+def _fix_symbols(parts, shape_names, int_names, real, fixed):
+    """The symbols named in fixed made constants (the recorded decisions and size expressions
+    rewritten, the others renamed in order); (shape_names, int_names, real)."""
     rename, new_real = {}, {}
     for n in real:  # (in the order of their names)
-        if real[n] in state_dims:
+        if n in fixed:
             rename[n] = repr(real[n])
         else:
             rename[n] = f"_sym{len(new_real)}"
@@ -306,9 +306,49 @@ def _sampled_entry(cd, cs, args, kwargs, entry, tensors, shape_names, int_names,
     if first:  # sizes equal to one of a tensor read from state (a global weight's) are its: constants
         state_dims = {n for t in read[len(tensors):] for n in t.shape}
         if any(v in state_dims for v in real.values()):
-            shape_names, int_names, real = _fix_symbols(parts, shape_names, int_names, real, state_dims)
+            shape_names, int_names, real = _fix_symbols(parts, shape_names, int_names, real,
+                                                        {n for n, v in real.items() if v in state_dims})
             if not real:
                 raise _NoFit("every size is one of a tensor read from state")
+    try:
+        return _fit_sampled(cd, cs, args, kwargs, entry, tensors, shape_names, int_names, ints, real)
+    except _SampleFailed as e:
+        if not first or len(real) < 2:
+            raise
+        # (every size a symbol, sizes the function ties together in a way no decision records:
+        # `split(C)` of a 3C dim. Those that the function refuses to trace when they alone change
+        # are made constants, and the rest sampled again)
+        refused = {n for n in real if not _traces_with(cd, args, kwargs, tensors, shape_names, int_names,
+                                                        {**real, n: e.values[n]})}
+        if not refused or refused == set(real):
+            raise
+        shape_names, int_names, real = _fix_symbols(parts, shape_names, int_names, real, refused)
+        return _fit_sampled(cd, cs, args, kwargs, entry, tensors, shape_names, int_names, ints, real)
+
+
+class _SampleFailed(_NoFit):
+    def __init__(self, message, values):
+        super().__init__(message)
+        self.values = values
+
+
+def _traces_with(cd, args, kwargs, tensors, shape_names, int_names, values):
+    """Whether the function traces (no passes) with stand-in inputs at the sizes values."""
+    try:
+        shapes = [tuple(values[n] if n else v for n, v in zip(d, t.shape)) for t, d in zip(tensors, shape_names)]
+        s_args, s_kwargs = dynamic.stand_in_call(args, kwargs, tensors, shapes,
+                                                 {w: values[n] for w, n in int_names.items()})
+        _acquire(cd, s_args, s_kwargs)
+    except Exception:  # noqa: BLE001 - the function refuses these sizes
+        return False
+    return True
+
+
+def _fit_sampled(cd, cs, args, kwargs, entry, tensors, shape_names, int_names, ints, real):
+    """The entry for all sizes fitted from entry (the call, traced with the symbols) and two
+    samples at other sizes; (entry, plan)."""
+    parts = entry.parts
+    read = parts.prologue[2]
     exprs = tuple(parts.int_exprs) + tuple(parts.float_exprs)
     # `a // b` and `a % b` that divide evenly at the call's sizes: first sampled where they do not
     # (the program then holds for both); where that fails, kept even by the prologue
@@ -349,7 +389,8 @@ def _compile_samples(cd, cs, args, kwargs, tensors, shape_names, int_names, part
             try:
                 sample = compile_entry(cd, cs, s_args, s_kwargs, keep_parts=True)
             except Exception as e:  # noqa: BLE001 - the function refuses the other sizes: per size
-                raise _NoFit(f"the call at other sizes ({values}) failed to compile: {type(e).__name__}: {e}") from None
+                raise _SampleFailed(f"the call at other sizes ({values}) failed to compile: {type(e).__name__}: {e}",
+                                    values) from None
             if cs.last_splits:
                 raise _NoFit("the trace at other sizes read tensor values")
             if sample.parts.read_ids[len(tensors):] != parts.read_ids[len(tensors):]:
