@@ -566,11 +566,11 @@ def _outline_region(f, graph, ops, name, policy, executor):
     checks = _take_input_checks(callee)
     _erase_unused_numbers(callee.regions[0].blocks[0])
     text = region_text(callee)
-    if not executor.accepts(text, name):
+    if not _ask("accepts", executor, text, name):
         callee.operation.erase()
         return None
     kept = _Kept(ops, callee, inputs, outputs, name, checks)
-    if policy == "always" or executor.runs_well is None or executor.runs_well(text, name):
+    if policy == "always" or executor.runs_well is None or _ask("runs_well", executor, text, name):
         return kept
     if _split_tail(kept, executor):
         return kept
@@ -619,7 +619,7 @@ def _split_tail(kept, executor):
     kernel = _build_func(full, kept.name, rest, args, numbers, results)
     kernel.attributes[EXECUTOR_ATTR] = full.attributes[EXECUTOR_ATTR]
     text = region_text(kernel)
-    if not (executor.accepts(text, kept.name) and executor.runs_well(text, kept.name)):
+    if not (_ask("accepts", executor, text, kept.name) and _ask("runs_well", executor, text, kept.name)):
         kernel.operation.erase()
         full.attributes["sym_name"] = ir.StringAttr.get(kept.name)
         return False
@@ -750,6 +750,23 @@ def fuse_module(module_op, policy="auto", executors=DEFAULT_EXECUTORS):
                  if op.operation.name == "func.func" and not is_fusion(op) and len(op.regions[0].blocks) > 0]
         for f in funcs:
             counter = fuse_func(f, module_block, counter, policy, executors)
+
+
+_ANSWERS = {}  # (question, executor, region text with its name replaced) -> answer
+_ANSWERS_MAX = 4096
+
+
+def _ask(question, executor, text, name):
+    """executor.accepts / executor.runs_well of a region, asked once per text (each answer lowers
+    the region to linalg or GPU kernels): a model's N identical layers make N regions of one text."""
+    key = (question, executor, text.replace(f"@{name}(", "@region(", 1))
+    answer = _ANSWERS.get(key)
+    if answer is None:
+        answer = bool(getattr(executor, question)(text, name))
+        if len(_ANSWERS) >= _ANSWERS_MAX:
+            _ANSWERS.clear()
+        _ANSWERS[key] = answer
+    return answer
 
 
 def region_text(func_op):

@@ -51,9 +51,22 @@ def _train_step(model, ids):
     return jitted
 
 
-def test_llama_kernels_do_not_grow_with_depth():
+def test_llama_kernels_do_not_grow_with_depth(monkeypatch):
+    """... and thunder-fuse asks the executor whether it takes a region (which lowers it to
+    linalg) once per region text: the 4-layer model asks nothing the 2-layer one did not."""
+    from thunder.lowering import executors, fuse
+
+    asked = []
+    linalg = executors.get("linalg")
+    monkeypatch.setitem(executors.EXECUTORS, "linalg", type(linalg)(**{
+        **linalg.__dict__, "accepts": lambda text, name: asked.append(text) or linalg.accepts(text, name)}))
+    monkeypatch.setattr(fuse, "_ANSWERS", {})
     ids = _ids()
-    (k2, calls2), (k4, calls4) = (_kernels(_train_step(_llama(n), ids)) for n in (2, 4))
+    k2, calls2 = _kernels(_train_step(_llama(2), ids))
+    asked2 = len(asked)
+    k4, calls4 = _kernels(_train_step(_llama(4), ids))
     assert k2, "no fusion region at all"
     assert k4 == k2  # the same kernels, called more often
     assert calls4 > calls2
+    assert asked2 and len(asked) == asked2
+
