@@ -1,4 +1,4 @@
-"""Symbols from one real call: the sizes a generalized program is fitted at (runtime/symbolic.py).
+"""Symbols from one real call: the sizes a generalized program is fitted at (runtime/generalize.py).
 
 runtime/symbolic.py fits one program for all sizes from three compiled programs of the same
 structure. Rather than wait for three calls, the call that asks for symbols (the first call

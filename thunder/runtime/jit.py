@@ -9,7 +9,7 @@ import torch
 from thunder.core import logs
 from thunder.dialects.mlir import LOCK
 from thunder.ops.impl import ValueChanged
-from thunder.runtime import guards, symbolic
+from thunder.runtime import generalize, guards
 from thunder.runtime.compile import _flatten_call, _fusion_policy, _meta, compile_entry
 from thunder.runtime.options import CACHE_OPTIONS, CacheEntry, CompileData, CompileStats, MAX_ENTRIES
 from thunder.runtime.prologue import MISS
@@ -78,9 +78,9 @@ class ThunderFunction:
                 and cd.cache_option != "no caching"):  # (that option recompiles by design)
             _warn_recompiles(cd, cs)
         if cd.cache_option == CACHE_OPTIONS.SYMBOLIC_VALUES:
-            entry = symbolic.compile_call(self, cd, cs, args, kwargs)
+            entry = generalize.compile_call(self, cd, cs, args, kwargs)
         elif cd.cache_option == CACHE_OPTIONS.CONSTANT_VALUES and cd.automatic_dynamic:
-            entry = symbolic.compile_call(self, cd, cs, args, kwargs, auto=True)
+            entry = generalize.compile_call(self, cd, cs, args, kwargs, auto=True)
         else:
             entry = self._add(compile_entry(cd, cs, args, kwargs))
         # the call that traced runs the program without the guards: they hold for the state the
