@@ -135,7 +135,7 @@ def remat_module(module_op):
 
     new_bwd = TraceCtx()
     new_bwd.inputs = saved + cotangents
-    new_bwd.symbols = recompute + bsyms
+    new_bwd.symbols = _just_in_time(recompute, bsyms, bouts)
     attrs_f = {k: fwd_op.attributes[k] for k in ("thunder.num_outputs", "thunder.mutated_inputs")
                if k in fwd_op.attributes}
     attrs_b = {k: bwd_op.attributes[k] for k in ("thunder.grad_of", "thunder.cotangent_for")}
@@ -147,6 +147,34 @@ def remat_module(module_op):
     fwd_op.erase()
     bwd_op.erase()
     return {"saved_before": sum(nbytes(r) for r in old_saved), "saved_after": sum(nbytes(r) for r in saved)}
+
+
+def _just_in_time(recompute, bsyms, outputs):
+    """backward's symbols with each recomputed one (in forward order among themselves) right
+    before the first that reads it: a recomputed activation lives only around its use, as in
+    eager's checkpointing, and thunder-fuse joins it with its consumer without a region that
+    spans the whole backward (whose merge checks then walk all of it)."""
+    producer = {o.name: i for i, b in enumerate(recompute) for o in b.outputs}
+    placed, order = set(), []
+
+    def place(refs):
+        stack = [producer[r.name] for r in refs if r.name in producer and producer[r.name] not in placed]
+        ready = []
+        while stack:  # (iterative: a checkpointed model recomputes long chains)
+            i = stack.pop()
+            if i in placed:
+                continue
+            placed.add(i)
+            ready.append(i)
+            stack.extend(producer[r.name] for r in recompute[i].tensor_args()
+                         if r.name in producer and producer[r.name] not in placed)
+        order.extend(recompute[i] for i in sorted(ready))
+
+    for b in bsyms:
+        place(b.tensor_args())
+        order.append(b)
+    place([r for r in outputs if isinstance(r, Ref)])
+    return order
 
 
 def _fresh(name, taken):

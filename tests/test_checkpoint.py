@@ -147,3 +147,28 @@ def test_checkpoint_region_is_marked_in_the_mlir():
     marked = [op for op, loc in re.findall(r'"ltorch\.(\w+)".* loc\((#loc\d+)\)$', text, re.M) if loc in named]
     assert len(fused) == 1
     assert marked == ["matmul", "tanh", "matmul", "sin", "exp", "mul"]  # the block's ops, not the outer ones
+
+
+def test_recomputation_is_placed_before_its_first_use():
+    # the backward recomputes h1 and h2 (cheap, from the saved matmul results); each comes right
+    # before the op that first reads it, so layer 1's h1 after layer 3's backward matmul
+    import torch.nn.functional as F
+
+    def f(x, w1, w2, w3):
+        h1 = F.gelu(x @ w1) * 2
+        h2 = F.gelu(h1 @ w2) * 2
+        return (h2 @ w3).sum()
+
+    args = [torch.randn(8, 16, requires_grad=True)] + [torch.randn(16, 16, requires_grad=True) for _ in range(3)]
+    jf = thunder.jit(f)
+    jf(*args).backward()
+    got = [a.grad for a in args]
+    for a in args:
+        a.grad = None
+    f(*args).backward()
+    for g, a in zip(got, args):
+        torch.testing.assert_close(g, a.grad)
+    lines = [line.strip() for line in str(thunder.last_backward_traces(jf)[0]).splitlines()]
+    gelus = [i for i, line in enumerate(lines) if "functional.gelu(" in line]
+    matmuls = [i for i, line in enumerate(lines) if "torch.matmul(" in line]
+    assert len(gelus) == 2 and matmuls[0] < gelus[0] < matmuls[1] < matmuls[2] < gelus[1] < matmuls[3], lines

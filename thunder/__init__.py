@@ -40,7 +40,9 @@ def jit(fn, /, *, executors=None, cache=None, sharp_edges=None, disable_torch_au
     run natively around it (thunder/distributed.py).
     transforms: MLIR pass names (ours or upstream) or
     callables on the trace module, run after the default passes. recompile_limit (default 8, None
-    for never): more recompiles than this warn once, naming the input that keeps changing."""
+    for never): more recompiles than this warn once, naming the input that keeps changing.
+    persist (default True): compiled programs are stored on disk and reused by later processes
+    (the program cache, docs/api.md; THUNDER_PROGRAM_CACHE=off turns it off everywhere)."""
     def compile_data(f):
         return make_compile_data(f, executors=executors, cache=cache, sharp_edges=sharp_edges,
                                  disable_torch_autograd=disable_torch_autograd, transforms=transforms,

@@ -241,6 +241,9 @@ def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None, keep_parts
     description = (arg_specs, kw_specs, [_meta(x, i in strided) for i, x in enumerate(read[:n_arg_tensors])],
                    (state.consts, entry_guards, [(expr, _meta(read[i], i in strided)) for expr, i in state.reads]))
     entry = CacheEntry(run, traces, [prologue_trace], description, backward_traces, first_run)
+    if not ctx.sym_shapes:  # (programs with symbolic sizes are not persisted: runtime/persist.py)
+        entry.persist = dict(source=source, constants=constants, prologue=prologue, writes=writes,
+                             guards=entry_guards, interpreted=list(state.interpreted.values()))
     if keep_parts or cd.cache_option == CACHE_OPTIONS.SYMBOLIC_VALUES:
         metas = [TensorMeta(x) for x in read]
         entry.parts = Parts(source, constants, (arg_specs, kw_specs, metas, prologue_args),

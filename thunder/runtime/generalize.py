@@ -98,16 +98,23 @@ def compile_call(jf, cd, cs, args, kwargs, auto=False):
         entry, run = _compile_sampled(jf, cd, cs, args, kwargs, chosen, ints, auto)
     if entry is None:
         entry = run = jf._add(compile_entry(cd, cs, args, kwargs, keep_parts=True))
-    arg_specs, kw_specs, arg_meta, state = entry.description
-    sample = Sample(key, [m[0] for m in arg_meta] + [m[0] for _, m in state[2]] + [(v,) for _, v in ints],
-                    (state[0], [e for e, _ in state[2]]), entry)
     # older samples keep no tensors (only the newest builds a prologue)
     for s in family[-2:]:
         if s.entry.parts is not None:
             s.entry.parts.prologue = None
-    jf._samples.append(sample)
-    del jf._samples[:-KEEP]
+    remember(jf, entry, key, ints)
     return run
+
+
+def remember(jf, entry, key=None, ints=None, args=None, kwargs=None):
+    """The entry compiled (or read from the program cache on disk) for a call: its sizes, for
+    the calls after it to compare theirs with."""
+    if key is None:
+        key, _, ints = _call_key(args, kwargs)
+    arg_specs, kw_specs, arg_meta, state = entry.description
+    jf._samples.append(Sample(key, [m[0] for m in arg_meta] + [m[0] for _, m in state[2]] + [(v,) for _, v in ints],
+                              (state[0], [e for e, _ in state[2]]), entry))
+    del jf._samples[:-KEEP]
 
 
 def _choose_symbols(jf, cd, key, family, args, kwargs, arg_tensors, ints, auto):

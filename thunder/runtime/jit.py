@@ -9,7 +9,7 @@ import torch
 from thunder.core import logs
 from thunder.dialects.mlir import LOCK
 from thunder.ops.impl import ValueChanged
-from thunder.runtime import generalize, guards
+from thunder.runtime import generalize, guards, persist
 from thunder.runtime.compile import _flatten_call, _fusion_policy, _meta, compile_entry
 from thunder.runtime.options import CACHE_OPTIONS, CacheEntry, CompileData, CompileStats, MAX_ENTRIES
 from thunder.runtime.prologue import MISS
@@ -25,6 +25,7 @@ class ThunderFunction:
         self._last_entry = None
         self._samples = []  # cache="symbolic values": recent compiled calls (runtime/symbolic.py)
         self._sample_failures = {}  # call structure -> failed generalizations from samples (runtime/symbolic.py)
+        self._disk = persist.Seen()  # entries of the program cache on disk read in this process
         functools.update_wrapper(self, cd.fn, updated=())
 
     def __call__(self, *args, **kwargs):
@@ -77,6 +78,13 @@ class ThunderFunction:
         if (cd.recompile_limit is not None and cs.cache_misses - 1 == cd.recompile_limit + 1
                 and cd.cache_option != "no caching"):  # (that option recompiles by design)
             _warn_recompiles(cd, cs)
+        if persist.enabled(cd):  # a program another process compiled for this call (runtime/persist.py)
+            found = persist.timed_load(cd, cs, self._disk, args, kwargs)
+            if found is not None:
+                self._add(found[0])
+                if cd.cache_option == CACHE_OPTIONS.SYMBOLIC_VALUES or cd.automatic_dynamic:
+                    generalize.remember(self, found[0], args=args, kwargs=kwargs)  # (its sizes, for the next call)
+                return found[1]
         if cd.cache_option == CACHE_OPTIONS.SYMBOLIC_VALUES:
             entry = generalize.compile_call(self, cd, cs, args, kwargs)
         elif cd.cache_option == CACHE_OPTIONS.CONSTANT_VALUES and cd.automatic_dynamic:
@@ -87,7 +95,7 @@ class ThunderFunction:
         # trace started from, which the trace itself may have changed (a global counter, a list
         # appended to), as the function does when called eagerly
         try:
-            return entry.first_run(args, kwargs)
+            result = entry.first_run(args, kwargs)
         except ValueChanged as e:
             # the program computed a value that Python read differently from the run of torch's
             # calls while tracing: fused kernels round differently. Without fusion it runs
@@ -97,7 +105,9 @@ class ThunderFunction:
                 raise RuntimeError(f"thunder: the compiled program computes a value that Python read while tracing "
                                    f"differently from eager PyTorch: {guards.value_changed_reason(e)}") from None
             entry = self._add(compile_entry(cd, cs, args, kwargs, fusion=False))
-            return entry.first_run(args, kwargs)
+            result = entry.first_run(args, kwargs)
+        persist.store(cd, entry)
+        return result
 
     def _add(self, entry):
         if self._cd.cache_option != "no caching":
