@@ -169,3 +169,16 @@ def test_sizes_the_function_ties_together_unseen_stay_constants_of_the_first_cal
         "_sym1: tensor argument 0 dim 1")
     with pytest.raises(RuntimeError):  # another C: compiled for it (a new program), refused as eager
         jf(torch.randn(2, 5, 8), w)
+
+
+def test_a_size_expression_equal_in_the_fitted_calls_is_not_taken_for_a_constant():
+    # -(T // 3 + 1) is -2 at T = 3, 4 and 5: three calls that hold it equal must not make -2 a
+    # constant of the program for all T (T = 6 slices 3 columns)
+    def f(x):
+        return x[:, -(x.shape[1] // 3 + 1):] * x.shape[1]
+
+    for cache in ("symbolic values", "constant values"):
+        jf = thunder.jit(f, cache=cache, executors=["torch"])
+        for n in list(range(2, 14)) + [7, 20, 3]:
+            x = torch.randn(5, n)
+            torch.testing.assert_close(jf(x), f(x))

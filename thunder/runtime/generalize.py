@@ -364,8 +364,7 @@ def _compile_fitted(jf, cd, cs, args, kwargs, family, arg_tensors, ints):
             raise _NoFit("the call read other tensors than the calls before")
         general = _generalize([s.entry for s in older] + [entry], plan)
         jf._add(general)
-        cs.last_generalization = f"generalized (three calls: a tensor read from state changed its size): " \
-                                 f"{plan.describe()}"
+        cs.last_generalization = f"generalized (three calls): {plan.describe()}"
         if isinstance(entry.parts.symbolic_trace, str):  # (the program is general; its MLIR trace not)
             cs.last_generalization += f"; {entry.parts.symbolic_trace}"
     except _NoFit as e:

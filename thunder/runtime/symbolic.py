@@ -103,6 +103,16 @@ def _generalize(entries, plan):
             if eval(source, {"math": math}, dict(plan.values[c])) != outcome:  # noqa: S307
                 raise _NoFit(f"the decision {source} == {outcome} went the other way in an earlier call")
     fit = _Fitter(plan, parts[2].float_exprs, parts[2].int_exprs, guards)
+    for e in tuple(parts[2].int_exprs) + tuple(parts[2].float_exprs):
+        # a size the trace computed that the three calls hold equal (`T // 3` at T = 3, 4, 5) but
+        # other sizes not: a literal from it would look like a constant of the program
+        try:
+            same = len({eval(e, {"math": math}, dict(p)) for p in plan.values}) == 1  # noqa: S307
+        except Exception:  # noqa: BLE001 - undefined at a call's sizes
+            continue
+        if same and len(set(map(repr, fit._at(e)))) > 1:
+            raise _NoFit(f"the size {e} is the same in the three calls but not at other sizes (a literal from it "
+                         "would be taken for a constant)")
     names = ", ".join(plan.names)
     constants = _constants([p.constants for p in parts], fit, names)
     program = constants.get("_program")
