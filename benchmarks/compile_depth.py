@@ -7,6 +7,12 @@ the CPU model and the load average (the times are wall clock), thunder's per-sta
 eager.
 
     .venv/bin/python benchmarks/compile_depth.py [--layers 2 8 24] [--width 256] [--no-compile]
+
+--second-process: thunder only; each depth runs in two processes one after the other sharing one
+fresh cache folder, so the second's first call uses the program the first stored on disk
+(thunder/runtime/persist.py; the kernels from the kernel cache). Prints both first calls (the
+forward that compiles) and first steps (forward + backward), their ratio, a warm step of the
+second process (the computing part of a step) and the second's stages.
 """
 import argparse
 import json
@@ -29,7 +35,7 @@ def cpu_model():
     return platform.processor() or "unknown CPU"
 
 
-def one_step(compiler, layers, width, threads):
+def one_step(compiler, layers, width, threads, second_step=False):
     """In the child process: the first training step's seconds (wall and CPU) and details."""
     import torch
     import transformers
@@ -52,29 +58,62 @@ def one_step(compiler, layers, width, threads):
         fn = torch.compile(model)
     wall, cpu = time.perf_counter(), time.process_time()
     loss = fn(input_ids=ids, labels=ids, use_cache=False).loss
+    first_call = time.perf_counter() - wall
     loss.backward()
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     assert abs(loss.item() - expected) <= 1e-4 * max(1.0, abs(expected)), (loss.item(), expected)
-    row = dict(wall=wall, cpu=cpu)
+    row = dict(wall=wall, cpu=cpu, first_call=first_call)
     if compiler == "thunder":
         from thunder.lowering import linalg
+        from thunder.runtime import persist
 
         row["stages"] = thunder.compile_stats(fn).last_stage_times
         row["kernels"] = len(linalg.COMPILE_LOG)
         row["kernel_seconds"] = sum(s for _, s, _ in linalg.COMPILE_LOG)
+        row["kernels_from_disk"] = sum(how == "disk" for _, _, how in linalg.COMPILE_LOG)
+        row["programs"] = dict(persist.stats)
+    if second_step:  # a step with everything compiled: the part of a first step that is computing
+        model.zero_grad()
+        t = time.perf_counter()
+        fn(input_ids=ids, labels=ids, use_cache=False).loss.backward()
+        row["warm_step"] = time.perf_counter() - t
     return row
 
 
-def run_child(compiler, layers, width, threads):
-    with tempfile.TemporaryDirectory() as cache:
-        env = dict(os.environ, THUNDER_KERNEL_CACHE=os.path.join(cache, "thunder"),
-                   TORCHINDUCTOR_CACHE_DIR=os.path.join(cache, "inductor"))
-        cmd = [sys.executable, __file__, "--child", compiler, str(layers), "--width", str(width),
-               "--threads", str(threads)]
-        r = subprocess.run(cmd, capture_output=True, text=True, env=env)
+def run_child(compiler, layers, width, threads, cache=None, second_step=False):
+    """The child's row; cache: the folder of its caches (default: a fresh one)."""
+    if cache is None:
+        with tempfile.TemporaryDirectory() as fresh:
+            return run_child(compiler, layers, width, threads, fresh, second_step)
+    env = dict(os.environ, THUNDER_KERNEL_CACHE=os.path.join(cache, "thunder"),
+               TORCHINDUCTOR_CACHE_DIR=os.path.join(cache, "inductor"))
+    env.pop("THUNDER_PROGRAM_CACHE", None)  # (the kernel cache's "programs" folder)
+    cmd = [sys.executable, __file__, "--child", compiler, str(layers), "--width", str(width),
+           "--threads", str(threads)] + (["--second-step"] if second_step else [])
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if r.returncode != 0:
         return {"error": r.stderr.strip().splitlines()[-1] if r.stderr.strip() else f"exit {r.returncode}"}
     return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def second_process(args):
+    """Each depth: the same script in two processes one after the other, sharing one fresh cache
+    folder (kernels and programs: thunder/runtime/persist.py); the second's first call uses the
+    programs the first stored."""
+    print("| layers | process 1: first call s | first step s | process 2: first call s | first step s | "
+          "2 / 1 first call | 2 / 1 first step | warm step s | process 2 stages s | programs loaded |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |")
+    for layers in args.layers:
+        with tempfile.TemporaryDirectory() as cache:
+            one = run_child("thunder", layers, args.width, args.threads, cache)
+            two = run_child("thunder", layers, args.width, args.threads, cache, second_step=True)
+        if "error" in one or "error" in two:
+            print(f"| {layers} | error: {one.get('error') or two.get('error')} |")
+            continue
+        stages = ", ".join(f"{k} {v:.2f}" for k, v in two["stages"].items())
+        print(f"| {layers} | {one['first_call']:.2f} | {one['wall']:.2f} | {two['first_call']:.2f} | "
+              f"{two['wall']:.2f} | {two['first_call'] / one['first_call']:.0%} | {two['wall'] / one['wall']:.0%} | "
+              f"{two['warm_step']:.2f} | {stages} | {two['programs']['loaded']} |", flush=True)
 
 
 def main():
@@ -83,12 +122,20 @@ def main():
     parser.add_argument("--width", type=int, default=256)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--no-compile", action="store_true", help="leave torch.compile out")
+    parser.add_argument("--second-process", action="store_true",
+                        help="thunder only: first call in a second process, with the first's program cache")
     parser.add_argument("--child", nargs=2, metavar=("COMPILER", "LAYERS"), help=argparse.SUPPRESS)
+    parser.add_argument("--second-step", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(one_step(args.child[0], int(args.child[1]), args.width, args.threads)))
+        print(json.dumps(one_step(args.child[0], int(args.child[1]), args.width, args.threads, args.second_step)))
         return
     print(f"CPU: {cpu_model()}, {os.cpu_count()} cores; load average before: {os.getloadavg()[0]:.1f}")
+    if args.second_process:
+        print(f"Llama width {args.width}, batch 2 x 64 tokens, {args.threads} threads; wall s")
+        second_process(args)
+        print(f"load average after: {os.getloadavg()[0]:.1f}")
+        return
     print(f"Llama width {args.width}, batch 2 x 64 tokens, {args.threads} threads; first training step, wall s "
           "(CPU s of the process)")
     print("| layers | thunder s | x 2 layers | kernels compiled | kernel compile s | thunder stages s |"

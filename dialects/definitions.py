@@ -8,10 +8,10 @@ IRDL gives each operand or result definition one constraint variable, so all val
 variadic group share one type. A list of tensors (cat's inputs, split's outputs, the generic
 op's operands) has tensors of different shapes, so such a list is declared as MAX_LIST variadic
 groups (MAX_RESULTS for results) and emitted as runs of equal types, one group per run:
-operandSegmentSizes = [2, 1, 0, ...] is two tensors of one type, then one of another. A list of
-any length fits as long as it has at most that many runs; cat, stack and split with more are
-emitted as chains of the same op on parts of the list (dialects/lists.py), so their lists have
-no limit. (IRDL verifies every value of a variadic definition against one constraint variable,
+operandSegmentSizes = [2, 1, 0, ...] is two tensors of one type, then one of another. A list with
+more runs is emitted as a chain of the same op on parts of it for cat, stack and split, and packed
+into !thunder.list values for any other op (thunder.pack, thunder.unpack: dialects/lists.py), so
+lists have no limit. (IRDL verifies every value of a variadic definition against one constraint variable,
 which binds to the first value's type: one variadic per list, with the types left to the Python
 verifier, is not expressible in IRDL.) The verifier runs the op's meta
 function on the operand types and attributes and checks the result types against it, so a lit
@@ -77,47 +77,70 @@ def run_key(v):
     return (tuple(v.shape), v.dtype, v.device) if hasattr(v, "shape") else ("number", type(v))
 
 
-def _runs(values):
-    """Lengths of the runs of equal run_key in a list of values."""
+def runs_of(keys):
+    """Lengths of the runs of equal keys."""
     sizes, last = [], object()
-    for v in values:
-        key = run_key(v)
-        if sizes and key == last:
+    for k in keys:
+        if sizes and k == last:
             sizes[-1] += 1
         else:
             sizes.append(1)
-        last = key
+        last = k
     return sizes
 
 
-def operand_segments(op, values, n_dynamic=0):
-    """operandSegmentSizes for a call: one entry per operand group (n_dynamic: the number of
-    dynamic size operands, dialects/sizes.py)."""
+def segments(types, groups):
+    """The sizes of `groups` variadic groups holding values of these MLIR types, in order: one
+    group per run of equal types (at most `groups` runs: a longer list is packed first,
+    dialects/lists.py)."""
+    runs = runs_of([str(t) for t in types])
+    assert len(runs) <= groups, (len(runs), groups)
+    return runs + [0] * (groups - len(runs))
+
+
+def operand_segments(op, operands, n_dynamic=0):
+    """operandSegmentSizes for a call: one entry per operand group (operands: the ir.Values of
+    each operand parameter, by name; n_dynamic: the number of dynamic size operands,
+    dialects/sizes.py)."""
     segs = []
     for p in operand_params(op):
-        v = values[p.name]
-        if p.kind.variadic:
-            runs = _runs(v)
-            if len(runs) > MAX_LIST:
-                raise NotImplementedError(
-                    f"thunder: {values.get('callable') or op.torch_name} of a list of {len(v)} tensors with "
-                    f"{len(runs)} changes of shape or dtype is not supported (at most {MAX_LIST}; cat, stack and "
-                    "split take any). Workaround: split the call.")
-            segs += runs + [0] * (MAX_LIST - len(runs))
-        else:
-            segs.append(0 if v is None else 1)
+        v = operands[p.name]
+        segs += segments([x.type for x in v], MAX_LIST) if p.kind.variadic else [len(v)]
     return segs + ([n_dynamic] if takes_sizes(op) else [])
 
 
-def result_segments(op, outputs, callable=None):
-    """resultSegmentSizes of a call (callable: a torch_call's, for the error)."""
-    runs = _runs(outputs)
-    if len(runs) > MAX_RESULTS:
-        raise NotImplementedError(
-            f"thunder: {callable or op.torch_name} with {len(outputs)} results of {len(runs)} alternating shapes or "
-            f"dtypes is not supported (at most {MAX_RESULTS}; split, chunk and unbind give any). "
-            "Workaround: split the call.")
-    return runs + [0] * (MAX_RESULTS - len(runs))
+# ---- lists of any length: a list with more runs of equal types than an op's groups hold is
+# packed (dialects/lists.py): the op takes its first runs and a value of type !thunder.list, made
+# by a `thunder.pack` op of the next runs (and, last, the list of the rest); an op returns its
+# first runs and a !thunder.list that `thunder.unpack` unpacks likewise.
+LIST_OP, UNLIST_OP = "thunder.pack", "thunder.unpack"
+
+
+def is_list_type(t):
+    return str(t) == "!thunder.list"
+
+
+def expand(values):
+    """ir.Values with each !thunder.list replaced by what it holds (its thunder.pack op's
+    operands, expanded)."""
+    out = []
+    for v in values:
+        if is_list_type(v.type):
+            out += expand(v.owner.operands)
+        else:
+            out.append(v)
+    return out
+
+
+def results_of(operation):
+    """The results of an op, a trailing !thunder.list replaced by what its thunder.unpack gives."""
+    results = list(operation.results)
+    if results and is_list_type(results[-1].type):
+        users = [u.owner for u in results[-1].uses if u.owner.name == UNLIST_OP]
+        if len(users) != 1:
+            raise ValueError(f"a !thunder.list result must be unpacked by one {UNLIST_OP} (found {len(users)})")
+        return results[:-1] + results_of(users[0])
+    return results
 
 
 def _define(op):
@@ -146,6 +169,29 @@ def _define(op):
     traits = [] if op.random or op.effects else [ext.Pure]
     cls_name = "".join(w.capitalize() for w in op.name.split("_")) + "Op"
     return type(cls_name, (_DIALECTS[op.dialect].Operation,), ns, name=op.name, traits=traits)
+
+
+class ListType(Thunder.Type, name="list"):
+    """A list of values of any types (see LIST_OP)."""
+
+
+def _define_list_ops():
+    """thunder.pack: its operands, in MAX_LIST - 1 groups (runs of one type) and an optional
+    last !thunder.list (the rest), as one value; thunder.unpack: a list's values, likewise."""
+    ann, ns = {}, {}
+    for i in range(MAX_LIST - 1):
+        ann[f"values_{i}"], ns[f"values_{i}"] = Sequence[ext.Operand[Any]], ext.operand(kw_only=True)
+    ann["rest"], ns["rest"] = ext.Operand[ListType] | None, None
+    ann["out"], ns["out"] = ext.Result[ListType], ext.result(kw_only=True)
+    ns["__annotations__"] = ann
+    type("PackOp", (Thunder.Operation,), ns, name="pack", traits=[ext.Pure])
+    ann, ns = {"list_": ext.Operand[ListType]}, {"list_": ext.operand(kw_only=True)}
+    for i in range(MAX_RESULTS - 1):
+        ann[f"out_{i}"], ns[f"out_{i}"] = Sequence[ext.Result[Any]], ext.result(kw_only=True)
+    ann["rest"], ns["rest"] = Sequence[ext.Result[ListType]], ext.result(kw_only=True)
+    ns["__annotations__"] = ann
+    # (not Pure: dropping an unpack whose results are unused would lose its producer's results)
+    type("UnpackOp", (Thunder.Operation,), ns, name="unpack", traits=[])
 
 
 # what an operand of each operand kind may be (a kind without an entry here is a KeyError:
@@ -183,7 +229,7 @@ def decode_op(operation, tensor_of):
         slots = MAX_LIST if p.kind.variadic else 1
         n = sum(segs[slot:slot + slots])
         slot += slots
-        group = operands[i:i + n]
+        group = expand(operands[i:i + n]) if p.kind.variadic else operands[i:i + n]
         i += n
         for v in group:
             _check_operand(p, v)
@@ -279,7 +325,11 @@ def _verify(op, operation):
         outs = list(out) if isinstance(out, (tuple, list)) else [out]
         refs = [tracing.ref(o) for o in outs]
         expected = [attrs.tensor_type(r.shape, r.dtype, r.device, dynamic=True) for r in refs]
-        got = [r.type for r in operation.results]
+        try:
+            got = [r.type for r in results_of(operation)]
+        except ValueError as e:
+            operation.location.emit_error(f"'{op.qualname}' op {e}")
+            return False
         if len(expected) != len(got) or not all(_type_fits(g, e, dynamic) for g, e in zip(got, expected)):
             operation.location.emit_error(
                 f"'{op.qualname}' op result types ({', '.join(map(str, got))}) do not match the inferred "
@@ -320,6 +370,7 @@ def define_all():
         try:
             for op in registry.OPS.values():
                 _define(op)
+            _define_list_ops()
         except BaseException:
             for name, d in _DIALECTS.items():
                 d.operations[:] = before[name]

@@ -3,8 +3,8 @@ conventions emission writes (value names in locations, thunder.mutated_inputs) a
 here too, by passes and code generation."""
 from thunder.core import symbols
 from thunder.dialects import attrs, lists, sizes
-from thunder.dialects.definitions import (attribute_params, context, decode_op, needs_segments, operand_params,
-                                         operand_segments, result_segments, takes_sizes)
+from thunder.dialects.definitions import (MAX_RESULTS, attribute_params, context, decode_op, needs_segments,
+                                         operand_params, operand_segments, segments, takes_sizes)
 from thunder.dialects.mlir import func, ir
 from thunder.core.trace import BoundSymbol, Ref
 from thunder.ops.registry import OPS
@@ -133,16 +133,20 @@ def emit_symbol(op, args, outputs, values, where=None, emitter=None):
     steps = lists.chain(op, args, outputs)
     if steps is not None:
         return [emit_symbol(*step, values, where, emitter) for step in steps][-1]
-    operands = []
+    loc = location(",".join(r.name for r in outputs) or op.name, where)  # (codegen splits the names on ",")
+    by_param = {}
     for p in operand_params(op):
         v = args[p.name]
+        group = []
         for x in [] if v is None else list(v) if p.kind.variadic else [v]:
             if hasattr(x, "name"):
-                operands.append(values[x.name])
+                group.append(values[x.name])
             elif emitter is not None and symbols.is_symbolic(x):
-                operands.append(emitter.number(x))
+                group.append(emitter.number(x))
             else:
-                operands.append(attrs.constant(x))
+                group.append(attrs.constant(x))
+        by_param[p.name] = lists.pack(group, loc) if p.kind.variadic else group
+    operands = [v for group in by_param.values() for v in group]
     attributes, dynamic = {}, []
     for p in attribute_params(op):
         value = args[p.name]
@@ -154,14 +158,16 @@ def emit_symbol(op, args, outputs, values, where=None, emitter=None):
         raise sizes.Inexpressible(f"{op.qualname} has no operands for sizes")
     operands += dynamic
     if needs_segments(op):
-        attributes["operandSegmentSizes"] = ir.DenseI32ArrayAttr.get(operand_segments(op, args, len(dynamic)))
-    if op.returns_sequence:
-        attributes["resultSegmentSizes"] = ir.DenseI32ArrayAttr.get(result_segments(op, outputs, args.get("callable")))
+        attributes["operandSegmentSizes"] = ir.DenseI32ArrayAttr.get(operand_segments(op, by_param, len(dynamic)))
     result_types = [attrs.tensor_type(r.shape, r.dtype, r.device, emitter is not None) for r in outputs]
-    names = ",".join(r.name for r in outputs) or op.name  # codegen splits on ","
-    operation = ir.Operation.create(op.qualname, results=result_types, operands=operands,
-                                    attributes=attributes, loc=location(names, where))
-    for r, res in zip(outputs, operation.results):
+    first, unpack = lists.split_results(result_types) if op.returns_sequence else (result_types, None)
+    if op.returns_sequence:
+        attributes["resultSegmentSizes"] = ir.DenseI32ArrayAttr.get(segments(first, MAX_RESULTS))
+    operation = ir.Operation.create(op.qualname, results=first, operands=operands, attributes=attributes, loc=loc)
+    results = list(operation.results)
+    if unpack is not None:
+        results = results[:-1] + unpack(results[-1], loc)
+    for r, res in zip(outputs, results):
         values[r.name] = res
     return operation
 

@@ -4,7 +4,7 @@ from dataclasses import dataclass
 
 from thunder.core.trace import BoundSymbol, Ref, TraceCtx
 from thunder.dialects import attrs, sizes
-from thunder.dialects.definitions import decode_op
+from thunder.dialects.definitions import LIST_OP, UNLIST_OP, decode_op, results_of
 from thunder.dialects.emit import loc_file_line, loc_names
 from thunder.dialects.mlir import ir
 
@@ -39,11 +39,13 @@ def lift(func_op) -> Lifted:
             continue
         if name in sizes.PYTHON:
             sizes.refuse_dynamic(f"{name} (a size computation)")
+        if name in (LIST_OP, UNLIST_OP):
+            continue  # (read as the operands and results of the op they pack for: decode_op, results_of)
         if name == "func.return":
             outputs = [refs[v] for v in operation.operands]
             continue
         op, args = decode_op(operation.operation, lambda v: refs[v])
         wanted = loc_names(operation.location)
-        outs = [new_ref(r, wanted[i] if i < len(wanted) else None) for i, r in enumerate(operation.results)]
+        outs = [new_ref(r, wanted[i] if i < len(wanted) else None) for i, r in enumerate(results_of(operation))]
         ctx.symbols.append(BoundSymbol(op, args, outs, loc_file_line(operation.location)))
     return Lifted(ctx, outputs, values)

@@ -5,6 +5,10 @@ import sys, os; sys.path.insert(0, os.path.dirname(__file__))
 # its own directories), so tests never read or fill the user's cache. THUNDER_TEST_KERNEL_CACHE
 # names a directory to keep between sessions instead (entries are keyed by content: safe to reuse).
 os.environ["THUNDER_KERNEL_CACHE"] = os.environ.get("THUNDER_TEST_KERNEL_CACHE") or "off"
+# the program cache (thunder/runtime/persist.py, inside the kernel cache's folder by default) is off
+# too: a test's compile stats and traces are those of a compile; tests/test_program_cache.py
+# points it at its own directories
+os.environ["THUNDER_PROGRAM_CACHE"] = "off"
 
 
 import pytest  # noqa: E402

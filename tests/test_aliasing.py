@@ -185,3 +185,62 @@ def test_training_step_with_shared_input_under_no_grad():
     expected.backward()
     torch.testing.assert_close(m.weight.grad, ref.weight.grad)
     torch.testing.assert_close(m.bias.grad, ref.bias.grad)
+
+
+# In-place updates of x.view(dtype): the same bytes, so the base (and its other views) see them
+def _through_int_view(x):
+    y = x.view(torch.int32)
+    y.add_(1)  # (the next float up, bit for bit)
+    return x * 1
+
+
+def _through_byte_view(x):
+    x = x * 2
+    y = x.view(torch.uint8)  # (another element size: the last dim 4 times longer)
+    y[:, 0] = 7
+    return x + 1, y
+
+
+def _sign_flip(x):
+    x.view(torch.int16).bitwise_xor_(-0x8000)  # (bfloat16's sign bit)
+    return x.float()
+
+
+def _f8_abs(x):
+    x8 = x.to(torch.float8_e4m3fn)
+    x8.view(torch.uint8).bitwise_and_(0x7F)
+    return x8.float(), x8.t().contiguous().view(torch.uint8)
+
+
+@pytest.mark.parametrize("executors", [None, ["torch"]], ids=["fused", "unfused"])
+@pytest.mark.parametrize("fn, make", [
+    (_through_int_view, lambda: (torch.randn(3, 4),)),
+    (_through_byte_view, lambda: (torch.randn(3, 4),)),
+    (_sign_flip, lambda: (torch.randn(5, dtype=torch.bfloat16),)),
+    (_f8_abs, lambda: (torch.randn(2, 3),)),
+], ids=["int_view_of_input", "byte_view_of_intermediate", "bf16_sign_flip_of_input", "f8_bytes"])
+def test_in_place_update_of_a_dtype_view_reaches_its_base(fn, make, executors):
+    torch.manual_seed(0)
+    args = make()
+    eager_args, jit_args = [a.clone() for a in args], [a.clone() for a in args]
+    exp, out = fn(*eager_args), thunder.jit(fn, executors=executors)(*jit_args)
+    for a, e in zip(out if isinstance(out, tuple) else [out], exp if isinstance(exp, tuple) else [exp], strict=True):
+        assert a.dtype == e.dtype and a.stride() == e.stride()
+        assert torch.equal(a, e)
+    for a, e in zip(jit_args, eager_args):
+        assert torch.equal(a, e)
+
+
+def test_in_place_update_of_a_dtype_view_then_grads_match_eager():
+    def f(w):
+        x = w * 2
+        x.view(torch.int32).add_(1)
+        return (x * w).sum()
+
+    w1 = torch.randn(4, requires_grad=True)
+    w2 = w1.detach().clone().requires_grad_()
+    exp, out = f(w1), thunder.jit(f)(w2)
+    torch.testing.assert_close(out, exp, rtol=0, atol=0)
+    exp.backward()
+    out.backward()
+    torch.testing.assert_close(w2.grad, w1.grad, rtol=0, atol=0)

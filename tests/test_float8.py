@@ -2,6 +2,8 @@
 out-of-range behaviour), scaled casts, x.view(dtype) and back, amax, torch._scaled_mm, and
 eager's errors where torch refuses; traced, decomposed and fused (tests/op_harness.py) and jitted.
 The casts run as torch calls (lowering/fuse.py's ELEMENT_TYPES has no f8 type)."""
+import re
+
 import pytest
 import torch
 
@@ -93,6 +95,47 @@ def test_scaled_mm_runs_as_torch_call():
     _same(jf(a, b, sa, sb), f(a, b, sa, sb))
     b2 = torch.randn(16, 32).to(torch.float8_e4m3fn).t()
     _same(jf(a, b2, sb, sa), f(a, b2, sb, sa))  # new values, the same program
+    assert thunder.cache_misses(jf) == 1
+
+
+def _scaled_mm_cases():
+    g = torch.Generator().manual_seed(1)
+
+    def f8(*shape, dtype=torch.float8_e4m3fn):
+        return torch.randn(*shape, generator=g).to(dtype)
+
+    a, sa, sb = f8(16, 32), torch.tensor(0.5), torch.tensor(2.0)
+    return {  # (what eager's CPU kernel runs: its meta kernel wants CUDA's row-major a, column-major b)
+        "b_row_major": (a, f8(32, 16), sa, sb),
+        "b_row_major_slice": (a, f8(32, 40)[:, 8:24], sa, sb),
+        "a_column_major": (f8(32, 16).t(), f8(16, 32).t(), sa, sb),
+        "e5m2": (f8(16, 32, dtype=torch.float8_e5m2), f8(32, 16, dtype=torch.float8_e5m2), sa, sb),
+        "rowwise_scales": (a, f8(32, 16), torch.rand(16, 1, generator=g), torch.rand(1, 16, generator=g)),
+        # what it refuses: eager's errors
+        "shapes": (a, f8(16, 16), sa, sb),
+        "not_f8": (a.float(), torch.randn(32, 16), sa, sb),
+        "scale_shape": (a, f8(32, 16), torch.rand(3, generator=g), sb),
+    }
+
+
+@pytest.mark.parametrize("case", list(_scaled_mm_cases()))
+def test_scaled_mm_on_cpu_accepts_and_refuses_what_eager_does(case):
+    args = _scaled_mm_cases()[case]
+
+    def f(a, b, sa, sb):
+        return torch._scaled_mm(a, b, sa, sb, out_dtype=torch.float32)
+
+    try:
+        exp = f(*args)
+    except Exception as e:  # noqa: BLE001 - eager's error, whichever it is
+        with pytest.raises(type(e), match=re.escape(str(e).splitlines()[0])):
+            thunder.jit(f)(*args)
+        return
+    jf = thunder.jit(f)
+    _same(jf(*args), exp)
+    b = torch.empty_strided(args[1].shape, args[1].stride(), dtype=args[1].dtype)
+    b.copy_(-args[1].float())  # (new values of the same layout: the same program)
+    _same(jf(args[0], b, *args[2:]), f(args[0], b, *args[2:]))
     assert thunder.cache_misses(jf) == 1
 
 

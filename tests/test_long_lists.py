@@ -48,11 +48,12 @@ def test_op_harness(fn, args):
     check(fn, *args)
 
 
-def _grads_equal(fn, args):
+def _grads_equal(fn, args, executors=None):
+    """fn jitted (executors: None, fused; ["torch"], unfused) against eager: values, strides, grads."""
     xs = [a.clone().requires_grad_() for a in args]
     ys = [a.clone().requires_grad_() for a in args]
-    out = thunder.jit(fn)(*xs)
-    exp = fn(*ys)
+    jfn = thunder.jit(fn, executors=executors)
+    out, exp = jfn(*xs), fn(*ys)
     outs = list(out) if isinstance(out, (tuple, list)) else [out]
     exps = list(exp) if isinstance(exp, (tuple, list)) else [exp]
     for a, e in zip(outs, exps, strict=True):
@@ -63,6 +64,7 @@ def _grads_equal(fn, args):
     torch.autograd.backward(exps, cots)
     for a, e in zip(xs, ys):
         torch.testing.assert_close(a.grad, e.grad)
+    return jfn
 
 
 def test_cat_of_40_grads():
@@ -99,8 +101,75 @@ def test_unbind_into_no_pieces():  # (an op with no results: the program calls i
     assert thunder.jit(lambda x: x.unbind(0))(x) == x.unbind(0) == ()
 
 
-def test_a_fallback_call_beyond_its_groups_is_refused_naming_the_call():
-    # (torch calls without a registry entry take at most MAX_LIST operand types: docs/sharp_edges.md)
-    xs = [r(i + 1) for i in range(MAX_LIST + 8)]
-    with pytest.raises(NotImplementedError, match=f"torch._foreach_mul of a list of {len(xs)} tensors"):
-        thunder.jit(lambda *xs: torch._foreach_mul(xs, 2))(*xs)
+# Any other list-taking or list-returning op packs what its groups do not hold
+# (dialects/lists.py pack, split_results): the fallback's torch_call, einsum, an RNN's
+# parameters, autograd.Function; through jit (grads, with and without CPU fusion)
+EXECUTORS = [None, ["torch"]]  # (None: the default, fused; ["torch"]: unfused)
+vectors = [r(i + 1) for i in range(N)]
+
+
+@pytest.mark.parametrize("executors", EXECUTORS, ids=["fused", "unfused"])
+def test_a_fallback_call_of_40_operands_and_results(executors):
+    # torch._foreach_* has no registry entry: one ltorch.torch_call of 40 operands, 40 results
+    jfn = _grads_equal(lambda *xs: [y * 3 for y in torch._foreach_exp(xs)], vectors, executors)
+    text = str(thunder.last_traces(jfn)[0].to_mlir())
+    assert text.count('"ltorch.torch_call"') == 1
+    assert '"thunder.pack"' in text and '"thunder.unpack"' in text
+
+
+def test_a_fallback_call_of_160_results_without_grads():  # (a pack of a pack of ...)
+    xs = [r(i % 80 + 1, dtype=torch.float64 if i % 2 else torch.float32) for i in range(160)]
+    out = thunder.jit(lambda *xs: torch._foreach_add(xs, 1.5))(*xs)
+    for a, e in zip(out, torch._foreach_add(xs, 1.5), strict=True):
+        torch.testing.assert_close(a, e)
+        assert a.dtype == e.dtype
+
+
+letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+chain_dims = [2 + i % 5 for i in range(N + 1)]
+chain_equation = ",".join(letters[i] + letters[i + 1] for i in range(N)) + "->" + letters[0] + letters[N]
+chain_operands = [r(chain_dims[i], chain_dims[i + 1]) * 0.5 for i in range(N)]
+
+
+def test_einsum_of_40_operands_op_harness():
+    check(lambda *xs: torch.einsum(chain_equation, *xs), *chain_operands, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("executors", EXECUTORS, ids=["fused", "unfused"])
+def test_einsum_of_40_operands_grads(executors):
+    jfn = _grads_equal(lambda *xs: torch.einsum(chain_equation, *xs).tanh(), chain_operands, executors)
+    assert '"thunder.pack"' in str(thunder.last_traces(jfn)[0].to_mlir())
+
+
+def test_lstm_parameter_list_of_more_types_than_groups_grads():
+    torch.manual_seed(0)
+    # (w_ih, w_hh, b_ih, b_hh, w_hr: 3 runs of types a layer, 4 in the first: 37 runs, more
+    # than MAX_LIST; 12 layers, not 40, and unfused: the decomposed layers' compile takes seconds)
+    lstm = torch.nn.LSTM(3, 4, num_layers=12, proj_size=2)
+    x = r(2, 1, 3)
+    jfn = thunder.jit(lambda x: lstm(x)[0].sum(), executors=["torch"])
+    out = jfn(x)
+    assert '"thunder.pack"' in str(thunder.last_traces(jfn)[0].to_mlir())
+    grads = torch.autograd.grad(out, list(lstm.parameters()))
+    exp_grads = torch.autograd.grad(lstm(x)[0].sum(), list(lstm.parameters()))
+    torch.testing.assert_close(out, lstm(x)[0].sum())
+    for a, e in zip(grads, exp_grads, strict=True):
+        torch.testing.assert_close(a, e)
+
+
+class Scale(torch.autograd.Function):  # (a backward unlike the forward's derivative: the user's runs)
+    @staticmethod
+    def forward(ctx, *xs):
+        ctx.save_for_backward(*xs)
+        return tuple(x * 2 for x in xs)
+
+    @staticmethod
+    def backward(ctx, *gs):
+        return tuple(g * 3 + x for g, x in zip(gs, ctx.saved_tensors))
+
+
+@pytest.mark.parametrize("executors", EXECUTORS, ids=["fused", "unfused"])
+def test_autograd_function_of_40_inputs_and_outputs(executors):
+    jfn = _grads_equal(lambda *xs: Scale.apply(*xs), vectors, executors)
+    text = str(thunder.last_traces(jfn)[0].to_mlir())
+    assert '"ltorch.autograd_function"' in text and '"thunder.unpack"' in text

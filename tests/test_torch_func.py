@@ -50,23 +50,20 @@ def test_torch_func_values_as_eager(name):
         torch.testing.assert_close(a, b)
 
 
+def _outputs_and_grads(f, args):
+    """f's flat outputs on fresh leaves copied from args (tensors, dicts of tensors), and the
+    grads of those leaves from the sum of the outputs' squares."""
+    ts = [t.detach().clone().requires_grad_() for t in tree_flatten(args)[0]]
+    it = iter(ts)
+    out = tree_flatten(f(*[{k: next(it) for k in a} if isinstance(a, dict) else next(it) for a in args]))[0]
+    sum(o.float().pow(2).sum() for o in out).backward()
+    return out, [t.grad for t in ts]
+
+
 @pytest.mark.parametrize("name", ["functional_call", "vmap", "grad", "jacrev", "per_sample_grads"])
 def test_torch_func_gradients_of_the_outer_function(name):
     fn, args = CASES[name]
-
-    def leaves():
-        return [t.detach().clone().requires_grad_() for t in tree_flatten(args)[0]]
-
-    def with_leaves(ts):
-        it = iter(ts)
-        return [{k: next(it) for k in a} if isinstance(a, dict) else next(it) for a in args]
-
-    results = []
-    for f in (thunder.jit(fn), fn):
-        ts = leaves()
-        out = tree_flatten(f(*with_leaves(ts)))[0]
-        sum(o.float().pow(2).sum() for o in out).backward()
-        results.append([t.grad for t in ts])
+    results = [_outputs_and_grads(f, args)[1] for f in (thunder.jit(fn), fn)]
     for a, b in zip(*results, strict=True):
         torch.testing.assert_close(a, b)
 
@@ -76,3 +73,63 @@ def test_torch_func_refusals_name_the_construct():
         thunder.jit(lambda x: torch.func.jvp(torch.sin, (x,), (x,)))(X)
     with pytest.raises(NotImplementedError, match='randomness="different"'):
         thunder.jit(lambda x: vmap(torch.sin, randomness="different")(x))(X)
+
+
+# vmap as batched ops (runtime/batching.py): one copy of the body whatever the batch size
+B64 = torch.randn(64, 5, 4, generator=_g)
+V4 = torch.randn(4, generator=_g)
+
+
+def _attention_like(r, w):  # elementwise, matmul, reductions, softmax
+    s = (r @ w).tanh() * 0.5 + 1
+    p = torch.softmax(s @ s.t(), -1)
+    return (p @ s).sum(0) / s.abs().amax() + s.mean(-1).log_softmax(0).sum()
+
+
+BATCHED = {
+    "attention_like": (lambda x, w: vmap(_attention_like, in_dims=(0, None))(x, w), (B64, W)),
+    "in_out_dims": (lambda x, w: vmap(lambda r: (r @ w).exp().sum(-1, keepdim=True), in_dims=2, out_dims=1)(
+        x.permute(1, 2, 0)), (B64, W)),
+    "vectors": (lambda x, v: vmap(lambda r, u: (r @ u, u @ r.t() @ r, u @ u, (r.t() @ r) @ u))(x, v.expand(64, 4)), (B64, V4)),
+    "per_sample_grads": (lambda p, x: vmap(grad(_per_sample_loss), in_dims=(None, 0))(p, x[:, 0]), (PARAMS, B64)),
+    "nested": (lambda x: vmap(vmap(lambda r: (r.sin() * r).sum()))(x), (B64,)),
+    "indexing_shapes": (lambda x: vmap(lambda r: (r[:1, :2].expand(3, 2) * r.new_ones(2) + r[:3, 2:]).flatten()
+                                       .unsqueeze(0).permute(1, 0).squeeze() @ r.reshape(-1, 2)[:6])(x), (B64,)),
+}
+
+
+@pytest.mark.parametrize("executors", [None, ["torch"]], ids=["fused", "unfused"])
+@pytest.mark.parametrize("name", list(BATCHED))
+def test_vmap_traces_one_batched_body_values_and_grads_as_eager(name, executors):
+    fn, args = BATCHED[name]
+    jfn = thunder.jit(fn, executors=executors)
+    (out, grads), (exp, exp_grads) = _outputs_and_grads(jfn, args), _outputs_and_grads(fn, args)
+    for a, b in zip(out + grads, exp + exp_grads, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+    first = str(thunder.last_traces(jfn)[0])
+    assert "select" not in first  # (unrolling selects each example: 64 copies of the body)
+    key = {"attention_like": "tanh", "per_sample_grads": "linear", "indexing_shapes": "expand",
+           "nested": "sin"}.get(name, "matmul")
+    assert 0 < first.count(key) <= 6  # (the body's ops once, not once per example)
+
+
+def test_vmap_of_an_op_without_a_batching_rule_unrolls():
+    fn = lambda x: vmap(lambda r: torch.cumsum(r, 0).sin())(x)  # noqa: E731
+    jfn = thunder.jit(fn)
+    torch.testing.assert_close(jfn(X), fn(X))
+    assert str(thunder.last_traces(jfn)[0]).count("cumsum") == X.shape[0]
+
+
+@pytest.mark.parametrize("body", [lambda x: x + torch.randn(3), lambda x: torch.nn.functional.dropout(x, 0.5)],
+                         ids=["randn", "dropout"])
+def test_vmap_of_random_ops_raises_as_eager(body):
+    # eager's default randomness="error" refuses random ops inside vmap; "same" (one draw for the
+    # whole batch) is refused by name rather than unrolled into a draw per example
+    x = torch.ones(4, 3)
+    message = "vmap: called random operation while in randomness error mode"
+    with pytest.raises(RuntimeError, match=message):
+        torch.vmap(body)(x)
+    with pytest.raises(RuntimeError, match=message):
+        thunder.jit(lambda x: torch.vmap(body)(x))(x)
+    with pytest.raises(NotImplementedError, match='randomness="same"'):
+        thunder.jit(lambda x: torch.vmap(body, randomness="same")(x))(x)

@@ -31,14 +31,18 @@ def jit(fn, /, *, executors=None, cache=None, sharp_edges=None, disable_torch_au
     (default: recompile when shapes, dtypes, devices, requires_grad or Python scalar values
     change), SAME_INPUT / "same input" (assume every call matches the first: no checks),
     NO_CACHING / "no caching" (recompile on every call), SYMBOLIC_VALUES / "symbolic values"
-    (sizes that keep changing become symbols: after three calls of the same structure, one
-    program for all of them; see docs/api.md).
+    (every size and int argument is a symbol from the first call on: one program for all of
+    them; see docs/api.md). Under the default, a size or int argument that changes between two
+    calls becomes a symbol at that call (automatic dynamic; automatic_dynamic=False keeps every
+    size a constant).
     Other keyword options are recorded (last_compile_options) with a warning.
     An FSDP2 module (fully_shard) comes back as itself with its forward compiled: FSDP2's hooks
     run natively around it (thunder/distributed.py).
     transforms: MLIR pass names (ours or upstream) or
     callables on the trace module, run after the default passes. recompile_limit (default 8, None
-    for never): more recompiles than this warn once, naming the input that keeps changing."""
+    for never): more recompiles than this warn once, naming the input that keeps changing.
+    persist (default True): compiled programs are stored on disk and reused by later processes
+    (the program cache, docs/api.md; THUNDER_PROGRAM_CACHE=off turns it off everywhere)."""
     def compile_data(f):
         return make_compile_data(f, executors=executors, cache=cache, sharp_edges=sharp_edges,
                                  disable_torch_autograd=disable_torch_autograd, transforms=transforms,

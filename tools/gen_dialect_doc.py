@@ -22,7 +22,10 @@ dtypes as types, memory formats as strings (`"channels_last"`), None as `unit`).
 run of tensors of one type (`operandSegmentSizes`, `resultSegmentSizes`): IRDL binds one type per
 variadic definition. A list with more runs than an op has groups is emitted as a chain of the same
 op on parts of it for `cat`, `stack` and `split` (dialects/lists.py), so their lists have any
-length; other ops take at most 32 runs of operands and 16 of results. An op with attributes that may hold sizes (kinds
+length. Any other op takes and returns lists of any length packed: where a list has more runs than
+its groups, the op takes its first runs and one `!thunder.list` value, made by a `thunder.pack` op
+of the next runs and the list of the rest; its results likewise end in a `!thunder.list` that
+`thunder.unpack` ops unpack (dialects/lists.py). An op with attributes that may hold sizes (kinds
 int, Ints, Dims, Index) has a last operand group `dynamic_sizes` of `index` values: an attribute
 entry -9223372036854775808 (MLIR's dynamic size) takes the next of them, as in traces with
 symbolic sizes (dialects/sizes.py, `?` dims). Ops are Pure (CSE and DCE apply) unless marked

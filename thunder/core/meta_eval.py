@@ -236,17 +236,34 @@ def _evaluate(name, source, operands, autocast, default_dtype, dynamic=False):
     return _run(resolve(name), name, source, operands, autocast, dynamic)
 
 
+def evaluate_on_cpu(name, source, operands):
+    """evaluate() by running the call on real CPU tensors (zeros) of the operands' shapes, dtypes
+    and strides (operands: (shape, dtype, device, strides) each, all on the CPU): for a call whose
+    meta kernel refuses what eager's CPU kernel runs (torch._scaled_mm's meta checks CUDA's
+    layout rules). Eager's own checks decide, its error is the call's; the generators' state is
+    left as it was. Costs one run of the call, while tracing."""
+    return _evaluate_on_cpu(name, source, tuple(operands), torch.get_default_dtype())
+
+
+@functools.lru_cache(maxsize=256)
+def _evaluate_on_cpu(name, source, operands, default_dtype):
+    with torch.random.fork_rng(devices=[]):
+        return _run(resolve(name), name, source, operands, None, real=True)
+
+
 @functools.lru_cache(maxsize=4096)
 def _evaluate_fn(fn, name, source, operands, autocast, default_dtype):
     return _run(fn, name, source, operands, autocast)
 
 
-def _run(fn, name, source, operands, autocast, dynamic=False):
+def _run(fn, name, source, operands, autocast, dynamic=False, real=False):
     # with the floating inputs requiring grad first, which tells which results carry gradient;
     # a call torch refuses on such inputs (resize_) runs again without, and that run's answer
     # (or error) is the call's
     for grad in (True, False):
         try:
+            if real:
+                return _run_on(fn, name, source, operands, None, False, grad, real=True)[0]
             return _attempt(fn, name, source, operands, autocast, grad, dynamic)
         except (DataDependentError, UntraceableError):
             raise
@@ -271,9 +288,19 @@ def _attempt(fn, name, source, operands, autocast, grad, dynamic=False):
     return _run_on(fn, name, source, operands, autocast, True, grad)[0]
 
 
-def _run_on(fn, name, source, operands, autocast, fake, grad, dynamic=False):
+def _zeros(o):
+    t = torch.empty_strided(o[0], o[3], dtype=o[1], device=o[2])
+    try:
+        t.zero_()
+    except (RuntimeError, NotImplementedError):  # (float4_e2m1fn_x2 has no fill: its bytes are zeroed)
+        t.view(torch.uint8).zero_()
+    return t
+
+
+def _run_on(fn, name, source, operands, autocast, fake, grad, dynamic=False, real=False):
     """(Evaluation, whether the result has non-tensor values) of one run on meta or fake tensors
-    (dynamic: fake tensors with a shape environment, see evaluate)."""
+    (dynamic: fake tensors with a shape environment, see evaluate; real: zeros on the CPU, see
+    evaluate_on_cpu)."""
     from torch._subclasses import fake_tensor  # heavy: imports sympy (about 0.3 s), for the few calls that need it
     from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode, ShapeEnv  # heavy (sympy)
 
@@ -283,7 +310,8 @@ def _run_on(fn, name, source, operands, autocast, fake, grad, dynamic=False):
     try:
         with (mode or contextlib.nullcontext()), _autocast(autocast), torch.set_grad_enabled(grad):
             # (an operand with a 4th entry, its strides: a call that checks them, fallback.call)
-            tensors = [torch.empty_strided(o[0], o[3], dtype=o[1], device=o[2] if fake else "meta") if len(o) > 3
+            tensors = [_zeros(o) if real else
+                       torch.empty_strided(o[0], o[3], dtype=o[1], device=o[2] if fake else "meta") if len(o) > 3
                        else torch.empty(o[0], dtype=o[1], device=o[2] if fake else "meta") for o in operands]
             if grad:  # (clones: in-place updates of leaves that require grad are refused)
                 tensors = [t.requires_grad_().clone() if t.dtype.is_floating_point or t.dtype.is_complex else t

@@ -48,6 +48,7 @@ class TraceCtx:
         self._prefix = prefix
         self._used = set()
         self.track_grad_mode = False  # record no_grad regions (the user's program, not decompositions)
+        self.on_record = None  # on_record(op, values, outs) after each op recorded (runtime/batching.py)
         self.mutated = {}  # input name -> the proxy holding its final value (in-place updates)
         # thunder.jit's tracing: reads tensor values by running the recorded prefix on the real
         # inputs (runtime/reads.py); None elsewhere (passes, decompositions), where reads raise

@@ -72,10 +72,11 @@ def _evaluation(tensors, callable, args, autocast, shapes=None, strides=None):
     shapes depend on values, with the shapes of the run that traced it (checked by ltorch.check);
     strides (the source of a tuple of each operand's strides): a call that checks them."""
     metas = [(tuple(t.shape), t.dtype, t.device) for t in tensors]
+    shapes = None if shapes is None else ast.literal_eval(shapes)
     if strides is not None:
         metas = [(*m, tuple(s)) for m, s in zip(metas, ast.literal_eval(strides), strict=True)]
-    return evaluate(callable, args, metas, _autocast_of(autocast),
-                    shapes=None if shapes is None else ast.literal_eval(shapes))
+        return _evaluate_layout(callable, args, metas, _autocast_of(autocast), shapes)
+    return evaluate(callable, args, metas, _autocast_of(autocast), shapes=shapes)
 
 
 def _results(tensors, callable, args, autocast, random, shapes=None, strides=None):
@@ -338,20 +339,41 @@ def call(fn, *args, **kwargs):
 
 
 def _evaluate_strided(name, source, operands, autocast):
-    """evaluate() on contiguous operands; where torch refuses those and some operand is not
-    contiguous, on the operands' strides (torch._scaled_mm wants a column-major mat2): the trace
-    then depends on them."""
+    """evaluate() on contiguous operands; where torch refuses those, on the operands' strides
+    (_evaluate_layout): the trace then depends on them."""
     metas = [(tuple(t.shape), t.dtype, t.device) for t in operands]
     try:
         return evaluate(name, source, metas, autocast), None
+    except (DataDependentError, meta_eval.UntraceableError):
+        raise
     except RuntimeError:
         strides = tuple(tuple(meta_of(t).stride()) for t in operands)
-        if all(s == contiguous(m[0]) for s, m in zip(strides, metas)):
+        if all(s == contiguous(m[0]) for s, m in zip(strides, metas)) and not _on_cpu(metas, autocast):
             raise
-    ev = evaluate(name, source, [(*m, s) for m, s in zip(metas, strides)], autocast)
+    ev = _evaluate_layout(name, source, [(*m, s) for m, s in zip(metas, strides)], autocast)
     for t in operands:
         tracing.strides_decide(t)
     return ev, repr(strides)
+
+
+def _on_cpu(metas, autocast):
+    return autocast is None and bool(metas) and all(m[2].type == "cpu" for m in metas)
+
+
+def _evaluate_layout(name, source, metas, autocast, shapes=None):
+    """evaluate() of a call on operands with their strides (a call that checks them: torch._scaled_mm
+    on CUDA wants a column-major mat2). Where the meta kernel refuses them and every operand is on
+    the CPU, eager's CPU kernel decides, run on zeros of that layout (meta_eval.evaluate_on_cpu:
+    torch._scaled_mm's meta kernel checks CUDA's layout rules, which the CPU kernel does not); an
+    error is then eager's."""
+    try:
+        return evaluate(name, source, metas, autocast, shapes=shapes)
+    except (DataDependentError, meta_eval.UntraceableError):
+        raise  # (values decide: a run on zeros would not say what the call gives)
+    except RuntimeError:
+        if shapes is not None or not _on_cpu(metas, autocast):
+            raise
+    return meta_eval.evaluate_on_cpu(name, source, metas)
 
 
 def _data_dependent(fn, name, args, kwargs, operands, source, autocast):

@@ -20,11 +20,15 @@ def _same_shape(*args):
     return shapes.pop()
 
 
+ELEMENTWISE = set()  # the elementwise prims (_unary, _binary), by name (runtime/batching.py)
+
+
 def _unary(torch_name, name, *, to_bool=False):
     def meta(a: Tensor):
         return TensorProxy(a.shape, torch.bool if to_bool else a.dtype, a.device)
 
     meta.__name__ = name
+    ELEMENTWISE.add(name)
     return prim(torch_name)(meta)
 
 
@@ -40,6 +44,7 @@ def _binary(torch_name, name, *, to_bool=False):
         return TensorProxy(shape, torch.bool if to_bool else tensors[0].dtype, device_of(a, b))
 
     meta.__name__ = name
+    ELEMENTWISE.add(name)
     return prim(torch_name)(meta)
 
 

@@ -46,6 +46,8 @@ def record_op(op, values):
         loc = (*(loc or ("<unknown>", 0)), ctx.checkpoint)
     ctx.symbols.append(tracing.BoundSymbol(op, {k: to_refs(v) for k, v in values.items()},
                                            [tracing.ref(o) for o in outs], loc, ctx.widened))
+    if ctx.on_record is not None:
+        ctx.on_record(op, values, outs)
     if ctx.track_grad_mode:
         # requires_grad as eager answers it: a floating result of a differentiable op on a tensor
         # that requires grad, with grad mode on

@@ -1,12 +1,17 @@
 """How an in-place update of a view op's result reaches its base (OpDef.unview rules, applied by
 core/proxies.py assign): the shape ops' views (thunder/ops/shape.py, join_split.py), written back with
-reshape/permute/... or with setitem (thunder/ops/indexing.py)."""
+reshape/permute/... or with setitem (thunder/ops/indexing.py); x.view(dtype) (dtype_views.py), read
+back as the base's dtype."""
 from builtins import slice as pyslice
 
+from thunder.core import trace as tracing
+from thunder.ops.dtype_views import view_dtype
+from thunder.ops.grad import no_grad_update
 from thunder.ops.indexing import setitem
 from thunder.ops.join_split import (_chunk_pieces, _narrow_range, _select_key, _split_pieces, _unbind_pieces,
                                     chunk, narrow, select, split, unbind)
-from thunder.ops.shape import (as_strided, as_strided_scatter, broadcast_to, expand, expand_as, flatten, getitem,
+from thunder.ops.shape import (as_strided, as_strided_scatter, broadcast_to, contiguous, expand, expand_as, flatten,
+                               getitem,
                                movedim, permute, reshape, reshape_as, squeeze, t, transpose, unflatten, unsqueeze,
                                view, view_as)
 
@@ -82,3 +87,19 @@ chunk.unview(_pieces_unview(lambda b, chunks, dim=0: _chunk_pieces(b, chunks, di
 
 
 unbind.unview(_pieces_unview(lambda b, dim=0: _unbind_pieces(b, dim), squeeze=True))
+
+
+def _view_dtype_unview(base, value, out_index, dtype):
+    # the same bytes read as the base's dtype (of another element size from a dense value: eager's
+    # view(dtype) wants the last dim's stride 1, which values computed by other ops may not have).
+    # The view is not differentiable: in eager the base keeps its autograd history, as if unchanged
+    if dtype.itemsize != base.dtype.itemsize:
+        value = contiguous(value)
+    new = view_dtype(value, base.dtype)
+    ctx = tracing.current()
+    if ctx is not None and ctx.differentiable and (base.dtype.is_floating_point or base.dtype.is_complex):
+        new = no_grad_update(base, new)
+    return new
+
+
+view_dtype.unview(_view_dtype_unview)

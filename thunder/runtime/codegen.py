@@ -1,7 +1,7 @@
 """Code generation: an MLIR trace module becomes a Python function that calls torch."""
 from thunder.core.pysource import Name, py_repr
 from thunder.dialects import attrs, sizes
-from thunder.dialects.definitions import decode_op
+from thunder.dialects.definitions import LIST_OP, UNLIST_OP, decode_op, expand, results_of
 from thunder.dialects.emit import find_func, loc_file_line, loc_names, mutated_inputs
 from thunder.dialects.mlir import ir
 from thunder.ops import registry
@@ -86,6 +86,8 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
             name = operation.operation.name
             if name in attrs.CONSTANT_OPS:
                 continue  # numbers are written inline where they are used
+            if name in (LIST_OP, UNLIST_OP):
+                continue  # (lists of any length: read as their op's operands and results, dialects/lists.py)
             if name == "func.return":
                 flat = [namer.names[v] for v in operation.operands]
                 mutated = mutated_inputs(f)
@@ -119,10 +121,10 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
                                   f"(arith.constant) and calls of fusion regions", operation.location) from None
             wanted = loc_names(operation.location)
             outs = [namer.assign(r, wanted[i] if i < len(wanted) else None)
-                    for i, r in enumerate(operation.results)]
+                    for i, r in enumerate(results_of(operation))]
             lines += [f"  {st}" for st in op_statements(op, values, outs, grad_free)]
             if comments:
-                types = ", ".join(_describe(r.type) for r in operation.results)
+                types = ", ".join(_describe(r.type) for r in results_of(operation))
                 src = _source_line(operation.location)
                 comment = " ".join(x for x in (types, f"({src})" if src else "") if x)
                 if comment:
@@ -135,7 +137,7 @@ def _last_uses(block):
     """value -> index of the last operation of the block that uses it."""
     last = {}
     for i, operation in enumerate(block.operations):
-        for v in operation.operands:
+        for v in expand(operation.operands):
             last[v] = i
     return last
 
@@ -147,7 +149,7 @@ def _dels(operation, index, last_use, namer):
     function returns grows the heap each call, and the pages it gives back are faulted in again
     on the next. (Parameters are the caller's, and numbers hold no memory: not deleted.)"""
     dead = []
-    for v in (*operation.results, *operation.operands):
+    for v in (*results_of(operation), *expand(operation.operands)):
         if (v in namer.names and attrs.is_tensor_type(v.type) and not isinstance(v.owner, ir.Block)
                 and last_use.get(v, -1) <= index):
             name = namer.names[v]

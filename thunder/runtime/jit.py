@@ -9,7 +9,7 @@ import torch
 from thunder.core import logs
 from thunder.dialects.mlir import LOCK
 from thunder.ops.impl import ValueChanged
-from thunder.runtime import guards, symbolic
+from thunder.runtime import generalize, guards, persist
 from thunder.runtime.compile import _flatten_call, _fusion_policy, _meta, compile_entry
 from thunder.runtime.options import CACHE_OPTIONS, CacheEntry, CompileData, CompileStats, MAX_ENTRIES
 from thunder.runtime.prologue import MISS
@@ -24,6 +24,8 @@ class ThunderFunction:
         self._entries: list[CacheEntry] = []
         self._last_entry = None
         self._samples = []  # cache="symbolic values": recent compiled calls (runtime/symbolic.py)
+        self._sample_failures = {}  # call structure -> failed generalizations from samples (runtime/symbolic.py)
+        self._disk = persist.Seen()  # entries of the program cache on disk read in this process
         functools.update_wrapper(self, cd.fn, updated=())
 
     def __call__(self, *args, **kwargs):
@@ -76,15 +78,24 @@ class ThunderFunction:
         if (cd.recompile_limit is not None and cs.cache_misses - 1 == cd.recompile_limit + 1
                 and cd.cache_option != "no caching"):  # (that option recompiles by design)
             _warn_recompiles(cd, cs)
+        if persist.enabled(cd):  # a program another process compiled for this call (runtime/persist.py)
+            found = persist.timed_load(cd, cs, self._disk, args, kwargs)
+            if found is not None:
+                self._add(found[0])
+                if cd.cache_option == CACHE_OPTIONS.SYMBOLIC_VALUES or cd.automatic_dynamic:
+                    generalize.remember(self, found[0], args=args, kwargs=kwargs)  # (its sizes, for the next call)
+                return found[1]
         if cd.cache_option == CACHE_OPTIONS.SYMBOLIC_VALUES:
-            entry = symbolic.compile_call(self, cd, cs, args, kwargs)
+            entry = generalize.compile_call(self, cd, cs, args, kwargs)
+        elif cd.cache_option == CACHE_OPTIONS.CONSTANT_VALUES and cd.automatic_dynamic:
+            entry = generalize.compile_call(self, cd, cs, args, kwargs, auto=True)
         else:
             entry = self._add(compile_entry(cd, cs, args, kwargs))
         # the call that traced runs the program without the guards: they hold for the state the
         # trace started from, which the trace itself may have changed (a global counter, a list
         # appended to), as the function does when called eagerly
         try:
-            return entry.first_run(args, kwargs)
+            result = entry.first_run(args, kwargs)
         except ValueChanged as e:
             # the program computed a value that Python read differently from the run of torch's
             # calls while tracing: fused kernels round differently. Without fusion it runs
@@ -94,7 +105,9 @@ class ThunderFunction:
                 raise RuntimeError(f"thunder: the compiled program computes a value that Python read while tracing "
                                    f"differently from eager PyTorch: {guards.value_changed_reason(e)}") from None
             entry = self._add(compile_entry(cd, cs, args, kwargs, fusion=False))
-            return entry.first_run(args, kwargs)
+            result = entry.first_run(args, kwargs)
+        persist.store(cd, entry)
+        return result
 
     def _add(self, entry):
         if self._cd.cache_option != "no caching":
@@ -119,7 +132,9 @@ def _warn_recompiles(cd, cs):
         f"the input that keeps changing: {cs.last_miss_reason}. Each new value or shape compiles a new "
         "program. Workaround: cache='symbolic values' (sizes that change become symbols of one program), "
         "pad inputs to a few fixed sizes, or pass changing numbers as tensors; "
-        "thunder.jit(..., recompile_limit=None) silences this.", stacklevel=4)
+        "thunder.jit(..., recompile_limit=None) silences this."
+        + (f" Sizes as symbols (automatic dynamic): {cs.generalizations[-1]}" if cs.generalizations else ""),
+        stacklevel=4)
 
 
 def _describe_inputs(args, kwargs):

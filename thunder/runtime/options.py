@@ -60,6 +60,11 @@ class CompileStats:
     # cache="symbolic values": the outcome of the last attempt to make one program for changing
     # sizes ("generalized: _sym0: tensor argument 0 dim 0" or "not generalized: <why>")
     last_generalization: str | None = None
+    # every such attempt's outcome, in order: what became a symbol and why ("generalized
+    # (automatic dynamic: the sizes that changed since the call before): _sym0: tensor argument 0 dim 1")
+    generalizations: list = field(default_factory=list)
+    # calls that used a program from the program cache on disk instead of compiling (runtime/persist.py)
+    disk_loads: int = 0
 
     def __repr__(self):
         return (f"CompileStats(calls={self.calls}, cache_hits={self.cache_hits}, "
@@ -82,6 +87,9 @@ class CompileData:
     warned_sharp_edges: set = field(default_factory=set)
     fusion: str = "auto"  # thunder-fuse's policy when the linalg executor is on
     recompile_limit: int | None = 8  # more recompiles than this warn once (None: never)
+    # cache="constant values": sizes and ints that change between calls become symbols (runtime/symbolic.py)
+    automatic_dynamic: bool = True
+    persist: bool = True  # the program cache on disk (runtime/persist.py)
 
 
 @dataclass
@@ -94,6 +102,8 @@ class CacheEntry:
     first_run: object = None  # the prologue without its guards: the call that compiled the entry
     # cache="symbolic values": what runtime/symbolic.py needs to generalize this entry's program
     parts: object = None
+    # what runtime/persist.py stores of the entry (sources, constants, prologue), or None
+    persist: object = None
 
 
 def _cache_option(cache):
@@ -127,7 +137,7 @@ def _normalize_transforms(transforms):
 
 def make_compile_data(fn, *, executors=None, cache=None, sharp_edges=None, disable_torch_autograd=False,
                       transforms=None, debug_options=None, strict=False, fusion=None, recompile_limit=8,
-                      **compile_options):
+                      automatic_dynamic=True, persist=True, **compile_options):
     if not callable(fn):
         raise TypeError(f"thunder.jit expects a callable, got {type(fn).__name__}")
     if isinstance(fn, torch.nn.parallel.DistributedDataParallel):
@@ -157,10 +167,13 @@ def make_compile_data(fn, *, executors=None, cache=None, sharp_edges=None, disab
                       "(thunder.last_compile_options) and otherwise ignored", UserWarning, stacklevel=3)
     if recompile_limit is not None and (type(recompile_limit) is not int or recompile_limit < 0):
         raise ValueError(f"thunder.jit: recompile_limit must be a non-negative int or None, got {recompile_limit!r}")
+    if type(persist) is not bool:
+        raise ValueError(f"thunder.jit: persist must be True or False, got {persist!r}")
     return CompileData(fn, cache, executors, sharp_edges, bool(disable_torch_autograd),
                        _normalize_transforms(transforms), debug_options or DebugOptions(), strict,
                        dict(executors=executors, cache=cache, sharp_edges=sharp_edges,
                             disable_torch_autograd=disable_torch_autograd, transforms=transforms,
                             debug_options=debug_options, fusion=fusion, **compile_options),
                        fn if isinstance(fn, torch.nn.Module) else None, fusion=fusion,
-                       recompile_limit=recompile_limit)
+                       recompile_limit=recompile_limit, automatic_dynamic=bool(automatic_dynamic),
+                       persist=persist)

@@ -258,11 +258,14 @@ class Prologue:
 
     def compile(self, computation):
         """(entry, the entry without checks)."""
-        ns = {"MISS": MISS, "deepcopy": copy.deepcopy, "Tensor": torch.Tensor, "math": math, "computation": computation, "storage_view": storage_view,
-              "shares_storage": shares_storage, **guards_.NAMESPACE,
-              **guards_.AMBIENT_NAMESPACE, **self.consts}
-        entries = []
-        for source in (self.source, self.unchecked_source):
-            exec(compile(source, "<thunder prologue>", "exec"), ns)
-            entries.append(ns["entry"])
-        return tuple(entries)
+        return tuple(compile_prologue(source, self.consts, computation)
+                     for source in (self.source, self.unchecked_source))
+
+
+def compile_prologue(source, consts, computation):
+    """The entry function of a prologue's source, over its constants, calling computation."""
+    ns = {"MISS": MISS, "deepcopy": copy.deepcopy, "Tensor": torch.Tensor, "math": math, "computation": computation,
+          "storage_view": storage_view, "shares_storage": shares_storage, **guards_.NAMESPACE,
+          **guards_.AMBIENT_NAMESPACE, **consts}
+    exec(compile(source, "<thunder prologue>", "exec"), ns)
+    return ns["entry"]

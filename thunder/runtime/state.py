@@ -103,6 +103,7 @@ class StateTracker:
         self.arg_paths = {}  # tensor index -> the prologue's expression for an argument tensor (args[0])
         self.stores = 0  # attribute, global and closure writes seen (bookkeeping calls make none)
         self._snapshot_log = []  # ids added to _snapshots, in order (to drop a bookkeeping call's)
+        self.interpreted = {}  # code -> function, of the functions interpreted other than torch's and Python's
         if root is not None:
             self.pin(root)
 
@@ -216,7 +217,10 @@ class StateTracker:
     def called(self, fn):
         """on_call: a Python function is about to be interpreted; its code is part of the key.
         For library code, what tells whether the call was bookkeeping (see the module's doc)."""
-        done = self._bookkeeping(fn) if is_library_code(fn.__code__.co_filename) else None
+        library = is_library_code(fn.__code__.co_filename)
+        done = self._bookkeeping(fn) if library else None
+        if not library:  # (the program cache checks their source files: runtime/persist.py)
+            self.interpreted.setdefault(fn.__code__, fn)
         p = self.path(fn)
         if p is not None:
             self.guard(f"{p}.__code__", "is", fn.__code__, f"the code of {fn.__qualname__}")

@@ -2,9 +2,12 @@
 
 - `functional_call(module, params, args, kwargs)`: the module called with the given tensors in
   place of its parameters and buffers (tied ones too, as torch's tie_weights), put back after.
-- `vmap(f, in_dims, out_dims)(*args)`: f interpreted once per example (the slices of the batched
-  arguments), the results stacked: batching by unrolling, exact for any f (shape reads, Python
-  control flow on sizes), the trace growing with the batch size.
+- `vmap(f, in_dims, out_dims)(*args)`: f interpreted once, on the first example (the slices of
+  the batched arguments), and its ops recorded again as batched ops (runtime/batching.py:
+  elementwise, matmul, reductions, softmax, linear, ...), one copy of the body whatever the batch
+  size; where an op has no batching rule, batching by unrolling: f interpreted for every example
+  and the results stacked, exact for any f (shape reads, Python control flow on sizes), the trace
+  growing with the batch size.
 - `grad`, `grad_and_value`, `jacrev`, `jacfwd`, `hessian`: f interpreted in the trace (under grad
   mode), then the VJP rules of the ops it recorded (lowering/autograd.py backpropagate) recorded
   after them, from a cotangent of ones (grad) or of each one-hot direction (jacobians; jacfwd is
@@ -28,6 +31,7 @@ from thunder.interpreter import interpret_inner
 from thunder.lowering.autograd import backpropagate, forward_proxies, needing_grad, use_training_forms
 from thunder.ops import fallback
 from thunder.ops.registry import OPS
+from thunder.runtime import batching
 
 
 def _refuse(what):
@@ -106,15 +110,46 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
         if len(sizes) != 1:
             raise ValueError(f"vmap: Expected all tensors to have the same size in the mapped dimension, got "
                              f"sizes {sorted(sizes)} for the mapped dimension")
-        results = []
-        for i in range(sizes.pop()):
-            example = [a if d is None else pytree.tree_map(
+        size = sizes.pop()
+
+        def example(i):
+            return [a if d is None else pytree.tree_map(
                 lambda t, d=d: _op("select", t, d, i) if isinstance(t, TensorProxy) else t, a)
                 for a, d in zip(args, dims)]
-            results.append(interpret_inner(func, example, kwargs))
+
+        ctx = tracing.current()
+        mark = len(ctx.symbols)
+        first = example(0)
+        with batching.Recording(ctx) as recording:
+            out = interpret_inner(func, first, kwargs)
+        if any(b.op.random for b in ctx.symbols[mark:]):
+            if randomness == "error":
+                raise RuntimeError("vmap: called random operation while in randomness error mode. Please either use the "
+                                   "'same' or 'different' randomness flags on vmap or perform the randomness operation "
+                                   "out of vmap")
+            # (unrolled, each example would draw its own numbers: randomness="different", not "same")
+            _refuse('torch.vmap(..., randomness="same") of a function that draws random numbers')
+        # the body as batched ops where every op it recorded has a batching rule
+        examples = [t for a, d in zip(first, dims) if d is not None
+                    for t in pytree.tree_flatten(a)[0] if isinstance(t, TensorProxy)]
+        inputs = [(t, d) for a, d in zip(args, dims) if d is not None
+                  for t in pytree.tree_flatten(a)[0] if isinstance(t, TensorProxy)]
+        leaves, spec = pytree.tree_flatten(out)
+        found = batching.batch(recording, mark, examples, inputs, leaves, size)
+        if found is not None:
+            return _place(pytree.tree_unflatten(found, spec), out_dims)
+        # else unrolled: the first example's trace is kept, the others interpreted
+        results = [out] + [interpret_inner(func, example(i), kwargs) for i in range(1, size)]
         return _stack(results, out_dims)
 
     return batched
+
+
+def _place(result, out_dims):
+    """The batched result (batch dims first) with each batch dim moved to its out_dims."""
+    if isinstance(out_dims, (tuple, list)):
+        return type(result)(_place(r, d) for r, d in zip(result, out_dims))
+    return pytree.tree_map(lambda t: t if out_dims == 0 else _op("movedim", t, 0, out_dims), result)
 
 
 def _stack(results, out_dims):
