@@ -1,6 +1,8 @@
 """A sweep over 20 sequence lengths of the GPT block (benchmarks/gpt_block.py), eval forward under
-no_grad and a training step (forward + backward), under cache="constant values" and
-cache="symbolic values", against eager and torch.compile (its default: a recompile with dynamic
+no_grad and a training step (forward + backward), under cache="constant values" (the default:
+automatic dynamic, a size that changes becomes a symbol; and with automatic_dynamic=False, one
+program per size) and cache="symbolic values" (symbols from the first call), against eager and
+torch.compile (its default: a recompile with dynamic
 shapes after the first size change) in one run. Per option: the time of the first call at each
 length summed over the sweep (compiles included), the number of compiles, and the cached call
 at each length relative to eager's (geometric mean over the lengths).
@@ -61,7 +63,9 @@ def main():
             if not train:
                 args = [a.detach() if isinstance(a, torch.Tensor) else a for a in args]
             eager_times.append(best_seconds(lambda: run(gpt_block, args, train), number=5, repeat=3, warmup=1))
-        rows = [sweep("thunder constant values", lambda: thunder.jit(gpt_block), train, eager_times),
+        rows = [sweep("thunder default", lambda: thunder.jit(gpt_block), train, eager_times),
+                sweep("thunder no auto dynamic", lambda: thunder.jit(gpt_block, automatic_dynamic=False), train,
+                      eager_times),
                 sweep("thunder symbolic values", lambda: thunder.jit(gpt_block, cache="symbolic values"), train,
                       eager_times)]
         if not opts.no_compile:

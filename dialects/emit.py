@@ -11,6 +11,10 @@ from thunder.ops.registry import OPS
 
 
 CHECKPOINT = "checkpoint "  # a fused location's metadata "checkpoint N": the op is in checkpoint region N
+# a unit attribute on an op a decomposition computes in float64 to round its float32 (float16,
+# bfloat16) result once (ops/decomp_utils.widened): its f64 math needs f32's accuracy only, so
+# the kernels take it (lowering/linalg/approx.py) where unmarked f64 math stays a torch call
+WIDENED = "thunder.widened"
 
 
 def location(name, where=None):

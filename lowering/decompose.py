@@ -9,7 +9,7 @@ from thunder.core.proxies import DataDependentError, proxy_of_meta
 from thunder.core.trace import NotDecomposable
 from thunder.dialects import attrs, sizes
 from thunder.dialects.definitions import decode_op
-from thunder.dialects.emit import emit_symbol, loc_file_line, loc_names
+from thunder.dialects.emit import WIDENED, emit_symbol, loc_file_line, loc_names
 from thunder.dialects.mlir import ir
 from thunder.ops import registry
 
@@ -47,7 +47,9 @@ def decompose_op(operation):
     where = loc_file_line(operation.location)
     with ir.InsertionPoint(operation), operation.location:
         for bsym in ctx.symbols:
-            emit_symbol(bsym.op, bsym.args, bsym.outputs, values, where)
+            emitted = emit_symbol(bsym.op, bsym.args, bsym.outputs, values, where)
+            if bsym.widened or WIDENED in operation.attributes:  # (an ltorch op of a widened decomposition too)
+                emitted.attributes[WIDENED] = ir.UnitAttr.get()
     if len(outs) != len(operation.results):
         raise RuntimeError(f"decomposition of {op.qualname} returned {len(outs)} values, expected "
                            f"{len(operation.results)}")

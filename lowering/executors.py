@@ -17,9 +17,10 @@ import functools
 from dataclasses import dataclass
 from typing import Callable
 
+from thunder.dialects.emit import WIDENED
 from thunder.dialects.mlir import ir
 from thunder.lowering.gpu import launch as gpu_launch
-from thunder.lowering.linalg.scalar import POW_SPECIAL, supported
+from thunder.lowering.linalg.scalar import POW_SPECIAL, supported, widened_math
 from thunder.lowering.gpu import nvfuser, region_kernels
 from thunder.lowering.linalg import compile_region
 from thunder.lowering.linalg.to_linalg import lower_region, to_linalg
@@ -55,8 +56,15 @@ class Executor:
 
 
 LIBM_CALLS = {"thunder.sin", "thunder.cos", "thunder.atan2", "thunder.pow"}
+# f64 math without polynomials (approx.py), but where the op is marked widened (dialects/emit.py
+# WIDENED: a float32 op's decomposition computing in f64 to round once, whose math needs f32's
+# accuracy only) and the prim has an f64 polynomial for that
 NO_F64 = {"thunder.exp", "thunder.tanh", "thunder.erf", "thunder.log", "thunder.log1p", "thunder.expm1",
           "thunder.log2", "thunder.log10"}
+
+
+def widened(operation):
+    return WIDENED in operation.attributes and widened_math(operation.name)
 
 
 def is_number(v):
@@ -90,7 +98,7 @@ def kernel_prim(operation) -> bool:
     if name == "thunder.pow" and (is_int or (is_number(operation.operands[1]) and
                                              number_value(operation.operands[1]) in POW_SPECIAL)):
         pass  # integer pow, x ** 2, x ** 0.5, ...: multiplications or a sqrt, no libm call
-    elif name in LIBM_CALLS or (name in NO_F64 and elt == "f64"):
+    elif name in LIBM_CALLS or (name in NO_F64 and elt == "f64" and not widened(operation)):
         return False
     if name == "thunder.div" and is_int and not nonzero_number(operation.operands[1]):
         return False  # torch raises ZeroDivisionError for x / 0, which a kernel cannot

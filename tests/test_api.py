@@ -343,7 +343,7 @@ def test_input_object_updated_and_returned_is_the_same_object():
 def test_recompiles_beyond_the_limit_warn_once_naming_the_input():
     import warnings
 
-    jf = thunder.jit(lambda x: x * 2)
+    jf = thunder.jit(lambda x: x * 2, automatic_dynamic=False)  # (else the size becomes a symbol)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for n in range(1, 9 + 1):  # 8 recompiles after the first compile: within the limit
@@ -356,8 +356,8 @@ def test_recompiles_beyond_the_limit_warn_once_naming_the_input():
     assert "recompiled 9 times (recompile_limit=8)" in messages[0]
     assert "tensor argument 0: shape changed" in messages[0] and "symbolic values" in messages[0]
 
-    quiet = thunder.jit(lambda x: x * 2, recompile_limit=None)
-    strict = thunder.jit(lambda x: x * 2, recompile_limit=1)
+    quiet = thunder.jit(lambda x: x * 2, recompile_limit=None, automatic_dynamic=False)
+    strict = thunder.jit(lambda x: x * 2, recompile_limit=1, automatic_dynamic=False)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for n in range(1, 5):

@@ -303,10 +303,12 @@ def _greedy_matches_eager(jitted, model, steps):
 
 def test_gpt2_greedy_generation_with_kv_cache():
     # the jitted model is called once per token with the DynamicCache it returned (its tensors
-    # grow by one position each step: one compile per step under the default cache option)
+    # grow by one position each step); under the default cache option the cache's length becomes
+    # a symbol (automatic dynamic, fitted from three decode steps: the cache is state)
     model = _language_model("gpt2").eval()
     jitted = thunder.jit(model)
-    cache, expected_cache = _greedy_matches_eager(jitted, model, 5)
+    cache, expected_cache = _greedy_matches_eager(jitted, model, 6)
+    assert thunder.cache_misses(jitted) == 4  # the prompt, then three decode steps; two steps hit
     assert type(cache) is type(expected_cache)
     for layer, expected_layer in zip(cache.layers, expected_cache.layers, strict=True):
         torch.testing.assert_close(layer.keys, expected_layer.keys, rtol=RTOL, atol=ATOL)
@@ -315,14 +317,16 @@ def test_gpt2_greedy_generation_with_kv_cache():
 
 def test_gpt2_decode_loop_under_symbolic_values_stops_recompiling():
     # cache="symbolic values": the cache's growing sequence length becomes a symbol after three
-    # decode steps; every later step runs the same program (no compile), with eager's tokens
+    # decode steps (the prompt's sizes are symbols from the first call; the decode step's cache
+    # lives in the DynamicCache, state); every later step runs the same program (no compile), with eager's tokens
     model = _language_model("gpt2").eval()
     jitted = thunder.jit(model, cache="symbolic values")
     _greedy_matches_eager(jitted, model, 10)
     stats = thunder.compile_stats(jitted)
     assert stats.cache_misses == 4  # the prompt, then three decode steps
     assert stats.cache_hits == 7
-    assert stats.last_generalization.startswith("generalized: _sym0: ")
+    # (the cache's tensors are read from state, the DynamicCache: fitted from three real calls)
+    assert stats.last_generalization.startswith("generalized (three calls): _sym0: ")
     # the recorded decode step in MLIR: the cache's length is `?` in the cache tensors' types
     trace = thunder.last_traces(jitted)[0]
     assert trace.producer == "interpreter (acquisition, symbolic sizes)"

@@ -31,8 +31,10 @@ def jit(fn, /, *, executors=None, cache=None, sharp_edges=None, disable_torch_au
     (default: recompile when shapes, dtypes, devices, requires_grad or Python scalar values
     change), SAME_INPUT / "same input" (assume every call matches the first: no checks),
     NO_CACHING / "no caching" (recompile on every call), SYMBOLIC_VALUES / "symbolic values"
-    (sizes that keep changing become symbols: after three calls of the same structure, one
-    program for all of them; see docs/api.md).
+    (every size and int argument is a symbol from the first call on: one program for all of
+    them; see docs/api.md). Under the default, a size or int argument that changes between two
+    calls becomes a symbol at that call (automatic dynamic; automatic_dynamic=False keeps every
+    size a constant).
     Other keyword options are recorded (last_compile_options) with a warning.
     An FSDP2 module (fully_shard) comes back as itself with its forward compiled: FSDP2's hooks
     run natively around it (thunder/distributed.py).

@@ -164,14 +164,19 @@ class Batch:
 
     def check(self, archs=("sm_80", "sm_90")):
         """PTX for each architecture, assembled by ptxas; {arch: PTX}."""
-        out = {}
-        for arch in archs:
-            text = self.ptx(arch)
-            try:
-                ptx_module.ptxas(text, arch)
-            except ptx_module.PtxasError as e:
-                raise KernelError(e.kernels, self.labels, e) from e
-            out[arch] = text
+        out, running, errors = {}, [], []
+        try:
+            for arch in archs:  # (ptxas assembles one architecture's while the next one's is generated)
+                out[arch] = self.ptx(arch)
+                running.append(ptx_module.start_ptxas(out[arch], arch))
+        finally:
+            for finish in running:  # each waited for (and its files removed), also after an error
+                try:
+                    finish()
+                except ptx_module.PtxasError as e:
+                    errors.append(e)
+        if errors:
+            raise KernelError(errors[0].kernels, self.labels, errors[0]) from errors[0]
         return out
 
 

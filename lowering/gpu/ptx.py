@@ -220,17 +220,31 @@ def ptxas_path():
 def ptxas(ptx_text, arch=DEFAULT_CHIP):
     """Assemble PTX with ptxas (validation without a GPU); raise PtxasError naming the kernels
     whose lines it rejects. Returns the cubin's size in bytes."""
+    return start_ptxas(ptx_text, arch)()
+
+
+def start_ptxas(ptx_text, arch=DEFAULT_CHIP):
+    """ptxas started in the background (the caller goes on generating the next PTX); returns a
+    function that waits for it and returns, or raises, what ptxas() does."""
     exe = ptxas_path()
     if exe is None:
         raise FileNotFoundError("ptxas not found (CUDA toolkit)")
-    with tempfile.TemporaryDirectory() as d:
-        src, out = os.path.join(d, "k.ptx"), os.path.join(d, "k.cubin")
-        with open(src, "w") as f:
-            f.write(ptx_text)
-        r = subprocess.run([exe, f"-arch={arch}", src, "-o", out], capture_output=True, text=True, timeout=600)
-        if r.returncode != 0:
-            raise PtxasError(arch, kernels_at(ptx_text, _error_lines(r.stderr)), r.stderr)
-        return os.path.getsize(out)
+    d = tempfile.TemporaryDirectory()
+    src, out = os.path.join(d.name, "k.ptx"), os.path.join(d.name, "k.cubin")
+    with open(src, "w") as f:
+        f.write(ptx_text)
+    proc = subprocess.Popen([exe, f"-arch={arch}", src, "-o", out], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+    def finish():
+        try:
+            _, err = proc.communicate(timeout=600)
+            if proc.returncode != 0:
+                raise PtxasError(arch, kernels_at(ptx_text, _error_lines(err)), err)
+            return os.path.getsize(out)
+        finally:
+            d.cleanup()
+    return finish
 
 
 def _error_lines(log):

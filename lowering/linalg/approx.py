@@ -81,9 +81,9 @@ def _clamp(b, x, lo, hi):
     return b.op(f"arith.maximumf {x}, {b.const(lo, D)} : {D}")
 
 
-def _expm1_reduced(b, x):
+def _expm1_reduced(b, x, half=False):
     """(expm1(r), 2^k) as f64 with x = k ln2 + r, |r| <= ln2/2, for an f64 x in [-745, 709]
-    (nan: poison, to be selected away)."""
+    (half: 2^(k-1), for x in [-707, 710]; nan: poison, to be selected away)."""
     k = b.op(f"math.fma {x}, {b.const(LOG2E, D)}, {b.const(0.5, D)} : {D}")
     k = b.op(f"math.floor {k} : {D}")
     nk = b.op(f"arith.negf {k} : {D}")
@@ -91,7 +91,7 @@ def _expm1_reduced(b, x):
     p = _horner(b, r, EXPM1_TAYLOR, D)
     q = b.op(f"math.fma {b.op(f'arith.mulf {r}, {r} : {D}')}, {p}, {r} : {D}")
     ki = b.op(f"arith.fptosi {k} : {D} to i64")
-    e = b.op(f"arith.addi {ki}, {b.const(1023, 'i64')} : i64")
+    e = b.op(f"arith.addi {ki}, {b.const(1022 if half else 1023, 'i64')} : i64")
     e = b.op(f"arith.shli {e}, {b.const(52, 'i64')} : i64")
     return q, b.op(f"arith.bitcast {e} : i64 to {D}")
 
@@ -202,8 +202,80 @@ def erf_f32(b, x):
     return _nan_is_nan(b, x, r)
 
 
+# ---- widened f64 (dialects/emit.py WIDENED): a decomposition of an op on float32 (or
+# float16/bfloat16) values computes it in f64 and rounds once to the result's type (F.softplus's
+# log1p(exp(x)), F.elu's expm1(x) * alpha): its f64 math needs f32's accuracy, not f64's. These
+# take any f64 (the range past f32's: exp(x * beta), huge log1p operands) to a relative error of
+# about 1e-13 (as above, without the rounding to f32); exp flushes results below 2^-1021 (x <
+# -707) to 0, log scales f64 denormals up first. They are not f64-accurate: unmarked f64 math
+# stays a torch call (lowering/executors.py).
+EXP64_LO, EXP64_HI = -707.0, 710.0  # 2^(k-1) stays a normal f64 between; exp(710) is inf
+TANH64_CLAMP = 20.0  # tanh rounds to 1 in f64 beyond 19.1
+TINY64 = 2.2250738585072014e-308  # the smallest normal f64
+
+
+def _nan_is_nan64(b, x, r):
+    return b.op(f"arith.select {b.op(f'arith.cmpf uno, {x}, {x} : {D}')}, {x}, {r} : {D}")
+
+
+def _select(b, cond, a, r):
+    return b.op(f"arith.select {cond}, {a}, {r} : {D}")
+
+
+def _cmp(b, pred, x, value):
+    return b.op(f"arith.cmpf {pred}, {x}, {b.const(value, D)} : {D}")
+
+
+def exp_f64(b, x):
+    q, t = _expm1_reduced(b, _clamp(b, x, EXP64_LO, EXP64_HI), half=True)
+    y = b.op(f"arith.mulf {b.op(f'math.fma {t}, {q}, {t} : {D}')}, {b.const(2.0, D)} : {D}")  # inf past 709.78
+    return _nan_is_nan64(b, x, _select(b, _cmp(b, "olt", x, EXP64_LO), b.const(0.0, D), y))
+
+
+def expm1_f64(b, x):
+    q, t = _expm1_reduced(b, _clamp(b, x, EXPM1_LO, EXP64_HI), half=True)
+    # 2^k expm1(r) + 2^k - 1 = 2 (2^(k-1) expm1(r) + 2^(k-1) - 1/2): no overflow of 2^k below exp's
+    y = b.op(f"math.fma {t}, {q}, {b.op(f'arith.subf {t}, {b.const(0.5, D)} : {D}')} : {D}")
+    y = b.op(f"arith.mulf {y}, {b.const(2.0, D)} : {D}")
+    return _nan_is_nan64(b, x, _select(b, _cmp(b, "oeq", x, 0.0), x, y))  # keeps -0
+
+
+def _log_specials64(b, x, r, at_zero, below):
+    r = _select(b, _cmp(b, "oeq", x, float("inf")), b.const(float("inf"), D), r)
+    r = _select(b, _cmp(b, "oeq", x, at_zero), b.const(float("-inf"), D), r)
+    return _select(b, _cmp(b, "ult", x, below), b.const(float("nan"), D), r)  # and nan
+
+
+def log_f64(b, x, scale=None):
+    tiny = _cmp(b, "olt", x, TINY64)  # a denormal (or 0, < 0: selected below): scaled by 2^54
+    u = _select(b, tiny, b.op(f"arith.mulf {x}, {b.const(2.0 ** 54, D)} : {D}"), x)
+    r = _log_f64(b, u)
+    r = b.op(f"arith.subf {r}, {_select(b, tiny, b.const(54 * LN2, D), b.const(0.0, D))} : {D}")
+    if scale is not None:
+        r = b.op(f"arith.mulf {r}, {b.const(scale, D)} : {D}")
+    return _log_specials64(b, x, r, 0.0, 0.0)
+
+
+def log1p_f64(b, x):
+    u = b.op(f"arith.addf {x}, {b.const(1.0, D)} : {D}")  # x itself is used where u is near 1
+    r = _log_specials64(b, x, _log_f64(b, u, x), -1.0, -1.0)
+    return _select(b, _cmp(b, "oeq", x, 0.0), x, r)  # keeps -0
+
+
+def tanh_f64(b, x):
+    a = b.op(f"arith.minimumf {b.op(f'math.absf {x} : {D}')}, {b.const(TANH64_CLAMP, D)} : {D}")
+    e = _expm1_f64(b, b.op(f"arith.addf {a}, {a} : {D}"))
+    r = b.op(f"arith.divf {e}, {b.op(f'arith.addf {e}, {b.const(2.0, D)} : {D}')} : {D}")
+    return _nan_is_nan64(b, x, b.op(f"math.copysign {r}, {x} : {D}"))
+
+
 APPROX = {("math.tanh", "f32"): tanh_f32, ("math.exp", "f32"): exp_f32,
           ("math.log", "f32"): log_f32, ("math.log1p", "f32"): log1p_f32,
           ("math.expm1", "f32"): expm1_f32, ("math.erf", "f32"): erf_f32,
           ("math.log2", "f32"): lambda b, x: log_f32(b, x, 1 / LN2),
-          ("math.log10", "f32"): lambda b, x: log_f32(b, x, 1 / math.log(10))}
+          ("math.log10", "f32"): lambda b, x: log_f32(b, x, 1 / math.log(10)),
+          # widened f64 only (scalar.py): f64 math that is not marked stays a libm call
+          ("math.tanh", "f64"): tanh_f64, ("math.exp", "f64"): exp_f64, ("math.log", "f64"): log_f64,
+          ("math.log1p", "f64"): log1p_f64, ("math.expm1", "f64"): expm1_f64,
+          ("math.log2", "f64"): lambda b, x: log_f64(b, x, 1 / LN2),
+          ("math.log10", "f64"): lambda b, x: log_f64(b, x, 1 / math.log(10))}

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math as _pymath
 
+from thunder.dialects.emit import WIDENED
 from thunder.dialects.mlir import ir
 from thunder.lowering.linalg.scalar import (Body, convert_scalar, ELEMENTWISE, is_float, literal, opmath, promote,
                                             reduce_combine, reduction_identity, REDUCTIONS, SUPPORTED,
@@ -121,12 +122,13 @@ def _elementwise(em, name, operands, out_t: TensorT, attrs):
     fn, kind = ELEMENTWISE[name]
     if kind == "convert":
         dst = str(ir.TypeAttr(attrs["dtype"]).value)
-        return _map(em, operands, out_t, lambda b, xs, ts: convert_scalar(b, xs[0], ts[0], dst), None, dst)
+        once = WIDENED in attrs
+        return _map(em, operands, out_t, lambda b, xs, ts: convert_scalar(b, xs[0], ts[0], dst, once), None, dst)
     if kind == "arith":  # f16/bf16: computed in f32 and rounded once, as torch's kernels (opmath)
         ct = opmath(out_t.elt)
 
         def arith(b, xs, ts):
-            b.storage = out_t.elt
+            b.storage, b.widened = out_t.elt, WIDENED in attrs
             return fn(b, xs, ct)
         return _map(em, operands, out_t, arith, ct, ct)
     if kind == "cmp":

@@ -90,15 +90,18 @@ def literal(value, t: str) -> str:
 
 
 # ---- scalar conversions inside a body
-def convert_scalar(b, v, src, dst):
+def convert_scalar(b, v, src, dst, once=False):
     """Emit (through body builder b) the conversion of scalar v from type src to dst.
 
     f16/bf16 convert through f32 as torch does (c10::Half/BFloat16 are built from and read as
     float): f64 -> f32 -> f16 and i64 -> f32 -> bf16 round twice, like torch; f16 <-> bf16
-    and f16/bf16 -> ints go through an exact extf to f32."""
+    and f16/bf16 -> ints go through an exact extf to f32. once: f64 -> f16/bf16 rounds once
+    (a widened decomposition's result, dialects/emit.py WIDENED)."""
     if src == dst:
         return v
     low = ("f16", "bf16")
+    if once and src == "f64" and dst in low:
+        return b.op(f"arith.truncf {_to_f32_odd(b, v)} : f32 to {dst}")
     if src in low and dst != "f32":
         return convert_scalar(b, b.op(f"arith.extf {v} : {src} to f32"), "f32", dst)
     if dst in low and src != "f32":
@@ -123,6 +126,19 @@ def convert_scalar(b, v, src, dst):
     return b.op(f"{op} {v} : {src} to {dst}")
 
 
+def _to_f32_odd(b, v):
+    """f64 v rounded to f32 to odd: truncated toward zero, the last bit set where that was
+    inexact. Rounding that to nearest f16/bf16 (13 and 16 bits fewer) rounds v once."""
+    t = b.op(f"arith.truncf {v} : f64 to f32")
+    back = b.op(f"arith.extf {t} : f32 to f64")
+    inexact = b.op(f"arith.cmpf one, {back}, {v} : f64")
+    away = b.op(f"arith.cmpf ogt, {b.op(f'math.absf {back} : f64')}, {b.op(f'math.absf {v} : f64')} : f64")
+    bits = b.op(f"arith.bitcast {t} : f32 to i32")
+    down = b.op(f"arith.subi {bits}, {b.const(1, 'i32')} : i32")  # one ulp toward zero (sign and magnitude)
+    odd = b.op(f"arith.ori {b.op(f'arith.select {away}, {down}, {bits} : i32')}, {b.const(1, 'i32')} : i32")
+    return b.op(f"arith.bitcast {b.op(f'arith.select {inexact}, {odd}, {bits} : i32')} : i32 to f32")
+
+
 def opmath(t):
     """The type an elementwise prim on t computes in: f32 for f16/bf16 (torch's opmath: each op
     converts its operands to float, computes and rounds its result once), else t."""
@@ -136,6 +152,7 @@ class Body:
         self.lines, self.n, self.approx = [], 0, approx
         self.values = {}  # ssa name -> the number a constant holds (pow specializes on it)
         self.storage = None  # the type the prim's result is rounded to, where it computes in opmath
+        self.widened = False  # the prim is marked widened (approx.py): its f64 math needs f32 accuracy
 
     def op(self, text):
         name = f"%s{self.n}"
@@ -154,9 +171,10 @@ def _unary_float(mathop):
     def f(b, xs, t):
         if not is_float(t):
             raise UnsupportedOp(f"{mathop} on {t}")
-        if b.approx and (mathop, t) in approx.APPROX:
+        if b.approx and (mathop, t) in approx.APPROX and (t != "f64" or b.widened):
             return approx.APPROX[mathop, t](b, xs[0])
         return b.op(f"{mathop} {xs[0]} : {t}")
+    f.mathop = mathop
     return f
 
 
@@ -367,6 +385,12 @@ ELEMENTWISE = {
 REDUCTIONS = {"sum", "amax", "amin", "prod"}
 SHAPE_OPS = {"broadcast_in_dim", "reshape", "transpose", "slice", "full", "iota", "cat"}
 SUPPORTED = set(ELEMENTWISE) | REDUCTIONS | SHAPE_OPS
+
+
+def widened_math(op_name: str) -> bool:
+    """Whether `thunder.<name>` on f64, marked widened, has a polynomial (approx.py)."""
+    fn = ELEMENTWISE.get(op_name.removeprefix("thunder."), (None,))[0]
+    return getattr(fn, "mathop", None) is not None and (fn.mathop, "f64") in approx.APPROX
 
 
 def supported(op_name: str) -> bool:

@@ -68,8 +68,10 @@ class _Symbolic:
     def __pos__(self):
         return self
 
-    def __abs__(self):
-        return _make(abs(self.value_type(self)), f"abs({self.expr})")
+    def __abs__(self):  # (the sign is a decision: the program's sizes may hold `abs` unseen)
+        value = self.value_type(self)
+        decided(f"({self.expr} >= 0)", value >= 0)
+        return _make(abs(value), f"abs({self.expr})")
 
     def __floor__(self):
         return SymInt(math.floor(self.value_type(self)), f"math.floor({self.expr})")

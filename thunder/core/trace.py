@@ -27,6 +27,7 @@ class BoundSymbol:
     args: dict  # param name -> value, tensors as Ref, tuples of Ref for tensor lists
     outputs: list  # Refs, flat
     location: tuple | None  # (filename, lineno) of the user's source line; + (region,) inside a checkpoint
+    widened: bool = False  # recorded under ops/decomp_utils.widened (dialects/emit.py WIDENED)
 
     def tensor_args(self):
         """The Refs the call reads, tensor lists flattened, in parameter order."""
@@ -57,6 +58,7 @@ class TraceCtx:
         self.track_strides = False  # eager's strides on proxies (the user's program, not decompositions)
         self.differentiable = False  # an input requires grad
         self.checkpoint = None  # the activation-checkpoint region being recorded (ops/checkpoint.py)
+        self.widened = False  # ops recorded now compute a float32 op in float64 (ops/decomp_utils.widened)
         self.requires_grad = False  # a result of an op requires grad
         self.grad_ops = False  # an op of the user's program was recorded with grad mode on
         self.read_grad = None  # x.grad of a proxy while tracing (runtime/state.py), when the caller reads them

@@ -1,7 +1,10 @@
 """Helpers that decompositions share: make broadcasting and type promotion explicit in prims."""
+import contextlib
+
 import torch
 
 from thunder.core import dtypes
+from thunder.core import trace as tracing
 from thunder.core.numbers import NumberProxy
 from thunder.ops import prims
 from thunder.ops.meta_utils import broadcast_shapes, is_tensor
@@ -47,6 +50,23 @@ def fma_dtype(dtype):
     multiply-add; in float32 for float16/bfloat16): float64 for the float types up to float32 (the
     product and the sum of their values, rounded to float64, then once to the dtype), else dtype."""
     return torch.float64 if dtype in (torch.float16, torch.bfloat16, torch.float32) else dtype
+
+
+@contextlib.contextmanager
+def widened(dtype):
+    """Around a decomposition computing in fma_dtype(dtype): where that widens float32 (float16,
+    bfloat16) to float64, the ops it records are marked (dialects/emit.py WIDENED): their float64
+    math only has to be accurate to well below float32's rounding (the kernels' polynomials,
+    lowering/linalg/approx.py, are; unmarked float64 math must be float64-accurate)."""
+    ctx = tracing.current()
+    if ctx is None or fma_dtype(dtype) is dtype or ctx.widened:
+        yield
+        return
+    ctx.widened = True
+    try:
+        yield
+    finally:
+        ctx.widened = False
 
 
 def as_tensor(x, like):

@@ -1,4 +1,5 @@
 """Elementwise ltorch ops: arithmetic, comparisons, unary math, activations."""
+import contextlib
 import inspect
 import math
 
@@ -8,7 +9,7 @@ import torch.nn.functional as F
 from thunder.core import dtypes
 from thunder.core.proxies import TensorProxy
 from thunder.ops import prims
-from thunder.ops.decomp_utils import as_tensor, expand_to, fma_dtype, opmath_dtype, to_dtype
+from thunder.ops.decomp_utils import as_tensor, expand_to, fma_dtype, opmath_dtype, to_dtype, widened
 from thunder.ops.meta_utils import broadcast_shapes, device_of, elementwise, is_tensor
 from thunder.ops import registry
 from thunder.ops.registry import Bool, Float, Int, Number, OpDef, Str, Tensor, TensorOrNumber, ltorch
@@ -41,16 +42,22 @@ def _reject(name, dtype, categories, exc=NotImplementedError):
         raise exc(f'"{name}" not implemented for \'{_dtype_name(dtype)}\'')
 
 
-def _compute(operands, out, fn, *, upcast=False, dtype=None):
+def _compute(operands, out, fn, *, upcast=False, dtype=None, widen=False):
     """The body of most decompositions: broadcast the operands to out's shape, convert them to the
     compute dtype (dtype; else out's dtype, or the promoted one for ops with bool results; float32
-    for float16/bfloat16 when upcast, as torch's kernels do), apply fn and convert to out's dtype."""
+    for float16/bfloat16 when upcast, as torch's kernels do), apply fn and convert to out's dtype.
+    widen: a composite torch computes op by op, each rounded (F.softplus's log1p(exp(x))),
+    computed in float64 for float types up to float32 and rounded once (decomp_utils.widened:
+    never less accurate than torch's)."""
     if dtype is None:
         dtype = out.dtype if out.dtype is not torch.bool else dtypes.promote(*operands)
     if upcast:
         dtype = opmath_dtype(dtype)
-    args = [expand_to(to_dtype(a, dtype), out.shape) for a in operands]
-    return to_dtype(fn(*args), out.dtype)
+    if widen:
+        dtype = fma_dtype(out.dtype)
+    with widened(out.dtype) if widen else contextlib.nullcontext():
+        args = [expand_to(to_dtype(a, dtype), out.shape) for a in operands]
+        return to_dtype(fn(*args), out.dtype)
 
 
 def _check_any_tensor(name, *args):
@@ -182,7 +189,7 @@ def add(input: TensorOrNumber, other: TensorOrNumber, *, alpha: Number = 1):
 @add.decompose
 def _(input, other, *, alpha=1):
     out = add.meta(input, other, alpha=alpha)
-    return _compute([input, other], out, lambda a, b: prims.add(a, _scaled(b, alpha)), dtype=_alpha_dtype(out, alpha))
+    return _with_alpha(prims.add, input, other, alpha, out)
 
 
 def _check_alpha(out, alpha):
@@ -195,6 +202,22 @@ def _alpha_dtype(out, alpha):
     """The dtype a + alpha * b computes in: torch's kernel rounds it once (a fused multiply-add,
     in float32 for float16/bfloat16), which float64 gives for float types up to float32."""
     return fma_dtype(out.dtype) if alpha != 1 else None
+
+
+def _with_alpha(prim, input, other, alpha, out):
+    """prim(input, alpha * other). With alpha != 1 torch's kernel converts alpha and a number
+    operand to the result's dtype first (add(x, 0.1, alpha=0.3) on float16 computes with
+    0.0999755859375 and 0.2998046875, in float32), then rounds a + alpha * b once."""
+    if alpha != 1 and out.dtype.is_floating_point:
+        input, other, alpha = (_in_dtype(v, out.dtype) for v in (input, other, alpha))
+    return _compute([input, other], out, lambda a, b: prim(a, _scaled(b, alpha)), dtype=_alpha_dtype(out, alpha))
+
+
+def _in_dtype(v, dtype):
+    """A Python number (known while tracing) as the nearest value of dtype; others as they are."""
+    if type(v) in (int, float):
+        return torch.tensor(float(v), dtype=dtype).item()
+    return v
 
 
 def _scaled(b, alpha):
@@ -321,7 +344,7 @@ def sub(input: TensorOrNumber, other: TensorOrNumber, *, alpha: Number = 1):
 @sub.decompose
 def _(input, other, *, alpha=1):
     out = sub.meta(input, other, alpha=alpha)
-    return _compute([input, other], out, lambda a, b: prims.sub(a, _scaled(b, alpha)), dtype=_alpha_dtype(out, alpha))
+    return _with_alpha(prims.sub, input, other, alpha, out)
 
 
 @ltorch("torch.rsub", rdunders=("__rsub__",), aliases=(torch.rsub,), elementwise=True, numbers_are_operands=True)
@@ -604,7 +627,7 @@ def _(input, beta=1.0, threshold=20.0):
         xb = prims.mul(x, float(beta))
         return prims.where(prims.gt(xb, float(threshold)), x, prims.div(prims.log1p(prims.exp(xb)), float(beta)))
 
-    return _compute([input], softplus.meta(input), fn, upcast=True)
+    return _compute([input], softplus.meta(input), fn, widen=True)
 
 
 @ltorch("torch.nn.functional.leaky_relu", aliases=(F.leaky_relu,), elementwise=True)
@@ -645,7 +668,7 @@ def relu6(input: Tensor, inplace: Bool = False):
 relu6.decompose(lambda input, inplace=False: hardtanh(input, 0.0, 6.0))
 
 
-def _float_activation(name, fn, *params, kernel=None):
+def _float_activation(name, fn, *params, kernel=None, widen=False):
     """An activation of floating-point inputs (float16/bfloat16 computed in float32), with the
     parameters `params` ((name, kind, default) before `inplace`); fn(x, **params) in prims."""
     def meta(input, **kw):
@@ -663,7 +686,7 @@ def _float_activation(name, fn, *params, kernel=None):
     @op.decompose
     def _(input, *args, inplace=False, **kw):
         kw.update(zip((n for n, _, _ in params), args))
-        return _compute([input], TensorProxy.like(input), lambda x: fn(x, **kw), upcast=True)
+        return _compute([input], TensorProxy.like(input), lambda x: fn(x, **kw), upcast=True, widen=widen)
 
     return op
 
@@ -682,11 +705,11 @@ def _relu6_shifted(x):
     return prims.minimum(prims.maximum(prims.add(x, 3.0), as_tensor(0.0, x)), as_tensor(6.0, x))
 
 
-elu = _float_activation("elu", lambda x, alpha: _elu(x, alpha), ("alpha", Float, 1.0), kernel="elu_cpu")
-selu = _float_activation("selu", lambda x: _elu(x, _SELU_ALPHA, _SELU_SCALE), kernel="elu_cpu")
+elu = _float_activation("elu", lambda x, alpha: _elu(x, alpha), ("alpha", Float, 1.0), kernel="elu_cpu", widen=True)
+selu = _float_activation("selu", lambda x: _elu(x, _SELU_ALPHA, _SELU_SCALE), kernel="elu_cpu", widen=True)
 celu = _float_activation("celu", lambda x, alpha: _elu(x, alpha, 1.0, 1.0 / alpha), ("alpha", Float, 1.0),
-                         kernel="elu_cpu")
-mish = _float_activation("mish", lambda x: prims.mul(x, prims.tanh(prims.log1p(prims.exp(x)))))
+                         kernel="elu_cpu", widen=True)
+mish = _float_activation("mish", lambda x: prims.mul(x, prims.tanh(prims.log1p(prims.exp(x)))), widen=True)
 hardsigmoid = _float_activation("hardsigmoid", lambda x: prims.div(_relu6_shifted(x), 6.0))
 hardswish = _float_activation("hardswish", lambda x: prims.div(prims.mul(x, _relu6_shifted(x)), 6.0))
 

@@ -45,7 +45,7 @@ def record_op(op, values):
     if ctx.checkpoint is not None:  # (lowering/remat.py recomputes the region's values)
         loc = (*(loc or ("<unknown>", 0)), ctx.checkpoint)
     ctx.symbols.append(tracing.BoundSymbol(op, {k: to_refs(v) for k, v in values.items()},
-                                           [tracing.ref(o) for o in outs], loc))
+                                           [tracing.ref(o) for o in outs], loc, ctx.widened))
     if ctx.on_record is not None:
         ctx.on_record(op, values, outs)
     if ctx.track_grad_mode:

@@ -127,9 +127,10 @@ def _acquire(cd, args, kwargs, shared=None, sym_shapes=None):
     return _Acquired(ctx, inputs, arg_specs, kw_specs, state, ambient, result, reader.splits)
 
 
-def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None) -> CacheEntry:
+def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None, keep_parts=False) -> CacheEntry:
     """The cache entry for this call. fusion=False: no thunder-fuse (see ThunderFunction._miss);
-    sym_shapes: see _acquire."""
+    sym_shapes: see _acquire; keep_parts: keep what runtime/symbolic.py generalizes (always
+    under cache="symbolic values")."""
     times = {}
     t_start = t = time.perf_counter()
     acq = _acquire(cd, args, kwargs, sym_shapes=sym_shapes)
@@ -245,11 +246,12 @@ def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None) -> CacheEn
     if not ctx.sym_shapes:  # (programs with symbolic sizes are not persisted: runtime/persist.py)
         entry.persist = dict(source=source, constants=constants, prologue=prologue, writes=writes,
                              guards=entry_guards, interpreted=list(state.interpreted.values()))
-    if cd.cache_option == CACHE_OPTIONS.SYMBOLIC_VALUES:
+    if keep_parts or cd.cache_option == CACHE_OPTIONS.SYMBOLIC_VALUES:
         metas = [TensorMeta(x) for x in read]
         entry.parts = Parts(source, constants, (arg_specs, kw_specs, metas, prologue_args),
                                      ctx.sym_guards, leaks(result.value, writes), [id(x) for x in read],
-                                     symbolic_trace, float_exprs(ctx.symbols) if ctx.sym_shapes else ())
+                                     symbolic_trace, float_exprs(ctx.symbols) if ctx.sym_shapes else (),
+                                     float_exprs(ctx.symbols, symbols.SymInt) if ctx.sym_shapes else ())
     return entry
 
 
@@ -370,6 +372,7 @@ class Parts:
     read_ids: list  # id() of the tensors the call read (arguments, then state), while it runs
     symbolic_trace: object = None  # the acquisition trace with symbolic sizes (`?` dims), or why there is none
     float_exprs: tuple = ()  # the expressions of the floats computed from sizes the trace holds (1 / math.sqrt(T))
+    int_exprs: tuple = ()  # the same for the ints (sizes: `C // H`, `max(T - W + 1, 0)`)
 
 
 def leaks(value, writes):
@@ -395,17 +398,21 @@ def leaks(value, writes):
     return walk(value) or any(walk(w[2]) for w in writes)
 
 
-def float_exprs(bsyms):
-    """The expressions of the floats computed from symbolic sizes that these ops take (the
-    candidates for a float literal that differs between the calls: `1 / math.sqrt(T)`)."""
+def float_exprs(bsyms, kind=symbols.SymFloat):
+    """The expressions of the floats (kind=SymInt: ints) computed from symbolic sizes that these
+    ops take (the candidates for a literal that differs between the calls: `1 / math.sqrt(T)`)."""
     found = {}
 
     def walk(v):
-        if isinstance(v, symbols.SymFloat):
+        if isinstance(v, kind):
             found.setdefault(v.expr)
         elif isinstance(v, (tuple, list)):
             for x in v:
                 walk(x)
+        elif isinstance(v, slice):  # (an indexing key: `k[:, start:]`)
+            walk((v.start, v.stop, v.step))
+        elif isinstance(v, dict):
+            walk(tuple(v.values()))
 
     for bsym in bsyms:
         for v in bsym.args.values():

@@ -9,7 +9,7 @@ import torch
 from thunder.core import logs
 from thunder.dialects.mlir import LOCK
 from thunder.ops.impl import ValueChanged
-from thunder.runtime import guards, persist, symbolic
+from thunder.runtime import generalize, guards, persist
 from thunder.runtime.compile import _flatten_call, _fusion_policy, _meta, compile_entry
 from thunder.runtime.options import CACHE_OPTIONS, CacheEntry, CompileData, CompileStats, MAX_ENTRIES
 from thunder.runtime.prologue import MISS
@@ -24,6 +24,7 @@ class ThunderFunction:
         self._entries: list[CacheEntry] = []
         self._last_entry = None
         self._samples = []  # cache="symbolic values": recent compiled calls (runtime/symbolic.py)
+        self._sample_failures = {}  # call structure -> failed generalizations from samples (runtime/symbolic.py)
         self._disk = persist.Seen()  # entries of the program cache on disk read in this process
         functools.update_wrapper(self, cd.fn, updated=())
 
@@ -81,9 +82,13 @@ class ThunderFunction:
             found = persist.timed_load(cd, cs, self._disk, args, kwargs)
             if found is not None:
                 self._add(found[0])
+                if cd.cache_option == CACHE_OPTIONS.SYMBOLIC_VALUES or cd.automatic_dynamic:
+                    generalize.remember(self, found[0], args=args, kwargs=kwargs)  # (its sizes, for the next call)
                 return found[1]
         if cd.cache_option == CACHE_OPTIONS.SYMBOLIC_VALUES:
-            entry = symbolic.compile_call(self, cd, cs, args, kwargs)
+            entry = generalize.compile_call(self, cd, cs, args, kwargs)
+        elif cd.cache_option == CACHE_OPTIONS.CONSTANT_VALUES and cd.automatic_dynamic:
+            entry = generalize.compile_call(self, cd, cs, args, kwargs, auto=True)
         else:
             entry = self._add(compile_entry(cd, cs, args, kwargs))
         # the call that traced runs the program without the guards: they hold for the state the
@@ -127,7 +132,9 @@ def _warn_recompiles(cd, cs):
         f"the input that keeps changing: {cs.last_miss_reason}. Each new value or shape compiles a new "
         "program. Workaround: cache='symbolic values' (sizes that change become symbols of one program), "
         "pad inputs to a few fixed sizes, or pass changing numbers as tensors; "
-        "thunder.jit(..., recompile_limit=None) silences this.", stacklevel=4)
+        "thunder.jit(..., recompile_limit=None) silences this."
+        + (f" Sizes as symbols (automatic dynamic): {cs.generalizations[-1]}" if cs.generalizations else ""),
+        stacklevel=4)
 
 
 def _describe_inputs(args, kwargs):

@@ -60,6 +60,9 @@ class CompileStats:
     # cache="symbolic values": the outcome of the last attempt to make one program for changing
     # sizes ("generalized: _sym0: tensor argument 0 dim 0" or "not generalized: <why>")
     last_generalization: str | None = None
+    # every such attempt's outcome, in order: what became a symbol and why ("generalized
+    # (automatic dynamic: the sizes that changed since the call before): _sym0: tensor argument 0 dim 1")
+    generalizations: list = field(default_factory=list)
     # calls that used a program from the program cache on disk instead of compiling (runtime/persist.py)
     disk_loads: int = 0
 
@@ -84,6 +87,8 @@ class CompileData:
     warned_sharp_edges: set = field(default_factory=set)
     fusion: str = "auto"  # thunder-fuse's policy when the linalg executor is on
     recompile_limit: int | None = 8  # more recompiles than this warn once (None: never)
+    # cache="constant values": sizes and ints that change between calls become symbols (runtime/symbolic.py)
+    automatic_dynamic: bool = True
     persist: bool = True  # the program cache on disk (runtime/persist.py)
 
 
@@ -132,7 +137,7 @@ def _normalize_transforms(transforms):
 
 def make_compile_data(fn, *, executors=None, cache=None, sharp_edges=None, disable_torch_autograd=False,
                       transforms=None, debug_options=None, strict=False, fusion=None, recompile_limit=8,
-                      persist=True, **compile_options):
+                      automatic_dynamic=True, persist=True, **compile_options):
     if not callable(fn):
         raise TypeError(f"thunder.jit expects a callable, got {type(fn).__name__}")
     if isinstance(fn, torch.nn.parallel.DistributedDataParallel):
@@ -170,4 +175,5 @@ def make_compile_data(fn, *, executors=None, cache=None, sharp_edges=None, disab
                             disable_torch_autograd=disable_torch_autograd, transforms=transforms,
                             debug_options=debug_options, fusion=fusion, **compile_options),
                        fn if isinstance(fn, torch.nn.Module) else None, fusion=fusion,
-                       recompile_limit=recompile_limit, persist=persist)
+                       recompile_limit=recompile_limit, automatic_dynamic=bool(automatic_dynamic),
+                       persist=persist)

@@ -1,17 +1,20 @@
-"""cache="symbolic values": one program for the sizes that keep changing.
+"""One program for changing sizes: cache="symbolic values" and the default option's automatic dynamic.
 
-How it works (docs/api.md "Cache options"): calls compile as under "constant values" until a
-third call of the same structure (same arguments, dtypes, devices, ranks, same tensors read
-from state) arrives whose sizes differ from the two calls before. Every dim whose size is not
-the same in the three calls becomes a symbol (dims with the same sizes in all three are one
-symbol, as torch.compile's duck sizing does); sizes 0 and 1 are never symbols. That third call
-is traced with the symbols as SymInts (core/symbols.py), so every decision the function's
-Python takes on them (a comparison, a branch, `range(n)`) is recorded. The three compiled
-programs are then compared token by token: they must be the same except for number literals,
-and each literal that differs must be an integer polynomial term of the symbols (`c * m + b`,
-m a product of up to three symbols) found from two of the calls and checked on the third, or
-a float the trace computed from the symbols (`math.sqrt(T)`) that gives it in all three. The
-fused kernels' regions are compared the same way. What comes out:
+How it works (docs/api.md "Cache options"): the call that asks for symbols (under symbolic
+values the first call of a structure: same arguments, dtypes, devices, ranks, same tensors read
+from state; under the default the second, for the sizes that changed) is traced with them as
+SymInts (core/symbols.py), so every decision the function's Python takes on them (a comparison,
+`min`/`max`, a branch, `range(n)`) is recorded, and compiled; the same function is compiled at
+two other sizes that runtime/dynamic.py chooses (stand-in inputs). Where a tensor read from
+state changed its size instead, the three are the call and the two calls of its structure
+before it, the symbols the dims that differ in the three (dims with the same sizes in all
+three are one symbol, as torch.compile's duck sizing does); sizes 0 and 1 are never symbols.
+The three compiled programs are then compared token by token: they must be the same except
+for number literals, and each literal that differs must be a size the trace computed (`C //
+H`) or an integer polynomial term of the symbols (`c * m + b`, m a product of up to three
+symbols) found from two of the calls and checked on the third (where several fit, they must
+agree at other sizes), or a float the trace computed from the symbols (`math.sqrt(T)`) that
+gives it in all three. The fused kernels' regions are compared the same way. What comes out:
 
 - the program, with the symbols as parameters and the literals as expressions of them;
 - kernels compiled per new size on first use (a family: the region text for the sizes, then
@@ -21,14 +24,14 @@ fused kernels' regions are compared the same way. What comes out:
 
 Anything that does not fit (a different program, a literal no term explains, a decision that
 went another way in an earlier call, a size returned or stored as a Python number) leaves the
-calls compiled per size, as "constant values" does; compile_stats().last_generalization says
+call compiled for its sizes, as "constant values" does; compile_stats().generalizations says
 why."""
-from dataclasses import dataclass
 from fractions import Fraction
 import functools
 import io
 import itertools
 import math
+import random
 import re
 import tokenize
 
@@ -40,20 +43,9 @@ from thunder.lowering import executors
 from thunder.lowering.linalg.to_linalg import parse_region
 from thunder.runtime.autograd import _ThunderAutograd
 from thunder.runtime.codegen import compile_source, python_source
-from thunder.runtime.compile import _flatten_call, compile_entry
 from thunder.runtime.options import CacheEntry
 from thunder.runtime.prologue import Prologue
 from thunder.runtime.traces import Trace
-
-KEEP = 12  # recent compiled calls remembered (of all structures; the newest two of one are used)
-
-
-@dataclass
-class Sample:
-    key: tuple
-    shapes: list  # the shapes of the entry's tensors (arguments, then tensors read from state)
-    reads: tuple  # (consts, [expression of each tensor read from state])
-    entry: object
 
 
 class Plan:
@@ -98,109 +90,8 @@ class _NoFit(Exception):
     pass
 
 
-# ---- the structure of a call (before compiling it) and its shapes
-
-def _spec_key(spec):
-    """A hashable form of an input spec (runtime/structure.py): objects by identity, plain
-    values by type and value (floats by type)."""
-    if isinstance(spec, (tuple, list)):
-        return tuple(_spec_key(x) for x in spec)
-    if type(spec) is float:  # a float argument: a runtime number of the program, any value
-        return (float,)
-    if spec is None or isinstance(spec, (bool, int, float, str, torch.dtype, torch.device)):
-        return type(spec), spec
-    return "id", id(spec)
-
-
-def _int_args(args, kwargs):
-    """The int arguments (top level; not bools): [(("arg", i) or ("kwarg", k), value)]."""
-    out = [(("arg", i), a) for i, a in enumerate(args) if type(a) is int]
-    return out + [(("kwarg", k), v) for k, v in kwargs.items() if type(v) is int]
-
-
-def _call_key(args, kwargs):
-    """(the structure of a call: specs with its int arguments' values left out, dtypes, ranks;
-    the tensors in its arguments; its int arguments)."""
-    specs, kspecs, tensors = _flatten_call(args, kwargs)
-    ints = _int_args(args, kwargs)
-    skey = [("int",) if type(a) is int else _spec_key(s) for a, s in zip(args, specs)]
-    kkey = [(k, ("int",) if type(kwargs[k]) is int else _spec_key(s)) for k, s in kspecs]
-    metas = tuple((t.dim(), t.dtype, t.device, t.requires_grad) for t in tensors)
-    return (tuple(skey), tuple(kkey), metas, tuple(w for w, _ in ints)), tensors, ints
-
-
-def _read_now(reads, args, kwargs):
-    """The tensors an earlier call read from state (reads: its consts and expressions), read
-    from this call's arguments and state."""
-    consts, exprs = reads
-    out = [eval(e, {**consts, "args": args, "kwargs": kwargs}) for e in exprs]  # noqa: S307 - our own expressions
-    if not all(isinstance(t, torch.Tensor) for t in out):
-        raise _NoFit("a tensor the calls read from state is no longer a tensor")
-    return out
-
-
-def compile_call(jf, cd, cs, args, kwargs):
-    """The miss path under cache="symbolic values": compiles the call (runtime/jit.py
-    compile_entry) and, when it is the third of its structure with changing sizes, adds the
-    generalized entry in front of the cache. Returns the call's own entry."""
-    key, arg_tensors, ints = _call_key(args, kwargs)
-    family = [s for s in jf._samples if s.key == key]
-    plan, tensors = None, None
-    if len(family) >= 2:
-        older = family[-2:]
-        try:
-            if older[0].reads[1] != older[1].reads[1]:
-                raise _NoFit("the calls read different tensors from state")
-            tensors = arg_tensors + _read_now(older[1].reads, args, kwargs)
-            # (int arguments take part as one-dim "shapes", after the tensors)
-            now = [tuple(t.shape) for t in tensors] + [(v,) for _, v in ints]
-            shapes3 = [s.shapes for s in older] + [now]
-            if any(len(s) != len(now) or [len(x) for x in s] != [len(x) for x in now] for s in shapes3):
-                raise _NoFit("the calls' tensors differ in number or rank")
-            plan = Plan(shapes3, _input_names(len(arg_tensors), older[1].reads[1], [w for w, _ in ints]))
-            plan.ints = {w: d[0] for (w, _), d in zip(ints, plan.dims[len(tensors):]) if d[0]}
-        except Exception as e:  # noqa: BLE001 - _NoFit, or reading the state failed: compile per size
-            cs.last_generalization = f"not generalized: {e}"
-            plan = None
-    entry = compile_entry(cd, cs, args, kwargs, sym_shapes={**plan.sym_shapes(tensors), **plan.ints} if plan else None)
-    jf._add(entry)
-    read = entry.parts.prologue[2]
-    state = entry.description[3]
-    sample = Sample(key, [tuple(t.shape) for t in read] + [(v,) for _, v in ints],
-                    (state[0], [e for e, _ in state[2]]), entry)
-    if plan is not None:
-        try:
-            if entry.parts.read_ids != [id(t) for t in tensors]:
-                raise _NoFit("the call read other tensors than the calls before")
-            general = _generalize([s.entry for s in family[-2:]] + [entry], plan)
-            jf._add(general)
-            cs.last_generalization = f"generalized: {plan.describe()}"
-            if isinstance(entry.parts.symbolic_trace, str):  # (the program is general; its MLIR trace not)
-                cs.last_generalization += f"; {entry.parts.symbolic_trace}"
-        except _NoFit as e:
-            cs.last_generalization = f"not generalized: {e}"
-    # older samples keep no tensors (only the newest builds a prologue)
-    for s in family[-2:]:
-        if s.entry.parts is not None:
-            s.entry.parts.prologue = None
-    jf._samples.append(sample)
-    del jf._samples[:-KEEP]
-    return entry
-
-
-def _input_names(n_args, read_exprs, int_args):
-    def where(i):
-        if i < n_args:
-            return f"tensor argument {i}"
-        if i < n_args + len(read_exprs):
-            return read_exprs[i - n_args]
-        kind, k = int_args[i - n_args - len(read_exprs)]
-        return f"int argument {k!r}" if kind == "kwarg" else f"int argument {k}"
-
-    return where
-
-
 # ---- generalization
+
 
 def _generalize(entries, plan):
     parts = [e.parts for e in entries]
@@ -211,7 +102,17 @@ def _generalize(entries, plan):
         for source, outcome in guards.items():
             if eval(source, {"math": math}, dict(plan.values[c])) != outcome:  # noqa: S307
                 raise _NoFit(f"the decision {source} == {outcome} went the other way in an earlier call")
-    fit = _Fitter(plan, parts[2].float_exprs)
+    fit = _Fitter(plan, parts[2].float_exprs, parts[2].int_exprs, guards)
+    for e in tuple(parts[2].int_exprs) + tuple(parts[2].float_exprs):
+        # a size the trace computed that the three calls hold equal (`T // 3` at T = 3, 4, 5) but
+        # other sizes not: a literal from it would look like a constant of the program
+        try:
+            same = len({eval(e, {"math": math}, dict(p)) for p in plan.values}) == 1  # noqa: S307
+        except Exception:  # noqa: BLE001 - undefined at a call's sizes
+            continue
+        if same and len(set(map(repr, fit._at(e)))) > 1:
+            raise _NoFit(f"the size {e} is the same in the three calls but not at other sizes (a literal from it "
+                         "would be taken for a constant)")
     names = ", ".join(plan.names)
     constants = _constants([p.constants for p in parts], fit, names)
     program = constants.get("_program")
@@ -267,16 +168,65 @@ def _checked_symbolic_trace(trace, entries, plan):
 class _Fitter:
     """Expressions of the symbols for the literals that differ between the three calls."""
 
-    def __init__(self, plan, float_exprs=()):
+    def __init__(self, plan, float_exprs=(), int_exprs=(), guards=None):
         self.plan = plan
         self.float_exprs = float_exprs
+        self.int_exprs = int_exprs  # sizes the trace computed (`C // H`, `max(T - 3, 0)`): candidates first
+        self.guards = guards or {}
+        self._probes = None
         monomials = []
         for degree in (1, 2, 3):
             monomials += list(itertools.combinations_with_replacement(plan.names, degree))
         self.monomials = monomials
 
     def expr(self, values):
-        """Python source of an integer c * m + b matching values (one per call)."""
+        """Python source of an int matching values (one per call): a size the trace computed
+        or an integer c * m + b; where several match, they must agree at other sizes that keep
+        the recorded decisions (else the literal is ambiguous)."""
+        found = []
+        for e in self.int_exprs:
+            try:
+                if [eval(e, {"math": math}, dict(p)) for p in self.plan.values] == list(values):  # noqa: S307
+                    found.append(f"({e})")
+            except Exception:  # noqa: BLE001 - not defined at another call's sizes
+                continue
+        try:
+            found = self._polynomial(values) + found
+        except _NoFit:
+            if not found:
+                raise
+        at = [self._at(e) for e in found]
+        if any(a != at[0] for a in at):
+            raise _NoFit(f"a literal ({', '.join(map(str, values))} in the three calls) is explained by sizes that "
+                         f"differ at other sizes ({' / '.join(found)})")
+        return found[0]
+
+    def _at(self, source):
+        """The values of a size expression at other sizes that keep the recorded decisions."""
+        if self._probes is None:
+            rng = random.Random(0)
+            top = max(max(p.values()) for p in self.plan.values)
+            self._probes = []
+            for _ in range(400):
+                p = {n: rng.randrange(2, 2 * top + 8) for n in self.plan.names}
+                try:
+                    if all(eval(g, {"math": math}, dict(p)) == o for g, o in self.guards.items()):  # noqa: S307
+                        self._probes.append(p)
+                except Exception:  # noqa: BLE001
+                    continue
+                if len(self._probes) == 16:
+                    break
+        out = []
+        for p in self._probes:
+            try:
+                out.append(eval(source, {"math": math}, dict(p)))  # noqa: S307
+            except Exception as e:  # noqa: BLE001 - undefined there (a division by zero)
+                out.append(type(e).__name__)
+        return out
+
+    def _polynomial(self, values):
+        """Python sources of the integer terms c * m + b matching values (one per call), the
+        simplest first."""
         points = self.plan.values
         found = []
         for m in self.monomials:
@@ -295,16 +245,15 @@ class _Fitter:
             raise _NoFit(f"the program has a literal ({', '.join(map(str, values))} in the three calls) that no "
                          "term of the symbols explains")
         found.sort(key=lambda f: f[0])
-        best = [f for f in found if f[0] == found[0][0]]
-        if len(best) > 1:
-            raise _NoFit(f"a literal ({', '.join(map(str, values))}) is explained by more than one term of the symbols")
-        _, m, c, b = best[0]
-        text = " * ".join(m)
-        if c != 1:
-            text = f"{c} * {text}"
-        if b:
-            text = f"{text} {'+' if b > 0 else '-'} {abs(b)}"
-        return f"({text})"
+        out = []
+        for _, m, c, b in found:
+            text = " * ".join(m)
+            if c != 1:
+                text = f"{c} * {text}"
+            if b:
+                text = f"{text} {'+' if b > 0 else '-'} {abs(b)}"
+            out.append(f"({text})")
+        return out
 
     def float_expr(self, texts, float_format):
         """The expression, among the floats the trace computed from sizes, whose values in the

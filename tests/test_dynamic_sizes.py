@@ -1,0 +1,184 @@
+"""Sizes as symbols from one real call (runtime/symbolic.py, runtime/dynamic.py): under
+cache="symbolic values" from the first call, under the default option from the second distinct
+size (automatic dynamic). Every call is checked against eager; compile counts through
+thunder.cache_misses."""
+import math
+
+import pytest
+import torch
+
+import thunder
+
+torch.manual_seed(0)
+C = 16
+WQ, WK, WV = (torch.randn(C, C) / 4 for _ in range(3))
+
+
+def block(x, w1, w2):  # (B, T, C) -> (B, T, C): norm, attention over T with 2 heads, MLP
+    B, T, Cx = x.shape
+    h = torch.nn.functional.layer_norm(x, (Cx,))
+    q = k = v = (h @ w1).view(B, T, 2, Cx // 2).transpose(1, 2)
+    y = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    y = y.transpose(1, 2).reshape(B, T, Cx)
+    return x + torch.nn.functional.gelu(y @ w2) / math.sqrt(T)
+
+
+LENGTHS = list(range(5, 25))  # 20 lengths
+
+
+def _sweep(jf, train):
+    w1, w2 = torch.randn(C, C, requires_grad=train), torch.randn(C, C, requires_grad=train)
+    for i, T in enumerate(LENGTHS):
+        x = torch.randn(3, T, C, requires_grad=train)
+        out, ref = jf(x, w1, w2), block(x, w1, w2)
+        torch.testing.assert_close(out, ref)
+        if train and i % 4 in (0, 1):  # (gradients at half the lengths: test time)
+            g = torch.randn_like(ref)
+            got = torch.autograd.grad(out, (x, w1, w2), g)
+            want = torch.autograd.grad(ref, (x, w1, w2), g)
+            for a, b in zip(got, want):
+                torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("train", [False, True], ids=["inference", "training"])
+def test_a_20_length_sweep_compiles_once_under_symbolic_values(train):
+    # (training without fused kernels: their compile time; the inference sweep fuses)
+    jf = thunder.jit(block, cache="symbolic values", executors=["torch"] if train else None)
+    _sweep(jf, train)
+    assert thunder.cache_misses(jf) == 1
+    stats = thunder.compile_stats(jf)
+    assert stats.generalizations == [
+        "generalized (symbolic values: the first call's sizes and int arguments): _sym0: tensor argument 0 dim 0; "
+        "_sym1: tensor argument 0 dim 1; _sym2: tensor argument 0 dim 2 = tensor argument 1 dim 0 = tensor argument "
+        "1 dim 1 = tensor argument 2 dim 0 = tensor argument 2 dim 1"]
+    # C // 2 (the heads' width) divided evenly when traced: the prologue keeps it so
+    assert "if not ((_sym2) % (2) == 0): return MISS" in str(thunder.last_prologue_traces(jf)[-1])
+
+
+@pytest.mark.parametrize("train", [False, True], ids=["inference", "training"])
+def test_a_20_length_sweep_compiles_twice_under_the_default_option(train):
+    jf = thunder.jit(block, executors=["torch"] if train else None)
+    _sweep(jf, train)
+    assert thunder.cache_misses(jf) == 2  # the first length, then T as a symbol at the second
+    assert thunder.compile_stats(jf).generalizations == [
+        "generalized (automatic dynamic: the sizes that changed since the call before): _sym0: tensor argument 0 dim 1"]
+
+
+def test_without_automatic_dynamic_every_length_compiles():
+    jf = thunder.jit(lambda x: x * 2, automatic_dynamic=False)
+    for n in range(2, 6):
+        torch.testing.assert_close(jf(torch.ones(n)), torch.full((n,), 2.0))
+    assert thunder.cache_misses(jf) == 4 and thunder.compile_stats(jf).generalizations == []
+
+
+def window(q, k, window, max_len):
+    """A sliding-window offset, a clamped length, a floor division, a remainder and abs of
+    sizes and ints."""
+    cum = k.shape[1]
+    start = max(cum - window + 1, 0)
+    n = min(max_len, cum + 3)
+    kk = k[:, start:]
+    att = (q @ kk.transpose(1, 2)).softmax(-1) @ kk
+    pooled = k[:, : (cum // 4) * 4].reshape(k.shape[0], cum // 4, 4, k.shape[2]).mean(2)
+    return att, pooled, torch.zeros(n) + cum % 4, torch.ones(abs(cum - 12) + 1)
+
+
+@pytest.mark.parametrize("cache", ["symbolic values", "constant values"])
+def test_min_max_floordiv_mod_abs_of_symbols_are_guarded_expressions(cache):
+    jf = thunder.jit(window, cache=cache)
+    q = torch.randn(2, 1, 8)
+    for cum in range(5, 25):  # 20 calls
+        k = torch.randn(2, cum, 8)
+        for got, want in zip(jf(q, k, 6, 20), window(q, k, 6, 20)):
+            torch.testing.assert_close(got, want)
+    stats = thunder.compile_stats(jf)
+    # one program per side of each decision: cum - 6 + 1 >= 0 (all), cum - 12 >= 0 (from 12 on),
+    # cum + 3 < 20 (to 16); under the default option the first size compiles on its own
+    assert thunder.cache_misses(jf) == (3 if cache == "symbolic values" else 4), stats.generalizations
+    src = str(thunder.last_traces(jf)[-1])
+    # (the last program: cum from 18 on, where abs(cum - 12) + 1 is cum - 11 and max(cum - 5, 0) is cum - 5)
+    assert "slice(None, (((_sym0 // 4) * 4)), None)" in src and "(2, ((_sym0 // 4)), 4, 8)" in src
+    assert "torch.add(t8, ((_sym0 % 4)))" in src and "torch.ones(((_sym0 - 11),))" in src
+    assert "slice((_sym0 - 5), None, None)" in src
+    prologue = str(thunder.last_prologue_traces(jf)[-1])
+    assert "(((_sym0 - 6) + 1) < 0)" in prologue and "((_sym0 + 3) < 20)" in prologue
+    assert "((_sym0 - 12) >= 0)" in prologue
+
+
+def test_an_uneven_division_of_a_symbol_is_not_silently_computed():
+    def f(x):
+        return x.view(x.shape[0], 2, x.shape[1] // 2).sum(1)
+
+    jf = thunder.jit(f, cache="symbolic values")
+    for n in (4, 6, 10):
+        x = torch.randn(3, n)
+        torch.testing.assert_close(jf(x), f(x))
+    assert thunder.cache_misses(jf) == 1
+    x = torch.randn(3, 9)
+    with pytest.raises(RuntimeError):
+        f(x)
+    with pytest.raises(RuntimeError):  # another program (the prologue checks 9 % 2), which refuses as eager
+        jf(x)
+
+
+def decode(x, k_cache, v_cache):
+    """Attention with a growing cache (weights from the module level, as a model's): prefill with
+    an empty cache, then one token per call."""
+    q, k, v = x @ WQ, x @ WK, x @ WV
+    k, v = torch.cat([k_cache, k], 1), torch.cat([v_cache, v], 1)
+    T, L = x.shape[1], k.shape[1]
+    mask = torch.ones(T, L, dtype=torch.bool).tril(L - T)
+    att = (q @ k.transpose(1, 2) / math.sqrt(q.shape[-1])).masked_fill(~mask, float("-inf")).softmax(-1)
+    return att @ v, k, v
+
+
+@pytest.mark.parametrize("cache", ["constant values", "symbolic values"])
+def test_a_kv_cache_decode_loop_compiles_at_most_twice(cache):
+    jf = thunder.jit(decode, cache=cache)
+    x = torch.randn(2, 6, C)
+    k = v = ek = ev = torch.zeros(2, 0, C)
+    with torch.no_grad():
+        for step in range(20):  # prefill, then 19 decode steps
+            y, k, v = jf(x, k, v)
+            ey, ek, ev = decode(x, ek, ev)
+            torch.testing.assert_close(y, ey)
+            torch.testing.assert_close(k, ek)
+            x = torch.randn(2, 1, C)
+    assert thunder.cache_misses(jf) == 2  # prefill, decode
+    stats = thunder.compile_stats(jf)
+    assert "tensor argument 1 dim 1 = tensor argument 2 dim 1" in stats.generalizations[-1]
+    assert stats.cache_hits == 18
+
+
+def test_sizes_the_function_ties_together_unseen_stay_constants_of_the_first_call():
+    # split(C) of the 3C dim needs 3C == 3 * C, which no recorded decision says: the sample at
+    # other sizes fails, and the sizes that fail to trace when they alone change (C, 3C) are
+    # made constants of the program; B and T stay symbols
+    def f(x, w):
+        q, k, v = (x @ w).split(x.shape[-1], dim=2)
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    jf = thunder.jit(f, cache="symbolic values", executors=["torch"])
+    w = torch.randn(C, 3 * C)
+    for B, T in ((2, 5), (2, 9), (3, 7), (4, 12)):
+        x = torch.randn(B, T, C)
+        torch.testing.assert_close(jf(x, w), f(x, w))
+    assert thunder.cache_misses(jf) == 1
+    assert thunder.compile_stats(jf).generalizations[0].startswith(
+        "generalized (symbolic values: the first call's sizes and int arguments): _sym0: tensor argument 0 dim 0; "
+        "_sym1: tensor argument 0 dim 1")
+    with pytest.raises(RuntimeError):  # another C: compiled for it (a new program), refused as eager
+        jf(torch.randn(2, 5, 8), w)
+
+
+def test_a_size_expression_equal_in_the_fitted_calls_is_not_taken_for_a_constant():
+    # -(T // 3 + 1) is -2 at T = 3, 4 and 5: three calls that hold it equal must not make -2 a
+    # constant of the program for all T (T = 6 slices 3 columns)
+    def f(x):
+        return x[:, -(x.shape[1] // 3 + 1):] * x.shape[1]
+
+    for cache in ("symbolic values", "constant values"):
+        jf = thunder.jit(f, cache=cache, executors=["torch"], recompile_limit=None)
+        for n in list(range(2, 14)) + [7, 20, 3]:
+            x = torch.randn(5, n)
+            torch.testing.assert_close(jf(x), f(x))
