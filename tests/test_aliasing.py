@@ -72,6 +72,25 @@ def test_reading_after_writing_through_several_views():
     check(f, make)
 
 
+def test_in_place_update_through_a_no_op_to_and_of_its_base():
+    # Tensor.to to the same device/dtype returns the tensor itself (a view in the trace); an
+    # in-place update of one regenerates the other from its recipe (transformers' StaticCache:
+    # `length = length.to(device)` then `length.add_(n)`)
+    def through_view(t, x):
+        u = t.to(x.device)
+        v = t.to(x.device)
+        u.add_(1)
+        return x + v
+
+    def of_base(t, x):
+        u = t.to(x.device)
+        t.add_(1)
+        return x + u
+
+    check(through_view, lambda: (torch.tensor(0), torch.ones(3)))
+    check(of_base, lambda: (torch.zeros(3), torch.ones(3)))
+
+
 def test_views_of_a_2d_base():
     def f(rows, cols):
         rows.add_(10)

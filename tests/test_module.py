@@ -71,6 +71,38 @@ def test_metadata_changes_and_train_eval_recompile():
         tm(x)
 
 
+def test_parameter_changed_in_place_through_data_recompiles():
+    # the parameters' metadata is checked by one TensorGuards call (runtime/prologue.py): a
+    # parameter whose shape, dtype or strides change in place (the same Parameter object) misses
+    m = nn.Linear(8, 8, bias=False)
+    tm = thunder.jit(m)
+    x = torch.randn(3, 8)
+    tm(x)
+    for change in (lambda w: w[:4], lambda w: w.double(), lambda w: w.t().contiguous().t()):
+        m.weight.data = change(m.weight.data.float())
+        torch.testing.assert_close(tm(x.to(m.weight.dtype)), m(x.to(m.weight.dtype)))
+        assert thunder.cache_misses(tm) <= 4
+    assert thunder.cache_misses(tm) >= 3  # (shape and dtype: new entries)
+
+
+def test_tied_weights_read_twice_run_the_cached_program():
+    class Tied(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb, self.head = nn.Embedding(10, 4), nn.Linear(4, 10, bias=False)
+            self.head.weight = self.emb.weight
+
+        def forward(self, ids):
+            return self.head(self.emb(ids))
+
+    m = Tied()
+    tm = thunder.jit(m)
+    ids = torch.tensor([1, 2, 3])
+    for _ in range(3):
+        torch.testing.assert_close(tm(ids), m(ids))
+    assert thunder.cache_misses(tm) == 1
+
+
 def test_dropout_train_and_eval():
     m = nn.Sequential(nn.Linear(8, 8), nn.Dropout(0.5))
     tm = thunder.jit(m)

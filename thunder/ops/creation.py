@@ -343,6 +343,8 @@ class _ToOp(OpDef):
     and tensors become the device/dtype keywords before binding."""
 
     def bind(self, args, kwargs):
+        if not args:  # all keywords (a view regenerated from its recipe after an in-place update)
+            return super().bind(args, kwargs)
         input, *rest = args
         kwargs = dict(kwargs)
         if rest and isinstance(rest[0], (str, torch.device)):
@@ -402,6 +404,8 @@ to_int = _conversion("int", torch.int32)
 to_short = _conversion("short", torch.int16)
 to_byte = _conversion("byte", torch.uint8)
 to_bool = _conversion("bool", torch.bool)
+for _op in (to, type_, to_float, to_double, to_half, to_bfloat16, to_long, to_int, to_short, to_byte, to_bool):
+    _op.returns_input = True  # (_converted: to the input's dtype, device and layout)
 
 
 @ltorch("torch.clone", methods=("clone",), aliases=(torch.clone, torch.Tensor.clone))

@@ -66,8 +66,11 @@ def record_op(op, values):
                 ctx.requires_grad |= o.requires_grad
     if ctx.track_grad_mode and not torch.is_grad_enabled() and op.name not in ("detach", "no_grad_update"):
         # under torch.no_grad() the results carry no autograd history: record that in the trace
-        outs = [_detach(o) for o in outs]
-        out = tuple(outs) if isinstance(out, (tuple, list)) else outs[0]
+        # where an operand requires grad (elsewhere there is no history to cut)
+        if any(x.requires_grad for v in values.values() for x in (v if isinstance(v, tuple) else (v,))
+               if isinstance(x, TensorProxy)):
+            outs = [_detach(o) for o in outs]
+            out = tuple(outs) if isinstance(out, (tuple, list)) else outs[0]
         if torch.is_inference_mode_enabled():
             for o in outs:
                 if isinstance(o, TensorProxy):

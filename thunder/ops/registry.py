@@ -183,6 +183,7 @@ class OpDef:
     unview_rule: Callable | None = None  # view ops: unview(base, value, index, **args) -> new base
     random: bool = False  # not Pure: draws from the random generator
     is_view: bool = False  # the result shares memory with the input in eager (in-place safety)
+    returns_input: bool = False  # may return the input itself (x.to(x.dtype), x.float() of float32 x)
     strided: bool = False  # whether it is a view, or allowed at all, depends on the input's strides
     # eager's results are contiguous whatever the inputs' strides: no meta run to learn them (torch's
     # meta kernel for layer_norm is a Python reference whose first call imports torch._dynamo, ~1.5 s)

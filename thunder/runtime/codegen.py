@@ -82,6 +82,8 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
         if rng:
             lines.append(f"  {rng}")
         last_use = _last_uses(block)
+        leaves = (_GradLeaves((a for i, a in enumerate(block.arguments) if i in no_grad_copies), callees)
+                  if grad_free else None)
         for index, operation in enumerate(block.operations):
             name = operation.operation.name
             if name in attrs.CONSTANT_OPS:
@@ -103,6 +105,8 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
             if name == "func.call":
                 lines.append(_fusion_call(operation, namer, callees, constants, comments))
                 lines += _dels(operation, index, last_use, namer)
+                if leaves is not None:
+                    leaves.update(operation)
                 continue
             if name in sizes.PYTHON and len(operation.results) == 1 and \
                     not attrs.is_tensor_type(operation.results[0].type):  # a size computed from the symbols
@@ -122,7 +126,12 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
             wanted = loc_names(operation.location)
             outs = [namer.assign(r, wanted[i] if i < len(wanted) else None)
                     for i, r in enumerate(results_of(operation))]
-            lines += [f"  {st}" for st in op_statements(op, values, outs, grad_free)]
+            if leaves is not None and op.name == "detach" and not leaves.holds(operation.operands[0]):
+                lines.append(f"  {outs[0]} = {namer.names[operation.operands[0]]}")  # (no history to cut)
+            else:
+                lines += [f"  {st}" for st in op_statements(op, values, outs, grad_free)]
+            if leaves is not None:
+                leaves.update(operation, values)
             if comments:
                 types = ", ".join(_describe(r.type) for r in results_of(operation))
                 src = _source_line(operation.location)
@@ -131,6 +140,48 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
                     lines[-1] += f"  # {comment}"
             lines += _dels(operation, index, last_use, namer)
     return "\n".join(lines) + "\n"
+
+
+class _GradLeaves:
+    """The values of a grad-free program (python_source's grad_free: no autograd history is
+    recorded when it runs) that may require grad when it runs: the inputs that require grad,
+    tensors created with requires_grad=True, and what may share memory with those: results of
+    view ops (a view made under no_grad of a tensor that requires grad requires grad), of ops
+    that may return their input (x.to(x.dtype)), of the fallback's torch calls (which may return
+    views), and what a fusion region returns of its arguments. A detach of any other value is the
+    identity there (under torch.no_grad() the trace records one after each op on a tensor that
+    requires grad, to cut thunder-autograd's gradient flow)."""
+
+    ALIASING = ("torch_call", "torch_call_random")
+
+    def __init__(self, args, callees):
+        self.values, self.callees = set(args), callees
+
+    def holds(self, value):
+        return value in self.values
+
+    def update(self, operation, values=None):
+        """Adds the results of operation (values: its decoded arguments, when it is an op)."""
+        tainted = [i for i, v in enumerate(expand(operation.operands)) if v in self.values]
+        if not tainted:
+            if values is not None and values.get("requires_grad") is True:  # torch.ones(..., requires_grad=True)
+                self.values.update(results_of(operation))
+            return
+        name = operation.operation.name
+        if name == "func.call":
+            callee = self.callees[ir.FlatSymbolRefAttr(operation.attributes["callee"]).value]
+            block = callee.regions[0].blocks[0]
+            inner = _GradLeaves((block.arguments[i] for i in tainted), self.callees)
+            for o in block.operations:
+                if o.operation.name == "func.return":
+                    self.values.update(r for r, v in zip(results_of(operation), expand(o.operands))
+                                       if inner.holds(v))
+                elif o.operation.name != "arith.constant":
+                    inner.update(o)
+            return
+        op = registry.OPS.get(name)
+        if op is None or op.is_view or op.returns_input or op.name in self.ALIASING:
+            self.values.update(results_of(operation))
 
 
 def _last_uses(block):

@@ -215,8 +215,10 @@ def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None, keep_parts
                                # (no autograd history either where no tensor requires grad)
                                grad_free=(cd.disable_torch_autograd or not grad_mode or not (
                                    ctx.requires_grad or any(x.requires_grad for x in tensors))))
-        if not grad_mode and not cd.disable_torch_autograd and onednn.used_in(source):
-            ctx.consulted.add("grad_enabled")  # its grad-free code is right with grad mode off only
+        if not grad_mode and not cd.disable_torch_autograd and (onednn.used_in(source) or ctx.requires_grad):
+            # its grad-free code (oneDNN calls, no detach of what a tensor created with
+            # requires_grad=True computed) is right with grad mode off only
+            ctx.consulted.add("grad_enabled")
         computation = compile_source(source, constants=constants)
         if cd.disable_torch_autograd:
             computation = torch.no_grad()(computation)

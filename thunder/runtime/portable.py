@@ -19,7 +19,7 @@ What is described, and how the other process finds it:
 - submodules of the jitted module (by their name in it, of the same class);
 - the compiled pieces of a program: fusion kernels (by executor and region text; their binary
   comes from the kernel cache) and the autograd program (its sources and their kernels);
-- a guard (guards.Guard) of described values;
+- a guard (guards.Guard) of described values; the prologue's TensorsCheck, by its spec;
 - an instance of Python classes (a model's config) whose identity the prologue guards through
   an expression over other described objects (`_s0.config`): found through that expression, of
   the same class, its __dict__ (and items, for a dict or list subclass) describing the same (a
@@ -40,6 +40,7 @@ from thunder.lowering import executors
 from thunder.runtime.autograd import AutogradProgram
 from thunder.runtime.codegen import compile_source
 from thunder.runtime.guards import Guard, same_value
+from thunder.runtime.prologue import TensorsCheck
 from thunder.runtime.state import is_library_code
 
 # values stored as they are (pickled by value, or as torch's own singletons)
@@ -136,6 +137,8 @@ class Describer:
                 self._open.discard(id(v))
         if isinstance(v, Guard):
             return ("guard", v.expr, v.check, self.describe(v.expected, depth + 1), v.what)
+        if isinstance(v, TensorsCheck):  # (the prologue's check of the tensors it reads: by its spec)
+            return ("tensors_check", self.describe(v.spec, depth + 1))
         if isinstance(v, types.ModuleType):
             if sys.modules.get(v.__name__) is not v:
                 raise Unportable(f"module {v.__name__} not in sys.modules")
@@ -339,6 +342,8 @@ class Resolver:
             return m
         if kind == "kernel":
             return executors.get(d[1]).compile(d[2], "fusion")
+        if kind == "tensors_check":
+            return TensorsCheck(self.resolve(d[1]))
         if kind == "autograd":
             return self._program(self.resolve(d[1]))
         if kind == "import":

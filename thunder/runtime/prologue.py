@@ -11,6 +11,11 @@ import math
 
 import torch
 
+try:  # torch's C++ check of tensor metadata (dynamo's guards use it), part of torch._C
+    from torch._C._dynamo.guards import TensorGuards
+except ImportError:  # (a torch without it: each tensor checked in Python)
+    TensorGuards = None
+
 from thunder.runtime import guards as guards_
 from thunder.runtime.state import Constant
 from thunder.runtime.structure import storage_view
@@ -31,6 +36,32 @@ def shares_storage(mutated, others):
         if t.untyped_storage().data_ptr() in seen:
             return True
     return False
+
+
+class TensorsCheck:
+    """Whether tensors match spec, a tuple of (type, dtype, device, requires_grad, shape, strides
+    or None: not checked) per tensor. The first call that matches checks in Python and builds a
+    TensorGuards from those tensors (torch's C++ check of dynamo's guards, which also compares
+    dispatch keys); later calls are that one C++ call, about 10x less time a tensor than
+    Python's checks. spec is plain values, so a program cache on disk can store it."""
+
+    def __init__(self, spec):
+        self.spec = spec
+        self.guards = None
+
+    def __call__(self, *tensors):
+        if self.guards is not None:
+            return self.guards.check(*tensors)
+        if len(tensors) != len(self.spec) or len({id(t) for t in tensors}) != len(tensors):
+            return False  # (TensorGuards refuses a tensor passed twice)
+        for t, (kind, dtype, device, requires_grad, shape, strides) in zip(tensors, self.spec):
+            if (type(t) is not kind or t.dtype is not dtype or t.device != device or t.requires_grad is not requires_grad
+                    or tuple(t.shape) != shape or strides is not None and t.stride() != strides):
+                return False
+        self.guards = TensorGuards(*tensors, dynamic_dims_sizes=[list(s[4]) for s in self.spec],
+                                   dynamic_dims_strides=[list(s[5]) if s[5] is not None else [None] * len(s[4])
+                                                         for s in self.spec])
+        return True
 
 
 class _Gen:
@@ -85,6 +116,27 @@ class _Gen:
                     self.bound.add(n)
             if same:
                 self.miss_if(" or ".join(same))
+
+    def tensors(self, items):
+        """tensor() of each (expr, index, var), the metadata of those without symbolic dims checked
+        by one TensorsCheck call (type, dtype, device, requires_grad, shape, the strides where the
+        trace depends on them): a module's parameters are read and checked on every call."""
+        batch, seen = [], set()
+        for expr, index, var in items:
+            t = self.example[index]
+            if TensorGuards is None or not self.check or index in self.sym_dims or id(t) in seen or \
+                    not isinstance(t, torch.Tensor):  # (symbolic.py's TensorMeta)
+                self.tensor(expr, index, var)  # (a tensor read twice, a tied weight: checked here)
+            else:
+                self.emit(f"{var} = {expr}")
+                self.tensor_vars[index] = var
+                batch.append((index, var))
+                seen.add(id(t))
+        if batch:
+            spec = tuple((type(t), t.dtype, t.device, t.requires_grad, tuple(t.shape),
+                          tuple(t.stride()) if i in self.strided else None)
+                         for i, t in ((i, self.example[i]) for i, _ in batch))
+            self.miss_if(f"not {self.const(TensorsCheck(spec))}({', '.join(v for _, v in batch)})")
 
     def int_symbol(self, expr, name):
         """An int argument that is a symbol (runtime/symbolic.py)."""
@@ -193,8 +245,7 @@ class Prologue:
                 f"kwargs[{k!r}]", sym_ints[("kwarg", k)])
         for guard in sorted(guards, key=lambda x: guards_.CHECKS[x.check].rank):
             g.miss_if(guards_.CHECKS[guard.check].miss_source(guard.expr, guard.expected, g.const))
-        for i, (expr, index) in enumerate(reads):
-            g.tensor(expr, index, f"s{i}")
+        g.tensors([(expr, index, f"s{i}") for i, (expr, index) in enumerate(reads)])
         for n in sym_names:  # sizes 0 and 1 are never symbols (broadcasting, empty tensors)
             g.miss_if(f"{n} < 2")
         for source, outcome in sym_guards.items():

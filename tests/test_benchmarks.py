@@ -1,0 +1,23 @@
+"""benchmarks/realistic.py runs (its --quick mode: tiny models, one round, torch.compile left
+out), so the script cannot rot: every model and workload, thunder's results checked against
+eager's by the script itself (it exits on a mismatch)."""
+import os
+import sys
+
+import pytest
+
+pytest.importorskip("transformers", reason="transformers is not installed")
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "benchmarks"))
+import realistic  # noqa: E402
+
+
+def test_realistic_benchmark_quick_mode(capsys):
+    ratios = realistic.main(["--quick", "--no-compile"])
+    out = capsys.readouterr().out
+    assert "CPU: " in out and "avx512f=" in out and "amx_bf16=" in out
+    assert set(ratios) == set(realistic.WORKLOADS)
+    for workload, rows in ratios.items():
+        assert len(rows) == len(realistic.MODELS)
+        assert all(vs_eager > 0 for vs_eager, _ in rows)
+        for model in realistic.MODELS:
+            assert f"| {model} | {workload}" in out
