@@ -85,3 +85,17 @@ def test_gradients_stop_at_a_no_grad_region():
     expected = torch.autograd.grad(f(x, w), (x, w))
     got = torch.autograd.grad(thunder.jit(f)(x, w), (x, w))
     torch.testing.assert_close(got, expected)
+
+
+def test_a_returned_detach_is_a_tensor_of_its_own():
+    # eager's t.detach() is another tensor object: requires_grad_() on it leaves t as it is
+    def f(x):
+        t = x * 2
+        return t, t.detach()
+
+    x = torch.randn(3)
+    with torch.no_grad():
+        got, expected = thunder.jit(f)(x), f(x)
+    assert (got[0] is got[1]) == (expected[0] is expected[1]) == False  # noqa: E712
+    got[1].requires_grad_()
+    assert not got[0].requires_grad

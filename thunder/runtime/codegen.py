@@ -84,6 +84,7 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
         last_use = _last_uses(block)
         leaves = (_GradLeaves((a for i, a in enumerate(block.arguments) if i in no_grad_copies), callees)
                   if grad_free else None)
+        returned = {v for o in block.operations if o.operation.name == "func.return" for v in expand(o.operands)}
         for index, operation in enumerate(block.operations):
             name = operation.operation.name
             if name in attrs.CONSTANT_OPS:
@@ -126,7 +127,8 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
             wanted = loc_names(operation.location)
             outs = [namer.assign(r, wanted[i] if i < len(wanted) else None)
                     for i, r in enumerate(results_of(operation))]
-            if leaves is not None and op.name == "detach" and not leaves.holds(operation.operands[0]):
+            if leaves is not None and op.name == "detach" and not leaves.holds(operation.operands[0]) and \
+                    not (operation.results[0] in returned and operation.operands[0] in returned):  # (both: two tensors)
                 lines.append(f"  {outs[0]} = {namer.names[operation.operands[0]]}")  # (no history to cut)
             else:
                 lines += [f"  {st}" for st in op_statements(op, values, outs, grad_free)]
