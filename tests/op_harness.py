@@ -143,20 +143,20 @@ def _on_device(x):
 
 def check(fn, *args, rtol=None, atol=None, decompose=True, random=False, **kwargs):
     if DEVICE == "cpu":
-        return _check(fn, args, kwargs, rtol, atol, decompose, random)
+        return _check(fn, args, kwargs, fn(*args, **kwargs), rtol, atol, decompose, random)
     # on the GPU: factories without a device make their tensors there too, in eager and in thunder
     # (torch.get_default_device()); eager's float32 is exact (no TF32 in cuDNN's LSTM/conv)
     args, kwargs = _on_device(args), {k: _on_device(v) for k, v in kwargs.items()}
     with torch.device(DEVICE), _no_tf32():
         try:
-            fn(*args, **kwargs)
+            expected = fn(*args, **kwargs)
         except Exception as e:  # eager refuses this on the device (int matmul on CUDA, ...): thunder alike
             try:
                 _run_traced(fn, args, kwargs)
             except type(e):
                 return None
             raise AssertionError(f"eager raises {type(e).__name__} on {DEVICE} ({e}), thunder does not") from None
-        return _check(fn, args, kwargs, rtol, atol, decompose, random)
+        return _check(fn, args, kwargs, expected, rtol, atol, decompose, random)
 
 
 def _run_traced(fn, args, kwargs):
@@ -177,8 +177,7 @@ def _no_tf32():
         torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
 
 
-def _check(fn, args, kwargs, rtol, atol, decompose, random):
-    expected = fn(*args, **kwargs)
+def _check(fn, args, kwargs, expected, rtol, atol, decompose, random):
     tensors = [a for a in [*args, *kwargs.values()] if isinstance(a, torch.Tensor)]
     module = trace_module(fn, *args, **kwargs)
     with context():
