@@ -183,17 +183,41 @@ def _load(path, digest, name):
 
 def _store(directory, digest, engine):
     """Dump, link and atomically write the entry; any failure just skips storing."""
-    link = _linker()
-    if link is None or _store_broken:
+    if _linker() is None or _store_broken:
         return False
     tmp = None
     try:
         os.makedirs(directory, exist_ok=True)
         tmp = tempfile.mkdtemp(prefix=f".{digest[:16]}-", dir=directory)
-        obj, so = os.path.join(tmp, "k.o"), os.path.join(tmp, "k.so")
+        obj = os.path.join(tmp, "k.o")
         engine.dump_to_object_file(obj)
-        if not os.path.exists(obj):
-            return False
+        return store_object(directory, digest, obj)
+    except Exception as e:  # never let storing break compiling
+        log.debug("kernel cache: not stored: %s", e)
+        return False
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def can_link():
+    """Whether object code can become an entry here (Linux, a system linker)."""
+    return _linker() is not None and not _store_broken
+
+
+def store_object(directory, digest, obj):
+    """Link the object file obj (a kernel's code, ExecutionEngine.dump_to_object_file) and write
+    it atomically as the entry of key digest in directory; whether it was stored (a failure is
+    logged at debug level, never raised). The background compiles (background.py) store their
+    kernels this way, in a private folder when the cache is off."""
+    link = _linker()
+    if link is None or _store_broken or not os.path.exists(obj):
+        return False
+    tmp = None
+    try:
+        os.makedirs(directory, exist_ok=True)
+        tmp = tempfile.mkdtemp(prefix=f".{digest[:16]}-", dir=directory)
+        so = os.path.join(tmp, "k.so")
         for extra in _LINK_LIBS:
             r = subprocess.run(_link_command(link, obj, so, extra), capture_output=True, timeout=60)
             if r.returncode == 0:
@@ -218,6 +242,34 @@ def _store(directory, digest, engine):
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _lookup(key_text, name, loops, opt_level):
+    """(cache directory or None, the entry's key or None, (library, address) of the entry or None)."""
+    directory = cache_dir()
+    if directory is None:
+        return None, None, None
+    digest = hit = None
+    try:
+        digest = key(key_text, name, loops, opt_level)
+        hit = _load(os.path.join(directory, digest + ".so"), digest, name)
+    except Exception as e:  # never let the cache break compiling
+        log.debug("kernel cache: lookup failed: %s", e)
+    if hit is not None:
+        stats["disk"] += 1
+    return directory, digest, hit
+
+
+def cached_function(key_text, name, *, loops="loops", opt_level=OPT_LEVEL):
+    """The kernel `name` loaded from the cache (called like a CompiledFunction), or None."""
+    _, _, hit = _lookup(key_text, name, loops, opt_level)
+    return None if hit is None else _loaded_function_type()(hit[0], hit[1], name)
+
+
+def load_entry(directory, digest, name):
+    """The kernel `name` of the entry of key digest in directory (store_object's), or None."""
+    hit = _load(os.path.join(directory, digest + ".so"), digest, name)
+    return None if hit is None else _loaded_function_type()(hit[0], hit[1], name)
+
+
 def load_or_compile(key_text, name, build, *, loops="loops", opt_level=OPT_LEVEL):
     """(keepalive, address, how) for the kernel `name` whose linalg text is key_text.
 
@@ -226,18 +278,9 @@ def load_or_compile(key_text, name, build, *, loops="loops", opt_level=OPT_LEVEL
     used). how: "disk" (loaded from the cache: build was not called) or "compiled" (keepalive
     is what build() returned, an object with .engine, stored to the cache when possible).
     loops and opt_level must be those build uses: they are part of the key."""
-    directory = cache_dir()
-    digest = None
-    if directory is not None:
-        try:
-            digest = key(key_text, name, loops, opt_level)
-            hit = _load(os.path.join(directory, digest + ".so"), digest, name)
-        except Exception as e:  # never let the cache break compiling
-            log.debug("kernel cache: lookup failed: %s", e)
-            hit = None
-        if hit is not None:
-            stats["disk"] += 1
-            return hit[0], hit[1], "disk"
+    directory, digest, hit = _lookup(key_text, name, loops, opt_level)
+    if hit is not None:
+        return hit[0], hit[1], "disk"
     compiled = build()
     addr = compiled.engine.raw_lookup("_mlir_ciface_" + name)
     stats["compiled"] += 1

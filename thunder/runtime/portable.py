@@ -36,7 +36,7 @@ import types
 
 import torch
 
-from thunder.lowering import executors
+from thunder.runtime import tiered
 from thunder.runtime.autograd import AutogradProgram
 from thunder.runtime.codegen import compile_source
 from thunder.runtime.guards import Guard, same_value
@@ -341,7 +341,7 @@ class Resolver:
                 raise Unportable(f"submodule {d[1]} is of another class")
             return m
         if kind == "kernel":
-            return executors.get(d[1]).compile(d[2], "fusion")
+            return tiered.bind(d[1], d[2])
         if kind == "tensors_check":
             return TensorsCheck(self.resolve(d[1]))
         if kind == "autograd":

@@ -40,10 +40,10 @@ import torch
 from thunder.dialects.emit import find_func, mismatch
 from thunder.dialects.mlir import LOCK
 from thunder.lowering import executors
-from thunder.lowering.linalg.to_linalg import parse_region
 from thunder.runtime.autograd import _ThunderAutograd
-from thunder.runtime.codegen import compile_source, python_source
+from thunder.runtime.codegen import compile_source
 from thunder.runtime.options import CacheEntry
+from thunder.runtime import tiered
 from thunder.runtime.prologue import Prologue
 from thunder.runtime.traces import Trace
 
@@ -432,21 +432,9 @@ class _Member:
                 self.family.compiled = True
                 run = self.kernel
             else:
-                run = _torch_region(self.text)
+                run = tiered.torch_region(self.text)
             self.runs[strides] = run
         return run(*args)
-
-
-def _torch_region(text):
-    """The region's prims as torch calls (codegen of the region func)."""
-    _, module = parse_region(text)
-    fn = compile_source(python_source(module, "fusion", comments=False), "fusion")
-
-    def run(*args):
-        out = fn(*args)
-        return out if isinstance(out, tuple) else (out,)
-
-    return run
 
 
 class _SymbolicProgram:
