@@ -155,12 +155,6 @@ class _Service:
             job = self.jobs.get()
             if job is None:
                 return
-            if job is _WARM:
-                try:
-                    self._worker()
-                except Exception:  # noqa: BLE001 - (the first job says why)
-                    pass
-                continue
             _GO.wait()
             if self.stopping:  # (exiting: what is left is not compiled)
                 job.error = "the process exited"
@@ -269,22 +263,6 @@ def _service():
     if _SERVICE is None:
         _SERVICE = _Service()
     return _SERVICE
-
-
-def warm():
-    """Start the worker now (it takes ~0.5 s), so it is ready when the first kernel is needed."""
-    if available():
-        with LOCK:
-            service = _service()
-        service.jobs.put(_WARM)
-
-
-class _Warm:
-    """A job that only starts the worker."""
-    ekey = None
-
-
-_WARM = _Warm()
 
 
 @atexit.register

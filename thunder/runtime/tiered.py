@@ -75,7 +75,6 @@ def tier(constants):
 def _tiered(kernel, executor, text, name):
     if executor != "linalg" or mode() != "background" or _random(text) or not background.available():
         return kernel
-    background.warm()
     return TieredRegion(kernel, text, name, getattr(_reporting, "target", None))
 
 
