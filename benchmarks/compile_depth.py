@@ -4,9 +4,12 @@ thunder.jit and torch.compile, each depth and compiler in a fresh process with a
 kernel cache (THUNDER_KERNEL_CACHE; inductor's cache in a new TORCHINDUCTOR_CACHE_DIR). Prints
 the CPU model and the load average (the times are wall clock), thunder's per-stage split
 (compile_stats(fn).last_stage_times) and the kernels it compiled, and checks the loss against
-eager.
+eager. Kernels compile in the background while their regions run as torch calls (docs/fusion.md;
+--sync: in the first call, THUNDER_KERNEL_COMPILE=sync): thunder's row also gives the regions run
+as torch calls in the first step, a second step right after it, when the kernels were all ready
+(seconds after the first step) and a warm step (with the kernels).
 
-    .venv/bin/python benchmarks/compile_depth.py [--layers 2 8 24] [--width 256] [--no-compile]
+    .venv/bin/python benchmarks/compile_depth.py [--layers 2 8 24] [--width 256] [--no-compile] [--sync]
 
 --second-process: thunder only; each depth runs in two processes one after the other sharing one
 fresh cache folder, so the second's first call uses the program the first stored on disk
@@ -74,9 +77,10 @@ def one_step(compiler, layers, width, threads, second_step=False):
         if not second_step:  # the next steps: at once (kernels still compiling in the background
             # run as torch calls), then after the kernels are ready (runtime/tiered.py)
             model.zero_grad()
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             fn(input_ids=ids, labels=ids, use_cache=False).loss.backward()
             row["second_step"] = time.perf_counter() - t
+            row["second_step_cpu"] = time.process_time() - c
             thunder.wait_for_kernels()
             row["kernels_ready"] = time.perf_counter() - t0 - wall
             model.zero_grad()
@@ -88,9 +92,10 @@ def one_step(compiler, layers, width, threads, second_step=False):
         row["kernels_from_disk"] = sum(how == "disk" for _, _, how in linalg.COMPILE_LOG)
     if second_step:  # a step with everything compiled: the part of a first step that is computing
         model.zero_grad()
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         fn(input_ids=ids, labels=ids, use_cache=False).loss.backward()
         row["warm_step"] = time.perf_counter() - t
+        row["warm_step_cpu"] = time.process_time() - c
     return row
 
 
@@ -172,7 +177,8 @@ def main():
         inductor = "-" if not c else (f"error: {c['error']}" if "error" in c else f"{c['wall']:.2f} ({c['cpu']:.2f})")
         print(f"| {layers} | {t['wall']:.2f} ({t['cpu']:.2f}) | {t['wall'] / base:.2f} | {t['kernels']} | "
               f"{t['kernel_seconds']:.2f} / {t['background_seconds']:.2f} | {t['torch_regions']} | "
-              f"{t['second_step']:.2f} | {t['kernels_ready']:.2f} | {t['warm_step']:.2f} | {stages} | {inductor} |",
+              f"{t['second_step']:.2f} ({t['second_step_cpu']:.2f}) | {t['kernels_ready']:.2f} | "
+              f"{t['warm_step']:.2f} ({t['warm_step_cpu']:.2f}) | {stages} | {inductor} |",
               flush=True)
     print(f"load average after: {os.getloadavg()[0]:.1f}")
 

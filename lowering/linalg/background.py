@@ -196,14 +196,16 @@ class _Service:
         t0 = time.perf_counter()
         proc = self._worker()
         directory = self._folder()
-        scratch = tempfile.mkdtemp(prefix=".background-", dir=directory)
-        try:
+        with disk_cache.scratch(directory, job.digest) as scratch:
             obj = os.path.join(scratch, "k.o")
             text, loops, opt_level = job.ekey
-            proc.stdin.write(json.dumps({"id": job.digest, "text": text, "loops": loops, "opt_level": opt_level,
-                                         "obj": obj}) + "\n")
-            proc.stdin.flush()
-            line = proc.stdout.readline()
+            try:
+                proc.stdin.write(json.dumps({"id": job.digest, "text": text, "loops": loops,
+                                             "opt_level": opt_level, "obj": obj}) + "\n")
+                proc.stdin.flush()
+                line = proc.stdout.readline()
+            except OSError:  # (a worker that died: a broken pipe)
+                line = ""
             if not line:
                 code = proc.wait()
                 self.proc = None
@@ -213,8 +215,6 @@ class _Service:
                 raise RuntimeError(reply["error"])
             if not disk_cache.store_object(directory, job.digest, obj):
                 raise RuntimeError("its object code could not be linked into a shared library")
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
         fn = disk_cache.load_entry(directory, job.digest, "kernel")
         if fn is None:
             raise RuntimeError("the linked kernel could not be loaded")

@@ -26,6 +26,7 @@ place (os.replace), so concurrent processes are safe. Storing is skipped silentl
 directory is not writable, no linker is found or the platform is not Linux; the kernel is then
 just compiled as without the cache. Entries are never evicted: delete the directory to clear it.
 """
+import contextlib
 import ctypes
 import functools
 import hashlib
@@ -181,23 +182,29 @@ def _load(path, digest, name):
     return (lib, addr) if addr else None
 
 
+@contextlib.contextmanager
+def scratch(directory, digest):
+    """A temporary folder inside directory (same file system: os.replace is atomic), removed after."""
+    os.makedirs(directory, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=f".{digest[:16]}-", dir=directory)
+    try:
+        yield tmp
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def _store(directory, digest, engine):
     """Dump, link and atomically write the entry; any failure just skips storing."""
-    if _linker() is None or _store_broken:
+    if not can_link():
         return False
-    tmp = None
     try:
-        os.makedirs(directory, exist_ok=True)
-        tmp = tempfile.mkdtemp(prefix=f".{digest[:16]}-", dir=directory)
-        obj = os.path.join(tmp, "k.o")
-        engine.dump_to_object_file(obj)
-        return store_object(directory, digest, obj)
+        with scratch(directory, digest) as tmp:
+            obj = os.path.join(tmp, "k.o")
+            engine.dump_to_object_file(obj)
+            return store_object(directory, digest, obj)
     except Exception as e:  # never let storing break compiling
         log.debug("kernel cache: not stored: %s", e)
         return False
-    finally:
-        if tmp is not None:
-            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def can_link():
@@ -210,36 +217,30 @@ def store_object(directory, digest, obj):
     it atomically as the entry of key digest in directory; whether it was stored (a failure is
     logged at debug level, never raised). The background compiles (background.py) store their
     kernels this way, in a private folder when the cache is off."""
-    link = _linker()
-    if link is None or _store_broken or not os.path.exists(obj):
+    if not can_link() or not os.path.exists(obj):
         return False
-    tmp = None
     try:
-        os.makedirs(directory, exist_ok=True)
-        tmp = tempfile.mkdtemp(prefix=f".{digest[:16]}-", dir=directory)
-        so = os.path.join(tmp, "k.so")
-        for extra in _LINK_LIBS:
-            r = subprocess.run(_link_command(link, obj, so, extra), capture_output=True, timeout=60)
-            if r.returncode == 0:
-                break
-            if b"cannot find" not in r.stderr:  # e.g. an undefined symbol: do not store
-                break
-        if r.returncode != 0:
-            log.debug("kernel cache: link failed: %s", r.stderr.decode(errors="replace"))
-            return False
-        with open(so, "rb") as f:
-            lib = f.read()
-        with open(so, "ab") as f:
-            f.write(_trailer(lib, digest))
-        os.replace(so, os.path.join(directory, digest + ".so"))
+        with scratch(directory, digest) as tmp:
+            so = os.path.join(tmp, "k.so")
+            for extra in _LINK_LIBS:
+                r = subprocess.run(_link_command(_linker(), obj, so, extra), capture_output=True, timeout=60)
+                if r.returncode == 0:
+                    break
+                if b"cannot find" not in r.stderr:  # e.g. an undefined symbol: do not store
+                    break
+            if r.returncode != 0:
+                log.debug("kernel cache: link failed: %s", r.stderr.decode(errors="replace"))
+                return False
+            with open(so, "rb") as f:
+                lib = f.read()
+            with open(so, "ab") as f:
+                f.write(_trailer(lib, digest))
+            os.replace(so, os.path.join(directory, digest + ".so"))
         stats["stored"] += 1
         return True
     except Exception as e:  # never let storing break compiling
         log.debug("kernel cache: not stored: %s", e)
         return False
-    finally:
-        if tmp is not None:
-            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _lookup(key_text, name, loops, opt_level):

@@ -158,8 +158,14 @@ class TieredRegion:
         return tuple(fresh)
 
 
+_TORCH_REGIONS = {}  # region text -> torch_region's callable (every layer's region: one codegen)
+
+
 def torch_region(text):
     """A callable running the region func @fusion's ops as torch calls (codegen of the func)."""
+    run = _TORCH_REGIONS.get(text)
+    if run is not None:
+        return run
     with LOCK:  # (parsing uses the dialects' shared context)
         _, module = parse_region(text)
         fn = compile_source(python_source(module, "fusion", comments=False), "fusion")
@@ -168,7 +174,7 @@ def torch_region(text):
         out = fn(*args)
         return out if isinstance(out, tuple) else (out,)
 
-    return run
+    return _TORCH_REGIONS.setdefault(text, run)
 
 
 def wait_for_kernels(timeout=None):
