@@ -187,3 +187,17 @@ def test_stop_at_exit_ends_the_worker_and_the_thread_without_compiling_what_is_l
         service.stop()
     assert proc.poll() is not None and not service.thread.is_alive()
     assert job.failed and job.error == "the process exited"
+
+
+def test_a_program_from_the_program_cache_tiers_too(tiered, tmp_path, monkeypatch):
+    monkeypatch.setenv("THUNDER_PROGRAM_CACHE", str(tmp_path))
+    x, b, r = torch.randn(29, 61), torch.randn(61), torch.randn(29, 61)
+    with background.paused():
+        thunder.jit(f, fusion="always")(x, b, r)  # (stored)
+        jf = thunder.jit(f, fusion="always")
+        torch.testing.assert_close(jf(x, b, r), f(x, b, r))
+        stats = thunder.compile_stats(jf)
+        assert stats.disk_loads == 1 and list(stats.torch_while_compiling.values()) == [1]
+    assert thunder.wait_for_kernels(120)
+    torch.testing.assert_close(jf(x, b, r), f(x, b, r))
+    assert list(stats.torch_while_compiling.values()) == [1]

@@ -2,8 +2,8 @@
 torch calls while the kernel compiles in the background; later calls run the kernel.
 
 The compiler passes each generated program's constants through tier() (runtime/compile.py; a
-program from the program cache: bind(), runtime/portable.py): a linalg region becomes a
-TieredRegion over its Kernel (lowering/linalg). Its call, for inputs of strides whose kernel
+program from the program cache: runtime/persist.py, runtime/portable.py): a linalg region
+becomes a TieredRegion over its Kernel (lowering/linalg). Its call, for inputs of strides whose kernel
 code is in memory or in the disk cache, runs the kernel; otherwise it submits the compile
 (lowering/linalg/background.py: a worker process) and runs the region's ops as torch calls
 (torch_region: the region func's Python program, as where the executor policy leaves ops to
@@ -23,7 +23,6 @@ import torch
 
 from thunder.core import logs
 from thunder.dialects.mlir import LOCK
-from thunder.lowering import executors
 from thunder.lowering.linalg import Kernel, background
 from thunder.lowering.linalg.to_linalg import parse_region
 from thunder.ops import registry
@@ -56,12 +55,6 @@ class reporting_to:
         _reporting.target = self.before
 
 
-def bind(executor, text, name="fusion"):
-    """What a program calls for the fusion region `name` (its text names the func @fusion):
-    the executor's compiled region, tiered for the linalg executor (see the module doc)."""
-    return _tiered(executors.get(executor).compile(text, "fusion"), executor, text, name)
-
-
 def tier(constants):
     """Replace, in a generated program's constants (codegen: fusion_N -> the executor's
     compiled region), the linalg regions by TieredRegions (see the module doc)."""
@@ -73,6 +66,7 @@ def tier(constants):
 
 
 def _tiered(kernel, executor, text, name):
+    """kernel (the executor's compiled region `name`) as the program should call it."""
     if executor != "linalg" or mode() != "background" or _random(text) or not background.available():
         return kernel
     return TieredRegion(kernel, text, name, getattr(_reporting, "target", None))
