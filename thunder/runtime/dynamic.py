@@ -166,8 +166,10 @@ def stand_in(t, shape):
 
 
 def stand_in_call(args, kwargs, tensors, shapes, ints):
-    """(args, kwargs) with each tensor of tensors (by identity) replaced by a stand-in of the
-    shape at its place in shapes, and int arguments by ints: {("arg", i) / ("kwarg", k): value}."""
+    """(args, kwargs, {id(tensor): its stand-in}) with each tensor of tensors (by identity)
+    replaced by a stand-in of the shape at its place in shapes (those read from state are read
+    in their place: compile.compile_entry's stand_ins), and int arguments by ints:
+    {("arg", i) / ("kwarg", k): value}."""
     for cpu, limit in ((False, MAX_BYTES), (True, MAX_CPU_BYTES)):
         nbytes = sum(math.prod(s) * t.element_size() for t, s in zip(tensors, shapes) if (t.device.type == "cpu") == cpu)
         if nbytes > limit:
@@ -194,7 +196,7 @@ def stand_in_call(args, kwargs, tensors, shapes, ints):
 
     new_args = [ints.get(("arg", i), walk(a)) for i, a in enumerate(args)]
     new_kwargs = {k: ints.get(("kwarg", k), walk(v)) for k, v in kwargs.items()}
-    return new_args, new_kwargs
+    return new_args, new_kwargs, swap
 
 
 def _holds_tensor(v):
