@@ -105,6 +105,34 @@ def test_min_max_floordiv_mod_abs_of_symbols_are_guarded_expressions(cache):
     assert "((_sym0 - 12) >= 0)" in prologue
 
 
+def int_window(x, n):
+    """The same constructs of an int argument (a decode position): a sliding-window offset, a
+    clamped length, //, %, abs and a comparison."""
+    start = max(n - 8 + 1, 0)
+    m = min(n, 10)
+    y = x[:, start:n + 1] * (n // 3) + (n % 5) + abs(n - 11)
+    return y, x[:, :m].sum(1) + (1 if n > 12 else -1)
+
+
+@pytest.mark.parametrize("cache", ["symbolic values", "constant values"])
+def test_min_max_floordiv_mod_abs_of_int_arguments_compile_once_per_side(cache):
+    jf = thunder.jit(int_window, cache=cache)
+    x = torch.randn(2, 30)
+    for n in range(5, 25):  # 20 calls
+        for got, want in zip(jf(x, n), int_window(x, n), strict=True):
+            torch.testing.assert_close(got, want)
+    # one program per side of the decisions n - 7 >= 0 (from 7), 10 < n (min, from 11; abs's sign
+    # from 11 too) and n > 12 (from 13): 5-6, 7-10, 11-12, 13-24; the default compiles 5 alone
+    # (6, its second value, makes n a symbol).
+    # (In 7-10, `n % 5` and `n - 5` agree at three sizes of four: the samples are sizes that tell
+    # them apart)
+    assert thunder.cache_misses(jf) == (4 if cache == "symbolic values" else 5), \
+        thunder.compile_stats(jf).generalizations
+    src = str(thunder.last_traces(jf)[-1])
+    assert "slice((_sym0 - 7), (_sym0 + 1), None)" in src and "((_sym0 // 3))" in src
+    assert "((_sym0 % 5))" in src and "(_sym0 - 11)" in src
+
+
 def test_an_uneven_division_of_a_symbol_is_not_silently_computed():
     def f(x):
         return x.view(x.shape[0], 2, x.shape[1] // 2).sum(1)

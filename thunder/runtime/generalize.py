@@ -6,14 +6,16 @@ the two calls of its structure before it; runtime/symbolic.py fits the program f
 from the three (docs/api.md "Symbolic values")."""
 from dataclasses import dataclass
 import itertools
+import math
 import re
 import time
+import types
 
 import torch
 
 from thunder.runtime import carried, dynamic
 from thunder.runtime.compile import _acquire, _flatten_call, compile_entry
-from thunder.runtime.symbolic import Plan, _NoFit, _generalize
+from thunder.runtime.symbolic import Plan, _Fitter, _NoFit, _generalize
 
 THREE_CALLS = "three calls"
 KEEP = 12  # recent compiled calls remembered (of all structures; the newest two of one are used)
@@ -316,7 +318,10 @@ def _fit_sampled(cd, cs, args, kwargs, entry, tensors, shape_names, int_names, i
     attempts.append(({**recorded, **divisions}, {}))
     for k, (guards, uneven) in enumerate(attempts):
         try:
-            pair = dynamic.choose_values(list(real), real, guards, exprs, uneven=uneven)
+            for seed in range(8):  # (sizes at which no size the trace computed is taken for another term)
+                pair = dynamic.choose_values(list(real), real, guards, exprs, uneven=uneven, seed=seed)
+                if _telling(pair, real, guards, parts):
+                    break
             samples = _compile_samples(cd, cs, args, kwargs, tensors, shape_names, int_names, parts, pair)
             shapes3 = [[tuple(t.shape) for t in x.parts.prologue[2]] + [(v,) for v in vals] for x, vals in zip(
                 samples + [entry], [[p[int_names[w]] if w in int_names else v for w, v in ints] for p in pair]
@@ -331,6 +336,25 @@ def _fit_sampled(cd, cs, args, kwargs, entry, tensors, shape_names, int_names, i
         except (_NoFit, dynamic.NoSample):
             if k == len(attempts) - 1:
                 raise
+
+
+def _telling(pair, real, guards, parts):
+    """Whether the sizes the trace computed are told apart at the sizes of pair and the call: each
+    that differs between them is the only term of the symbols with those three values (else a
+    literal from it is ambiguous and the fit refuses it: `n % 5` and `n - 5` at n = 7, 8, 9)."""
+    plan = types.SimpleNamespace(names=list(real), values=[pair[0], pair[1], real])
+    fit = _Fitter(plan, parts.float_exprs, parts.int_exprs, guards)
+    for e in parts.int_exprs:
+        try:
+            values = [eval(e, {"math": math}, dict(p)) for p in plan.values]  # noqa: S307 - our own expressions
+        except Exception:  # noqa: BLE001 - undefined at one of the sizes
+            continue
+        try:
+            if len(set(values)) > 1:
+                fit.expr(values)
+        except _NoFit:
+            return False
+    return True
 
 
 def _compile_samples(cd, cs, args, kwargs, tensors, shape_names, int_names, parts, pair):
