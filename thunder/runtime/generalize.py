@@ -108,6 +108,12 @@ def compile_call(jf, cd, cs, args, kwargs, auto=False):
     return run
 
 
+def seen_structure(jf, args, kwargs):
+    """Whether a call of this structure was compiled (or loaded) before in this process."""
+    key = _call_key(args, kwargs)[0]
+    return any(s.key == key for s in jf._samples)
+
+
 def remember(jf, entry, key=None, ints=None, args=None, kwargs=None):
     """The entry compiled (or read from the program cache on disk) for a call: its sizes, for
     the calls after it to compare theirs with."""
