@@ -129,7 +129,8 @@ def _acquire(cd, args, kwargs, shared=None, sym_shapes=None, stand_ins=None):
     return _Acquired(ctx, inputs, arg_specs, kw_specs, state, ambient, result, reader.splits)
 
 
-def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None, keep_parts=False, stand_ins=None) -> CacheEntry:
+def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None, keep_parts=False,
+                  stand_ins=None) -> CacheEntry:
     """The cache entry for this call. fusion=False: no thunder-fuse (see ThunderFunction._miss);
     sym_shapes, stand_ins: see _acquire; keep_parts: keep what runtime/symbolic.py generalizes (always
     under cache="symbolic values")."""

@@ -104,7 +104,7 @@ class StateTracker:
         self.stores = 0  # attribute, global and closure writes seen (bookkeeping calls make none)
         self._snapshot_log = []  # ids added to _snapshots, in order (to drop a bookkeeping call's)
         self.interpreted = {}  # code -> function, of the functions interpreted other than torch's and Python's
-        self.stand_ins = {}  # id(tensor) -> the tensor read in its place (a sample at other sizes: runtime/generalize.py)
+        self.stand_ins = {}  # id(tensor) -> the tensor read in its place (a sample at other sizes)
         if root is not None:
             self.pin(root)
 

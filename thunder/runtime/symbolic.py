@@ -431,8 +431,8 @@ class _KernelFamily:
             if self.executor != "linalg":
                 k = compile_region(text, "fusion")
             else:  # tiled along the changing sizes: one compile for all
-                k = _Member(self, text, compile_region(text, "fusion", sizes=tuple({v for v in values if type(v) is int})),
-                            sizes)
+                tiled = tuple({v for v in values if type(v) is int})
+                k = _Member(self, text, compile_region(text, "fusion", sizes=tiled), sizes)
             self.kernels[sizes] = k
         return k
 
