@@ -3,6 +3,8 @@ cache="symbolic values" from the first call, under the default option from the s
 size (automatic dynamic). Every call is checked against eager; compile counts through
 thunder.cache_misses."""
 import math
+import os
+import sys
 
 import pytest
 import torch
@@ -219,3 +221,19 @@ def test_a_size_expression_equal_in_the_fitted_calls_is_not_taken_for_a_constant
         for n in list(range(2, 14)) + [7, 20, 3]:
             x = torch.randn(5, n)
             torch.testing.assert_close(jf(x), f(x))
+
+
+def test_a_block_fused_otherwise_at_twice_its_sizes_compiles_once():
+    # benchmarks/gpt_block.py under symbolic values: at twice the first call's sizes the fusion
+    # policy fuses other regions (the programs differ), so the samples are taken
+    # near the call's sizes, where the passes decide alike; the fused kernel runs at every size
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "benchmarks"))
+    from gpt_block import gpt_block, make_inputs  # (a benchmark's model: imported from its folder)
+
+    jf = thunder.jit(gpt_block, cache="symbolic values")
+    with torch.no_grad():
+        for T in (16, 40, 92):
+            args = [a.detach() if isinstance(a, torch.Tensor) else a for a in make_inputs(4, T, 128)] + [4]
+            torch.testing.assert_close(jf(*args), gpt_block(*args), atol=1e-4, rtol=1e-4)
+    assert thunder.cache_misses(jf) == 1, thunder.compile_stats(jf).generalizations
+    assert ".at(_sym0, _sym1, _sym2)(" in str(thunder.last_traces(jf)[-1])  # (a fused region: a kernel family)

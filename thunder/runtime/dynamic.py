@@ -76,14 +76,15 @@ def even_divisions(exprs, env):
     return out
 
 
-def choose_values(names, real, guards, exprs, uneven=(), seed=0):
+def choose_values(names, real, guards, exprs, uneven=(), seed=0, near=False):
     """Two assignments {name: size} for the symbols (real: their values at the call) with the
     recorded decisions (guards: source -> outcome, with the even divisions) unchanged, and each
     symbol and every non-constant expression of exprs taking three different values (two where
     the decisions leave no more): first each symbol's value times a factor (a distinct prime per symbol in the first); where the
     decisions bound the sizes (`max(T - 7, 0)` at T < 7), any sizes in those bounds (the fitting
     then refuses a literal that two terms explain). uneven: guards (even divisions) each of
-    which must not hold at one of the two. Raises NoSample."""
+    which must not hold at one of the two. near: sizes near the call's only (where the passes
+    decide by size, the fusion policy: the programs at twice the sizes differ). Raises NoSample."""
     rng = random.Random(seed)
     probes = [{n: rng.randrange(2, 4 * v + 8) for n, v in real.items()} for _ in range(4)]
     # (products of up to three symbols too: a size a pass computes, B * T, must not stay the same)
@@ -95,7 +96,7 @@ def choose_values(names, real, guards, exprs, uneven=(), seed=0):
         except Exception:  # noqa: BLE001
             varying.append(e)
     best, feasible = None, 0
-    for _ in range(TRIES if len(names) <= len(PRIMES) else 0):
+    for _ in range(TRIES if len(names) <= len(PRIMES) and not near else 0):
         pair = [dict(), dict()]
         primes = rng.sample(PRIMES[:max(len(names) + 2, 4)], len(names))
         for n, a in zip(names, primes):

@@ -322,10 +322,11 @@ def _fit_sampled(cd, cs, args, kwargs, entry, tensors, shape_names, int_names, i
     recorded = dict(parts.guards or {})
     attempts = [(recorded, divisions)] if divisions else []
     attempts.append(({**recorded, **divisions}, {}))
+    near = False  # (after programs that differ: samples near the call's sizes, where passes decide alike)
     for k, (guards, uneven) in enumerate(attempts):
         try:
             for seed in range(8):  # (sizes at which no size the trace computed is taken for another term)
-                pair = dynamic.choose_values(list(real), real, guards, exprs, uneven=uneven, seed=seed)
+                pair = dynamic.choose_values(list(real), real, guards, exprs, uneven=uneven, seed=seed, near=near)
                 if _telling(pair, real, guards, parts):
                     break
             samples = _compile_samples(cd, cs, args, kwargs, tensors, shape_names, int_names, parts, pair)
@@ -339,7 +340,11 @@ def _fit_sampled(cd, cs, args, kwargs, entry, tensors, shape_names, int_names, i
                 raise _NoFit("the samples at other sizes changed other sizes than the symbols")
             parts.guards = guards
             return _generalize(samples + [entry], plan), plan
-        except (_NoFit, dynamic.NoSample):
+        except (_NoFit, dynamic.NoSample) as e:
+            if not near and isinstance(e, _NoFit) and " programs of the three calls " in str(e):
+                near = True  # (fusion decided by size: a region fused at the call's sizes, not at twice them)
+                attempts.append((guards, uneven))
+                continue
             if k == len(attempts) - 1:
                 raise
 
