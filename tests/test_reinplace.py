@@ -70,6 +70,22 @@ def test_chain_of_updates_and_returned_views_share_the_input_like_eager():
     assert view._base is x  # (eager: a view of x itself)
 
 
+def test_in_place_flags_and_methods_of_several_ops():
+    def f(x, m, i, s):
+        F.relu(x, inplace=True)
+        F.hardtanh(x, 0.0, 0.5, inplace=True)
+        x.masked_fill_(m, 3.0)
+        x.index_add_(0, i, s)
+        return x.sum()
+
+    jf = matches_eager(f, lambda: (torch.randn(4, 3, generator=torch.Generator().manual_seed(0)),
+                                   torch.tensor([True, False, True]), torch.tensor([1, 1]), torch.ones(2, 3)),
+                       executors=["torch"])
+    source = str(thunder.last_traces(jf)[-1])
+    assert "torch.nn.functional.relu(x, True)" in source and ".masked_fill_(" in source
+    assert ".copy_(" not in source
+
+
 def test_update_of_a_view_of_a_tensor_outside_writes_through():
     def f(x):
         x[0] = 5.0
