@@ -181,7 +181,7 @@ class Kernel:
                 if not isinstance(a, (int, float)) or isinstance(a, float) and self.scalars[i] != "f64":
                     raise TypeError(f"{self.name}: input {i} must be a Python number ({self.scalars[i]})")
                 continue
-            if not isinstance(a, torch.Tensor) or a.device.type != "cpu":
+            if not isinstance(a, torch.Tensor) or not a.is_cpu:  # (is_cpu: no torch.device made, ~1 us a tensor less)
                 raise TypeError(f"{self.name}: input {i} must be a CPU tensor")
             if a.shape != shape or a.dtype != dtype:
                 raise TypeError(f"{self.name}: input {i} is {tuple(a.shape)} {a.dtype}, the region "

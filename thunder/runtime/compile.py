@@ -217,7 +217,8 @@ def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None, keep_parts
                                no_grad_copies={i for i, x in enumerate(tensors) if x.requires_grad},
                                # (no autograd history either where no tensor requires grad)
                                grad_free=(cd.disable_torch_autograd or not grad_mode or not (
-                                   ctx.requires_grad or any(x.requires_grad for x in tensors))))
+                                   ctx.requires_grad or any(x.requires_grad for x in tensors))),
+                               reinplace=True)
         if not grad_mode and not cd.disable_torch_autograd and (onednn.used_in(source) or ctx.requires_grad):
             # its grad-free code (oneDNN calls, no detach of what a tensor created with
             # requires_grad=True computed) is right with grad mode off only
