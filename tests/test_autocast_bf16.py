@@ -85,3 +85,33 @@ def test_autocast_weight_casts_saved_not_recomputed(trained):
     assert not re.search(r"impl\.to\(\w*_weight, torch\.bfloat16", bwd), bwd
     saved_bf16_2d = re.findall(r"^  # \w+: cpu bfloat16\[\d+, \d+\]$", bwd, re.M)
     assert len(saved_bf16_2d) >= len(weights)
+
+
+def _casts(fn, calls, *args):
+    """aten::_to_copy calls of `calls` calls of fn inside one no_grad bf16 autocast region."""
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        with torch.profiler.profile() as prof:
+            outs = [fn(*args) for _ in range(calls)]
+    return sum(e.count for e in prof.key_averages() if e.key == "aten::_to_copy"), outs
+
+
+def test_autocast_weight_casts_once_per_region_like_eager():
+    """A decoding loop: eager's autocast casts each weight once per region (its cache), so does
+    the program, which leaves those casts to autocast (runtime/autocast_casts.py)."""
+    torch.manual_seed(0)
+    mlp = nn.Sequential(nn.Linear(D, F_MLP), nn.SiLU(), nn.Linear(F_MLP, D))
+    x = torch.randn(2, D)
+    jm = thunder.jit(mlp)
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        jm(x)  # (compiled)
+    src = str(thunder.last_traces(jm)[-1])
+    assert not re.search(r"impl\.to\(\w*weight", src), src
+    assert re.search(r"torch\.nn\.functional\.linear\(\w+, \w*0_weight, ", src), src
+    eager_casts, expected = _casts(mlp, 3, x)
+    casts, got = _casts(jm, 3, x)
+    assert casts == eager_casts == 4 + 3  # two weights and two biases once, the input on each call
+    for g, e in zip(got, expected):
+        assert g.dtype == e.dtype == torch.bfloat16
+        torch.testing.assert_close(g, e, rtol=0, atol=0)
+    # outside a region the program is another (the ambient autocast is part of the cache key)
+    torch.testing.assert_close(jm(x), mlp(x))
