@@ -9,7 +9,11 @@ compiled for that region: the guards pin it, runtime/compile.py) feeds only ops 
 runs in lower precision (its linear, matmul, ...; through detaches), the generated program passes the input itself
 to those ops, which still run under the caller's region: torch's autocast makes the cast, from
 its cache. Same op, same cast, same result; the cast is what eager's would be, reused as eager
-reuses it. Not in @backward (it may run outside the region, as loss.backward() usually does)."""
+reuses it. Only in a program compiled with grad mode off (a no_grad call: the guards pin grad
+mode where a parameter requires grad), whose casts eager makes without autograd history too:
+not in thunder-autograd's @forward, which runs with grad mode off where the caller's is on (a
+cast cached there would reach the caller's own later uses of the weight in the region without
+history), nor in @backward (it may run outside the region, as loss.backward() usually does)."""
 import torch
 
 from thunder.dialects import attrs
@@ -20,7 +24,10 @@ from thunder.ops.autocast import LOWER_PRECISION
 
 
 def left_to_autocast(block):
-    """{cast result: the program input it casts} for the casts the program leaves to autocast."""
+    """{cast result: the program input it casts} for the casts a call's program (func
+    @computation) compiled now leaves to autocast."""
+    if torch.is_grad_enabled():
+        return {}
     returned = {v for o in block.operations if o.operation.name == "func.return" for v in expand(o.operands)}
     found = {}
     for operation in block.operations:

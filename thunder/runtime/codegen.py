@@ -87,7 +87,7 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
                   if grad_free else None)
         returned = {v for o in block.operations if o.operation.name == "func.return" for v in expand(o.operands)}
         # casts of inputs that torch's autocast makes (once per region, as eager) in the ops using them
-        autocast_casts = left_to_autocast(block) if grad_free and fn_name != "backward" else {}
+        autocast_casts = left_to_autocast(block) if grad_free and fn_name == "computation" else {}
         for index, operation in enumerate(block.operations):
             name = operation.operation.name
             if name in attrs.CONSTANT_OPS:
