@@ -115,3 +115,24 @@ def test_autocast_weight_casts_once_per_region_like_eager():
         torch.testing.assert_close(g, e, rtol=0, atol=0)
     # outside a region the program is another (the ambient autocast is part of the cache key)
     torch.testing.assert_close(jm(x), mlp(x))
+
+
+def test_autocast_training_call_then_eager_use_in_one_region():
+    """A weight whose cast a training call does not save (its input needs no grad), used again
+    by eager code in the same region: eager's later use still gets a cast with history, and the
+    weight's grad both uses' parts (runtime/autocast_casts.py leaves no cast of a training
+    program to autocast's cache)."""
+    torch.manual_seed(0)
+    lin = nn.Linear(D, D)
+    x = torch.randn(2, D)
+    grads = []
+    for first in (lin, thunder.jit(lin)):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            a = first(x)
+            b = lin(x)
+        (a.float().sum() + 2 * b.float().sum()).backward()
+        grads.append((lin.weight.grad, lin.bias.grad))
+        lin.zero_grad(set_to_none=True)
+    for g, e in zip(grads[1], grads[0]):
+        assert g.dtype == e.dtype
+        torch.testing.assert_close(g, e, rtol=2e-2, atol=2e-2)

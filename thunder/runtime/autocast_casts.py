@@ -12,8 +12,8 @@ its cache. Same op, same cast, same result; the cast is what eager's would be, r
 reuses it. Only in a program compiled with grad mode off (a no_grad call: the guards pin grad
 mode where a parameter requires grad), whose casts eager makes without autograd history too:
 not in thunder-autograd's @forward, which runs with grad mode off where the caller's is on (a
-cast cached there would reach the caller's own later uses of the weight in the region without
-history), nor in @backward (it may run outside the region, as loss.backward() usually does)."""
+cast cached there without history could reach the caller's own later uses of the weight in the
+region, on a torch whose cache does not tell grad modes apart; torch 2.13's does), nor in @backward (it may run outside the region, as loss.backward() usually does)."""
 import torch
 
 from thunder.dialects import attrs
