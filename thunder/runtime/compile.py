@@ -74,9 +74,10 @@ class _Acquired:
     splits: list  # the values read from tensors (runtime/reads.py Split)
 
 
-def _acquire(cd, args, kwargs, shared=None, sym_shapes=None):
+def _acquire(cd, args, kwargs, shared=None, sym_shapes=None, stand_ins=None):
     """Interprets cd.fn on proxies of the inputs; shared: see structure.Inputs; sym_shapes: the
-    symbolic dims of the input tensors (runtime/symbolic.py)."""
+    symbolic dims of the input tensors (runtime/symbolic.py); stand_ins: {id(tensor): tensor read
+    in its place} for tensors read from state (a sample at other sizes, runtime/generalize.py)."""
     ctx = tracing.TraceCtx()
     if sym_shapes:
         ctx.sym_shapes, ctx.sym_guards = sym_shapes, {}
@@ -97,6 +98,7 @@ def _acquire(cd, args, kwargs, shared=None, sym_shapes=None):
             kw_specs.append((k, s))
             pkwargs[k] = symbols.SymInt(v, sym_ints[("kwarg", k)]) if ("kwarg", k) in sym_ints else p
         state = StateTracker(cd.module, inputs, strict=cd.strict)
+        state.stand_ins = stand_ins or {}
         state.arg_paths = structure.tensor_paths(arg_specs, kw_specs)
         ctx.read_grad = state.read_grad
         state.pin_root_function(cd.fn)
@@ -127,20 +129,21 @@ def _acquire(cd, args, kwargs, shared=None, sym_shapes=None):
     return _Acquired(ctx, inputs, arg_specs, kw_specs, state, ambient, result, reader.splits)
 
 
-def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None, keep_parts=False) -> CacheEntry:
+def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None, keep_parts=False,
+                  stand_ins=None) -> CacheEntry:
     """The cache entry for this call. fusion=False: no thunder-fuse (see ThunderFunction._miss);
-    sym_shapes: see _acquire; keep_parts: keep what runtime/symbolic.py generalizes (always
+    sym_shapes, stand_ins: see _acquire; keep_parts: keep what runtime/symbolic.py generalizes (always
     under cache="symbolic values")."""
     times = {}
     t_start = t = time.perf_counter()
-    acq = _acquire(cd, args, kwargs, sym_shapes=sym_shapes)
+    acq = _acquire(cd, args, kwargs, sym_shapes=sym_shapes, stand_ins=stand_ins)
     mutated = [i for i, p in enumerate(acq.inputs.proxies) if p.input_name in acq.ctx.mutated]
     shared = structure.alias_groups(acq.inputs.tensors, mutated) if mutated else {}
     if shared:
         # inputs that share memory, one updated in place: traced again with them as views of their
         # storage (side effects of the function's Python code happen twice in this case)
         first = acq.inputs.tensors
-        acq = _acquire(cd, args, kwargs, shared, sym_shapes)
+        acq = _acquire(cd, args, kwargs, shared, sym_shapes, stand_ins)
         if [id(x) for x in acq.inputs.tensors] != [id(x) for x in first]:
             raise NotImplementedError("thunder: the function read other tensors when traced again for its inputs "
                                       "that share memory. Workaround: pass a clone of one of them.")

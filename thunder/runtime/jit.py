@@ -78,7 +78,12 @@ class ThunderFunction:
         if (cd.recompile_limit is not None and cs.cache_misses - 1 == cd.recompile_limit + 1
                 and cd.cache_option != "no caching"):  # (that option recompiles by design)
             _warn_recompiles(cd, cs)
-        if persist.enabled(cd):  # a program another process compiled for this call (runtime/persist.py)
+        # a program another process compiled for this call (runtime/persist.py); not where the call
+        # is to make sizes symbols (a structure compiled before here at other sizes: a per-size
+        # program from the disk would stand in for the program for all sizes, a miss per size)
+        generalizing = cd.cache_option == CACHE_OPTIONS.SYMBOLIC_VALUES or (
+            cd.cache_option == CACHE_OPTIONS.CONSTANT_VALUES and cd.automatic_dynamic)
+        if persist.enabled(cd) and not (generalizing and generalize.seen_structure(self, args, kwargs)):
             found = persist.timed_load(cd, cs, self._disk, args, kwargs)
             if found is not None:
                 self._add(found[0])
