@@ -206,6 +206,7 @@ def bench(model_name, workload, args):
             got, _ = timed(run, fn)
             first[engine] = time.perf_counter() - start
             check(model_name, workload, engine, got, expected, args.bf16_autocast)
+    thunder.wait_for_kernels()  # (those compiled in the background: the timed calls run them)
     for fn in engines.values() if not args.quick else ():  # a warm-up call each (allocator, caches)
         timed(run, fn)
     times = {engine: [] for engine in engines}

@@ -14,7 +14,7 @@ from thunder.dialects.emit import emit
 from thunder.dialects.mlir import ir
 from thunder.lowering.passes import build_pass_manager, pass_name, pass_options
 from thunder.ops import onednn
-from thunder.runtime import calls, guards, regions, structure
+from thunder.runtime import calls, guards, regions, structure, tiered
 from thunder.runtime.codegen import compile_source, python_source
 from thunder.runtime.lookup import _make_lookup, _on_load, _on_store
 from thunder.runtime.options import CACHE_OPTIONS, DEFAULT_PASSES, CacheEntry
@@ -222,7 +222,7 @@ def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None, keep_parts
             # its grad-free code (oneDNN calls, no detach of what a tensor created with
             # requires_grad=True computed) is right with grad mode off only
             ctx.consulted.add("grad_enabled")
-        computation = compile_source(source, constants=constants)
+        computation = compile_source(source, constants=tiered.tier(constants))
         if cd.disable_torch_autograd:
             computation = torch.no_grad()(computation)
         traces.append(Trace("torch executor (execution trace)", module, python=source, fn=computation))
@@ -344,7 +344,7 @@ def _autograd_program(cs, module, tensors, proxies, out_spec, traces, constants,
                                 grad_free=True)
             setattr(program, f"{fn_name}_source", src)
             program.constants[fn_name] = kernels
-            setattr(program, fn_name, compile_source(src, fn_name, constants=kernels))
+            setattr(program, fn_name, compile_source(src, fn_name, constants=tiered.tier(kernels)))
         traces.append(Trace("thunder-fuse (forward)", m, python=program.forward_source, fn_name="forward",
                             fn=program.forward))
         backward.append(Trace("thunder-fuse (backward)", m, python=program.backward_source, fn_name="backward",

@@ -9,7 +9,7 @@ import torch
 from thunder.core import logs
 from thunder.dialects.mlir import LOCK
 from thunder.ops.impl import ValueChanged
-from thunder.runtime import generalize, guards, persist
+from thunder.runtime import generalize, guards, persist, tiered
 from thunder.runtime.compile import _flatten_call, _fusion_policy, _meta, compile_entry
 from thunder.runtime.options import CACHE_OPTIONS, CacheEntry, CompileData, CompileStats, MAX_ENTRIES
 from thunder.runtime.prologue import MISS
@@ -45,7 +45,8 @@ class ThunderFunction:
                     cs.last_traces, cs.last_prologue_traces = entry.traces, entry.prologue_traces
                     cs.last_backward_traces = entry.backward_traces
                 return result
-        with logs.compiling(self._cd.fn):  # (kernels compiled in it count as its progress)
+        # (kernels compiled in it count as its progress; its regions report to its stats)
+        with logs.compiling(self._cd.fn), tiered.reporting_to(self._cd.fn, cs):
             return self._miss(args, kwargs, changed)
 
     def _miss(self, args, kwargs, changed=None):

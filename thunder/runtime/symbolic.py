@@ -44,6 +44,7 @@ from thunder.lowering.linalg.to_linalg import parse_region
 from thunder.runtime.autograd import _ThunderAutograd
 from thunder.runtime.codegen import compile_source, python_source
 from thunder.runtime.options import CacheEntry
+from thunder.runtime import tiered
 from thunder.runtime.prologue import Prologue
 from thunder.runtime.traces import Trace
 
@@ -455,15 +456,9 @@ class _Member:
                 run = self.kernel
             else:
                 self.family.torch_only = True
-                run = self.family.torch_at(self.sizes) or _torch_region(self.text)
+                run = self.family.torch_at(self.sizes) or tiered.torch_region(self.text)
             self.runs[strides] = run
         return run(*args)
-
-
-def _torch_region(text):
-    """The region's prims as torch calls (codegen of the region func)."""
-    _, module = parse_region(text)
-    return functools.partial(_as_tuple, compile_source(python_source(module, "fusion", comments=False), "fusion"))
 
 
 def _as_tuple(fn, *args):
