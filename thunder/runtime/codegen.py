@@ -9,6 +9,7 @@ from thunder.ops.execute import NAMESPACE, call_args
 from thunder.lowering import executors
 from thunder.lowering.fuse import region_text
 from thunder.runtime import reinplace as reinplacing
+from thunder.runtime.autocast_casts import left_to_autocast
 from thunder.runtime.structure import rebuild_source
 
 
@@ -90,10 +91,16 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
         inplace = (reinplacing.plan(f, lambda values: _GradLeaves(values, callees)) if reinplace and grad_free
                    else reinplacing.Plan())
         returned = {v for o in block.operations if o.operation.name == "func.return" for v in expand(o.operands)}
+        # casts of inputs that torch's autocast makes (once per region, as eager) in the ops using them
+        autocast_casts = left_to_autocast(block) if grad_free and fn_name == "computation" else {}
         for index, operation in enumerate(block.operations):
             name = operation.operation.name
             if name in attrs.CONSTANT_OPS:
                 continue  # numbers are written inline where they are used
+            if len(operation.results) == 1 and operation.results[0] in autocast_casts:
+                namer.names[operation.results[0]] = namer.names[autocast_casts[operation.results[0]]]
+                last_use[operation.results[0]] = float("inf")  # (an input's name: never deleted)
+                continue
             if name in (LIST_OP, UNLIST_OP):
                 continue  # (lists of any length: read as their op's operands and results, dialects/lists.py)
             if name == "func.return":
