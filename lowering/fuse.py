@@ -578,8 +578,21 @@ def _outline_region(f, graph, ops, name, policy, executor):
     # while they fit in cache
     if sum(_bytes(v) for v in inputs + outputs) > UNTILED_MAX_BYTES:
         callee.operation.erase()
+        inner = _without_head_views(graph, ops)
+        if inner != ops:  # the rest may tile: torch views the inputs for free
+            return _outline_region(f, graph, inner, name, policy, executor)
         return None
     return kept
+
+
+def _without_head_views(graph, ops):
+    """The region without views of its inputs (views whose operands it does not produce). A
+    reshape across the rows keeps a kernel from tiling: x.view(b, s, n) of a matmul's (b * s)
+    rows (a GPT-2 Conv1D's output, as torch.addmm of x.view(-1, n)) has no dim of the rows of
+    both; torch views the input for free and the kernel tiles the view."""
+    inside = {r for i in ops for r in graph.ops[i].results}
+    return [i for i in ops if not (_is_view(graph.ops[i]) and
+                                   not any(v in inside for v in graph.ops[i].operands))]
 
 
 def _split_tail(kept, executor):
@@ -645,8 +658,21 @@ def _tail_ops(body):
         used = {produced[v] for o in body if o not in tail for v in o.operands if v in produced}
         rest = [o for o in tail if o not in used]
         if rest == tail:
-            return tail
+            return _with_tail_views(body, tail)
         tail = rest
+
+
+def _with_tail_views(body, tail):
+    """tail and the views only it or the caller reads (a reshape of the rows to sum, (b, s, n)
+    to (b * s, n), keeps the kernel from tiling; torch's view costs nothing)."""
+    if not tail:
+        return tail
+    tail = set(tail)
+    for o in reversed(body):
+        if o.name in VIEW_PRIMS and o not in tail and \
+                all(u.owner in tail or u.owner.name == "func.return" for r in o.results for u in r.uses):
+            tail.add(o)
+    return [o for o in body if o in tail]
 
 
 def _call_region(kept, replaced, where, loc, check_loc):
