@@ -22,7 +22,8 @@ from thunder.ops.registry import OPS
 EXPENSIVE = {"matmul", "mm", "bmm", "linear", "scaled_dot_product_attention", "sdpa_flash", "conv1d", "conv2d",
              "conv_transpose2d", "embedding", "take", "index_add", "rmatmul", "bilinear", "convolution",
              "max_pool2d_with_indices", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "batch_norm",
-             "torch_call"}  # (the fallback's generic op: its cost is unknown, it may be an LSTM)
+             "torch_call",  # (the fallback's generic op: its cost is unknown, it may be an LSTM)
+             "logsumexp"}  # (a pass with exp over its input, for a result its size / the row's: cross-entropy's rows)
 INPUT_COST = 1  # inputs are alive anyway: saving one costs (almost) nothing
 
 
