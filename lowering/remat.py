@@ -74,7 +74,9 @@ def choose_saved(forward_ctx, needed, copied=()):
                 g.add_edge((o.name, "in"), (o.name, "out"))  # (no capacity: never saved)
             else:
                 g.add_edge((o.name, "in"), (o.name, "out"), capacity=nbytes(o) or 1)
-            if not (region or recomputable(bsym.op)) or not ins:
+            # (results computed from no input (iota, full) are recomputed where backward reads them:
+            # a fused backward computes them in its kernel instead of reading a saved copy)
+            if not (region or recomputable(bsym.op)):
                 g.add_edge(src, (o.name, "in"))
             for r in ins:
                 g.add_edge((r.name, "out"), (o.name, "in"))
