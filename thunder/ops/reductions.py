@@ -186,6 +186,9 @@ def logsumexp(input: Tensor, dim: Dims, keepdim: Bool = False):
     return _result(input, dim, keepdim, dtype)
 
 
+logsumexp.torch_composite = True  # torch's runs amax, sub, exp, sum, log and add: a kernel each
+
+
 @logsumexp.decompose
 def _(input, dim, keepdim=False):
     # as torch's: max + log(sum(exp(x - max))), the max taken as 0 where it is +-inf (no inf - inf)
