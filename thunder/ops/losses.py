@@ -9,7 +9,8 @@ log_softmax(x) = x - logsumexp(x), so the loss of a target is lse - x[target] (t
 pick, of the logits), and the label-smoothing and probability terms sum (x - lse) per element in
 the same pass over a row. Differentiated, the rows' logsumexp is saved (thunder-remat) and the
 gradient is one elementwise pass: exp(x - lse) * g_row (logsumexp's rule) and -g_row where the
-class is the target (the pick's), with no reduction over the classes."""
+class is the target (the pick's); label smoothing and probability targets add a sum over each
+row's classes (the cotangent of lse in their terms)."""
 import torch
 import torch.nn.functional as F
 
