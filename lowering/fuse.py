@@ -549,18 +549,18 @@ class _Kept:
         self.kernel_results = list(list(block.operations)[-1].operands)
 
 
-def _without_head_views(graph, ops):
-    """The region without views that read only values from outside it (torch's view of an input
-    moves no data; in the kernel, a reshape merging dims hides the rows it could tile by).
-    Broadcasts stay: the kernel tiles through them, and reads no stride-0 tensor."""
-    ops = list(ops)
-    while True:
-        inside = {r for i in ops for r in graph.ops[i].results}
-        head = [i for i in ops if _is_view(graph.ops[i]) and graph.ops[i].name not in BROADCASTS
-                and not any(v in inside for v in graph.ops[i].operands)]
-        if not head:
-            return ops
-        ops = [i for i in ops if i not in head]
+def _without_head(graph, ops):
+    """The region without its head views: views (not broadcasts, which the kernel tiles through)
+    of values made before the region's first op, or of other head views. Torch's view moves no
+    data; in the kernel, a reshape merging dims (a loss's logits.view(-1, classes)) hides the rows
+    it could tile by."""
+    first, head = min(ops), set()
+    for i in ops:
+        o = graph.ops[i]
+        if _is_view(o) and o.name not in BROADCASTS and \
+                all(graph.index.get(v, -1) < first or graph.index[v] in head for v in o.operands):
+            head.add(i)
+    return [i for i in ops if i not in head]
 
 
 def _outline_region(f, graph, ops, name, policy, executor, heads=True):
@@ -588,7 +588,7 @@ def _outline_region(f, graph, ops, name, policy, executor, heads=True):
     kept = _Kept(ops, callee, inputs, outputs, name, checks)
     if policy == "always" or executor.runs_well is None or _ask("runs_well", executor, text, name):
         return kept
-    rest = _without_head_views(graph, ops) if heads else ops
+    rest = _without_head(graph, ops) if heads else ops
     if rest != ops:
         callee.operation.erase()
         return _outline_region(f, graph, rest, name, policy, executor, heads=False)
