@@ -141,3 +141,19 @@ def test_addmm_is_saved_not_recomputed():
     for g, t in zip(grads, (b, x, w)):
         torch.testing.assert_close(g, t.grad)
     assert "addmm" not in str(thunder.last_backward_traces(jf)[-1])
+
+
+def test_kernel_writes_the_transposed_layout_a_reshape_reads():
+    # x.transpose(1, 2).reshape(B, S, H * D) of a fused result: the kernel writes the transposed
+    # value row-major, so the reshape is a view (left to torch, the transpose's view made it copy)
+    def f(x, w):
+        y = torch.exp(x * 2.0 + 1.0)
+        return y.transpose(1, 2).reshape(2, 4, 3 * 8) @ w
+
+    x, w = torch.randn(2, 3, 4, 8), torch.randn(24, 5)
+    jf = thunder.jit(f, fusion="always")
+    torch.testing.assert_close(jf(x, w), f(x, w))
+    text = str(thunder.last_traces(jf)[-1])
+    fused = [line for line in text.splitlines() if "fusion_" in line and "=" in line]
+    assert len(fused) == 1 and "float32[2, 4, 3, 8]" in fused[0], text
+    assert "torch.transpose(" not in text
