@@ -49,7 +49,7 @@ class _ThunderAutograd(torch.autograd.Function):
         if len(used) < len(cts):
             # outputs without a gradient: a backward that treats their cotangents as zeros
             # without making them (compiled per set of cotangents present), where the program
-            # has one (a program from the disk cache or for symbolic sizes gets zeros)
+            # has one (a program for symbolic sizes, or stored by an older version, gets zeros)
             variant = program.backward_for(used) if hasattr(program, "backward_for") else None
             if variant is not None:
                 backward, grad_of = variant.backward, variant.grad_of
@@ -106,8 +106,8 @@ class AutogradProgram:
             variant = variants[key] = specialize_backward(self.backward_mlir, present,
                                                                lambda i: bool(self.reaches[i] & key), self.fusion)
             if self.backward_traces is not None:
-                self.backward_traces.append(Trace(variant.producer, variant.module, python=variant.source, fn_name="backward",
-                                                  fn=variant.backward))
+                self.backward_traces.append(Trace(variant.producer, variant.module, python=variant.source,
+                                                  fn_name="backward", fn=variant.backward))
         return variant
 
     def __call__(self, *inputs):
