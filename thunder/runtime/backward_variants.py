@@ -10,6 +10,7 @@ from thunder.dialects.mlir import LOCK, ir
 from thunder.lowering.absent_cotangents import specialize
 from thunder.lowering.fuse import fuse_module, fusion_callees
 from thunder.lowering.passes import build_pass_manager
+from thunder.runtime import tiered
 from thunder.runtime.codegen import compile_source, python_source
 
 
@@ -55,6 +56,7 @@ def specialize_backward(backward_mlir, present, keep, fusion):
         producer = f"{'thunder-fuse' if fused else 'thunder-autograd'} (backward; no cotangent for outputs {absent})"
         kernels = {}
         source = python_source(module, "backward", constants=kernels, grad_free=True, header=f"produced by: {producer}")
-        return Variant([i for i, _ in kept], compile_source(source, "backward", constants=kernels), source,
-                       kernels, module, producer)
+        # (its kernels tiered as the other programs': runtime/tiered.py)
+        return Variant([i for i, _ in kept], compile_source(source, "backward", constants=tiered.tier(kernels)),
+                       source, kernels, module, producer)
 
