@@ -27,6 +27,7 @@ from thunder.lowering import executors as executor_registry
 from thunder.lowering.executors import is_number
 from thunder.lowering.decompose import decompose_module, decompose_op
 from thunder.lowering.linalg.scalar import ELEMENTWISE, elt_bytes
+from thunder.lowering.layout_copies import reshape_copies
 from thunder.lowering.linalg.types_and_maps import SCALAR_TYPES
 from thunder.ops import registry
 
@@ -527,7 +528,8 @@ def _without_tail_views(graph, ops):
     while True:
         inside = {r for i in ops for r in graph.ops[i].results}
         used_inside = {v for i in ops for v in graph.ops[i].operands if v in inside}
-        tail = [i for i in ops if _is_view(graph.ops[i]) and not any(r in used_inside for r in graph.ops[i].results)]
+        tail = [i for i in ops if _is_view(graph.ops[i]) and not any(r in used_inside for r in graph.ops[i].results)
+                and not reshape_copies(graph.ops[i])]  # (a transpose whose reshape would copy stays)
         if not tail:
             return ops
         ops = [i for i in ops if i not in tail]
