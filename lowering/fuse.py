@@ -27,6 +27,7 @@ from thunder.lowering import executors as executor_registry
 from thunder.lowering.executors import is_number
 from thunder.lowering.decompose import decompose_module, decompose_op
 from thunder.lowering.linalg.scalar import ELEMENTWISE, elt_bytes
+from thunder.lowering.layout_copies import reshape_copies
 from thunder.lowering.linalg.types_and_maps import SCALAR_TYPES
 from thunder.ops import registry
 
@@ -483,6 +484,7 @@ def _torch_seconds(operation, cost):
 REDUCTION_PRIMS = {"thunder.sum", "thunder.amax", "thunder.amin", "thunder.prod"}
 # prims that torch runs as views of their operand (thunder.reshape may copy, but mostly does not)
 VIEW_PRIMS = {"thunder.reshape", "thunder.transpose", "thunder.broadcast_in_dim", "thunder.squeeze", "thunder.slice"}
+BROADCASTS = {"thunder.broadcast_in_dim", "ltorch.expand", "ltorch.expand_as", "ltorch.broadcast_to"}
 
 
 def _is_view(operation):
@@ -526,7 +528,8 @@ def _without_tail_views(graph, ops):
     while True:
         inside = {r for i in ops for r in graph.ops[i].results}
         used_inside = {v for i in ops for v in graph.ops[i].operands if v in inside}
-        tail = [i for i in ops if _is_view(graph.ops[i]) and not any(r in used_inside for r in graph.ops[i].results)]
+        tail = [i for i in ops if _is_view(graph.ops[i]) and not any(r in used_inside for r in graph.ops[i].results)
+                and not reshape_copies(graph.ops[i])]  # (a transpose whose reshape would copy stays)
         if not tail:
             return ops
         ops = [i for i in ops if i not in tail]
@@ -548,11 +551,26 @@ class _Kept:
         self.kernel_results = list(list(block.operations)[-1].operands)
 
 
-def _outline_region(f, graph, ops, name, policy, executor):
+def _without_head(graph, ops):
+    """The region without its head views: views (not broadcasts, which the kernel tiles through)
+    of values made before the region's first op, or of other head views. Torch's view moves no
+    data; in the kernel, a reshape merging dims (a loss's logits.view(-1, classes)) hides the rows
+    it could tile by."""
+    first, head = min(ops), set()
+    for i in ops:
+        o = graph.ops[i]
+        if _is_view(o) and o.name not in BROADCASTS and \
+                all(graph.index.get(v, -1) < first or graph.index[v] in head for v in o.operands):
+            head.add(i)
+    return [i for i in ops if i not in head]
+
+
+def _outline_region(f, graph, ops, name, policy, executor, heads=True):
     """The _Kept region for these ops when the policy keeps it, or None. With policy auto, a
     region the executor would not run well (linalg: a kernel that is not tiled, see
-    to_linalg.tiling) leaves its tail reductions (a bias gradient summed over rows, a loss
-    averaged over rows) to torch, so the rest tiles by rows."""
+    to_linalg.tiling) leaves its head views (a loss's logits.view(-1, classes)) and its tail
+    reductions (a bias gradient summed over rows, a loss averaged over rows) to torch, so the
+    rest tiles by rows."""
     ops = _without_tail_views(graph, ops)
     if not ops:
         return None
@@ -572,6 +590,10 @@ def _outline_region(f, graph, ops, name, policy, executor):
     kept = _Kept(ops, callee, inputs, outputs, name, checks)
     if policy == "always" or executor.runs_well is None or _ask("runs_well", executor, text, name):
         return kept
+    rest = _without_head(graph, ops) if heads else ops
+    if rest != ops:
+        callee.operation.erase()
+        return _outline_region(f, graph, rest, name, policy, executor, heads=False)
     if _split_tail(kept, executor):
         return kept
     # an untiled kernel runs on one thread, pass after pass over whole tensors: only worth it

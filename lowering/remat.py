@@ -22,10 +22,12 @@ from thunder.dialects.mlir import ir
 from thunder.ops.registry import OPS
 
 # ops whose results are saved rather than recomputed: expensive, or random
-EXPENSIVE = {"matmul", "mm", "bmm", "linear", "scaled_dot_product_attention", "sdpa_flash", "conv1d", "conv2d",
-             "conv_transpose2d", "embedding", "take", "index_add", "rmatmul", "bilinear", "convolution",
+EXPENSIVE = {"matmul", "mm", "bmm", "linear", "addmm", "baddbmm", "einsum", "native_multi_head_attention",
+             "scaled_dot_product_attention", "sdpa_flash", "conv1d", "conv2d", "conv_transpose2d", "embedding", "take",
+             "index_add", "zeros_index_add", "rmatmul", "bilinear", "convolution",
              "max_pool2d_with_indices", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "batch_norm",
-             "torch_call"}  # (the fallback's generic op: its cost is unknown, it may be an LSTM)
+             "torch_call",  # (the fallback's generic op: its cost is unknown, it may be an LSTM)
+             "logsumexp"}  # (a pass with exp over its input, for a result its size / the row's: cross-entropy's rows)
 INPUT_COST = 1  # inputs are alive anyway: saving one costs (almost) nothing
 
 
@@ -87,7 +89,9 @@ def choose_saved(forward_ctx, needed, copied=()):
                 g.add_edge((o.name, "in"), (o.name, "out"))  # (no capacity: never saved)
             else:
                 g.add_edge((o.name, "in"), (o.name, "out"), capacity=nbytes(o) or 1)
-            if not (region or recomputable(bsym.op)) or not ins or (not region and _input_cast(bsym, inputs)):
+            # (results computed from no input (iota, full) are recomputed where backward reads them:
+            # a fused backward computes them in its kernel instead of reading a saved copy)
+            if not (region or recomputable(bsym.op)) or (not region and _input_cast(bsym, inputs)):
                 g.add_edge(src, (o.name, "in"))
             for r in ins:
                 g.add_edge((r.name, "out"), (o.name, "in"))

@@ -332,7 +332,7 @@ def _autograd_program(cs, module, tensors, proxies, out_spec, traces, constants,
         build_pass_manager("builtin.module(cse,canonicalize)").run(m.operation)
         if decompose:
             build_pass_manager("builtin.module(thunder-decompose,cse,canonicalize)").run(m.operation)
-    program = AutogradProgram(m, len(tensors))
+    program = AutogradProgram(m, len(tensors), fusion=fusion)
     traces.append(Trace("thunder-remat (forward)", m, python=program.forward_source, fn_name="forward",
                         fn=program.forward))
     backward = [Trace("thunder-autograd (backward)", m, python=program.backward_source, fn_name="backward",
@@ -350,6 +350,7 @@ def _autograd_program(cs, module, tensors, proxies, out_spec, traces, constants,
                             fn=program.forward))
         backward.append(Trace("thunder-fuse (backward)", m, python=program.backward_source, fn_name="backward",
                               fn=program.backward))
+    program.backward_traces = backward  # (and the backward programs made for absent cotangents)
     names = [p.name for p in proxies]
     n = program.num_outputs
     flat = ["outs"] if n == 1 else [f"outs[{i}]" for i in range(n)]
