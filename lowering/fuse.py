@@ -600,21 +600,8 @@ def _outline_region(f, graph, ops, name, policy, executor, heads=True):
     # while they fit in cache
     if sum(_bytes(v) for v in inputs + outputs) > UNTILED_MAX_BYTES:
         callee.operation.erase()
-        inner = _without_head_views(graph, ops)
-        if inner != ops:  # the rest may tile: torch views the inputs for free
-            return _outline_region(f, graph, inner, name, policy, executor)
         return None
     return kept
-
-
-def _without_head_views(graph, ops):
-    """The region without views of its inputs (views whose operands it does not produce). A
-    reshape across the rows keeps a kernel from tiling: x.view(b, s, n) of a matmul's (b * s)
-    rows (a GPT-2 Conv1D's output, as torch.addmm of x.view(-1, n)) has no dim of the rows of
-    both; torch views the input for free and the kernel tiles the view."""
-    inside = {r for i in ops for r in graph.ops[i].results}
-    return [i for i in ops if not (_is_view(graph.ops[i]) and
-                                   not any(v in inside for v in graph.ops[i].operands))]
 
 
 def _split_tail(kept, executor):
