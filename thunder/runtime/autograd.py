@@ -62,7 +62,9 @@ class _ThunderAutograd(torch.autograd.Function):
 class AutogradProgram:
     """The compiled forward/backward pair of one cache entry."""
 
-    def __init__(self, module, num_inputs):
+    def __init__(self, module, num_inputs, sources=True):
+        """sources=False: the programs come later (set_programs): thunder-fuse will outline
+        regions, and the programs of the unfused module would be generated for nothing."""
         with module.context:
             fwd = find_func(module.operation, "forward")
             bwd = find_func(module.operation, "backward")
@@ -71,14 +73,22 @@ class AutogradProgram:
             self.cotangent_for = list(ir.DenseI64ArrayAttr(bwd.attributes["thunder.cotangent_for"]))
         self.num_inputs = num_inputs
         self.reaches = _reaches(module)  # input index -> indices of the outputs it influences
-        # (both run under torch.no_grad: grad-free code)
-        self.forward_source = python_source(module, "forward", header="produced by: thunder-autograd (forward)",
-                                            grad_free=True)
-        self.backward_source = python_source(module, "backward", header="produced by: thunder-autograd (backward)",
-                                             grad_free=True)
         self.constants = {"forward": {}, "backward": {}}  # the kernels their sources call (fusion)
-        self.forward = compile_source(self.forward_source, "forward")
-        self.backward = compile_source(self.backward_source, "backward")
+        if sources:
+            self.set_programs(module, "thunder-autograd")
+
+    def set_programs(self, module, producer, constants=None):
+        """forward and backward (their sources and functions) generated from @forward and
+        @backward of module; constants: the namespace the sources get (fusion's kernels), by
+        func name."""
+        for fn_name in ("forward", "backward"):
+            names = constants[fn_name] if constants is not None else {}
+            # (both run under torch.no_grad: grad-free code)
+            src = python_source(module, fn_name, header=f"produced by: {producer} ({fn_name})", grad_free=True,
+                                constants=names if constants is not None else None)
+            setattr(self, f"{fn_name}_source", src)
+            self.constants[fn_name] = names
+            setattr(self, fn_name, compile_source(src, fn_name, constants=names))
 
     def __call__(self, *inputs):
         return _ThunderAutograd.apply(self, *inputs)
