@@ -322,10 +322,10 @@ def _autograd_program(cs, module, tensors, proxies, out_spec, traces, constants,
             ir.DictAttr.get({REQUIRES_GRAD: ir.UnitAttr.get()} if isinstance(x, torch.Tensor) and x.requires_grad
                             else {}) for x in tensors])
         autograd_module(m.operation)
-        build_pass_manager("builtin.module(cse,canonicalize)").run(m.operation)
+        _cleanup(m)
         traces.append(Trace("thunder-autograd", m, fn_name="forward"))
         cs.last_saved_bytes = remat_module(m.operation)
-        build_pass_manager("builtin.module(cse,canonicalize)").run(m.operation)
+        _cleanup(m)
         if decompose:
             build_pass_manager("builtin.module(thunder-decompose,cse,canonicalize)").run(m.operation)
     # with fusion, the programs are generated after thunder-fuse (the traces of the module before
@@ -357,6 +357,15 @@ def _autograd_program(cs, module, tensors, proxies, out_spec, traces, constants,
     traces.append(Trace("torch executor (execution trace)", m, python=source + "\n" + program.forward_source,
                         fn=computation, fn_name="computation"))
     return source, computation, backward
+
+
+def _cleanup(module):
+    """cse and canonicalize after one of our passes, its result verified once, before them (the
+    pass manager would verify after each: every op's verifier, twice more per pass)."""
+    module.operation.verify()
+    pm = build_pass_manager("builtin.module(cse,canonicalize)")
+    pm.enable_verifier(False)
+    pm.run(module.operation)
 
 
 def _program_trace(producer, module, program, fn_name, lazy):
