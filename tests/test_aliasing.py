@@ -263,3 +263,48 @@ def test_in_place_update_of_a_dtype_view_then_grads_match_eager():
     exp.backward()
     out.backward()
     torch.testing.assert_close(w2.grad, w1.grad, rtol=0, atol=0)
+
+
+def test_conversions_to_what_the_input_is_return_the_input_itself():
+    # eager's x.contiguous() / x.to(x.dtype) / x.float() of a float32 x are x itself: `is` says
+    # so, in-place updates of one are updates of the other, and under no_grad the result keeps
+    # x's autograd history (a copy made there would cut the gradient)
+    def same(x, c):
+        return (x.contiguous() is x, x.to(x.dtype) is x, x.float() is x, x.to("cpu") is x,
+                x.mT.contiguous() is x, x.double() is x, c.to(memory_format=torch.channels_last) is c,
+                c.contiguous() is c)
+
+    x, c = torch.randn(2, 3), torch.randn(2, 3, 4, 5).to(memory_format=torch.channels_last)
+    assert thunder.jit(same)(x, c) == same(x, c) == (True, True, True, True, False, False, True, False)
+
+    def grads_through_no_grad(x):
+        with torch.no_grad():
+            y, z = x.contiguous(), x.float()
+        y.mul_(1)  # (an in-place update of y under grad mode is one of x: a leaf, so eager refuses)
+        return (y * 2).sum() + (z * 3).sum()
+
+    def grads(fn):
+        x = torch.randn(3, 4, requires_grad=True)
+        try:
+            fn(x).backward()
+        except RuntimeError as e:
+            return type(e), str(e).split("\n")[0]
+        return x.grad
+
+    assert grads(thunder.jit(grads_through_no_grad)) == grads(grads_through_no_grad)
+
+    def through_no_grad(x):
+        with torch.no_grad():
+            y, z = x.contiguous(), x.float()
+        return (y * 2).sum() + (z * 3).sum()
+
+    torch.testing.assert_close(grads(thunder.jit(through_no_grad)), grads(through_no_grad), rtol=0, atol=0)
+
+    def update_through_alias(x):
+        x.contiguous().add_(1)
+        x.to(torch.float32).mul_(2)
+        return x.float()
+
+    a, b = torch.ones(3), torch.ones(3)
+    out = thunder.jit(update_through_alias)(a)
+    assert out is a and torch.equal(a, update_through_alias(b)) and torch.equal(a, torch.full((3,), 4.0))

@@ -300,7 +300,7 @@ NAMES = {
     "broadcast_to": (lambda a: a.broadcast_to(2, 6), x1),
     "squeeze": (lambda a: a.squeeze(), x3),
     "unsqueeze": (lambda a: a.unsqueeze(0), x3),
-    "contiguous": (lambda a: a.contiguous(), x3),
+    "contiguous": (lambda a: a.mT.contiguous(), x3),  # (of a contiguous tensor: eager returns it itself)
     "cat": (lambda a: torch.cat([a, a]), x3),
     "stack": (lambda a: torch.stack([a, a]), x3),
     "split": (lambda a: a.split(1), x3),

@@ -175,6 +175,13 @@ def strides_decide(proxy):
         ctx.stride_dependent |= proxy.stride_deps
 
 
+def strides_known():
+    """Whether the current trace gives proxies eager's strides (the user's program): elsewhere a
+    proxy counts as contiguous, which says nothing about the tensor it stands for."""
+    ctx = _current.get()
+    return ctx is not None and ctx.track_strides
+
+
 def consult(state):
     """The trace depends on ambient torch state `state` (a name in runtime/guards.py AMBIENT):
     the cache entry checks it."""

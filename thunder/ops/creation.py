@@ -3,7 +3,7 @@ import math
 
 import torch
 
-from thunder.core import dtypes
+from thunder.core import dtypes, trace as tracing
 from thunder.core.numbers import has_proxy
 from thunder.core.proxies import TensorProxy
 from thunder.core.trace import NotDecomposable
@@ -325,10 +325,12 @@ def _(start=0, end=None, step=1, *, dtype=None, device=None, requires_grad=False
 
 def _converted(input, dtype, device=None, copy=False, memory_format=None):
     out = TensorProxy(input.shape, dtype or input.dtype, _device(device) if device is not None else input.device)
-    laid_out = memory_format in (None, torch.preserve_format) or input.is_contiguous(memory_format=memory_format)
+    laid_out = memory_format in (None, torch.preserve_format) or (
+        tracing.strides_known() and input.is_contiguous(memory_format=memory_format))
     if not copy and out.dtype == input.dtype and out.device == input.device and laid_out:
-        # eager returns the input itself: in-place updates of either show in the other
-        out.is_view = True
+        # eager returns the input itself (`x.float() is x`; under no_grad it keeps x's autograd
+        # history): record_op passes it through unrecorded
+        return input
     return out
 
 

@@ -25,6 +25,8 @@ def record_op(op, values):
     except Exception as e:  # eager's exception for a bad call, or a refusal: say where it came from
         _note_location(e, op)
         raise
+    if op.returns_input and any(out is v for v in values.values()):
+        return out  # eager returns the input itself (x.to(x.dtype), x.contiguous()): no op, no new tensor
     outs = list(out) if isinstance(out, (tuple, list)) else [out]
 
     first = next((v for v in values.values() if isinstance(v, TensorProxy)), None)

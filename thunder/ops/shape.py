@@ -12,6 +12,7 @@ from builtins import slice as pyslice
 
 import torch
 
+from thunder.core import trace as tracing
 from thunder.core.proxies import TensorProxy
 from thunder.ops import prims
 from thunder.ops.decomp_utils import expand_to, to_dtype
@@ -175,10 +176,13 @@ unsqueeze.decompose(lambda input, dim: _reshape(input, _unsqueeze_shape(input, d
 @ltorch("torch.Tensor.contiguous", methods=("contiguous",), view=True, strided=True, aliases=(T.contiguous,))
 def contiguous(input: Tensor, *, memory_format: MemoryFormat = torch.contiguous_format):
     """eager's strides for memory_format (the input itself where it has them already)."""
+    if tracing.strides_known() and input.is_contiguous(memory_format=memory_format):
+        return input  # as eager: `x.contiguous() is x` (record_op passes it through)
     return _like(input, input.shape)
 
 
 contiguous.decompose(lambda input, *, memory_format=torch.contiguous_format: input)
+contiguous.returns_input = True
 
 # --------------------------------------------------------------------------------------------
 # permutations
