@@ -4,9 +4,12 @@ thunder.jit and torch.compile, each depth and compiler in a fresh process with a
 kernel cache (THUNDER_KERNEL_CACHE; inductor's cache in a new TORCHINDUCTOR_CACHE_DIR). Prints
 the CPU model and the load average (the times are wall clock), thunder's per-stage split
 (compile_stats(fn).last_stage_times) and the kernels it compiled, and checks the loss against
-eager.
+eager. Kernels compile in the background while their regions run as torch calls (docs/fusion.md;
+--sync: in the first call, THUNDER_KERNEL_COMPILE=sync): thunder's row also gives the regions run
+as torch calls in the first step, a second step right after it, when the kernels were all ready
+(seconds after the first step) and a warm step (with the kernels).
 
-    .venv/bin/python benchmarks/compile_depth.py [--layers 2 8 24] [--width 256] [--no-compile]
+    .venv/bin/python benchmarks/compile_depth.py [--layers 2 8 24] [--width 256] [--no-compile] [--sync]
 
 --second-process: thunder only; each depth runs in two processes one after the other sharing one
 fresh cache folder, so the second's first call uses the program the first stored on disk
@@ -56,7 +59,8 @@ def one_step(compiler, layers, width, threads, second_step=False):
         fn = thunder.jit(model)
     else:
         fn = torch.compile(model)
-    wall, cpu = time.perf_counter(), time.process_time()
+    t0 = wall = time.perf_counter()
+    cpu = time.process_time()
     loss = fn(input_ids=ids, labels=ids, use_cache=False).loss
     first_call = time.perf_counter() - wall
     loss.backward()
@@ -68,15 +72,30 @@ def one_step(compiler, layers, width, threads, second_step=False):
         from thunder.runtime import persist
 
         row["stages"] = thunder.compile_stats(fn).last_stage_times
-        row["kernels"] = len(linalg.COMPILE_LOG)
-        row["kernel_seconds"] = sum(s for _, s, _ in linalg.COMPILE_LOG)
-        row["kernels_from_disk"] = sum(how == "disk" for _, _, how in linalg.COMPILE_LOG)
+        row["torch_regions"] = len(thunder.compile_stats(fn).torch_while_compiling)
         row["programs"] = dict(persist.stats)
+        if not second_step:  # the next steps: at once (kernels still compiling in the background
+            # run as torch calls), then after the kernels are ready (runtime/tiered.py)
+            model.zero_grad()
+            t, c = time.perf_counter(), time.process_time()
+            fn(input_ids=ids, labels=ids, use_cache=False).loss.backward()
+            row["second_step"] = time.perf_counter() - t
+            row["second_step_cpu"] = time.process_time() - c
+            thunder.wait_for_kernels()
+            row["kernels_ready"] = time.perf_counter() - t0 - wall
+            model.zero_grad()
+            fn(input_ids=ids, labels=ids, use_cache=False).loss.backward()  # (the kernels' first calls)
+            second_step = True
+        row["kernels"] = len(linalg.COMPILE_LOG)
+        row["kernel_seconds"] = sum(s for _, s, how in linalg.COMPILE_LOG if how == "compiled")
+        row["background_seconds"] = sum(s for _, s, how in linalg.COMPILE_LOG if how == "background")
+        row["kernels_from_disk"] = sum(how == "disk" for _, _, how in linalg.COMPILE_LOG)
     if second_step:  # a step with everything compiled: the part of a first step that is computing
         model.zero_grad()
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         fn(input_ids=ids, labels=ids, use_cache=False).loss.backward()
         row["warm_step"] = time.perf_counter() - t
+        row["warm_step_cpu"] = time.process_time() - c
     return row
 
 
@@ -122,11 +141,15 @@ def main():
     parser.add_argument("--width", type=int, default=256)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--no-compile", action="store_true", help="leave torch.compile out")
+    parser.add_argument("--sync", action="store_true",
+                        help="kernels compile in the first call (THUNDER_KERNEL_COMPILE=sync), not in the background")
     parser.add_argument("--second-process", action="store_true",
                         help="thunder only: first call in a second process, with the first's program cache")
     parser.add_argument("--child", nargs=2, metavar=("COMPILER", "LAYERS"), help=argparse.SUPPRESS)
     parser.add_argument("--second-step", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.sync:  # (the children inherit it)
+        os.environ["THUNDER_KERNEL_COMPILE"] = "sync"
     if args.child:
         print(json.dumps(one_step(args.child[0], int(args.child[1]), args.width, args.threads, args.second_step)))
         return
@@ -136,11 +159,12 @@ def main():
         second_process(args)
         print(f"load average after: {os.getloadavg()[0]:.1f}")
         return
-    print(f"Llama width {args.width}, batch 2 x 64 tokens, {args.threads} threads; first training step, wall s "
-          "(CPU s of the process)")
-    print("| layers | thunder s | x 2 layers | kernels compiled | kernel compile s | thunder stages s |"
-          " torch.compile s |")
-    print("| ---: | ---: | ---: | ---: | ---: | --- | ---: |")
+    print(f"Llama width {args.width}, batch 2 x 64 tokens, {args.threads} threads, kernels compiled "
+          f"{'in the first call' if args.sync else 'in the background'}; first training step, wall s (CPU s of "
+          "the process); then a step at once, the wait for the kernels (s after the first step), a warm step")
+    print("| layers | thunder s | x 2 layers | kernels compiled | kernel compile s (in the call / background) |"
+          " regions via torch | 2nd step s | kernels ready s | warm step s | thunder stages s | torch.compile s |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |")
     base = None
     for layers in args.layers:
         t = run_child("thunder", layers, args.width, args.threads)
@@ -152,7 +176,10 @@ def main():
         stages = ", ".join(f"{k} {v:.2f}" for k, v in t["stages"].items())
         inductor = "-" if not c else (f"error: {c['error']}" if "error" in c else f"{c['wall']:.2f} ({c['cpu']:.2f})")
         print(f"| {layers} | {t['wall']:.2f} ({t['cpu']:.2f}) | {t['wall'] / base:.2f} | {t['kernels']} | "
-              f"{t['kernel_seconds']:.2f} | {stages} | {inductor} |", flush=True)
+              f"{t['kernel_seconds']:.2f} / {t['background_seconds']:.2f} | {t['torch_regions']} | "
+              f"{t['second_step']:.2f} ({t['second_step_cpu']:.2f}) | {t['kernels_ready']:.2f} | "
+              f"{t['warm_step']:.2f} ({t['warm_step_cpu']:.2f}) | {stages} | {inductor} |",
+              flush=True)
     print(f"load average after: {os.getloadavg()[0]:.1f}")
 
 

@@ -7,7 +7,11 @@ shapes after the first size change) in one run. Per option: the time of the firs
 length summed over the sweep (compiles included), the number of compiles, and the cached call
 at each length relative to eager's (geometric mean over the lengths).
 
-    .venv/bin/python benchmarks/symbolic_sweep.py [--threads 2] [--no-compile]
+A KV-cache decode loop (--decode): a small transformers GPT-2 (2 layers, width 64) decoding 20
+tokens greedily after an 8-token prompt, the DynamicCache it returns passed back each step:
+the loop's total time, the compiles, and the median of the last 10 steps against eager's.
+
+    .venv/bin/python benchmarks/symbolic_sweep.py [--threads 2] [--no-compile] [--decode]
 """
 import argparse
 import math
@@ -49,13 +53,59 @@ def sweep(name, make_fn, train, eager_times):
     return name, first, compiles, geo
 
 
+def decode_loop(fn, prompt, steps):
+    """Greedy decoding, the cache passed back: (tokens, seconds per call)."""
+    times, tokens = [], []
+    with torch.no_grad():
+        t = time.perf_counter()
+        out = fn(input_ids=prompt, use_cache=True)
+        times.append(time.perf_counter() - t)
+        for _ in range(steps):
+            nxt = out.logits[:, -1].argmax(-1, keepdim=True)
+            tokens.append(nxt.item())
+            t = time.perf_counter()
+            out = fn(input_ids=nxt, past_key_values=out.past_key_values, use_cache=True)
+            times.append(time.perf_counter() - t)
+    return tokens, times
+
+
+def decode(opts):
+    import transformers  # (optional: only this part of the benchmark needs it)
+    torch.manual_seed(0)
+    model = transformers.GPT2LMHeadModel(transformers.GPT2Config(
+        vocab_size=96, n_positions=64, n_embd=64, n_layer=2, n_head=4, bos_token_id=0, eos_token_id=0)).eval()
+    prompt = torch.randint(0, 96, (1, 8), generator=torch.Generator().manual_seed(1))
+    steps = 20
+    decode_loop(model, prompt, 3)  # (warm-up)
+    expected, eager = decode_loop(model, prompt, steps)
+    rows = [("eager", None, eager)]
+    for name, make in (("thunder default", lambda: thunder.jit(model)),
+                       ("thunder symbolic values", lambda: thunder.jit(model, cache="symbolic values"))) + (
+            () if opts.no_compile else (("torch.compile", lambda: torch.compile(model)),)):
+        fn = make()
+        tokens, times = decode_loop(fn, prompt, steps)
+        assert tokens == expected, name
+        compiles = thunder.cache_misses(fn) if name.startswith("thunder") else None
+        rows.append((name, compiles, times))
+    print(f"\nGPT-2 (2 layers, width 64) greedy decode, 8-token prompt + {steps} steps, DynamicCache")
+    print(f"{'':26s} {'loop total':>11s} {'compiles':>9s} {'step (median of last 10)':>25s} {'vs eager':>9s}")
+    eager_step = sorted(eager[-10:])[5]
+    for name, compiles, times in rows:
+        step = sorted(times[-10:])[5]
+        print(f"{name:26s} {sum(times):10.2f}s {compiles if compiles is not None else '-':>9} "
+              f"{1e3 * step:23.2f}ms {eager_step / step:8.2f}x")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--no-compile", action="store_true", help="leave torch.compile out")
+    parser.add_argument("--decode", action="store_true", help="the KV-cache decode loop only")
     opts = parser.parse_args()
     if opts.threads:
         torch.set_num_threads(opts.threads)
+    if opts.decode:
+        return decode(opts)
     for train in (False, True):
         eager_times = []
         for T in LENGTHS:

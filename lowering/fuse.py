@@ -483,6 +483,7 @@ def _torch_seconds(operation, cost):
 REDUCTION_PRIMS = {"thunder.sum", "thunder.amax", "thunder.amin", "thunder.prod"}
 # prims that torch runs as views of their operand (thunder.reshape may copy, but mostly does not)
 VIEW_PRIMS = {"thunder.reshape", "thunder.transpose", "thunder.broadcast_in_dim", "thunder.squeeze", "thunder.slice"}
+BROADCASTS = {"thunder.broadcast_in_dim", "ltorch.expand", "ltorch.expand_as", "ltorch.broadcast_to"}
 
 
 def _is_view(operation):
@@ -548,12 +549,27 @@ class _Kept:
         self.kernel_results = list(list(block.operations)[-1].operands)
 
 
-def _outline_region(f, graph, ops, name, policy, executor, decomposed=None):
+def _without_head(graph, ops):
+    """The region without its head views: views (not broadcasts, which the kernel tiles through)
+    of values made before the region's first op, or of other head views. Torch's view moves no
+    data; in the kernel, a reshape merging dims (a loss's logits.view(-1, classes)) hides the rows
+    it could tile by."""
+    first, head = min(ops), set()
+    for i in ops:
+        o = graph.ops[i]
+        if _is_view(o) and o.name not in BROADCASTS and \
+                all(graph.index.get(v, -1) < first or graph.index[v] in head for v in o.operands):
+            head.add(i)
+    return [i for i in ops if i not in head]
+
+
+def _outline_region(f, graph, ops, name, policy, executor, heads=True, decomposed=None):
     """The _Kept region for these ops when the policy keeps it, or None. With policy auto, a
     region the executor would not run well (linalg: a kernel that is not tiled, see
-    to_linalg.tiling) leaves its tail reductions (a bias gradient summed over rows, a loss
-    averaged over rows) to torch, so the rest tiles by rows. decomposed: a
-    region_reuse.Decomposed (or None: every region decomposed anew)."""
+    to_linalg.tiling) leaves its head views (a loss's logits.view(-1, classes)) and its tail
+    reductions (a bias gradient summed over rows, a loss averaged over rows) to torch, so the
+    rest tiles by rows. decomposed: a region_reuse.Decomposed (or None: every region decomposed
+    anew)."""
     ops = _without_tail_views(graph, ops)
     if not ops:
         return None
@@ -576,6 +592,10 @@ def _outline_region(f, graph, ops, name, policy, executor, decomposed=None):
     kept = _Kept(ops, callee, inputs, outputs, name, checks)
     if policy == "always" or executor.runs_well is None or _ask("runs_well", executor, text, name):
         return kept
+    rest = _without_head(graph, ops) if heads else ops
+    if rest != ops:
+        callee.operation.erase()
+        return _outline_region(f, graph, rest, name, policy, executor, heads=False, decomposed=decomposed)
     if _split_tail(kept, executor):
         return kept
     # an untiled kernel runs on one thread, pass after pass over whole tensors: only worth it
@@ -705,7 +725,7 @@ def fuse_func(f, module_block, counter, policy="auto", executors=DEFAULT_EXECUTO
     outlined = []
     for ops in graph.partition(claimed_ops):
         executor = executor_registry.get(claimed_ops[ops[0]])
-        region = _outline_region(f, graph, ops, f"fusion_{counter}", policy, executor, decomposed)
+        region = _outline_region(f, graph, ops, f"fusion_{counter}", policy, executor, decomposed=decomposed)
         if region is not None:
             counter += 1
             outlined.append(region)

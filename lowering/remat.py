@@ -5,6 +5,9 @@ as capacity; data dependencies are infinite edges; forward inputs and results of
 not be recomputed (matmuls, attention, random ops) hang off the source, values @backward needs
 lead to the sink. A minimum cut is the cheapest set of values to save; everything else @backward
 needs is recomputed there from them. Cheap elementwise chains are thus recomputed, not saved.
+A cast of a forward input (a float32 weight cast to bfloat16 under torch.autocast) is saved
+like an expensive op's result, as eager's autocast saves the weight's cast for the backward: recomputing
+it would read the whole input again in every backward.
 An input that @forward updates in place is saved as a copy of its old value (it costs its size).
 
 Activation checkpointing (ops/checkpoint.py): an op recorded inside a checkpoint region (its
@@ -22,7 +25,8 @@ from thunder.ops.registry import OPS
 EXPENSIVE = {"matmul", "mm", "bmm", "linear", "scaled_dot_product_attention", "sdpa_flash", "conv1d", "conv2d",
              "conv_transpose2d", "embedding", "take", "index_add", "rmatmul", "bilinear", "convolution",
              "max_pool2d_with_indices", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "batch_norm",
-             "torch_call"}  # (the fallback's generic op: its cost is unknown, it may be an LSTM)
+             "torch_call",  # (the fallback's generic op: its cost is unknown, it may be an LSTM)
+             "logsumexp"}  # (a pass with exp over its input, for a result its size / the row's: cross-entropy's rows)
 INPUT_COST = 1  # inputs are alive anyway: saving one costs (almost) nothing
 
 
@@ -35,6 +39,16 @@ def nbytes(ref):
 
 def recomputable(op):
     return not op.random and op.name not in EXPENSIVE
+
+
+def _input_cast(bsym, inputs):
+    """Whether the op casts a forward input (one tensor argument, one result of its shape in
+    another dtype)."""
+    ins = bsym.tensor_args()
+    if len(ins) != 1 or ins[0].name not in inputs or len(bsym.outputs) != 1:
+        return False
+    out = bsym.outputs[0]
+    return isinstance(out, Ref) and out.dtype != ins[0].dtype and tuple(out.shape) == tuple(ins[0].shape)
 
 
 def checkpointed(bsym):
@@ -64,6 +78,7 @@ def choose_saved(forward_ctx, needed, copied=()):
         refs[r.name] = r
         g.add_edge(src, (r.name, "in"))
         g.add_edge((r.name, "in"), (r.name, "out"), capacity=nbytes(r) or 1 if r.name in copied else INPUT_COST)
+    inputs = {r.name for r in forward_ctx.inputs}
     for bsym in forward_ctx.symbols:
         ins = bsym.tensor_args()
         region = checkpointed(bsym) and ins
@@ -73,7 +88,9 @@ def choose_saved(forward_ctx, needed, copied=()):
                 g.add_edge((o.name, "in"), (o.name, "out"))  # (no capacity: never saved)
             else:
                 g.add_edge((o.name, "in"), (o.name, "out"), capacity=nbytes(o) or 1)
-            if not (region or recomputable(bsym.op)) or not ins:
+            # (results computed from no input (iota, full) are recomputed where backward reads them:
+            # a fused backward computes them in its kernel instead of reading a saved copy)
+            if not (region or recomputable(bsym.op)) or (not region and _input_cast(bsym, inputs)):
                 g.add_edge(src, (o.name, "in"))
             for r in ins:
                 g.add_edge((r.name, "out"), (o.name, "in"))

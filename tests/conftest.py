@@ -9,6 +9,10 @@ os.environ["THUNDER_KERNEL_CACHE"] = os.environ.get("THUNDER_TEST_KERNEL_CACHE")
 # too: a test's compile stats and traces are those of a compile; tests/test_program_cache.py
 # points it at its own directories
 os.environ["THUNDER_PROGRAM_CACHE"] = "off"
+# kernels compile in the call that first runs them (not in the background while the region runs
+# as torch calls, runtime/tiered.py): a test checking a fused program checks its kernels;
+# tests/test_tiered.py switches the background compiles on
+os.environ["THUNDER_KERNEL_COMPILE"] = "sync"
 
 
 import pytest  # noqa: E402

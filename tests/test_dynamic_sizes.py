@@ -3,11 +3,14 @@ cache="symbolic values" from the first call, under the default option from the s
 size (automatic dynamic). Every call is checked against eager; compile counts through
 thunder.cache_misses."""
 import math
+import os
+import sys
 
 import pytest
 import torch
 
 import thunder
+from thunder.runtime import symbolic
 
 torch.manual_seed(0)
 C = 16
@@ -105,6 +108,34 @@ def test_min_max_floordiv_mod_abs_of_symbols_are_guarded_expressions(cache):
     assert "((_sym0 - 12) >= 0)" in prologue
 
 
+def int_window(x, n):
+    """The same constructs of an int argument (a decode position): a sliding-window offset, a
+    clamped length, //, %, abs and a comparison."""
+    start = max(n - 8 + 1, 0)
+    m = min(n, 10)
+    y = x[:, start:n + 1] * (n // 3) + (n % 5) + abs(n - 11)
+    return y, x[:, :m].sum(1) + (1 if n > 12 else -1)
+
+
+@pytest.mark.parametrize("cache", ["symbolic values", "constant values"])
+def test_min_max_floordiv_mod_abs_of_int_arguments_compile_once_per_side(cache):
+    jf = thunder.jit(int_window, cache=cache)
+    x = torch.randn(2, 30)
+    for n in range(5, 25):  # 20 calls
+        for got, want in zip(jf(x, n), int_window(x, n), strict=True):
+            torch.testing.assert_close(got, want)
+    # one program per side of the decisions n - 7 >= 0 (from 7), 10 < n (min, from 11; abs's sign
+    # from 11 too) and n > 12 (from 13): 5-6, 7-10, 11-12, 13-24; the default compiles 5 alone
+    # (6, its second value, makes n a symbol).
+    # (In 7-10, `n % 5` and `n - 5` agree at three sizes of four: the samples are sizes that tell
+    # them apart)
+    assert thunder.cache_misses(jf) == (4 if cache == "symbolic values" else 5), \
+        thunder.compile_stats(jf).generalizations
+    src = str(thunder.last_traces(jf)[-1])
+    assert "slice((_sym0 - 7), (_sym0 + 1), None)" in src and "((_sym0 // 3))" in src
+    assert "((_sym0 % 5))" in src and "(_sym0 - 11)" in src
+
+
 def test_an_uneven_division_of_a_symbol_is_not_silently_computed():
     def f(x):
         return x.view(x.shape[0], 2, x.shape[1] // 2).sum(1)
@@ -133,12 +164,19 @@ def decode(x, k_cache, v_cache):
 
 
 @pytest.mark.parametrize("cache", ["constant values", "symbolic values"])
-def test_a_kv_cache_decode_loop_compiles_at_most_twice(cache):
+def test_a_kv_cache_decode_loop_compiles_at_most_twice(cache, monkeypatch):
     jf = thunder.jit(decode, cache=cache)
     x = torch.randn(2, 6, C)
     k = v = ek = ev = torch.zeros(2, 0, C)
+    generated = []  # Python programs compiled by the program for all lengths
+    compile_source = symbolic.compile_source
+    monkeypatch.setattr(symbolic, "compile_source", lambda *a, **kw: generated.append(1) or compile_source(*a, **kw))
     with torch.no_grad():
         for step in range(20):  # prefill, then 19 decode steps
+            if step == 4:
+                # every step is a new length: a fused region that reduces over it runs as one
+                # torch-call program for all lengths, generated once, not one per length
+                generated.clear()
             y, k, v = jf(x, k, v)
             ey, ek, ev = decode(x, ek, ev)
             torch.testing.assert_close(y, ey)
@@ -148,6 +186,7 @@ def test_a_kv_cache_decode_loop_compiles_at_most_twice(cache):
     stats = thunder.compile_stats(jf)
     assert "tensor argument 1 dim 1 = tensor argument 2 dim 1" in stats.generalizations[-1]
     assert stats.cache_hits == 18
+    assert generated == []
 
 
 def test_sizes_the_function_ties_together_unseen_stay_constants_of_the_first_call():
@@ -182,3 +221,19 @@ def test_a_size_expression_equal_in_the_fitted_calls_is_not_taken_for_a_constant
         for n in list(range(2, 14)) + [7, 20, 3]:
             x = torch.randn(5, n)
             torch.testing.assert_close(jf(x), f(x))
+
+
+def test_a_block_fused_otherwise_at_twice_its_sizes_compiles_once():
+    # benchmarks/gpt_block.py under symbolic values: at twice the first call's sizes the fusion
+    # policy fuses other regions (the programs differ), so the samples are taken
+    # near the call's sizes, where the passes decide alike; the fused kernel runs at every size
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "benchmarks"))
+    from gpt_block import gpt_block, make_inputs  # (a benchmark's model: imported from its folder)
+
+    jf = thunder.jit(gpt_block, cache="symbolic values")
+    with torch.no_grad():
+        for T in (16, 40, 92):
+            args = [a.detach() if isinstance(a, torch.Tensor) else a for a in make_inputs(4, T, 128)] + [4]
+            torch.testing.assert_close(jf(*args), gpt_block(*args), atol=1e-4, rtol=1e-4)
+    assert thunder.cache_misses(jf) == 1, thunder.compile_stats(jf).generalizations
+    assert ".at(_sym0, _sym1, _sym2)(" in str(thunder.last_traces(jf)[-1])  # (a fused region: a kernel family)

@@ -25,9 +25,11 @@ def _model(name):
     return model.eval()
 
 
-@pytest.mark.parametrize("name,cache,sample", [("gpt2", "dynamic", False), ("llama", "dynamic", True),
-                                               ("llama", "static", False), ("gpt2", "static", True)])
-def test_generate_with_jitted_forward_gives_eager_tokens(name, cache, sample):
+@pytest.mark.parametrize("name,cache,sample,option", [
+    ("gpt2", "dynamic", False, "symbolic values"), ("llama", "dynamic", True, "symbolic values"),
+    ("llama", "static", False, "symbolic values"), ("gpt2", "static", True, "symbolic values"),
+    ("gpt2", "dynamic", True, "constant values"), ("llama", "dynamic", False, "constant values")])
+def test_generate_with_jitted_forward_gives_eager_tokens(name, cache, sample, option):
     model = _model(name)
     ids = torch.randint(0, 96, (1, 5), generator=torch.Generator().manual_seed(1))
     new = 8
@@ -40,11 +42,14 @@ def test_generate_with_jitted_forward_gives_eager_tokens(name, cache, sample):
         warnings.simplefilter("ignore")
         torch.manual_seed(5)
         expected = model.generate(ids, **kw)
-        jitted = thunder.jit(model.forward, cache="symbolic values", executors=["torch"])
+        jitted = thunder.jit(model.forward, cache=option, executors=["torch"])
         model.forward = jitted
         torch.manual_seed(5)
         got = model.generate(ids, **kw)
     assert got.shape == (1, 5 + new)
     assert torch.equal(got, expected)
     stats = thunder.compile_stats(jitted)
-    assert stats.calls == new and stats.cache_misses <= 4  # (the prefill, then decode steps generalised)
+    # the prefill, then one decode program: the DynamicCache's length is a symbol from the first
+    # decode step on (its tensors, read from state the prefill filled: runtime/carried.py); a
+    # StaticCache's sizes do not change
+    assert (stats.calls, stats.cache_misses) == (new, 2)

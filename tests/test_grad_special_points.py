@@ -88,6 +88,7 @@ CASES = {
     "std": [(lambda x: x.std(1), [FLAT]), (lambda x: x.std(), [FLAT[:1]]), (lambda x: x.std(1), [TIES])],
     "softmax": [(lambda x: torch.softmax(x, 1), [TIES])],
     "log_softmax": [(lambda x: torch.log_softmax(x, 1), [TIES])],
+    "logsumexp": [(lambda x: torch.logsumexp(x, 1), [TIES]), (lambda x: torch.logsumexp(x, (0, 1), True), [FLAT])],
     "layer_norm": [(lambda x: F.layer_norm(x, (3,)), [FLAT])],
     # (what layer_norm runs as when differentiated: its mean and rstd saved for backward)
     "native_layer_norm": [(lambda x, w: F.layer_norm(x, (3,), w, w), [FLAT, vec(1., 0., -2.)])],

@@ -5,6 +5,7 @@ F.cross_entropy inside. Each: the eval forward, and one training step (the loss 
 gradient, BatchNorm's running statistics) against eager."""
 import copy
 import math
+import re
 
 import pytest
 import torch
@@ -301,14 +302,20 @@ def _greedy_matches_eager(jitted, model, steps):
     return cache, expected_cache
 
 
-def test_gpt2_greedy_generation_with_kv_cache():
+def test_gpt2_greedy_generation_with_kv_cache_compiles_prefill_and_decode():
     # the jitted model is called once per token with the DynamicCache it returned (its tensors
-    # grow by one position each step); under the default cache option the cache's length becomes
-    # a symbol (automatic dynamic, fitted from three decode steps: the cache is state)
+    # grow by one position each step); under the default cache option the first decode step
+    # compiles with the cache's length a symbol (the cache's tensors are read from state that the
+    # prefill filled: runtime/carried.py), so every later step runs that program (Llama:
+    # tests/test_generate.py)
     model = _language_model("gpt2").eval()
     jitted = thunder.jit(model)
     cache, expected_cache = _greedy_matches_eager(jitted, model, 6)
-    assert thunder.cache_misses(jitted) == 4  # the prompt, then three decode steps; two steps hit
+    stats = thunder.compile_stats(jitted)
+    assert (stats.cache_misses, stats.cache_hits) == (2, 5)  # the prompt, then one decode program
+    assert stats.last_generalization.startswith("generalized (automatic dynamic: the first call of its structure; "
+                                                "the sizes of the tensors it reads from state that the call before "
+                                                "did not (a cache it filled)): _sym0: ")
     assert type(cache) is type(expected_cache)
     for layer, expected_layer in zip(cache.layers, expected_cache.layers, strict=True):
         torch.testing.assert_close(layer.keys, expected_layer.keys, rtol=RTOL, atol=ATOL)
@@ -316,17 +323,19 @@ def test_gpt2_greedy_generation_with_kv_cache():
 
 
 def test_gpt2_decode_loop_under_symbolic_values_stops_recompiling():
-    # cache="symbolic values": the cache's growing sequence length becomes a symbol after three
-    # decode steps (the prompt's sizes are symbols from the first call; the decode step's cache
-    # lives in the DynamicCache, state); every later step runs the same program (no compile), with eager's tokens
+    # cache="symbolic values": the prompt's length is a symbol from the first call, the cache's
+    # length from the first decode step (its tensors are read from the DynamicCache, state the
+    # prefill filled); every later step runs the same program (no compile), with eager's tokens
     model = _language_model("gpt2").eval()
     jitted = thunder.jit(model, cache="symbolic values")
     _greedy_matches_eager(jitted, model, 10)
     stats = thunder.compile_stats(jitted)
-    assert stats.cache_misses == 4  # the prompt, then three decode steps
-    assert stats.cache_hits == 7
-    # (the cache's tensors are read from state, the DynamicCache: fitted from three real calls)
-    assert stats.last_generalization.startswith("generalized (three calls): _sym0: ")
+    assert (stats.cache_misses, stats.cache_hits) == (2, 9)  # the prompt, then one decode program
+    assert stats.last_generalization.startswith("generalized (symbolic values: the first call's sizes and int "
+                                                "arguments; the sizes of the tensors it reads from state")
+    # (the head count and head size stay constants: the model refuses to change them alone)
+    assert re.fullmatch(r"_sym0: _s\d+\.keys dim 2 = _s\d+\.values dim 2 = _s\d+\.keys dim 2 = _s\d+\.values dim 2",
+                        stats.last_generalization.split("): ", 1)[1])
     # the recorded decode step in MLIR: the cache's length is `?` in the cache tensors' types
     trace = thunder.last_traces(jitted)[0]
     assert trace.producer == "interpreter (acquisition, symbolic sizes)"

@@ -180,3 +180,66 @@ def test_errors_match_eager(name):
         fn(*args)
     with pytest.raises(eager.type):
         trace_module(fn, *args)
+
+
+# cross_entropy as logsumexp minus the target's logit (losses.py): values, grads and dtypes as
+# eager's through thunder.jit's default policy, at sizes whose rows make kernels
+N, C = 11, 37
+WC = torch.rand(C)
+
+
+def _labels(*shape, ignored=2):
+    t = torch.randint(0, C, shape)
+    t.view(-1)[:ignored] = -100
+    return t
+
+
+TRAINING = {
+    "mean_view": (lambda x, t: ce(x.view(-1, C), t.view(-1)), r(2, N, C), _labels(2, N)),
+    "sum_none": (lambda x, t: (ce(x, t, reduction="sum"), ce(x, t, reduction="none")), r(N, C), _labels(N)),
+    "all_ignored": (lambda x, t: (ce(x, t), ce(x, t, reduction="sum")), r(N, C), torch.full((N,), -100)),
+    "weight_ignore_index": (lambda x, t, w: (ce(x, t, w, ignore_index=3), ce(x, t, w, reduction="none")),
+                            r(N, C), labels(N, classes=3, ignored=False) + 2, WC),
+    "smoothing": (lambda x, t, w: (ce(x, t, label_smoothing=0.1), ce(x, t, w, label_smoothing=0.2, reduction="sum")),
+                  r(N, C), _labels(N), WC),
+    "probs": (lambda x, p, w: (ce(x, p), ce(x, p, w, label_smoothing=0.1, reduction="none")), r(N, C),
+              torch.rand(N, C).softmax(1), WC),
+    "spatial": (lambda x, t, w: (ce(x, t), ce(x, t, w, reduction="none")), r(3, C, 4, 2), _labels(3, 4, 2), WC),
+    "large_logits": (lambda x, t: ce(x * 1000 + 1e4, t), r(N, C), _labels(N)),
+    "bf16": (lambda x, t: (ce(x, t), ce(x, t, reduction="none")), r(N, C, dtype=bf16), _labels(N), HALF_TOL),
+    "f16_weight": (lambda x, t, w: ce(x, t, w), r(N, C, dtype=f16), _labels(N), WC.half(), HALF_TOL),
+}
+
+
+@pytest.mark.parametrize("name", TRAINING)
+def test_training_matches_eager(name):
+    fn, *args = TRAINING[name]
+    tol = args.pop() if isinstance(args[-1], dict) else {}
+    xs = [args[0].clone().requires_grad_() for _ in range(2)]
+    out, expected = thunder.jit(fn)(xs[0], *args[1:]), fn(xs[1], *args[1:])
+    out, expected = (out if isinstance(out, tuple) else (out,)), (expected if isinstance(expected, tuple) else (expected,))
+    for a, e in zip(out, expected):
+        assert a.dtype == e.dtype
+        torch.testing.assert_close(a, e, equal_nan=True, **tol)
+    cts = [torch.rand_like(e) for e in expected]
+    got = torch.autograd.grad(out, xs[0], cts)[0]
+    want = torch.autograd.grad(expected, xs[1], cts)[0]
+    assert got.dtype == want.dtype
+    torch.testing.assert_close(got, want, **(tol or dict(rtol=1e-5, atol=1e-6)))
+
+
+def test_backward_is_one_elementwise_kernel():
+    """No [N, C] one-hot, iota, zeros or log_softmax is written: the forward saves each row's
+    logsumexp ([N, 1]), the backward is one kernel from it and the logits."""
+    fn = TRAINING["mean_view"][0]
+    x, t = r(2, N, C).requires_grad_(), _labels(2, N)
+    jf = thunder.jit(fn)
+    jf(x, t).backward()
+    fwd, bwd = str(thunder.last_traces(jf)[-1]), str(thunder.last_backward_traces(jf)[-1])
+    for program in (fwd, bwd):
+        calls = [line.split("=", 1)[1].split("(")[0].strip() for line in program.splitlines()
+                 if f"[{2 * N}, {C}]" in line and " = " in line]
+        assert set(calls) <= {"torch.reshape", "fusion_0", "fusion_1"}, program
+        for op in ("impl.full(", "torch.eq(", "impl.iota(", "torch.where(", "torch.log_softmax(", "torch.exp("):
+            assert op not in program, program
+    assert bwd.count("fusion_") == 1 and "float32[22, 1]" in bwd, bwd  # (the saved logsumexp of the rows)

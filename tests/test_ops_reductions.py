@@ -75,6 +75,16 @@ def test_amax_amin(name, dtype):
     check(lambda y: getattr(y, name)(), x)
 
 
+def test_logsumexp():
+    inf, nan = float("inf"), float("nan")
+    special = torch.tensor([[inf, 1., 2.], [-inf, -inf, -inf], [nan, 1., 0.], [-inf, 0., 1.], [1e30, 1e30, 0.]])
+    check(lambda y: (torch.logsumexp(y, 1), y.logsumexp(-1, keepdim=True), torch.logsumexp(y, (0, 2))), X)
+    check(lambda y: torch.logsumexp(y, 1), special)
+    check(lambda y: (torch.logsumexp(y, 1), torch.logsumexp(y[:, :0], 1), torch.logsumexp(y[:0], 1)), make(3, 4))
+    check(lambda y: torch.logsumexp(y, 0), make(3, 4, dtype=I64))
+    check(lambda y: torch.logsumexp(y, 1), make(3, 4, dtype=BF16), **LOW[BF16])
+
+
 @pytest.mark.parametrize("name", ["argmax", "argmin"])
 @pytest.mark.parametrize("dtype", [F32, F64, I64, U8, F16])
 def test_argmax_argmin(name, dtype):
@@ -197,6 +207,7 @@ ERRORS = [
     ("max_empty_dim", lambda x: x[:0].max(0), IndexError),
     ("argmax_empty", lambda x: x[:0].argmax(), IndexError),
     ("argmax_dim_range", lambda x: x.argmax(2), IndexError),
+    ("logsumexp_no_dims", lambda x: x.logsumexp(()), RuntimeError),
 ]
 
 

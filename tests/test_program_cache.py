@@ -231,3 +231,24 @@ def test_unportable_objects_are_not_persisted(program_cache):
 
     first_call(f, torch.randn(3))
     assert entries(folder) == [] and counts()["unportable"] == 2
+
+
+def test_a_size_change_generalizes_rather_than_load_per_size_programs(program_cache):
+    # another process compiled a program per length (automatic_dynamic=False) and stored them;
+    # under the default, the second length here makes T a symbol (automatic dynamic) instead of
+    # loading that length's program, so later lengths run the program for all lengths
+    def f(x):
+        return torch.sin(x) * x.shape[1]
+
+    xs = [torch.randn(2, T) for T in (5, 6, 7, 8)]
+    fixed = thunder.jit(f, automatic_dynamic=False)
+    for x in xs:
+        fixed(x)
+    _, counts = program_cache
+    assert counts()["stored"] == 4
+    jf = thunder.jit(f)
+    for x in xs:
+        torch.testing.assert_close(jf(x), f(x))
+    cs = thunder.compile_stats(jf)
+    assert (cs.disk_loads, cs.cache_misses, cs.cache_hits) == (1, 2, 2)
+    assert cs.generalizations[-1].startswith("generalized (automatic dynamic")

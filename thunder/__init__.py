@@ -14,12 +14,13 @@ from thunder.runtime.jit import ThunderFunction
 from thunder.runtime.module import ThunderModule
 from thunder.runtime.options import CACHE_OPTIONS, CompileStats, DebugOptions, make_compile_data
 from thunder.runtime.sharp_edges import JITSharpEdgeError
+from thunder.runtime.tiered import wait_for_kernels
 
 __all__ = [
     "jit", "functional", "compile_data", "compile_stats", "last_traces", "last_prologue_traces",
     "last_backward_traces", "cache_option", "cache_hits", "cache_misses", "list_transforms", "last_interpreted_instructions",
     "last_interpreter_log", "last_compile_options", "DebugOptions", "CompileStats", "ThunderModule", "JITSharpEdgeError",
-    "CACHE_OPTIONS", "set_logs", "examine", "Examination",
+    "CACHE_OPTIONS", "set_logs", "examine", "Examination", "wait_for_kernels",
 ]
 
 

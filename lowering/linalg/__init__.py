@@ -91,11 +91,15 @@ class Kernel:
                 return self._compile_variant(key)
         return v
 
+    def engine_key(self, key):
+        """(the lowered region of variant key, the key of its code in _ENGINES); under LOCK."""
+        lowered = self.lowered(key)
+        return lowered, (lowered.text, self.loops, self.opt_level)
+
     def _compile_variant(self, key):
         v = self.variants.get(key)
         if v is None:
-            lowered = self.lowered(key)
-            ekey = (lowered.text, self.loops, self.opt_level)
+            lowered, ekey = self.engine_key(key)
             fn = _ENGINES.get(ekey)
             if fn is None:
                 t0 = time.perf_counter()
@@ -166,6 +170,10 @@ class Kernel:
         return tuple(() if i in self.scalars else a.stride() for i, a in enumerate(args))
 
     def __call__(self, *args):
+        return self.call(args, None)
+
+    def call(self, args, strides=None):
+        """__call__ with the inputs' strides when the caller has them (self.strides(args))."""
         if len(args) != len(self.inputs):
             raise TypeError(f"{self.name}: expected {len(self.inputs)} tensors, got {len(args)}")
         for i, (a, (shape, dtype)) in enumerate(zip(args, self.inputs)):
@@ -173,12 +181,12 @@ class Kernel:
                 if not isinstance(a, (int, float)) or isinstance(a, float) and self.scalars[i] != "f64":
                     raise TypeError(f"{self.name}: input {i} must be a Python number ({self.scalars[i]})")
                 continue
-            if not isinstance(a, torch.Tensor) or a.device.type != "cpu":
+            if not isinstance(a, torch.Tensor) or not a.is_cpu:  # (is_cpu: no torch.device made, ~1 us a tensor less)
                 raise TypeError(f"{self.name}: input {i} must be a CPU tensor")
             if a.shape != shape or a.dtype != dtype:
                 raise TypeError(f"{self.name}: input {i} is {tuple(a.shape)} {a.dtype}, the region "
                                 f"was compiled for {shape} {dtype}")
-        frame = self._frame(self.strides(args))
+        frame = self._frame(self.strides(args) if strides is None else strides)
         outs = tuple(torch.empty(shape, dtype=dtype, device="cpu") for shape, dtype in self.outputs)  # (any default device)
         frame(args + outs)
         return outs

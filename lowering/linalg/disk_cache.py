@@ -26,6 +26,7 @@ place (os.replace), so concurrent processes are safe. Storing is skipped silentl
 directory is not writable, no linker is found or the platform is not Linux; the kernel is then
 just compiled as without the cache. Entries are never evicted: delete the directory to clear it.
 """
+import contextlib
 import ctypes
 import functools
 import hashlib
@@ -181,41 +182,93 @@ def _load(path, digest, name):
     return (lib, addr) if addr else None
 
 
+@contextlib.contextmanager
+def scratch(directory, digest):
+    """A temporary folder inside directory (same file system: os.replace is atomic), removed after."""
+    os.makedirs(directory, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=f".{digest[:16]}-", dir=directory)
+    try:
+        yield tmp
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def _store(directory, digest, engine):
     """Dump, link and atomically write the entry; any failure just skips storing."""
-    link = _linker()
-    if link is None or _store_broken:
+    if not can_link():
         return False
-    tmp = None
     try:
-        os.makedirs(directory, exist_ok=True)
-        tmp = tempfile.mkdtemp(prefix=f".{digest[:16]}-", dir=directory)
-        obj, so = os.path.join(tmp, "k.o"), os.path.join(tmp, "k.so")
-        engine.dump_to_object_file(obj)
-        if not os.path.exists(obj):
-            return False
-        for extra in _LINK_LIBS:
-            r = subprocess.run(_link_command(link, obj, so, extra), capture_output=True, timeout=60)
-            if r.returncode == 0:
-                break
-            if b"cannot find" not in r.stderr:  # e.g. an undefined symbol: do not store
-                break
-        if r.returncode != 0:
-            log.debug("kernel cache: link failed: %s", r.stderr.decode(errors="replace"))
-            return False
-        with open(so, "rb") as f:
-            lib = f.read()
-        with open(so, "ab") as f:
-            f.write(_trailer(lib, digest))
-        os.replace(so, os.path.join(directory, digest + ".so"))
+        with scratch(directory, digest) as tmp:
+            obj = os.path.join(tmp, "k.o")
+            engine.dump_to_object_file(obj)
+            return store_object(directory, digest, obj)
+    except Exception as e:  # never let storing break compiling
+        log.debug("kernel cache: not stored: %s", e)
+        return False
+
+
+def can_link():
+    """Whether object code can become an entry here (Linux, a system linker)."""
+    return _linker() is not None and not _store_broken
+
+
+def store_object(directory, digest, obj):
+    """Link the object file obj (a kernel's code, ExecutionEngine.dump_to_object_file) and write
+    it atomically as the entry of key digest in directory; whether it was stored (a failure is
+    logged at debug level, never raised). The background compiles (background.py) store their
+    kernels this way, in a private folder when the cache is off."""
+    if not can_link() or not os.path.exists(obj):
+        return False
+    try:
+        with scratch(directory, digest) as tmp:
+            so = os.path.join(tmp, "k.so")
+            for extra in _LINK_LIBS:
+                r = subprocess.run(_link_command(_linker(), obj, so, extra), capture_output=True, timeout=60)
+                if r.returncode == 0:
+                    break
+                if b"cannot find" not in r.stderr:  # e.g. an undefined symbol: do not store
+                    break
+            if r.returncode != 0:
+                log.debug("kernel cache: link failed: %s", r.stderr.decode(errors="replace"))
+                return False
+            with open(so, "rb") as f:
+                lib = f.read()
+            with open(so, "ab") as f:
+                f.write(_trailer(lib, digest))
+            os.replace(so, os.path.join(directory, digest + ".so"))
         stats["stored"] += 1
         return True
     except Exception as e:  # never let storing break compiling
         log.debug("kernel cache: not stored: %s", e)
         return False
-    finally:
-        if tmp is not None:
-            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _lookup(key_text, name, loops, opt_level):
+    """(cache directory or None, the entry's key or None, (library, address) of the entry or None)."""
+    directory = cache_dir()
+    if directory is None:
+        return None, None, None
+    digest = hit = None
+    try:
+        digest = key(key_text, name, loops, opt_level)
+        hit = _load(os.path.join(directory, digest + ".so"), digest, name)
+    except Exception as e:  # never let the cache break compiling
+        log.debug("kernel cache: lookup failed: %s", e)
+    if hit is not None:
+        stats["disk"] += 1
+    return directory, digest, hit
+
+
+def cached_function(key_text, name, *, loops="loops", opt_level=OPT_LEVEL):
+    """The kernel `name` loaded from the cache (called like a CompiledFunction), or None."""
+    _, _, hit = _lookup(key_text, name, loops, opt_level)
+    return None if hit is None else _loaded_function_type()(hit[0], hit[1], name)
+
+
+def load_entry(directory, digest, name):
+    """The kernel `name` of the entry of key digest in directory (store_object's), or None."""
+    hit = _load(os.path.join(directory, digest + ".so"), digest, name)
+    return None if hit is None else _loaded_function_type()(hit[0], hit[1], name)
 
 
 def load_or_compile(key_text, name, build, *, loops="loops", opt_level=OPT_LEVEL):
@@ -226,18 +279,9 @@ def load_or_compile(key_text, name, build, *, loops="loops", opt_level=OPT_LEVEL
     used). how: "disk" (loaded from the cache: build was not called) or "compiled" (keepalive
     is what build() returned, an object with .engine, stored to the cache when possible).
     loops and opt_level must be those build uses: they are part of the key."""
-    directory = cache_dir()
-    digest = None
-    if directory is not None:
-        try:
-            digest = key(key_text, name, loops, opt_level)
-            hit = _load(os.path.join(directory, digest + ".so"), digest, name)
-        except Exception as e:  # never let the cache break compiling
-            log.debug("kernel cache: lookup failed: %s", e)
-            hit = None
-        if hit is not None:
-            stats["disk"] += 1
-            return hit[0], hit[1], "disk"
+    directory, digest, hit = _lookup(key_text, name, loops, opt_level)
+    if hit is not None:
+        return hit[0], hit[1], "disk"
     compiled = build()
     addr = compiled.engine.raw_lookup("_mlir_ciface_" + name)
     stats["compiled"] += 1

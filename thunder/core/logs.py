@@ -10,6 +10,8 @@ prints the named areas on stderr.
                 breaks, and graphs thunder refused (they run as torch)
   progress      a compile taking more than PROGRESS_AFTER_S seconds: kernels compiled / total
                 (on by default when stderr is a terminal)
+  kernels       fused regions run as torch calls while their kernel compiles in the background,
+                kernels compiled there, compiles that failed (the region then stays torch calls)
 
 The hooks are one call each at the place the event happens (runtime/jit.py, lowering/linalg)."""
 import logging
@@ -18,7 +20,7 @@ import sys
 import time
 import warnings
 
-AREAS = ("recompiles", "splits", "fusion", "graph_breaks", "progress")
+AREAS = ("recompiles", "splits", "fusion", "graph_breaks", "progress", "kernels")
 PROGRESS_AFTER_S = 3.0  # a compile shorter than this shows no progress
 _LOGGERS = {area: logging.getLogger(f"thunder.{area}") for area in AREAS}
 _HANDLERS = {}

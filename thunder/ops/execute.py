@@ -17,6 +17,26 @@ def resolve(torch_name):
     return obj
 
 
+# torch.Tensor methods whose `_` form changes the tensor's metadata (shape, strides, names,
+# autograd flags) rather than its values: x.t_() is no in-place form of x.t()
+METADATA_METHODS = frozenset({
+    "t", "transpose", "swapdims", "swapaxes", "squeeze", "unsqueeze", "as_strided", "resize", "resize_as",
+    "set", "detach", "rename", "share_memory", "requires_grad", "retain_grad"})
+
+
+def inplace_method(torch_name):
+    """"torch.Tensor.add_" for "torch.add" or "torch.Tensor.add" (a torch.Tensor method that
+    writes the same op's result into its first argument), "impl.setitem_" for "impl.setitem";
+    None where there is none."""
+    namespace, _, fn = torch_name.rpartition(".")
+    if namespace in ("torch", "torch.Tensor") and not fn.endswith("_") and fn not in METADATA_METHODS and \
+            callable(getattr(torch.Tensor, f"{fn}_", None)):
+        return f"torch.Tensor.{fn}_"
+    if namespace == "impl" and callable(getattr(impl, f"{fn}_", None)):
+        return f"impl.{fn}_"
+    return None
+
+
 def call_args(op, values):
     """(args, kwargs) for calling op.torch_name: parameters before `*` positionally, the rest by
     keyword, keyword arguments left out when they equal the default."""

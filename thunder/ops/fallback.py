@@ -48,6 +48,7 @@ from thunder.ops import registry
 from thunder.ops.meta_utils import differentiable
 from thunder.ops.registry import Device, Ints, Str, Tensor, Tensors, ltorch
 from thunder.ops import aten_decomp
+from thunder.ops.execute import inplace_method
 from thunder.ops.grad import detach
 
 
@@ -254,7 +255,27 @@ def _python_rng_state(values, outs):
     return [f"{outs[0]} = torch.get_rng_state()"]
 
 
+def _python_inplace(values, outs):
+    """`t = torch.Tensor.index_copy_(x, 2, i, s)` for `torch.Tensor.index_copy(x, 2, i, s)` (how
+    x.index_copy_(...) is recorded), for a program that re-inplaces x's update: a call of a
+    torch.Tensor method with an in-place form, with x its first argument and one result, a new
+    tensor (no view; no operand written)."""
+    target = inplace_method(values["callable"])
+    if (target is None or not values["callable"].startswith("torch.Tensor.") or values["autocast"]
+            or values["shapes"] or values["strides"]):
+        return None
+    tensors = values["tensors"]
+    ev = _evaluation(tensors, values["callable"], values["args"], None)
+    if ev.mutated or ev.views or len(ev.results) != 1 or not isinstance(ev.template, Result):
+        return None
+    args, _ = parse_call(values["args"], tensors)
+    if not args or not any(args[0] is t for t in tensors):
+        return None
+    return args[0], [f"{outs[0]} = {_call_expr(target, values['args'], [t.name for t in tensors])}"]
+
+
 torch_call.python = torch_call_random.python = _python
+torch_call.python_inplace = _python_inplace
 torch_call_vjp.python = _python_vjp
 rng_state.python = _python_rng_state
 

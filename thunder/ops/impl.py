@@ -212,9 +212,13 @@ def index(input, key, indices):
 
 
 def setitem(input, key, value, *, indices=()):
-    out = input.clone()
-    out[_key(key, indices) if indices else key] = value
-    return out
+    return setitem_(input.clone(), key, value, indices=indices)
+
+
+def setitem_(input, key, value, *, indices=()):
+    """setitem in place (runtime/reinplace.py)."""
+    input[_key(key, indices) if indices else key] = value
+    return input
 
 
 # --- random and indexing

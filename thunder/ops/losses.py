@@ -4,20 +4,23 @@ ignore_index, label_smoothing, reduction none/sum/mean, (C), (N, C) and (N, C, d
 nll_loss decomposes into prims that pick each target's entry with a one-hot comparison against an
 iota of the classes (no gather), so the whole loss fuses as one row reduction, and a
 `check_targets` of the targets (a torch call outside the kernel: eager's IndexError for a target
-out of range, which a kernel could not raise). cross_entropy
-decomposes as torch's composite does: log_softmax, then nll_loss (and the label-smoothing terms),
-which keeps log_softmax's exact VJP rule when thunder-autograd differentiates through it."""
+out of range, which a kernel could not raise). cross_entropy never computes log_softmax whole:
+log_softmax(x) = x - logsumexp(x), so the loss of a target is lse - x[target] (the same one-hot
+pick, of the logits), and the label-smoothing and probability terms sum (x - lse) per element in
+the same pass over a row. Differentiated, the rows' logsumexp is saved (thunder-remat) and the
+gradient is one elementwise pass: exp(x - lse) * g_row (logsumexp's rule) and -g_row where the
+class is the target (the pick's); label smoothing and probability targets add a sum over each
+row's classes (the cotangent of lse in their terms)."""
 import torch
 import torch.nn.functional as F
 
 from thunder.core.proxies import TensorProxy
 from thunder.ops import prims
-from thunder.ops.decomp_utils import to_dtype
+from thunder.ops.decomp_utils import opmath_dtype, to_dtype
 from thunder.ops.registry import Bool, Float, Int, Str, Tensor, ltorch
-from thunder.ops.elementwise import add, div, eq, logical_not, mul, neg
+from thunder.ops.elementwise import add, div, eq, logical_not, mul, neg, sub
 from thunder.ops.indexing import index_select, masked_fill
-from thunder.ops.nn import log_softmax
-from thunder.ops.reductions import sum_
+from thunder.ops.reductions import logsumexp, sum_
 from thunder.ops.shape import reshape
 
 _REDUCTIONS = ("none", "mean", "sum")
@@ -130,7 +133,14 @@ def _pick(x, hot, cdim):
 @nll_loss.decompose
 def _(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
     nll_loss.meta(input, target, weight, None, ignore_index, None, reduction)
-    cdim, dt, dev = _class_dim(input), input.dtype, input.device
+    return _nll(input, target, weight, ignore_index, reduction)
+
+
+def _nll(input, target, weight, ignore_index, reduction, lse=None, dtype=None):
+    """nll_loss of input, or, with lse (the rows' logsumexp, target's shape), of log_softmax(input):
+    each target's lse - input[target], rounded to dtype (default input's, in which the rest is
+    computed), as eager's log_softmax result would be."""
+    cdim, dt, dev = _class_dim(input), dtype or input.dtype, input.device
     check_targets(target, classes=input.shape[cdim], ignore_index=ignore_index)
     t = to_dtype(target, torch.int64)
     shape = tuple(t.shape)
@@ -138,10 +148,12 @@ def _(input, target, weight=None, size_average=None, ignore_index=-100, reduce=N
     hot = _one_hot(t, input, cdim)
     zeros = prims.full(shape, to_dtype(0, dt), dtype=dt, device=dev)
     picked = _pick(input, hot, cdim)  # (0 for a target out of range: check_targets raised)
+    nlp = to_dtype(prims.neg(picked) if lse is None else prims.sub(lse, picked), dt)  # -log p[target]
     w = None  # each target's weight, 0 where ignored (None: no weight)
     if weight is not None:
+        weight = to_dtype(weight, dt)
         w = prims.where(keep, _pick(prims.broadcast_in_dim(weight, tuple(input.shape), (cdim,)), hot, cdim), zeros)
-    loss = prims.where(keep, prims.neg(picked if w is None else prims.mul(picked, w)), zeros)
+    loss = prims.where(keep, nlp if w is None else prims.mul(nlp, w), zeros)
     if reduction == "none":
         return loss
     dims = tuple(range(len(shape)))
@@ -189,17 +201,23 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, s
 
 
 cross_entropy.normalize = _normalize_reduction
-cross_entropy.torch_composite = True  # torch's is log_softmax, then nll_loss (as our decomposition)
+# torch runs it as log_softmax, then nll_loss: thunder-fuse's cost model counts the torch calls of
+# our decomposition's ops, as many passes over the logits or more
+cross_entropy.torch_composite = True
 
 
 @cross_entropy.decompose
 def _(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean",
       label_smoothing=0.0):
-    # ltorch ops in the order of torch's composite, so log_softmax keeps its VJP rule in training
     shape, probs = _cross_entropy_check(input, target, weight, ignore_index, reduction, label_smoothing)
     cdim = _class_dim(input)
     c = input.shape[cdim]
-    logp = log_softmax(input, cdim)
+    x = to_dtype(input, opmath_dtype(input.dtype))  # (float16/bfloat16: in float32, as torch's log_softmax)
+    lse = logsumexp(x, cdim, True)
+    if probs or label_smoothing > 0:
+        # log_softmax(input) as eager's (rounded to input's dtype): read per element by the sums
+        # below, in their pass over a row, never written out
+        logp = to_dtype(sub(x, lse), input.dtype)
     w = None if weight is None else reshape(weight, tuple(c if d == cdim else 1 for d in range(input.ndim)))
     if probs:
         if label_smoothing > 0:
@@ -211,7 +229,7 @@ def _(input, target, weight=None, size_average=None, ignore_index=-100, reduce=N
         if reduction == "sum":
             return total
         return div(total, float(input.numel() // c)) if input.numel() else mul(total, float("nan"))
-    nll = nll_loss(logp, target, weight, None, ignore_index, None, reduction)
+    nll = _nll(x, target, weight, ignore_index, reduction, reshape(lse, shape), input.dtype)
     if label_smoothing == 0:
         return nll
     ignored = eq(target, ignore_index)

@@ -1,4 +1,4 @@
-"""Reduction ltorch ops: sum, mean, prod, amax/amin, max/min, argmax/argmin, var/std."""
+"""Reduction ltorch ops: sum, mean, prod, amax/amin, max/min, argmax/argmin, logsumexp, var/std."""
 import math
 
 import torch
@@ -8,7 +8,7 @@ from thunder.ops import prims
 from thunder.ops.decomp_utils import keep_dims, opmath_dtype, reduction_dims, to_dtype
 from thunder.ops.meta_utils import canonical_dim, canonical_dims, is_tensor, reduced_shape
 from thunder.ops.registry import Bool, DType, Dims, Float, Int, OpDef, Tensor, ltorch
-from thunder.ops.elementwise import maximum, minimum
+from thunder.ops.elementwise import abs_, add, eq, exp, log, maximum, minimum, sub, where
 
 
 def _aliases(name):
@@ -171,6 +171,35 @@ def _argextremum(name, smallest):
 
 argmax = _argextremum("argmax", False)
 argmin = _argextremum("argmin", True)
+
+
+# --------------------------------------------------------------------------------------------
+# logsumexp
+
+
+@ltorch("torch.logsumexp", methods=("logsumexp",), aliases=_aliases("logsumexp"))
+def logsumexp(input: Tensor, dim: Dims, keepdim: Bool = False):
+    """log(sum(exp(input))) over dim; integers and bools give the default float dtype (as torch)."""
+    if dim == () and input.ndim:
+        raise RuntimeError(f"logsumexp(): dim=() reduces no dim of a {input.ndim}-d tensor; name the dims to reduce")
+    dtype = input.dtype if input.dtype.is_floating_point else torch.get_default_dtype()
+    return _result(input, dim, keepdim, dtype)
+
+
+logsumexp.torch_composite = True  # torch's runs amax, sub, exp, sum, log and add: a kernel each
+
+
+@logsumexp.decompose
+def _(input, dim, keepdim=False):
+    # as torch's: max + log(sum(exp(x - max))), the max taken as 0 where it is +-inf (no inf - inf)
+    x = input if input.dtype.is_floating_point else to_dtype(input, torch.get_default_dtype())
+    dims = reduction_dims(dim, x.ndim)
+    if _count(x, dims) == 0:  # log(0)
+        return prims.full(reduced_shape(x.shape, dims, keepdim), -math.inf, dtype=x.dtype, device=x.device)
+    m = amax(x, dims, True)
+    m = where(eq(abs_(m), math.inf), 0.0, m)
+    out = add(log(sum_(exp(sub(x, m)), dims, True)), m)
+    return out if keepdim or not dims else prims.reshape(out, reduced_shape(x.shape, dims, False))
 
 
 class _ExtremumOp(OpDef):

@@ -208,6 +208,10 @@ class OpDef:
     # that records no autograd history (codegen's grad_free), where it may call what autograd
     # cannot differentiate (float32 CPU matmuls through oneDNN: ops/onednn.py); None: as elsewhere
     python_grad_free: Callable | None = None
+    # python_inplace(values, result names) -> (the operand, statements) or None: the generated code
+    # that writes the result into the operand (the tensor's old value) in place, for a program that
+    # re-inplaces an input's update (runtime/reinplace.py); None: the generic rule there
+    python_inplace: Callable | None = None
     # torch runs it as the ltorch ops of its decomposition, one kernel each (cross_entropy:
     # log_softmax, then nll_loss): thunder-fuse's cost model counts the torch calls of those
     torch_composite: bool = False

@@ -77,10 +77,10 @@ class AutogradProgram:
         if sources:
             self.set_programs(module, "thunder-autograd")
 
-    def set_programs(self, module, producer, constants=None):
+    def set_programs(self, module, producer, constants=None, tier=None):
         """forward and backward (their sources and functions) generated from @forward and
         @backward of module; constants: the namespace the sources get (fusion's kernels), by
-        func name."""
+        func name; tier: what the functions get in its place (runtime/tiered.py tier)."""
         for fn_name in ("forward", "backward"):
             names = constants[fn_name] if constants is not None else {}
             # (both run under torch.no_grad: grad-free code)
@@ -88,7 +88,7 @@ class AutogradProgram:
                                 constants=names if constants is not None else None)
             setattr(self, f"{fn_name}_source", src)
             self.constants[fn_name] = names
-            setattr(self, fn_name, compile_source(src, fn_name, constants=names))
+            setattr(self, fn_name, compile_source(src, fn_name, constants=tier(names) if tier else names))
 
     def __call__(self, *inputs):
         return _ThunderAutograd.apply(self, *inputs)

@@ -14,7 +14,7 @@ from thunder.dialects.emit import emit
 from thunder.dialects.mlir import ir
 from thunder.lowering.passes import build_pass_manager, pass_name, pass_options
 from thunder.ops import onednn
-from thunder.runtime import calls, guards, regions, structure
+from thunder.runtime import calls, guards, regions, structure, tiered
 from thunder.runtime.codegen import compile_source, python_source
 from thunder.runtime.lookup import _make_lookup, _on_load, _on_store
 from thunder.runtime.options import CACHE_OPTIONS, DEFAULT_PASSES, CacheEntry
@@ -74,9 +74,10 @@ class _Acquired:
     splits: list  # the values read from tensors (runtime/reads.py Split)
 
 
-def _acquire(cd, args, kwargs, shared=None, sym_shapes=None):
+def _acquire(cd, args, kwargs, shared=None, sym_shapes=None, stand_ins=None):
     """Interprets cd.fn on proxies of the inputs; shared: see structure.Inputs; sym_shapes: the
-    symbolic dims of the input tensors (runtime/symbolic.py)."""
+    symbolic dims of the input tensors (runtime/symbolic.py); stand_ins: {id(tensor): tensor read
+    in its place} for tensors read from state (a sample at other sizes, runtime/generalize.py)."""
     ctx = tracing.TraceCtx()
     if sym_shapes:
         ctx.sym_shapes, ctx.sym_guards = sym_shapes, {}
@@ -97,6 +98,7 @@ def _acquire(cd, args, kwargs, shared=None, sym_shapes=None):
             kw_specs.append((k, s))
             pkwargs[k] = symbols.SymInt(v, sym_ints[("kwarg", k)]) if ("kwarg", k) in sym_ints else p
         state = StateTracker(cd.module, inputs, strict=cd.strict)
+        state.stand_ins = stand_ins or {}
         state.arg_paths = structure.tensor_paths(arg_specs, kw_specs)
         ctx.read_grad = state.read_grad
         state.pin_root_function(cd.fn)
@@ -127,20 +129,21 @@ def _acquire(cd, args, kwargs, shared=None, sym_shapes=None):
     return _Acquired(ctx, inputs, arg_specs, kw_specs, state, ambient, result, reader.splits)
 
 
-def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None, keep_parts=False) -> CacheEntry:
+def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None, keep_parts=False,
+                  stand_ins=None) -> CacheEntry:
     """The cache entry for this call. fusion=False: no thunder-fuse (see ThunderFunction._miss);
-    sym_shapes: see _acquire; keep_parts: keep what runtime/symbolic.py generalizes (always
+    sym_shapes, stand_ins: see _acquire; keep_parts: keep what runtime/symbolic.py generalizes (always
     under cache="symbolic values")."""
     times = {}
     t_start = t = time.perf_counter()
-    acq = _acquire(cd, args, kwargs, sym_shapes=sym_shapes)
+    acq = _acquire(cd, args, kwargs, sym_shapes=sym_shapes, stand_ins=stand_ins)
     mutated = [i for i, p in enumerate(acq.inputs.proxies) if p.input_name in acq.ctx.mutated]
     shared = structure.alias_groups(acq.inputs.tensors, mutated) if mutated else {}
     if shared:
         # inputs that share memory, one updated in place: traced again with them as views of their
         # storage (side effects of the function's Python code happen twice in this case)
         first = acq.inputs.tensors
-        acq = _acquire(cd, args, kwargs, shared, sym_shapes)
+        acq = _acquire(cd, args, kwargs, shared, sym_shapes, stand_ins)
         if [id(x) for x in acq.inputs.tensors] != [id(x) for x in first]:
             raise NotImplementedError("thunder: the function read other tensors when traced again for its inputs "
                                       "that share memory. Workaround: pass a clone of one of them.")
@@ -214,12 +217,13 @@ def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None, keep_parts
                                no_grad_copies={i for i, x in enumerate(tensors) if x.requires_grad},
                                # (no autograd history either where no tensor requires grad)
                                grad_free=(cd.disable_torch_autograd or not grad_mode or not (
-                                   ctx.requires_grad or any(x.requires_grad for x in tensors))))
+                                   ctx.requires_grad or any(x.requires_grad for x in tensors))),
+                               reinplace=True)
         if not grad_mode and not cd.disable_torch_autograd and (onednn.used_in(source) or ctx.requires_grad):
             # its grad-free code (oneDNN calls, no detach of what a tensor created with
             # requires_grad=True computed) is right with grad mode off only
             ctx.consulted.add("grad_enabled")
-        computation = compile_source(source, constants=constants)
+        computation = compile_source(source, constants=tiered.tier(constants))
         if cd.disable_torch_autograd:
             computation = torch.no_grad()(computation)
         traces.append(Trace("torch executor (execution trace)", module, python=source, fn=computation))
@@ -337,7 +341,8 @@ def _autograd_program(cs, module, tensors, proxies, out_spec, traces, constants,
     # after AutogradProgram, which lifts @forward (func.call has no Python-level form)
     if fusion is not None:
         if _fuse(m, fusion):
-            program.set_programs(m, "thunder-fuse", constants={"forward": {}, "backward": {}})
+            program.set_programs(m, "thunder-fuse", constants={"forward": {}, "backward": {}},
+                                 tier=tiered.tier)
             traces.append(Trace("thunder-fuse (forward)", m, python=program.forward_source, fn_name="forward",
                                 fn=program.forward))
             backward.append(Trace("thunder-fuse (backward)", m, python=program.backward_source, fn_name="backward",

@@ -76,14 +76,15 @@ def even_divisions(exprs, env):
     return out
 
 
-def choose_values(names, real, guards, exprs, uneven=(), seed=0):
+def choose_values(names, real, guards, exprs, uneven=(), seed=0, near=False):
     """Two assignments {name: size} for the symbols (real: their values at the call) with the
     recorded decisions (guards: source -> outcome, with the even divisions) unchanged, and each
     symbol and every non-constant expression of exprs taking three different values (two where
     the decisions leave no more): first each symbol's value times a factor (a distinct prime per symbol in the first); where the
     decisions bound the sizes (`max(T - 7, 0)` at T < 7), any sizes in those bounds (the fitting
     then refuses a literal that two terms explain). uneven: guards (even divisions) each of
-    which must not hold at one of the two. Raises NoSample."""
+    which must not hold at one of the two. near: sizes near the call's only (where the passes
+    decide by size, the fusion policy: the programs at twice the sizes differ). Raises NoSample."""
     rng = random.Random(seed)
     probes = [{n: rng.randrange(2, 4 * v + 8) for n, v in real.items()} for _ in range(4)]
     # (products of up to three symbols too: a size a pass computes, B * T, must not stay the same)
@@ -95,7 +96,7 @@ def choose_values(names, real, guards, exprs, uneven=(), seed=0):
         except Exception:  # noqa: BLE001
             varying.append(e)
     best, feasible = None, 0
-    for _ in range(TRIES if len(names) <= len(PRIMES) else 0):
+    for _ in range(TRIES if len(names) <= len(PRIMES) and not near else 0):
         pair = [dict(), dict()]
         primes = rng.sample(PRIMES[:max(len(names) + 2, 4)], len(names))
         for n, a in zip(names, primes):
@@ -166,8 +167,10 @@ def stand_in(t, shape):
 
 
 def stand_in_call(args, kwargs, tensors, shapes, ints):
-    """(args, kwargs) with each tensor of tensors (by identity) replaced by a stand-in of the
-    shape at its place in shapes, and int arguments by ints: {("arg", i) / ("kwarg", k): value}."""
+    """(args, kwargs, {id(tensor): its stand-in}) with each tensor of tensors (by identity)
+    replaced by a stand-in of the shape at its place in shapes (those read from state are read
+    in their place: compile.compile_entry's stand_ins), and int arguments by ints:
+    {("arg", i) / ("kwarg", k): value}."""
     for cpu, limit in ((False, MAX_BYTES), (True, MAX_CPU_BYTES)):
         nbytes = sum(math.prod(s) * t.element_size() for t, s in zip(tensors, shapes) if (t.device.type == "cpu") == cpu)
         if nbytes > limit:
@@ -194,7 +197,7 @@ def stand_in_call(args, kwargs, tensors, shapes, ints):
 
     new_args = [ints.get(("arg", i), walk(a)) for i, a in enumerate(args)]
     new_kwargs = {k: ints.get(("kwarg", k), walk(v)) for k, v in kwargs.items()}
-    return new_args, new_kwargs
+    return new_args, new_kwargs, swap
 
 
 def _holds_tensor(v):

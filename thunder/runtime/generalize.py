@@ -6,14 +6,16 @@ the two calls of its structure before it; runtime/symbolic.py fits the program f
 from the three (docs/api.md "Symbolic values")."""
 from dataclasses import dataclass
 import itertools
+import math
 import re
 import time
+import types
 
 import torch
 
-from thunder.runtime import dynamic
+from thunder.runtime import carried, dynamic
 from thunder.runtime.compile import _acquire, _flatten_call, compile_entry
-from thunder.runtime.symbolic import Plan, _NoFit, _generalize
+from thunder.runtime.symbolic import Plan, _Fitter, _NoFit, _generalize
 
 THREE_CALLS = "three calls"
 KEEP = 12  # recent compiled calls remembered (of all structures; the newest two of one are used)
@@ -106,6 +108,12 @@ def compile_call(jf, cd, cs, args, kwargs, auto=False):
     return run
 
 
+def seen_structure(jf, args, kwargs):
+    """Whether a call of this structure was compiled (or loaded) before in this process."""
+    key = _call_key(args, kwargs)[0]
+    return any(s.key == key for s in jf._samples)
+
+
 def remember(jf, entry, key=None, ints=None, args=None, kwargs=None):
     """The entry compiled (or read from the program cache on disk) for a call: its sizes, for
     the calls after it to compare theirs with."""
@@ -118,40 +126,67 @@ def remember(jf, entry, key=None, ints=None, args=None, kwargs=None):
 
 
 def _choose_symbols(jf, cd, key, family, args, kwargs, arg_tensors, ints, auto):
-    """(the call's structure, its tensor arguments, per tensor a group key or None per dim, per
-    int argument a group key or None, why, whether the first call of its structure) for a call
-    to compile with samples (the group keys of equal value are one symbol), THREE_CALLS for one
-    to fit from three real calls (_compile_fitted), or None."""
+    """(the call's structure, the tensors whose sizes may be symbols: its tensor arguments, then
+    where it reads state that changed the tensors it reads from state; per tensor a group key or
+    None per dim, per int argument a group key or None, why, whether sizes the function refuses
+    to change alone are made constants (at the first call of a structure)) for a call to compile
+    with samples (the group keys of equal value are one symbol), THREE_CALLS for one to fit from
+    three real calls (_compile_fitted), or None."""
     failed = jf._sample_failures.get(key, 0)  # (each costs up to four compiles: a few tries per structure)
-    if auto and not family:
-        return None
     if failed >= 3:
         return None if auto else THREE_CALLS
-    if not family:  # symbolic values, first call: every size but the module's own
-        fixed = set()
-        if cd.module is not None:
-            for t in itertools.chain(cd.module.parameters(), cd.module.buffers()):
-                fixed.update(t.shape)
-        dims = [tuple(n if n >= 2 and n not in fixed else None for n in t.shape) for t in arg_tensors]
-        return (key, arg_tensors, dims, [v if v >= 2 and v not in fixed else None for _, v in ints],
-                "symbolic values: the first call's sizes and int arguments", True)
-    newest = family[-1]
-    try:
-        tensors = arg_tensors + _read_now(newest.reads, args, kwargs)
-    except Exception as e:  # noqa: BLE001 - reading the state failed: compile per size
-        raise _NoFit(f"reading the tensors of the call before failed: {e}") from None
-    now = [tuple(t.shape) for t in tensors] + [(v,) for _, v in ints]
-    if len(now) != len(newest.shapes) or [len(x) for x in now] != [len(x) for x in newest.shapes]:
-        raise _NoFit("the calls' tensors differ in number or rank")
-    groups = [tuple((old, new) if old != new and new >= 2 else None for old, new in zip(a, b))
-              for a, b in zip(newest.shapes, now)]
-    if any(any(g) for g in groups[len(arg_tensors):len(tensors)]):
-        return THREE_CALLS  # a tensor read from state changed its size (a KV cache object's)
-    if not any(any(g) for g in groups):
-        return None
-    return (key, arg_tensors, groups[:len(arg_tensors)], [g[0] for g in groups[len(tensors):]],
-            "automatic dynamic: the sizes that changed since the call before" if auto else
-            "symbolic values: the sizes that changed since the call before", False)
+    fixed = set()  # (the module's own sizes)
+    if cd.module is not None:
+        for t in itertools.chain(cd.module.parameters(), cd.module.buffers()):
+            fixed.update(t.shape)
+    read = None
+    if jf._samples and not failed and carried.holds_object(key):
+        read = carried.read_state(cd, args, kwargs, jf._samples[-1].reads)  # (a cache the call before filled)
+    fresh = read is not None and any(read[1])
+    if not family:
+        if auto and not fresh:
+            return None
+        arg_dims = [tuple(n if n >= 2 and n not in fixed and not auto else None for n in t.shape)
+                    for t in arg_tensors]
+        int_groups = [v if v >= 2 and v not in fixed and not auto else None for _, v in ints]
+        why = "automatic dynamic: the first call of its structure" if auto else \
+            "symbolic values: the first call's sizes and int arguments"
+    else:
+        newest = family[-1]
+        try:
+            tensors = arg_tensors + _read_now(newest.reads, args, kwargs)
+        except Exception as e:  # noqa: BLE001 - reading the state failed: compile per size
+            raise _NoFit(f"reading the tensors of the call before failed: {e}") from None
+        now = [tuple(t.shape) for t in tensors] + [(v,) for _, v in ints]
+        if len(now) != len(newest.shapes) or [len(x) for x in now] != [len(x) for x in newest.shapes]:
+            raise _NoFit("the calls' tensors differ in number or rank")
+        groups = [tuple((old, new) if old != new and new >= 2 else None for old, new in zip(a, b))
+                  for a, b in zip(newest.shapes, now)]
+        arg_dims, int_groups = groups[:len(arg_tensors)], [g[0] for g in groups[len(tensors):]]
+        why = "the sizes that changed since the call before"
+        why = f"automatic dynamic: {why}" if auto else f"symbolic values: {why}"
+        if any(any(g) for g in groups[len(arg_tensors):len(tensors)]):
+            # a tensor read from state changed its size (a KV cache object's): sampled with it, once
+            if failed:
+                return THREE_CALLS
+            return key, tensors, groups[:len(tensors)], int_groups, why, False
+        if not fresh and not any(any(g) for g in groups):
+            return None
+    if not fresh:
+        return key, arg_tensors, arg_dims, int_groups, why, not family
+    state, is_fresh = read
+    tensors = arg_tensors + state
+    dims = arg_dims + [tuple(n if new and n >= 2 and n not in fixed else None for n in t.shape)
+                       for t, new in zip(state, is_fresh)]
+    # (those the function refuses to change alone, a head count or size, stay constants)
+    shape_names, int_names = _symbol_names(dims, int_groups, ints)
+    real = {n: v for t, d in zip(tensors, shape_names) for n, v in zip(d, t.shape) if n}
+    real.update({int_names[w]: v for w, v in ints if w in int_names})
+    refused = {n for d in shape_names[len(arg_tensors):] for n in d if n and not _traces_with(
+        cd, args, kwargs, tensors, shape_names, int_names, {**real, n: real[n] + 1})}
+    dims = [tuple(None if n in refused else g for n, g in zip(names, d)) for names, d in zip(shape_names, dims)]
+    why += "; the sizes of the tensors it reads from state that the call before did not (a cache it filled)"
+    return key, tensors, dims, int_groups, why, True
 
 
 def _symbol_names(dims, int_groups, ints):
@@ -233,7 +268,9 @@ def _sampled_entry(cd, cs, args, kwargs, entry, tensors, shape_names, int_names,
         real.update({n: v for n, v in zip(d, t.shape) if n})
     real.update({n: v for (w, v), n in ((w_v, int_names.get(w_v[0])) for w_v in ints) if n})
     if first:  # sizes equal to one of a tensor read from state (a global weight's) are its: constants
-        state_dims = {n for t in read[len(tensors):] for n in t.shape}
+        n_args = len(entry.description[2])
+        state_dims = {n for i, t in enumerate(read[n_args:], n_args)
+                      if i >= len(shape_names) or not any(shape_names[i]) for n in t.shape}
         if any(v in state_dims for v in real.values()):
             shape_names, int_names, real = _fix_symbols(parts, shape_names, int_names, real,
                                                         {n for n, v in real.items() if v in state_dims})
@@ -265,9 +302,9 @@ def _traces_with(cd, args, kwargs, tensors, shape_names, int_names, values):
     """Whether the function traces (no passes) with stand-in inputs at the sizes values."""
     try:
         shapes = [tuple(values[n] if n else v for n, v in zip(d, t.shape)) for t, d in zip(tensors, shape_names)]
-        s_args, s_kwargs = dynamic.stand_in_call(args, kwargs, tensors, shapes,
-                                                 {w: values[n] for w, n in int_names.items()})
-        _acquire(cd, s_args, s_kwargs)
+        s_args, s_kwargs, swap = dynamic.stand_in_call(args, kwargs, tensors, shapes,
+                                                       {w: values[n] for w, n in int_names.items()})
+        _acquire(cd, s_args, s_kwargs, stand_ins=swap)
     except Exception:  # noqa: BLE001 - the function refuses these sizes
         return False
     return True
@@ -285,23 +322,50 @@ def _fit_sampled(cd, cs, args, kwargs, entry, tensors, shape_names, int_names, i
     recorded = dict(parts.guards or {})
     attempts = [(recorded, divisions)] if divisions else []
     attempts.append(({**recorded, **divisions}, {}))
+    near = False  # (after programs that differ: samples near the call's sizes, where passes decide alike)
     for k, (guards, uneven) in enumerate(attempts):
         try:
-            pair = dynamic.choose_values(list(real), real, guards, exprs, uneven=uneven)
+            for seed in range(8):  # (sizes at which no size the trace computed is taken for another term)
+                pair = dynamic.choose_values(list(real), real, guards, exprs, uneven=uneven, seed=seed, near=near)
+                if _telling(pair, real, guards, parts):
+                    break
             samples = _compile_samples(cd, cs, args, kwargs, tensors, shape_names, int_names, parts, pair)
             shapes3 = [[tuple(t.shape) for t in x.parts.prologue[2]] + [(v,) for v in vals] for x, vals in zip(
                 samples + [entry], [[p[int_names[w]] if w in int_names else v for w, v in ints] for p in pair]
                 + [[v for _, v in ints]])]
-            plan = Plan(shapes3, _input_names(len(tensors), [e for e, _ in entry.description[3][2]],
+            plan = Plan(shapes3, _input_names(len(entry.description[2]), [e for e, _ in entry.description[3][2]],
                                               [w for w, _ in ints]))
             plan.ints = {w: d[0] for (w, _), d in zip(ints, plan.dims[len(read):]) if d[0]}
             if plan.dims[:len(tensors)] != shape_names or plan.ints != int_names:
                 raise _NoFit("the samples at other sizes changed other sizes than the symbols")
             parts.guards = guards
             return _generalize(samples + [entry], plan), plan
-        except (_NoFit, dynamic.NoSample):
+        except (_NoFit, dynamic.NoSample) as e:
+            if not near and isinstance(e, _NoFit) and " programs of the three calls " in str(e):
+                near = True  # (fusion decided by size: a region fused at the call's sizes, not at twice them)
+                attempts.append((guards, uneven))
+                continue
             if k == len(attempts) - 1:
                 raise
+
+
+def _telling(pair, real, guards, parts):
+    """Whether the sizes the trace computed are told apart at the sizes of pair and the call: each
+    that differs between them is the only term of the symbols with those three values (else a
+    literal from it is ambiguous and the fit refuses it: `n % 5` and `n - 5` at n = 7, 8, 9)."""
+    plan = types.SimpleNamespace(names=list(real), values=[pair[0], pair[1], real])
+    fit = _Fitter(plan, parts.float_exprs, parts.int_exprs, guards)
+    for e in parts.int_exprs:
+        try:
+            values = [eval(e, {"math": math}, dict(p)) for p in plan.values]  # noqa: S307 - our own expressions
+        except Exception:  # noqa: BLE001 - undefined at one of the sizes
+            continue
+        try:
+            if len(set(values)) > 1:
+                fit.expr(values)
+        except _NoFit:
+            return False
+    return True
 
 
 def _compile_samples(cd, cs, args, kwargs, tensors, shape_names, int_names, parts, pair):
@@ -313,16 +377,17 @@ def _compile_samples(cd, cs, args, kwargs, tensors, shape_names, int_names, part
     try:
         for values in pair:
             shapes = [tuple(values[n] if n else v for n, v in zip(d, t.shape)) for t, d in zip(tensors, shape_names)]
-            s_args, s_kwargs = dynamic.stand_in_call(args, kwargs, tensors, shapes,
-                                                     {w: values[n] for w, n in int_names.items()})
-            try:
-                sample = compile_entry(cd, cs, s_args, s_kwargs, keep_parts=True)
+            s_args, s_kwargs, swap = dynamic.stand_in_call(args, kwargs, tensors, shapes,
+                                                           {w: values[n] for w, n in int_names.items()})
+            try:  # (tensors read from state too: stand-ins read in their place)
+                sample = compile_entry(cd, cs, s_args, s_kwargs, keep_parts=True, stand_ins=swap)
             except Exception as e:  # noqa: BLE001 - the function refuses the other sizes: per size
                 raise _SampleFailed(f"the call at other sizes ({values}) failed to compile: {type(e).__name__}: {e}",
                                     values) from None
             if cs.last_splits:
                 raise _NoFit("the trace at other sizes read tensor values")
-            if sample.parts.read_ids[len(tensors):] != parts.read_ids[len(tensors):]:
+            real_ids = {id(v): k for k, v in swap.items()}
+            if [real_ids.get(i, i) for i in sample.parts.read_ids] != parts.read_ids:
                 raise _NoFit("the call at other sizes read other tensors from state")
             samples.append(sample)
     finally:

@@ -9,7 +9,7 @@ import torch
 from thunder.core import logs
 from thunder.dialects.mlir import LOCK
 from thunder.ops.impl import ValueChanged
-from thunder.runtime import generalize, guards, persist
+from thunder.runtime import generalize, guards, persist, tiered
 from thunder.runtime.compile import _flatten_call, _fusion_policy, _meta, compile_entry
 from thunder.runtime.options import CACHE_OPTIONS, CacheEntry, CompileData, CompileStats, MAX_ENTRIES
 from thunder.runtime.prologue import MISS
@@ -45,7 +45,8 @@ class ThunderFunction:
                     cs.last_traces, cs.last_prologue_traces = entry.traces, entry.prologue_traces
                     cs.last_backward_traces = entry.backward_traces
                 return result
-        with logs.compiling(self._cd.fn):  # (kernels compiled in it count as its progress)
+        # (kernels compiled in it count as its progress; its regions report to its stats)
+        with logs.compiling(self._cd.fn), tiered.reporting_to(self._cd.fn, cs):
             return self._miss(args, kwargs, changed)
 
     def _miss(self, args, kwargs, changed=None):
@@ -78,7 +79,12 @@ class ThunderFunction:
         if (cd.recompile_limit is not None and cs.cache_misses - 1 == cd.recompile_limit + 1
                 and cd.cache_option != "no caching"):  # (that option recompiles by design)
             _warn_recompiles(cd, cs)
-        if persist.enabled(cd):  # a program another process compiled for this call (runtime/persist.py)
+        # a program another process compiled for this call (runtime/persist.py); not where the call
+        # is to make sizes symbols (a structure compiled before here at other sizes: a per-size
+        # program from the disk would stand in for the program for all sizes, a miss per size)
+        generalizing = cd.cache_option == CACHE_OPTIONS.SYMBOLIC_VALUES or (
+            cd.cache_option == CACHE_OPTIONS.CONSTANT_VALUES and cd.automatic_dynamic)
+        if persist.enabled(cd) and not (generalizing and generalize.seen_structure(self, args, kwargs)):
             found = persist.timed_load(cd, cs, self._disk, args, kwargs)
             if found is not None:
                 self._add(found[0])

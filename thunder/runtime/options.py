@@ -65,6 +65,10 @@ class CompileStats:
     generalizations: list = field(default_factory=list)
     # calls that used a program from the program cache on disk instead of compiling (runtime/persist.py)
     disk_loads: int = 0
+    # fused regions run as torch calls while their kernel compiled in the background
+    # (runtime/tiered.py): region name -> calls; and those whose compile failed: name -> why
+    torch_while_compiling: dict = field(default_factory=dict)
+    kernel_failures: dict = field(default_factory=dict)
 
     def __repr__(self):
         return (f"CompileStats(calls={self.calls}, cache_hits={self.cache_hits}, "

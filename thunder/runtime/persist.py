@@ -41,7 +41,7 @@ import torch
 
 from thunder.lowering.linalg import disk_cache
 from thunder.ops.impl import ValueChanged
-from thunder.runtime import guards
+from thunder.runtime import guards, tiered
 from thunder.runtime.codegen import compile_source
 from thunder.runtime.options import CACHE_OPTIONS, CacheEntry
 from thunder.runtime.portable import Describer, Resolver, Unportable, code_hash
@@ -299,7 +299,7 @@ def _entry(cd, p):
         r.resolve(d)  # (raises when the function is gone or its code changed)
     consts = r.namespace.resolve_all()
     constants = {k: r.resolve(v) for k, v in p["constants"].items()}
-    computation = compile_source(p["source"], constants=constants)
+    computation = compile_source(p["source"], constants=tiered.tier(constants))
     if cd.disable_torch_autograd:
         computation = torch.no_grad()(computation)
     run = compile_prologue(p["prologue"], consts, computation)

@@ -42,6 +42,7 @@ from thunder.runtime.codegen import compile_source
 from thunder.runtime.guards import Guard, same_value
 from thunder.runtime.prologue import TensorsCheck
 from thunder.runtime.state import is_library_code
+from thunder.runtime import tiered
 
 # values stored as they are (pickled by value, or as torch's own singletons)
 _PLAIN = (type(None), bool, int, float, complex, str, bytes, type(Ellipsis), torch.dtype, torch.device,
@@ -341,7 +342,12 @@ class Resolver:
                 raise Unportable(f"submodule {d[1]} is of another class")
             return m
         if kind == "kernel":
-            return executors.get(d[1]).compile(d[2], "fusion")
+            kernel = executors.get(d[1]).compile(d[2], "fusion")
+            try:  # (as codegen._fusion_call sets it: tiered.tier reads it)
+                kernel.region = d[1:]
+            except AttributeError:
+                pass
+            return kernel
         if kind == "tensors_check":
             return TensorsCheck(self.resolve(d[1]))
         if kind == "autograd":
@@ -400,6 +406,8 @@ class Resolver:
             setattr(p, name, d[name])
         p.reaches = [set(r) for r in d["reaches"]]
         p.constants = {k: self.resolve(c) for k, c in d["constants"].items()}
+        for fn_name in ("forward", "backward"):
+            tiered.tier(p.constants[fn_name])
         p.forward = compile_source(p.forward_source, "forward", constants=p.constants["forward"])
         p.backward = compile_source(p.backward_source, "backward", constants=p.constants["backward"])
         return p

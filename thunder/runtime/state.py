@@ -104,6 +104,7 @@ class StateTracker:
         self.stores = 0  # attribute, global and closure writes seen (bookkeeping calls make none)
         self._snapshot_log = []  # ids added to _snapshots, in order (to drop a bookkeeping call's)
         self.interpreted = {}  # code -> function, of the functions interpreted other than torch's and Python's
+        self.stand_ins = {}  # id(tensor) -> the tensor read in its place (a sample at other sizes)
         if root is not None:
             self.pin(root)
 
@@ -361,7 +362,8 @@ class StateTracker:
             return p
         module_name = self._module_names.get(id(owner), "").replace(".", "_")
         hint = f"{module_name}_{name}" if module_name else str(name)
-        i, p = self.inputs.add(value, _identifier(hint))
+        i, p = self.inputs.add(self.stand_ins.get(id(value), value), _identifier(hint))
+        self.inputs._by_id[id(value)] = p  # (a stand-in's real tensor, handed back by native code, too)
         self.reads.append((expr, i))
         self._tensor_reads[expr] = p
         return p

@@ -44,6 +44,7 @@ from thunder.lowering.linalg.to_linalg import parse_region
 from thunder.runtime.autograd import _ThunderAutograd
 from thunder.runtime.codegen import compile_source, python_source
 from thunder.runtime.options import CacheEntry
+from thunder.runtime import tiered
 from thunder.runtime.prologue import Prologue
 from thunder.runtime.traces import Trace
 
@@ -391,13 +392,34 @@ class _KernelFamily:
         self.names = fit.plan.names
         self.kernels = {}
         self.compiled = False  # whether a size compiled its kernel (later sizes do not compile)
+        # where a size after the first found no compiled code (the region reduces over a changing
+        # size), later new sizes run the region's torch calls for all sizes at once, without
+        # writing, lowering or generating anything per size (a decode loop's every step is one)
+        self.torch_only = False
+        self._texts, self._fit, self._torch = texts, fit, None
 
     def at(self, *sizes):
         k = self.kernels.get(sizes)
         if k is None:
+            if self.torch_only:
+                k = self.torch_at(sizes)
+                if k is not None:
+                    return k
             with LOCK:  # (a compile at call time: dialects/mlir.py)
                 return self._compile_at(sizes)
         return k
+
+    def torch_at(self, sizes):
+        """The region's torch calls at sizes, from one program for all sizes (its literals fitted
+        as the programs' are); None where they do not fit."""
+        if self._torch is None:
+            try:
+                sources = [python_source(parse_region(t)[1], "fusion", comments=False) for t in self._texts]
+                fn = compile_source(_render_python(sources, self._fit, "fusion", ", ".join(self.names), {}), "fusion")
+                self._torch = functools.partial(_as_tuple, fn)
+            except _NoFit:
+                self._torch = False
+        return None if self._torch is False else functools.partial(self._torch, *sizes)
 
     def _compile_at(self, sizes):
         k = self.kernels.get(sizes)
@@ -410,7 +432,8 @@ class _KernelFamily:
             if self.executor != "linalg":
                 k = compile_region(text, "fusion")
             else:  # tiled along the changing sizes: one compile for all
-                k = _Member(self, text, compile_region(text, "fusion", sizes=tuple({v for v in values if type(v) is int})))
+                tiled = tuple({v for v in values if type(v) is int})
+                k = _Member(self, text, compile_region(text, "fusion", sizes=tiled), sizes)
             self.kernels[sizes] = k
         return k
 
@@ -420,8 +443,8 @@ class _Member:
     (the family's first size, and every size sharing that code); elsewhere (a region that
     reduces over a changing size) the region runs as torch calls rather than compiling again."""
 
-    def __init__(self, family, text, kernel):
-        self.family, self.text, self.kernel = family, text, kernel
+    def __init__(self, family, text, kernel, sizes):
+        self.family, self.text, self.kernel, self.sizes = family, text, kernel, sizes
         self.runs = {}  # input strides -> the callable
 
     def __call__(self, *args):
@@ -432,21 +455,15 @@ class _Member:
                 self.family.compiled = True
                 run = self.kernel
             else:
-                run = _torch_region(self.text)
+                self.family.torch_only = True
+                run = self.family.torch_at(self.sizes) or tiered.torch_region(self.text)
             self.runs[strides] = run
         return run(*args)
 
 
-def _torch_region(text):
-    """The region's prims as torch calls (codegen of the region func)."""
-    _, module = parse_region(text)
-    fn = compile_source(python_source(module, "fusion", comments=False), "fusion")
-
-    def run(*args):
-        out = fn(*args)
-        return out if isinstance(out, tuple) else (out,)
-
-    return run
+def _as_tuple(fn, *args):
+    out = fn(*args)
+    return out if isinstance(out, tuple) else (out,)
 
 
 class _SymbolicProgram:

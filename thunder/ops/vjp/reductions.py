@@ -3,9 +3,10 @@ import math
 
 from thunder.ops import prims, vjp_utils as _vjp
 from thunder.ops.decomp_utils import reduction_dims
-from thunder.ops.elementwise import div, eq, isnan, mul, sub, where
+from thunder.ops.elementwise import div, eq, exp, isnan, mul, sub, where
 from thunder.ops.indexing import scatter_add
-from thunder.ops.reductions import amax, amin, cumsum, max_, mean, min_, prod, sort, std, sum_, topk, var
+from thunder.ops.reductions import (amax, amin, cumsum, logsumexp, max_, mean, min_, prod, sort, std, sum_, topk,
+                                    var)
 from thunder.ops.repeat_pad import flip
 from thunder.ops.shape import unsqueeze
 from thunder.ops.vjp.prims import prod_grad
@@ -67,6 +68,14 @@ def _extremum_vjp(g, out, input, dim=(), keepdim=False):
 
 
 amax.vjp(_extremum_vjp)
+
+
+@logsumexp.vjp
+def _(g, out, input, dim, keepdim=False):
+    """g * softmax(input), as torch: g * exp(input - out), from the saved result (one elementwise
+    pass over input, no second reduction)."""
+    gx = mul(_vjp.unreduce(g, input, dim, keepdim), exp(sub(input, _vjp.unreduce(out, input, dim, keepdim))))
+    return {"input": _vjp.grad_for(input, gx)}
 
 
 amin.vjp(_extremum_vjp)

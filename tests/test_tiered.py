@@ -1,0 +1,203 @@
+"""Tiered execution (runtime/tiered.py): a fused region whose kernel is not compiled yet runs as
+torch calls while the kernel compiles in the background (lowering/linalg/background.py); later
+calls run the kernel. The suite compiles synchronously (conftest.py); these tests switch the
+background on, hold the compiles back with background.paused() so the first calls surely find no
+kernel, and wait_for_kernels() for them. Sizes are odd so no other test compiled these kernels."""
+import os
+import threading
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import thunder
+from thunder.lowering import linalg
+from thunder.lowering.linalg import background, disk_cache
+from thunder.runtime.tiered import TieredRegion
+
+pytestmark = pytest.mark.skipif(not background.available(), reason="no system linker (ld): no background compiles")
+
+
+@pytest.fixture
+def tiered(monkeypatch):
+    monkeypatch.setenv("THUNDER_KERNEL_COMPILE", "background")
+
+
+def _regions(jf, traces=None):
+    """The fusion regions a program calls, by name (the program's namespace)."""
+    fn = (traces or thunder.last_traces(jf))[-1]._fn
+    return {k: v for k, v in fn.__globals__.items() if k.startswith("fusion_")}
+
+
+def _no_torch(region, monkeypatch):
+    def fail(args):
+        raise AssertionError("ran as torch calls")
+
+    monkeypatch.setattr(region, "run_torch", fail)
+
+
+def f(x, b, r):
+    return F.gelu(x * 1.5 + b, approximate="tanh") - r
+
+
+def test_first_call_runs_torch_while_the_kernel_compiles_then_the_kernel(tiered, monkeypatch):
+    x, b, r = torch.randn(37, 53), torch.randn(53), torch.randn(37, 53)
+    jf = thunder.jit(f, fusion="always")
+    with background.paused():
+        torch.testing.assert_close(jf(x, b, r), f(x, b, r))  # (the region's ops as torch calls)
+        y = jf(x + 1, b, r)
+        (name, region), = _regions(jf).items()
+        assert isinstance(region, TieredRegion) and not region.ready and not region.kernel.variants
+        assert thunder.compile_stats(jf).torch_while_compiling == {name: 2}
+    torch.testing.assert_close(y, f(x + 1, b, r))
+    assert thunder.wait_for_kernels(120)
+    assert linalg.COMPILE_LOG[-1][2] == "background"
+    _no_torch(region, monkeypatch)
+    torch.testing.assert_close(jf(x, b, r), f(x, b, r))  # the kernel's polynomial GELU
+    assert region.ready and thunder.compile_stats(jf).torch_while_compiling == {name: 2}
+    assert thunder.compile_stats(jf).kernel_failures == {}
+
+
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.norm = torch.nn.LayerNorm(24)
+        self.fc = torch.nn.Linear(24, 24)
+
+    def forward(self, x):
+        h = F.dropout(self.fc(self.norm(x)), 0.25)
+        return (F.gelu(h, approximate="tanh") * x).sum()
+
+
+def test_training_step_equals_eager_while_compiling_and_after(tiered, monkeypatch):
+    torch.manual_seed(0)
+    m = Block()
+    x = torch.randn(9, 24, requires_grad=True)
+    jm = thunder.jit(m, fusion="always")
+
+    def step(fn):
+        torch.manual_seed(1)  # (dropout: eager and thunder draw the same numbers on either path)
+        m.zero_grad()
+        x.grad = None
+        loss = fn(x)
+        loss.backward()
+        return [loss] + [t.grad.clone() for t in (x, *m.parameters())]
+
+    expected = step(m)
+    with background.paused():
+        first = step(jm)
+    stats = thunder.compile_stats(jm)
+    assert len(stats.torch_while_compiling) >= 2  # (forward and backward regions)
+    for a, e in zip(first, expected):
+        torch.testing.assert_close(a, e)
+    assert thunder.wait_for_kernels(120)
+    before = dict(stats.torch_while_compiling)
+    for a, e in zip(step(jm), expected):
+        torch.testing.assert_close(a, e)
+    assert stats.torch_while_compiling == before and stats.kernel_failures == {}
+
+
+def test_failed_compile_runs_torch_for_good_and_says_why(tiered, monkeypatch, caplog):
+    monkeypatch.setattr(disk_cache, "store_object", lambda *a: False)  # (as without a working linker)
+    caplog.set_level("INFO", logger="thunder.kernels")
+    x, b, r = torch.randn(41, 29), torch.randn(29), torch.randn(41, 29)
+    jf = thunder.jit(f, fusion="always")
+    with background.paused():
+        torch.testing.assert_close(jf(x, b, r), f(x, b, r))
+    assert thunder.wait_for_kernels(120)
+    (name, region), = _regions(jf).items()
+    for _ in range(2):
+        torch.testing.assert_close(jf(x, b, r), f(x, b, r))
+    stats = thunder.compile_stats(jf)
+    assert "could not be linked" in stats.kernel_failures[name] and not region.ready
+    assert stats.torch_while_compiling == {name: 1}  # (afterwards: torch calls for good, not "while compiling")
+    messages = [rec.getMessage() for rec in caplog.records if rec.name == "thunder.kernels"]
+    assert any(f"{name}'s kernel failed to compile" in msg for msg in messages), messages
+
+
+def test_a_worker_that_dies_fails_its_job_and_the_next_job_starts_another(tiered):
+    x, b, r = torch.randn(23, 31), torch.randn(31), torch.randn(23, 31)
+    jf = thunder.jit(f, fusion="always")
+    with background.paused():
+        jf(x, b, r)
+        background._SERVICE._worker().kill()
+    assert thunder.wait_for_kernels(120)
+    torch.testing.assert_close(jf(x, b, r), f(x, b, r))  # (torch calls: the failure is reported)
+    stats = thunder.compile_stats(jf)
+    assert "worker exited" in next(iter(stats.kernel_failures.values()))
+    jg = thunder.jit(lambda x, r: torch.tanh(x) * r - x, fusion="always")
+    y = jg(x, r)
+    assert thunder.wait_for_kernels(120) and not thunder.compile_stats(jg).kernel_failures
+    torch.testing.assert_close(jg(x, r), torch.tanh(x) * r - x)
+    torch.testing.assert_close(y, torch.tanh(x) * r - x)
+
+
+def test_two_threads_first_calls_at_once(tiered, monkeypatch):
+    x, b, r = torch.randn(19, 43), torch.randn(43), torch.randn(19, 43)
+    jf = thunder.jit(f, fusion="always")
+    barrier, results, errors = threading.Barrier(2), {}, []
+
+    def call(i):
+        try:
+            barrier.wait()
+            results[i] = jf(x + i, b, r)
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    log_before = len(linalg.COMPILE_LOG)
+    with background.paused():
+        threads = [threading.Thread(target=call, args=(i,)) for i in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert not errors and thunder.compile_stats(jf).cache_misses == 1
+    for i in range(2):
+        torch.testing.assert_close(results[i], f(x + i, b, r))
+    assert thunder.wait_for_kernels(120)
+    assert [how for _, _, how in linalg.COMPILE_LOG[log_before:]] == ["background"]  # one compile
+    (_, region), = _regions(jf).items()
+    _no_torch(region, monkeypatch)
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    for i in range(2):
+        torch.testing.assert_close(results[i], f(x + i, b, r))
+
+
+def test_sync_switch_compiles_in_the_first_call():
+    assert os.environ["THUNDER_KERNEL_COMPILE"] == "sync"  # (conftest.py)
+    x, b, r = torch.randn(17, 47), torch.randn(47), torch.randn(17, 47)
+    jf = thunder.jit(f, fusion="always")
+    jf(x, b, r)
+    (_, region), = _regions(jf).items()
+    assert isinstance(region, linalg.Kernel) and region.variants  # compiled in the call
+    assert thunder.compile_stats(jf).torch_while_compiling == {}
+
+
+def test_stop_at_exit_ends_the_worker_and_the_thread_without_compiling_what_is_left():
+    service = background._Service()  # (what atexit stops: background._shutdown)
+    proc = service._worker()
+    job = background.Job(("not compiled", "loops", 2), "0" * 64)
+    with background.paused():
+        service.jobs.put(job)
+        service.stop()
+    assert proc.poll() is not None and not service.thread.is_alive()
+    assert job.failed and job.error == "the process exited"
+
+
+def test_a_program_from_the_program_cache_tiers_too(tiered, tmp_path, monkeypatch):
+    monkeypatch.setenv("THUNDER_PROGRAM_CACHE", str(tmp_path))
+    x, b, r = torch.randn(29, 61), torch.randn(61), torch.randn(29, 61)
+    with background.paused():
+        thunder.jit(f, fusion="always")(x, b, r)  # (stored)
+        jf = thunder.jit(f, fusion="always")
+        torch.testing.assert_close(jf(x, b, r), f(x, b, r))
+        stats = thunder.compile_stats(jf)
+        assert stats.disk_loads == 1 and list(stats.torch_while_compiling.values()) == [1]
+    assert thunder.wait_for_kernels(120)
+    torch.testing.assert_close(jf(x, b, r), f(x, b, r))
+    assert list(stats.torch_while_compiling.values()) == [1]
