@@ -23,7 +23,7 @@ import re
 
 from thunder.dialects.emit import loc_names
 from thunder.dialects.mlir import func, ir
-from thunder.lowering import executors as executor_registry
+from thunder.lowering import executors as executor_registry, region_reuse
 from thunder.lowering.executors import is_number
 from thunder.lowering.decompose import decompose_module, decompose_op
 from thunder.lowering.linalg.scalar import ELEMENTWISE, elt_bytes
@@ -565,12 +565,13 @@ def _without_head(graph, ops):
     return [i for i in ops if i not in head]
 
 
-def _outline_region(f, graph, ops, name, policy, executor, heads=True):
+def _outline_region(f, graph, ops, name, policy, executor, heads=True, decomposed=None):
     """The _Kept region for these ops when the policy keeps it, or None. With policy auto, a
     region the executor would not run well (linalg: a kernel that is not tiled, see
     to_linalg.tiling) leaves its head views (a loss's logits.view(-1, classes)) and its tail
     reductions (a bias gradient summed over rows, a loss averaged over rows) to torch, so the
-    rest tiles by rows."""
+    rest tiles by rows. decomposed: a region_reuse.Decomposed (or None: every region decomposed
+    anew)."""
     ops = _without_tail_views(graph, ops)
     if not ops:
         return None
@@ -580,7 +581,10 @@ def _outline_region(f, graph, ops, name, policy, executor, heads=True):
         return None
     callee = _build_func(f, name, members, inputs, numbers, outputs)
     callee.attributes[EXECUTOR_ATTR] = ir.StringAttr.get(executor.name)
-    decompose_module(callee.operation)
+    if decomposed is None:
+        decompose_module(callee.operation)
+    else:  # (regions of one text: decomposed once)
+        callee = decomposed.decompose(callee, region_text(callee).replace(f"@{name}(", "@region(", 1))
     checks = _take_input_checks(callee)
     _erase_unused_numbers(callee.regions[0].blocks[0])
     text = region_text(callee)
@@ -593,7 +597,7 @@ def _outline_region(f, graph, ops, name, policy, executor, heads=True):
     rest = _without_head(graph, ops) if heads else ops
     if rest != ops:
         callee.operation.erase()
-        return _outline_region(f, graph, rest, name, policy, executor, heads=False)
+        return _outline_region(f, graph, rest, name, policy, executor, heads=False, decomposed=decomposed)
     if _split_tail(kept, executor):
         return kept
     # an untiled kernel runs on one thread, pass after pass over whole tensors: only worth it
@@ -722,7 +726,7 @@ def _copy_ops(ops, env):
         env.update(zip(o.results, new.results))
 
 
-def fuse_func(f, module_block, counter, policy="auto", executors=DEFAULT_EXECUTORS):
+def fuse_func(f, module_block, counter, policy="auto", executors=DEFAULT_EXECUTORS, decomposed=None):
     block = f.regions[0].blocks[0]
     graph = _Graph(block)
     candidates = [executor_registry.get(e) for e in executors]
@@ -737,7 +741,7 @@ def fuse_func(f, module_block, counter, policy="auto", executors=DEFAULT_EXECUTO
     outlined = []
     for ops in graph.partition(claimed_ops):
         executor = executor_registry.get(claimed_ops[ops[0]])
-        region = _outline_region(f, graph, ops, f"fusion_{counter}", policy, executor)
+        region = _outline_region(f, graph, ops, f"fusion_{counter}", policy, executor, decomposed=decomposed)
         if region is not None:
             counter += 1
             outlined.append(region)
@@ -784,8 +788,9 @@ def fuse_module(module_op, policy="auto", executors=DEFAULT_EXECUTORS):
         counter = _next_index(module_block)
         funcs = [op for op in module_block.operations
                  if op.operation.name == "func.func" and not is_fusion(op) and len(op.regions[0].blocks) > 0]
+        decomposed = region_reuse.Decomposed(module_op.context)  # (regions of every func, forward's and backward's)
         for f in funcs:
-            counter = fuse_func(f, module_block, counter, policy, executors)
+            counter = fuse_func(f, module_block, counter, policy, executors, decomposed)
 
 
 _ANSWERS = {}  # (question, executor, region text with its name replaced) -> answer

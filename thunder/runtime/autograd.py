@@ -72,7 +72,9 @@ class AutogradProgram:
     fusion = None
     backward_traces = None
 
-    def __init__(self, module, num_inputs, fusion=None):
+    def __init__(self, module, num_inputs, fusion=None, sources=True):
+        """sources=False: the programs come later (set_programs): thunder-fuse will outline
+        regions, and the programs of the unfused module would be generated for nothing."""
         with module.context:
             fwd = find_func(module.operation, "forward")
             bwd = find_func(module.operation, "backward")
@@ -81,19 +83,27 @@ class AutogradProgram:
             self.cotangent_for = list(ir.DenseI64ArrayAttr(bwd.attributes["thunder.cotangent_for"]))
         self.num_inputs = num_inputs
         self.reaches = _reaches(module)  # input index -> indices of the outputs it influences
-        # (both run under torch.no_grad: grad-free code)
-        self.forward_source = python_source(module, "forward", header="produced by: thunder-autograd (forward)",
-                                            grad_free=True)
-        self.backward_source = python_source(module, "backward", header="produced by: thunder-autograd (backward)",
-                                             grad_free=True)
         self.constants = {"forward": {}, "backward": {}}  # the kernels their sources call (fusion)
-        self.forward = compile_source(self.forward_source, "forward")
-        self.backward = compile_source(self.backward_source, "backward")
+        if sources:
+            self.set_programs(module, "thunder-autograd")
         # for the backward programs of calls where some outputs get no gradient (backward_for)
         self.backward_mlir = unfused_backward(module) if len(self.cotangent_for) > 1 else None
         self.fusion = fusion  # thunder-fuse's (policy, executors), None: no fusion
         self.variants = {}  # frozenset of the outputs with a cotangent -> backward_variants.Variant
         self.backward_traces = None  # a list to add each variant's trace to (the cache entry's)
+
+    def set_programs(self, module, producer, constants=None, tier=None):
+        """forward and backward (their sources and functions) generated from @forward and
+        @backward of module; constants: the namespace the sources get (fusion's kernels), by
+        func name; tier: what the functions get in its place (runtime/tiered.py tier)."""
+        for fn_name in ("forward", "backward"):
+            names = constants[fn_name] if constants is not None else {}
+            # (both run under torch.no_grad: grad-free code)
+            src = python_source(module, fn_name, header=f"produced by: {producer} ({fn_name})", grad_free=True,
+                                constants=names if constants is not None else None)
+            setattr(self, f"{fn_name}_source", src)
+            self.constants[fn_name] = names
+            setattr(self, fn_name, compile_source(src, fn_name, constants=tier(names) if tier else names))
 
     def backward_for(self, used):
         """The backward program for the calls whose cotangents are those of the outputs in used
