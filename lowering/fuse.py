@@ -671,8 +671,22 @@ def _tail_ops(body):
         used = {produced[v] for o in body if o not in tail for v in o.operands if v in produced}
         rest = [o for o in tail if o not in used]
         if rest == tail:
-            return tail
+            return _with_tail_views(body, tail)
         tail = rest
+
+
+def _with_tail_views(body, tail):
+    """tail and the reshapes only it or the caller reads (a reshape of the rows to sum, (b, s, n)
+    to (b * s, n), keeps the kernel from tiling; torch views the kernel's contiguous result at no
+    cost, with the strides the kernel would have written)."""
+    if not tail:
+        return tail
+    tail = set(tail)
+    for o in reversed(body):
+        if o.name == "thunder.reshape" and o not in tail and \
+                all(u.owner in tail or u.owner.name == "func.return" for r in o.results for u in r.uses):
+            tail.add(o)
+    return [o for o in body if o in tail]
 
 
 def _call_region(kept, replaced, where, loc, check_loc):

@@ -623,3 +623,36 @@ def test_claim_cache_tells_attributes_apart():
         ops = list(m.body.operations[0].regions[0].blocks[0].operations)[:3]
         floor, trunc, floor2 = (_signature(o.operation) for o in ops)
         assert floor != trunc and floor == floor2
+
+
+def _conv1d_mlp(x, w1, b1, w2, b2):
+    # GPT-2's MLP (transformers' Conv1D: addmm of the (batch * seq) rows, viewed back as
+    # (batch, seq, n)) with its tanh GELU written out, and the residual add
+    b, s, n = x.shape
+    h = torch.addmm(b1, x.view(-1, n), w1).view(b, s, -1)
+    h = 0.5 * h * (1.0 + torch.tanh(0.7978845608028654 * (h + 0.044715 * torch.pow(h, 3.0))))
+    return torch.addmm(b2, h.view(-1, h.shape[-1]), w2).view(b, s, n) + x
+
+
+def test_regions_between_row_reshapes_fuse_tiled():
+    """Regions beyond the untiled size limit whose inputs are (b * s, n) matmul results viewed
+    as (b, s, n), and whose outputs are viewed back to feed a matmul and a bias gradient's
+    sum over rows: torch takes the views, the kernels tile (before, the full-size GPT-2
+    training step had no fused region at all); values and grads as eager's."""
+    g = torch.Generator().manual_seed(0)
+    shapes = [(2, 128, 64), (64, 256), (256,), (256, 64), (64,)]
+    args = [torch.randn(s, generator=g) * 0.5 for s in shapes]
+    ours = [a.clone().requires_grad_() for a in args]
+    ref = [a.clone().requires_grad_() for a in args]
+    jf = thunder.jit(_conv1d_mlp)
+    out, expected = jf(*ours), _conv1d_mlp(*ref)
+    _close(out, expected)
+    w = torch.randn(expected.shape, generator=g)
+    (out * w).sum().backward()
+    (expected * w).sum().backward()
+    for a, b in zip(ours, ref):
+        _close_grad(a.grad, b.grad)
+    fwd = str(thunder.last_traces(jf)[-1]).split("def forward")[1]
+    bwd = str(thunder.last_backward_traces(jf)[-1])
+    assert "fusion_" in fwd and "fusion_" in bwd and "tanh" not in fwd + bwd, fwd + bwd
+    assert len(_kernels_tiled(jf)) >= 2
