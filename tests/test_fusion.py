@@ -623,3 +623,41 @@ def test_claim_cache_tells_attributes_apart():
         ops = list(m.body.operations[0].regions[0].blocks[0].operations)[:3]
         floor, trunc, floor2 = (_signature(o.operation) for o in ops)
         assert floor != trunc and floor == floor2
+
+
+def _causal_lm_loss(logits, labels, num_items=None):
+    """transformers' ForCausalLMLoss, written out: the labels padded with ignore_index and
+    shifted by one, both flattened, and the sum over the tokens divided by the number of items
+    (or the mean)."""
+    logits = logits.float()
+    labels = F.pad(labels, (0, 1), value=-100)
+    shift_labels = labels[..., 1:].contiguous()
+    logits, shift_labels = logits.view(-1, logits.size(-1)), shift_labels.view(-1)
+    reduction = "sum" if num_items is not None else "mean"
+    loss = F.cross_entropy(logits, shift_labels, ignore_index=-100, reduction=reduction)
+    return loss / num_items if num_items is not None else loss
+
+
+@pytest.mark.parametrize("num_items", [7, None])
+def test_causal_lm_loss_fused_by_rows(num_items):
+    """The labels' pad, shift and flattening (a cat and a reshape merging dims, on tensors the
+    logits' rows/classes times smaller) go to torch before the kernel: the forward is one kernel
+    tiled by rows over the logits, the backward one tiled elementwise kernel whose [rows, C]
+    result torch views as the logits' [B, T, C]; values and grads as eager's."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 5, 37, generator=g)
+    t = torch.randint(0, 37, (2, 5), generator=g)
+    t[0, 2] = -100
+    xs = [x.clone().requires_grad_() for _ in range(2)]
+    jf = thunder.jit(_causal_lm_loss)
+    out, expected = jf(xs[0], t, num_items), _causal_lm_loss(xs[1], t, num_items)
+    torch.testing.assert_close(out, expected)
+    out.backward()
+    expected.backward()
+    torch.testing.assert_close(xs[0].grad, xs[1].grad)
+    assert _kernels_tiled(jf) == ["fusion_0", "fusion_1"]
+    fwd, bwd = str(thunder.last_traces(jf)[-1]), str(thunder.last_backward_traces(jf)[-1])
+    view = re.search(r"(t\d+) = torch\.reshape\(logits, \(-1, 37\)\)", fwd)
+    assert fwd.count("= fusion_") == 1 and view and re.search(rf"= fusion_0\({view[1]}, ", fwd), fwd
+    assert bwd.count("= fusion_") == 1 and "torch.cat" not in bwd.split("= fusion_")[1], bwd
+    assert re.search(r"= torch\.reshape\(b\d+, \(2, 5, 37\)\)", bwd.split("= fusion_1")[1]), bwd
