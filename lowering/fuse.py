@@ -27,6 +27,7 @@ from thunder.lowering import executors as executor_registry
 from thunder.lowering.executors import is_number
 from thunder.lowering.decompose import decompose_module, decompose_op
 from thunder.lowering.linalg.scalar import ELEMENTWISE, elt_bytes
+from thunder.lowering.sink_reshapes import sink_reshapes
 from thunder.lowering.linalg.types_and_maps import SCALAR_TYPES
 from thunder.ops import registry
 
@@ -749,8 +750,9 @@ def _copy_ops(ops, env):
 
 def fuse_func(f, module_block, counter, policy="auto", executors=DEFAULT_EXECUTORS):
     block = f.regions[0].blocks[0]
-    graph = _Graph(block)
     candidates = [executor_registry.get(e) for e in executors]
+    sink_reshapes(block, lambda o: any(claimable(o.operation, e) for e in candidates))
+    graph = _Graph(block)
     claimed_ops = {}
     for i, o in enumerate(graph.ops):
         for e in candidates:  # the first executor that claims it
