@@ -52,23 +52,35 @@ MAX_LIST = 32  # runs of equal tensor types in one list operand (cat, stack, tor
 MAX_RESULTS = 16  # runs of equal types in the results of one op (split, unbind, torch_call)
 
 
+def _layout(op):
+    """(operand params, attribute params, takes_sizes, needs_segments) of op, computed once per
+    op (decode_op and emit_symbol ask for every op they read or write)."""
+    layout = op.__dict__.get("_layout")
+    if layout is None or layout[0] is not op.params:  # (recomputed if the params were replaced)
+        operands = tuple(p for p in op.params if p.kind.operand)
+        attributes = tuple(p for p in op.params if not p.kind.operand)
+        sized = any(p.kind.base_name in sizes.SIZE_KINDS for p in attributes)
+        groups = sum(p.kind.variadic or p.kind.optional for p in operands) + sized
+        layout = op._layout = (op.params, operands, attributes, sized, groups > 1 or (groups == 1 and not sized))
+    return layout
+
+
 def operand_params(op):
-    return [p for p in op.params if p.kind.operand]
+    return _layout(op)[1]
 
 
 def attribute_params(op):
-    return [p for p in op.params if not p.kind.operand]
+    return _layout(op)[2]
 
 
 def takes_sizes(op):
     """Whether op has attributes that may hold sizes, and so the operand group for their
     symbolic entries (dialects/sizes.py), last."""
-    return any(p.kind.base_name in sizes.SIZE_KINDS for p in attribute_params(op))
+    return _layout(op)[3]
 
 
 def needs_segments(op):
-    groups = sum(p.kind.variadic or p.kind.optional for p in operand_params(op)) + takes_sizes(op)
-    return groups > 1 or (groups == 1 and not takes_sizes(op))
+    return _layout(op)[4]
 
 
 def run_key(v):

@@ -23,10 +23,11 @@ import re
 
 from thunder.dialects.emit import loc_names
 from thunder.dialects.mlir import func, ir
-from thunder.lowering import executors as executor_registry
+from thunder.lowering import executors as executor_registry, region_reuse
 from thunder.lowering.executors import is_number
 from thunder.lowering.decompose import decompose_module, decompose_op
 from thunder.lowering.linalg.scalar import ELEMENTWISE, elt_bytes
+from thunder.lowering.layout_copies import reshape_copies
 from thunder.lowering.sink_reshapes import sink_reshapes
 from thunder.lowering.linalg.types_and_maps import SCALAR_TYPES
 from thunder.ops import registry
@@ -531,7 +532,8 @@ def _without_tail_views(graph, ops):
     while True:
         inside = {r for i in ops for r in graph.ops[i].results}
         used_inside = {v for i in ops for v in graph.ops[i].operands if v in inside}
-        tail = [i for i in ops if _is_view(graph.ops[i]) and not any(r in used_inside for r in graph.ops[i].results)]
+        tail = [i for i in ops if _is_view(graph.ops[i]) and not any(r in used_inside for r in graph.ops[i].results)
+                and not reshape_copies(graph.ops[i])]  # (a transpose whose reshape would copy stays)
         if not tail:
             return ops
         ops = [i for i in ops if i not in tail]
@@ -600,13 +602,14 @@ def _elements(v):
     return math.prod(ir.RankedTensorType(v.type).shape) if isinstance(v.type, ir.ShapedType) else 1
 
 
-def _outline_region(f, graph, ops, name, policy, executor, heads=True, prologue=True):
+def _outline_region(f, graph, ops, name, policy, executor, heads=True, prologue=True, decomposed=None):
     """The _Kept region for these ops when the policy keeps it, or None. With policy auto, a
     region the executor would not run well (linalg: a kernel that is not tiled, see
     to_linalg.tiling) leaves its head views (a loss's logits.view(-1, classes)), then its small
     prologue (_without_small_prologue: a loss's labels shifted and flattened) and its tail
     reductions (a bias gradient summed over rows, a loss averaged over rows) to torch, so the
-    rest tiles by rows."""
+    rest tiles by rows. decomposed: a region_reuse.Decomposed (or None: every region decomposed
+    anew)."""
     ops = _without_tail_views(graph, ops)
     if not ops:
         return None
@@ -616,7 +619,10 @@ def _outline_region(f, graph, ops, name, policy, executor, heads=True, prologue=
         return None
     callee = _build_func(f, name, members, inputs, numbers, outputs)
     callee.attributes[EXECUTOR_ATTR] = ir.StringAttr.get(executor.name)
-    decompose_module(callee.operation)
+    if decomposed is None:
+        decompose_module(callee.operation)
+    else:  # (regions of one text: decomposed once)
+        callee = decomposed.decompose(callee, region_text(callee).replace(f"@{name}(", "@region(", 1))
     checks = _take_input_checks(callee)
     _erase_unused_numbers(callee.regions[0].blocks[0])
     text = region_text(callee)
@@ -629,11 +635,13 @@ def _outline_region(f, graph, ops, name, policy, executor, heads=True, prologue=
     rest = _without_head(graph, ops) if heads else ops
     if rest != ops:
         callee.operation.erase()
-        return _outline_region(f, graph, rest, name, policy, executor, heads=False, prologue=prologue)
+        return _outline_region(f, graph, rest, name, policy, executor, heads=False, prologue=prologue,
+                               decomposed=decomposed)
     rest = _without_small_prologue(graph, ops) if prologue else ops
     if rest and rest != ops:
         callee.operation.erase()
-        return _outline_region(f, graph, rest, name, policy, executor, heads=False, prologue=False)
+        return _outline_region(f, graph, rest, name, policy, executor, heads=False, prologue=False,
+                               decomposed=decomposed)
     if _split_tail(kept, executor):
         return kept
     # an untiled kernel runs on one thread, pass after pass over whole tensors: only worth it
@@ -748,7 +756,7 @@ def _copy_ops(ops, env):
         env.update(zip(o.results, new.results))
 
 
-def fuse_func(f, module_block, counter, policy="auto", executors=DEFAULT_EXECUTORS):
+def fuse_func(f, module_block, counter, policy="auto", executors=DEFAULT_EXECUTORS, decomposed=None):
     block = f.regions[0].blocks[0]
     candidates = [executor_registry.get(e) for e in executors]
     sink_reshapes(block, lambda o: any(claimable(o.operation, e) for e in candidates))
@@ -764,7 +772,7 @@ def fuse_func(f, module_block, counter, policy="auto", executors=DEFAULT_EXECUTO
     outlined = []
     for ops in graph.partition(claimed_ops):
         executor = executor_registry.get(claimed_ops[ops[0]])
-        region = _outline_region(f, graph, ops, f"fusion_{counter}", policy, executor)
+        region = _outline_region(f, graph, ops, f"fusion_{counter}", policy, executor, decomposed=decomposed)
         if region is not None:
             counter += 1
             outlined.append(region)
@@ -811,8 +819,9 @@ def fuse_module(module_op, policy="auto", executors=DEFAULT_EXECUTORS):
         counter = _next_index(module_block)
         funcs = [op for op in module_block.operations
                  if op.operation.name == "func.func" and not is_fusion(op) and len(op.regions[0].blocks) > 0]
+        decomposed = region_reuse.Decomposed(module_op.context)  # (regions of every func, forward's and backward's)
         for f in funcs:
-            counter = fuse_func(f, module_block, counter, policy, executors)
+            counter = fuse_func(f, module_block, counter, policy, executors, decomposed)
 
 
 _ANSWERS = {}  # (question, executor, region text with its name replaced) -> answer

@@ -22,8 +22,9 @@ from thunder.dialects.mlir import ir
 from thunder.ops.registry import OPS
 
 # ops whose results are saved rather than recomputed: expensive, or random
-EXPENSIVE = {"matmul", "mm", "bmm", "linear", "scaled_dot_product_attention", "sdpa_flash", "conv1d", "conv2d",
-             "conv_transpose2d", "embedding", "take", "index_add", "rmatmul", "bilinear", "convolution",
+EXPENSIVE = {"matmul", "mm", "bmm", "linear", "addmm", "baddbmm", "einsum", "native_multi_head_attention",
+             "scaled_dot_product_attention", "sdpa_flash", "conv1d", "conv2d", "conv_transpose2d", "embedding", "take",
+             "index_add", "zeros_index_add", "rmatmul", "bilinear", "convolution",
              "max_pool2d_with_indices", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "batch_norm",
              "torch_call",  # (the fallback's generic op: its cost is unknown, it may be an LSTM)
              "logsumexp"}  # (a pass with exp over its input, for a result its size / the row's: cross-entropy's rows)

@@ -70,3 +70,26 @@ def test_llama_kernels_do_not_grow_with_depth(monkeypatch):
     assert calls4 > calls2
     assert asked2 and len(asked) == asked2
 
+
+
+def test_identical_regions_decomposed_once(monkeypatch):
+    """thunder-fuse decomposes each region text once (lowering/region_reuse.py): the regions of
+    the second layer are copies of the first's, with the value names and source lines that
+    decomposing them gives (the module is the same as with every region decomposed)."""
+    from thunder.lowering import region_reuse
+    from thunder.lowering.fuse import fuse_module
+
+    jitted = _train_step(_llama(2), _ids())
+    before = [t for t in thunder.last_traces(jitted) if t.producer == "thunder-remat (forward)"][-1]
+    texts = []
+    for reuse in (True, False):
+        if not reuse:
+            monkeypatch.setattr(region_reuse, "Decomposed", lambda context: None)
+        hits = region_reuse.STATS["hits"]
+        with context():
+            module = ir.Module.parse(before.to_mlir(debug_info=True))
+            fuse_module(module.operation, "always", "linalg")
+            texts.append(module.operation.get_asm(enable_debug_info=True))
+        assert (region_reuse.STATS["hits"] > hits) == reuse
+    assert texts[0] == texts[1]
+    assert "call @fusion_" in texts[0]

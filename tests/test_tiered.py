@@ -4,6 +4,8 @@ calls run the kernel. The suite compiles synchronously (conftest.py); these test
 background on, hold the compiles back with background.paused() so the first calls surely find no
 kernel, and wait_for_kernels() for them. Sizes are odd so no other test compiled these kernels."""
 import os
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -120,7 +122,13 @@ def test_a_worker_that_dies_fails_its_job_and_the_next_job_starts_another(tiered
     jf = thunder.jit(f, fusion="always")
     with background.paused():
         jf(x, b, r)
-        background._SERVICE._worker().kill()
+        service = background._SERVICE
+        service._worker().kill()
+        service.proc.wait()
+        # in its place a worker that dies when its job arrives (killing the real one alone is a
+        # race: the feeding thread may see it dead first and start another)
+        service.proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.readline()"],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert thunder.wait_for_kernels(120)
     torch.testing.assert_close(jf(x, b, r), f(x, b, r))  # (torch calls: the failure is reported)
     stats = thunder.compile_stats(jf)

@@ -222,6 +222,14 @@ def index_add(a: Tensor, dim: Int, index: Tensor, source: Tensor):
     return TensorProxy(a.shape, a.dtype, a.device)
 
 
+@prim("impl.zeros_index_add")
+def zeros_index_add(shape: Ints, dim: Int, index: Tensor, source: Tensor):
+    """index_add into zeros of `shape` (source's dtype and device), made for it and updated in
+    place: the VJP of gathers (embedding, take) without the copy of the zeros an out-of-place
+    index_add makes."""
+    return TensorProxy(shape, source.dtype, source.device)
+
+
 def _sum_to(g, shape):
     """Undo broadcasting: sum g over the dims that were broadcast to reach g.shape from shape."""
     if tuple(g.shape) == tuple(shape):

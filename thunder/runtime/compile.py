@@ -326,30 +326,30 @@ def _autograd_program(cs, module, tensors, proxies, out_spec, traces, constants,
             ir.DictAttr.get({REQUIRES_GRAD: ir.UnitAttr.get()} if isinstance(x, torch.Tensor) and x.requires_grad
                             else {}) for x in tensors])
         autograd_module(m.operation)
-        build_pass_manager("builtin.module(cse,canonicalize)").run(m.operation)
+        _cleanup(m)
         traces.append(Trace("thunder-autograd", m, fn_name="forward"))
         cs.last_saved_bytes = remat_module(m.operation)
-        build_pass_manager("builtin.module(cse,canonicalize)").run(m.operation)
+        _cleanup(m)
         if decompose:
             build_pass_manager("builtin.module(thunder-decompose,cse,canonicalize)").run(m.operation)
-    program = AutogradProgram(m, len(tensors))
-    traces.append(Trace("thunder-remat (forward)", m, python=program.forward_source, fn_name="forward",
-                        fn=program.forward))
-    backward = [Trace("thunder-autograd (backward)", m, python=program.backward_source, fn_name="backward",
-                      fn=program.backward)]
+    # with fusion, the programs are generated after thunder-fuse (the traces of the module before
+    # it print their Python when asked)
+    lazy = fusion is not None
+    program = AutogradProgram(m, len(tensors), fusion=fusion, sources=not lazy)
+    traces.append(_program_trace("thunder-remat (forward)", m, program, "forward", lazy))
+    backward = [_program_trace("thunder-autograd (backward)", m, program, "backward", lazy)]
     # after AutogradProgram, which lifts @forward (func.call has no Python-level form)
-    if fusion is not None and _fuse(m, fusion):
-        for fn_name in ("forward", "backward"):
-            kernels = {}
-            src = python_source(m, fn_name, header=f"produced by: thunder-fuse ({fn_name})", constants=kernels,
-                                grad_free=True)
-            setattr(program, f"{fn_name}_source", src)
-            program.constants[fn_name] = kernels
-            setattr(program, fn_name, compile_source(src, fn_name, constants=tiered.tier(kernels)))
-        traces.append(Trace("thunder-fuse (forward)", m, python=program.forward_source, fn_name="forward",
-                            fn=program.forward))
-        backward.append(Trace("thunder-fuse (backward)", m, python=program.backward_source, fn_name="backward",
-                              fn=program.backward))
+    if fusion is not None:
+        if _fuse(m, fusion):
+            program.set_programs(m, "thunder-fuse", constants={"forward": {}, "backward": {}},
+                                 tier=tiered.tier)
+            traces.append(Trace("thunder-fuse (forward)", m, python=program.forward_source, fn_name="forward",
+                                fn=program.forward))
+            backward.append(Trace("thunder-fuse (backward)", m, python=program.backward_source, fn_name="backward",
+                                  fn=program.backward))
+        else:
+            program.set_programs(m, "thunder-autograd")
+    program.backward_traces = backward  # (and the backward programs made for absent cotangents)
     names = [p.name for p in proxies]
     n = program.num_outputs
     flat = ["outs"] if n == 1 else [f"outs[{i}]" for i in range(n)]
@@ -363,6 +363,25 @@ def _autograd_program(cs, module, tensors, proxies, out_spec, traces, constants,
     traces.append(Trace("torch executor (execution trace)", m, python=source + "\n" + program.forward_source,
                         fn=computation, fn_name="computation"))
     return source, computation, backward
+
+
+def _cleanup(module):
+    """cse and canonicalize after one of our passes, its result verified once, before them (the
+    pass manager would verify after each: every op's verifier, twice more per pass)."""
+    module.operation.verify()
+    pm = build_pass_manager("builtin.module(cse,canonicalize)")
+    pm.enable_verifier(False)
+    pm.run(module.operation)
+
+
+def _program_trace(producer, module, program, fn_name, lazy):
+    """The trace of program's fn_name ("forward", "backward") in module; lazy: the program was not
+    generated (thunder-fuse replaces it): the trace generates its Python when asked."""
+    if lazy:
+        return Trace(producer, module, fn_name=fn_name,
+                     codegen=dict(header=f"produced by: thunder-autograd ({fn_name})", grad_free=True))
+    return Trace(producer, module, python=getattr(program, f"{fn_name}_source"), fn_name=fn_name,
+                 fn=getattr(program, fn_name))
 
 
 @dataclass

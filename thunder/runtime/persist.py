@@ -309,6 +309,8 @@ def _entry(cd, p):
     backward = [] if program is None else [Trace("thunder-autograd (backward, from the program cache)",
                                                  python=program.backward_source, fn_name="backward",
                                                  fn=program.backward)]
+    if program is not None:
+        program.backward_traces = backward  # (and the backward programs made for absent cotangents)
     prologue = [Trace("prologue", python=p["prologue"], fn_name="entry", fn=run)]
     return CacheEntry(run, traces, prologue, list(r.resolve(p["description"])), backward, run)
 

@@ -23,7 +23,10 @@ def _locked(method):
 
 
 class Trace:
-    def __init__(self, producer, module=None, python=None, output_spec=None, fn_name="computation", fn=None):
+    def __init__(self, producer, module=None, python=None, output_spec=None, fn_name="computation", fn=None,
+                 codegen=None):
+        """codegen: python_source's options for the Python printed from module when asked
+        (default: header "produced by: <producer>")."""
         self.producer = producer
         self._fn = fn  # the compiled function that runs, for the traces that ran
         self.fn_name = fn_name  # e.g. "interpreter (acquisition)", "cse", "torch executor"
@@ -36,6 +39,7 @@ class Trace:
         self._mlir = None
         self._python = python
         self._output_spec = output_spec
+        self._codegen = codegen or {"header": f"produced by: {producer}"}
 
     @property
     def name(self):
@@ -61,7 +65,7 @@ class Trace:
     def python(self) -> str:
         if self._python is None:
             self._python = python_source(self.module(), self.fn_name, output_spec=self._output_spec,
-                                         header=f"produced by: {self.producer}")
+                                         **self._codegen)
         return self._python
 
     def __str__(self):

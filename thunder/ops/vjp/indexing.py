@@ -29,7 +29,7 @@ def _(g, out, input, dim, index):
     if input.ndim == 0:
         gi = reshape(prims.index_add(_vjp.zeros((1,), g.dtype, g.device), 0, idx, reshape(g, (1,))), ())
     else:
-        gi = prims.index_add(_vjp.zeros_like(input, g.dtype), canonical_dim(dim, input.ndim), idx, g)
+        gi = prims.zeros_index_add(tuple(input.shape), canonical_dim(dim, input.ndim), idx, g)
     return {"input": _grad(input, gi)}
 
 
@@ -76,8 +76,7 @@ def _(g, out, input, key, indices):
         g = prims.transpose(g, _vjp.inverse_permutation(place))
     g = prims.reshape(g, (math.prod(plan.bshape), *rest))
     sizes = [plan.view_shape[d] for d in plan.dims]
-    zeros = _vjp.zeros((math.prod(sizes), *rest), g.dtype, g.device)
-    acc = prims.index_add(zeros, 0, _linear_offsets(plan, _index_tensor(g.device)), g)
+    acc = prims.zeros_index_add((math.prod(sizes), *rest), 0, _linear_offsets(plan, _index_tensor(g.device)), g)
     acc = prims.reshape(acc, (*sizes, *rest))
     if first != tuple(range(len(first))):
         acc = prims.transpose(acc, _vjp.inverse_permutation(first))

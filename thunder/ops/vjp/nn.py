@@ -151,7 +151,7 @@ def _(g, out, input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
         ones = prims.full((input.numel(),), 1.0, dtype=g.dtype, device=g.device)
         counts = prims.index_add(_vjp.zeros((num,), g.dtype, g.device), 0, idx, ones)
         rows = div(rows, unsqueeze(prims.take(counts, 0, idx), -1))
-    return {"weight": _vjp.grad_for(weight, prims.index_add(_vjp.zeros_like(weight, g.dtype), 0, idx, rows))}
+    return {"weight": _vjp.grad_for(weight, prims.zeros_index_add(tuple(weight.shape), 0, idx, rows))}
 
 
 @normalize.vjp

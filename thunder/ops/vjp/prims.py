@@ -11,7 +11,8 @@ from thunder.ops.prims import (abs, adaptive_avg_pool2d, adaptive_avg_pool2d_bac
                                convolution_backward_weight, cos, div, eq, erf, exp, expm1, floor, full, ge, gt,
                                index_add, log, log10, log1p, log2, lt, matmul, max_pool2d_backward, max_pool2d_with_indices,
                                maximum, minimum, mul, neg, pow, prod, reciprocal, remainder, reshape, round, rsqrt,
-                               sign, sin, slice, sqrt, sub, sum, take, tanh, transpose, trunc, unslice, where)
+                               sign, sin, slice, sqrt, sub, sum, take, tanh, transpose, trunc, unslice, where,
+                               zeros_index_add)
 
 # VJP rules: g is the output's cotangent, out the output; each returns {param: cotangent}.
 
@@ -294,7 +295,8 @@ def _(g, out, a, b):
 
 @take.vjp
 def _(g, out, a, dim, index):
-    return {"a": index_add(_zeros_like(a), dim, index, g)}
+    return {"a": zeros_index_add(tuple(a.shape), dim, index, g) if g.dtype == a.dtype
+            else index_add(_zeros_like(a), dim, index, g)}
 
 
 @convolution.vjp

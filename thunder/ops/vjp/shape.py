@@ -167,7 +167,7 @@ def _(g, out, input, repeats, dim=None, *, output_size=None):
     d = 0 if dim is None else canonical_dim(dim, len(shape))
     if is_tensor(repeats):
         idx = _repeated_indices(repeats, shape[d], output_size)
-        gx = prims.index_add(_vjp.zeros(shape, g.dtype, g.device), d, idx, g)
+        gx = prims.zeros_index_add(shape, d, idx, g)
     else:
         gx = sum_(reshape(g, (*shape[:d + 1], repeats, *shape[d + 1:])), d + 1)
     return {"input": _vjp.grad_for(input, reshape(gx, tuple(input.shape))), "repeats": None}

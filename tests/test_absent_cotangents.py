@@ -1,0 +1,162 @@
+"""Training steps where some outputs get no gradient (a model's logits beside its loss, a KV cache
+it returns): the backward that runs then is specialized to the cotangents present (no zeros made
+or added for the others, lowering/absent_cotangents.py); gradients against eager for every set
+of outputs backpropagated; also the embedding's gradient (index_add into zeros made for it) and
+tied weights."""
+import re
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import thunder
+
+DT = torch.float64
+
+
+def _lm(x, w, target):
+    logits = torch.tanh(x) @ w
+    loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), target.view(-1))
+    return loss, logits, logits.exp()
+
+
+JLM = thunder.jit(_lm)
+
+
+def _inputs():
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 3, 4, dtype=DT, generator=gen).requires_grad_()
+    w = torch.randn(4, 5, dtype=DT, generator=gen).requires_grad_()
+    return x, w, torch.randint(0, 5, (2, 3), generator=gen)
+
+
+def _grads(fn, backprop):
+    x, w, target = _inputs()
+    outs = fn(x, w, target)
+    backprop(outs, (x, w))
+    return outs, (x.grad, w.grad)
+
+
+def _grad_outputs(which):
+    """Backprop through outputs `which` with torch.autograd.grad and fixed cotangents."""
+    def backprop(outs, inputs):
+        gen = torch.Generator().manual_seed(1)
+        cts = [torch.randn(outs[i].shape, dtype=DT, generator=gen) for i in which]
+        grads = torch.autograd.grad([outs[i] for i in which], inputs, cts, allow_unused=True)
+        for a, g in zip(inputs, grads):
+            a.grad = g
+    return backprop
+
+
+def _retained(outs, inputs):
+    outs[1].sum().backward(retain_graph=True)
+    outs[0].backward()
+
+
+CASES = {
+    "loss only": lambda outs, inputs: outs[0].backward(),
+    "loss + logits.sum()": lambda outs, inputs: (outs[0] + outs[1].sum()).backward(),
+    "grad_outputs for logits only": _grad_outputs([1]),
+    "grad_outputs for the last two": _grad_outputs([1, 2]),
+    "retain_graph, then the loss": _retained,
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_grads_equal_eager_for_each_set_of_outputs_backpropagated(case):
+    expected_outs, expected = _grads(_lm, CASES[case])
+    outs, grads = _grads(JLM, CASES[case])
+    for a, b in zip(outs, expected_outs):
+        torch.testing.assert_close(a, b)
+    for g, e in zip(grads, expected):
+        assert (g is None) == (e is None)
+        if e is not None:
+            torch.testing.assert_close(g, e)
+
+
+def test_no_zeros_are_made_for_outputs_without_gradient():
+    _grads(JLM, CASES["loss only"])
+    traces = thunder.last_backward_traces(JLM)
+    full = [t for t in traces if "no cotangent" not in t.name][-1]
+    variant = [t for t in traces if "no cotangent for outputs 1, 2" in t.name]
+    assert variant, [t.name for t in traces]
+    params = str(full).split("def backward(")[1].split(")")[0].split(", ")
+    g_logits, g_exp = params[-2], params[-1]
+    # the full backward reads the cotangents of logits and of its exp; the specialized one reads
+    # neither and makes no zeros in their place
+    uses = lambda name, text: re.search(rf"\b{name}\b", text) is not None  # noqa: E731
+    assert uses(g_logits, _body(full)) and uses(g_exp, _body(full))
+    body = _body(variant[-1])
+    assert not uses(g_logits, body) and not uses(g_exp, body)
+    assert "zeros" not in body and "impl.full" not in body
+
+
+def _body(trace):
+    """The program's statements (no header, signature or comments)."""
+    lines = str(trace).split("def backward(", 1)[1].splitlines()[1:]
+    return "\n".join(line.split("  #")[0] for line in lines if not line.lstrip().startswith("#"))
+
+
+class TiedLM(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.wte = torch.nn.Embedding(11, 6, dtype=DT)
+        self.lm_head = torch.nn.Linear(6, 11, bias=False, dtype=DT)
+        self.lm_head.weight = self.wte.weight  # (tied, as GPT-2's)
+
+    def forward(self, ids):
+        h = torch.tanh(self.wte(ids))
+        logits = self.lm_head(h)
+        loss = F.cross_entropy(logits.view(-1, 11), ids.view(-1))
+        return loss, logits
+
+
+@pytest.mark.parametrize("through_logits", [False, True])
+def test_tied_weights_and_embedding_grad_equal_eager(through_logits):
+    torch.manual_seed(0)
+    model = TiedLM()
+    ids = torch.tensor([[1, 3, 3, 0], [10, 2, 1, 1]])
+    jm = thunder.jit(model)
+    grads = []
+    for fn in (model, jm):
+        model.zero_grad(set_to_none=True)
+        loss, logits = fn(ids)
+        (loss + logits.sum() if through_logits else loss).backward()
+        grads.append(model.wte.weight.grad.clone())
+    torch.testing.assert_close(grads[1], grads[0])
+    # the embedding's gradient: index_add into zeros made for it, no out-of-place index_add
+    text = str(thunder.last_backward_traces(jm)[-1])
+    assert "impl.zeros_index_add(" in text and "torch.index_add(" not in text
+
+
+def test_addmm_is_saved_not_recomputed():
+    # (GPT-2's Conv1D runs addmm: thunder-remat must not recompute a GEMM in the backward)
+    def f(b, x, w):
+        return torch.tanh(torch.addmm(b, x, w)).sum()
+
+    b, x, w = (torch.randn(*s, dtype=DT, requires_grad=True) for s in ((5,), (3, 4), (4, 5)))
+    jf = thunder.jit(f)
+    jf(b, x, w).backward()
+    grads = [t.grad for t in (b, x, w)]
+    for t in (b, x, w):
+        t.grad = None
+    f(b, x, w).backward()
+    for g, t in zip(grads, (b, x, w)):
+        torch.testing.assert_close(g, t.grad)
+    assert "addmm" not in str(thunder.last_backward_traces(jf)[-1])
+
+
+def test_kernel_writes_the_transposed_layout_a_reshape_reads():
+    # x.transpose(1, 2).reshape(B, S, H * D) of a fused result: the kernel writes the transposed
+    # value row-major, so the reshape is a view (left to torch, the transpose's view made it copy)
+    def f(x, w):
+        y = torch.exp(x * 2.0 + 1.0)
+        return y.transpose(1, 2).reshape(2, 4, 3 * 8) @ w
+
+    x, w = torch.randn(2, 3, 4, 8), torch.randn(24, 5)
+    jf = thunder.jit(f, fusion="always")
+    torch.testing.assert_close(jf(x, w), f(x, w))
+    text = str(thunder.last_traces(jf)[-1])
+    fused = [line for line in text.splitlines() if "fusion_" in line and "=" in line]
+    assert len(fused) == 1 and "float32[2, 4, 3, 8]" in fused[0], text
+    assert "torch.transpose(" not in text
