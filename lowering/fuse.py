@@ -28,6 +28,7 @@ from thunder.lowering.executors import is_number
 from thunder.lowering.decompose import decompose_module, decompose_op
 from thunder.lowering.linalg.scalar import ELEMENTWISE, elt_bytes
 from thunder.lowering.layout_copies import reshape_copies
+from thunder.lowering.sink_reshapes import sink_reshapes
 from thunder.lowering.linalg.types_and_maps import SCALAR_TYPES
 from thunder.ops import registry
 
@@ -39,6 +40,9 @@ DEFAULT_EXECUTORS = ("linalg", "cuda")
 # how far (ops in program order) after a region's last op a sibling (an op reading a value the
 # region reads too, and nothing it alone produces) may still join it (_Graph.joins)
 SIBLING_WINDOW = 16
+# policy "auto", a region that does not run well: its ops on tensors this many times smaller
+# than its largest, computed from such tensors only, may go to torch (_without_small_prologue)
+SMALL_RATIO = 8
 
 EXECUTOR_ATTR = "thunder.executor"
 ELEMENT_TYPES = {"f16", "bf16", "f32", "f64", "i1", "i8", "i16", "i32", "i64"}
@@ -565,10 +569,44 @@ def _without_head(graph, ops):
     return [i for i in ops if i not in head]
 
 
-def _outline_region(f, graph, ops, name, policy, executor, heads=True, decomposed=None):
+def _without_small_prologue(graph, ops):
+    """The region without its small prologue: ops computing values at most 1/SMALL_RATIO of the
+    region's largest (in elements) from small values only, made outside the region or by other
+    such ops (and the small fills and iotas they use). A loss's labels padded, shifted and
+    flattened (F.pad's cat, a slice, a reshape merging dims) are such ops: in the kernel they
+    keep it from tiling by rows; as torch calls before it they cost a few calls on small
+    tensors, and the kernel reads their results."""
+    members = set(ops)
+    largest = max(_elements(r) for i in ops for r in graph.ops[i].results)
+
+    def small(v):
+        return not isinstance(v.type, ir.ShapedType) or _elements(v) * SMALL_RATIO <= largest
+
+    def generator(i):  # a fill or iota inside the region: no tensor operands
+        return i in members and not any(isinstance(v.type, ir.ShapedType) for v in graph.ops[i].operands)
+
+    peeled = set()
+    for i in ops:
+        o = graph.ops[i]
+        tensors = [v for v in o.operands if isinstance(v.type, ir.ShapedType)]
+        if not tensors or not all(small(v) for v in list(o.operands) + list(o.results)):
+            continue
+        producers = [graph.index[v] for v in tensors if graph.index.get(v) in members]
+        if all(p in peeled or (generator(p) and small(graph.ops[p].results[0])) for p in producers):
+            peeled.add(i)
+            peeled.update(producers)
+    return [i for i in ops if i not in peeled]
+
+
+def _elements(v):
+    return math.prod(ir.RankedTensorType(v.type).shape) if isinstance(v.type, ir.ShapedType) else 1
+
+
+def _outline_region(f, graph, ops, name, policy, executor, heads=True, prologue=True, decomposed=None):
     """The _Kept region for these ops when the policy keeps it, or None. With policy auto, a
     region the executor would not run well (linalg: a kernel that is not tiled, see
-    to_linalg.tiling) leaves its head views (a loss's logits.view(-1, classes)) and its tail
+    to_linalg.tiling) leaves its head views (a loss's logits.view(-1, classes)), then its small
+    prologue (_without_small_prologue: a loss's labels shifted and flattened) and its tail
     reductions (a bias gradient summed over rows, a loss averaged over rows) to torch, so the
     rest tiles by rows. decomposed: a region_reuse.Decomposed (or None: every region decomposed
     anew)."""
@@ -597,7 +635,13 @@ def _outline_region(f, graph, ops, name, policy, executor, heads=True, decompose
     rest = _without_head(graph, ops) if heads else ops
     if rest != ops:
         callee.operation.erase()
-        return _outline_region(f, graph, rest, name, policy, executor, heads=False, decomposed=decomposed)
+        return _outline_region(f, graph, rest, name, policy, executor, heads=False, prologue=prologue,
+                               decomposed=decomposed)
+    rest = _without_small_prologue(graph, ops) if prologue else ops
+    if rest and rest != ops:
+        callee.operation.erase()
+        return _outline_region(f, graph, rest, name, policy, executor, heads=False, prologue=False,
+                               decomposed=decomposed)
     if _split_tail(kept, executor):
         return kept
     # an untiled kernel runs on one thread, pass after pass over whole tensors: only worth it
@@ -728,8 +772,9 @@ def _copy_ops(ops, env):
 
 def fuse_func(f, module_block, counter, policy="auto", executors=DEFAULT_EXECUTORS, decomposed=None):
     block = f.regions[0].blocks[0]
-    graph = _Graph(block)
     candidates = [executor_registry.get(e) for e in executors]
+    sink_reshapes(block, lambda o: any(claimable(o.operation, e) for e in candidates))
+    graph = _Graph(block)
     claimed_ops = {}
     for i, o in enumerate(graph.ops):
         for e in candidates:  # the first executor that claims it

@@ -656,3 +656,56 @@ def test_regions_between_row_reshapes_fuse_tiled():
     bwd = str(thunder.last_backward_traces(jf)[-1])
     assert "fusion_" in fwd and "fusion_" in bwd and "tanh" not in fwd + bwd, fwd + bwd
     assert len(_kernels_tiled(jf)) >= 2
+
+
+def _causal_lm_loss(logits, labels, num_items=None):
+    """transformers' ForCausalLMLoss, written out: the labels padded with ignore_index and
+    shifted by one, both flattened, and the sum over the tokens divided by the number of items
+    (or the mean)."""
+    logits = logits.float()
+    labels = F.pad(labels, (0, 1), value=-100)
+    shift_labels = labels[..., 1:].contiguous()
+    logits, shift_labels = logits.view(-1, logits.size(-1)), shift_labels.view(-1)
+    reduction = "sum" if num_items is not None else "mean"
+    loss = F.cross_entropy(logits, shift_labels, ignore_index=-100, reduction=reduction)
+    return loss / num_items if num_items is not None else loss
+
+
+def _lm_head_and_loss(h, w, labels):
+    """The logits made by an lm head and returned too: the backward adds their own cotangent,
+    [B, T, C], to the loss's [rows, C] gradient through a reshape."""
+    logits = h @ w
+    return _causal_lm_loss(logits, labels, 7), logits
+
+
+@pytest.mark.parametrize("case", ["sum", "mean", "logits_out"])
+def test_causal_lm_loss_fused_by_rows(case):
+    """The labels' pad, shift and flattening (a cat and a reshape merging dims, on tensors the
+    logits' rows/classes times smaller) go to torch before the kernel: the forward is one kernel
+    tiled by rows over the logits, the backward one tiled elementwise kernel whose [rows, C]
+    result torch views as the logits' [B, T, C] (with the logits' own cotangent, reshaped by
+    torch, added in the kernel: lowering/sink_reshapes.py); values and grads as eager's."""
+    g = torch.Generator().manual_seed(0)
+    t = torch.randint(0, 37, (2, 5), generator=g)
+    t[0, 2] = -100
+    if case == "logits_out":
+        fn, args = _lm_head_and_loss, [torch.randn(2, 5, 8, generator=g), torch.randn(8, 37, generator=g)]
+    else:
+        fn, args = _causal_lm_loss, [torch.randn(2, 5, 37, generator=g)]
+    num_items = [] if case == "logits_out" else [7 if case == "sum" else None]
+    copies = [[a.clone().requires_grad_() for a in args] for _ in range(2)]
+    jf = thunder.jit(fn)
+    out, expected = jf(*copies[0], t, *num_items), fn(*copies[1], t, *num_items)
+    torch.testing.assert_close(out, expected)
+    cot = torch.randn(2, 5, 37, generator=g)
+    for o, a in ((out, copies[0]), (expected, copies[1])):
+        loss = o[0] + (o[1] * cot).sum() if case == "logits_out" else o
+        loss.backward()
+    for a, e in zip(copies[0], copies[1]):
+        torch.testing.assert_close(a.grad, e.grad)
+    assert _kernels_tiled(jf) == ["fusion_0", "fusion_1"]
+    fwd, bwd = str(thunder.last_traces(jf)[-1]), str(thunder.last_backward_traces(jf)[-1])
+    view = re.search(r"(t\d+) = torch\.reshape\((logits|t\d+), \(-1, 37\)\)", fwd)
+    assert fwd.count("= fusion_") == 1 and view and re.search(rf"= fusion_0\({view[1]}, ", fwd), fwd
+    assert bwd.count("= fusion_") == 1 and "torch.cat" not in bwd.split("= fusion_")[1], bwd
+    assert re.search(r"= torch\.reshape\(b[\d_]+, \(2, 5, 37\)\)", bwd.split("= fusion_1")[1]), bwd
