@@ -19,6 +19,8 @@ def _permutation(operation):
     and attributes; None where it cannot be read."""
     attrs = operation.attributes
     rank = len(_shape(operation.operands[0]))
+    if rank == 0:
+        return None  # (a 0-d tensor's transpose is itself: no layout to change)
     try:
         for name in ("permutation", "dims"):
             if name in attrs:

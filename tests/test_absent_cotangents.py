@@ -160,3 +160,17 @@ def test_kernel_writes_the_transposed_layout_a_reshape_reads():
     fused = [line for line in text.splitlines() if "fusion_" in line and "=" in line]
     assert len(fused) == 1 and "float32[2, 4, 3, 8]" in fused[0], text
     assert "torch.transpose(" not in text
+
+
+def test_transpose_of_a_0d_tensor_in_a_training_program():
+    # (the fused-transpose layout check read the permutation modulo the rank: 0 for a 0-d tensor)
+    def f(x):
+        return x.transpose(0, -1) * 2
+
+    x, y = torch.tensor(3.0, requires_grad=True), torch.tensor(3.0, requires_grad=True)
+    out = thunder.jit(f, fusion="always")(x)
+    expected = f(y)
+    torch.testing.assert_close(out, expected)
+    out.backward()
+    expected.backward()
+    torch.testing.assert_close(x.grad, y.grad)
