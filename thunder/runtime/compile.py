@@ -28,6 +28,7 @@ from thunder.lowering.autograd import autograd_module, REQUIRES_GRAD
 from thunder.lowering.fuse import fuse_module, fusion_callees
 from thunder.lowering.remat import remat_module
 from thunder.runtime.autograd import AutogradProgram
+from thunder.runtime.grad_free_rewrites import rewrite_grad_free
 from thunder.runtime.structure import rebuild_source
 
 
@@ -214,13 +215,15 @@ def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None, keep_parts
         times["autograd"] = time.perf_counter() - t
         t = time.perf_counter()
     else:
+        # (no autograd history either where no tensor requires grad)
+        grad_free = cd.disable_torch_autograd or not grad_mode or not (
+            ctx.requires_grad or any(x.requires_grad for x in tensors))
+        if grad_free:  # (in-place updates of inputs, casts left to autocast)
+            rewrite_grad_free(module)
         source = python_source(module, output_spec=out_spec, constants=constants,
                                header="produced by: torch executor (execution trace)",
                                no_grad_copies={i for i, x in enumerate(tensors) if x.requires_grad},
-                               # (no autograd history either where no tensor requires grad)
-                               grad_free=(cd.disable_torch_autograd or not grad_mode or not (
-                                   ctx.requires_grad or any(x.requires_grad for x in tensors))),
-                               reinplace=True)
+                               grad_free=grad_free)
         if not grad_mode and not cd.disable_torch_autograd and (onednn.used_in(source) or ctx.requires_grad):
             # its grad-free code (oneDNN calls, no detach of what a tensor created with
             # requires_grad=True computed) is right with grad mode off only
