@@ -12,6 +12,11 @@ from thunder.runtime import reinplace as reinplacing
 from thunder.runtime.structure import rebuild_source
 
 
+# on an op whose result the program does not compute: its uses read its first operand (a cast
+# left to torch's autocast, runtime/grad_free_rewrites.py)
+PASS_OPERAND = "thunder.pass_operand"
+
+
 class Unprintable(NotImplementedError):
     """A func the generated Python cannot express (an op other than ltorch/thunder ops, numbers,
     fusion calls and return; an argument that is not a tensor); location: where in the module."""
@@ -59,7 +64,8 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
     always runs with no autograd history recorded (under torch.no_grad, or in a cache entry for
     grad mode off), so ops may use their `python_grad_free` code. Ops marked to run in place
     (runtime/grad_free_rewrites.py, before code generation) are printed in their in-place form
-    (runtime/reinplace.py), and the inputs they update are not copied back."""
+    (runtime/reinplace.py), and the inputs they update are not copied back; ops marked
+    PASS_OPERAND are not printed (their uses read their first operand)."""
     with module.context:
         f = find_func(module.operation, fn_name)
         if f is None:
@@ -93,6 +99,10 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
             name = operation.operation.name
             if name in attrs.CONSTANT_OPS:
                 continue  # numbers are written inline where they are used
+            if PASS_OPERAND in operation.attributes:
+                namer.names[operation.results[0]] = namer.names[operation.operands[0]]
+                last_use[operation.results[0]] = float("inf")  # (deleted as its operand is, if ever)
+                continue
             if name in (LIST_OP, UNLIST_OP):
                 continue  # (lists of any length: read as their op's operands and results, dialects/lists.py)
             if name == "func.return":
