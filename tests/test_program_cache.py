@@ -252,3 +252,20 @@ def test_a_size_change_generalizes_rather_than_load_per_size_programs(program_ca
     cs = thunder.compile_stats(jf)
     assert (cs.disk_loads, cs.cache_misses, cs.cache_hits) == (1, 2, 2)
     assert cs.generalizations[-1].startswith("generalized (automatic dynamic")
+
+
+def _doubled_no_grad_view(x):
+    with torch.no_grad():
+        v = x.view(-1)  # (requires grad, as x does, and sends it no gradient)
+    return v * 2
+
+
+def test_a_stored_training_program_keeps_which_results_require_grad(program_cache):
+    x = torch.randn(3, 4, requires_grad=True)
+    for loads in (0, 1):
+        jfn = thunder.jit(_doubled_no_grad_view)
+        out = jfn(x)
+        assert thunder.compile_stats(jfn).disk_loads == loads
+        assert out.requires_grad and out.grad_fn is not None
+        out.sum().backward()
+        assert x.grad is None

@@ -28,8 +28,10 @@ class _ThunderAutograd(torch.autograd.Function):
         # unused outputs' cotangents stay None, so inputs that only reach them get None (as eager)
         ctx.set_materialize_grads(False)
         ctx.output_meta = [(o.shape, o.dtype, o.device) if isinstance(o, torch.Tensor) else None for o in outputs]
-        # outputs that no gradient reaches (integer results, no_grad regions) are plain tensors
-        diff = set(program.cotangent_for)
+        # outputs that no gradient reaches (integer results, no_grad regions) are plain tensors,
+        # except where eager's require grad (computed from a view made under no_grad of a tensor
+        # that requires grad): they get a grad_fn that sends nothing, as eager's
+        diff = set(program.cotangent_for) | program.grad_outputs
         non_diff = [o for i, o in enumerate(outputs) if i not in diff and isinstance(o, torch.Tensor)]
         if non_diff:
             ctx.mark_non_differentiable(*non_diff)
@@ -38,12 +40,12 @@ class _ThunderAutograd(torch.autograd.Function):
     @staticmethod
     def backward(ctx, *cotangents):
         program = ctx.program
-        tensors = iter(ctx.saved_tensors)
-        saved = [next(tensors) if v is None else v for v in ctx.saved_numbers]
         used = {i for i in program.cotangent_for if cotangents[i] is not None}
         result = [None] * program.num_inputs
-        if not used:
+        if not used:  # (before reading the saved tensors: outputs with no gradient path need none)
             return (None, *result)
+        tensors = iter(ctx.saved_tensors)
+        saved = [next(tensors) if v is None else v for v in ctx.saved_numbers]
         cts = [cotangents[i] for i in program.cotangent_for]
         backward, grad_of = program.backward, program.grad_of
         if len(used) < len(cts):
@@ -71,6 +73,7 @@ class AutogradProgram:
     backward_mlir = None  # (also for a program made from its portable description: runtime/portable.py)
     fusion = None
     backward_traces = None
+    grad_outputs = frozenset()  # the outputs that require grad in eager (set by runtime/compile.py)
 
     def __init__(self, module, num_inputs, fusion=None, sources=True):
         """sources=False: the programs come later (set_programs): thunder-fuse will outline

@@ -28,6 +28,7 @@ from thunder.lowering.autograd import autograd_module, REQUIRES_GRAD
 from thunder.lowering.fuse import fuse_module, fusion_callees
 from thunder.lowering.remat import remat_module
 from thunder.runtime.autograd import AutogradProgram
+from thunder.runtime.grad_free_rewrites import rewrite_grad_free
 from thunder.runtime.structure import rebuild_source
 
 
@@ -208,17 +209,21 @@ def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None, keep_parts
         source, computation, backward_traces = _autograd_program(cs, module, tensors + numbers,
                                                                  proxies + number_proxies, out_spec, traces,
                                                                  constants, fusion=fusion, grad_mode=grad_mode,
-                                                                 decompose=_requested(cd, "thunder-decompose"))
+                                                                 decompose=_requested(cd, "thunder-decompose"),
+                                                                 grad_outputs=[i for i, r in enumerate(out_refs)
+                                                                               if r.name in ctx.grad_names])
         times["autograd"] = time.perf_counter() - t
         t = time.perf_counter()
     else:
+        # (no autograd history either where no tensor requires grad)
+        grad_free = cd.disable_torch_autograd or not grad_mode or not (
+            ctx.requires_grad or any(x.requires_grad for x in tensors))
+        if grad_free:  # (in-place updates of inputs, casts left to autocast)
+            rewrite_grad_free(module)
         source = python_source(module, output_spec=out_spec, constants=constants,
                                header="produced by: torch executor (execution trace)",
                                no_grad_copies={i for i, x in enumerate(tensors) if x.requires_grad},
-                               # (no autograd history either where no tensor requires grad)
-                               grad_free=(cd.disable_torch_autograd or not grad_mode or not (
-                                   ctx.requires_grad or any(x.requires_grad for x in tensors))),
-                               reinplace=True)
+                               grad_free=grad_free)
         if not grad_mode and not cd.disable_torch_autograd and (onednn.used_in(source) or ctx.requires_grad):
             # its grad-free code (oneDNN calls, no detach of what a tensor created with
             # requires_grad=True computed) is right with grad mode off only
@@ -312,13 +317,14 @@ def _fuse(module, fusion):
 
 
 def _autograd_program(cs, module, tensors, proxies, out_spec, traces, constants, fusion=None, decompose=False,
-                      grad_mode=True):
+                      grad_mode=True, grad_outputs=()):
     """thunder-autograd on the trace (tensors, proxies: its parameters' values and proxies, runtime
     numbers after the tensors); returns (source, computation, backward traces); constants
     (a dict) gets the names the computation's source refers to.
     grad_mode: the caller's (off: torch.enable_grad() inside the function made the graph).
     fusion: thunder-fuse's policy for @forward and @backward after thunder-remat (None: no
-    fusion); decompose: their ltorch ops into prims first (thunder-decompose in transforms)."""
+    fusion); decompose: their ltorch ops into prims first (thunder-decompose in transforms).
+    grad_outputs: the indices of the results that require grad in eager."""
     with module.context:
         m = ir.Module.parse(module.operation.get_asm(enable_debug_info=True))
         comp = m.body.operations[0]
@@ -336,6 +342,7 @@ def _autograd_program(cs, module, tensors, proxies, out_spec, traces, constants,
     # it print their Python when asked)
     lazy = fusion is not None
     program = AutogradProgram(m, len(tensors), fusion=fusion, sources=not lazy)
+    program.grad_outputs = frozenset(grad_outputs)
     traces.append(_program_trace("thunder-remat (forward)", m, program, "forward", lazy))
     backward = [_program_trace("thunder-autograd (backward)", m, program, "backward", lazy)]
     # after AutogradProgram, which lifts @forward (func.call has no Python-level form)

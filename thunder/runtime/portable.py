@@ -220,6 +220,7 @@ class Describer:
         d = {name: getattr(p, name) for name in ("num_outputs", "grad_of", "cotangent_for", "num_inputs",
                                                  "forward_source", "backward_source", "backward_mlir", "fusion")}
         d["reaches"] = [sorted(r) for r in p.reaches]
+        d["grad_outputs"] = sorted(p.grad_outputs)
         d["constants"] = {k: self.describe(c, depth + 1) for k, c in p.constants.items()}
         return ("autograd", self.describe(d, depth + 1))
 
@@ -405,6 +406,7 @@ class Resolver:
         for name in ("num_outputs", "grad_of", "cotangent_for", "num_inputs", "forward_source", "backward_source"):
             setattr(p, name, d[name])
         p.reaches = [set(r) for r in d["reaches"]]
+        p.grad_outputs = frozenset(d.get("grad_outputs", ()))  # (older descriptions lack it)
         p.backward_mlir, p.fusion = d.get("backward_mlir"), d.get("fusion")  # (older descriptions lack them)
         p.constants = {k: self.resolve(c) for k, c in d["constants"].items()}
         for fn_name in ("forward", "backward"):
