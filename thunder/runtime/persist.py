@@ -306,11 +306,15 @@ def _entry(cd, p):
     traces = [Trace("torch executor (execution trace, from the program cache)", python=p["source"],
                     fn=computation)]
     program = constants.get("_program")
-    backward = [] if program is None else [Trace("thunder-autograd (backward, from the program cache)",
-                                                 python=program.backward_source, fn_name="backward",
-                                                 fn=program.backward)]
+    backward = []
     if program is not None:
-        program.backward_traces = backward  # (and the backward programs made for absent cotangents)
+        producer = "thunder-autograd (backward, from the program cache)"
+        if "backward" in program.__dict__:
+            backward.append(Trace(producer, python=program.backward_source, fn_name="backward", fn=program.backward))
+        else:  # (stored before its first backward call: compiled on the first here, runtime/autograd.py)
+            backward.append(Trace.from_mlir(producer, program.backward_mlir, "backward",
+                                            codegen=dict(header=f"produced by: {producer}", grad_free=True)))
+        program.backward_traces = backward  # (and each backward's, compiled on its first call)
     prologue = [Trace("prologue", python=p["prologue"], fn_name="entry", fn=run)]
     return CacheEntry(run, traces, prologue, list(r.resolve(p["description"])), backward, run)
 

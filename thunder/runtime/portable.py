@@ -218,7 +218,10 @@ class Describer:
 
     def _program(self, p, depth):
         d = {name: getattr(p, name) for name in ("num_outputs", "grad_of", "cotangent_for", "num_inputs",
-                                                 "forward_source", "backward_source", "backward_mlir", "fusion")}
+                                                 "forward_source", "backward_mlir", "fusion", "first_fusion")}
+        # (the backward as compiled so far: none before the first backward call, compiled from
+        # backward_mlir in the process that loads it, runtime/autograd.py)
+        d["backward_source"] = p.__dict__.get("backward_source")
         d["reaches"] = [sorted(r) for r in p.reaches]
         d["constants"] = {k: self.describe(c, depth + 1) for k, c in p.constants.items()}
         return ("autograd", self.describe(d, depth + 1))
@@ -402,15 +405,21 @@ class Resolver:
 
     def _program(self, d):
         p = AutogradProgram.__new__(AutogradProgram)
-        for name in ("num_outputs", "grad_of", "cotangent_for", "num_inputs", "forward_source", "backward_source"):
+        for name in ("num_outputs", "grad_of", "cotangent_for", "num_inputs", "forward_source"):
             setattr(p, name, d[name])
         p.reaches = [set(r) for r in d["reaches"]]
         p.backward_mlir, p.fusion = d.get("backward_mlir"), d.get("fusion")  # (older descriptions lack them)
+        p.first_fusion = d.get("first_fusion", 0)
+        p.reporting = tiered.reporting_target()  # (the call loading it: runtime/jit.py)
         p.constants = {k: self.resolve(c) for k, c in d["constants"].items()}
         for fn_name in ("forward", "backward"):
             tiered.tier(p.constants[fn_name])
         p.forward = compile_source(p.forward_source, "forward", constants=p.constants["forward"])
-        p.backward = compile_source(p.backward_source, "backward", constants=p.constants["backward"])
+        if d["backward_source"] is not None:
+            p.backward_source = d["backward_source"]
+            p.backward = compile_source(p.backward_source, "backward", constants=p.constants["backward"])
+        elif p.backward_mlir is None:
+            raise Unportable("an autograd program with no backward")
         return p
 
 
