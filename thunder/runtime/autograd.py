@@ -81,6 +81,7 @@ class AutogradProgram:
     backward_traces = None
     first_fusion = 0
     reporting = None
+    on_compiled = None  # called after each backward compiled (runtime/persist.py store_backwards)
 
     def __init__(self, module, num_inputs, fusion=None):
         with module.context:
@@ -131,6 +132,8 @@ class AutogradProgram:
                     variant = self._compile_backward(key)
                     if variant is not None:
                         variants[key] = variant
+                        if self.on_compiled is not None:
+                            self.on_compiled()
         return variant
 
     def _compile_backward(self, key):

@@ -38,6 +38,7 @@ import torch
 
 from thunder.lowering import executors
 from thunder.runtime.autograd import AutogradProgram
+from thunder.runtime.backward_variants import Variant
 from thunder.runtime.codegen import compile_source
 from thunder.runtime.guards import Guard, same_value
 from thunder.runtime.prologue import TensorsCheck
@@ -222,8 +223,15 @@ class Describer:
         # (the backward as compiled so far: none before the first backward call, compiled from
         # backward_mlir in the process that loads it, runtime/autograd.py)
         d["backward_source"] = p.__dict__.get("backward_source")
+        # the backwards for some cotangents absent compiled so far: (the outputs with one, the
+        # inputs it returns gradients of, its source)
+        full = set(p.cotangent_for)
+        d["variants"] = [(sorted(k), v.grad_of, v.source) for k, v in p.__dict__.get("variants", {}).items()
+                         if not k >= full]
         d["reaches"] = [sorted(r) for r in p.reaches]
         d["constants"] = {k: self.describe(c, depth + 1) for k, c in p.constants.items()}
+        d["variant_constants"] = [{k: self.describe(c, depth + 1) for k, c in v.constants.items()}
+                                  for k, v in p.__dict__.get("variants", {}).items() if not k >= full]
         return ("autograd", self.describe(d, depth + 1))
 
     def _functions(self):
@@ -420,6 +428,12 @@ class Resolver:
             p.backward = compile_source(p.backward_source, "backward", constants=p.constants["backward"])
         elif p.backward_mlir is None:
             raise Unportable("an autograd program with no backward")
+        p.variants = {}
+        for (used, grad_of, source), described in zip(d.get("variants", ()), d.get("variant_constants", ())):
+            names = tiered.tier({k: self.resolve(c) for k, c in described.items()})
+            producer = source.split("\n", 1)[0].removeprefix("# produced by: ")
+            p.variants[frozenset(used)] = Variant(grad_of, compile_source(source, "backward", constants=names),
+                                                  source, names, None, producer)
         return p
 
 
