@@ -7,7 +7,9 @@ thunder.jit(fn, persist=False) turns it off for one function.
 
 What is persisted, per cache entry: the prologue's source (the checks of the call's inputs and
 of everything the trace read from outside them: the guards), the program's source (and the
-autograd program's forward/backward sources), and a portable description (runtime/portable.py)
+autograd program's forward source, its unfused backward's MLIR and the backwards compiled so
+far: the entry is stored again, its file replaced, when a backward compiles on its first
+backward call, runtime/autograd.py), and a portable description (runtime/portable.py)
 of every object they refer to: kernels by their region (the kernel cache holds the binaries),
 constants by value, functions, classes and modules by their qualified name, closure cells by
 their function, the jitted module's submodules by name. An entry holding anything else is not
