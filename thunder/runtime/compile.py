@@ -246,7 +246,8 @@ def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None, keep_parts
     strided = set(strided)
     description = (arg_specs, kw_specs, [_meta(x, i in strided) for i, x in enumerate(read[:n_arg_tensors])],
                    (state.consts, entry_guards, [(expr, _meta(read[i], i in strided)) for expr, i in state.reads]))
-    entry = CacheEntry(run, traces, [prologue_trace], description, backward_traces, first_run)
+    entry = CacheEntry(run, traces, [prologue_trace], description, backward_traces, first_run,
+                       program=constants.get("_program"))
     if not ctx.sym_shapes:  # (programs with symbolic sizes are not persisted: runtime/persist.py)
         entry.persist = dict(source=source, constants=constants, prologue=prologue, writes=writes,
                              guards=entry_guards, interpreted=list(state.interpreted.values()))

@@ -112,6 +112,8 @@ class CacheEntry:
     parts: object = None
     # what runtime/persist.py stores of the entry (sources, constants, prologue), or None
     persist: object = None
+    # a training entry's runtime/autograd.py AutogradProgram (its backward compiles on its first call), or None
+    program: object = None
 
 
 def _cache_option(cache):
