@@ -742,9 +742,11 @@ def _erase_unused_numbers(block):
             o.operation.erase()
 
 
-def fuse_module(module_op, policy="auto", executors=DEFAULT_EXECUTORS):
+def fuse_module(module_op, policy="auto", executors=DEFAULT_EXECUTORS, first_index=0):
     """executors: names (or one comma-separated string, as the pass option
-    `thunder-fuse{executors=linalg,cuda}` gives it), in order of preference."""
+    `thunder-fuse{executors=linalg,cuda}` gives it), in order of preference; first_index: the
+    number of the first region outlined (at least; a backward fused apart from its forward
+    numbers its regions after the forward's: runtime/backward_variants.py)."""
     if policy not in POLICIES:
         raise ValueError(f"thunder-fuse: unknown policy {policy!r}; expected one of {', '.join(POLICIES)}")
     if isinstance(executors, str):
@@ -753,7 +755,7 @@ def fuse_module(module_op, policy="auto", executors=DEFAULT_EXECUTORS):
         executor_registry.get(e)
     module_block = module_op.regions[0].blocks[0]
     with module_op.context, ir.Location.unknown():
-        counter = _next_index(module_block)
+        counter = max(_next_index(module_block), first_index)
         funcs = [op for op in module_block.operations
                  if op.operation.name == "func.func" and not is_fusion(op) and len(op.regions[0].blocks) > 0]
         decomposed = region_reuse.Decomposed(module_op.context)  # (regions of every func, forward's and backward's)

@@ -10,7 +10,7 @@ import torch
 from thunder.core import logs, symbols, trace as tracing
 from thunder.core.numbers import NumberProxy
 from thunder.core.proxies import TensorProxy
-from thunder.dialects.emit import emit
+from thunder.dialects.emit import emit, find_func
 from thunder.dialects.mlir import ir
 from thunder.lowering.passes import build_pass_manager, pass_name, pass_options
 from thunder.ops import onednn
@@ -251,7 +251,8 @@ def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None, keep_parts
     strided = set(strided)
     description = (arg_specs, kw_specs, [_meta(x, i in strided) for i, x in enumerate(read[:n_arg_tensors])],
                    (state.consts, entry_guards, [(expr, _meta(read[i], i in strided)) for expr, i in state.reads]))
-    entry = CacheEntry(run, traces, [prologue_trace], description, backward_traces, first_run)
+    entry = CacheEntry(run, traces, [prologue_trace], description, backward_traces, first_run,
+                       program=constants.get("_program"))
     if not ctx.sym_shapes:  # (programs with symbolic sizes are not persisted: runtime/persist.py)
         entry.persist = dict(source=source, constants=constants, prologue=prologue, writes=writes,
                              guards=entry_guards, interpreted=list(state.interpreted.values()))
@@ -338,25 +339,28 @@ def _autograd_program(cs, module, tensors, proxies, out_spec, traces, constants,
         _cleanup(m)
         if decompose:
             build_pass_manager("builtin.module(thunder-decompose,cse,canonicalize)").run(m.operation)
-    # with fusion, the programs are generated after thunder-fuse (the traces of the module before
-    # it print their Python when asked)
-    lazy = fusion is not None
-    program = AutogradProgram(m, len(tensors), fusion=fusion, sources=not lazy)
+    # the backward is compiled on the first backward call, per set of cotangents present
+    # (runtime/autograd.py backward_for): here only the forward is fused and generated
+    program = AutogradProgram(m, len(tensors), fusion=fusion)
     program.grad_outputs = frozenset(grad_outputs)
+    backward = [Trace.from_mlir("thunder-autograd (backward)", program.backward_mlir, "backward",
+                                codegen=dict(header="produced by: thunder-autograd (backward)", grad_free=True))]
+    with m.context:
+        find_func(m.operation, "backward").erase()
+    lazy = fusion is not None  # (thunder-fuse replaces the forward: its Python printed when asked)
+    if not lazy:
+        program.set_forward(m, "thunder-autograd")
     traces.append(_program_trace("thunder-remat (forward)", m, program, "forward", lazy))
-    backward = [_program_trace("thunder-autograd (backward)", m, program, "backward", lazy)]
-    # after AutogradProgram, which lifts @forward (func.call has no Python-level form)
+    # (after AutogradProgram, which lifts @forward: func.call has no Python-level form)
     if fusion is not None:
         if _fuse(m, fusion):
-            program.set_programs(m, "thunder-fuse", constants={"forward": {}, "backward": {}},
-                                 tier=tiered.tier)
+            program.set_forward(m, "thunder-fuse", constants={}, tier=tiered.tier)
             traces.append(Trace("thunder-fuse (forward)", m, python=program.forward_source, fn_name="forward",
                                 fn=program.forward))
-            backward.append(Trace("thunder-fuse (backward)", m, python=program.backward_source, fn_name="backward",
-                                  fn=program.backward))
+            program.first_fusion = _next_fusion(m)
         else:
-            program.set_programs(m, "thunder-autograd")
-    program.backward_traces = backward  # (and the backward programs made for absent cotangents)
+            program.set_forward(m, "thunder-autograd")
+    program.backward_traces = backward  # (and each backward's, compiled on its first call)
     names = [p.name for p in proxies]
     n = program.num_outputs
     flat = ["outs"] if n == 1 else [f"outs[{i}]" for i in range(n)]
@@ -370,6 +374,13 @@ def _autograd_program(cs, module, tensors, proxies, out_spec, traces, constants,
     traces.append(Trace("torch executor (execution trace)", m, python=source + "\n" + program.forward_source,
                         fn=computation, fn_name="computation"))
     return source, computation, backward
+
+
+def _next_fusion(module):
+    """The number after the module's fusion regions' (fusion_N)."""
+    numbers = [int(name.rsplit("_", 1)[1]) for name in fusion_callees(module.operation)
+               if name.rsplit("_", 1)[-1].isdigit()]
+    return max(numbers, default=-1) + 1
 
 
 def _cleanup(module):

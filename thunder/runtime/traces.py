@@ -41,6 +41,13 @@ class Trace:
         self._output_spec = output_spec
         self._codegen = codegen or {"header": f"produced by: {producer}"}
 
+    @classmethod
+    def from_mlir(cls, producer, text, fn_name, codegen=None):
+        """A trace of MLIR text (with locations) printed before (a func's: @backward)."""
+        trace = cls(producer, fn_name=fn_name, codegen=codegen)
+        trace._mlir_debug = text
+        return trace
+
     @property
     def name(self):
         return self.producer
