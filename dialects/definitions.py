@@ -129,7 +129,8 @@ LIST_OP, UNLIST_OP = "thunder.pack", "thunder.unpack"
 
 
 def is_list_type(t):
-    return str(t) == "!thunder.list"
+    # (a tensor, the common case, without printing its type: ~20 us a value)
+    return not isinstance(t, ir.RankedTensorType) and str(t) == "!thunder.list"
 
 
 def expand(values):
