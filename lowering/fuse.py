@@ -23,6 +23,7 @@ import re
 
 from thunder.dialects.emit import loc_names
 from thunder.dialects.mlir import func, ir
+from thunder.dialects.texts import text as text_of
 from thunder.lowering import edge_ops, executors as executor_registry, region_reuse
 from thunder.lowering.executors import is_number
 from thunder.lowering.decompose import decompose_module, decompose_op
@@ -67,13 +68,13 @@ def _static(t, device="cpu"):
             on = ir.StringAttr(t.encoding).value.split(":")[0]
         except ValueError:
             return False
-    return on == device and t.has_static_shape and str(t.element_type) in ELEMENT_TYPES
+    return on == device and t.has_static_shape and text_of(t.element_type) in ELEMENT_TYPES
 
 
 def _runtime_number(v):
     """A runtime number (core/numbers.py: a float argument under cache="symbolic values", t.item())
     of a type kernels take: a region input of scalar type, for executors that take them."""
-    return not isinstance(v.type, ir.ShapedType) and not is_number(v) and str(v.type) in SCALAR_TYPES
+    return not isinstance(v.type, ir.ShapedType) and not is_number(v) and text_of(v.type) in SCALAR_TYPES
 
 
 def _operand_ok(operation, v, executor):
@@ -125,8 +126,8 @@ def claimable(operation, executor=None) -> bool:
 
 def _signature(operation):
     # (the attributes by their text: str() of the attribute map is its Python object's address)
-    return (operation.name, tuple(sorted((k, str(operation.attributes[k])) for k in operation.attributes)),
-            tuple(str(v.owner.attributes["value"]) if is_number(v) else str(v.type) for v in operation.operands))
+    return (operation.name, tuple(sorted((k, text_of(operation.attributes[k])) for k in operation.attributes)),
+            tuple(text_of(v.owner.attributes["value"]) if is_number(v) else text_of(v.type) for v in operation.operands))
 
 
 def _scratch(operation):
@@ -489,7 +490,7 @@ def _bytes(v):
     if not isinstance(v.type, ir.ShapedType):  # a runtime number
         return 8
     t = ir.RankedTensorType(v.type)
-    return math.prod(t.shape) * elt_bytes(str(t.element_type))
+    return math.prod(t.shape) * elt_bytes(text_of(t.element_type))
 
 
 def _inside(user, produced):
