@@ -33,7 +33,6 @@ import hashlib
 import json
 import math
 import os
-import platform
 import statistics
 import tempfile
 import threading
@@ -118,28 +117,13 @@ def apply(fixed, measured):
 
 # ------------------------------------------------------------------------------------------------
 # the key and the file
-def _cpu_model():
-    """cpu family and model of /proc/cpuinfo (the model name and ISA flags: disk_cache's key)."""
-    fields = {}
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                k, _, v = line.partition(":")
-                k = k.strip()
-                if k in ("cpu family", "model") and k not in fields:
-                    fields[k] = v.strip()
-                if not line.strip() and fields:
-                    break
-    except OSError:
-        pass
-    return " ".join(f"{k}={v}" for k, v in sorted(fields.items()))
-
-
 def key():
     """The hex digest naming this CPU's, thread count's and torch version's file."""
     h = hashlib.sha256()
-    for part in (FORMAT, platform.machine(), disk_cache._cpu(), _cpu_model(), f"threads={torch.get_num_threads()}",
-                 torch.__version__):
+    # (disk_cache._cpu: the machine, model name and ISA flags; the kernel cache's key)
+    family = disk_cache.cpuinfo(("cpu family", "model"))
+    for part in (FORMAT, disk_cache._cpu(), " ".join(f"{k}={v}" for k, v in sorted(family.items())),
+                 f"threads={torch.get_num_threads()}", torch.__version__):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()
