@@ -31,6 +31,7 @@ cache (THUNDER_KERNEL_CACHE=off) each process probes once.
 """
 import hashlib
 import json
+import logging
 import math
 import os
 import statistics
@@ -61,6 +62,7 @@ _MATH = {"thunder.exp": torch.exp, "thunder.tanh": torch.tanh, "thunder.log": to
 
 # counters for tests: probes run, files read, files rejected
 stats = {"probed": 0, "read": 0, "rejected": 0}
+log = logging.getLogger(__name__)
 _LOCK = threading.Lock()
 _CHOSEN = {}  # fixed CostModel -> the cost model this process uses
 
@@ -81,8 +83,17 @@ def cost_model(fixed):
         with _LOCK:
             chosen = _CHOSEN.get(fixed)
             if chosen is None:
-                chosen = _CHOSEN[fixed] = fixed if mode() == "fixed" else calibrated(fixed)
+                chosen = _CHOSEN[fixed] = fixed if mode() == "fixed" else _calibrated_or_fixed(fixed)
     return chosen
+
+
+def _calibrated_or_fixed(fixed):
+    try:
+        return calibrated(fixed)
+    except Exception as e:  # noqa: BLE001 - a probe that fails (its kernel does not compile here): fixed
+        log.warning("thunder: measuring the cost model failed (%s: %s); using the fixed constants",
+                    type(e).__name__, e)
+        return fixed
 
 
 def calibrated(fixed, directory=None, quick=False):

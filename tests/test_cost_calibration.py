@@ -110,3 +110,15 @@ def test_environment_variable_pins_or_calibrates(tmp_path, monkeypatch, probe):
     monkeypatch.setenv("THUNDER_COST_MODEL", "measured")
     with pytest.raises(ValueError, match="THUNDER_COST_MODEL='measured'; expected one of 'fixed', 'calibrated'"):
         linalg.cost
+
+
+def test_a_failing_probe_leaves_the_fixed_constants(tmp_path, monkeypatch, caplog):
+    def broken(quick=False):
+        raise RuntimeError("no kernel here")
+
+    monkeypatch.setattr(cc, "measure", broken)
+    monkeypatch.setattr(cc, "_CHOSEN", {})
+    monkeypatch.setenv("THUNDER_KERNEL_CACHE", str(tmp_path))
+    monkeypatch.setenv("THUNDER_COST_MODEL", "calibrated")
+    assert executors.get("linalg").cost is FIXED and not os.listdir(tmp_path)
+    assert "measuring the cost model failed (RuntimeError: no kernel here)" in caplog.text
