@@ -97,9 +97,10 @@ def addmm(bias, input, weight):
 
 @functools.lru_cache(maxsize=None)
 def faster():
-    """Whether packed bfloat16 products beat F.linear here: best of 5 interleaved runs, thread
+    """Whether packed bfloat16 products beat F.linear here: best of 9 interleaved runs, thread
     CPU time, one thread, of a [rows, 512] x [512, 1536] product at 1 row (a decode step) and 256
-    (a prefill), oneDNN by 10% or more at both."""
+    (a prefill), packed by 5% or more at both (on a machine others load, the best of 5 moved by
+    10-20% between runs: docs/benchmarks.md)."""
     if not available():
         return False
     g = torch.Generator().manual_seed(0)
@@ -114,12 +115,12 @@ def faster():
                 best = dict.fromkeys(runs, float("inf"))
                 for f in runs.values():
                     f()  # (packs, and oneDNN creates its primitive)
-                for _ in range(5):
+                for _ in range(9):
                     for name, f in runs.items():
                         t = time.thread_time()
                         f()
                         best[name] = min(best[name], time.thread_time() - t)
-                if not best["packed"] < 0.9 * best["torch"]:
+                if not best["packed"] < 0.95 * best["torch"]:
                     return False
     finally:
         torch.set_num_threads(threads)
