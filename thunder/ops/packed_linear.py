@@ -69,7 +69,7 @@ def packed(w, dtype, rows, transposed=False):
     p = by_rows.get((dtype, rows, transposed))
     if p is None:
         w = w.detach().to(dtype)
-        p = by_rows[(dtype, rows, transposed)] = _pack(w.t().contiguous() if transposed else w, rows)
+        p = by_rows[(dtype, rows, transposed)] = _pack((w.t() if transposed else w).contiguous(), rows)
     return p
 
 
@@ -78,7 +78,7 @@ def linear(input, weight, bias=None, transposed=False):
     packed weight. Float32 operands are those whose cast the program leaves to autocast (a
     program input, the weight, the bias): cast here as autocast would."""
     rows = input.numel() // input.shape[-1] if input.shape[-1] else 0
-    if not isinstance(weight, torch.nn.Parameter) or weight.is_inference() or rows == 0:
+    if type(weight) is not torch.nn.Parameter or weight.is_inference() or rows == 0:  # (no subclass: DTensor)
         if transposed:
             return torch.addmm(bias, input, weight) if bias is not None else torch.mm(input, weight)
         return F.linear(input, weight, bias)
