@@ -4,6 +4,7 @@ import contextlib
 import math
 
 from thunder.ops.onednn import linear as onednn_linear, matmul as onednn_matmul  # noqa: F401 (generated code)
+from thunder.ops.packed_linear import addmm as packed_addmm, linear as packed_linear  # noqa: F401 (generated code)
 
 
 def convert_element_type(a, dtype):

@@ -124,7 +124,8 @@ def key(cd):
     for part in (FORMAT, sys.version, torch.__version__, disk_cache._compiler(), _sources_hash(), name,
                  repr(options), repr(sorted(guards.ambient_snapshot().items())),
                  str(torch.cuda.is_available()), str(torch.get_num_threads()),
-                 os.environ.get("THUNDER_CPU_MATMUL", "auto")):  # (decides the program's matmuls: ops/onednn.py)
+                 os.environ.get("THUNDER_CPU_MATMUL", "auto"),  # (decides the program's matmuls: ops/onednn.py)
+                 os.environ.get("THUNDER_PACKED_WEIGHTS", "off")):  # (and its bf16 linears: ops/packed_linear.py)
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()
