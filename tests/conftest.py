@@ -21,6 +21,19 @@ os.environ["THUNDER_COST_MODEL"] = "fixed"
 
 import pytest  # noqa: E402
 
+# the files that take longest (pytest --durations): handed to the test processes first
+# (pytest-xdist --dist loadfile --no-loadscope-reorder keeps collection order), so no process starts one near the end
+LONGEST_FIRST = ["test_fuzz.py", "test_lit.py", "test_docs.py", "test_gpu_script.py", "test_models.py",
+                 "test_ops_elementwise.py", "test_ops_rnn.py"]
+
+
+def pytest_collection_modifyitems(items):
+    def rank(item):
+        name = os.path.basename(str(item.fspath))
+        return LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)
+
+    items.sort(key=rank)  # (stable: the order inside a file stays)
+
 
 @pytest.fixture(autouse=True, scope="module")
 def _op_harness_ptx():
