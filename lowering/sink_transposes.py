@@ -148,13 +148,13 @@ def _in_order(ops, block):
     return sorted(ops, key=lambda o: where[o])
 
 
-def _sink(block, t, fusable, visible):
+def _sink(f, block, t, fusable):
     perm = permutation(t)
     if perm is None or perm == sorted(perm):
         return
     y = t.results[0]
     ops, values = _closure(y, lambda u: _ltorch_kind(u) and fusable(u))
-    if all(u.name in TRANSPOSES for u in ops) or not _leaves_regions(ops, values, y, fusable, visible):
+    if all(u.name in TRANSPOSES for u in ops) or not _leaves_regions(ops, values, y, fusable, _visible(f)):
         return
     for u in _in_order([u for u in ops if not u.name.startswith("thunder.")], block):
         try:
@@ -162,7 +162,7 @@ def _sink(block, t, fusable, visible):
         except (DataDependentError, NotDecomposable):  # (as thunder-decompose: the op stays)
             return
     ops, values = _closure(y, lambda u: _prim_kind(u) is not None)
-    if not _leaves_regions(ops, values, y, fusable, visible):
+    if not _leaves_regions(ops, values, y, fusable, _visible(f)):  # (the results are the decompositions')
         return  # (a decomposition made an op that is not sunk through; rare: its prims stay)
     inv = [0] * len(perm)
     for i, p in enumerate(perm):
@@ -216,11 +216,19 @@ def _rewrite(u, perm, inv, source, ops):
             _owner(use).operands[use.operand_number] = back
 
 
+def _live(operation):
+    """Whether an op is still in the func (a sink erases the transposes of sunk values)."""
+    try:
+        operation.name
+    except RuntimeError:  # (the bindings invalidate an erased op)
+        return False
+    return True
+
+
 def sink_transposes(f, fusable):
     """Sink the transposes of func f where everything sunk leaves the regions (see the module
     docstring); fusable(op) says whether an op could be in a region."""
     block = f.regions[0].blocks[0]
-    visible = _visible(f)
     for t in [o.operation for o in block.operations if o.operation.name in TRANSPOSES]:
-        if _ranked(t.results[0]) and list(t.results[0].uses):
-            _sink(block, t, fusable, visible)
+        if _live(t) and _ranked(t.results[0]) and list(t.results[0].uses):
+            _sink(f, block, t, fusable)

@@ -139,3 +139,21 @@ def test_slice_gradients_in_kernels(index):
     jf(x2).sum().backward()
     torch.testing.assert_close(x2.grad, x.grad)
     assert "unslice" not in str(thunder.last_backward_traces(jf)[-1])
+
+
+def transposed_both_ways(x, w, m):
+    """A sunk transpose meets a transpose back (they cancel) and a value read by a matmul."""
+    y = x.transpose(1, 2) * w
+    z = torch.sigmoid(y).transpose(1, 2)
+    return z @ m, y @ m
+
+
+def test_transposes_that_cancel():
+    g = torch.Generator().manual_seed(1)
+    x, w, m = torch.randn(2, 8, 4, 16, generator=g), torch.randn(8, 16, generator=g), torch.randn(16, 5, generator=g)
+    jf = thunder.jit(transposed_both_ways, fusion="always")
+    out, expected = jf(x, w, m), transposed_both_ways(x, w, m)
+    for o, e in zip(out, expected):
+        torch.testing.assert_close(o, e)
+        assert o.stride() == e.stride()
+    assert "permute" in str(thunder.last_traces(jf)[-1])  # (y: a view of the kernel's result)
