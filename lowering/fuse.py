@@ -30,6 +30,7 @@ from thunder.lowering.decompose import decompose_module, decompose_op
 from thunder.lowering.edge_ops import is_view as _is_view
 from thunder.lowering.linalg.scalar import ELEMENTWISE, elt_bytes
 from thunder.lowering.sink_reshapes import sink_reshapes
+from thunder.lowering.sink_transposes import sink_transposes
 from thunder.lowering.linalg.types_and_maps import SCALAR_TYPES
 from thunder.ops import registry
 
@@ -698,6 +699,7 @@ def fuse_func(f, module_block, counter, policy="auto", executors=DEFAULT_EXECUTO
     block = f.regions[0].blocks[0]
     candidates = [executor_registry.get(e) for e in executors]
     sink_reshapes(block, lambda o: any(claimable(o.operation, e) for e in candidates))
+    sink_transposes(f, lambda o: any(claimable(o.operation, e) for e in candidates))
     graph = _Graph(block)
     claimed_ops = {}
     for i, o in enumerate(graph.ops):

@@ -14,7 +14,7 @@ def _shape(value):
     return tuple(ir.RankedTensorType(value.type).shape)
 
 
-def _permutation(operation):
+def permutation(operation):
     """The transpose's permutation of its operand's dims, from its operand and result shapes
     and attributes; None where it cannot be read."""
     attrs = operation.attributes
@@ -38,7 +38,7 @@ def reshape_copies(operation):
     as a view of it."""
     if operation.name not in TRANSPOSES or not isinstance(operation.operands[0].type, ir.RankedTensorType):
         return False
-    perm = _permutation(operation)
+    perm = permutation(operation)
     if perm is None:
         return False
     view = torch.empty(_shape(operation.operands[0]), device="meta").permute(perm)

@@ -135,6 +135,16 @@ SHAPE_SAMPLES = {
             lambda a: prims.cat((a[0], prims.mul(a[0], a[0]), a[0]), 0),  # along the first
             lambda a: prims.mul(prims.cat((prims.slice(a[0], (0, 20), (3, 40), (1, 1)),
                                            prims.slice(a[0], (0, 0), (3, 20), (1, 1))), 1), a[0])],
+    # a slice's gradient: two halves swapped and added (a rotary embedding's backward, parts along
+    # the last dim), two dims sliced, strided (written into zeros)
+    "unslice": [lambda a: prims.add(prims.unslice(prims.slice(a[0], (0, 0), (3, 20), (1, 1)), (3, 40), (0, 20), (3, 40),
+                                                  (1, 1)),
+                                    prims.unslice(prims.slice(a[0], (0, 20), (3, 40), (1, 1)), (3, 40), (0, 0), (3, 20),
+                                                  (1, 1))),
+                lambda a: prims.neg(prims.unslice(prims.slice(a[0], (1, 3), (3, 40), (1, 1)), (3, 40), (1, 3), (3, 40),
+                                                  (1, 1))),
+                lambda a: prims.neg(prims.unslice(prims.slice(a[0], (0, 1), (3, 40), (2, 3)), (3, 40), (0, 1), (3, 40),
+                                                  (2, 3)))],
 }
 
 

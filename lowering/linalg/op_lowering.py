@@ -243,13 +243,9 @@ def _lower_op(em, op, out_t: TensorT):
             offset += t.shape[dim]
         return _Parts(dim, parts)
     if name == "full":
-        value = operands[0]
-        init = em.empty(out_t)
-        c = em.fresh("c")
-        em.emit(f"{c} = arith.constant {literal(value[1], out_t.elt)} : {out_t.elt}")
-        r = em.fresh()
-        em.emit(f"{r} = linalg.fill ins({c} : {out_t.elt}) outs({init} : {out_t}) -> {out_t}")
-        return r
+        return _filled(em, out_t, operands[0][1])
+    if name == "unslice":
+        return _unslice(em, operands[0], out_t, attrs)
     if name == "iota":  # start + i * step, i from the loop index (plus the tile's first row %i)
         start, step = (ir.IntegerAttr(attrs[k]).value for k in ("start", "step"))
 
@@ -291,6 +287,43 @@ def _lower_op(em, op, out_t: TensorT):
         return em.generic(out_t, [(r, acc_t, [f"d{i}" for i in range(out_t.rank)])],
                           lambda b, xs, acc: convert_scalar(b, xs[0], "f32", out_t.elt))
     raise UnsupportedOp(f"no linalg lowering for {op.name}")
+
+
+def _filled(em, out_t, value):
+    init = em.empty(out_t)
+    c = em.fresh("c")
+    em.emit(f"{c} = arith.constant {literal(value, out_t.elt)} : {out_t.elt}")
+    r = em.fresh()
+    em.emit(f"{r} = linalg.fill ins({c} : {out_t.elt}) outs({init} : {out_t}) -> {out_t}")
+    return r
+
+
+def _unslice(em, operand, out_t, attrs):
+    """Zeros with the operand where slice(start, end, strides) reads (a slice's gradient): with
+    unit strides and one dim sliced, parts along it (the operand and fills of zeros), so the
+    ops of it compute part by part (a rotary embedding's backward adds two such halves); else
+    the operand written into zeros."""
+    ssa, t = operand
+    starts, steps = (list(ir.DenseI64ArrayAttr(attrs[k])) for k in ("start_indices", "strides"))
+    padded = [d for d in range(out_t.rank) if t.shape[d] != out_t.shape[d]]
+    if all(s == 1 for s in steps) and len(padded) == 1:
+        d = padded[0]
+        spans = [(0, starts[d]), (starts[d], t.shape[d]), (starts[d] + t.shape[d], out_t.shape[d] - starts[d] - t.shape[d])]
+        parts = []
+        for offset, size in spans:
+            if size == 0:
+                continue
+            if offset == starts[d]:
+                parts.append((offset, size, (ssa, t)))
+            else:
+                part_t = TensorT(out_t.shape[:d] + (size,) + out_t.shape[d + 1:], out_t.elt)
+                parts.append((offset, size, (_filled(em, part_t, 0), part_t)))
+        return _Parts(d, parts)
+    r = em.fresh()
+    sizes = ", ".join("%n" if s is None else str(s) for s in t.shape)
+    em.emit(f"{r} = tensor.insert_slice {ssa} into {_filled(em, out_t, 0)}[{', '.join(map(str, starts))}] [{sizes}] "
+            f"[{', '.join(map(str, steps))}] : {t} into {out_t}")
+    return r
 
 
 class _Parts:

@@ -383,7 +383,7 @@ ELEMENTWISE = {
 }
 
 REDUCTIONS = {"sum", "amax", "amin", "prod"}
-SHAPE_OPS = {"broadcast_in_dim", "reshape", "transpose", "slice", "full", "iota", "cat"}
+SHAPE_OPS = {"broadcast_in_dim", "reshape", "transpose", "slice", "full", "iota", "cat", "unslice"}
 SUPPORTED = set(ELEMENTWISE) | REDUCTIONS | SHAPE_OPS
 
 

@@ -51,7 +51,7 @@ def _operand_axes(op, a):
         return [(x, WHOLE)]
     if name == "transpose":
         return [(x, list(ir.DenseI64ArrayAttr(op.attributes["permutation"]))[a])]
-    if name == "slice":  # tiles of rows of the result are tiles of the input's if the axis is not sliced
+    if name in ("slice", "unslice"):  # tiles of rows of the result are tiles of the input's if the axis is not sliced
         starts, steps = (list(ir.DenseI64ArrayAttr(op.attributes[k])) for k in ("start_indices", "strides"))
         return [(x, a)] if starts[a] == 0 and steps[a] == 1 and _static_shape(x)[a] == out[a] else None
     if name == "cat":  # tiles of rows of every input, unless the rows are what is concatenated
