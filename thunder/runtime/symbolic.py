@@ -473,7 +473,7 @@ class _SymbolicProgram:
     def __init__(self, program):
         self.num_outputs, self.grad_of = program.num_outputs, program.grad_of
         self.cotangent_for, self.num_inputs = program.cotangent_for, program.num_inputs
-        self.reaches = program.reaches
+        self.reaches, self.grad_outputs = program.reaches, program.grad_outputs
 
     def build(self, fwd_sources, fwd_consts, bwd_sources, bwd_consts, fit, names):
         fc = _constants(fwd_consts, fit, names)
@@ -495,7 +495,7 @@ class _Bound:
         self.forward = functools.partial(program.forward, *sizes)
         self.backward = functools.partial(program.backward, *sizes)
 
-    def __getattr__(self, name):  # num_outputs, grad_of, cotangent_for, num_inputs, reaches
+    def __getattr__(self, name):  # num_outputs, grad_of, cotangent_for, num_inputs, reaches, grad_outputs
         return getattr(self.program, name)
 
     def __call__(self, *inputs):
