@@ -76,9 +76,9 @@ def _round(b, y):
     return b.op(f"arith.truncf {y} : {D} to f32")
 
 
-def _clamp(b, x, lo, hi):
-    x = b.op(f"arith.minimumf {x}, {b.const(hi, D)} : {D}")
-    return b.op(f"arith.maximumf {x}, {b.const(lo, D)} : {D}")
+def _clamp(b, x, lo, hi, t=D):
+    x = b.op(f"arith.minimumf {x}, {b.const(hi, t)} : {t}")
+    return b.op(f"arith.maximumf {x}, {b.const(lo, t)} : {t}")
 
 
 def _expm1_reduced(b, x, half=False):
@@ -143,8 +143,7 @@ def _pow2_f32(b, k):
 def exp_f32_summed(b, x):
     t = "f32"
     under = b.op(f"arith.cmpf olt, {x}, {b.const(EXP_LO, t)} : {t}")
-    xc = b.op(f"arith.minimumf {x}, {b.const(EXP_HI, t)} : {t}")
-    xc = b.op(f"arith.maximumf {xc}, {b.const(EXP_LO, t)} : {t}")
+    xc = _clamp(b, x, EXP_LO, EXP_HI, t)
     k = b.op(f"math.floor {b.op(f'math.fma {xc}, {b.const(LOG2E, t)}, {b.const(0.5, t)} : {t}')} : {t}")
     nk = b.op(f"arith.negf {k} : {t}")
     r = b.op(f"math.fma {nk}, {b.const(LN2_HI, t)}, {xc} : {t}")
