@@ -14,6 +14,10 @@ thunder-fuse's worth_fusing) on this machine: prints the measured constants.
   (torch.exp(x) against x * 2 on 256 Ki elements, in cache; a kernel of the prim against a
   kernel of x * 2), for torch and for our kernels (whose f32 polynomials differ from torch's);
 - op_element_seconds: the same for torch's own kernel of an ltorch op (F.gelu, F.silu, softmax).
+
+It then prints the cost model thunder uses in a process on this machine: the short probe of
+lowering/cost_calibration.py (smaller tensors, fewer timings), or the file it stored, or the
+fixed constants under THUNDER_COST_MODEL=fixed.
 """
 import argparse
 import ctypes
@@ -28,6 +32,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 import thunder  # noqa: E402
+from thunder.lowering import cost_calibration, executors  # noqa: E402
 from thunder.lowering.linalg import compile_region  # noqa: E402
 from timing import best_seconds  # noqa: E402
 
@@ -85,6 +90,7 @@ def main():
     for name, attrs, on_torch in op_elements:
         print(f"{name} {dict(attrs)} torch {on_torch * 1e9:.2f} ns/element")
     print(f"CostModel({op:.2g}, {call:.2g}, {rate:.2g}, {tuple(elements)}, {tuple(op_elements)})")
+    print(f"thunder uses (THUNDER_COST_MODEL={cost_calibration.mode()}): {executors.get('linalg').cost}")
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@ import torch
 
 from thunder.core import dtypes, symbols
 from thunder.dialects.mlir import arith, complex_, ir
+from thunder.dialects.texts import text
 from thunder.ops.impl import TENSOR_INDEX
 
 
@@ -26,6 +27,9 @@ def tensor_type(shape, dtype, device, dynamic=False):
     return ir.RankedTensorType.get(list(shape), elt, encoding=ir.StringAttr.get(str(device)))
 
 
+_CPU = torch.device("cpu")
+
+
 def tensor_meta(t):
     """(shape, dtype, device) of an MLIR tensor type; ((), dtype, None) of a scalar type (a
     runtime number)."""
@@ -35,8 +39,8 @@ def tensor_meta(t):
         except ValueError:
             # (index: a size computed from symbols, dialects/sizes.py: an int)
             return (), {"f64": torch.float64, "i64": torch.int64, "i1": torch.bool, "index": torch.int64}[str(t)], None
-    device = torch.device(ir.StringAttr(t.encoding).value) if t.encoding is not None else torch.device("cpu")
-    return tuple(t.shape), dtypes.from_mlir_name(str(t.element_type)), device
+    device = torch.device(ir.StringAttr(t.encoding).value) if t.encoding is not None else _CPU
+    return tuple(t.shape), dtypes.from_mlir_name(text(t.element_type)), device
 
 
 def is_constant(value: ir.Value):

@@ -21,7 +21,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from thunder.core import trace as tracing
-from thunder.dialects import attrs, sizes
+from thunder.dialects import attrs, sizes, texts
+from thunder.dialects.texts import text
 from thunder.dialects.mlir import LOCK, ext, ir
 import thunder.ops  # noqa: F401  (registers every op)
 from thunder.ops import registry
@@ -129,7 +130,8 @@ LIST_OP, UNLIST_OP = "thunder.pack", "thunder.unpack"
 
 
 def is_list_type(t):
-    return str(t) == "!thunder.list"
+    # (a tensor, the common case, without printing its type: ~20 us a value)
+    return not isinstance(t, ir.RankedTensorType) and text(t) == "!thunder.list"
 
 
 def expand(values):
@@ -276,13 +278,13 @@ def _signature(operation):
         if isinstance(t, ir.RankedTensorType):
             if not t.has_static_shape:
                 return None
-            operands.append(str(t))
+            operands.append(text(t))
         elif attrs.is_constant(v):
-            operands.append((str(t), str(v.owner.attributes["value"])))
+            operands.append((text(t), text(v.owner.attributes["value"])))
         else:
             return None
-    return (operation.name, tuple((k, str(operation.attributes[k])) for k in operation.attributes), tuple(operands),
-            tuple(str(r.type) for r in operation.results))
+    return (operation.name, tuple((k, text(operation.attributes[k])) for k in operation.attributes), tuple(operands),
+            tuple(text(r.type) for r in operation.results))
 
 
 def _verifier(op):
@@ -401,6 +403,7 @@ def context() -> ir.Context:
                 with ctx, ir.Location.unknown():
                     LTorch.load()
                     Thunder.load()
+                texts.share(ctx)
                 _context = ctx
     return _context
 

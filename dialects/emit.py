@@ -29,12 +29,21 @@ def location(name, where=None):
     return ir.Location.name(name, childLoc=child)
 
 
+# kinds of locations, told apart by TypeID: a cast to the wrong kind raises, ~30 us an attempt,
+# and every op's location is read (lift, decompose, code generation)
+_NAME, _FUSED, _FILE = ir.NameLoc.static_typeid, ir.FusedLoc.static_typeid, ir.FileLineColLoc.static_typeid
+
+
 def loc_names(loc):
     """The value names a location() carries ([] for an unnamed location)."""
-    try:
-        return ir.NameLoc(loc).name_str.split(",")
-    except (ValueError, TypeError):
+    if loc.typeid != _NAME:
         return []
+    return ir.NameLoc(loc).name_str.split(",")
+
+
+def _inner(loc):
+    """What a location() says of the user's source: a named location's child, else the location."""
+    return ir.NameLoc(loc).child_loc if loc.typeid == _NAME else loc
 
 
 def loc_file_line(loc):
@@ -45,25 +54,25 @@ def loc_file_line(loc):
     if region is not None:
         where = loc_file_line(inner)
         return (*(where or ("<unknown>", 0)), region)
-    for get in (lambda: ir.FileLineColLoc(ir.NameLoc(loc).child_loc), lambda: ir.FileLineColLoc(loc)):
-        try:
-            f = get()
-            return (f.filename, f.start_line)
-        except (ValueError, TypeError):
-            continue
+    inner = _inner(loc)
+    if inner.typeid == _FILE:
+        f = ir.FileLineColLoc(inner)
+        return (f.filename, f.start_line)
     return None
 
 
 def _checkpoint_region(loc):
     """(region, the fused file location) of a location in a checkpoint region; (None, None) otherwise."""
-    for get in (lambda: ir.FusedLoc(ir.NameLoc(loc).child_loc), lambda: ir.FusedLoc(loc)):
-        try:
-            fused = get()
-            text = ir.StringAttr(fused.metadata).value
-        except (ValueError, TypeError):
-            continue
-        if text.startswith(CHECKPOINT) and len(fused.locations) == 1:
-            return int(text[len(CHECKPOINT):]), fused.locations[0]
+    inner = _inner(loc)
+    if inner.typeid != _FUSED:
+        return None, None
+    fused = ir.FusedLoc(inner)
+    try:
+        text = ir.StringAttr(fused.metadata).value
+    except (ValueError, TypeError):  # (no metadata, or not a string)
+        return None, None
+    if text.startswith(CHECKPOINT) and len(fused.locations) == 1:
+        return int(text[len(CHECKPOINT):]), fused.locations[0]
     return None, None
 
 

@@ -22,6 +22,7 @@ from thunder.dialects.mlir import ir
 from thunder.lowering.gpu import launch as gpu_launch
 from thunder.lowering.linalg.scalar import POW_SPECIAL, supported, widened_math
 from thunder.lowering.gpu import nvfuser, region_kernels
+from thunder.lowering import cost_calibration
 from thunder.lowering.linalg import compile_region
 from thunder.lowering.linalg.to_linalg import lower_region, to_linalg
 
@@ -46,13 +47,20 @@ class CostModel:
 class Executor:
     name: str
     device: str  # "cpu" or "cuda": the device of the tensors of the regions it claims
-    cost: CostModel
+    fixed_cost: CostModel  # the built-in constants (see `cost`)
     compile: Callable  # (region text, func name) -> callable(*tensors) -> tuple of outputs
     supports: Callable  # (thunder prim operation) -> whether it can run inside a region
     accepts: Callable  # (region text, name) -> whether it compiles the region (checked before keeping it)
     runs_well: Callable = None  # (region text, name) -> whether policy auto keeps it as it is
     require: Callable = None  # () -> None, or raise ImportError naming what is missing
     takes_numbers: bool = False  # whether its regions take runtime numbers (scalar f64/i64 inputs)
+    calibrate: Callable = None  # (fixed_cost) -> the cost model measured on this machine, or None: fixed_cost
+
+    @property
+    def cost(self) -> CostModel:
+        """The cost model policy "auto" uses: measured on this CPU where the executor calibrates
+        (linalg: cost_calibration.py; one per process), else the fixed constants."""
+        return self.fixed_cost if self.calibrate is None else self.calibrate(self.fixed_cost)
 
 
 LIBM_CALLS = {"thunder.sin", "thunder.cos", "thunder.atan2", "thunder.pow"}
@@ -188,7 +196,9 @@ def register(executor: Executor):
     return executor
 
 
-# measured by benchmarks/cost_model.py on this project's 2-core CPU machines (docs/fusion.md): a
+# measured by benchmarks/cost_model.py on this project's 2-core CPU machines (docs/fusion.md; the
+# constants used unless THUNDER_COST_MODEL=fixed are measured on the CPU at hand instead, see
+# cost_calibration.py): a
 # torch op 1.1 us, a kernel call 5 us, 50 GB/s (torch's memory-bound ops on 16 MiB, one thread),
 # the math prims' compute per element (torch's SLEEF functions, our f32 polynomials), and that of
 # torch's own kernels of a few ltorch ops
@@ -203,7 +213,7 @@ _LINALG_OP_MATH = (("ltorch.gelu", (("approximate", "tanh"),), 1.2e-9),
 register(Executor("linalg", "cpu", CostModel(1.1e-6, 5e-6, 5e10, _LINALG_MATH, _LINALG_OP_MATH), _compile_linalg,
                   kernel_prim,
                   _linalg_accepts,
-                  _linalg_tiles, takes_numbers=True))
+                  _linalg_tiles, takes_numbers=True, calibrate=cost_calibration.cost_model))
 # a CUDA torch op costs its launch (~5 us of CPU time; GPU time hides behind it for small
 # tensors), one of our kernels a Python-level launch (~8 us); an H100 moves ~2.5 TB/s
 register(Executor("cuda", "cuda", CostModel(5e-6, 8e-6, 2.5e12), _compile_cuda, kernel_prim, _cuda_accepts,

@@ -23,11 +23,12 @@ import re
 
 from thunder.dialects.emit import loc_names
 from thunder.dialects.mlir import func, ir
-from thunder.lowering import executors as executor_registry, region_reuse
+from thunder.dialects.texts import text as text_of
+from thunder.lowering import edge_ops, executors as executor_registry, region_reuse
 from thunder.lowering.executors import is_number
 from thunder.lowering.decompose import decompose_module, decompose_op
+from thunder.lowering.edge_ops import is_view as _is_view
 from thunder.lowering.linalg.scalar import ELEMENTWISE, elt_bytes
-from thunder.lowering.layout_copies import reshape_copies
 from thunder.lowering.sink_reshapes import sink_reshapes
 from thunder.lowering.linalg.types_and_maps import SCALAR_TYPES
 from thunder.ops import registry
@@ -40,9 +41,6 @@ DEFAULT_EXECUTORS = ("linalg", "cuda")
 # how far (ops in program order) after a region's last op a sibling (an op reading a value the
 # region reads too, and nothing it alone produces) may still join it (_Graph.joins)
 SIBLING_WINDOW = 16
-# policy "auto", a region that does not run well: its ops on tensors this many times smaller
-# than its largest, computed from such tensors only, may go to torch (_without_small_prologue)
-SMALL_RATIO = 8
 
 EXECUTOR_ATTR = "thunder.executor"
 ELEMENT_TYPES = {"f16", "bf16", "f32", "f64", "i1", "i8", "i16", "i32", "i64"}
@@ -70,13 +68,13 @@ def _static(t, device="cpu"):
             on = ir.StringAttr(t.encoding).value.split(":")[0]
         except ValueError:
             return False
-    return on == device and t.has_static_shape and str(t.element_type) in ELEMENT_TYPES
+    return on == device and t.has_static_shape and text_of(t.element_type) in ELEMENT_TYPES
 
 
 def _runtime_number(v):
     """A runtime number (core/numbers.py: a float argument under cache="symbolic values", t.item())
     of a type kernels take: a region input of scalar type, for executors that take them."""
-    return not isinstance(v.type, ir.ShapedType) and not is_number(v) and str(v.type) in SCALAR_TYPES
+    return not isinstance(v.type, ir.ShapedType) and not is_number(v) and text_of(v.type) in SCALAR_TYPES
 
 
 def _operand_ok(operation, v, executor):
@@ -130,8 +128,8 @@ def claimable(operation, executor=None) -> bool:
 
 def _signature(operation):
     # (the attributes by their text: str() of the attribute map is its Python object's address)
-    return (operation.name, tuple(sorted((k, str(operation.attributes[k])) for k in operation.attributes)),
-            tuple(str(v.owner.attributes["value"]) if is_number(v) else str(v.type) for v in operation.operands))
+    return (operation.name, tuple(sorted((k, text_of(operation.attributes[k])) for k in operation.attributes)),
+            tuple(text_of(v.owner.attributes["value"]) if is_number(v) else text_of(v.type) for v in operation.operands))
 
 
 def _scratch(operation):
@@ -488,21 +486,13 @@ def _torch_seconds(operation, cost):
 
 
 REDUCTION_PRIMS = {"thunder.sum", "thunder.amax", "thunder.amin", "thunder.prod"}
-# prims that torch runs as views of their operand (thunder.reshape may copy, but mostly does not)
-VIEW_PRIMS = {"thunder.reshape", "thunder.transpose", "thunder.broadcast_in_dim", "thunder.squeeze", "thunder.slice"}
-BROADCASTS = {"thunder.broadcast_in_dim", "ltorch.expand", "ltorch.expand_as", "ltorch.broadcast_to"}
-
-
-def _is_view(operation):
-    op = registry.OPS.get(operation.name)
-    return operation.name in VIEW_PRIMS or (op is not None and op.is_view)
 
 
 def _bytes(v):
     if not isinstance(v.type, ir.ShapedType):  # a runtime number
         return 8
     t = ir.RankedTensorType(v.type)
-    return math.prod(t.shape) * elt_bytes(str(t.element_type))
+    return math.prod(t.shape) * elt_bytes(text_of(t.element_type))
 
 
 def _inside(user, produced):
@@ -527,18 +517,11 @@ def _next_index(module_block):
     return n
 
 
-def _without_tail_views(graph, ops):
-    """The region without views whose results only leave it (a transposed or reshaped copy of
-    a result, written by the kernel, costs memory traffic; torch's view of it costs none)."""
-    ops = list(ops)
-    while True:
-        inside = {r for i in ops for r in graph.ops[i].results}
-        used_inside = {v for i in ops for v in graph.ops[i].operands if v in inside}
-        tail = [i for i in ops if _is_view(graph.ops[i]) and not any(r in used_inside for r in graph.ops[i].results)
-                and not reshape_copies(graph.ops[i])]  # (a transpose whose reshape would copy stays)
-        if not tail:
-            return ops
-        ops = [i for i in ops if i not in tail]
+def _without_edge(graph, ops, edge):
+    """ops (graph indices) without those of edge (edge_ops' rule: MLIR operations of the region
+    -> those torch runs outside the kernel)."""
+    left = edge([graph.ops[i] for i in ops])
+    return [i for i in ops if graph.ops[i] not in left]
 
 
 class _Kept:
@@ -557,62 +540,15 @@ class _Kept:
         self.kernel_results = list(list(block.operations)[-1].operands)
 
 
-def _without_head(graph, ops):
-    """The region without its head views: views (not broadcasts, which the kernel tiles through)
-    of values made before the region's first op, or of other head views. Torch's view moves no
-    data; in the kernel, a reshape merging dims (a loss's logits.view(-1, classes)) hides the rows
-    it could tile by."""
-    first, head = min(ops), set()
-    for i in ops:
-        o = graph.ops[i]
-        if _is_view(o) and o.name not in BROADCASTS and \
-                all(graph.index.get(v, -1) < first or graph.index[v] in head for v in o.operands):
-            head.add(i)
-    return [i for i in ops if i not in head]
-
-
-def _without_small_prologue(graph, ops):
-    """The region without its small prologue: ops computing values at most 1/SMALL_RATIO of the
-    region's largest (in elements) from small values only, made outside the region or by other
-    such ops (and the small fills and iotas they use). A loss's labels padded, shifted and
-    flattened (F.pad's cat, a slice, a reshape merging dims) are such ops: in the kernel they
-    keep it from tiling by rows; as torch calls before it they cost a few calls on small
-    tensors, and the kernel reads their results."""
-    members = set(ops)
-    largest = max(_elements(r) for i in ops for r in graph.ops[i].results)
-
-    def small(v):
-        return not isinstance(v.type, ir.ShapedType) or _elements(v) * SMALL_RATIO <= largest
-
-    def generator(i):  # a fill or iota inside the region: no tensor operands
-        return i in members and not any(isinstance(v.type, ir.ShapedType) for v in graph.ops[i].operands)
-
-    peeled = set()
-    for i in ops:
-        o = graph.ops[i]
-        tensors = [v for v in o.operands if isinstance(v.type, ir.ShapedType)]
-        if not tensors or not all(small(v) for v in list(o.operands) + list(o.results)):
-            continue
-        producers = [graph.index[v] for v in tensors if graph.index.get(v) in members]
-        if all(p in peeled or (generator(p) and small(graph.ops[p].results[0])) for p in producers):
-            peeled.add(i)
-            peeled.update(producers)
-    return [i for i in ops if i not in peeled]
-
-
-def _elements(v):
-    return math.prod(ir.RankedTensorType(v.type).shape) if isinstance(v.type, ir.ShapedType) else 1
-
-
 def _outline_region(f, graph, ops, name, policy, executor, heads=True, prologue=True, decomposed=None):
     """The _Kept region for these ops when the policy keeps it, or None. With policy auto, a
     region the executor would not run well (linalg: a kernel that is not tiled, see
     to_linalg.tiling) leaves its head views (a loss's logits.view(-1, classes)), then its small
-    prologue (_without_small_prologue: a loss's labels shifted and flattened) and its tail
-    reductions (a bias gradient summed over rows, a loss averaged over rows) to torch, so the
-    rest tiles by rows. decomposed: a region_reuse.Decomposed (or None: every region decomposed
+    prologue (a loss's labels shifted and flattened) and its tail reductions (a bias gradient
+    summed over rows, a loss averaged over rows) to torch, so the rest tiles by rows (the rules:
+    lowering/edge_ops.py). decomposed: a region_reuse.Decomposed (or None: every region decomposed
     anew)."""
-    ops = _without_tail_views(graph, ops)
+    ops = _without_edge(graph, ops, edge_ops.tail_views)
     if not ops:
         return None
     members = [graph.ops[i] for i in ops]
@@ -634,12 +570,14 @@ def _outline_region(f, graph, ops, name, policy, executor, heads=True, prologue=
     kept = _Kept(ops, callee, inputs, outputs, name, checks)
     if policy == "always" or executor.runs_well is None or _ask("runs_well", executor, text, name):
         return kept
-    rest = _without_head(graph, ops) if heads else ops
+    first = min(ops)  # (head views read values made before the region's first op)
+    rest = _without_edge(graph, ops, lambda region: edge_ops.head_views(
+        region, lambda v: graph.index.get(v, -1) < first)) if heads else ops
     if rest != ops:
         callee.operation.erase()
         return _outline_region(f, graph, rest, name, policy, executor, heads=False, prologue=prologue,
                                decomposed=decomposed)
-    rest = _without_small_prologue(graph, ops) if prologue else ops
+    rest = _without_edge(graph, ops, edge_ops.small_prologue) if prologue else ops
     if rest and rest != ops:
         callee.operation.erase()
         return _outline_region(f, graph, rest, name, policy, executor, heads=False, prologue=False,
@@ -717,22 +655,8 @@ def _tail_ops(body):
         used = {produced[v] for o in body if o not in tail for v in o.operands if v in produced}
         rest = [o for o in tail if o not in used]
         if rest == tail:
-            return _with_tail_views(body, tail)
+            return edge_ops.tail_reshapes(body, tail)
         tail = rest
-
-
-def _with_tail_views(body, tail):
-    """tail and the reshapes only it or the caller reads (a reshape of the rows to sum, (b, s, n)
-    to (b * s, n), keeps the kernel from tiling; torch views the kernel's contiguous result at no
-    cost, with the strides the kernel would have written)."""
-    if not tail:
-        return tail
-    tail = set(tail)
-    for o in reversed(body):
-        if o.name == "thunder.reshape" and o not in tail and \
-                all(u.owner in tail or u.owner.name == "func.return" for r in o.results for u in r.uses):
-            tail.add(o)
-    return [o for o in body if o in tail]
 
 
 def _call_region(kept, replaced, where, loc, check_loc):
@@ -832,9 +756,11 @@ def _erase_unused_numbers(block):
             o.operation.erase()
 
 
-def fuse_module(module_op, policy="auto", executors=DEFAULT_EXECUTORS):
+def fuse_module(module_op, policy="auto", executors=DEFAULT_EXECUTORS, first_index=0):
     """executors: names (or one comma-separated string, as the pass option
-    `thunder-fuse{executors=linalg,cuda}` gives it), in order of preference."""
+    `thunder-fuse{executors=linalg,cuda}` gives it), in order of preference; first_index: the
+    number of the first region outlined (at least; a backward fused apart from its forward
+    numbers its regions after the forward's: runtime/backward_variants.py)."""
     if policy not in POLICIES:
         raise ValueError(f"thunder-fuse: unknown policy {policy!r}; expected one of {', '.join(POLICIES)}")
     if isinstance(executors, str):
@@ -843,7 +769,7 @@ def fuse_module(module_op, policy="auto", executors=DEFAULT_EXECUTORS):
         executor_registry.get(e)
     module_block = module_op.regions[0].blocks[0]
     with module_op.context, ir.Location.unknown():
-        counter = _next_index(module_block)
+        counter = max(_next_index(module_block), first_index)
         funcs = [op for op in module_block.operations
                  if op.operation.name == "func.func" and not is_fusion(op) and len(op.regions[0].blocks) > 0]
         decomposed = region_reuse.Decomposed(module_op.context)  # (regions of every func, forward's and backward's)

@@ -59,7 +59,9 @@ def _renamed_copy(callee, template, template_names):
     members = {}  # the template's op name -> (callee's name, callee's op location)
     for names, o in zip(template_names[k:], ops[k:]):
         for t, c in zip(names, loc_names(o.location)):
-            if t in members:
+            # a name on two ops (a view and the op it views, named alike by a VJP rule) maps
+            # alike in both: what derives from it is named and located alike
+            if t in members and members[t] != (c, o.location):
                 return None
             members[t] = (c, o.location)
     locations = [o.location for o in ops[:k]]  # (the numbers' as in callee)

@@ -13,6 +13,10 @@ os.environ["THUNDER_PROGRAM_CACHE"] = "off"
 # as torch calls, runtime/tiered.py): a test checking a fused program checks its kernels;
 # tests/test_tiered.py switches the background compiles on
 os.environ["THUNDER_KERNEL_COMPILE"] = "sync"
+# fusion decisions from the fixed cost model (lowering/executors.py), not one measured on the
+# machine under its current load (lowering/cost_calibration.py; tests/test_cost_calibration.py
+# tests the measuring)
+os.environ["THUNDER_COST_MODEL"] = "fixed"
 
 
 import pytest  # noqa: E402

@@ -91,6 +91,32 @@ def test_no_zeros_are_made_for_outputs_without_gradient():
     assert "zeros" not in body and "impl.full" not in body
 
 
+def test_backward_compiles_on_its_first_call_once_per_set_of_cotangents():
+    # the forward's compile makes no backward; the first backward call compiles the one for its
+    # cotangents (here: the loss only, not logits and their exp) and nothing else; later calls
+    # with the same set reuse it, another set compiles its own once
+    jf = thunder.jit(_lm)
+    x, w, target = _inputs()
+    outs = jf(x, w, target)
+    stats = thunder.compile_stats(jf)
+    assert stats.backward_compiles == 0
+    assert [t.name for t in thunder.last_backward_traces(jf)] == ["thunder-autograd (backward)"]
+    outs[0].backward()
+    assert stats.backward_compiles == 1
+    names = [t.name for t in thunder.last_backward_traces(jf)]
+    assert len(names) == 2 and names[1].endswith("(backward; no cotangent for outputs 1, 2)"), names
+    for _ in range(2):
+        jf(x, w, target)[0].backward()
+    assert stats.backward_compiles == 1 and stats.cache_misses == 1
+    expected = torch.autograd.grad(_lm(x, w, target)[0], (x, w))
+    got = torch.autograd.grad(jf(x, w, target)[0], (x, w))
+    for g, e in zip(got, expected):
+        torch.testing.assert_close(g, e)
+    outs = jf(x, w, target)
+    torch.autograd.grad(outs[0] + outs[1].sum() + outs[2].sum(), (x, w))  # (every output: the full backward)
+    assert stats.backward_compiles == 2 and len(thunder.last_backward_traces(jf)) == 3
+
+
 def _body(trace):
     """The program's statements (no header, signature or comments)."""
     lines = str(trace).split("def backward(", 1)[1].splitlines()[1:]

@@ -308,3 +308,129 @@ def test_conversions_to_what_the_input_is_return_the_input_itself():
     a, b = torch.ones(3), torch.ones(3)
     out = thunder.jit(update_through_alias)(a)
     assert out is a and torch.equal(a, update_through_alias(b)) and torch.equal(a, torch.full((3,), 4.0))
+
+
+# Views made under torch.no_grad() of a tensor that requires grad: in eager they require grad
+# (their base does) and are leaves without grad_fn, send no gradient, and may not be updated in
+# place with grad mode on (nor used with grad mode on after an in-place update of them or their
+# base). Other results of no_grad ops (x.detach(), x * 2) do not require grad.
+
+def _no_grad_results(x):
+    y = x * 1  # (a base that requires grad and is not a leaf)
+    with torch.no_grad():
+        return (x.view(12), x[0], x.t(), x.reshape(2, 6), *x.unbind(0)[:1], *x.split(2)[:1], x.contiguous(),
+                y.view(12), x.detach(), x * 2, x.view(12).view(3, 4))
+
+
+def _describe(t):
+    return t.requires_grad, t.is_leaf, t.grad_fn is None
+
+
+@pytest.mark.parametrize("grad_mode", [True, False])
+def test_views_made_under_no_grad_come_back_as_eager_makes_them(grad_mode):
+    x = torch.randn(3, 4, requires_grad=True)
+    with torch.set_grad_enabled(grad_mode):
+        expected, got = _no_grad_results(x), thunder.jit(_no_grad_results)(x)
+    assert [_describe(t) for t in got] == [_describe(t) for t in expected]
+    assert [_describe(t)[0] for t in got] == [True] * 7 + [grad_mode, False, False, True]
+    for g, e in zip(got, expected):
+        torch.testing.assert_close(g, e, rtol=0, atol=0)
+    # no gradient through them (also not into the view itself), and eager's error for an in-place
+    # update with grad mode on; under no_grad the update reaches x
+    for v in (got[0], expected[0]):
+        (v * 2).sum().backward()
+        assert x.grad is None and v.grad is None
+        with pytest.raises(RuntimeError, match="A view was created in no_grad mode and is being modified inplace"):
+            v.mul_(2)
+    with torch.no_grad():
+        got[1].fill_(5.0)
+    assert torch.equal(x[0], torch.full((4,), 5.0))
+
+
+def _used_with_grad_mode_on(x, w):
+    with torch.no_grad():
+        wt, v = w.t(), x.view(12)
+    return x @ wt + (v * 2).view(3, 4).sum(), v.view(3, 4) * 3
+
+
+def test_no_grad_view_used_with_grad_mode_on_sends_no_gradient():
+    x, w = torch.randn(3, 4, requires_grad=True), torch.randn(5, 4, requires_grad=True)
+    x2, w2 = x.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
+    expected, got = _used_with_grad_mode_on(x, w), thunder.jit(_used_with_grad_mode_on)(x2, w2)
+    for g, e in zip(got, expected):
+        torch.testing.assert_close(g, e)
+        assert (g.requires_grad, g.grad_fn is None) == (e.requires_grad, e.grad_fn is None) == (True, False)
+    expected[0].sum().backward()
+    got[0].sum().backward()
+    torch.testing.assert_close(x2.grad, x.grad)
+    assert w.grad is None and w2.grad is None
+    # a result computed only from a no_grad view requires grad and sends nothing
+    got[1].sum().backward()
+    torch.testing.assert_close(x2.grad, x.grad)
+
+
+def _update_view(x):
+    with torch.no_grad():
+        v = x.view(12)
+    v.mul_(2)
+    return v
+
+
+def _update_view_of_view(x):
+    with torch.no_grad():
+        v = x.view(12)
+    v.view(3, 4)[0].mul_(2)
+    return v
+
+
+def _update_view_of_non_leaf(x):
+    y = x * 1
+    with torch.no_grad():
+        v = y[0]
+    v.add_(1)
+    return y
+
+
+def _use_after_base_update(x):
+    y = x * 1
+    with torch.no_grad():
+        v = y.view(12)
+    y.add_(1)
+    return v * 2
+
+
+def _use_after_update_under_no_grad(x):
+    with torch.no_grad():
+        v = x.view(12)
+        v.mul_(2)
+    return (v * 2).sum()
+
+
+@pytest.mark.parametrize("fn, message", [
+    (_update_view, "A view was created in no_grad mode and is being modified inplace"),
+    (_update_view_of_view, "view of a view which was created in no_grad mode and is being modified inplace"),
+    (_update_view_of_non_leaf, "A view was created in no_grad mode and is being modified inplace"),
+    (_use_after_base_update, "its base or another view of its base has been modified inplace"),
+    (_use_after_update_under_no_grad, "its base or another view of its base has been modified inplace"),
+])
+def test_no_grad_view_misuse_raises_eager_error(fn, message):
+    for f in (fn, thunder.jit(fn)):
+        with pytest.raises(RuntimeError, match=message):
+            f(torch.randn(3, 4, requires_grad=True))
+
+
+def test_no_grad_view_returned_after_an_update_under_no_grad():
+    def update(x):
+        with torch.no_grad():
+            v = x.view(12)
+            v.mul_(2)
+        return v
+
+    x, x2 = torch.randn(3, 4, requires_grad=True), None
+    x2 = x.detach().clone().requires_grad_()
+    for f, a in ((update, x), (thunder.jit(update), x2)):
+        v = f(a)
+        assert v.requires_grad
+        with pytest.raises(RuntimeError, match="its base or another view of its base has been modified inplace"):
+            v.grad_fn
+    torch.testing.assert_close(x2, x, rtol=0, atol=0)

@@ -149,6 +149,24 @@ def test_checkpoint_region_is_marked_in_the_mlir():
     assert marked == ["matmul", "tanh", "matmul", "sin", "exp", "mul"]  # the block's ops, not the outer ones
 
 
+def test_locations_read_back():
+    """What dialects/emit.location() writes (a value name, the user's line, a checkpoint region)
+    reads back from each kind of location, and nothing from the others."""
+    from thunder.dialects.definitions import context
+    from thunder.dialects.emit import loc_file_line, loc_names, location
+    from thunder.dialects.mlir import ir
+
+    with context():
+        f = ir.Location.file("a.py", 3, 0)
+        cases = [(location("t5"), ["t5"], None), (location("t5,t6", ("a.py", 3)), ["t5", "t6"], ("a.py", 3)),
+                 (location("t7", ("a.py", 3, 2)), ["t7"], ("a.py", 3, 2)), (f, [], ("a.py", 3)),
+                 (ir.Location.unknown(), [], None), (ir.Location.fused([f], metadata=ir.StringAttr.get("x")), [], None),
+                 (ir.Location.fused([f], metadata=ir.StringAttr.get("checkpoint 4")), [], ("a.py", 3, 4)),
+                 (ir.Location.name("n", childLoc=ir.Location.callsite(f, [f])), ["n"], None)]
+        for loc, names, where in cases:
+            assert (loc_names(loc), loc_file_line(loc)) == (names, where), str(loc)
+
+
 def test_recomputation_is_placed_before_its_first_use():
     # the backward recomputes h1 and h2 (cheap, from the saved matmul results); each comes right
     # before the op that first reads it, so layer 1's h1 after layer 3's backward matmul

@@ -74,6 +74,23 @@ def test_first_calls_from_threads_compile_once_per_key():
         assert stats.miss_reasons.count("first call") == 1
 
 
+def test_first_backward_from_two_threads_at_once_compiles_it_once():
+    # (the backward compiles on the first backward call: runtime/autograd.py backward_for)
+    jf = thunder.jit(gelu_mm)
+    g = torch.Generator().manual_seed(0)
+    xs = [torch.randn(3, 4, generator=g, requires_grad=True) for _ in range(2)]
+    outs = [jf(x) for x in xs]  # (one program; its backward not compiled yet)
+    grads = [None, None]
+
+    def work(i):
+        grads[i] = torch.autograd.grad(outs[i].sum(), xs[i])[0]
+
+    assert run_threads(2, work) == []
+    assert thunder.compile_stats(jf).backward_compiles == 1
+    for x, grad in zip(xs, grads):
+        torch.testing.assert_close(grad, torch.autograd.grad(gelu_mm(x).sum(), x)[0])
+
+
 def raises_while_tracing(x):
     y = x * 2
     if y.shape[0] > 3:

@@ -274,6 +274,24 @@ def test_tiling_of_rows():
     assert lower_region(region(lambda x: x.sum(), x), "computation", [(32, 1)]).rows is None
 
 
+def test_regions_of_one_text_lower_once():
+    """lower_region answers a region that differs from one lowered before only in its func's
+    name (a model's N identical layers) from its memo when the lowered func is named apart
+    from the region (Kernel's "kernel"); named after the region, each lowers to its own name."""
+    from thunder.lowering.linalg.to_linalg import STATS, lower_region
+
+    x, w = torch.randn(64, 32), torch.randn(32)
+    text = region(lambda x, w: torch.tanh(x * w + 1.5), x, w).replace("@computation(", "@fusion_7(")
+    strides = ((32, 1), (1,))
+    hits = STATS["hits"]
+    first = lower_region(text, "fusion_7", strides, out_name="kernel")
+    second = lower_region(text.replace("@fusion_7(", "@fusion_31("), "fusion_31", strides, out_name="kernel")
+    assert STATS["hits"] == hits + 1 and second is first
+    assert lower_region(text, "fusion_7", None, out_name="kernel") is not first  # (other strides)
+    own = lower_region(text.replace("@fusion_7(", "@fusion_31("), "fusion_31", strides)
+    assert "@fusion_31(" in own.text and own.text == first.text.replace("@kernel(", "@fusion_31(")
+
+
 def test_new_row_counts_do_not_recompile():
     from thunder.lowering.linalg import COMPILE_LOG
 

@@ -48,6 +48,7 @@ SCRIPT = textwrap.dedent('''
         eager = torch.autograd.grad(expected.sum(), wrt)
         cs = thunder.compile_stats(jfn)
         report[name] = dict(disk_loads=cs.disk_loads, misses=cs.cache_misses, stages=sorted(cs.last_stage_times),
+                            backward_compiles=cs.backward_compiles,
                             same=bool(torch.allclose(out, expected) and all(torch.allclose(a, b)
                                                                             for a, b in zip(grads, eager))))
     report["stats"] = persist.stats
@@ -69,13 +70,14 @@ def test_second_process_runs_the_stored_programs(tmp_path):
     script = tmp_path / "script.py"
     script.write_text(SCRIPT)
     first = run_script(script, tmp_path)
-    for name in ("fn", "module"):
-        assert first[name] == dict(disk_loads=0, misses=1, stages=COMPILED, same=True)
-    assert first["stats"]["stored"] == 2
+    for name in ("fn", "module"):  # (the backward compiled on the first backward call, the entry stored again)
+        assert first[name] == dict(disk_loads=0, misses=1, stages=COMPILED, backward_compiles=1, same=True)
+    assert first["stats"]["stored"] == 2 and first["stats"]["updated"] == 2
+    assert len(entries(tmp_path / "programs")) == 2  # (an entry's file replaced when stored again)
     second = run_script(script, tmp_path)
-    for name in ("fn", "module"):  # no trace, no pass: the program from disk, values and grads as eager
-        assert second[name] == dict(disk_loads=1, misses=1, stages=["program cache"], same=True)
-    assert second["stats"] == dict(loaded=2, stored=0, rejected=0, unportable=0)
+    for name in ("fn", "module"):  # no trace, no pass: the programs from disk (the backward too), as eager
+        assert second[name] == dict(disk_loads=1, misses=1, stages=["program cache"], backward_compiles=0, same=True)
+    assert second["stats"] == dict(loaded=2, stored=0, updated=0, rejected=0, unportable=0)
 
 
 def make(k):
@@ -118,6 +120,31 @@ def test_closure_value_and_default_dtype_miss(program_cache):
     finally:
         torch.set_default_dtype(default)
     assert counts()["rejected"] == 0 and len(entries(folder)) == 3
+
+
+def loss_and_logits(x, w):
+    logits = torch.tanh(x @ w)
+    return (logits * logits).sum(), logits
+
+
+def test_backward_for_absent_cotangents_is_stored_and_loaded(program_cache):
+    # the backward for the loss alone (no cotangent for the logits), compiled on the first
+    # backward call, is stored with the entry; a new process loads it rather than compiling it
+    folder, counts = program_cache
+    g = torch.Generator().manual_seed(0)
+    x, w = torch.randn(4, 6, generator=g, requires_grad=True), torch.randn(6, 3, generator=g, requires_grad=True)
+    expected = torch.autograd.grad(loss_and_logits(x, w)[0], (x, w))
+    for process in range(2):
+        jf = thunder.jit(loss_and_logits)
+        loss, logits = jf(x, w)
+        for got, e in zip(torch.autograd.grad(loss, (x, w)), expected):
+            torch.testing.assert_close(got, e)
+        cs = thunder.compile_stats(jf)
+        assert (cs.disk_loads, cs.backward_compiles) == ((0, 1) if process == 0 else (1, 0))
+    assert any("(backward; no cotangent for outputs 1) (from the program cache)" in t.name
+               for t in thunder.last_backward_traces(jf))
+    assert counts() == dict(loaded=1, stored=1, updated=1, rejected=0, unportable=0)
+    assert len(entries(folder)) == 1
 
 
 def make_act(k):
@@ -252,3 +279,20 @@ def test_a_size_change_generalizes_rather_than_load_per_size_programs(program_ca
     cs = thunder.compile_stats(jf)
     assert (cs.disk_loads, cs.cache_misses, cs.cache_hits) == (1, 2, 2)
     assert cs.generalizations[-1].startswith("generalized (automatic dynamic")
+
+
+def _doubled_no_grad_view(x):
+    with torch.no_grad():
+        v = x.view(-1)  # (requires grad, as x does, and sends it no gradient)
+    return v * 2
+
+
+def test_a_stored_training_program_keeps_which_results_require_grad(program_cache):
+    x = torch.randn(3, 4, requires_grad=True)
+    for loads in (0, 1):
+        jfn = thunder.jit(_doubled_no_grad_view)
+        out = jfn(x)
+        assert thunder.compile_stats(jfn).disk_loads == loads
+        assert out.requires_grad and out.grad_fn is not None
+        out.sum().backward()
+        assert x.grad is None

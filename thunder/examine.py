@@ -177,6 +177,8 @@ def examine(fn, /, *args, executors=None, cache=None, fusion=None, **kwargs):
     report.calls = _calls(record)
     report.splits = [f"{s.location}: {s.what} = {s.value!r}" for s in cs.last_splits]
     if entry is not None:
+        if entry.program is not None:  # (the backward for all outputs, compiled as its first call would)
+            entry.program.backward_for(entry.program.cotangent_for)
         report.regions = _regions(entry.traces + entry.backward_traces)
         report.guards = _guards(entry)
     print(report.table())

@@ -67,18 +67,24 @@ def cache_dir():
     return os.path.join(base, "thunder-mlir", "kernels")
 
 
-@functools.lru_cache(maxsize=None)
-def _cpu():
+def cpuinfo(names):
+    """{name: value} of the first CPU's /proc/cpuinfo fields among names (those it has)."""
     fields = {}
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
                 k, _, v = line.partition(":")
                 k = k.strip()
-                if k in ("model name", "flags", "Features", "CPU part") and k not in fields:
+                if k in names and k not in fields:
                     fields[k] = " ".join(v.split())
     except OSError:
         pass
+    return fields
+
+
+@functools.lru_cache(maxsize=None)
+def _cpu():
+    fields = cpuinfo(("model name", "flags", "Features", "CPU part"))
     return "|".join([platform.machine()] + [f"{k}={v}" for k, v in sorted(fields.items())])
 
 

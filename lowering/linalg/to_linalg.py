@@ -113,6 +113,40 @@ def lower_region(text: str, name: str, input_strides=None, approx_math=True, til
     merge_reductions: an elementwise result used again after its first user, a reduction, is
     computed in that reduction's pass (_generic_and_reduction; the CUDA kernel writer does not
     read such multi-result generics)."""
+    key = _memo_key(text, name, out_name, input_strides, approx_math, tile, prefer, merge_reductions)
+    found = _LOWERED.get(key) if key is not None else None
+    if found is not None:
+        STATS["hits"] += 1
+        return found
+    lowered = _lower_region(text, name, input_strides, approx_math, tile, out_name, prefer, merge_reductions)
+    if key is not None:
+        if len(_LOWERED) >= _LOWERED_MAX:
+            _LOWERED.clear()
+        _LOWERED[key] = lowered
+    return lowered
+
+
+# lowered regions by region text (its func named @region) and options: a model's N identical
+# layers make N regions (fusion_3, fusion_27, ...) that lower to one text when the lowered func
+# is named out_name, not after the region
+_LOWERED = {}
+_LOWERED_MAX = 4096
+STATS = {"hits": 0}  # lower_region calls answered from _LOWERED (tests)
+
+
+def _memo_key(text, name, out_name, input_strides, approx_math, tile, prefer, merge_reductions):
+    """lower_region's key in _LOWERED, None where it has none (strides in lists)."""
+    if f"@{name}(" in text and "@region(" not in text:  # (else the text as it is)
+        text = text.replace(f"@{name}(", "@region(", 1)
+    key = (text, out_name or name, input_strides, approx_math, tile, tuple(prefer), merge_reductions)
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+def _lower_region(text, name, input_strides, approx_math, tile, out_name, prefer, merge_reductions):
     ctx, module = parse_region(text)
     with ctx:
         f = find_func(module, name)

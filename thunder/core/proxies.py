@@ -22,7 +22,7 @@ class TensorProxy:
 
     __slots__ = ("name", "shape", "dtype", "device", "requires_grad", "is_view", "is_input",
                  "input_name", "base", "recipe", "views", "meta", "stride_deps", "leaf", "inference",
-                 "is_parameter", "__weakref__")
+                 "is_parameter", "no_grad_view", "__weakref__")
 
     # as torch.Tensor's: numpy's operators defer to the proxy's (np.int64(3) + x is x.__radd__)
     __array_priority__ = 1000
@@ -44,6 +44,11 @@ class TensorProxy:
         self.meta = None
         self.stride_deps = frozenset()  # names of the inputs whose strides decide this one's
         self.inference = False  # made under torch.inference_mode(): returned as an inference tensor
+        # True: a view made under torch.no_grad() of a tensor that requires grad: requires grad as in
+        # eager, sends no gradient, may not be updated in place with grad mode on (ops/record.py);
+        # MODIFIED: such a view after an in-place update of it or of its base (eager then raises
+        # where it is used with grad mode on)
+        self.no_grad_view = False
         self.is_parameter = False  # stands for an nn.Parameter (isinstance(p, nn.Parameter) is True)
         self.leaf = True  # for inputs: whether the tensor is a leaf of autograd's graph
 
@@ -265,10 +270,24 @@ def _read_grad(p):
     return reader(p)
 
 
+MODIFIED = "modified"  # TensorProxy.no_grad_view of a view made under no_grad, then updated in place
+_NO_GRAD_VIEW_INPLACE = (
+    " and is being modified inplace with grad mode enabled. Given that this use case is ambiguous and "
+    "error-prone, it is forbidden. You can clarify your code by moving both the view and the inplace "
+    "either both inside the no_grad block (if you don't want the inplace to be tracked) or both outside "
+    "(if you want the inplace to be tracked).")
+
+
 def check_inplace_allowed(self):
-    """Eager's error for an in-place update of a leaf that requires grad (or of a view of one)."""
+    """Eager's errors for an in-place update of a leaf that requires grad (or of a view of one) and,
+    with grad mode on, of a view made under no_grad of a tensor that requires grad (or of a view
+    of such a view)."""
     root = self
     while root.base is not None:
+        if root.no_grad_view and tracing.grad_enabled():
+            raise RuntimeError(("A view was created in no_grad mode" if root is self else
+                                "A view of a view which was created in no_grad mode")
+                               + _NO_GRAD_VIEW_INPLACE)
         root = root.base
     if root.is_input and root.requires_grad and tracing.grad_enabled():
         if not root.leaf:
@@ -301,7 +320,33 @@ def update_inplace(self, compute, method_name="an in-place update", op=None):
             raise NotImplementedError(f"thunder: {method_name} changes the shape of a tensor in place")
         raise RuntimeError(f"output with shape {list(self.shape)} doesn't match the broadcast shape {list(out.shape)}")
     assign(self, out)
+    _mark_no_grad_views_modified(self)
     return self
+
+
+def _mark_no_grad_views_modified(proxy):
+    """After an in-place update of proxy: the views made under no_grad of the tensor it shares
+    memory with are modified (eager: their version differs from their creation's)."""
+    root = proxy
+    while root.base is not None:
+        root = root.base
+    todo = [root]
+    while todo:
+        p = todo.pop()
+        if p.no_grad_view:
+            p.no_grad_view = MODIFIED
+        todo.extend(p.views)
+
+
+def check_no_grad_view_use(p):
+    """Eager's error for the use with grad mode on of a view made under no_grad after it or its
+    base was updated in place."""
+    if p.no_grad_view == MODIFIED:
+        raise RuntimeError("A view was created in no_grad mode and its base or another view of its base has "
+                           "been modified inplace with grad mode enabled. Given that this use case is ambiguous "
+                           "and error-prone, it is forbidden. You can clarify your code by moving both the view "
+                           "and the inplace either both inside the no_grad block (if you don't want the inplace "
+                           "to be tracked) or both outside (if you want the inplace to be tracked).")
 
 
 def write_out(name, out, result):

@@ -60,6 +60,7 @@ class TraceCtx:
         self.checkpoint = None  # the activation-checkpoint region being recorded (ops/checkpoint.py)
         self.widened = False  # ops recorded now compute a float32 op in float64 (ops/decomp_utils.widened)
         self.requires_grad = False  # a result of an op requires grad
+        self.grad_names = set()  # names of the results that require grad (as eager's would)
         self.grad_ops = False  # an op of the user's program was recorded with grad mode on
         self.read_grad = None  # x.grad of a proxy while tracing (runtime/state.py), when the caller reads them
         self.stride_dependent = set()  # names of the inputs whose strides decided something

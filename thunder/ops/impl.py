@@ -4,6 +4,7 @@ import contextlib
 import math
 
 from thunder.ops.onednn import linear as onednn_linear, matmul as onednn_matmul  # noqa: F401 (generated code)
+from thunder.ops.packed_linear import addmm as packed_addmm, linear as packed_linear  # noqa: F401 (generated code)
 
 
 def convert_element_type(a, dtype):
@@ -342,6 +343,20 @@ def inference_tensor(t):
     inference mode, for results of a trace's inference_mode region that the function returns."""
     with torch.inference_mode():
         return t.clone()
+
+
+def no_grad_view(t, modified=False):
+    """t as eager's view made under torch.no_grad() of a tensor that requires grad: it shares t's
+    memory, requires grad and is a leaf without grad_fn, sends no gradient anywhere, and an
+    in-place update of it with grad mode on raises eager's error (a no_grad view of a detached
+    alias of t that requires grad). For such results of the function: the program's value is
+    detached. modified: it or its base was updated in place after the view was made (its
+    version then differs from its creation's: eager raises where it is used with grad mode on)."""
+    with torch.no_grad():
+        view = t.detach().requires_grad_().view_as(t)
+    if modified:
+        torch.autograd.graph.increment_version(view)
+    return view
 
 
 # ops/custom_function.py installs its run_backward here (it records the calls this runs)

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 
 from thunder.core import dtypes
 from thunder.core.proxies import TensorProxy
-from thunder.ops import onednn, prims, vjp_utils as _vjp
+from thunder.ops import onednn, packed_linear, prims, vjp_utils as _vjp
 from thunder.ops.decomp_utils import expand_to, to_dtype
 from thunder.ops.elementwise import add, eq, erf, exp, mul, rsqrt, rsub, sub, tanh
 from thunder.ops.meta_utils import broadcast_shapes, canonical_dim
@@ -178,6 +178,7 @@ def baddbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta: Number = 1, 
 
 
 addmm.decompose(lambda input, mat1, mat2, *, beta=1, alpha=1: _addmm_decomp("addmm", input, mat1, mat2, beta, alpha))
+addmm.python_grad_free = packed_linear.addmm_source  # (bfloat16 Conv1D products: ops/packed_linear.py)
 baddbmm.decompose(lambda input, batch1, batch2, *, beta=1, alpha=1:
                   _addmm_decomp("baddbmm", input, batch1, batch2, beta, alpha))
 
@@ -333,7 +334,10 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None):
                        out.dtype, out.device)
 
 
-linear.python_grad_free = onednn.linear_source
+# bfloat16 products from packed weights where asked for (ops/packed_linear.py), float32 ones by
+# oneDNN where it is faster (ops/onednn.py)
+linear.python_grad_free = lambda values, outs: (packed_linear.linear_source(values, outs)
+                                                or onednn.linear_source(values, outs))
 
 
 @linear.decompose

@@ -82,8 +82,9 @@ def faster():
 
 
 def used_in(source):
-    """Whether a generated program calls oneDNN (it must then record no autograd history)."""
-    return "impl.onednn_" in source
+    """Whether a generated program calls oneDNN (it must then record no autograd history): here
+    or from packed weights (ops/packed_linear.py)."""
+    return "impl.onednn_" in source or "impl.packed_" in source
 
 
 def _eligible(*names, macs):

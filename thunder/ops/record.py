@@ -6,7 +6,7 @@ import torch
 
 from thunder.core import dispatch, strides, trace as tracing
 from thunder.core.numbers import example, NumberProxy
-from thunder.core.proxies import meta_of, TensorProxy, to_refs
+from thunder.core.proxies import check_no_grad_view_use, meta_of, TensorProxy, to_refs
 from thunder.ops import autocast
 from thunder.ops.execute import call_args, run_eagerly
 
@@ -58,6 +58,11 @@ def record_op(op, values):
         needs = grad and op.differentiable and any(
             x.requires_grad for v in values.values() for x in (v if isinstance(v, tuple) else (v,))
             if isinstance(x, TensorProxy))
+        if needs:
+            for v in values.values():
+                for x in (v if isinstance(v, tuple) else (v,)):
+                    if isinstance(x, TensorProxy):
+                        check_no_grad_view_use(x)
         leaf = values.get("requires_grad") is True  # torch.ones(..., requires_grad=True): whatever grad mode
         for o in outs:
             if isinstance(o, TensorProxy):
@@ -66,6 +71,8 @@ def record_op(op, values):
                     raise RuntimeError("Only Tensors of floating point and complex dtype can require gradients")
                 o.requires_grad = (needs or leaf) and floating
                 ctx.requires_grad |= o.requires_grad
+                if o.requires_grad:
+                    ctx.grad_names.add(o.name)
     if ctx.track_grad_mode and not torch.is_grad_enabled() and op.name not in ("detach", "no_grad_update"):
         # under torch.no_grad() the results carry no autograd history: record that in the trace
         # where an operand requires grad (elsewhere there is no history to cut)
@@ -175,9 +182,17 @@ def _note_location(e, op):
 
 
 def _detach(p):
+    """p, the result of an op under torch.no_grad() on a tensor that requires grad, cut off from
+    autograd. Where p is a view, it requires grad as in eager where its base does (a view made
+    under no_grad: it sends its base no gradient, and the function's result is made so by
+    impl.no_grad_view)."""
     if not isinstance(p, TensorProxy) or not (p.dtype.is_floating_point or p.dtype.is_complex):
         return p
-    return dispatch.OPS["ltorch.detach"](p)
+    out = dispatch.OPS["ltorch.detach"](p)
+    if p.is_view and p.base is not None and p.base.requires_grad:
+        out.requires_grad = out.no_grad_view = True
+        tracing.current().grad_names.add(out.name)
+    return out
 
 
 def _check_no_real_tensors(op, values):

@@ -1,12 +1,16 @@
 """Runtime glue for training: the forward and backward programs that thunder-autograd produced
 run inside a torch.autograd.Function, so .backward(), torch.autograd.grad, gradient
 accumulation and retain_graph behave as in eager."""
+import contextlib
+import time
+
 import torch
 
-from thunder.dialects.mlir import ir
+from thunder.dialects.mlir import LOCK, ir
 from thunder.dialects.emit import find_func
 from thunder.ops.custom_function import NONE_GRAD
-from thunder.runtime.backward_variants import specialize_backward, unfused_backward
+from thunder.runtime import tiered
+from thunder.runtime.backward_variants import Variant, specialize_backward, unfused_backward
 from thunder.runtime.codegen import compile_source, python_source
 from thunder.runtime.traces import Trace
 from thunder.dialects.lift import lift
@@ -28,8 +32,10 @@ class _ThunderAutograd(torch.autograd.Function):
         # unused outputs' cotangents stay None, so inputs that only reach them get None (as eager)
         ctx.set_materialize_grads(False)
         ctx.output_meta = [(o.shape, o.dtype, o.device) if isinstance(o, torch.Tensor) else None for o in outputs]
-        # outputs that no gradient reaches (integer results, no_grad regions) are plain tensors
-        diff = set(program.cotangent_for)
+        # outputs that no gradient reaches (integer results, no_grad regions) are plain tensors,
+        # except where eager's require grad (computed from a view made under no_grad of a tensor
+        # that requires grad): they get a grad_fn that sends nothing, as eager's
+        diff = set(program.cotangent_for) | program.grad_outputs
         non_diff = [o for i, o in enumerate(outputs) if i not in diff and isinstance(o, torch.Tensor)]
         if non_diff:
             ctx.mark_non_differentiable(*non_diff)
@@ -38,24 +44,24 @@ class _ThunderAutograd(torch.autograd.Function):
     @staticmethod
     def backward(ctx, *cotangents):
         program = ctx.program
-        tensors = iter(ctx.saved_tensors)
-        saved = [next(tensors) if v is None else v for v in ctx.saved_numbers]
         used = {i for i in program.cotangent_for if cotangents[i] is not None}
         result = [None] * program.num_inputs
-        if not used:
+        if not used:  # (before reading the saved tensors: outputs with no gradient path need none)
             return (None, *result)
+        tensors = iter(ctx.saved_tensors)
+        saved = [next(tensors) if v is None else v for v in ctx.saved_numbers]
         cts = [cotangents[i] for i in program.cotangent_for]
-        backward, grad_of = program.backward, program.grad_of
-        if len(used) < len(cts):
-            # outputs without a gradient: a backward that treats their cotangents as zeros
-            # without making them (compiled per set of cotangents present), where the program
-            # has one (a program for symbolic sizes, or stored by an older version, gets zeros)
-            variant = program.backward_for(used) if hasattr(program, "backward_for") else None
-            if variant is not None:
-                backward, grad_of = variant.backward, variant.grad_of
-            else:
-                cts = [torch.zeros(ctx.output_meta[i][0], dtype=ctx.output_meta[i][1], device=ctx.output_meta[i][2])
-                       if c is None else c for i, c in zip(program.cotangent_for, cts)]
+        # the backward for the cotangents present (compiled on the first call with them; outputs
+        # without a gradient: their cotangents treated as zeros without making them), where the
+        # program has one (a program for symbolic sizes, or stored by an older version: its one
+        # backward, zeros for the absent cotangents)
+        variant = program.backward_for(used) if hasattr(program, "backward_for") else None
+        if variant is not None:
+            backward, grad_of = variant.backward, variant.grad_of
+        else:
+            backward, grad_of = program.backward, program.grad_of
+            cts = [torch.zeros(ctx.output_meta[i][0], dtype=ctx.output_meta[i][1], device=ctx.output_meta[i][2])
+                   if c is None else c for i, c in zip(program.cotangent_for, cts)]
         with torch.no_grad():
             grads = backward(*saved, *cts)
         if not isinstance(grads, tuple):
@@ -67,14 +73,20 @@ class _ThunderAutograd(torch.autograd.Function):
 
 
 class AutogradProgram:
-    """The compiled forward/backward pair of one cache entry."""
+    """The compiled forward/backward pair of one cache entry. The forward is generated when the
+    entry compiles; each backward (thunder-fuse and code generation of @backward) on the first
+    backward call with its set of cotangents present (backward_for), so a backward never run is
+    never compiled and none is compiled twice. `backward`/`backward_source`: the backward for all
+    cotangents, compiled when first read."""
     backward_mlir = None  # (also for a program made from its portable description: runtime/portable.py)
     fusion = None
     backward_traces = None
+    grad_outputs = frozenset()  # the outputs that require grad in eager (set by runtime/compile.py)
+    first_fusion = 0
+    reporting = None
+    on_compiled = None  # called after each backward compiled (runtime/persist.py store_backwards)
 
-    def __init__(self, module, num_inputs, fusion=None, sources=True):
-        """sources=False: the programs come later (set_programs): thunder-fuse will outline
-        regions, and the programs of the unfused module would be generated for nothing."""
+    def __init__(self, module, num_inputs, fusion=None):
         with module.context:
             fwd = find_func(module.operation, "forward")
             bwd = find_func(module.operation, "backward")
@@ -84,26 +96,30 @@ class AutogradProgram:
         self.num_inputs = num_inputs
         self.reaches = _reaches(module)  # input index -> indices of the outputs it influences
         self.constants = {"forward": {}, "backward": {}}  # the kernels their sources call (fusion)
-        if sources:
-            self.set_programs(module, "thunder-autograd")
-        # for the backward programs of calls where some outputs get no gradient (backward_for)
-        self.backward_mlir = unfused_backward(module) if len(self.cotangent_for) > 1 else None
+        self.backward_mlir = unfused_backward(module)  # (what each backward is compiled from)
         self.fusion = fusion  # thunder-fuse's (policy, executors), None: no fusion
+        self.first_fusion = 0  # the number of the backward's first fusion region (after the forward's)
         self.variants = {}  # frozenset of the outputs with a cotangent -> backward_variants.Variant
-        self.backward_traces = None  # a list to add each variant's trace to (the cache entry's)
+        self.backward_traces = None  # a list to add each backward's trace to (the cache entry's)
+        self.reporting = tiered.reporting_target()  # (the function and stats its kernels report to)
 
-    def set_programs(self, module, producer, constants=None, tier=None):
-        """forward and backward (their sources and functions) generated from @forward and
-        @backward of module; constants: the namespace the sources get (fusion's kernels), by
-        func name; tier: what the functions get in its place (runtime/tiered.py tier)."""
-        for fn_name in ("forward", "backward"):
-            names = constants[fn_name] if constants is not None else {}
-            # (both run under torch.no_grad: grad-free code)
-            src = python_source(module, fn_name, header=f"produced by: {producer} ({fn_name})", grad_free=True,
-                                constants=names if constants is not None else None)
-            setattr(self, f"{fn_name}_source", src)
-            self.constants[fn_name] = names
-            setattr(self, fn_name, compile_source(src, fn_name, constants=tier(names) if tier else names))
+    def set_forward(self, module, producer, constants=None, tier=None):
+        """forward (its source and function) generated from @forward of module; constants: the
+        namespace the source gets (fusion's kernels); tier: what the function gets in its place
+        (runtime/tiered.py tier)."""
+        names = constants if constants is not None else {}
+        # (it runs under torch.no_grad: grad-free code)
+        self.forward_source = python_source(module, "forward", header=f"produced by: {producer} (forward)",
+                                            grad_free=True, constants=names if constants is not None else None)
+        self.constants["forward"] = names
+        self.forward = compile_source(self.forward_source, "forward", constants=tier(names) if tier else names)
+
+    def __getattr__(self, name):
+        # (called for attributes not set: the backward for all cotangents, compiled when first read)
+        if name in ("backward", "backward_source") and "cotangent_for" in self.__dict__ and \
+                self.backward_for(self.cotangent_for) is not None and name in self.__dict__:
+            return self.__dict__[name]
+        raise AttributeError(name)
 
     def backward_for(self, used):
         """The backward program for the calls whose cotangents are those of the outputs in used
@@ -111,13 +127,41 @@ class AutogradProgram:
         key = frozenset(used)
         variants = self.__dict__.setdefault("variants", {})
         variant = variants.get(key)
-        if variant is None and self.backward_mlir is not None:
-            present = [i in key for i in self.cotangent_for]
-            variant = variants[key] = specialize_backward(self.backward_mlir, present,
-                                                               lambda i: bool(self.reaches[i] & key), self.fusion)
-            if self.backward_traces is not None:
-                self.backward_traces.append(Trace(variant.producer, variant.module, python=variant.source,
-                                                  fn_name="backward", fn=variant.backward))
+        if variant is None:
+            # (one compile per set: a thread that waited for another's compile of it uses that)
+            with LOCK:
+                variant = variants.get(key)
+                if variant is None:
+                    variant = self._compile_backward(key)
+                    if variant is not None:
+                        variants[key] = variant
+                        if self.on_compiled is not None:
+                            self.on_compiled()
+        return variant
+
+    def _compile_backward(self, key):
+        full = key >= set(self.cotangent_for)
+        if full and "backward" in self.__dict__:  # (compiled in another process: the program cache)
+            return Variant(self.grad_of, self.backward, self.backward_source, self.constants["backward"], None,
+                           "backward")
+        if self.backward_mlir is None:
+            return None
+        t = time.perf_counter()
+        present = [i in key for i in self.cotangent_for]
+        with tiered.reporting_to(*self.reporting) if self.reporting else contextlib.nullcontext():
+            variant = specialize_backward(self.backward_mlir, present, lambda i: bool(self.reaches[i] & key),
+                                          self.fusion, self.first_fusion)
+        if full:
+            self.backward, self.backward_source = variant.backward, variant.source
+            self.constants["backward"] = variant.constants
+        if self.backward_traces is not None and (variant.fused or not full):
+            # (unfused, the backward for all cotangents is the trace "thunder-autograd (backward)" already there)
+            self.backward_traces.append(Trace(variant.producer, variant.module, python=variant.source,
+                                              fn_name="backward", fn=variant.backward))
+        if self.reporting:
+            stats = self.reporting[1]
+            stats.backward_compiles += 1
+            stats.last_backward_compile_time = time.perf_counter() - t
         return variant
 
     def __call__(self, *inputs):

@@ -1,6 +1,8 @@
-"""The backward programs of one autograd program specialized to the cotangents present
-(lowering/absent_cotangents.py): compiled on the first backward that lacks a given set of
-cotangents, kept per set on the program."""
+"""The backward programs of one autograd program, one per set of cotangents present: compiled on
+the first backward call with that set (thunder-fuse and code generation of @backward happen
+then, never at the forward's compile), kept per set on the program (runtime/autograd.py). A set
+that lacks some cotangents gets @backward specialized to those present first
+(lowering/absent_cotangents.py)."""
 from dataclasses import dataclass
 
 from thunder.dialects.definitions import context
@@ -22,6 +24,7 @@ class Variant:
     constants: dict  # the kernels its source calls
     module: object  # its MLIR module (@backward and its fusion callees)
     producer: str  # what its trace is called
+    fused: bool = False  # thunder-fuse outlined a region
 
 
 def unfused_backward(module):
@@ -31,32 +34,36 @@ def unfused_backward(module):
         return find_func(module.operation, "backward").operation.get_asm(enable_debug_info=True)
 
 
-def specialize_backward(backward_mlir, present, keep, fusion):
+def specialize_backward(backward_mlir, present, keep, fusion, first_fusion=0):
     """The Variant of @backward (backward_mlir: unfused_backward's text) for the cotangents
-    present (bools, one per cotangent input); keep(i): whether the gradient of forward input i
-    must be returned even where it is zero; fusion: thunder-fuse's (policy, executors) or None."""
+    present (bools, one per cotangent input; all True: the backward as it is); keep(i): whether
+    the gradient of forward input i must be returned even where it is zero; fusion:
+    thunder-fuse's (policy, executors) or None; first_fusion: the number of its first fusion
+    region (after the forward's, so that names stay unique across the pair)."""
     with LOCK, context():
         module = ir.Module.parse(backward_mlir)
         old = find_func(module.operation, "backward")
         grad_of = list(ir.DenseI64ArrayAttr(old.attributes["thunder.grad_of"]))
-        lifted = lift(old)
-        ctx, outputs = specialize(lifted, present, keep={j for j, i in enumerate(grad_of) if keep(i)})
-        kept = [(i, r) for i, r in zip(grad_of, outputs) if r is not None]
-        attributes = {"thunder.grad_of": ir.DenseI64ArrayAttr.get([i for i, _ in kept]),
-                      "thunder.cotangent_for": old.attributes["thunder.cotangent_for"]}
-        with ir.InsertionPoint(old), old.location:
-            emit_into(ctx, [r for _, r in kept], "backward", attributes=attributes)
-        old.erase()
-        build_pass_manager("builtin.module(cse,canonicalize)").run(module.operation)
+        cotangent_for = list(ir.DenseI64ArrayAttr(old.attributes["thunder.cotangent_for"]))
+        if not all(present):
+            lifted = lift(old)
+            ctx, outputs = specialize(lifted, present, keep={j for j, i in enumerate(grad_of) if keep(i)})
+            kept = [(i, r) for i, r in zip(grad_of, outputs) if r is not None]
+            grad_of = [i for i, _ in kept]
+            attributes = {"thunder.grad_of": ir.DenseI64ArrayAttr.get(grad_of),
+                          "thunder.cotangent_for": old.attributes["thunder.cotangent_for"]}
+            with ir.InsertionPoint(old), old.location:
+                emit_into(ctx, [r for _, r in kept], "backward", attributes=attributes)
+            old.erase()
+            build_pass_manager("builtin.module(cse,canonicalize)").run(module.operation)
         if fusion is not None:
-            fuse_module(module.operation, *fusion)
+            fuse_module(module.operation, *fusion, first_index=first_fusion)
         fused = bool(fusion_callees(module.operation))
-        cotangent_for = list(ir.DenseI64ArrayAttr(attributes["thunder.cotangent_for"]))
         absent = ", ".join(str(i) for i, p in zip(cotangent_for, present) if not p)
-        producer = f"{'thunder-fuse' if fused else 'thunder-autograd'} (backward; no cotangent for outputs {absent})"
+        producer = f"{'thunder-fuse' if fused else 'thunder-autograd'} (backward" + (
+            f"; no cotangent for outputs {absent})" if absent else ")")
         kernels = {}
         source = python_source(module, "backward", constants=kernels, grad_free=True, header=f"produced by: {producer}")
         # (its kernels tiered as the other programs': runtime/tiered.py)
-        return Variant([i for i, _ in kept], compile_source(source, "backward", constants=tiered.tier(kernels)),
-                       source, kernels, module, producer)
-
+        return Variant(grad_of, compile_source(source, "backward", constants=tiered.tier(kernels)),
+                       source, kernels, module, producer, fused)

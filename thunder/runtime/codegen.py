@@ -9,8 +9,12 @@ from thunder.ops.execute import NAMESPACE, call_args
 from thunder.lowering import executors
 from thunder.lowering.fuse import region_text
 from thunder.runtime import reinplace as reinplacing
-from thunder.runtime.autocast_casts import left_to_autocast
 from thunder.runtime.structure import rebuild_source
+
+
+# on an op whose result the program does not compute: its uses read its first operand (a cast
+# left to torch's autocast, runtime/grad_free_rewrites.py)
+PASS_OPERAND = "thunder.pass_operand"
 
 
 class Unprintable(NotImplementedError):
@@ -52,15 +56,16 @@ class _Namer:
 
 
 def python_source(module, fn_name="computation", output_spec=None, comments=True, header=None, constants=None,
-                  no_grad_copies=(), grad_free=False, reinplace=False):
+                  no_grad_copies=(), grad_free=False):
     """Python source of func @fn_name. output_spec, when given, rebuilds the user's output
     structure from the flat results (see thunder.runtime.structure). no_grad_copies: the inputs
     (indices) whose in-place updates are written back outside autograd (tensors that require
     grad, updated under no_grad: an optimizer step's p.sub_(lr * p.grad)). grad_free: the program
     always runs with no autograd history recorded (under torch.no_grad, or in a cache entry for
-    grad mode off), so ops may use their `python_grad_free` code. reinplace: in such a program,
-    update inputs in place where the trace computes their new values functionally and nothing
-    tells the difference (runtime/reinplace.py), instead of copying the new values back."""
+    grad mode off), so ops may use their `python_grad_free` code. Ops marked to run in place
+    (runtime/grad_free_rewrites.py, before code generation) are printed in their in-place form
+    (runtime/reinplace.py), and the inputs they update are not copied back; ops marked
+    PASS_OPERAND are not printed (their uses read their first operand)."""
     with module.context:
         f = find_func(module.operation, fn_name)
         if f is None:
@@ -88,18 +93,15 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
         last_use = _last_uses(block)
         leaves = (_GradLeaves((a for i, a in enumerate(block.arguments) if i in no_grad_copies), callees)
                   if grad_free else None)
-        inplace = (reinplacing.plan(f, lambda values: _GradLeaves(values, callees)) if reinplace and grad_free
-                   else reinplacing.Plan())
+        updated_in_place = reinplacing.updated_in_place(f)
         returned = {v for o in block.operations if o.operation.name == "func.return" for v in expand(o.operands)}
-        # casts of inputs that torch's autocast makes (once per region, as eager) in the ops using them
-        autocast_casts = left_to_autocast(block) if grad_free and fn_name == "computation" else {}
         for index, operation in enumerate(block.operations):
             name = operation.operation.name
             if name in attrs.CONSTANT_OPS:
                 continue  # numbers are written inline where they are used
-            if len(operation.results) == 1 and operation.results[0] in autocast_casts:
-                namer.names[operation.results[0]] = namer.names[autocast_casts[operation.results[0]]]
-                last_use[operation.results[0]] = float("inf")  # (an input's name: never deleted)
+            if PASS_OPERAND in operation.attributes:
+                namer.names[operation.results[0]] = namer.names[operation.operands[0]]
+                last_use[operation.results[0]] = float("inf")  # (deleted as its operand is, if ever)
                 continue
             if name in (LIST_OP, UNLIST_OP):
                 continue  # (lists of any length: read as their op's operands and results, dialects/lists.py)
@@ -110,7 +112,7 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
                     # in-place updates of inputs: the caller sees them, as in eager
                     k = len(mutated)
                     for i, v in zip(mutated, flat[-k:]):
-                        if i in inplace.dropped:
+                        if i in updated_in_place:
                             continue  # (updated in place)
                         target = f"{params[i]}.detach()" if i in no_grad_copies else params[i]
                         lines.append(f"  {target}.copy_({v})")
@@ -144,9 +146,9 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
             if leaves is not None and op.name == "detach" and not leaves.holds(operation.operands[0]) and \
                     not (operation.results[0] in returned and operation.operands[0] in returned):  # (both: two tensors)
                 lines.append(f"  {outs[0]} = {namer.names[operation.operands[0]]}")  # (no history to cut)
-            elif operation.operation in inplace.ops:
+            elif reinplacing.IN_PLACE in operation.attributes:
                 lines += [f"  {st}" for st in reinplacing.inplace_form(op, values, outs)[1]]
-                if leaves is not None and leaves.holds(inplace.ops[operation.operation]):
+                if leaves is not None and leaves.holds(reinplacing.updated_operand(operation)):
                     leaves.values.update(results_of(operation))  # (the input itself)
             else:
                 lines += [f"  {st}" for st in op_statements(op, values, outs, grad_free)]

@@ -10,7 +10,7 @@ import torch
 from thunder.core import logs, symbols, trace as tracing
 from thunder.core.numbers import NumberProxy
 from thunder.core.proxies import TensorProxy
-from thunder.dialects.emit import emit
+from thunder.dialects.emit import emit, find_func
 from thunder.dialects.mlir import ir
 from thunder.lowering.passes import build_pass_manager, pass_name, pass_options
 from thunder.ops import onednn
@@ -28,6 +28,7 @@ from thunder.lowering.autograd import autograd_module, REQUIRES_GRAD
 from thunder.lowering.fuse import fuse_module, fusion_callees
 from thunder.lowering.remat import remat_module
 from thunder.runtime.autograd import AutogradProgram
+from thunder.runtime.grad_free_rewrites import rewrite_grad_free
 from thunder.runtime.structure import rebuild_source
 
 
@@ -208,17 +209,21 @@ def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None, keep_parts
         source, computation, backward_traces = _autograd_program(cs, module, tensors + numbers,
                                                                  proxies + number_proxies, out_spec, traces,
                                                                  constants, fusion=fusion, grad_mode=grad_mode,
-                                                                 decompose=_requested(cd, "thunder-decompose"))
+                                                                 decompose=_requested(cd, "thunder-decompose"),
+                                                                 grad_outputs=[i for i, r in enumerate(out_refs)
+                                                                               if r.name in ctx.grad_names])
         times["autograd"] = time.perf_counter() - t
         t = time.perf_counter()
     else:
+        # (no autograd history either where no tensor requires grad)
+        grad_free = cd.disable_torch_autograd or not grad_mode or not (
+            ctx.requires_grad or any(x.requires_grad for x in tensors))
+        if grad_free:  # (in-place updates of inputs, casts left to autocast)
+            rewrite_grad_free(module)
         source = python_source(module, output_spec=out_spec, constants=constants,
                                header="produced by: torch executor (execution trace)",
                                no_grad_copies={i for i, x in enumerate(tensors) if x.requires_grad},
-                               # (no autograd history either where no tensor requires grad)
-                               grad_free=(cd.disable_torch_autograd or not grad_mode or not (
-                                   ctx.requires_grad or any(x.requires_grad for x in tensors))),
-                               reinplace=True)
+                               grad_free=grad_free)
         if not grad_mode and not cd.disable_torch_autograd and (onednn.used_in(source) or ctx.requires_grad):
             # its grad-free code (oneDNN calls, no detach of what a tensor created with
             # requires_grad=True computed) is right with grad mode off only
@@ -246,7 +251,8 @@ def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None, keep_parts
     strided = set(strided)
     description = (arg_specs, kw_specs, [_meta(x, i in strided) for i, x in enumerate(read[:n_arg_tensors])],
                    (state.consts, entry_guards, [(expr, _meta(read[i], i in strided)) for expr, i in state.reads]))
-    entry = CacheEntry(run, traces, [prologue_trace], description, backward_traces, first_run)
+    entry = CacheEntry(run, traces, [prologue_trace], description, backward_traces, first_run,
+                       program=constants.get("_program"))
     if not ctx.sym_shapes:  # (programs with symbolic sizes are not persisted: runtime/persist.py)
         entry.persist = dict(source=source, constants=constants, prologue=prologue, writes=writes,
                              guards=entry_guards, interpreted=list(state.interpreted.values()))
@@ -312,13 +318,14 @@ def _fuse(module, fusion):
 
 
 def _autograd_program(cs, module, tensors, proxies, out_spec, traces, constants, fusion=None, decompose=False,
-                      grad_mode=True):
+                      grad_mode=True, grad_outputs=()):
     """thunder-autograd on the trace (tensors, proxies: its parameters' values and proxies, runtime
     numbers after the tensors); returns (source, computation, backward traces); constants
     (a dict) gets the names the computation's source refers to.
     grad_mode: the caller's (off: torch.enable_grad() inside the function made the graph).
     fusion: thunder-fuse's policy for @forward and @backward after thunder-remat (None: no
-    fusion); decompose: their ltorch ops into prims first (thunder-decompose in transforms)."""
+    fusion); decompose: their ltorch ops into prims first (thunder-decompose in transforms).
+    grad_outputs: the indices of the results that require grad in eager."""
     with module.context:
         m = ir.Module.parse(module.operation.get_asm(enable_debug_info=True))
         comp = m.body.operations[0]
@@ -332,24 +339,28 @@ def _autograd_program(cs, module, tensors, proxies, out_spec, traces, constants,
         _cleanup(m)
         if decompose:
             build_pass_manager("builtin.module(thunder-decompose,cse,canonicalize)").run(m.operation)
-    # with fusion, the programs are generated after thunder-fuse (the traces of the module before
-    # it print their Python when asked)
-    lazy = fusion is not None
-    program = AutogradProgram(m, len(tensors), fusion=fusion, sources=not lazy)
+    # the backward is compiled on the first backward call, per set of cotangents present
+    # (runtime/autograd.py backward_for): here only the forward is fused and generated
+    program = AutogradProgram(m, len(tensors), fusion=fusion)
+    program.grad_outputs = frozenset(grad_outputs)
+    backward = [Trace.from_mlir("thunder-autograd (backward)", program.backward_mlir, "backward",
+                                codegen=dict(header="produced by: thunder-autograd (backward)", grad_free=True))]
+    with m.context:
+        find_func(m.operation, "backward").erase()
+    lazy = fusion is not None  # (thunder-fuse replaces the forward: its Python printed when asked)
+    if not lazy:
+        program.set_forward(m, "thunder-autograd")
     traces.append(_program_trace("thunder-remat (forward)", m, program, "forward", lazy))
-    backward = [_program_trace("thunder-autograd (backward)", m, program, "backward", lazy)]
-    # after AutogradProgram, which lifts @forward (func.call has no Python-level form)
+    # (after AutogradProgram, which lifts @forward: func.call has no Python-level form)
     if fusion is not None:
         if _fuse(m, fusion):
-            program.set_programs(m, "thunder-fuse", constants={"forward": {}, "backward": {}},
-                                 tier=tiered.tier)
+            program.set_forward(m, "thunder-fuse", constants={}, tier=tiered.tier)
             traces.append(Trace("thunder-fuse (forward)", m, python=program.forward_source, fn_name="forward",
                                 fn=program.forward))
-            backward.append(Trace("thunder-fuse (backward)", m, python=program.backward_source, fn_name="backward",
-                                  fn=program.backward))
+            program.first_fusion = _next_fusion(m)
         else:
-            program.set_programs(m, "thunder-autograd")
-    program.backward_traces = backward  # (and the backward programs made for absent cotangents)
+            program.set_forward(m, "thunder-autograd")
+    program.backward_traces = backward  # (and each backward's, compiled on its first call)
     names = [p.name for p in proxies]
     n = program.num_outputs
     flat = ["outs"] if n == 1 else [f"outs[{i}]" for i in range(n)]
@@ -363,6 +374,13 @@ def _autograd_program(cs, module, tensors, proxies, out_spec, traces, constants,
     traces.append(Trace("torch executor (execution trace)", m, python=source + "\n" + program.forward_source,
                         fn=computation, fn_name="computation"))
     return source, computation, backward
+
+
+def _next_fusion(module):
+    """The number after the module's fusion regions' (fusion_N)."""
+    numbers = [int(name.rsplit("_", 1)[1]) for name in fusion_callees(module.operation)
+               if name.rsplit("_", 1)[-1].isdigit()]
+    return max(numbers, default=-1) + 1
 
 
 def _cleanup(module):

@@ -113,6 +113,7 @@ class ThunderFunction:
             entry = self._add(compile_entry(cd, cs, args, kwargs, fusion=False))
             result = entry.first_run(args, kwargs)
         persist.store(cd, entry)
+        persist.store_backwards(cd, entry)
         return result
 
     def _add(self, entry):

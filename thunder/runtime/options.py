@@ -69,6 +69,10 @@ class CompileStats:
     # (runtime/tiered.py): region name -> calls; and those whose compile failed: name -> why
     torch_while_compiling: dict = field(default_factory=dict)
     kernel_failures: dict = field(default_factory=dict)
+    # backward programs compiled (thunder-fuse and code generation of @backward, on the first
+    # backward call per set of cotangents present: runtime/autograd.py) and the last one's seconds
+    backward_compiles: int = 0
+    last_backward_compile_time: float = 0.0
 
     def __repr__(self):
         return (f"CompileStats(calls={self.calls}, cache_hits={self.cache_hits}, "
@@ -108,6 +112,8 @@ class CacheEntry:
     parts: object = None
     # what runtime/persist.py stores of the entry (sources, constants, prologue), or None
     persist: object = None
+    # a training entry's runtime/autograd.py AutogradProgram (its backward compiles on its first call), or None
+    program: object = None
 
 
 def _cache_option(cache):

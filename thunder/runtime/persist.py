@@ -7,7 +7,9 @@ thunder.jit(fn, persist=False) turns it off for one function.
 
 What is persisted, per cache entry: the prologue's source (the checks of the call's inputs and
 of everything the trace read from outside them: the guards), the program's source (and the
-autograd program's forward/backward sources), and a portable description (runtime/portable.py)
+autograd program's forward source, its unfused backward's MLIR and the backwards compiled so
+far: the entry is stored again, its file replaced, when a backward compiles on its first
+backward call, runtime/autograd.py), and a portable description (runtime/portable.py)
 of every object they refer to: kernels by their region (the kernel cache holds the binaries),
 constants by value, functions, classes and modules by their qualified name, closure cells by
 their function, the jitted module's submodules by name. An entry holding anything else is not
@@ -57,9 +59,9 @@ MAX_FILES = 16
 
 log = logging.getLogger(__name__)
 
-# counters for tests and benchmarks: entries used, stored, rejected (corrupt, stale), not
-# persisted (an object with no portable description)
-stats = {"loaded": 0, "stored": 0, "rejected": 0, "unportable": 0}
+# counters for tests and benchmarks: entries used, stored, stored again with a backward compiled
+# since, rejected (corrupt, stale), not persisted (an object with no portable description)
+stats = {"loaded": 0, "stored": 0, "updated": 0, "rejected": 0, "unportable": 0}
 
 
 def cache_dir():
@@ -122,7 +124,8 @@ def key(cd):
     for part in (FORMAT, sys.version, torch.__version__, disk_cache._compiler(), _sources_hash(), name,
                  repr(options), repr(sorted(guards.ambient_snapshot().items())),
                  str(torch.cuda.is_available()), str(torch.get_num_threads()),
-                 os.environ.get("THUNDER_CPU_MATMUL", "auto")):  # (decides the program's matmuls: ops/onednn.py)
+                 os.environ.get("THUNDER_CPU_MATMUL", "auto"),  # (decides the program's matmuls: ops/onednn.py)
+                 os.environ.get("THUNDER_PACKED_WEIGHTS", "off")):  # (and its bf16 linears: ops/packed_linear.py)
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()
@@ -137,13 +140,16 @@ def _file_hash(path):
 
 
 # -- storing
-def store(cd, entry):
+def store(cd, entry, update=False):
     """Persist a compiled entry (best effort: nothing is raised; an entry with no portable
-    description is left out, counted in stats["unportable"])."""
+    description is left out, counted in stats["unportable"]). update: the entry was stored
+    before and has compiled a backward since (its file is replaced: store_backwards)."""
     if not enabled(cd) or entry.persist is None:
         return
     try:
-        k = key(cd)
+        # (stored again: under the key of the call that compiled it; a backward call's ambient
+        # state differs, e.g. grad mode off)
+        k = entry.persist["key"] if update else key(cd)
         if k is None:
             raise Unportable("the jitted callable has no portable name")
         payload = pickle.dumps(_payload(cd, entry), protocol=pickle.HIGHEST_PROTOCOL)
@@ -168,10 +174,25 @@ def store(cd, entry):
         except BaseException:
             os.unlink(tmp)
             raise
-        stats["stored"] += 1
+        before, entry.persist["path"], entry.persist["key"] = entry.persist.get("path"), path, k
+        if before is not None and before != path:
+            try:
+                os.unlink(before)  # (the same entry, stored before its backward compiled)
+            except OSError:
+                pass
+        stats["updated" if update else "stored"] += 1
         _trim(folder)
     except OSError as e:
         log.debug("thunder: program not stored in %s: %s", folder, e)
+
+
+def store_backwards(cd, entry):
+    """After store(): the entry's autograd program compiles each backward on its first backward
+    call (runtime/autograd.py); the entry is stored again with it then, so that another process
+    loads the backward too rather than compiling it."""
+    program = entry.persist["constants"].get("_program") if entry.persist is not None else None
+    if program is not None and entry.persist.get("path") is not None:
+        program.on_compiled = functools.partial(store, cd, entry, update=True)
 
 
 def _trim(folder):
@@ -306,11 +327,18 @@ def _entry(cd, p):
     traces = [Trace("torch executor (execution trace, from the program cache)", python=p["source"],
                     fn=computation)]
     program = constants.get("_program")
-    backward = [] if program is None else [Trace("thunder-autograd (backward, from the program cache)",
-                                                 python=program.backward_source, fn_name="backward",
-                                                 fn=program.backward)]
+    backward = []
     if program is not None:
-        program.backward_traces = backward  # (and the backward programs made for absent cotangents)
+        producer = "thunder-autograd (backward, from the program cache)"
+        if "backward" in program.__dict__:
+            backward.append(Trace(producer, python=program.backward_source, fn_name="backward", fn=program.backward))
+        else:  # (stored before its first backward call: compiled on the first here, runtime/autograd.py)
+            backward.append(Trace.from_mlir(producer, program.backward_mlir, "backward",
+                                            codegen=dict(header=f"produced by: {producer}", grad_free=True)))
+        for variant in program.variants.values():
+            backward.append(Trace(f"{variant.producer} (from the program cache)", python=variant.source,
+                                  fn_name="backward", fn=variant.backward))
+        program.backward_traces = backward  # (and each backward's, compiled on its first call)
     prologue = [Trace("prologue", python=p["prologue"], fn_name="entry", fn=run)]
     return CacheEntry(run, traces, prologue, list(r.resolve(p["description"])), backward, run)
 

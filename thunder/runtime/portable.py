@@ -38,6 +38,7 @@ import torch
 
 from thunder.lowering import executors
 from thunder.runtime.autograd import AutogradProgram
+from thunder.runtime.backward_variants import Variant
 from thunder.runtime.codegen import compile_source
 from thunder.runtime.guards import Guard, same_value
 from thunder.runtime.prologue import TensorsCheck
@@ -218,9 +219,20 @@ class Describer:
 
     def _program(self, p, depth):
         d = {name: getattr(p, name) for name in ("num_outputs", "grad_of", "cotangent_for", "num_inputs",
-                                                 "forward_source", "backward_source", "backward_mlir", "fusion")}
+                                                 "forward_source", "backward_mlir", "fusion", "first_fusion")}
+        # (the backward as compiled so far: none before the first backward call, compiled from
+        # backward_mlir in the process that loads it, runtime/autograd.py)
+        d["backward_source"] = p.__dict__.get("backward_source")
+        # the backwards for some cotangents absent compiled so far: (the outputs with one, the
+        # inputs it returns gradients of, its source)
+        full = set(p.cotangent_for)
+        d["variants"] = [(sorted(k), v.grad_of, v.source) for k, v in p.__dict__.get("variants", {}).items()
+                         if not k >= full]
         d["reaches"] = [sorted(r) for r in p.reaches]
+        d["grad_outputs"] = sorted(p.grad_outputs)
         d["constants"] = {k: self.describe(c, depth + 1) for k, c in p.constants.items()}
+        d["variant_constants"] = [{k: self.describe(c, depth + 1) for k, c in v.constants.items()}
+                                  for k, v in p.__dict__.get("variants", {}).items() if not k >= full]
         return ("autograd", self.describe(d, depth + 1))
 
     def _functions(self):
@@ -402,15 +414,28 @@ class Resolver:
 
     def _program(self, d):
         p = AutogradProgram.__new__(AutogradProgram)
-        for name in ("num_outputs", "grad_of", "cotangent_for", "num_inputs", "forward_source", "backward_source"):
+        for name in ("num_outputs", "grad_of", "cotangent_for", "num_inputs", "forward_source"):
             setattr(p, name, d[name])
         p.reaches = [set(r) for r in d["reaches"]]
+        p.grad_outputs = frozenset(d.get("grad_outputs", ()))  # (older descriptions lack it)
         p.backward_mlir, p.fusion = d.get("backward_mlir"), d.get("fusion")  # (older descriptions lack them)
+        p.first_fusion = d.get("first_fusion", 0)
+        p.reporting = tiered.reporting_target()  # (the call loading it: runtime/jit.py)
         p.constants = {k: self.resolve(c) for k, c in d["constants"].items()}
         for fn_name in ("forward", "backward"):
             tiered.tier(p.constants[fn_name])
         p.forward = compile_source(p.forward_source, "forward", constants=p.constants["forward"])
-        p.backward = compile_source(p.backward_source, "backward", constants=p.constants["backward"])
+        if d["backward_source"] is not None:
+            p.backward_source = d["backward_source"]
+            p.backward = compile_source(p.backward_source, "backward", constants=p.constants["backward"])
+        elif p.backward_mlir is None:
+            raise Unportable("an autograd program with no backward")
+        p.variants = {}
+        for (used, grad_of, source), described in zip(d.get("variants", ()), d.get("variant_constants", ())):
+            names = tiered.tier({k: self.resolve(c) for k, c in described.items()})
+            producer = source.split("\n", 1)[0].removeprefix("# produced by: ")
+            p.variants[frozenset(used)] = Variant(grad_of, compile_source(source, "backward", constants=names),
+                                                  source, names, None, producer)
         return p
 
 

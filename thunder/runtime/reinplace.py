@@ -22,7 +22,10 @@ t is then the input itself, and its copy back is dropped), where nothing can tel
   which must still hold their old values).
 
 Only programs that record no autograd history (codegen's grad_free) are re-inplaced: there an
-in-place update of a tensor that requires grad is what eager did too (under no_grad)."""
+in-place update of a tensor that requires grad is what eager did too (under no_grad). `mark`
+writes the plan into the func (runtime/grad_free_rewrites.py, before code generation), which
+codegen follows: an op with IN_PLACE is printed in its in-place form, and the inputs in
+UPDATED_IN_PLACE are not copied back."""
 from thunder.core.pysource import Name, py_repr
 from thunder.dialects import attrs
 from thunder.dialects.definitions import LIST_OP, UNLIST_OP, decode_op, expand, results_of
@@ -33,6 +36,8 @@ from thunder.ops.execute import call_args, inplace_method
 # ops whose result, in a program that records no autograd history, is one of their operands (or
 # a tensor sharing its memory) and which read no values: op name -> that operand's index
 PASS_ON = {"ltorch.no_grad_update": 1, "ltorch.detach": 0}
+IN_PLACE = "thunder.in_place"  # on an op the program runs in place: the index of the operand it updates
+UPDATED_IN_PLACE = "thunder.updated_in_place"  # on the func: the inputs updated in place (no copy back)
 
 
 def inplace_form(op, values, outs):
@@ -64,7 +69,7 @@ def inplace_form(op, values, outs):
 
 
 class Plan:
-    """What python_source runs in place: `ops` (each operation to emit in its in-place form -> the
+    """What the program runs in place: `ops` (each operation to emit in its in-place form -> the
     operand it updates) and `dropped` (the inputs whose copy back at the end is left out)."""
 
     def __init__(self):
@@ -92,6 +97,27 @@ def plan(f, aliases):
             out.ops.update(chain)
             out.dropped.add(i)
     return out
+
+
+def mark(f, plan):
+    """Writes plan into func f: IN_PLACE on its ops, UPDATED_IN_PLACE on f."""
+    i64 = ir.IntegerType.get_signless(64)
+    for operation, operand in plan.ops.items():
+        operation.attributes[IN_PLACE] = ir.IntegerAttr.get(i64, list(operation.operands).index(operand))
+    if plan.dropped:
+        f.attributes[UPDATED_IN_PLACE] = ir.DenseI64ArrayAttr.get(sorted(plan.dropped))
+
+
+def updated_operand(operation):
+    """The operand an op marked IN_PLACE updates, None for the other ops."""
+    if IN_PLACE not in operation.attributes:
+        return None
+    return operation.operands[ir.IntegerAttr(operation.attributes[IN_PLACE]).value]
+
+
+def updated_in_place(f):
+    """The inputs (indices) of func f updated in place, whose copy back is left out."""
+    return set(ir.DenseI64ArrayAttr(f.attributes[UPDATED_IN_PLACE])) if UPDATED_IN_PLACE in f.attributes else set()
 
 
 def _self_operand(operation):

@@ -6,7 +6,7 @@ identity), ("tuple"|"list", [specs]), ("dict", [(key, spec)]), ("namedtuple"|"st
 func spec, [specs], [(keyword, spec)]), ("number", k) (a float argument the program takes as a
 runtime number, k its place among Inputs.numbers: cache="symbolic values") and, for outputs
 only, ("instance", type, [(attribute, spec)]) (another object holding tensors the trace computed), ("input", k) (a tensor the trace read,
-returned as it is) and ("inference", spec). Constants are Python scalars and the other values a
+returned as it is), ("inference", spec) and ("no_grad_view", spec, modified). Constants are Python scalars and the other values a
 cache entry is specialised on."""
 import dataclasses
 import functools
@@ -18,7 +18,7 @@ from thunder.core import trace as tracing
 from thunder.core import ndarray
 from thunder.core.dtypes import is_numpy_scalar
 from thunder.core.numbers import NumberProxy
-from thunder.core.proxies import TensorProxy, proxy_for
+from thunder.core.proxies import MODIFIED, TensorProxy, proxy_for
 from thunder.core.pysource import py_repr
 from thunder.core.trace import ref
 from thunder.ops.registry import OPS
@@ -211,7 +211,9 @@ def flatten_outputs(value, refs, inputs=None, _open=None, resolve=None):
     inputs (an Inputs): a tensor the trace read (argument, parameter, buffer) returned as such is
     ("input", k), k its place among inputs.params(): the program returns that very object, as
     eager does (same identity, requires_grad and grad_fn; after the copy-back of an in-place
-    update). A tensor made under torch.inference_mode() is ("inference", spec). Other objects that
+    update). A tensor made under torch.inference_mode() is ("inference", spec), a view made under
+    torch.no_grad() of a tensor that requires grad ("no_grad_view", spec, modified: updated in place
+    since, it or its base). Other objects that
     hold tensors the trace computed (transformers' DynamicCache) are rebuilt per call from their
     attributes ("instance"); objects that hold none are returned as they are."""
     _open = set() if _open is None else _open
@@ -231,6 +233,8 @@ def flatten_outputs(value, refs, inputs=None, _open=None, resolve=None):
         strides = _eager_layout(value)
         if strides is not None:
             spec = ("strided", spec, strides)
+        if value.no_grad_view:
+            spec = ("no_grad_view", spec, value.no_grad_view == MODIFIED)
         return ("inference", spec) if value.inference else spec
     proxy = resolve(value) if resolve is not None and not _open and isinstance(value, torch.Tensor) else None
     if proxy is not None:  # a parameter or buffer of the module (via native code): that very tensor
@@ -307,6 +311,9 @@ def rebuild_source(spec, flat, constants=None, params=None):
         return params[spec[1]] if params is not None else f"_input{spec[1]}"
     if kind == "inference":
         return f"impl.inference_tensor({rebuild_source(spec[1], flat, constants, params)})"
+    if kind == "no_grad_view":
+        modified = ", modified=True" if spec[2] else ""
+        return f"impl.no_grad_view({rebuild_source(spec[1], flat, constants, params)}{modified})"
     if kind == "strided":
         return f"impl.with_strides({rebuild_source(spec[1], flat, constants, params)}, {spec[2]!r})"
     if kind == "const":

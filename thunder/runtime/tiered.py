@@ -55,6 +55,12 @@ class reporting_to:
         _reporting.target = self.before
 
 
+def reporting_target():
+    """The (function, CompileStats) of the compile under way in this thread, or None (what a
+    backward compiled later reports to: runtime/autograd.py)."""
+    return getattr(_reporting, "target", None)
+
+
 def tier(constants):
     """Replace, in a generated program's constants (codegen: fusion_N -> the executor's
     compiled region), the linalg regions by TieredRegions (see the module doc)."""

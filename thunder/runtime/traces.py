@@ -30,27 +30,43 @@ class Trace:
         self.producer = producer
         self._fn = fn  # the compiled function that runs, for the traces that ran
         self.fn_name = fn_name  # e.g. "interpreter (acquisition)", "cse", "torch executor"
-        # printed once, with locations; the text without them is printed from it when asked for
-        # (printing a module is most of what keeping a trace costs on a first call); not verified
-        # again: the pass manager verified it after the pass, and verifying while printing runs
-        # every op's meta function once more per trace kept
-        self._mlir_debug = module.operation.get_asm(enable_debug_info=True, assume_verified=True) \
-            if module is not None else None
+        # a copy of the module as the pass left it (the passes after it change the module),
+        # printed with locations when first asked for: cloning costs ~1% of printing, which was
+        # most of what keeping a trace cost on a first call
+        self._copy = module.operation.clone() if module is not None else None
+        self._mlir_debug = None
         self._mlir = None
         self._python = python
         self._output_spec = output_spec
         self._codegen = codegen or {"header": f"produced by: {producer}"}
 
+    @classmethod
+    def from_mlir(cls, producer, text, fn_name, codegen=None):
+        """A trace of MLIR text (with locations) printed before (a func's: @backward)."""
+        trace = cls(producer, fn_name=fn_name, codegen=codegen)
+        trace._mlir_debug = text
+        return trace
+
     @property
     def name(self):
         return self.producer
+
+    def _debug_text(self):
+        """The module's text with locations (None for a trace of Python only); under LOCK.
+        Not verified again: the pass manager verified it after the pass, and verifying while
+        printing runs every op's meta function once more per trace kept."""
+        if self._mlir_debug is None and self._copy is not None:
+            self._mlir_debug = self._copy.get_asm(enable_debug_info=True, assume_verified=True)
+            self._copy = None
+        return self._mlir_debug
 
     @_locked
     def to_mlir(self, debug_info=False) -> str:
         """The trace as MLIR text in the ltorch/thunder dialects (with locations: the names of
         values and the user's source lines, when debug_info)."""
-        if debug_info or self._mlir_debug is None:
-            return self._mlir_debug
+        text = self._debug_text()
+        if debug_info or text is None:
+            return text
         if self._mlir is None:
             self._mlir = str(self.module())
         return self._mlir
@@ -59,7 +75,7 @@ class Trace:
     def module(self):
         """A fresh ir.Module of this trace (with locations)."""
         with context():
-            return ir.Module.parse(self._mlir_debug)
+            return ir.Module.parse(self._debug_text())
 
     @_locked
     def python(self) -> str:
@@ -79,7 +95,7 @@ class Trace:
     def args(self):
         """The trace function's parameters, in order: Refs (name, shape, dtype, device) of its
         tensors; parameter names for the prologue, which takes (args, kwargs)."""
-        if self._mlir_debug is not None:
+        if self._debug_text() is not None:
             module = self.module()
             with module.context:
                 f = find_func(module.operation, self.fn_name)
@@ -99,7 +115,7 @@ class Trace:
         if self._fn is not None:
             return self._fn
 
-        if self._mlir_debug is None:
+        if self._debug_text() is None:
             return compile_source(self._python, self.fn_name)
         constants = {}
         source = python_source(self.module(), self.fn_name, output_spec=self._output_spec, constants=constants)

@@ -1,0 +1,59 @@
+"""Where the first training step's compile time goes, against depth, with the kernels already in
+the kernel cache (unlike benchmarks/compile_depth.py, which starts from an empty one): a
+transformers LlamaForCausalLM of width 256 (labels given, so only the loss is backpropagated and
+the logits get no gradient), one process per run. Prints the first forward call and the whole
+first step in wall and CPU seconds (this process's CPU time: less disturbed by other load on the
+machine than the wall clock), compile_stats' stages of the forward's compile and the backward's
+compile (on the first backward call, runtime/autograd.py), the CPU model and the load average.
+
+    THUNDER_PROGRAM_CACHE=off .venv/bin/python benchmarks/first_step_stages.py 24 [--profile out.prof]
+
+Run it twice per depth: the first run fills the kernel cache.
+"""
+import argparse
+import cProfile
+import os
+import time
+
+import torch
+import transformers
+
+import thunder
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("layers", type=int)
+    parser.add_argument("--profile", help="write a cProfile of the first step to this file")
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(vocab_size=512, hidden_size=256, intermediate_size=1024,
+                                      num_hidden_layers=args.layers, num_attention_heads=4, num_key_value_heads=4,
+                                      max_position_embeddings=128, attention_dropout=0.0)
+    model = transformers.LlamaForCausalLM(config)
+    ids = torch.randint(0, 512, (2, 64), generator=torch.Generator().manual_seed(1))
+    fn = thunder.jit(model)
+    profile = cProfile.Profile() if args.profile else None
+    load = os.getloadavg()[0]
+    wall, cpu = time.perf_counter(), time.process_time()
+    if profile:
+        profile.enable()
+    loss = fn(input_ids=ids, labels=ids, use_cache=False).loss
+    fwd_wall, fwd_cpu = time.perf_counter() - wall, time.process_time() - cpu
+    loss.backward()
+    if profile:
+        profile.disable()
+        profile.dump_stats(args.profile)
+    step_wall, step_cpu = time.perf_counter() - wall, time.process_time() - cpu
+    stats = thunder.compile_stats(fn)
+    expected = model(input_ids=ids, labels=ids, use_cache=False).loss
+    torch.testing.assert_close(loss, expected, rtol=1e-4, atol=1e-4)
+    print(f"{args.layers} layers: first forward {fwd_wall:.2f} s (cpu {fwd_cpu:.2f}), "
+          f"first step {step_wall:.2f} s (cpu {step_cpu:.2f}); load average {load:.1f} -> {os.getloadavg()[0]:.1f}")
+    print("  forward's compile:", {k: round(v, 2) for k, v in stats.last_stage_times.items()})
+    if hasattr(stats, "backward_compiles"):  # (versions that compile the backward with the forward lack it)
+        print(f"  backward compiles: {stats.backward_compiles}, the last {stats.last_backward_compile_time:.2f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,146 @@
+"""bfloat16 linears from packed weights (thunder/ops/packed_linear.py, THUNDER_PACKED_WEIGHTS):
+nn.Linear and GPT-2's Conv1D (addmm on an [in, out] weight), in a bfloat16 model and under
+torch.autocast("cpu", torch.bfloat16) of a float32 one, against eager (values and dtypes; the
+same sums, so equal to eager's bits on this CPU's oneDNN, asserted within bf16 tolerance); a
+weight changed in place is packed again; the probe's answer decides and nothing is packed
+without oneDNN; training (programs that record autograd history) is eager's within autocast
+tolerance, grads included."""
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import thunder
+from thunder.ops import packed_linear
+
+BF16_TOL = dict(rtol=1.6e-2, atol=1e-2)
+
+
+class Conv1D(nn.Module):
+    """GPT-2's Conv1D: x @ weight + bias with weight [in, out] (transformers.pytorch_utils)."""
+
+    def __init__(self, nf, nx):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(nx, nf) * 0.1)
+        self.bias = nn.Parameter(torch.randn(nf))
+
+    def forward(self, x):
+        return torch.addmm(self.bias, x.view(-1, x.size(-1)), self.weight).view(*x.shape[:-1], -1)
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(64, 96)  # with a bias
+        self.conv = Conv1D(48, 96)
+        self.head = nn.Linear(48, 40, bias=False)
+
+    def forward(self, x):
+        return self.head(F.silu(self.conv(F.gelu(self.fc(x)))))
+
+
+@pytest.fixture
+def packing(monkeypatch):
+    if not packed_linear.available():
+        pytest.skip("torch's oneDNN runs no bfloat16 products on this CPU")
+    monkeypatch.setenv(packed_linear.ENV, "on")
+    packed_linear._CACHE.clear()
+    yield monkeypatch
+    packed_linear._CACHE.clear()
+
+
+def _calls(jf):
+    src = str(thunder.last_traces(jf)[-1])
+    return src.count("impl.packed_linear("), src.count("impl.packed_addmm(")
+
+
+def test_autocast_inference_equals_eager_and_repacks_a_changed_weight(packing):
+    torch.manual_seed(0)
+    net = Net()
+    jnet = thunder.jit(net)
+    for rows in ((3, 5), (1, 1)):  # (a prefill's rows and a decode step's one)
+        x = torch.randn(*rows, 64)
+        with torch.no_grad(), torch.autocast("cpu", torch.bfloat16):
+            out, expected = jnet(x), net(x)
+        assert out.dtype == expected.dtype == torch.bfloat16
+        torch.testing.assert_close(out.float(), expected.float(), **BF16_TOL)
+    assert _calls(jnet) == (2, 1)
+    # an in-place update (an optimizer step) bumps the version counter: packed again
+    with torch.no_grad():
+        net.conv.weight.mul_(-2.0)
+        net.fc.weight.add_(0.5)
+        with torch.autocast("cpu", torch.bfloat16):
+            out, expected = jnet(x), net(x)
+    torch.testing.assert_close(out.float(), expected.float(), **BF16_TOL)
+
+
+def test_bfloat16_model_equals_eager(packing):
+    torch.manual_seed(0)
+    net = Net().to(torch.bfloat16)
+    jnet = thunder.jit(net)
+    x = torch.randn(2, 7, 64, dtype=torch.bfloat16)
+    with torch.no_grad():
+        out, expected = jnet(x), net(x)
+    assert out.dtype == torch.bfloat16
+    torch.testing.assert_close(out.float(), expected.float(), **BF16_TOL)
+    assert _calls(jnet) == (2, 1)
+    # a weight given as a plain tensor (no parameter: nothing to keep a packing for) is F.linear's
+    w = torch.randn(40, 64, dtype=torch.bfloat16)
+    jf = thunder.jit(lambda x, w: F.linear(x, w))
+    with torch.no_grad():
+        torch.testing.assert_close(jf(x, w), F.linear(x, w), rtol=0, atol=0)
+    assert _calls(jf) == (1, 0)
+
+
+def test_training_under_autocast_equals_eager(packing):
+    torch.manual_seed(0)
+    net = Net()
+    x = torch.randn(2, 5, 64, requires_grad=True)
+    jnet = thunder.jit(net)
+    results = []
+    for fn in (net, jnet):
+        with torch.autocast("cpu", torch.bfloat16):
+            out = fn(x)
+        out.float().square().mean().backward()
+        results.append((out, x.grad, {n: p.grad for n, p in net.named_parameters()}))
+        net.zero_grad(set_to_none=True)
+        x.grad = None
+    (e_out, e_gx, e_grads), (t_out, t_gx, t_grads) = results
+    assert t_out.dtype == e_out.dtype
+    torch.testing.assert_close(t_out.float(), e_out.float(), **BF16_TOL)
+    torch.testing.assert_close(t_gx, e_gx, **BF16_TOL)
+    for n in e_grads:
+        assert t_grads[n].dtype == e_grads[n].dtype, n
+        torch.testing.assert_close(t_grads[n], e_grads[n], **BF16_TOL)
+
+
+@pytest.mark.parametrize("probe", [True, False])
+def test_auto_follows_the_probe(packing, probe):
+    packing.setenv(packed_linear.ENV, "auto")
+    packing.setattr(packed_linear, "faster", lambda: probe)
+    lin = nn.Linear(64, 32).to(torch.bfloat16)
+    jf = thunder.jit(lin)
+    x = torch.randn(4, 64, dtype=torch.bfloat16)
+    with torch.no_grad():
+        torch.testing.assert_close(jf(x).float(), lin(x).float(), **BF16_TOL)
+    assert _calls(jf) == ((1, 0) if probe else (0, 0))
+
+
+def test_without_onednn_nothing_is_packed(packing):
+    packing.setattr(torch.backends.mkldnn, "is_available", lambda: False)
+    assert not packed_linear.available() and not packed_linear.used()
+    lin = nn.Linear(64, 32).to(torch.bfloat16)
+    jf = thunder.jit(lin)
+    x = torch.randn(4, 64, dtype=torch.bfloat16)
+    with torch.no_grad():
+        torch.testing.assert_close(jf(x), lin(x), rtol=0, atol=0)
+    assert _calls(jf) == (0, 0)
+    assert "torch.nn.functional.linear(" in str(thunder.last_traces(jf)[-1])
+
+
+def test_off_by_default_and_a_wrong_setting_is_named(monkeypatch):
+    monkeypatch.delenv(packed_linear.ENV, raising=False)
+    assert packed_linear.mode() == "off" and not packed_linear.used()
+    monkeypatch.setenv(packed_linear.ENV, "yes")
+    with pytest.raises(ValueError, match="THUNDER_PACKED_WEIGHTS='yes'"):
+        packed_linear.used()
