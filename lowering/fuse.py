@@ -115,7 +115,9 @@ def claimable(operation, executor=None) -> bool:
     if op is None or op.dialect != "ltorch" or op.decomposition is None or op.random or op.effects:
         return False
     device = executor.device
-    if not operation.results or not all(_static(r.type, device) and list(r.uses) for r in operation.results):
+    # (results nothing uses are fine while one is used: training's native_layer_norm whose
+    # mean and rstd the backward recomputes; the region does not return them)
+    if not all(_static(r.type, device) for r in operation.results) or not any(list(r.uses) for r in operation.results):
         return False
     if not all(_operand_ok(operation, v, executor) for v in operation.operands):
         return False
@@ -561,7 +563,7 @@ def _outline_region(f, graph, ops, name, policy, executor, heads=True, prologue=
     else:  # (regions of one text: decomposed once)
         callee = decomposed.decompose(callee, region_text(callee).replace(f"@{name}(", "@region(", 1))
     checks = _take_input_checks(callee)
-    _erase_unused_numbers(callee.regions[0].blocks[0])
+    _erase_dead(callee.regions[0].blocks[0])
     text = region_text(callee)
     if not _ask("accepts", executor, text, name):
         callee.operation.erase()
@@ -737,6 +739,17 @@ def fuse_func(f, module_block, counter, policy="auto", executors=DEFAULT_EXECUTO
             graph.ops[i].erase()
     _erase_unused_numbers(block)  # numbers only the regions used
     return counter
+
+
+def _erase_dead(block):
+    """Erase the prims nothing uses (a decomposition's results the region does not return:
+    native_layer_norm's output where only its mean and rstd are used), which no kernel would
+    tile, and then the numbers nothing uses."""
+    for o in reversed(list(block.operations)):
+        o = o.operation
+        if o.name.startswith("thunder.") and o.results and not any(list(r.uses) for r in o.results):
+            o.erase()
+    _erase_unused_numbers(block)
 
 
 def _erase_unused_numbers(block):

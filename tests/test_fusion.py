@@ -709,3 +709,34 @@ def test_causal_lm_loss_fused_by_rows(case):
     assert fwd.count("= fusion_") == 1 and view and re.search(rf"= fusion_0\({view[1]}, ", fwd), fwd
     assert bwd.count("= fusion_") == 1 and "torch.cat" not in bwd.split("= fusion_")[1], bwd
     assert re.search(r"= torch\.reshape\(b[\d_]+, \(2, 5, 37\)\)", bwd.split("= fusion_1")[1]), bwd
+
+
+def _residual_layer_norm(x, r, w, b):
+    h = x + r
+    return F.layer_norm(h, (h.shape[-1],), w, b), h
+
+
+def test_residual_layer_norm_fuses_in_training():
+    """GPT-2's residual add and the layer norm after it, at its row width (512, 2 x 256 rows,
+    beyond the untiled size limit), requiring grad: the forward's layer norm (native_layer_norm,
+    whose mean and rstd the backward recomputes, unused) and the add are one tiled kernel, as
+    are the backward's; values and grads as eager's."""
+    g = torch.Generator().manual_seed(0)
+    args = [torch.randn(s, generator=g) for s in [(2, 256, 512), (2, 256, 512), (512,), (512,)]]
+    ours = [a.clone().requires_grad_() for a in args]
+    ref = [a.clone().requires_grad_() for a in args]
+    jf = thunder.jit(_residual_layer_norm)
+    (y, h), (ey, eh) = jf(*ours), _residual_layer_norm(*ref)
+    _close(y, ey)
+    _close(h, eh)
+    wy, wh = torch.randn(ey.shape, generator=g), torch.randn(eh.shape, generator=g)
+    ((y * wy).sum() + (h * wh).sum()).backward()
+    ((ey * wy).sum() + (eh * wh).sum()).backward()
+    for a, b in zip(ours, ref):
+        _close_grad(a.grad, b.grad)
+    fwd = str(thunder.last_traces(jf)[-1]).split("def forward")[1]
+    bwd = str(thunder.last_backward_traces(jf)[-1])
+    calls = [c for c in _calls(fwd) if "return" not in c]
+    assert len(calls) == 1 and "fusion_0(" in calls[0] and "layer_norm" not in fwd, fwd
+    assert "fusion_" in bwd and "layer_norm" not in bwd, bwd
+    assert len(_kernels_tiled(jf)) >= 2

@@ -451,3 +451,30 @@ def test_reduction_computed_with_its_operand(case):
         torch.testing.assert_close(kernel(x)[0], fn(x), equal_nan=True)
     if case not in ("empty", "row_of_one", "log_softmax"):
         assert re.search(r"%\w+:2 = linalg.generic", kernel.linalg_text()), kernel.linalg_text()
+
+
+# values over exp's whole f32 range and its edges: overflow to inf, denormal results, 0 below
+# -104, a causal mask's -inf, nan
+_EXP_EDGES = [float("nan"), float("inf"), float("-inf"), 0.0, -0.0, 88.72, 88.7229, -87.33, -100.0, -103.9, -103.97,
+              -104.5]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+def test_exp_only_summed_in_f32(dtype):
+    """An exp whose values are only summed (a log-sum-exp's) computes in f32 (approx.SUMMED):
+    each value within eager's error (summing over a size-1 dim shows them one by one), and
+    logsumexp, log_softmax's normalizer, as eager's."""
+    x = torch.cat([torch.linspace(-110, 90, 20001), torch.tensor(_EXP_EDGES)]).to(dtype)
+    one_by_one = lambda x: torch.exp(x[:, None]).sum(-1)  # noqa: E731
+    kernel = compile_region(region(one_by_one, x), "computation")
+    # (within an ulp of eager's, which is within one of the exact value; f16, bf16: the f32
+    # value rounded once, as eager's)
+    ulp = {torch.float32: 2.0 ** -23, torch.float16: 2.0 ** -10, torch.bfloat16: 2.0 ** -7}[dtype]
+    denormal = torch.finfo(dtype).smallest_normal * ulp  # (denormal results: an ulp of them)
+    torch.testing.assert_close(kernel(x)[0], one_by_one(x), atol=denormal, rtol=2 * ulp, equal_nan=True)
+    text = kernel.linalg_text()
+    if dtype == torch.float32:  # no f64 polynomial
+        assert "f64" not in text and "math.fma" in text, text
+    rows = _masked(torch.randn(67, 1003) * 20).to(dtype)
+    tol = dict(atol=1e-5, rtol=1.3e-6) if dtype == torch.float32 else dict(atol=1e-2, rtol=1e-2)
+    run(lambda x: torch.logsumexp(x, -1), rows, **tol)

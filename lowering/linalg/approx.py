@@ -76,9 +76,9 @@ def _round(b, y):
     return b.op(f"arith.truncf {y} : {D} to f32")
 
 
-def _clamp(b, x, lo, hi):
-    x = b.op(f"arith.minimumf {x}, {b.const(hi, D)} : {D}")
-    return b.op(f"arith.maximumf {x}, {b.const(lo, D)} : {D}")
+def _clamp(b, x, lo, hi, t=D):
+    x = b.op(f"arith.minimumf {x}, {b.const(hi, t)} : {t}")
+    return b.op(f"arith.maximumf {x}, {b.const(lo, t)} : {t}")
 
 
 def _expm1_reduced(b, x, half=False):
@@ -117,6 +117,43 @@ def exp_f32(b, x):
     q, s = _expm1_reduced(b, xc)
     y = _round(b, b.op(f"math.fma {s}, {q}, {s} : {D}"))  # 2^k (1 + expm1(r)); inf past f32's range
     y = b.op(f"arith.select {under}, {b.const(0.0, 'f32')}, {y} : f32")
+    return _nan_is_nan(b, x, y)
+
+
+# ---- f32 exp computed in f32, for values that are only summed (scalar.py, Body.summed: a
+# log-sum-exp's sum(exp(x - max)), cross-entropy's and logsumexp's rows): no value of it is
+# ever seen, the sum's own rounding (torch sums in f32 too) is larger than its error, and it
+# takes half the instructions of the f64 form at twice the vector width (cross-entropy's forward
+# is bound by it). As eager's log_softmax (SLEEF's f32 expf): ~1 ulp.
+# x = k ln2 + r, |r| <= ln2/2 (k ln2 subtracted in two fmas, LN2_HI exact in 16 bits so k LN2_HI
+# is exact for |k| <= 150), exp(r) by its Taylor polynomial to degree 7 (truncation 5e-9
+# relative, 0.04 ulp), times 2^(k >> 1) then 2^(k - (k >> 1)): both normal f32 for k in [-150,
+# 128], the second product rounds once into the denormals and overflows to inf past 88.72.
+LN2_HI, LN2_LO = 0.693145751953125, 1.4286068203094172e-06
+EXP_TAYLOR32 = [1 / math.factorial(n) for n in range(7, -1, -1)]
+
+
+def _pow2_f32(b, k):
+    """2^k as an f32 for an i32 k in [-126, 127]."""
+    e = b.op(f"arith.addi {k}, {b.const(127, 'i32')} : i32")
+    e = b.op(f"arith.shli {e}, {b.const(23, 'i32')} : i32")
+    return b.op(f"arith.bitcast {e} : i32 to f32")
+
+
+def exp_f32_summed(b, x):
+    t = "f32"
+    under = b.op(f"arith.cmpf olt, {x}, {b.const(EXP_LO, t)} : {t}")
+    xc = _clamp(b, x, EXP_LO, EXP_HI, t)
+    k = b.op(f"math.floor {b.op(f'math.fma {xc}, {b.const(LOG2E, t)}, {b.const(0.5, t)} : {t}')} : {t}")
+    nk = b.op(f"arith.negf {k} : {t}")
+    r = b.op(f"math.fma {nk}, {b.const(LN2_HI, t)}, {xc} : {t}")
+    r = b.op(f"math.fma {nk}, {b.const(LN2_LO, t)}, {r} : {t}")
+    p = _horner(b, r, EXP_TAYLOR32, t)
+    ki = b.op(f"arith.fptosi {k} : {t} to i32")
+    k1 = b.op(f"arith.shrsi {ki}, {b.const(1, 'i32')} : i32")
+    k2 = b.op(f"arith.subi {ki}, {k1} : i32")
+    y = b.op(f"arith.mulf {b.op(f'arith.mulf {p}, {_pow2_f32(b, k1)} : {t}')}, {_pow2_f32(b, k2)} : {t}")
+    y = b.op(f"arith.select {under}, {b.const(0.0, t)}, {y} : {t}")
     return _nan_is_nan(b, x, y)
 
 
@@ -279,3 +316,5 @@ APPROX = {("math.tanh", "f32"): tanh_f32, ("math.exp", "f32"): exp_f32,
           ("math.log1p", "f64"): log1p_f64, ("math.expm1", "f64"): expm1_f64,
           ("math.log2", "f64"): lambda b, x: log_f64(b, x, 1 / LN2),
           ("math.log10", "f64"): lambda b, x: log_f64(b, x, 1 / math.log(10))}
+# where the values are only summed (scalar.py Body.summed)
+SUMMED = {("math.exp", "f32"): exp_f32_summed}

@@ -26,6 +26,7 @@ class _Emitter:
         self.reduced = {}  # reduction prim result -> (ssa of its accumulator, acc TensorT)
         self.tiled = False  # (a tiled kernel: values of static shape are computed before the loop)
         self.slices = {}  # (value, dim, offset, size) -> its slice (_slice_value)
+        self.summed = False  # (the op being lowered) its values are only summed: see _lower_op
 
     def fresh(self, base="v"):
         self.n += 1
@@ -128,7 +129,7 @@ def _elementwise(em, name, operands, out_t: TensorT, attrs):
         ct = opmath(out_t.elt)
 
         def arith(b, xs, ts):
-            b.storage, b.widened = out_t.elt, WIDENED in attrs
+            b.storage, b.widened, b.summed = out_t.elt, WIDENED in attrs, em.summed
             return fn(b, xs, ct)
         return _map(em, operands, out_t, arith, ct, ct)
     if kind == "cmp":
@@ -200,6 +201,8 @@ def _lower_op(em, op, out_t: TensorT):
     if 0 in out_t.shape:  # an empty result holds no data, whatever the op
         return em.empty(out_t)
     attrs = op.attributes
+    # values only summed (a log-sum-exp's exps) need no correctly rounded math (approx.SUMMED)
+    em.summed = bool(list(op.results[0].uses)) and all(u.owner.name == "thunder.sum" for u in op.results[0].uses)
     if name in ELEMENTWISE and em.reduce_too is None:
         parts = _elementwise_parts(em, op, name, out_t, attrs)
         if parts is not None:

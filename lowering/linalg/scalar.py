@@ -153,6 +153,7 @@ class Body:
         self.values = {}  # ssa name -> the number a constant holds (pow specializes on it)
         self.storage = None  # the type the prim's result is rounded to, where it computes in opmath
         self.widened = False  # the prim is marked widened (approx.py): its f64 math needs f32 accuracy
+        self.summed = False  # the prim's values are only summed (approx.SUMMED)
 
     def op(self, text):
         name = f"%s{self.n}"
@@ -171,6 +172,8 @@ def _unary_float(mathop):
     def f(b, xs, t):
         if not is_float(t):
             raise UnsupportedOp(f"{mathop} on {t}")
+        if b.approx and b.summed and (mathop, t) in approx.SUMMED:
+            return approx.SUMMED[mathop, t](b, xs[0])
         if b.approx and (mathop, t) in approx.APPROX and (t != "f64" or b.widened):
             return approx.APPROX[mathop, t](b, xs[0])
         return b.op(f"{mathop} {xs[0]} : {t}")
