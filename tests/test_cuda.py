@@ -180,10 +180,12 @@ def _gpt_training_regions():
     args = make_inputs(2, 8, 32) + [2]
     jf = thunder.jit(gpt_block, fusion="always")
     jf(*args).sum().backward()
-    forward = next(t for t in thunder.last_traces(jf) if t.producer == "thunder-fuse (forward)")
-    module = forward.module()
+    # (the backward is fused on its first call, in a module of its own)
+    fused = {"forward": next(t for t in thunder.last_traces(jf) if t.producer == "thunder-fuse (forward)"),
+             "backward": next(t for t in thunder.last_backward_traces(jf) if t.producer == "thunder-fuse (backward)")}
     regions = {}
-    for fn_name in ("forward", "backward"):
+    for fn_name, trace in fused.items():
+        module = trace.module()
         with module.context:
             f = next(op for op in module.body.operations if ir.StringAttr(op.attributes["sym_name"]).value == fn_name)
             called = set()
