@@ -122,6 +122,21 @@ def test_closure_value_and_default_dtype_miss(program_cache):
     assert counts()["rejected"] == 0 and len(entries(folder)) == 3
 
 
+def test_a_loaded_program_reads_as_mlir(program_cache):
+    # (the README's demo prints the execution trace's MLIR: it raised when run a second time)
+    x = torch.randn(64, 64)
+    f = lambda x: torch.softmax(x + 1, -1)  # noqa: E731
+    stored = thunder.jit(f, fusion="always")
+    expected = stored(x)
+    torch.testing.assert_close(expected, f(x))
+    loaded = thunder.jit(f, fusion="always")
+    torch.testing.assert_close(loaded(x), expected, rtol=0, atol=0)
+    assert thunder.compile_stats(loaded).disk_loads == 1
+    want, got = thunder.last_traces(stored)[-1], thunder.last_traces(loaded)[-1]
+    assert "func.func private @fusion_0" in got.to_mlir() and got.to_mlir() == want.to_mlir()
+    assert got.to_mlir(debug_info=True) == want.to_mlir(debug_info=True) and str(got) == str(want)
+
+
 def loss_and_logits(x, w):
     logits = torch.tanh(x @ w)
     return (logits * logits).sum(), logits

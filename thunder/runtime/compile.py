@@ -255,7 +255,8 @@ def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None, keep_parts
                        program=constants.get("_program"))
     if not ctx.sym_shapes:  # (programs with symbolic sizes are not persisted: runtime/persist.py)
         entry.persist = dict(source=source, constants=constants, prologue=prologue, writes=writes,
-                             guards=entry_guards, interpreted=list(state.interpreted.values()))
+                             guards=entry_guards, interpreted=list(state.interpreted.values()),
+                             trace=traces[-1])
     if keep_parts or cd.cache_option == CACHE_OPTIONS.SYMBOLIC_VALUES:
         metas = [TensorMeta(x) for x in read]
         entry.parts = Parts(source, constants, (arg_specs, kw_specs, metas, prologue_args),

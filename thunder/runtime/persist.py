@@ -51,7 +51,7 @@ from thunder.runtime.prologue import MISS, compile_prologue
 from thunder.runtime.state import Constant
 from thunder.runtime.traces import Trace
 
-FORMAT = "thunder-mlir-program-1"
+FORMAT = "thunder-mlir-program-2"
 _MAGIC = b"THPCACHE"
 _TRAILER = len(_MAGIC) + 32 + 32  # magic, key, sha256(payload + key)
 _OFF = {"", "0", "off", "false", "no", "none"}
@@ -242,8 +242,9 @@ def _payload(cd, entry):
         if h is None:
             raise Unportable(f"code from {path}, which is no source file to check")
         hashes[path] = h
+    # (the execution trace's MLIR, with locations: a loaded program's trace reads as MLIR too)
     return dict(format=FORMAT, files=hashes, made=made, prologue=prologue.source, consts=consts, source=rec["source"],
-                constants=constants, description=description)
+                mlir=rec["trace"].to_mlir(debug_info=True), constants=constants, description=description)
 
 
 # -- loading
@@ -324,8 +325,8 @@ def _entry(cd, p):
     if cd.disable_torch_autograd:
         computation = torch.no_grad()(computation)
     run = compile_prologue(p["prologue"], consts, computation)
-    traces = [Trace("torch executor (execution trace, from the program cache)", python=p["source"],
-                    fn=computation)]
+    traces = [Trace.from_mlir("torch executor (execution trace, from the program cache)", p["mlir"], "computation",
+                              python=p["source"], fn=computation)]
     program = constants.get("_program")
     backward = []
     if program is not None:

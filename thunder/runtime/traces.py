@@ -41,9 +41,10 @@ class Trace:
         self._codegen = codegen or {"header": f"produced by: {producer}"}
 
     @classmethod
-    def from_mlir(cls, producer, text, fn_name, codegen=None):
-        """A trace of MLIR text (with locations) printed before (a func's: @backward)."""
-        trace = cls(producer, fn_name=fn_name, codegen=codegen)
+    def from_mlir(cls, producer, text, fn_name, codegen=None, python=None, fn=None):
+        """A trace of MLIR text (with locations) printed before (a func's: @backward; a program
+        from the program cache, with its Python)."""
+        trace = cls(producer, python=python, fn_name=fn_name, fn=fn, codegen=codegen)
         trace._mlir_debug = text
         return trace
 
