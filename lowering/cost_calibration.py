@@ -35,7 +35,6 @@ import logging
 import math
 import os
 import statistics
-import tempfile
 import threading
 import timeit
 
@@ -175,17 +174,8 @@ def _read(path):
 def _write(path, measured):
     """Atomically (a temporary file renamed into place); any failure just skips storing."""
     body = {"format": FORMAT, "key": key(), "measured": measured}
-    directory = os.path.dirname(path)
     try:
-        os.makedirs(directory, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".cost-model-", suffix=".tmp", dir=directory)
-        try:
-            with os.fdopen(fd, "w") as f:
-                json.dump({"body": body, "checksum": _checksum(body)}, f, sort_keys=True)
-            os.replace(tmp, path)
-        except BaseException:
-            os.unlink(tmp)
-            raise
+        disk_cache.write_atomically(path, json.dumps({"body": body, "checksum": _checksum(body)}, sort_keys=True).encode())
     except OSError:
         pass
 

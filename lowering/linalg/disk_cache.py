@@ -56,6 +56,21 @@ stats = {"disk": 0, "compiled": 0, "stored": 0, "rejected": 0}
 _store_broken = False  # a verified entry failed to load here: stop storing in this process
 
 
+def write_atomically(path, data):
+    """Writes bytes to path through a temporary file in its folder renamed into place (os.replace
+    is atomic: concurrent readers and writers see a whole file or none); raises OSError."""
+    directory = os.path.dirname(path)
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
 def cache_dir():
     """The cache directory, or None when the disk cache is disabled."""
     env = os.environ.get("THUNDER_KERNEL_CACHE")
@@ -341,12 +356,8 @@ def cached_text(parts, build, suffix):
     stats["compiled"] += 1
     if path is not None:
         try:
-            os.makedirs(directory, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=".", suffix=suffix, dir=directory)
             data = text.encode()
-            with os.fdopen(fd, "wb") as f:
-                f.write(data + _trailer(data, digest))
-            os.replace(tmp, path)
+            write_atomically(path, data + _trailer(data, digest))
             stats["stored"] += 1
         except OSError as e:  # never let storing break compiling
             log.debug("kernel cache: not stored: %s", e)

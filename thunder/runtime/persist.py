@@ -35,7 +35,6 @@ import logging
 import os
 import pickle
 import sys
-import tempfile
 import time
 import types
 
@@ -165,15 +164,7 @@ def store(cd, entry, update=False):
     blob = _MAGIC + payload + bytes.fromhex(k) + hashlib.sha256(payload + bytes.fromhex(k)).digest()
     path = os.path.join(folder, hashlib.sha256(payload).hexdigest()[:40] + ".entry")
     try:
-        os.makedirs(folder, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(blob)
-            os.replace(tmp, path)
-        except BaseException:
-            os.unlink(tmp)
-            raise
+        disk_cache.write_atomically(path, blob)
         before, entry.persist["path"], entry.persist["key"] = entry.persist.get("path"), path, k
         if before is not None and before != path:
             try:
