@@ -175,7 +175,8 @@ def _write(path, measured):
     """Atomically (a temporary file renamed into place); any failure just skips storing."""
     body = {"format": FORMAT, "key": key(), "measured": measured}
     try:
-        disk_cache.write_atomically(path, json.dumps({"body": body, "checksum": _checksum(body)}, sort_keys=True).encode())
+        text = json.dumps({"body": body, "checksum": _checksum(body)}, sort_keys=True)
+        disk_cache.write_atomically(path, text.encode())
     except OSError:
         pass
 
