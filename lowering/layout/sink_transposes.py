@@ -23,7 +23,7 @@ from thunder.core.trace import NotDecomposable
 from thunder.dialects.mlir import ir
 from thunder.lowering.decompose import decompose_op
 from thunder.lowering.executors import is_number
-from thunder.lowering.layout_copies import TRANSPOSES, permutation
+from thunder.lowering.layout.copies import TRANSPOSES, permutation
 from thunder.lowering.linalg.scalar import ELEMENTWISE
 from thunder.ops import registry
 
