@@ -10,10 +10,12 @@ def made_in_region(value, fusable):
     return not isinstance(value.owner, ir.Block) and fusable(value.owner)
 
 
-def visible(f):
-    """The values f returns where their strides are user-visible: all its results, or the first
-    thunder.num_outputs of a training @forward (the others are saved for @backward)."""
-    ret = list(f.regions[0].blocks[0].operations)[-1]
+def visible(f, ret=None):
+    """The values f returns (ret: its func.return, where the caller has it: listing the block per
+    call is linear in its length) where their strides are user-visible: all its results, or the
+    first thunder.num_outputs of a training @forward (the others are saved for @backward)."""
+    if ret is None:
+        ret = list(f.regions[0].blocks[0].operations)[-1]
     values = list(ret.operands)
     if "thunder.num_outputs" in f.attributes:
         values = values[:ir.IntegerAttr(f.attributes["thunder.num_outputs"]).value]

@@ -18,6 +18,8 @@ views (thunder-fuse keeps one in the region where the reshape after it could not
 lowering/layout/copies.py). The ltorch ops sunk through (elementwise ops, slicing `getitem`s,
 `narrow`, `cat`) are decomposed into prims first; a transpose of a sunk value becomes one
 transpose of its source (none where they cancel)."""
+import functools
+
 from thunder.core.proxies import DataDependentError
 from thunder.core.trace import NotDecomposable
 from thunder.dialects.mlir import ir
@@ -99,30 +101,31 @@ def _closure(y, kind):
     return ops, values
 
 
-def _in_order(ops, block):
-    where = {o.operation: i for i, o in enumerate(block.operations)}
-    return sorted(ops, key=lambda o: where[o])
+def _in_order(ops):
+    # (MLIR keeps each block's op order cached: numbering the whole block per transpose made
+    # this pass quadratic in the func's length)
+    return sorted(ops, key=functools.cmp_to_key(lambda a, b: -1 if a.is_before_in_block(b) else 1))
 
 
-def _sink(f, block, t, fusable):
+def _sink(f, ret, t, fusable):
     perm = permutation(t)
     if perm is None or perm == sorted(perm):
         return
     y = t.results[0]
     ops, values = _closure(y, lambda u: _ltorch_kind(u) and fusable(u))
-    if all(u.name in TRANSPOSES for u in ops) or not leaves_regions(ops, values, y, fusable, visible(f)):
+    if all(u.name in TRANSPOSES for u in ops) or not leaves_regions(ops, values, y, fusable, visible(f, ret)):
         return
-    for u in _in_order([u for u in ops if not u.name.startswith("thunder.")], block):
+    for u in _in_order([u for u in ops if not u.name.startswith("thunder.")]):
         try:
             decompose_op(u)
         except (DataDependentError, NotDecomposable):  # (as thunder-decompose: the op stays)
             return
     ops, values = _closure(y, lambda u: _prim_kind(u) is not None)
-    if not leaves_regions(ops, values, y, fusable, visible(f)):  # (the results are the decompositions')
+    if not leaves_regions(ops, values, y, fusable, visible(f, ret)):  # (the results are the decompositions')
         return  # (a decomposition made an op that is not sunk through; rare: its prims stay)
     inv = inverse_permutation(perm)
     source = {y: t.operands[0]}  # a value in y's layout -> the same value in x's dim order
-    ordered = _in_order(ops, block)
+    ordered = _in_order(ops)
     for u in ordered:
         _rewrite(u, perm, inv, source, ops)
     for u in reversed(ordered):
@@ -180,7 +183,8 @@ def _live(operation):
 def sink_transposes(f, fusable):
     """Sink the transposes of func f where everything sunk leaves the regions (see the module
     docstring); fusable(op) says whether an op could be in a region."""
-    block = f.regions[0].blocks[0]
-    for t in [o.operation for o in block.operations if o.operation.name in TRANSPOSES]:
+    ops = [o.operation for o in f.regions[0].blocks[0].operations]
+    ret = ops[-1]  # (stays the block's terminator: sinking rewrites only its operands)
+    for t in [o for o in ops if o.name in TRANSPOSES]:
         if _live(t) and ranked(t.results[0]) and list(t.results[0].uses):
-            _sink(f, block, t, fusable)
+            _sink(f, ret, t, fusable)
