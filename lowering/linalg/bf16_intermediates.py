@@ -36,7 +36,8 @@ def _convert(value, elt_type, loc):
 def _widened(operation):
     name = operation.name.removeprefix("thunder.")
     return (operation.name.startswith("thunder.") and ELEMENTWISE.get(name, (None, None))[1] in _KINDS
-            and len(operation.results) == 1 and _elt(operation.results[0]) == "bf16")
+            and len(operation.results) == 1 and _elt(operation.results[0]) == "bf16"
+            and all(_elt(v) in (None, "bf16", "i1") for v in operation.operands))  # (numbers; where's mask)
 
 
 def _as_eager(ops):
