@@ -3,7 +3,7 @@ q/k/v/o projections, causal SDPA, SwiGLU MLP, residuals, head, cross-entropy of 
 thunder.jit against eager's autocast: the loss, the logits and every grad in eager's dtype and
 within bf16 tolerance, and the weights' bf16 casts made once (in the forward, saved for the
 backward as eager's autocast does), not again in the backward (lowering/remat.py). The causal-LM loss as transformers computes it
-(`logits.float().view(-1, vocab)`, lowering/conversion_reshapes.py) is one fused cross-entropy
+(`logits.float().view(-1, vocab)`, lowering/layout/conversions.py) is one fused cross-entropy
 kernel reading the bf16 logits, forward and backward, with no float32 copy of the logits; a chain
 of bf16 elementwise ops (GPT-2's gelu_new) keeps its intermediates in f32 inside the kernel,
 rounding once (lowering/linalg/bf16_intermediates.py)."""

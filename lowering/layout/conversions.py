@@ -18,7 +18,8 @@ rows and, at a realistic vocabulary, stays unfused torch calls with f32 copies o
 A conversion here is an op that may return its input (x.float(), x.to(dtype), ...: registry's
 returns_input) with one tensor operand of its result's shape and no device or memory format."""
 from thunder.dialects.mlir import ir
-from thunder.lowering.sink_reshapes import RESHAPES, _reshape
+from thunder.lowering.layout.rule import made_in_region
+from thunder.lowering.layout.values import RESHAPES, ranked, reshape, retyped, shape
 from thunder.ops import registry
 
 
@@ -29,9 +30,8 @@ def _is_conversion(operation):
     if any(k in ("device", "memory_format") and not isinstance(operation.attributes[k], ir.UnitAttr)
            for k in operation.attributes):  # (unit: None)
         return False
-    source, result = operation.operands[0].type, operation.results[0].type
-    return (isinstance(source, ir.RankedTensorType) and isinstance(result, ir.RankedTensorType)
-            and ir.RankedTensorType(source).shape == ir.RankedTensorType(result).shape)
+    source, result = operation.operands[0], operation.results[0]
+    return ranked(source) and ranked(result) and shape(source) == shape(result)
 
 
 def _only_use(value):
@@ -39,44 +39,29 @@ def _only_use(value):
     return uses[0].owner if len(uses) == 1 else None
 
 
-def _computed_in_region(value, fusable):
-    return not isinstance(value.owner, ir.Block) and fusable(value.owner)
-
-
-def _converted(conversion, value, loc):
-    """conversion applied to value (of another shape): a new op, before the insertion point."""
-    r = ir.RankedTensorType(conversion.results[0].type)
-    shape = ir.RankedTensorType(value.type).shape
-    return ir.Operation.create(conversion.name, results=[ir.RankedTensorType.get(shape, r.element_type, r.encoding)],
-                               operands=[value], attributes={k: conversion.attributes[k] for k in conversion.attributes},
-                               loc=loc).results[0]
-
-
 def move_reshapes_across_conversions(block, fusable):
     """Each such reshape in the block moved once; fusable(op) says whether an op could be in a
     region."""
     for op in [o.operation for o in block.operations if _is_conversion(o.operation)]:
         # hoist the reshape of its result above it
-        reshape = _only_use(op.results[0])
+        user = _only_use(op.results[0])
         source = op.operands[0]
-        if reshape is None or reshape.name not in RESHAPES or _computed_in_region(source, fusable):
+        if user is None or user.name not in RESHAPES or made_in_region(source, fusable):
             continue
-        out = ir.RankedTensorType(reshape.results[0].type)
-        with ir.InsertionPoint(reshape):
-            new = _converted(op, _reshape(source, out.shape, reshape.location), op.location)
-        reshape.results[0].replace_all_uses_with(new)
-        reshape.erase()
+        with ir.InsertionPoint(user), op.location:
+            new = retyped(op, [reshape(source, shape(user.results[0]), user.location)], shape(user.results[0]))
+        user.results[0].replace_all_uses_with(new)
+        user.erase()
         op.erase()
     for op in [o.operation for o in block.operations if o.operation.name in RESHAPES]:
         # sink it below the conversion of its result
         conversion = _only_use(op.results[0])
         source = op.operands[0]
-        if (conversion is None or not _is_conversion(conversion) or not isinstance(source.type, ir.RankedTensorType)
-                or not _computed_in_region(source, fusable)):
+        if conversion is None or not _is_conversion(conversion) or not ranked(source) \
+                or not made_in_region(source, fusable):
             continue
-        shape = ir.RankedTensorType(op.results[0].type).shape
-        with ir.InsertionPoint(conversion):
-            new = _reshape(_converted(conversion, source, conversion.location), shape, op.location)
+        with ir.InsertionPoint(conversion), conversion.location:
+            new = reshape(retyped(conversion, [source], shape(source)), shape(op.results[0]), op.location)
         conversion.results[0].replace_all_uses_with(new)
         conversion.erase()
         op.erase()
