@@ -29,7 +29,7 @@ from thunder.lowering.executors import is_number
 from thunder.lowering.decompose import decompose_module, decompose_op
 from thunder.lowering.edge_ops import is_view as _is_view
 from thunder.lowering.linalg.scalar import ELEMENTWISE, elt_bytes
-from thunder.lowering.layout import sink_reshapes, sink_transposes
+from thunder.lowering.layout import move_reshapes_across_conversions, sink_reshapes, sink_transposes
 from thunder.lowering.linalg.types_and_maps import SCALAR_TYPES
 from thunder.ops import registry
 
@@ -699,6 +699,7 @@ def _copy_ops(ops, env):
 def fuse_func(f, module_block, counter, policy="auto", executors=DEFAULT_EXECUTORS, decomposed=None):
     block = f.regions[0].blocks[0]
     candidates = [executor_registry.get(e) for e in executors]
+    move_reshapes_across_conversions(block, lambda o: any(claimable(o.operation, e) for e in candidates))
     sink_reshapes(block, lambda o: any(claimable(o.operation, e) for e in candidates))
     sink_transposes(f, lambda o: any(claimable(o.operation, e) for e in candidates))
     graph = _Graph(block)

@@ -247,7 +247,13 @@ def test_maximum_of_gelu_of_rsqrt_and_its_gradients(dtype):
         results.append((out, *torch.autograd.grad(out, (x, y), ct)))
     (eo, egx, egy), (out, gx, gy) = results
     assert torch.equal(out, eo) and torch.equal(gy, egy)
-    torch.testing.assert_close(gx, egx, rtol=2 ** -FORMATS[dtype][0] * 2, atol=0)
+    if dtype is torch.float16:
+        torch.testing.assert_close(gx, egx, rtol=2 ** -FORMATS[dtype][0] * 2, atol=0)
+    else:  # bf16 kernels keep intermediates in f32 (bf16_intermediates.py): closer to exact than eager
+        x64 = x.detach().double().requires_grad_()
+        exact, = torch.autograd.grad(torch.nn.functional.gelu(torch.rsqrt(x64)), x64, ct.double() / 2)  # (ties)
+        scale = exact.abs().clamp_min(1e-30)
+        assert ((gx.double() - exact).abs() / scale).max() <= ((egx.double() - exact).abs() / scale).max()
 
 
 @pytest.mark.parametrize("dtype", LOW, ids=str)

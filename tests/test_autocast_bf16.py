@@ -2,7 +2,12 @@
 q/k/v/o projections, causal SDPA, SwiGLU MLP, residuals, head, cross-entropy of the upcast logits),
 thunder.jit against eager's autocast: the loss, the logits and every grad in eager's dtype and
 within bf16 tolerance, and the weights' bf16 casts made once (in the forward, saved for the
-backward as eager's autocast does), not again in the backward (lowering/remat.py)."""
+backward as eager's autocast does), not again in the backward (lowering/remat.py). The causal-LM loss as transformers computes it
+(`logits.float().view(-1, vocab)`, lowering/layout/conversions.py) is one fused cross-entropy
+kernel reading the bf16 logits, forward and backward, with no float32 copy of the logits; a chain
+of bf16 elementwise ops (GPT-2's gelu_new) keeps its intermediates in f32 inside the kernel,
+rounding once (lowering/linalg/bf16_intermediates.py)."""
+import math
 import re
 
 import pytest
@@ -11,6 +16,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import thunder
+from thunder.lowering.linalg import to_linalg
 
 D, H, F_MLP, V, T, B = 32, 4, 64, 48, 8, 2
 
@@ -43,22 +49,26 @@ class Block(nn.Module):
         return F.cross_entropy(logits.float().view(-1, V), labels.view(-1)), logits
 
 
+def _train(module, *args):
+    """(eager's and thunder's (loss, logits, grads) of one training step under bf16 autocast, the
+    jitted module)."""
+    jm = thunder.jit(module)
+    results = []
+    for fn in (module, jm):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss, logits = fn(*args)
+        loss.backward()
+        results.append((loss, logits, {n: p.grad for n, p in module.named_parameters()}))
+        module.zero_grad(set_to_none=True)
+    return results, jm
+
+
 @pytest.fixture(scope="module")
 def trained():
-    """(eager's and thunder's (loss, logits, grads), the jitted block), one compile for the module."""
+    """_train of the block, one compile for the module."""
     torch.manual_seed(0)
     block = Block()
-    ids = torch.randint(0, V, (B, T))
-    labels = torch.randint(0, V, (B, T))
-    jb = thunder.jit(block)
-    results = []
-    for fn in (block, jb):
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            loss, logits = fn(ids, labels)
-        loss.backward()
-        results.append((loss, logits, {n: p.grad for n, p in block.named_parameters()}))
-        block.zero_grad(set_to_none=True)
-    return results, jb
+    return _train(block, torch.randint(0, V, (B, T)), torch.randint(0, V, (B, T)))
 
 
 def test_autocast_training_matches_eager(trained):
@@ -136,3 +146,77 @@ def test_autocast_training_call_then_eager_use_in_one_region():
     for g, e in zip(grads[1], grads[0]):
         assert g.dtype == e.dtype
         torch.testing.assert_close(g, e, rtol=2e-2, atol=2e-2)
+
+
+# logits [16, 8192]: 256 KiB in bf16, over fuse.UNTILED_MAX_BYTES in float32 (unfused before)
+V_BIG = 8192
+
+
+class Head(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(V_BIG, D)
+        self.proj = nn.Linear(D, D)
+        self.head = nn.Linear(D, V_BIG, bias=False)
+
+    def forward(self, ids, labels):
+        logits = self.head(torch.tanh(self.proj(self.embed(ids))))
+        # transformers' ForCausalLMLoss
+        labels = F.pad(labels, (0, 1), value=-100)[..., 1:].contiguous()
+        loss = F.cross_entropy(logits.float().view(-1, V_BIG), labels.view(-1), ignore_index=-100)
+        return loss, logits
+
+
+@pytest.fixture(scope="module")
+def trained_head():
+    torch.manual_seed(0)
+    ids = torch.randint(0, V_BIG, (B, T))
+    return _train(Head(), ids, ids)
+
+
+def test_causal_lm_loss_under_autocast_matches_eager(trained_head):
+    (e_loss, e_logits, e_grads), (t_loss, t_logits, t_grads) = trained_head[0]
+    assert (t_loss.dtype, t_logits.dtype) == (e_loss.dtype, e_logits.dtype) == (torch.float32, torch.bfloat16)
+    torch.testing.assert_close(t_loss, e_loss, rtol=1e-2, atol=1e-2)
+    torch.testing.assert_close(t_logits, e_logits, rtol=2e-2, atol=2e-2)
+    for name, g in e_grads.items():
+        assert t_grads[name].dtype == g.dtype == torch.float32, name
+        scale = g.abs().max().item()
+        torch.testing.assert_close(t_grads[name] / scale, g / scale, rtol=3e-2, atol=3e-2, msg=name)
+
+
+def test_causal_lm_loss_reads_bf16_logits_in_one_kernel(trained_head):
+    jm = trained_head[1]
+    fwd = str(thunder.last_traces(jm)[-1])
+    bwd = str(thunder.last_backward_traces(jm)[-1])
+    for text in (fwd, bwd):
+        lines = [ln for ln in text.splitlines() if not ln.lstrip().startswith("#")]
+        logits_sized = [ln for ln in lines if re.search(rf"(\[{B * T}, {V_BIG}\]|\[{B}, {T}, {V_BIG}\])", ln.split("#", 1)[-1])]
+        # no float32 tensor of the logits' size is made: no copy, no unfused pass over them
+        assert not [ln for ln in logits_sized if "float32" in ln], "\n".join(logits_sized)
+    # forward: the head's matmul, a view, then the loss kernel reads the bf16 logits; backward:
+    # one kernel writes the bf16 gradient of the logits ([rows, V]) that the head's matmuls read
+    fwd_logits = [ln for ln in fwd.splitlines() if re.search(rf"bfloat16\[{B * T}, {V_BIG}\]", ln)]
+    assert len(fwd_logits) == 1 and "torch.reshape(" in fwd_logits[0], fwd_logits
+    logits_view = fwd_logits[0].split("=")[0].strip()
+    assert re.search(rf"= fusion_\d+\(.*\b{logits_view}\b", fwd)
+    assert len(re.findall(rf"= fusion_\d+\(.*# cpu bfloat16\[{B * T}, {V_BIG}\]", bwd)) == 1, bwd
+
+
+def gelu_new(x):  # transformers' NewGELUActivation
+    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
+
+
+def test_bf16_elementwise_chain_rounds_once():
+    x = torch.randn(64, 256).bfloat16()
+    jf = thunder.jit(gelu_new, fusion="always")
+    got = jf(x)
+    exact = gelu_new(x.double())
+    assert got.dtype == torch.bfloat16
+    # rounded once: within half a bf16 ulp (plus f32 math) of the exact result, no worse than eager
+    assert (got.double() - exact).abs().max() <= (gelu_new(x).double() - exact).abs().max()
+    torch.testing.assert_close(got, gelu_new(x), rtol=1.6e-2, atol=1e-2)
+    module = thunder.last_traces(jf)[-1].to_mlir()
+    name = re.search(r"(fusion_\d+)\(", str(thunder.last_traces(jf)[-1])).group(1)
+    linalg = to_linalg(str(module), name)
+    assert len(re.findall(r"arith\.truncf .* to bf16", linalg)) == 1, linalg

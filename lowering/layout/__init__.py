@@ -8,9 +8,12 @@ where torch would copy.
   ops that brings to the region's edges are views torch makes (rule.py);
 - copies.py: a transpose at a region's tail stays in the kernel where the reshape after it
   could not be a view of torch's transposed view (lowering/edge_ops.py);
+- conversions.py moves reshapes across dtype conversions (x.float(), x.to(dtype)) by the same
+  rule: a bf16 loss's `logits.float().view(-1, V)` becomes a view of the bf16 logits;
 - values.py: the shared helpers (shapes, permutations, building layout ops)."""
+from thunder.lowering.layout.conversions import move_reshapes_across_conversions
 from thunder.lowering.layout.copies import reshape_copies
 from thunder.lowering.layout.sink_reshapes import sink_reshapes
 from thunder.lowering.layout.sink_transposes import sink_transposes
 
-__all__ = ["reshape_copies", "sink_reshapes", "sink_transposes"]
+__all__ = ["move_reshapes_across_conversions", "reshape_copies", "sink_reshapes", "sink_transposes"]

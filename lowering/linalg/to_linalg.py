@@ -40,6 +40,7 @@ from __future__ import annotations
 import math as _pymath
 
 from thunder.dialects.mlir import ir
+from thunder.lowering.linalg.bf16_intermediates import keep_bf16_in_f32
 from thunder.lowering.linalg.op_lowering import (_constant, _Emitter, _lower_op, _reduction_init,
                                                  _reduction_with_operand, _scalar_param, NUMBERS)
 from thunder.lowering.linalg.scalar import ELEMENTWISE, elt_bytes, UnsupportedOp
@@ -152,6 +153,7 @@ def _lower_region(text, name, input_strides, approx_math, tile, out_name, prefer
     with ctx:
         f = find_func(module, name)
         block = f.regions[0].blocks[0]
+        keep_bf16_in_f32(block)
         tiled = tiling(block, prefer) if tile else None
         if tiled is None:
             return Lowered(_untiled(block, out_name or name, input_strides, approx_math, merge_reductions))
