@@ -21,7 +21,7 @@ every op of the region reading it left too (`from_tail`). The rules, each with w
 import math
 
 from thunder.dialects.mlir import ir
-from thunder.lowering.layout_copies import reshape_copies
+from thunder.lowering.layout import reshape_copies
 from thunder.ops import registry
 
 # prims that torch runs as views of their operand (thunder.reshape may copy, but mostly does not)

@@ -29,8 +29,7 @@ from thunder.lowering.executors import is_number
 from thunder.lowering.decompose import decompose_module, decompose_op
 from thunder.lowering.edge_ops import is_view as _is_view
 from thunder.lowering.linalg.scalar import ELEMENTWISE, elt_bytes
-from thunder.lowering.sink_reshapes import sink_reshapes
-from thunder.lowering.sink_transposes import sink_transposes
+from thunder.lowering.layout import sink_reshapes, sink_transposes
 from thunder.lowering.linalg.types_and_maps import SCALAR_TYPES
 from thunder.ops import registry
 

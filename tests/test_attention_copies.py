@@ -2,7 +2,7 @@
 TorchDispatchMode over the aten ops it runs), against eager's values, gradients and strides.
 
 - thunder-fuse sinks the transposes of q and k below their rotary embedding
-  (lowering/sink_transposes.py): the kernel writes [B, S, H, D] row-major, so the attention's output
+  (lowering/layout/sink_transposes.py): the kernel writes [B, S, H, D] row-major, so the attention's output
   has eager's layout and `out.transpose(1, 2).contiguous()` before o_proj copies nothing (it
   copied [B, H, S, D] in the forward and again where the backward recomputes it);
 - the rotary embedding's backward adds two slice gradients (`thunder.unslice`): the kernels take

@@ -684,7 +684,7 @@ def test_causal_lm_loss_fused_by_rows(case):
     logits' rows/classes times smaller) go to torch before the kernel: the forward is one kernel
     tiled by rows over the logits, the backward one tiled elementwise kernel whose [rows, C]
     result torch views as the logits' [B, T, C] (with the logits' own cotangent, reshaped by
-    torch, added in the kernel: lowering/sink_reshapes.py); values and grads as eager's."""
+    torch, added in the kernel: lowering/layout/sink_reshapes.py); values and grads as eager's."""
     g = torch.Generator().manual_seed(0)
     t = torch.randint(0, 37, (2, 5), generator=g)
     t[0, 2] = -100

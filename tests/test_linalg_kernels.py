@@ -321,6 +321,7 @@ def test_rows_split_over_threads(threads_of, monkeypatch):
         assert x.numel() * 4 >= PARALLEL_MIN_BYTES
         kernel, _ = run(bias_gelu, x, b)
         kernel.frames.clear()  # (a frame an earlier test made chose its threads then)
+        kernel.last_call = None  # (and the cheap path that would reuse it)
         kernel(x, b)
         frame = kernel.frames[threading.get_ident()][(kernel.strides((x, b)), 2)]
         assert (frame.parallel is not None) == (threads_of == "openmp")

@@ -28,6 +28,7 @@ import torch
 from thunder.core import logs
 from thunder.dialects.mlir import LOCK, ir
 from thunder.lowering.linalg import disk_cache
+from thunder.lowering.linalg.last_call import LastCall
 from thunder.lowering.linalg.pipeline import OPT_LEVEL, lower_to_llvm, pipeline  # noqa: F401
 from thunder.lowering.linalg.runtime import CallFrame, CompiledFunction, torch_dtype
 from thunder.lowering.linalg.scalar import UnsupportedOp, supported  # noqa: F401
@@ -72,6 +73,7 @@ class Kernel:
         self.bytes = sum(math.prod(s) * d.itemsize for s, d in self.inputs + self.outputs)
         self.variants = {}
         self.frames = {}  # thread id -> {input strides: CallFrame}
+        self.last_call = None  # the LastCall of the last full call (a kernel without runtime numbers)
         if not specialize_strides:
             self._variant(None)  # compile now: errors show at compile_region
 
@@ -170,7 +172,16 @@ class Kernel:
         return tuple(() if i in self.scalars else a.stride() for i, a in enumerate(args))
 
     def __call__(self, *args):
-        return self.call(args, None)
+        outs = self.call_as_last(args)
+        return self.call(args, None) if outs is None else outs
+
+    def call_as_last(self, args):
+        """The outputs of a call whose tensors match the last full call's in this thread exactly
+        (last_call.py: one C++ check), run on that call's frame; None for any other call."""
+        last = self.last_call
+        if last is None or len(args) != len(self.inputs) or not last.matches(args):
+            return None
+        return last.run(args, self.outputs)
 
     def call(self, args, strides=None):
         """__call__ with the inputs' strides when the caller has them (self.strides(args))."""
@@ -186,9 +197,12 @@ class Kernel:
             if a.shape != shape or a.dtype != dtype:
                 raise TypeError(f"{self.name}: input {i} is {tuple(a.shape)} {a.dtype}, the region "
                                 f"was compiled for {shape} {dtype}")
-        frame = self._frame(self.strides(args) if strides is None else strides)
+        strides = self.strides(args) if strides is None else strides
+        frame = self._frame(strides)
         outs = tuple(torch.empty(shape, dtype=dtype, device="cpu") for shape, dtype in self.outputs)  # (any default device)
         frame(args + outs)
+        if not self.scalars:  # (a call with the same tensors next takes call_as_last)
+            self.last_call = LastCall.arm(args, strides, frame)
         return outs
 
 

@@ -157,6 +157,71 @@ def exp_f32_summed(b, x):
     return _nan_is_nan(b, x, y)
 
 
+# ---- f32 exp computed in f32 to eager's accuracy (for written-out values, softmax's exps),
+# not used by default: on the Intel Xeon (family 6, model 207) it measured no faster than
+# exp_f32's f64 form (1.1-1.3 ms against 1.6-2.3 ms a 1M-element exp, one thread, loaded
+# machine; without its denormal tie fix about equal), since LLVM vectorizes both at 256 bits and
+# this one has three times the operations (docs/fusion.md "Accuracy"). The reduction as
+# exp_f32_summed's, its rounding error kept (r + r_lo = x - k ln2), exp(r) = 1 + r + r^2/2 + r^3
+# Q(r) (Q: exp's Taylor series to degree 8 divided by r^3), the leading 1 + r + r^2/2 summed
+# exactly (two Fast2Sums, r^2's error by an fma) and the small terms apart, so the one rounding
+# that counts is that of the head plus the tail: about 0.52 ulp at most over 3M samples
+# (tests/test_exp_f32.py), under eager's (SLEEF's expf: 0.56). Times 2^k as exp_f32_summed; a
+# denormal result, rounded twice (to 24 bits, then to the denormals' grid), has a tie on the
+# grid broken by the first rounding's error; below EXP_LO exp(0) is computed, then 0 selected.
+EXP_Q32 = [1 / math.factorial(n) for n in range(8, 2, -1)]
+
+
+def exp_f32_fast(b, x):
+    t = "f32"
+    under = b.op(f"arith.cmpf olt, {x}, {b.const(EXP_LO, t)} : {t}")
+    xc = b.op(f"arith.select {under}, {b.const(0.0, t)}, {_clamp(b, x, EXP_LO, EXP_HI, t)} : {t}")
+    k = b.op(f"math.floor {b.op(f'math.fma {xc}, {b.const(LOG2E, t)}, {b.const(0.5, t)} : {t}')} : {t}")
+    nk = b.op(f"arith.negf {k} : {t}")
+    rh = b.op(f"math.fma {nk}, {b.const(LN2_HI, t)}, {xc} : {t}")  # exact
+    r = b.op(f"math.fma {nk}, {b.const(LN2_LO, t)}, {rh} : {t}")
+    # r_lo = (rh - k LN2_LO) - r: rh - r is exact (Sterbenz), the fma rounds a value below 2^-26
+    r_lo = b.op(f"math.fma {nk}, {b.const(LN2_LO, t)}, {b.op(f'arith.subf {rh}, {r} : {t}')} : {t}")
+    one = b.const(1.0, t)
+    s = b.op(f"arith.addf {one}, {r} : {t}")
+    s_lo = b.op(f"arith.addf {b.op(f'arith.subf {one}, {s} : {t}')}, {r} : {t}")  # |r| < 1: exact
+    r2 = b.op(f"arith.mulf {r}, {r} : {t}")
+    r2_lo = b.op(f"math.fma {r}, {r}, {b.op(f'arith.negf {r2} : {t}')} : {t}")  # r^2 - r2, exact
+    h = b.op(f"arith.mulf {r2}, {b.const(0.5, t)} : {t}")
+    u = b.op(f"arith.addf {s}, {h} : {t}")
+    u_lo = b.op(f"arith.addf {b.op(f'arith.subf {s}, {u} : {t}')}, {h} : {t}")  # |h| < |s|: exact
+    q = _horner(b, r, EXP_Q32, t)  # (exp(r) - 1 - r - r^2/2) / r^3
+    tail = b.op(f"math.fma {r_lo}, {r}, {r_lo} : {t}")
+    tail = b.op(f"math.fma {r2_lo}, {b.const(0.5, t)}, {tail} : {t}")
+    tail = b.op(f"math.fma {b.op(f'arith.mulf {r2}, {r} : {t}')}, {q}, {tail} : {t}")
+    tail = b.op(f"arith.addf {tail}, {b.op(f'arith.addf {s_lo}, {u_lo} : {t}')} : {t}")
+    s = u
+    y = b.op(f"arith.addf {s}, {tail} : {t}")
+    ki = b.op(f"arith.fptosi {k} : {t} to i32")
+    i = "i32"
+    k1 = b.op(f"arith.shrsi {ki}, {b.const(1, i)} : {i}")
+    k2 = b.op(f"arith.subi {ki}, {k1} : {i}")
+    z = b.op(f"arith.mulf {b.op(f'arith.mulf {y}, {_pow2_f32(b, k1)} : {t}')}, {_pow2_f32(b, k2)} : {t}")
+    # a denormal z is y rounded a second time: where y 2^k fell on a midpoint of the denormals'
+    # grid, the tie is broken by the first rounding's error e (exact sum = y + e) instead of to even
+    e = b.op(f"arith.subf {tail}, {b.op(f'arith.subf {y}, {s} : {t}')} : {t}")
+    neg = lambda v: b.op(f"arith.subi {b.const(0, i)}, {v} : {i}")  # noqa: E731
+    back = b.op(f"arith.mulf {b.op(f'arith.mulf {z}, {_pow2_f32(b, neg(k1))} : {t}')}, {_pow2_f32(b, neg(k2))} : {t}")
+    d = b.op(f"arith.subf {y}, {back} : {t}")  # y - z 2^-k, exact
+    half = _pow2_f32(b, b.op(f"arith.subi {b.const(-150, i)}, {ki} : {i}"))  # half the grid's step, at y
+    tie = b.op(f"arith.cmpf oeq, {b.op(f'math.absf {d} : {t}')}, {half} : {t}")
+    away = b.op(f"arith.cmpf ogt, {b.op(f'arith.mulf {d}, {e} : {t}')}, {b.const(0.0, t)} : {t}")
+    deno = b.op(f"arith.cmpf olt, {z}, {b.const(2.0 ** -126, t)} : {t}")
+    fix = b.op(f"arith.andi {b.op(f'arith.andi {tie}, {away} : i1')}, {deno} : i1")
+    step = b.op(f"arith.select {b.op(f'arith.cmpf ogt, {d}, {b.const(0.0, t)} : {t}')}, "
+                f"{b.const(1, i)}, {b.const(-1, i)} : {i}")
+    zi = b.op(f"arith.bitcast {z} : {t} to {i}")
+    zi = b.op(f"arith.select {fix}, {b.op(f'arith.addi {zi}, {step} : {i}')}, {zi} : {i}")
+    y = b.op(f"arith.bitcast {zi} : {i} to {t}")
+    y = b.op(f"arith.select {under}, {b.const(0.0, t)}, {y} : {t}")
+    return _nan_is_nan(b, x, y)
+
+
 def expm1_f32(b, x):
     xd = _clamp(b, _ext(b, x), EXPM1_LO, EXP_HI)
     y = _round(b, _expm1_f64(b, xd))

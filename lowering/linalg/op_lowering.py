@@ -8,6 +8,7 @@ from thunder.dialects.mlir import ir
 from thunder.lowering.linalg.scalar import (Body, convert_scalar, ELEMENTWISE, is_float, literal, opmath, promote,
                                             reduce_combine, reduction_identity, REDUCTIONS, SUPPORTED,
                                             UnsupportedOp)
+from thunder.lowering.linalg.pick import one_hot_pick
 from thunder.lowering.linalg.tiling import _static_shape
 from thunder.lowering.linalg.types_and_maps import amap, broadcast_exprs, identity_map, tensor_t, TensorT
 
@@ -27,6 +28,7 @@ class _Emitter:
         self.tiled = False  # (a tiled kernel: values of static shape are computed before the loop)
         self.slices = {}  # (value, dim, offset, size) -> its slice (_slice_value)
         self.summed = False  # (the op being lowered) its values are only summed: see _lower_op
+        self.picks = True  # one-hot picks as one load a row (pick.py)
 
     def fresh(self, base="v"):
         self.n += 1
@@ -263,6 +265,10 @@ def _lower_op(em, op, out_t: TensorT):
                 v = b.op(f"arith.addi {v}, {b.const(start, 'i64')} : i64")
             return convert_scalar(b, v, "i64", out_t.elt)
         return em.generic(out_t, [], iota_body)
+    if name == "sum" and em.picks and op.results[0] not in em.reduced:  # a one-hot pick: one load a row
+        picked = one_hot_pick(em, op, out_t)
+        if picked is not None:
+            return picked
     if name in REDUCTIONS:
         ssa, t = operands[0]
         dims = sorted(d % max(t.rank, 1) for d in ir.DenseI64ArrayAttr(attrs["dims"]))

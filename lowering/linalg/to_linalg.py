@@ -111,8 +111,9 @@ def lower_region(text: str, name: str, input_strides=None, approx_math=True, til
     (`tiling`); the tiled axis has a dynamic size in the func's types, so the kernel does not
     depend on the number of rows. prefer: sizes to tile along first (see tiling).
     merge_reductions: an elementwise result used again after its first user, a reduction, is
-    computed in that reduction's pass (_generic_and_reduction; the CUDA kernel writer does not
-    read such multi-result generics)."""
+    computed in that reduction's pass (_generic_and_reduction), and one-hot picks read by one
+    load a row (pick.py; the CUDA kernel writer reads neither such multi-result generics nor
+    tensor.extract in a body)."""
     key = _memo_key(text, name, out_name, input_strides, approx_math, tile, prefer, merge_reductions)
     found = _LOWERED.get(key) if key is not None else None
     if found is not None:
@@ -162,6 +163,7 @@ def _lower_ops(em, block, out_type, lines_for, axes=None, dual=(), merge_reducti
     lines_for(value); the values in dual a second time, whole, into lines_for(None) (axes: the
     tiled kernel's, to know which operands an op reads whole). Returns the returned values."""
     results = None
+    em.picks = merge_reductions
     for op in block.operations:
         op = op.operation
         if op.name == "arith.constant":

@@ -12,6 +12,7 @@ from thunder.ops.custom_function import NONE_GRAD
 from thunder.runtime import tiered
 from thunder.runtime.backward_variants import Variant, specialize_backward, unfused_backward
 from thunder.runtime.codegen import compile_source, python_source
+from thunder.runtime.gc_pause import full_collections_deferred
 from thunder.runtime.traces import Trace
 from thunder.dialects.lift import lift
 
@@ -129,7 +130,7 @@ class AutogradProgram:
         variant = variants.get(key)
         if variant is None:
             # (one compile per set: a thread that waited for another's compile of it uses that)
-            with LOCK:
+            with LOCK, full_collections_deferred():
                 variant = variants.get(key)
                 if variant is None:
                     variant = self._compile_backward(key)

@@ -10,6 +10,7 @@ from thunder.core import logs
 from thunder.dialects.mlir import LOCK
 from thunder.ops.impl import ValueChanged
 from thunder.runtime import generalize, guards, persist, tiered
+from thunder.runtime.gc_pause import full_collections_deferred
 from thunder.runtime.compile import _flatten_call, _fusion_policy, _meta, compile_entry
 from thunder.runtime.options import CACHE_OPTIONS, CacheEntry, CompileData, CompileStats, MAX_ENTRIES
 from thunder.runtime.prologue import MISS
@@ -46,7 +47,7 @@ class ThunderFunction:
                     cs.last_backward_traces = entry.backward_traces
                 return result
         # (kernels compiled in it count as its progress; its regions report to its stats)
-        with logs.compiling(self._cd.fn), tiered.reporting_to(self._cd.fn, cs):
+        with logs.compiling(self._cd.fn), tiered.reporting_to(self._cd.fn, cs), full_collections_deferred():
             return self._miss(args, kwargs, changed)
 
     def _miss(self, args, kwargs, changed=None):

@@ -102,6 +102,9 @@ class TieredRegion:
 
     def __call__(self, *args):
         kernel = self.kernel
+        outs = kernel.call_as_last(args)  # (armed only by a call that ran the kernel)
+        if outs is not None:
+            return outs
         strides = kernel.strides(args)
         if strides in self.ready:
             return kernel.call(args, strides)

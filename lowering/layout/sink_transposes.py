@@ -15,27 +15,22 @@ A transpose is sunk only when everything the sunk ops compute is read outside an
 (torch calls such as the attention, or the func's results that are no user-visible output,
 whose strides must stay eager's): the transposes at the end then leave the region as torch
 views (thunder-fuse keeps one in the region where the reshape after it could not be a view,
-lowering/layout_copies.py). The ltorch ops sunk through (elementwise ops, slicing `getitem`s,
+lowering/layout/copies.py). The ltorch ops sunk through (elementwise ops, slicing `getitem`s,
 `narrow`, `cat`) are decomposed into prims first; a transpose of a sunk value becomes one
 transpose of its source (none where they cancel)."""
+import functools
+
 from thunder.core.proxies import DataDependentError
 from thunder.core.trace import NotDecomposable
 from thunder.dialects.mlir import ir
 from thunder.lowering.decompose import decompose_op
 from thunder.lowering.executors import is_number
-from thunder.lowering.layout_copies import TRANSPOSES, permutation
+from thunder.lowering.layout.rule import leaves_regions, visible
+from thunder.lowering.layout.values import TRANSPOSES, ltorch_elementwise, permutation, ranked, retyped, shape, transpose
 from thunder.lowering.linalg.scalar import ELEMENTWISE
-from thunder.ops import registry
+from thunder.ops.vjp_utils import inverse_permutation
 
 _LTORCH_SLICES = {"ltorch.getitem", "ltorch.narrow", "ltorch.cat"}
-
-
-def _shape(v):
-    return list(ir.RankedTensorType(v.type).shape)
-
-
-def _ranked(v):
-    return isinstance(v.type, ir.RankedTensorType)
 
 
 def _cast(cls, attr):
@@ -66,33 +61,22 @@ def _ltorch_kind(operation):
         return _slicing_key(operation)
     if name in _LTORCH_SLICES:
         return True
-    op = registry.OPS.get(name)
-    return op is not None and op.elementwise and not op.returns_sequence and len(operation.results) == 1
+    return ltorch_elementwise(operation)
 
 
 def _prim_kind(operation):
     """"elementwise", "slice", "cat" or "transpose" for the prims sunk through; else None."""
     name = operation.name.removeprefix("thunder.")
-    if not operation.name.startswith("thunder.") or len(operation.results) != 1 or not _ranked(operation.results[0]):
+    if not operation.name.startswith("thunder.") or len(operation.results) != 1 or not ranked(operation.results[0]):
         return None
     if name in ELEMENTWISE:
-        shape = _shape(operation.results[0])
-        if all(is_number(v) or (_ranked(v) and _shape(v) == shape) for v in operation.operands):
+        dims = shape(operation.results[0])
+        if all(is_number(v) or (ranked(v) and shape(v) == dims) for v in operation.operands):
             return "elementwise"
         return None
     if name in ("slice", "cat", "transpose"):
         return name
     return None
-
-
-def _visible(f):
-    """The values f returns where their strides are user-visible: all its results, or the first
-    thunder.num_outputs of a training @forward (the others are saved for @backward)."""
-    ret = list(f.regions[0].blocks[0].operations)[-1]
-    values = list(ret.operands)
-    if "thunder.num_outputs" in f.attributes:
-        values = values[:ir.IntegerAttr(f.attributes["thunder.num_outputs"]).value]
-    return set(values)
 
 
 def _owner(use):
@@ -117,58 +101,31 @@ def _closure(y, kind):
     return ops, values
 
 
-def _leaves_regions(ops, values, y, fusable, visible):
-    """Whether every other use of the values the ops compute (y's are kept) is outside any
-    region and no user-visible result."""
-    for v in values:
-        if v == y:
-            continue
-        for use in v.uses:
-            u = _owner(use)
-            if u in ops:
-                continue
-            if u.name == "func.return":
-                if v in visible:
-                    return False
-            elif fusable(u):
-                return False
-    return True
+def _in_order(ops):
+    # (MLIR keeps each block's op order cached: numbering the whole block per transpose made
+    # this pass quadratic in the func's length)
+    return sorted(ops, key=functools.cmp_to_key(lambda a, b: -1 if a.is_before_in_block(b) else 1))
 
 
-def _transpose(value, perm, loc):
-    t = ir.RankedTensorType(value.type)
-    shape = [t.shape[p] for p in perm]
-    return ir.Operation.create("thunder.transpose", results=[ir.RankedTensorType.get(shape, t.element_type, t.encoding)],
-                               operands=[value], attributes={"permutation": ir.DenseI64ArrayAttr.get(perm)},
-                               loc=loc).results[0]
-
-
-def _in_order(ops, block):
-    where = {o.operation: i for i, o in enumerate(block.operations)}
-    return sorted(ops, key=lambda o: where[o])
-
-
-def _sink(f, block, t, fusable):
+def _sink(f, ret, t, fusable):
     perm = permutation(t)
     if perm is None or perm == sorted(perm):
         return
     y = t.results[0]
     ops, values = _closure(y, lambda u: _ltorch_kind(u) and fusable(u))
-    if all(u.name in TRANSPOSES for u in ops) or not _leaves_regions(ops, values, y, fusable, _visible(f)):
+    if all(u.name in TRANSPOSES for u in ops) or not leaves_regions(ops, values, y, fusable, visible(f, ret)):
         return
-    for u in _in_order([u for u in ops if not u.name.startswith("thunder.")], block):
+    for u in _in_order([u for u in ops if not u.name.startswith("thunder.")]):
         try:
             decompose_op(u)
         except (DataDependentError, NotDecomposable):  # (as thunder-decompose: the op stays)
             return
     ops, values = _closure(y, lambda u: _prim_kind(u) is not None)
-    if not _leaves_regions(ops, values, y, fusable, _visible(f)):  # (the results are the decompositions')
+    if not leaves_regions(ops, values, y, fusable, visible(f, ret)):  # (the results are the decompositions')
         return  # (a decomposition made an op that is not sunk through; rare: its prims stay)
-    inv = [0] * len(perm)
-    for i, p in enumerate(perm):
-        inv[p] = i
+    inv = inverse_permutation(perm)
     source = {y: t.operands[0]}  # a value in y's layout -> the same value in x's dim order
-    ordered = _in_order(ops, block)
+    ordered = _in_order(ops)
     for u in ordered:
         _rewrite(u, perm, inv, source, ops)
     for u in reversed(ordered):
@@ -186,16 +143,16 @@ def _rewrite(u, perm, inv, source, ops):
         if kind == "transpose":  # transpose(y, Q) = transpose(x, P o Q)
             composed = [perm[d] for d in ir.DenseI64ArrayAttr(u.attributes["permutation"])]
             a = source[u.operands[0]]
-            u.results[0].replace_all_uses_with(a if composed == sorted(composed) else _transpose(a, composed, loc))
+            u.results[0].replace_all_uses_with(a if composed == sorted(composed) else transpose(a, composed, loc))
             return
         operands = []
         for v in u.operands:
             if v in source:
                 operands.append(source[v])
-            elif is_number(v) or not _ranked(v):
+            elif is_number(v) or not ranked(v):
                 operands.append(v)
             else:  # (a value from outside, in y's dims)
-                operands.append(_transpose(v, inv, loc))
+                operands.append(transpose(v, inv, loc))
         if kind == "slice":
             for k in ("start_indices", "end_indices", "strides"):
                 old = list(ir.DenseI64ArrayAttr(u.attributes[k]))
@@ -203,15 +160,13 @@ def _rewrite(u, perm, inv, source, ops):
         elif kind == "cat":
             d = ir.IntegerAttr(u.attributes["dim"]).value % len(perm)
             attrs["dim"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), perm[d])
-        r = ir.RankedTensorType(u.results[0].type)
-        shape = [r.shape[i] for i in inv]
-        new = ir.Operation.create(u.name, results=[ir.RankedTensorType.get(shape, r.element_type, r.encoding)],
-                                  operands=operands, attributes=attrs, loc=loc).results[0]
+        dims = shape(u.results[0])
+        new = retyped(u, operands, [dims[i] for i in inv], attrs)
     source[u.results[0]] = new
     outside = [use for use in u.results[0].uses if _owner(use) not in ops]
     if outside:
         with ir.InsertionPoint(u):
-            back = _transpose(new, perm, loc)
+            back = transpose(new, perm, loc)
         for use in outside:
             _owner(use).operands[use.operand_number] = back
 
@@ -228,7 +183,8 @@ def _live(operation):
 def sink_transposes(f, fusable):
     """Sink the transposes of func f where everything sunk leaves the regions (see the module
     docstring); fusable(op) says whether an op could be in a region."""
-    block = f.regions[0].blocks[0]
-    for t in [o.operation for o in block.operations if o.operation.name in TRANSPOSES]:
-        if _live(t) and _ranked(t.results[0]) and list(t.results[0].uses):
-            _sink(f, block, t, fusable)
+    ops = [o.operation for o in f.regions[0].blocks[0].operations]
+    ret = ops[-1]  # (stays the block's terminator: sinking rewrites only its operands)
+    for t in [o for o in ops if o.name in TRANSPOSES]:
+        if _live(t) and ranked(t.results[0]) and list(t.results[0].uses):
+            _sink(f, ret, t, fusable)

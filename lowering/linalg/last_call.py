@@ -1,0 +1,56 @@
+"""The cheap path of a fused kernel's call: a call whose tensors have exactly the metadata of the
+last call that ran the kernel in this thread reuses that call's frame.
+
+A kernel's full call (Kernel.call) checks each argument in Python (a CPU tensor of the compiled
+shape and dtype), reads its strides to pick the compiled variant and its CallFrame, then
+allocates the outputs: ~10 us a call, 25 calls a Llama decode step. Here one C++ check of
+torch's TensorGuards (dynamo's) compares the arguments with the last call's: Python type,
+dtype, device, dispatch keys, requires_grad, sizes and strides, all exact, and distinct tensors
+(it returns False for a tensor passed twice). That is stricter than the full call's checks, so a
+call it passes would have passed them and picked the same frame; any other call takes the full
+path, which arms this one again for its tensors."""
+import threading
+
+import torch
+
+try:  # torch's C++ check of tensor metadata (dynamo's guards use it), part of torch._C
+    from torch._C._dynamo.guards import TensorGuards
+except ImportError:  # (a torch without it: every call takes the full path)
+    TensorGuards = None
+
+
+class LastCall:
+    """What a kernel's full call leaves for the next call with the same tensors: the thread and
+    torch thread count it ran under, the TensorGuards of its arguments, its CallFrame, and the
+    index of a plain torch.Tensor argument whose new_empty makes the outputs (or None)."""
+
+    __slots__ = ("thread", "threads", "guards", "frame", "template")
+
+    def __init__(self, args, strides, frame):
+        self.thread, self.threads = threading.get_ident(), torch.get_num_threads()
+        self.guards = TensorGuards(*args, dynamic_dims_sizes=[list(a.shape) for a in args],
+                                   dynamic_dims_strides=[list(s) for s in strides])
+        self.frame = frame
+        self.template = next((i for i, a in enumerate(args) if type(a) is torch.Tensor), None)
+
+    @staticmethod
+    def arm(args, strides, frame):
+        """A LastCall for a full call with these tensor arguments (no runtime numbers), or None
+        where the check cannot describe them (a tensor passed twice, no TensorGuards)."""
+        if TensorGuards is None or len({id(a) for a in args}) != len(args):
+            return None
+        return LastCall(args, strides, frame)
+
+    def matches(self, args):
+        return (self.thread == threading.get_ident() and self.threads == torch.get_num_threads()
+                and self.guards.check(*args))
+
+    def run(self, args, outputs):
+        """Run the frame on args with new outputs of outputs' (shape, dtype)s; return them."""
+        if self.template is not None:  # (Tensor.new_empty: less time than torch.empty's argument parsing)
+            new_empty = args[self.template].new_empty
+            outs = tuple(new_empty(shape, dtype=dtype) for shape, dtype in outputs)
+        else:
+            outs = tuple(torch.empty(shape, dtype=dtype, device="cpu") for shape, dtype in outputs)
+        self.frame(args + outs)
+        return outs
