@@ -56,7 +56,10 @@ def is_fusion(func_op):
 
 def _shape(t):
     """A ranked tensor type's shape, else None."""
-    return list(ir.RankedTensorType(t).shape) if isinstance(t, ir.RankedTensorType) or ir.RankedTensorType.isinstance(t) else None
+    try:
+        return list(ir.RankedTensorType(t).shape)
+    except ValueError:  # (a runtime number, another type)
+        return None
 
 
 def _static(t, device="cpu"):
