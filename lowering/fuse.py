@@ -54,6 +54,14 @@ def is_fusion(func_op):
     return EXECUTOR_ATTR in func_op.attributes
 
 
+def _shape(t):
+    """A ranked tensor type's shape, else None."""
+    try:
+        return list(ir.RankedTensorType(t).shape)
+    except ValueError:  # (a runtime number, another type)
+        return None
+
+
 def _static(t, device="cpu"):
     """A tensor type of static shape and a kernel element type on this device type."""
     if not isinstance(t, ir.RankedTensorType):
@@ -224,6 +232,11 @@ class _Graph:
             if o.name == "ltorch.check":
                 last_check = i
             self.preds.append(ps)
+        # a value no op of self.ops produces or an op's result -> the ops reading it, in order
+        self.readers = {}
+        for i, o in enumerate(self.ops):
+            for v in o.operands:
+                self.readers.setdefault(v, []).append(i)
         self.parent = {}  # op index -> parent op index (union-find); only ops in a region
         self.members = {}  # root -> [op indices]
 
@@ -257,6 +270,32 @@ class _Graph:
                     return True
                 sibling = True
         return sibling and i - self.last_op(("r", root)) <= SIBLING_WINDOW
+
+    def input_siblings(self, i, claimed_ops):
+        """The regions (of op i's executor) whose ops read a value op i reads elementwise (of
+        op i's result shape) that no region op produces (an argument, a torch call's result: a
+        GEMM's output that an activation's recomputation and its gradient both read), at most
+        SIBLING_WINDOW ops before i: joined, the kernel reads the value once. Values broadcast
+        into op i (a rotary table, a mask) do not join: the regions reading them may write
+        other shapes (q's and k's rotary embeddings in two layouts), which one kernel would
+        tile worse than two."""
+        roots = []
+        results = self.ops[i].results
+        shape = _shape(results[0].type) if len(results) == 1 else None
+        for v in self.ops[i].operands:
+            p = self.index.get(v)
+            if p is None and not isinstance(v.owner, ir.Block) or p is not None and p in claimed_ops:
+                continue  # (a constant; a region op's value: joins() handles those)
+            if shape is None or _shape(v.type) != shape:
+                continue
+            for u in self.readers.get(v, ()):
+                if u >= i:
+                    break
+                if u in self.parent and claimed_ops[u] == claimed_ops[i]:
+                    r = self.find(u)
+                    if r not in roots and i - self.last_op(("r", r)) <= SIBLING_WINDOW:
+                        roots.append(r)
+        return roots
 
     def merge_ok(self, roots, i):
         """Whether region roots + op i can be one region: no path from the set back into it
@@ -301,7 +340,7 @@ class _Graph:
                     r = self.find(p)
                     if r not in candidates:
                         candidates.append(r)
-            candidates = [r for r in candidates if self.joins(r, i)]
+            candidates = [r for r in candidates if self.joins(r, i)] or self.input_siblings(i, claimed_ops)
             # all at once first: regions that reconverge at i (siblings kept apart above) may
             # each be unmergeable alone (a path through the other)
             chosen = candidates if len(candidates) > 1 and self.merge_ok(candidates, i) else []
