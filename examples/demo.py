@@ -22,7 +22,9 @@ def main():
     d = 128  # (sizes where a fused kernel beats torch's calls: smaller regions stay with torch)
     args = (torch.randn(8, 128, d), torch.ones(d), torch.zeros(d), torch.randn(4 * d, d) * 0.05,
             torch.zeros(4 * d), torch.randn(d, 4 * d) * 0.05, torch.zeros(d))
-    jblock = thunder.jit(mlp_block)
+    # persist=False: every stage in last_traces on every run (a program loaded from the disk cache
+    # holds only the one that ran, docs/api.md)
+    jblock = thunder.jit(mlp_block, persist=False)
     out = jblock(*args)
     expected = mlp_block(*args)
     torch.testing.assert_close(out, expected)
@@ -42,7 +44,7 @@ def main():
     else:
         print(mlir[start:].split("\n  }")[0] + "\n  }\n")
     print("=== the whole block decomposed into thunder prims (thunder-opt pass thunder-decompose) ===")
-    jdecomp = thunder.jit(mlp_block, transforms=["thunder-decompose"], executors=["torch"])
+    jdecomp = thunder.jit(mlp_block, transforms=["thunder-decompose"], executors=["torch"], persist=False)
     torch.testing.assert_close(jdecomp(*args), expected, rtol=1e-4, atol=1e-5)
     print("\n".join(thunder.last_traces(jdecomp)[-2].to_mlir().splitlines()[:12]) + "\n  ...")
 
