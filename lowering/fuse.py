@@ -30,6 +30,7 @@ from thunder.lowering.decompose import decompose_module, decompose_op
 from thunder.lowering.edge_ops import is_view as _is_view
 from thunder.lowering.linalg.scalar import ELEMENTWISE, elt_bytes
 from thunder.lowering.layout import move_reshapes_across_conversions, sink_reshapes, sink_transposes
+from thunder.lowering.layout.values import ranked, shape as _shape
 from thunder.lowering.linalg.types_and_maps import SCALAR_TYPES
 from thunder.ops import registry
 
@@ -52,14 +53,6 @@ ELEMENT_TYPES = {"f16", "bf16", "f32", "f64", "i1", "i8", "i16", "i32", "i64"}
 
 def is_fusion(func_op):
     return EXECUTOR_ATTR in func_op.attributes
-
-
-def _shape(t):
-    """A ranked tensor type's shape, else None."""
-    try:
-        return list(ir.RankedTensorType(t).shape)
-    except ValueError:  # (a runtime number, another type)
-        return None
 
 
 def _static(t, device="cpu"):
@@ -281,12 +274,12 @@ class _Graph:
         tile worse than two."""
         roots = []
         results = self.ops[i].results
-        shape = _shape(results[0].type) if len(results) == 1 else None
+        shape = _shape(results[0]) if len(results) == 1 and ranked(results[0]) else None
         for v in self.ops[i].operands:
             p = self.index.get(v)
             if p is None and not isinstance(v.owner, ir.Block) or p is not None and p in claimed_ops:
                 continue  # (a constant; a region op's value: joins() handles those)
-            if shape is None or _shape(v.type) != shape:
+            if shape is None or not ranked(v) or _shape(v) != shape:
                 continue
             for u in self.readers.get(v, ()):
                 if u >= i:
@@ -738,9 +731,12 @@ def _copy_ops(ops, env):
 def fuse_func(f, module_block, counter, policy="auto", executors=DEFAULT_EXECUTORS, decomposed=None):
     block = f.regions[0].blocks[0]
     candidates = [executor_registry.get(e) for e in executors]
-    move_reshapes_across_conversions(block, lambda o: any(claimable(o.operation, e) for e in candidates))
-    sink_reshapes(block, lambda o: any(claimable(o.operation, e) for e in candidates))
-    sink_transposes(f, lambda o: any(claimable(o.operation, e) for e in candidates))
+    def fusable(o):  # (whether an op could be in a region)
+        return any(claimable(o.operation, e) for e in candidates)
+
+    move_reshapes_across_conversions(block, fusable)
+    sink_reshapes(block, fusable)
+    sink_transposes(f, fusable)
     graph = _Graph(block)
     claimed_ops = {}
     for i, o in enumerate(graph.ops):
