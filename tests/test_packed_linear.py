@@ -247,3 +247,24 @@ def test_a_weight_whose_writes_cannot_be_seen_is_not_packed(packing):
         lin.weight.data.mul_(-3)
         torch.testing.assert_close(jf(x), lin(x), rtol=0, atol=0)
     assert _calls(jf) == (1, 0) and calls == []
+
+
+@pytest.mark.parametrize("choice", ["auto", "on"])
+def test_auto_packs_no_training_forward(packing, choice):
+    """A training step's forward (its weights change at each optimizer step) packs under `on`
+    only; its loss and grads are eager's within autocast tolerance either way."""
+    packing.setenv(packed_linear.ENV, choice)
+    packing.setattr(packed_linear, "faster", lambda: True)
+    torch.manual_seed(0)
+    net = Net()
+    jnet = thunder.jit(net)
+    x = torch.randn(2, 5, 64)
+    grads = []
+    for fn in (net, jnet):
+        with torch.autocast("cpu", torch.bfloat16):
+            fn(x).float().square().mean().backward()
+        grads.append([p.grad for p in net.parameters()])
+        net.zero_grad(set_to_none=True)
+    for e, t in zip(*grads):
+        torch.testing.assert_close(t, e, **BF16_TOL)
+    assert _calls(jnet) == ((0, 0) if choice == "auto" else (2, 1))

@@ -26,7 +26,8 @@ program run on the same module): a copy there and a packing again here, slower b
 before the packing (a numpy array or a C extension holding the address from earlier).
 
 THUNDER_PACKED_WEIGHTS=auto (the default) packs where a probe on this machine finds it no slower
-(`faster`, measured once per process), =on wherever oneDNN can run it, =off never.
+(`faster`, measured once per process), except in a training step's forward (`training_forward`:
+its weights change at every optimizer step), =on wherever oneDNN can run it, =off never.
 
 Generated programs call `linear` only where they record no autograd history (codegen's
 grad_free: the op has no derivative formula) and for bfloat16 products: those of a bfloat16 model
@@ -36,6 +37,8 @@ itself, once per packing. Anything else (a weight that is no `nn.Parameter`, an 
 no rows, a storage that cannot be made copy-on-write: numpy's, shared memory) goes to `F.linear`
 as before.
 """
+import contextlib
+import contextvars
 import functools
 import os
 import time
@@ -52,6 +55,22 @@ _CACHE = {}
 # packings kept per weight (row counts: a prefill's and a decode step's), so that the memory they
 # take is bounded (at most KEPT bfloat16 copies of a weight) when calls come with ever new lengths
 KEPT = 2
+
+
+# whether the program being generated is a training step's forward (runtime/autograd.py)
+_TRAINING_FORWARD = contextvars.ContextVar("thunder_packed_training_forward", default=False)
+
+
+@contextlib.contextmanager
+def training_forward():
+    """Around generating a training step's forward: `auto` packs none of its products (an
+    optimizer step writes the weights after each, so each would be copied (copy-on-write) and
+    packed again every step; `on` packs them)."""
+    token = _TRAINING_FORWARD.set(True)
+    try:
+        yield
+    finally:
+        _TRAINING_FORWARD.reset(token)
 
 
 def mode():
@@ -176,7 +195,7 @@ def used():
     choice = mode()
     if choice == "off" or not available():
         return False
-    return choice == "on" or faster()
+    return choice == "on" or (not _TRAINING_FORWARD.get() and faster())
 
 
 def _eligible(x, w, b, out_features):
