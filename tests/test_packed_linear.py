@@ -268,3 +268,34 @@ def test_auto_packs_no_training_forward(packing, choice):
     for e, t in zip(*grads):
         torch.testing.assert_close(t, e, **BF16_TOL)
     assert _calls(jnet) == ((0, 0) if choice == "auto" else (2, 1))
+
+
+class Cached(nn.Module):
+    """A decode step's shape: a buffer (a KV cache) updated in place, then a linear."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(64, 32)
+        self.register_buffer("cache", torch.zeros(4, 64))
+
+    def forward(self, x, pos):
+        self.cache.index_copy_(0, pos, x)
+        return self.fc(self.cache.sum(0, keepdim=True))
+
+
+def test_a_program_updating_an_input_in_place_keeps_the_packing(packing):
+    """The prologue of a program that updates an input in place compares storages by address
+    without asking for writable pointers (runtime/structure.py storage_address): asking would
+    move each copy-on-write weight and pack it again at every call (a decode step)."""
+    calls = []
+    pack = packed_linear._pack
+    packing.setattr(packed_linear, "_pack", lambda w, rows: calls.append(rows) or pack(w, rows))
+    torch.manual_seed(0)
+    net, ref = Cached().to(torch.bfloat16), Cached().to(torch.bfloat16)
+    ref.load_state_dict(net.state_dict())
+    jnet = thunder.jit(net)
+    with torch.no_grad():
+        for i in range(3):
+            x, pos = torch.randn(1, 64, dtype=torch.bfloat16), torch.tensor([i])
+            torch.testing.assert_close(jnet(x, pos), ref(x, pos), rtol=0, atol=0)
+    assert _calls(jnet) == (1, 0) and calls == [1]
