@@ -83,6 +83,7 @@ def mode():
 def available():
     mkldnn = torch.ops.mkldnn
     return (torch.backends.mkldnn.is_available() and hasattr(mkldnn, "_linear_pointwise")
+            and hasattr(torch, "_lazy_clone") and hasattr(torch._C, "_is_cow_tensor")  # (how writes are seen)
             and hasattr(mkldnn, "_reorder_linear_weight") and hasattr(mkldnn, "_is_mkldnn_bf16_supported")
             and mkldnn._is_mkldnn_bf16_supported())
 
