@@ -101,3 +101,29 @@ def test_identical_regions_decomposed_once(monkeypatch):
             assert region_reuse.STATS["misses"] - misses == sum(len(d.funcs) for d in made)
     assert texts[0] == texts[1]
     assert "call @fusion_" in texts[0]
+
+
+def _all_traces(jitted):
+    """Every trace of the last call and backward: Python and MLIR with locations."""
+    traces = thunder.last_traces(jitted) + thunder.last_backward_traces(jitted)
+    return [(t.producer, str(t), t.to_mlir(debug_info=True)) for t in traces]
+
+
+@pytest.mark.parametrize("layers", [2, 4])
+def test_vjp_rules_applied_once_per_signature(monkeypatch, layers):
+    """thunder-autograd runs a VJP rule once per signature (lowering/vjp_reuse.py): the layers
+    after the first replay the ops the first recorded, renamed. Every trace of the training step
+    (forward, backward, the generated programs) is the same, byte for byte, with the reuse on
+    and off; the loss and gradients are eager's."""
+    from thunder.lowering import vjp_reuse
+
+    ids, runs = _ids(), []
+    for enabled in (True, False):
+        monkeypatch.setattr(vjp_reuse, "ENABLED", enabled)
+        hits = vjp_reuse.STATS["hits"]
+        runs.append(_all_traces(_train_step(_llama(layers), ids)))
+        assert (vjp_reuse.STATS["hits"] > hits) == enabled
+    assert [p for p, _, _ in runs[0]] == [p for p, _, _ in runs[1]]
+    for (producer, python, mlir), (_, python_off, mlir_off) in zip(*runs):
+        assert python == python_off, producer
+        assert mlir == mlir_off, producer
