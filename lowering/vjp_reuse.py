@@ -21,7 +21,8 @@ from thunder.core.trace import BoundSymbol, Ref
 ENABLED = True  # off: every rule runs (tests compare the two)
 STATS = {"hits": 0, "misses": 0, "refused": 0}  # replays / templates recorded / not replayable
 
-_PLAIN = (bool, int, float, complex, str, type(None), torch.dtype, torch.device, torch.memory_format, torch.layout)
+_PLAIN = (bool, int, float, complex, str, type(None), type(Ellipsis), torch.dtype, torch.device, torch.memory_format,
+          torch.layout)
 _REFUSED = object()
 
 
@@ -43,7 +44,8 @@ class _Key:
             self.parts.append(("(", len(v)))
             for x in v:
                 self.add(x)
-        elif isinstance(v, _PLAIN):
+        elif isinstance(v, _PLAIN) or (isinstance(v, slice) and all(
+                type(x) in (int, type(None)) for x in (v.start, v.stop, v.step))):
             # (type and repr: 1, 1.0 and True hash alike; -0.0 and 0.0 too)
             self.parts.append((type(v).__name__, repr(v)))
         else:
@@ -192,6 +194,6 @@ def _abstract(v, index, key):
     if isinstance(v, dict):
         parts = {k: _abstract(x, index, key) for k, x in v.items()}
         return None if any(x is None for x in parts.values()) else parts
-    if isinstance(v, _PLAIN) or isinstance(v, Ref):
-        return None if isinstance(v, Ref) else ("c", v)
+    if isinstance(v, (*_PLAIN, slice)):  # (a slice: a rule's argument, read by no op here)
+        return ("c", v)
     return None
