@@ -14,6 +14,7 @@ import contextvars
 import re
 
 from thunder.core.trace import Ref
+from thunder.dialects import attrs
 from thunder.dialects.definitions import _signature
 
 STATS = {"hits": 0, "misses": 0, "refused": 0}  # emitted from a template / templates kept / not kept
@@ -91,11 +92,15 @@ def _template(operation, base, symbols, outs, values):
         m = number.fullmatch(name)
         return m.group(1) if m else None
 
+    # decode_op made one proxy per operand that is not a constant, in order (a list operand, or
+    # a size's, has no signature): by position, not by value (mul(x, x) is not mul(x, y))
+    read = [i for i, o in enumerate(operands) if not attrs.is_constant(o)]
+    if len(read) != len(values):
+        return None
     inputs = []
-    for name, v in values.items():
+    for (name, v), at in zip(values.items(), read):
         k = suffix(name)
-        at = next((i for i, o in enumerate(operands) if o == v), None)
-        if k is None or at is None:
+        if k is None or operands[at] != v:
             return None
         inputs.append((k, at))
     made = set(values)

@@ -73,7 +73,9 @@ class VjpReuse:
             key.add(v)
         if not key.ok:
             return op.vjp_rule(g, out, **kwargs)
-        k = (op.qualname, tuple(kwargs), tuple(key.parts))
+        # (where the ops are recorded from: the user's line while interpreting, torch.func's
+        # rules; widened: inside a float64 decomposition)
+        k = (op.qualname, tuple(kwargs), tuple(key.parts), tracing.current_location(), ctx.widened)
         template = self.templates.get(k)
         if template is _REFUSED:
             return op.vjp_rule(g, out, **kwargs)

@@ -134,3 +134,19 @@ def test_identical_work_of_the_autograd_stage_done_once(monkeypatch, layers):
     for (producer, python, mlir), (_, python_off, mlir_off) in zip(*runs):
         assert python == python_off, producer
         assert mlir == mlir_off, producer
+
+
+def test_shared_decomposition_reads_operands_by_position():
+    """An op's decomposition shared by signature (lowering/decompose_reuse.py) reads the operands
+    of the op it is emitted for by position: y * z after x * x of the same types is not y * y."""
+    def fn(x, y, z):
+        return torch.cos(x * x) + torch.sin(y * z) + torch.tanh(z * y)
+
+    x, y, z = (torch.randn(4, 5, generator=torch.Generator().manual_seed(i)) for i in range(3))
+    for p in (x, y, z):
+        p.requires_grad_()
+    jitted = thunder.jit(fn, transforms=ALWAYS)
+    out, expected = jitted(x, y, z), fn(x, y, z)
+    torch.testing.assert_close(out, expected)
+    grads = torch.autograd.grad(out.sum(), (x, y, z))
+    torch.testing.assert_close(grads, torch.autograd.grad(expected.sum(), (x, y, z)))
