@@ -136,10 +136,7 @@ def _record(ctx, op, g, out, kwargs, key):
             or out_names != [f"{ctx._prefix}{i}" for i in range(counter, ctx._counter)]
             or len(ctx._used) - used != len(out_names)):
         return result, None
-    where = {}  # name -> ("e", slot) / ("i", index)
-    for name, slot in key.first.items():
-        where[name] = ("e", slot)
-    index = {}
+    index = {}  # id of a result proxy -> ("i", its index among the template's results)
     for (values, outs), b in zip(recorded, new):
         if values.get("inplace") is True or b.op.name.endswith("_") or len(outs) != len(b.outputs) or any(
                 not isinstance(o, TensorProxy) or o.name != r.name or not _plain_proxy(o)
