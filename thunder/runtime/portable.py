@@ -109,6 +109,7 @@ class Describer:
         # object met again (a model's config under every layer's guards, the consts both the
         # prologue and the entry's description hold) is described once
         self._described = {}
+        self._fns = None
 
     def describe(self, v, depth=0):
         if depth > _DEPTH:
@@ -249,9 +250,11 @@ class Describer:
         return ("autograd", self.describe(d, depth + 1))
 
     def _functions(self):
-        fns = [self.cd.fn.__func__ if isinstance(self.cd.fn, types.MethodType) else self.cd.fn]
-        fns += [x for x in self._known if isinstance(x, types.FunctionType)]
-        return [f for f in fns if isinstance(f, types.FunctionType)]
+        if self._fns is None:  # (asked for each cell and code object described: listed once)
+            fns = [self.cd.fn.__func__ if isinstance(self.cd.fn, types.MethodType) else self.cd.fn]
+            fns += [x for x in self._known if isinstance(x, types.FunctionType)]
+            self._fns = [f for f in fns if isinstance(f, types.FunctionType)]
+        return self._fns
 
     @staticmethod
     def _globals_of(d):
