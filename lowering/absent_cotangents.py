@@ -11,6 +11,10 @@ a materialized zero operand, so the result is always that of the full backward; 
 are zero for want of any cotangent are dropped (`keep` says which must still be returned).
 """
 from thunder.core.trace import BoundSymbol, Ref, TraceCtx
+from thunder.dialects import attrs, sizes
+from thunder.dialects.definitions import LIST_OP, UNLIST_OP, decode_op
+from thunder.dialects.emit import emit_symbol, loc_names
+from thunder.dialects.mlir import func, ir
 from thunder.ops.registry import OPS
 
 # op name -> its parameters of which any one being zero makes all its results zero (ops linear in
@@ -128,3 +132,111 @@ def specialize(lifted, present, keep=()):
     ctx.inputs = list(lifted.ctx.inputs)
     ctx.symbols, outputs = drop_absent(lifted.ctx, lifted.outputs, absent, keep)
     return ctx, outputs
+
+
+def specialize_func(func_op, present, keep=()):
+    """@backward (an MLIR func.func; its cotangent arguments the last len(present)) specialized
+    in place to the cotangents present, as specialize() and emitting its result would make it,
+    touching only the ops that read a zero (a model's logits without gradient: one add); the
+    rest of the func, thousands of ops at depth, is neither lifted nor emitted again. Returns
+    the indices of the results kept (the others were zero and dropped), or None, the func
+    unchanged, where an op reading a zero needs the general path (a list of tensors, an op
+    returning a sequence, sizes computed by ops, a value without a name)."""
+    block = func_op.regions[0].blocks[0]
+    args = list(block.arguments)
+    if any(sizes.is_dynamic_type(a.type) for a in args):
+        return None
+    refs = {}  # ir.Value -> its Ref (names unique per value: what the rules compare)
+
+    def ref_of(value):
+        r = refs.get(value)
+        if r is None:
+            r = refs[value] = Ref(f"v{len(refs)}", *attrs.tensor_meta(value.type))
+        return r
+
+    zero = {ref_of(a).name for a, p in zip(args[len(args) - len(present):], present) if not p}
+    dropped, renames, fills, returned = [], [], [], None
+    for index, operation in enumerate(block.operations):
+        operation = operation.operation
+        if not any(v in refs and refs[v].name in zero for v in operation.operands):
+            continue
+        name = operation.name
+        if name == "func.return":
+            returned = [v in refs and refs[v].name in zero for v in operation.operands]
+            continue
+        if name in (LIST_OP, UNLIST_OP) or name in sizes.PYTHON or name not in OPS or OPS[name].returns_sequence:
+            return None
+        op, args_of = decode_op(operation, ref_of)
+        outputs = [ref_of(r) for r in operation.results]
+        zero_params = {k for k, v in args_of.items() if any(r.name in zero for r in _refs(v))}
+        if _all_zero(op.name, args_of, zero_params, zero) or zero_params & set(ZERO_IF_ANY.get(op.name, ())):
+            zero.update(o.name for o in outputs)
+            dropped.append((index, operation))
+            continue
+        other = _identity_operand(op.name, args_of, zero_params, outputs)
+        if other is not None:
+            renames.append((index, operation, other))
+            continue
+        fills += [(operation, v) for v in operation.operands if v in refs and refs[v].name in zero]
+    if returned is None:
+        returned = [False] * len(list(block.operations)[-1].operands)
+    ret = list(block.operations)[-1].operation
+    fills += [(ret, v) for v, z, i in zip(ret.operands, returned, range(len(returned))) if z and i in keep]
+    values = {ref.name: v for v, ref in refs.items()}
+    names = _zero_names(block, [v for _, v in fills])
+    if names is None:
+        return None
+    # (from here on the func changes: nothing above returned None after an edit)
+    made = {}
+    for user, v in fills:  # a zero where an op no rule covers reads one (before its first reader)
+        z = made.get(v)
+        if z is None:
+            shape, dtype, device = attrs.tensor_meta(v.type)
+            fill = 0.0 if dtype.is_floating_point or dtype.is_complex else 0
+            zref, emitted = Ref(names[v], shape, dtype, device), {}
+            with ir.InsertionPoint(user), func_op.location:  # (the location emission gives its constants)
+                emit_symbol(OPS["thunder.full"], {"shape": tuple(shape), "fill_value": fill, "dtype": dtype,
+                                                  "device": device}, [zref], emitted, None)
+            z = made[v] = emitted[zref.name]
+        user.replace_uses_of_with(v, z)
+    for index, operation, other in renames:  # x + 0: x
+        operation.results[0].replace_all_uses_with(values[other.name])
+        dropped.append((index, operation))
+    kept = [i for i, z in enumerate(returned) if not z or i in keep]
+    results = [ret.operands[i] for i in kept]
+    with ir.InsertionPoint(ret), ret.location:
+        func.ReturnOp(results)
+    ret.erase()
+    func_op.attributes["function_type"] = ir.TypeAttr.get(
+        ir.FunctionType.get([a.type for a in args], [v.type for v in results]))
+    for _, operation in sorted(dropped, key=lambda d: -d[0]):  # (each after the ops reading it)
+        operation.erase()
+    return kept
+
+
+def _zero_names(block, zeros):
+    """value -> the name of the zeros made for it (`<its name>_zeros`, made unique among the
+    func's names as specialize() does), or None where a value has no name."""
+    if not zeros:
+        return {}
+    owners = {}
+    for a in block.arguments:
+        owners[a] = (loc_names(a.location) or [None])[0]
+    taken = {n for n in owners.values() if n}
+    for operation in block.operations:
+        found = loc_names(operation.location)
+        taken.update(found)
+        for i, r in enumerate(operation.results):
+            owners[r] = found[i] if i < len(found) else None
+    names = {}
+    for v in zeros:
+        base = owners.get(v)
+        if not base or not base.isidentifier():
+            return None
+        if v not in names:
+            name = f"{base}_zeros"
+            while name in taken:
+                name += "_"
+            taken.add(name)
+            names[v] = name
+    return names

@@ -200,3 +200,72 @@ def test_transpose_of_a_0d_tensor_in_a_training_program():
     out.backward()
     expected.backward()
     torch.testing.assert_close(x.grad, y.grad)
+
+
+def _many(x, w, idx):
+    """Outputs whose cotangents reach ops no rule covers (gather's scatter, where, an index's
+    index_add, a cumsum): without them the specialized backward makes zeros for those ops."""
+    logits = torch.tanh(x) @ w
+    loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), idx.view(-1))
+    return (loss, logits.gather(-1, idx.clamp(max=3).unsqueeze(-1)), torch.where(x > 0, x, w[0, 0]),
+            x[:, :, [0, 2, 2]], F.pad(logits, (1, 1)).cumsum(-1))
+
+
+def _attended(x, w, idx):
+    """An attention's output: its backward (an op of several results) reads the cotangent (the
+    lifting path)."""
+    q = torch.tanh(x).unsqueeze(1)
+    return (x @ w).sum(), F.scaled_dot_product_attention(q, q * 2, q)
+
+
+@pytest.mark.parametrize("fn, which", [(_many, [0]), (_many, [1, 2]), (_many, [0, 4]), (_many, [3]),
+                                       (_attended, [0]), (_attended, [1])])
+def test_backward_specialized_in_place_is_the_lifted_one(monkeypatch, fn, which):
+    """The backward for the cotangents present, made by editing only the ops that read a zero
+    (absent_cotangents.specialize_func), is the program lifting the whole backward makes
+    (specialize: MLIR and Python alike), a list of cotangents goes the lifting way; the
+    gradients are eager's."""
+    from thunder.lowering import absent_cotangents
+    from thunder.runtime import autograd, backward_variants
+
+    calls, paths = [], []
+    real_specialize, real_in_place = backward_variants.specialize_backward, absent_cotangents.specialize_func
+
+    def spy(*args):
+        calls.append(args)
+        return real_specialize(*args)
+
+    def in_place(*args):
+        kept = real_in_place(*args)
+        paths.append(kept is not None)
+        return kept
+
+    monkeypatch.setattr(autograd, "specialize_backward", spy)
+    monkeypatch.setattr(backward_variants, "specialize_func", in_place)
+    x, w, idx = _inputs()
+    outs = thunder.jit(fn)(x, w, idx)
+    grads = torch.autograd.grad([outs[i] for i in which], (x, w), [torch.ones_like(outs[i]) for i in which],
+                                allow_unused=True)
+    expected_outs = fn(x, w, idx)
+    expected = torch.autograd.grad([expected_outs[i] for i in which], (x, w),
+                                   [torch.ones_like(expected_outs[i]) for i in which], allow_unused=True)
+    for g, e in zip(grads, expected):
+        assert (g is None) == (e is None)
+        if e is not None:
+            torch.testing.assert_close(g, e)
+    (args,) = calls
+    assert paths == [fn is _many or which == [1]]
+    in_place_variant = real_specialize(*args)
+    monkeypatch.setattr(backward_variants, "specialize_func", lambda *a: None)
+    lifted = real_specialize(*args)
+    assert in_place_variant.source == lifted.source and in_place_variant.grad_of == lifted.grad_of
+    texts = []
+    for v in (in_place_variant, lifted):
+        with v.module.context:
+            lines = v.module.operation.get_asm(enable_debug_info=True).splitlines()
+        # (the same MLIR but for the order of the constants canonicalize gathers at the top)
+        texts.append(([line for line in lines if "arith.constant" not in line],
+                      sorted(line for line in lines if "arith.constant" in line)))
+    assert texts[0] == texts[1]
+    if fn is _many and which == [3]:  # (the index's gradient reads zeros made for the others' ops)
+        assert "_zeros" in lifted.source

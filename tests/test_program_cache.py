@@ -142,10 +142,15 @@ def loss_and_logits(x, w):
     return (logits * logits).sum(), logits
 
 
-def test_backward_for_absent_cotangents_is_stored_and_loaded(program_cache):
+def test_backward_for_absent_cotangents_is_stored_and_loaded(program_cache, monkeypatch):
     # the backward for the loss alone (no cotangent for the logits), compiled on the first
-    # backward call, is stored with the entry; a new process loads it rather than compiling it
+    # backward call, is stored with the entry; a new process loads it rather than compiling it.
+    # Stored again then, the entry's prologue and description are not described again (only
+    # its constants, the autograd program among them)
     folder, counts = program_cache
+    described = []
+    real = persist._fixed_payload
+    monkeypatch.setattr(persist, "_fixed_payload", lambda *a: described.append(a) or real(*a))
     g = torch.Generator().manual_seed(0)
     x, w = torch.randn(4, 6, generator=g, requires_grad=True), torch.randn(6, 3, generator=g, requires_grad=True)
     expected = torch.autograd.grad(loss_and_logits(x, w)[0], (x, w))
@@ -159,7 +164,25 @@ def test_backward_for_absent_cotangents_is_stored_and_loaded(program_cache):
     assert any("(backward; no cotangent for outputs 1) (from the program cache)" in t.name
                for t in thunder.last_backward_traces(jf))
     assert counts() == dict(loaded=1, stored=1, updated=1, rejected=0, unportable=0)
-    assert len(entries(folder)) == 1
+    assert len(entries(folder)) == 1 and len(described) == 1
+
+
+def test_an_object_met_twice_is_described_once(monkeypatch):
+    from types import SimpleNamespace
+
+    from thunder.runtime import portable
+
+    seen = []
+    real = portable.Describer._describe
+    monkeypatch.setattr(portable.Describer, "_describe", lambda self, v, depth: seen.append(v) or real(self, v, depth))
+    cd = SimpleNamespace(fn=loss_and_logits, module=None)
+    inner = (torch.float32, 3)
+    shared = [inner, {"k": inner}]
+    d = portable.Describer(cd)
+    got = d.describe({"a": shared, "b": (shared, torch.tanh, shared)})
+    once = ("list", (("tuple", (("v", torch.float32), ("v", 3))), ("dict", ((("v", "k"), ("tuple", (("v", torch.float32), ("v", 3)))),))))
+    assert got == ("dict", ((("v", "a"), once), (("v", "b"), ("tuple", (once, ("import", "torch", "tanh", None, 0), once)))))
+    assert sum(v is shared for v in seen) == 1 and sum(v is inner for v in seen) == 1
 
 
 def make_act(k):

@@ -9,7 +9,7 @@ from thunder.dialects.definitions import context
 from thunder.dialects.emit import emit_into, find_func
 from thunder.dialects.lift import lift
 from thunder.dialects.mlir import LOCK, ir
-from thunder.lowering.absent_cotangents import specialize
+from thunder.lowering.absent_cotangents import specialize, specialize_func
 from thunder.lowering.fuse import fuse_module, fusion_callees
 from thunder.lowering.passes import build_pass_manager
 from thunder.runtime import tiered
@@ -46,15 +46,13 @@ def specialize_backward(backward_mlir, present, keep, fusion, first_fusion=0):
         grad_of = list(ir.DenseI64ArrayAttr(old.attributes["thunder.grad_of"]))
         cotangent_for = list(ir.DenseI64ArrayAttr(old.attributes["thunder.cotangent_for"]))
         if not all(present):
-            lifted = lift(old)
-            ctx, outputs = specialize(lifted, present, keep={j for j, i in enumerate(grad_of) if keep(i)})
-            kept = [(i, r) for i, r in zip(grad_of, outputs) if r is not None]
-            grad_of = [i for i, _ in kept]
-            attributes = {"thunder.grad_of": ir.DenseI64ArrayAttr.get(grad_of),
-                          "thunder.cotangent_for": old.attributes["thunder.cotangent_for"]}
-            with ir.InsertionPoint(old), old.location:
-                emit_into(ctx, [r for _, r in kept], "backward", attributes=attributes)
-            old.erase()
+            keep_grads = {j for j, i in enumerate(grad_of) if keep(i)}
+            # (the ops reading a zero edited in place; else @backward lifted, specialized, emitted again)
+            kept = specialize_func(old, present, keep_grads)
+            if kept is None:
+                kept = _specialized_by_lifting(old, present, keep_grads)
+            grad_of = [grad_of[j] for j in kept]
+            find_func(module.operation, "backward").attributes["thunder.grad_of"] = ir.DenseI64ArrayAttr.get(grad_of)
             build_pass_manager("builtin.module(cse,canonicalize)").run(module.operation)
         if fusion is not None:
             fuse_module(module.operation, *fusion, first_index=first_fusion)
@@ -67,3 +65,16 @@ def specialize_backward(backward_mlir, present, keep, fusion, first_fusion=0):
         # (its kernels tiered as the other programs': runtime/tiered.py)
         return Variant(grad_of, compile_source(source, "backward", constants=tiered.tier(kernels)),
                        source, kernels, module, producer, fused)
+
+
+def _specialized_by_lifting(old, present, keep):
+    """specialize_func's general path: func old replaced by the func absent_cotangents.specialize
+    makes of it; the indices of the results kept."""
+    ctx, outputs = specialize(lift(old), present, keep=keep)
+    kept = [j for j, r in enumerate(outputs) if r is not None]
+    attributes = {"thunder.grad_of": old.attributes["thunder.grad_of"],
+                  "thunder.cotangent_for": old.attributes["thunder.cotangent_for"]}
+    with ir.InsertionPoint(old), old.location:
+        emit_into(ctx, [outputs[j] for j in kept], "backward", attributes=attributes)
+    old.erase()
+    return kept

@@ -203,6 +203,21 @@ def _trim(folder):
 
 def _payload(cd, entry):
     rec = entry.persist
+    # what the entry's first store described is described as it was then (the entry is stored
+    # again when a backward compiles, runtime/autograd.py): only its constants, the autograd
+    # program among them, are described again
+    fixed = rec.get("described")
+    if fixed is None:
+        fixed = rec["described"] = _fixed_payload(cd, rec, entry)
+    d = _describer(cd, rec)
+    constants = {k: d.describe(v) for k, v in rec["constants"].items()}
+    hashes = dict(fixed["files"])
+    for path in sorted(d.files - set(hashes)):
+        hashes[path] = _source_hash(path)
+    return dict(fixed, files=hashes, constants=constants)
+
+
+def _describer(cd, rec):
     prologue = rec["prologue"]
     for _, name, value in rec["writes"]:
         if isinstance(value, Constant) and value.fresh:  # (a per-call copy keeping objects by id)
@@ -211,9 +226,14 @@ def _payload(cd, entry):
     for g in rec["guards"]:  # (a bound method's object: no_grad() in the closure of its decorator)
         if g.check == "method":
             paths.setdefault(id(g.expected[1]), f"{g.expr}.__self__")
-    d = Describer(cd, known=list(prologue.consts.values()), paths=paths)
+    return Describer(cd, known=list(prologue.consts.values()), paths=paths)
+
+
+def _fixed_payload(cd, rec, entry):
+    """The payload but for its constants (and the files only they refer to)."""
+    prologue = rec["prologue"]
+    d = _describer(cd, rec)
     consts = {k: d.describe(v) for k, v in prologue.consts.items()}
-    constants = {k: d.describe(v) for k, v in rec["constants"].items()}
     description = d.describe(tuple(entry.description))
     # the code the trace ran: its source files must not change; code made at run time (a
     # dataclass's __init__, exec) must be reached by its name and hash the same
@@ -227,15 +247,17 @@ def _payload(cd, entry):
         else:
             made.append(d.describe(fn))
     files |= d.files
-    hashes = {}
-    for path in sorted(files):
-        h = _file_hash(path)
-        if h is None:
-            raise Unportable(f"code from {path}, which is no source file to check")
-        hashes[path] = h
+    hashes = {path: _source_hash(path) for path in sorted(files)}
     # (the execution trace's MLIR, with locations: a loaded program's trace reads as MLIR too)
     return dict(format=FORMAT, files=hashes, made=made, prologue=prologue.source, consts=consts, source=rec["source"],
-                mlir=rec["trace"].to_mlir(debug_info=True), constants=constants, description=description)
+                mlir=rec["trace"].to_mlir(debug_info=True), description=description)
+
+
+def _source_hash(path):
+    h = _file_hash(path)
+    if h is None:
+        raise Unportable(f"code from {path}, which is no source file to check")
+    return h
 
 
 # -- loading

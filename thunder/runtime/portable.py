@@ -105,10 +105,26 @@ class Describer:
         self._submodules = None
         self._open = set()
         self._in_state = 0  # describing what a "read" instance holds
+        # id(object), inside a "read" instance's state -> (the object, its description): an
+        # object met again (a model's config under every layer's guards, the consts both the
+        # prologue and the entry's description hold) is described once
+        self._described = {}
+        self._fns = None
 
     def describe(self, v, depth=0):
         if depth > _DEPTH:
             raise Unportable("a value nested too deeply")
+        if type(v) in _PLAIN:
+            return ("v", v)
+        key = (id(v), self._in_state > 0)
+        seen = self._described.get(key)
+        if seen is not None and seen[0] is v:
+            return seen[1]
+        d = self._describe(v, depth)
+        self._described[key] = (v, d)  # (the object kept: its id is not reused meanwhile)
+        return d
+
+    def _describe(self, v, depth):
         root = self.cd.fn
         if v is root:
             return ("root",)
@@ -117,8 +133,6 @@ class Describer:
                 return ("root_self",)
             if v is root.__func__:
                 return ("root_func",)
-        if type(v) in _PLAIN:
-            return ("v", v)
         if type(v) in (slice, range):
             return (type(v).__name__, *(self.describe(x, depth + 1) for x in (v.start, v.stop, v.step)))
         if isinstance(v, enum.Enum):
@@ -236,9 +250,11 @@ class Describer:
         return ("autograd", self.describe(d, depth + 1))
 
     def _functions(self):
-        fns = [self.cd.fn.__func__ if isinstance(self.cd.fn, types.MethodType) else self.cd.fn]
-        fns += [x for x in self._known if isinstance(x, types.FunctionType)]
-        return [f for f in fns if isinstance(f, types.FunctionType)]
+        if self._fns is None:  # (asked for each cell and code object described: listed once)
+            fns = [self.cd.fn.__func__ if isinstance(self.cd.fn, types.MethodType) else self.cd.fn]
+            fns += [x for x in self._known if isinstance(x, types.FunctionType)]
+            self._fns = [f for f in fns if isinstance(f, types.FunctionType)]
+        return self._fns
 
     @staticmethod
     def _globals_of(d):
