@@ -16,6 +16,7 @@ from thunder.runtime.codegen import compile_source, python_source
 from thunder.runtime.gc_pause import full_collections_deferred
 from thunder.runtime.traces import Trace
 from thunder.dialects.lift import lift
+from thunder.lowering import decompose_reuse
 
 
 class _ThunderAutograd(torch.autograd.Function):
@@ -151,7 +152,9 @@ class AutogradProgram:
             return None
         t = time.perf_counter()
         present = [i in key for i in self.cotangent_for]
-        with tiered.reporting_to(*self.reporting) if self.reporting else contextlib.nullcontext():
+        # (decompositions shared by signature as in the forward's compile: the N layers' backward ops)
+        with tiered.reporting_to(*self.reporting) if self.reporting else contextlib.nullcontext(), \
+                decompose_reuse.shared():
             variant = specialize_backward(self.backward_mlir, present, lambda i: bool(self.reaches[i] & key),
                                           self.fusion, self.first_fusion)
         if full:
