@@ -110,6 +110,7 @@ class KernelBuilder:
         self.n = 0
         self.sequential = 0  # reductions that were not cooperative
         self.nested = 0  # of those, computed inside another one's loop (once per iteration of it)
+        self.longest_loop = 0  # the most reduced elements one of those loops over
         self._looping = 0
         self.vec_inner = None  # pointwise with vector > 1: lane 0's index along the last dim
         self.lane_offset = 0
@@ -431,6 +432,7 @@ class KernelBuilder:
             return self._cooperative(node, idx, loop, red, shape, total, init, kind)
         self.sequential += 1
         self.nested += self._looping > 0
+        self.longest_loop = max(self.longest_loop, total)
         depth = max((self.lin_depth(i) for i in idx), default=0)
         k, a = self.fresh("k"), self.fresh("acc")
         child, saved = self.open(depth)

@@ -41,6 +41,7 @@ class Launch:
     vector: int = 1
     sequential: int = 0  # reductions a thread computes alone, in a loop
     nested: int = 0  # of those, computed again in each iteration of another one's loop
+    longest_loop: int = 0  # the most reduced elements one of those loops over
 
     def count(self, out_shapes):
         return math.prod(out_shapes[self.outputs[0]][:self.count_dims])
@@ -117,7 +118,7 @@ def elementwise(graph, outs, strides, aligned, name):
     for k, j in enumerate(outs):
         b.store(k, flat, values[j] if v > 1 else values[j][0], graph.outputs[j].elt, valid)
     launch = Launch(name, outs, len(shape), w, w * v, "loops" if b.sequential else "elementwise", v, b.sequential,
-                    b.nested)
+                    b.nested, b.longest_loop)
     return b, launch
 
 
@@ -159,7 +160,10 @@ def plan(graph, strides, aligned, prefix="k"):
     remaining = [j for j, x in enumerate(graph.outputs) if math.prod(x.shape) > 0]
     kernels = []
     while remaining:
-        j0 = remaining[0]
+        # an output behind a reduction first: the row kernel also writes the elementwise outputs
+        # of its rows (a residual add beside the layer norm of its sum), where an elementwise
+        # kernel over all of them would loop over each row's reductions in every thread
+        j0 = next((j for j in remaining if _reductions(graph.outputs[j])), remaining[0])
         x0 = graph.outputs[j0]
         name = f"{prefix}{len(kernels)}"
         chosen = None
