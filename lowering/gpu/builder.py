@@ -110,6 +110,7 @@ class KernelBuilder:
         self.n = 0
         self.sequential = 0  # reductions that were not cooperative
         self.nested = 0  # of those, computed inside another one's loop (once per iteration of it)
+        self.longest_loop = 0  # the most reduced elements one of those loops over
         self._looping = 0
         self.vec_inner = None  # pointwise with vector > 1: lane 0's index along the last dim
         self.lane_offset = 0
@@ -431,6 +432,7 @@ class KernelBuilder:
             return self._cooperative(node, idx, loop, red, shape, total, init, kind)
         self.sequential += 1
         self.nested += self._looping > 0
+        self.longest_loop = max(self.longest_loop, total)
         depth = max((self.lin_depth(i) for i in idx), default=0)
         k, a = self.fresh("k"), self.fresh("acc")
         child, saved = self.open(depth)
@@ -450,19 +452,24 @@ class KernelBuilder:
         return self.define(r, depth, self.varying(new) or any(not self.lin_uniform(i) for i in idx))
 
     def _cooperative(self, node, idx, loop, red, shape, total, init, kind):
-        """Each thread combines elements lane + j * W, then gpu.all_reduce across the block."""
+        """Each thread combines elements lane + j * W (with vector V: the V elements of chunk
+        lane + j * W), then gpu.all_reduce across the block."""
         t, w = node.elt, self.threads
-        per_thread = -(-total // w)
         depth = max((self.lin_depth(i) for i in idx), default=0)
 
-        def step(acc, col):
-            col, valid = self.clamp(col, total)
-            for d, i in zip(red, self.delinearize(col, shape)):
-                loop[d] = i
-            new = self.body(node, loop, idx, acc=acc)
+        v = self.vector if self.vector > 1 and self.vec_inner is None and total % self.vector == 0 else 1
+        per_thread = -(-total // (w * v))  # chunks of v consecutive elements: lane + j * W
+
+        def step(acc, chunk):
+            chunk, valid = self.clamp(chunk, total // v)
+            new = acc
+            for u in range(v):
+                for d, i in zip(red, self.delinearize(chunk * v + u, shape)):
+                    loop[d] = i
+                new = self.body(node, loop, idx, acc=new)
             return new if valid is None else self.op(f"arith.select {valid}, {new}, {acc} : {t}")
 
-        if per_thread <= UNROLL:
+        if per_thread * v <= UNROLL:
             acc = init
             for j in range(per_thread):
                 acc = step(acc, self.lane + j * w)
@@ -510,8 +517,35 @@ class KernelBuilder:
                 lane = self.op(f"llvm.mlir.constant({v} : i32) : i32", base="c")
                 x = self.op(f"llvm.extractelement {vec}[{lane} : i32] : vector<{self.vector}x{st}>")
                 return self._from_storage(x, node.elt)
+        if self.vector > 1 and self.vec_inner is None and i in self.aligned:
+            x = self._chunk_load(node, i, idx, off, st)
+            if x is not None:
+                return x
         p = self.op(f"llvm.getelementptr %in{i}[{self.ssa(off)}] : (!llvm.ptr<1>, i64) -> !llvm.ptr<1>, {st}")
         return self._from_storage(self.op(f"llvm.load {p} : !llvm.ptr<1> -> {st}"), node.elt)
+
+    def _chunk_load(self, node, i, idx, off, st):
+        """Rows read in chunks of V (vector > 1 without vec_inner): an element whose last-dim index
+        is V * atoms + u (u < V) and whose offset is V * atoms + const is lane u of the V-element
+        vector at offset - u, which lies in the same row (the last dim a multiple of V, the input's
+        pointer 16-byte aligned): one vector load per chunk, shared by its V elements."""
+        v = self.vector
+        if not (node.shape and node.shape[-1] % v == 0 and self.strides[i][-1] == 1 and idx):
+            return None
+        u = idx[-1].const % v
+        if any(c % v for _, c in idx[-1].terms) or any(c % v for _, c in off.terms) or (off.const - u) % v:
+            return None
+        base = off + (-u)
+        key = ("vector", i, base.key)
+        memo = self.stack[self.lin_depth(base)].values
+        vec = memo.get(key)
+        vt = f"vector<{v}x{st}>"
+        if vec is None:
+            p = self.op(f"llvm.getelementptr %in{i}[{self.ssa(base)}] : (!llvm.ptr<1>, i64) -> !llvm.ptr<1>, {st}")
+            vec = memo[key] = self.op(
+                f"llvm.load {p} {{alignment = {v * elt_size(node.elt)} : i64}} : !llvm.ptr<1> -> {vt}")
+        lane = self.op(f"llvm.mlir.constant({u} : i32) : i32", base="c")
+        return self._from_storage(self.op(f"llvm.extractelement {vec}[{lane} : i32] : {vt}"), node.elt)
 
     def _from_storage(self, x, elt):
         return self.op(f"arith.trunci {x} : i8 to i1") if elt == "i1" else x

@@ -41,6 +41,7 @@ class Launch:
     vector: int = 1
     sequential: int = 0  # reductions a thread computes alone, in a loop
     nested: int = 0  # of those, computed again in each iteration of another one's loop
+    longest_loop: int = 0  # the most reduced elements one of those loops over
 
     def count(self, out_shapes):
         return math.prod(out_shapes[self.outputs[0]][:self.count_dims])
@@ -79,9 +80,9 @@ def _reduced_size(node):
     return math.prod(sizes.get(d, 1) for d, it in enumerate(node.iterators) if it == "reduction")
 
 
-def _threads(cols):
+def _threads(cols, per_thread=4):
     w = 32
-    while w < MAX_THREADS and w * 4 < cols:
+    while w < MAX_THREADS and w * per_thread < cols:
         w *= 2
     return w
 
@@ -117,29 +118,38 @@ def elementwise(graph, outs, strides, aligned, name):
     for k, j in enumerate(outs):
         b.store(k, flat, values[j] if v > 1 else values[j][0], graph.outputs[j].elt, valid)
     launch = Launch(name, outs, len(shape), w, w * v, "loops" if b.sequential else "elementwise", v, b.sequential,
-                    b.nested)
+                    b.nested, b.longest_loop)
     return b, launch
 
 
-def rows(graph, outs, row_dims, strides, name):
+def _row_vector(graph, outs, sizes):
+    """Elements per chunk of a row kernel: 16 bytes of the widest element type read or written
+    (4 f32, 8 bf16), when every row and reduction splits into whole chunks; else 1."""
+    elts = [graph.outputs[j].elt for j in outs] + [x.elt for x in graph.inputs]
+    v = min(8, 16 // max(elt_size(e) for e in elts))
+    return v if v > 1 and all(n % v == 0 for n in sizes) else 1
+
+
+def rows(graph, outs, row_dims, strides, name, aligned=()):
     nodes = [graph.outputs[j] for j in outs]
     cols = [math.prod(x.shape[row_dims:]) for x in nodes]
     reduced = [_reduced_size(r) for x in nodes for r in _reductions(x)]
-    w = _threads(max(cols + reduced))
-    b = KernelBuilder(graph, strides, w, cooperative=True)
+    v = _row_vector(graph, outs, cols + reduced)
+    w = _threads(max(cols + reduced), max(4, v))
+    b = KernelBuilder(graph, strides, w, cooperative=True, vector=v, aligned=aligned)
     b.define("%n")
     b.thread_ids()
     row_idx = b.delinearize(b.block, nodes[0].shape[:row_dims])
     for k, (x, c) in enumerate(zip(nodes, cols)):
         col_shape = x.shape[row_dims:]
-        per_thread = -(-c // w)
+        per_thread = -(-c // (w * v))  # chunks of v consecutive columns: lane + j * W
 
-        def one(col):
-            colc, valid = b.clamp(col, c)
-            value = b.value(x, row_idx + b.delinearize(colc, col_shape))
-            b.store(k, b.block * c + colc, value, x.elt, valid)
+        def one(chunk):
+            chunk, valid = b.clamp(chunk, c // v)
+            values = [b.value(x, row_idx + b.delinearize(chunk * v + u, col_shape)) for u in range(v)]
+            b.store(k, b.block * c + chunk * v, values if v > 1 else values[0], x.elt, valid)
 
-        if per_thread <= UNROLL:
+        if per_thread * v <= UNROLL:
             for j in range(per_thread):
                 one(b.lane + j * w)
         else:
@@ -150,7 +160,7 @@ def rows(graph, outs, row_dims, strides, name):
                             f"step {b.cst(1, 'i64')} : i64 {{")
             one(b.lane + Lin(((jv, w),)))
             b.close(child, saved)
-    return b, Launch(name, outs, row_dims, w, 1, "rows")
+    return b, Launch(name, outs, row_dims, w, 1, "rows", v)
 
 
 def plan(graph, strides, aligned, prefix="k"):
@@ -159,7 +169,10 @@ def plan(graph, strides, aligned, prefix="k"):
     remaining = [j for j, x in enumerate(graph.outputs) if math.prod(x.shape) > 0]
     kernels = []
     while remaining:
-        j0 = remaining[0]
+        # an output behind a reduction first: the row kernel also writes the elementwise outputs
+        # of its rows (a residual add beside the layer norm of its sum), where an elementwise
+        # kernel over all of them would loop over each row's reductions in every thread
+        j0 = next((j for j in remaining if _reductions(graph.outputs[j])), remaining[0])
         x0 = graph.outputs[j0]
         name = f"{prefix}{len(kernels)}"
         chosen = None
@@ -167,7 +180,7 @@ def plan(graph, strides, aligned, prefix="k"):
             for nr in range(max(len(x0.shape) - 1, 0), -1, -1):
                 group = [j for j in remaining if graph.outputs[j].shape[:nr] == x0.shape[:nr]
                          and len(graph.outputs[j].shape) >= nr]
-                b, launch = rows(graph, group, nr, strides, name)
+                b, launch = rows(graph, group, nr, strides, name, aligned)
                 if b.sequential == 0:
                     chosen = (b, launch)
                     break

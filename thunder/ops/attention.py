@@ -128,15 +128,24 @@ def _(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *, scal
 
 
 def _flash_applies(query, key, value, attn_mask, dropout_p, enable_gqa):
-    """Whether torch's CPU flash attention kernel computes this sdpa (as eager's dispatch picks
-    it): 4-d CPU tensors of one floating dtype with equal batch, heads and head dims, no
-    attn_mask, no dropout."""
-    return (all(x.ndim == 4 and x.device.type == "cpu" for x in (query, key, value))
+    """Whether one of torch's fused attention kernels computes this sdpa and its backward from
+    the output and the logsumexp (impl.sdpa_flash): 4-d tensors of one floating dtype on one
+    device with equal batch, heads and head dims, no attn_mask, no dropout. On the CPU torch's
+    flash kernel (as eager's dispatch picks it); on CUDA flash attention or the memory-efficient
+    kernel (impl.sdpa_cuda_backend), never the [B, H, L, S] probabilities in float32 of the
+    decomposed backward: head dims a multiple of 8 up to 256 (what both kernels take)."""
+    devices = {x.device.type for x in (query, key, value)}
+    if not (all(x.ndim == 4 for x in (query, key, value)) and len(devices) == 1
             and query.dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16)
             and attn_mask is None and dropout_p == 0.0
             and query.shape[:2] == key.shape[:2] == value.shape[:2]
             and query.shape[-1] == key.shape[-1] == value.shape[-1]
-            and query.shape[-2] > 0 and key.shape[-2] > 0 and query.shape[-1] > 0)
+            and query.shape[-2] > 0 and key.shape[-2] > 0 and query.shape[-1] > 0):
+        return False
+    if devices == {"cpu"}:
+        return True
+    return devices == {"cuda"} and query.dtype is not torch.float64 and query.shape[-1] % 8 == 0 \
+        and query.shape[-1] <= 256
 
 
 @scaled_dot_product_attention.trains_as
@@ -149,7 +158,8 @@ def _(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *, scal
 @ltorch("impl.sdpa_flash", returns_sequence=True)
 def sdpa_flash(query: Tensor, key: Tensor, value: Tensor, is_causal: Bool = False, *, scale: Float | None = None):
     """scaled_dot_product_attention (no mask, no dropout) with the logsumexp of each row of the
-    scaled scores, as torch's CPU flash attention kernel computes them: sdpa's form in @forward
+    scaled scores, as torch's fused attention kernels compute them (the CPU flash kernel; on CUDA
+    the one impl.sdpa_cuda_backend picks): sdpa's form in @forward
     (the backward kernel reads q, k, v, the output and the logsumexp instead of recomputing
     the attention probabilities)."""
     batch, _ = _sdpa_check(query, key, value, None, 0.0, is_causal, False)
@@ -173,7 +183,8 @@ def _(query, key, value, is_causal=False, *, scale=None):
 @ltorch("impl.sdpa_flash_backward", returns_sequence=True)
 def sdpa_flash_backward(grad_out: Tensor, query: Tensor, key: Tensor, value: Tensor, out: Tensor, logsumexp: Tensor,
                         is_causal: Bool = False, *, scale: Float | None = None):
-    """The query, key and value cotangents of sdpa_flash (torch's CPU flash attention backward)."""
+    """The query, key and value cotangents of sdpa_flash (the backward of torch's fused attention
+    kernel that computed it)."""
     return tuple(TensorProxy(x.shape, x.dtype, x.device) for x in (query, key, value))
 
 

@@ -376,20 +376,71 @@ def autograd_function_backward(key, saved, cotangents, *, cotangent_for, grads_f
     return custom_function_backward(key, saved, cotangents, cotangent_for, grads_for)
 
 
-# --- attention: torch's CPU flash attention kernels read garbage (NaN) where a last dim is strided
+# --- attention: torch's fused kernels (impl.sdpa_flash). The CPU flash kernels read garbage (NaN)
+# where a last dim is strided; CUDA's need a unit last stride and 16-byte aligned rows
 def _unit_last_stride(x):
     return x if x.stride(-1) == 1 else x.contiguous()
 
 
+def _aligned_rows(x):
+    ok = x.stride(-1) == 1 and x.data_ptr() % 16 == 0 and all(s % 8 == 0 for s in x.stride()[:-1])
+    return x if ok else x.contiguous()
+
+
+def sdpa_cuda_backend(dtype, head_dim, is_causal, L, S, capability):
+    """Which CUDA kernel computes impl.sdpa_flash on a device of this compute capability: flash
+    attention (f16/bf16, sm80+, head dims up to 256; torch's flash aligns a causal mask at the
+    bottom right, so not with L != S) or the memory-efficient kernel (any float dtype, causal
+    from the top left as sdpa's). A function of the arguments only, so that the backward picks
+    the kernel that computed the forward's logsumexp."""
+    if dtype in (torch.float16, torch.bfloat16) and tuple(capability) >= (8, 0) and head_dim <= 256 \
+            and not (is_causal and L != S):
+        return "flash"
+    return "efficient"
+
+
+def _cuda_backend(query, key, is_causal):
+    return sdpa_cuda_backend(query.dtype, query.shape[-1], is_causal, query.shape[-2], key.shape[-2],
+                             torch.cuda.get_device_capability(query.device))
+
+
 def sdpa_flash(query, key, value, is_causal=False, *, scale=None):
+    if query.device.type == "cuda":
+        q, k, v = (_aligned_rows(x) for x in (query, key, value))
+        if _cuda_backend(q, k, is_causal) == "flash":
+            out, lse = torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, is_causal, False,
+                                                                          scale=scale)[:2]
+            return out, lse
+        out, lse = torch.ops.aten._scaled_dot_product_efficient_attention(q, k, v, None, True, 0.0, is_causal,
+                                                                          scale=scale)[:2]
+        return out, lse[..., :q.shape[-2]]  # (its rows padded to a multiple of 32)
     q, k, v = (_unit_last_stride(x) for x in (query, key, value))
     return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, is_causal, scale=scale)
 
 
 def sdpa_flash_backward(grad_out, query, key, value, out, logsumexp, is_causal=False, *, scale=None):
+    if query.device.type == "cuda":
+        return _sdpa_cuda_backward(grad_out, query, key, value, out, logsumexp, is_causal, scale)
     g, q, k, v, o = (_unit_last_stride(x) for x in (grad_out, query, key, value, out))
     return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward(g, q, k, v, o, logsumexp, 0.0,
                                                                                 is_causal, scale=scale)
+
+
+def _sdpa_cuda_backward(grad_out, query, key, value, out, logsumexp, is_causal, scale):
+    g, q, k, v, o = (_aligned_rows(x) for x in (grad_out, query, key, value, out))
+    L, S = q.shape[-2], k.shape[-2]
+    # without dropout the kernels never read the random generator's state: placeholders
+    if _cuda_backend(q, k, is_causal) == "flash":
+        seed = torch.empty((2,), dtype=torch.uint64, device=q.device)
+        offset = torch.empty((), dtype=torch.uint64, device=q.device)
+        # (no cumulative sequence lengths: undefined, as the forward returns them, selects the dense kernel)
+        return torch.ops.aten._scaled_dot_product_flash_attention_backward(
+            g, q, k, v, o, logsumexp.contiguous(), None, None, L, S, 0.0, is_causal, seed, offset, scale=scale)
+    lse = torch.nn.functional.pad(logsumexp, (0, -L % 32))  # the kernel's padded rows
+    seed, offset = (torch.empty((), dtype=torch.int64, device=q.device) for _ in range(2))
+    gq, gk, gv, _ = torch.ops.aten._scaled_dot_product_efficient_attention_backward(
+        g, q, k, v, None, o, lse, seed, offset, 0.0, [True, True, True, False], is_causal, scale=scale)
+    return gq, gk, gv
 
 
 def check_targets(target, classes, ignore_index):
