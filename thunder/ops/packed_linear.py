@@ -84,6 +84,7 @@ def available():
     mkldnn = torch.ops.mkldnn
     return (torch.backends.mkldnn.is_available() and hasattr(mkldnn, "_linear_pointwise")
             and hasattr(torch, "_lazy_clone") and hasattr(torch._C, "_is_cow_tensor")  # (how writes are seen)
+            and hasattr(torch.Tensor, "const_data_ptr")  # (a pointer read that keeps copy-on-write: torch >= 2.12)
             and hasattr(mkldnn, "_reorder_linear_weight") and hasattr(mkldnn, "_is_mkldnn_bf16_supported")
             and mkldnn._is_mkldnn_bf16_supported())
 

@@ -125,11 +125,15 @@ def _autograd_root(t):
     return base if base is not None and base.dtype == t.dtype else t
 
 
+_CONST_PTR = hasattr(torch.Tensor, "const_data_ptr")
+
+
 def storage_address(t):
     """The address of t's storage (0 where it has no memory), read without asking for a writable
     pointer: `untyped_storage().data_ptr()` does ask, and so gives a copy-on-write storage (a
     packed weight's, ops/packed_linear.py) a buffer of its own at every call."""
-    ptr = t.const_data_ptr()
+    # (torch < 2.12 has no Tensor.const_data_ptr; it packs no weights then: ops/packed_linear.py)
+    ptr = t.const_data_ptr() if _CONST_PTR else t.data_ptr()
     return ptr - t.storage_offset() * t.element_size() if ptr else 0
 
 
