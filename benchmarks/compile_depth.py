@@ -10,6 +10,7 @@ as torch calls in the first step, a second step right after it, when the kernels
 (seconds after the first step) and a warm step (with the kernels).
 
     .venv/bin/python benchmarks/compile_depth.py [--layers 2 8 24] [--width 256] [--no-compile] [--sync]
+                                                 [--no-sharing]
 
 --second-process: thunder only; each depth runs in two processes one after the other sharing one
 fresh cache folder, so the second's first call uses the program the first stored on disk
@@ -56,6 +57,10 @@ def one_step(compiler, layers, width, threads, second_step=False):
     if compiler == "thunder":
         import thunder
 
+        if os.environ.get("COMPILE_DEPTH_NO_SHARING"):  # (--no-sharing)
+            from thunder.lowering import decompose_reuse, vjp_reuse
+
+            vjp_reuse.ENABLED = decompose_reuse.ENABLED = False
         fn = thunder.jit(model)
     else:
         fn = torch.compile(model)
@@ -145,11 +150,16 @@ def main():
                         help="kernels compile in the first call (THUNDER_KERNEL_COMPILE=sync), not in the background")
     parser.add_argument("--second-process", action="store_true",
                         help="thunder only: first call in a second process, with the first's program cache")
+    parser.add_argument("--no-sharing", action="store_true",
+                        help="thunder: every VJP rule and decomposition run per op, none replayed from an identical "
+                             "one (lowering/vjp_reuse.py, lowering/decompose_reuse.py): the time they save")
     parser.add_argument("--child", nargs=2, metavar=("COMPILER", "LAYERS"), help=argparse.SUPPRESS)
     parser.add_argument("--second-step", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.sync:  # (the children inherit it)
         os.environ["THUNDER_KERNEL_COMPILE"] = "sync"
+    if args.no_sharing:
+        os.environ["COMPILE_DEPTH_NO_SHARING"] = "1"
     if args.child:
         print(json.dumps(one_step(args.child[0], int(args.child[1]), args.width, args.threads, args.second_step)))
         return

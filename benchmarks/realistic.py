@@ -26,6 +26,7 @@ CPU (model name, family/model, ISA flags that decide the kernels: avx512f, avx51
 timings meaningless.
 """
 import argparse
+import copy
 import math
 import os
 import platform
@@ -33,7 +34,7 @@ import statistics
 import sys
 import time
 import warnings
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 
 import torch
 import transformers
@@ -90,20 +91,20 @@ def zero_grads(model):
 
 
 # --------------------------------------------------------------------------------------------
-# Workloads: each returns (run, check): run(fn) does one timed unit of work with the engine fn
-# (the model, jitted or compiled) and returns what check(got, expected) compares.
+# Workloads: each returns (run, check): run(fn, own) does one timed unit of work with the engine fn
+# (the model own, jitted or compiled) and returns what check(got, expected) compares.
 
 
 def train_workload(model, sizes, vocab, autocast):
     ids = torch.randint(0, vocab, (sizes["batch"], sizes["seq"]), generator=torch.Generator().manual_seed(1))
     model.train()
 
-    def run(fn):
+    def run(fn, own=model):
         with autocast():
             loss = fn(input_ids=ids, labels=ids).loss
         loss.backward()
-        grads = [p.grad for p in model.parameters()]
-        zero_grads(model)
+        grads = [p.grad for p in own.parameters()]
+        zero_grads(own)
         return loss.detach(), grads
     return run
 
@@ -112,7 +113,7 @@ def prefill_workload(model, sizes, vocab, autocast):
     ids = torch.randint(0, vocab, (sizes["batch"], sizes["seq"]), generator=torch.Generator().manual_seed(2))
     model.eval()
 
-    def run(fn):
+    def run(fn, own=model):
         with torch.no_grad(), autocast():
             return fn(input_ids=ids, use_cache=False).logits
     return run
@@ -124,15 +125,15 @@ def decode_workload(model, sizes, vocab, autocast):
     model.eval()
     caches = {}  # one StaticCache per engine (torch.compile marks its tensors static)
 
-    def run(fn):
+    def run(fn, own=model):
         cache = caches.get(id(fn))
         if cache is None:
             cache = caches[id(fn)] = static_cache(model.config, prompt + new)
         cache.reset()
         with torch.no_grad(), autocast():
-            out = model(input_ids=ids, past_key_values=cache, cache_position=torch.arange(prompt), use_cache=True)
+            out = own(input_ids=ids, past_key_values=cache, cache_position=torch.arange(prompt), use_cache=True)
             tok = out.logits[:, -1:].argmax(-1)
-            start = time.perf_counter()
+            start = clock()
             tokens, first_logits = [], None
             for i in range(new):
                 out = fn(input_ids=tok, past_key_values=cache, cache_position=torch.tensor([prompt + i]),
@@ -140,7 +141,7 @@ def decode_workload(model, sizes, vocab, autocast):
                 tok = out.logits[:, -1:].argmax(-1)
                 tokens.append(tok)
                 first_logits = out.logits if first_logits is None else first_logits
-            elapsed = time.perf_counter() - start
+            elapsed = clock() - start
         return (first_logits, torch.cat(tokens, 1)), elapsed / new  # seconds per token
     return run
 
@@ -163,11 +164,20 @@ def static_cache(config, length):
 WORKLOADS = {"train": train_workload, "prefill": prefill_workload, "decode": decode_workload}
 
 
-def timed(run, fn):
+def clock():
+    """The timer of the timed calls: wall time, or with --cpu-time the process's CPU time (all
+    its threads: on a machine others load, what the work cost rather than how long it waited)."""
+    return time.process_time() if CPU_TIME else time.perf_counter()
+
+
+CPU_TIME = False
+
+
+def timed(run, fn, own):
     """(result, seconds): a decode run times its own loop (the eager prefill left out)."""
-    start = time.perf_counter()
-    result = run(fn)
-    elapsed = time.perf_counter() - start
+    start = clock()
+    result = run(fn, own)
+    elapsed = clock() - start
     if isinstance(result, tuple) and len(result) == 2 and isinstance(result[1], float):
         return result
     return result, elapsed
@@ -188,36 +198,70 @@ def check(model_name, workload, engine, got, expected, bf16):
         sys.exit(f"ABORT: {engine}'s result differs from eager's on {model_name} {workload}:\n{e}")
 
 
+PACKED_OFF = "thunder, packed weights off"
+
+
+@contextmanager
+def packing_off():
+    """THUNDER_PACKED_WEIGHTS=off while a program is compiled (thunder/ops/packed_linear.py)."""
+    before = os.environ.get("THUNDER_PACKED_WEIGHTS")
+    os.environ["THUNDER_PACKED_WEIGHTS"] = "off"
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["THUNDER_PACKED_WEIGHTS"]
+        else:
+            os.environ["THUNDER_PACKED_WEIGHTS"] = before
+
+
 def bench(model_name, workload, args):
     """{engine: (median seconds, first-call seconds)} for one model and workload."""
     sizes = QUICK if args.quick else FULL
     model = make_model(model_name, args.quick)
     autocast = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if args.bf16_autocast else nullcontext
     run = WORKLOADS[workload](model, sizes, model.config.vocab_size, autocast)
-    expected, _ = timed(run, model)
-    engines = {"eager": model, "thunder": thunder.jit(model)}
+    expected, _ = timed(run, model, model)
+    # each engine runs its own copy of the model (the same weights): what one engine does to the
+    # parameters (thunder's packed weights make their storage copy-on-write, inductor asks for
+    # their data pointers, which moves such a storage) is not paid by another
+    owns = {"eager": model, "thunder": copy.deepcopy(model)}
+    engines = {"eager": model, "thunder": thunder.jit(owns["thunder"])}
+    if args.packed_ab:
+        owns[PACKED_OFF] = copy.deepcopy(model)
+        engines[PACKED_OFF] = thunder.jit(owns[PACKED_OFF])
     if not args.no_compile:
         torch._dynamo.reset()
-        engines["torch.compile"] = torch.compile(model)
+        owns["torch.compile"] = copy.deepcopy(model)
+        engines["torch.compile"] = torch.compile(owns["torch.compile"])
     first = {"eager": 0.0}
     for engine, fn in engines.items():
         if engine != "eager":
             start = time.perf_counter()
-            got, _ = timed(run, fn)
+            with packing_off() if engine == PACKED_OFF else nullcontext():  # (read when it compiles)
+                got, _ = timed(run, fn, owns[engine])
             first[engine] = time.perf_counter() - start
             check(model_name, workload, engine, got, expected, args.bf16_autocast)
     thunder.wait_for_kernels()  # (those compiled in the background: the timed calls run them)
-    for fn in engines.values() if not args.quick else ():  # a warm-up call each (allocator, caches)
-        timed(run, fn)
+    for engine, fn in engines.items() if not args.quick else ():  # a warm-up call each (allocator, caches)
+        timed(run, fn, owns[engine])
     times = {engine: [] for engine in engines}
     for _ in range(args.rounds):
         for engine, fn in engines.items():
-            times[engine].append(timed(run, fn)[1])
+            times[engine].append(timed(run, fn, owns[engine])[1])
     return {engine: (statistics.median(ts), first[engine]) for engine, ts in times.items()}
 
 
 def geomean(xs):
     return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else float("nan")
+
+
+def ab_cells(r, eager, compiled):
+    """The --packed-ab columns: the packing-off program's median and ratios ('' without it)."""
+    if PACKED_OFF not in r:
+        return ""
+    off = r[PACKED_OFF][0]
+    return f" {off * 1e3:.2f} | {eager / off:.2f} | {compiled / off:.2f} |"
 
 
 def main(argv=None):
@@ -228,8 +272,14 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
     ap.add_argument("--rounds", type=int, default=5, help="timed calls of each engine (median)")
     ap.add_argument("--no-compile", action="store_true", help="leave torch.compile out")
+    ap.add_argument("--cpu-time", action="store_true",
+                    help="time the process's CPU seconds instead of wall seconds (a loaded machine)")
+    ap.add_argument("--packed-ab", action="store_true",
+                    help="also time a thunder.jit compiled with THUNDER_PACKED_WEIGHTS=off (last columns)")
     ap.add_argument("--quick", action="store_true", help="tiny models, one round: only checks the script runs")
     args = ap.parse_args(argv)
+    global CPU_TIME
+    CPU_TIME = args.cpu_time
     if args.quick:
         args.rounds = 1
     if args.threads:
@@ -242,14 +292,17 @@ def main(argv=None):
     print(f"torch {torch.__version__}, transformers {transformers.__version__}, {torch.get_num_threads()} threads, "
           f"{dtype}; train/prefill batch {sizes['batch']} x seq {sizes['seq']}; decode batch 1, prompt "
           f"{sizes['prompt']}, {sizes['new_tokens']} new tokens (StaticCache); median of {args.rounds} rounds"
+          + ("; process CPU time" if args.cpu_time else "")
           + (" -- QUICK: timings meaningless" if args.quick else ""))
     for name in args.models:
         n = sum(p.numel() for p in make_model(name, args.quick).parameters())
         print(f"{name}: {n / 1e6:.1f} M parameters")
     print()
+    ab_head, ab_rule = (" packing off ms | packing off x eager | packing off x inductor |", " ---: | ---: | ---: |") \
+        if args.packed_ab else ("", "")
     print("| model | workload | eager ms | torch.compile ms | thunder ms | thunder x eager | thunder x inductor "
-          "| thunder first call s | torch.compile first call s |")
-    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+          "| thunder first call s | torch.compile first call s |" + ab_head)
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |" + ab_rule)
     ratios = {}
     for workload in args.workloads:
         for name in args.models:
@@ -259,8 +312,8 @@ def main(argv=None):
             ratios.setdefault(workload, []).append((eager / ours, compiled / ours))
             unit = " per token" if workload == "decode" else ""
             print(f"| {name} | {workload}{unit} | {eager * 1e3:.2f} | {compiled * 1e3:.2f} | {ours * 1e3:.2f} | "
-                  f"{eager / ours:.2f} | {compiled / ours:.2f} | {r['thunder'][1]:.1f} | {compile_first:.1f} |",
-                  flush=True)
+                  f"{eager / ours:.2f} | {compiled / ours:.2f} | {r['thunder'][1]:.1f} | {compile_first:.1f} |"
+                  + ab_cells(r, eager, compiled), flush=True)
     print()
     for workload, rs in ratios.items():
         vs_compile = "" if args.no_compile else f", {geomean([c for _, c in rs]):.2f}x torch.compile"

@@ -20,6 +20,7 @@ from thunder.dialects.lift import lift
 from thunder.dialects.mlir import func, ir
 from thunder.ops import elementwise, registry
 from thunder.lowering.decompose import decompose_module
+from thunder.lowering.vjp_reuse import VjpReuse
 
 REQUIRES_GRAD = "thunder.requires_grad"
 
@@ -121,12 +122,16 @@ def _accumulate(grads, ref, g):
     grads[ref.name] = g if prev is None else elementwise.add(prev, g)
 
 
-def backpropagate(symbols, needs, grads, fwd, decompose=False):
+def backpropagate(symbols, needs, grads, fwd, decompose=False, reuse=None):
     """Record, in the current trace, the VJP rules of symbols in reverse order. grads: value name
     -> cotangent proxy, the outputs' cotangents on entry, then accumulated for every value in
     needs; fwd(ref): the proxy standing for a forward value. decompose: an op without a VJP rule
     is decomposed in the current trace (its decomposition recorded there, a recomputation) and
-    its decomposition differentiated (thunder-autograd decomposes the whole program first)."""
+    its decomposition differentiated (thunder-autograd decomposes the whole program first).
+    reuse: the rules' templates (lowering/vjp_reuse.py), shared with the recursive calls."""
+    if reuse is None:
+        reuse = VjpReuse(tracing.current())
+
     def as_proxies(v):
         if isinstance(v, Ref):
             return fwd(v)
@@ -139,7 +144,7 @@ def backpropagate(symbols, needs, grads, fwd, decompose=False):
             continue
         op = bsym.op
         if op.vjp_rule is None and decompose and op.decomposition is not None:
-            _backpropagate_decomposition(bsym, needs, grads, fwd, as_proxies)
+            _backpropagate_decomposition(bsym, needs, grads, fwd, as_proxies, reuse)
             continue
         if op.vjp_rule is None:
             raise NotImplementedError(f"thunder-autograd: {op.qualname} has no VJP rule and no decomposition")
@@ -149,7 +154,7 @@ def backpropagate(symbols, needs, grads, fwd, decompose=False):
             g, out = tuple(gs), tuple(out_proxies)
         else:
             g, out = gs[0], out_proxies[0]
-        result = op.vjp_rule(g, out, **{k: as_proxies(v) for k, v in bsym.args.items()})
+        result = reuse.apply(op, g, out, {k: as_proxies(v) for k, v in bsym.args.items()})
         for p in op.params:
             v = bsym.args[p.name]
             got = result.get(p.name)
@@ -161,7 +166,7 @@ def backpropagate(symbols, needs, grads, fwd, decompose=False):
                         _accumulate(grads, x, gx)
 
 
-def _backpropagate_decomposition(bsym, needs, grads, fwd, as_proxies):
+def _backpropagate_decomposition(bsym, needs, grads, fwd, as_proxies, reuse):
     ctx = tracing.current()
     start = len(ctx.symbols)
     out = bsym.op.decomposition(**{k: as_proxies(v) for k, v in bsym.args.items()})
@@ -171,7 +176,7 @@ def _backpropagate_decomposition(bsym, needs, grads, fwd, as_proxies):
         if o.name in grads and isinstance(new, TensorProxy):
             _accumulate(grads, tracing.ref(new), grads[o.name])
     inner = needing_grad(symbols, {r.name for r in bsym.tensor_args() if r.name in needs})
-    backpropagate(symbols, inner, grads, fwd, decompose=True)
+    backpropagate(symbols, inner, grads, fwd, decompose=True, reuse=reuse)
 
 
 def use_training_forms(symbols, needs, new_name):

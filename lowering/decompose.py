@@ -12,6 +12,7 @@ from thunder.dialects.definitions import decode_op
 from thunder.dialects.emit import WIDENED, emit_symbol, loc_file_line, loc_names
 from thunder.dialects.mlir import ir
 from thunder.ops import registry
+from thunder.lowering import decompose_reuse
 
 
 def _decomposable(operation, keep):
@@ -28,10 +29,16 @@ def _makes_leaf(operation):
 
 
 def decompose_op(operation):
-    """Replace one ltorch operation by its decomposition."""
+    """Replace one ltorch operation by its decomposition (inside decompose_reuse.shared(): run
+    once per signature, the others emitted from it renamed)."""
     if any(sizes.is_dynamic_type(v.type) for v in [*operation.operands, *operation.results]):
         sizes.refuse_dynamic(operation.name)
     base = (loc_names(operation.location) or ["d"])[0]
+    key, template = decompose_reuse.lookup(operation)
+    if template is not None and not decompose_reuse.refused(template):
+        symbols, outs, values = decompose_reuse.replay(template, operation, base)
+        _emit(operation, registry.OPS[operation.name], symbols, outs, values)
+        return
     ctx = tracing.TraceCtx(prefix=f"{base}_")
     values = {}  # proxy name -> ir.Value
 
@@ -44,17 +51,25 @@ def decompose_op(operation):
         op, args = decode_op(operation, proxy_of)
         out = op.decomposition(**args)
     outs = list(out) if isinstance(out, (tuple, list)) else [out]
+    if template is None:
+        decompose_reuse.record(key, operation, base, ctx.symbols, outs, values)
+    _emit(operation, op, [(b.op, b.args, b.outputs, b.widened) for b in ctx.symbols], [o.name for o in outs], values)
+
+
+def _emit(operation, op, symbols, outs, values):
+    """Emit the decomposition's ops (op, args, outputs, widened) before operation, its results
+    (names) in place of operation's."""
     where = loc_file_line(operation.location)
     with ir.InsertionPoint(operation), operation.location:
-        for bsym in ctx.symbols:
-            emitted = emit_symbol(bsym.op, bsym.args, bsym.outputs, values, where)
-            if bsym.widened or WIDENED in operation.attributes:  # (an ltorch op of a widened decomposition too)
+        for bop, args, outputs, widened in symbols:
+            emitted = emit_symbol(bop, args, outputs, values, where)
+            if widened or WIDENED in operation.attributes:  # (an ltorch op of a widened decomposition too)
                 emitted.attributes[WIDENED] = ir.UnitAttr.get()
     if len(outs) != len(operation.results):
         raise RuntimeError(f"decomposition of {op.qualname} returned {len(outs)} values, expected "
                            f"{len(operation.results)}")
-    for res, o in zip(operation.results, outs):
-        new = values[o.name]
+    for res, name in zip(operation.results, outs):
+        new = values[name]
         if new.type != res.type:
             raise RuntimeError(f"decomposition of {op.qualname} gives {new.type}, expected {res.type}")
         res.replace_all_uses_with(new)

@@ -6,6 +6,7 @@ import importlib.util
 import math
 import os
 import sys
+import threading
 
 import pytest
 import torch
@@ -254,10 +255,17 @@ def test_failing_kernel_in_a_batch_is_named():
 
 # ---- launch, up to the driver call
 class RecordingDriver:
-    """Stands in for cuda.bindings.driver: records calls, reads the kernel parameters back."""
+    """Stands in for cuda.bindings.driver: records calls, reads the kernel parameters back. Like the
+    driver, it keeps a stack of current contexts per thread (a handle is an int, 0 none; device
+    i's primary context is 100 + i) and refuses module and launch calls where the current context
+    is not the primary context of device 0 (FakeDevice's) with CUDA_ERROR_INVALID_CONTEXT (201);
+    the context calls are recorded in `context_calls` as (thread name, call, handle)."""
+
+    INVALID_CONTEXT = 201
 
     def __init__(self, fail=None, arity=0):
         self.calls, self.fail, self.arity = [], fail, arity
+        self.context_calls, self.threads = [], threading.local()
 
     def CUstream(self, handle):
         return ("stream", handle)
@@ -265,23 +273,66 @@ class RecordingDriver:
     def _result(self, name, *values):
         return ((1 if self.fail == name else 0), *values)
 
+    def _in_context(self, name, *values):
+        if self.current() != 100:
+            return (self.INVALID_CONTEXT, None)
+        return self._result(name, *values)
+
+    def stack(self):
+        if not hasattr(self.threads, "stack"):
+            self.threads.stack = []
+        return self.threads.stack
+
+    def current(self):
+        return self.stack()[-1] if self.stack() else 0
+
+    def _context_call(self, name, ctx=None):
+        self.context_calls.append((threading.current_thread().name, name, ctx))
+
     def cuInit(self, flags):
         self.calls.append(("cuInit", flags))
         return self._result("cuInit")
 
+    def cuDeviceGet(self, ordinal):
+        return self._result("cuDeviceGet", ordinal)
+
+    def cuDevicePrimaryCtxRetain(self, device):
+        self._context_call("cuDevicePrimaryCtxRetain", 100 + device)
+        return self._result("cuDevicePrimaryCtxRetain", 100 + device)
+
+    def cuCtxGetCurrent(self):
+        self._context_call("cuCtxGetCurrent", self.current())
+        return self._result("cuCtxGetCurrent", self.current())
+
+    def cuCtxSetCurrent(self, ctx):
+        self._context_call("cuCtxSetCurrent", ctx)
+        if self.stack():
+            self.stack().pop()
+        self.stack().append(ctx)
+        return self._result("cuCtxSetCurrent")
+
+    def cuCtxPushCurrent(self, ctx):
+        self._context_call("cuCtxPushCurrent", ctx)
+        self.stack().append(ctx)
+        return self._result("cuCtxPushCurrent")
+
+    def cuCtxPopCurrent(self):
+        self._context_call("cuCtxPopCurrent", self.current())
+        return self._result("cuCtxPopCurrent", self.stack().pop())
+
     def cuModuleLoadData(self, image):
         self.calls.append(("cuModuleLoadData", image))
-        return self._result("cuModuleLoadData", f"module{len(self.calls)}")
+        return self._in_context("cuModuleLoadData", f"module{len(self.calls)}")
 
     def cuModuleGetFunction(self, module, name):
         self.calls.append(("cuModuleGetFunction", module, name))
-        return self._result("cuModuleGetFunction", (module, name))
+        return self._in_context("cuModuleGetFunction", (module, name))
 
     def cuLaunchKernel(self, f, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
         # the driver copies the parameters during the call: read them now
         values = _params(params, self.arity) if self.arity else params
         self.calls.append(("cuLaunchKernel", f, (gx, gy, gz), (bx, by, bz), shared, stream, values, extra))
-        return self._result("cuLaunchKernel")
+        return self._in_context("cuLaunchKernel")
 
     def launches(self):
         return [c for c in self.calls if c[0] == "cuLaunchKernel"]
@@ -360,6 +411,50 @@ def test_empty_output_launches_nothing():
     name, text = _only_region(lambda x: x.exp(), torch.randn(0, 4))
     (out,) = CudaKernel(text, name, launcher=Launcher(driver, FakeDevice), device_type="cpu")(torch.randn(0, 4))
     assert out.shape == (0, 4) and driver.launches() == []
+
+
+def test_launch_from_any_thread_makes_the_primary_context_current():
+    """torch's autograd engine runs a CUDA backward on a thread of its own, where no context may be
+    current yet: a region called there makes the device's primary context current before its
+    module load and launch; over another context it pushes the primary one and pops it after."""
+    driver = RecordingDriver()
+    name, text = _only_region(lambda x: x.exp() * 2, torch.randn(4, 8))
+    k = CudaKernel(text, name, launcher=Launcher(driver, FakeDevice), device_type="cpu")
+    x = torch.randn(4, 8)
+
+    def in_thread(label, before=None):
+        def body():
+            if before is not None:  # another context current on this thread (another device's)
+                driver.cuCtxSetCurrent(before)
+            results[label] = k(x)[0], driver.current()
+        t = threading.Thread(target=body, name=label)
+        t.start()
+        t.join()
+
+    results = {}
+    in_thread("backward")
+    current = results["backward"][1]
+    calls = [(c, h) for t, c, h in driver.context_calls if t == "backward"]
+    assert calls == [("cuDevicePrimaryCtxRetain", 100), ("cuCtxGetCurrent", 0), ("cuCtxSetCurrent", 100)]
+    assert current == 100 and [c[0] for c in driver.calls] == ["cuInit", "cuModuleLoadData", "cuModuleGetFunction",
+                                                               "cuLaunchKernel"]
+    in_thread("again")  # a second new thread: the module is the primary context's, not loaded again
+    assert [(c, h) for t, c, h in driver.context_calls if t == "again"] == [("cuCtxGetCurrent", 0), ("cuCtxSetCurrent", 100)]
+    assert [c[0] for c in driver.calls].count("cuModuleLoadData") == 1 and len(driver.launches()) == 2
+    in_thread("other device", before=101)
+    calls = [(c, h) for t, c, h in driver.context_calls if t == "other device"]
+    assert calls == [("cuCtxSetCurrent", 101), ("cuCtxGetCurrent", 101), ("cuCtxPushCurrent", 100),
+                     ("cuCtxPopCurrent", 100)]
+    assert results["other device"][1] == 101 and len(driver.launches()) == 3  # the thread's context restored
+    # the fast path: the primary context current already, one cuCtxGetCurrent
+    n = len(driver.context_calls)
+    driver.cuCtxSetCurrent(100)
+    k(x)
+    assert [c for _, c, _ in driver.context_calls[n + 1:]] == ["cuCtxGetCurrent"] and len(driver.launches()) == 4
+    # what the device run hit: the same launches without a current context are refused
+    driver.cuCtxSetCurrent(0)
+    with pytest.raises(CudaDriverError, match="cuLaunchKernel failed: 201"):
+        Launcher(driver, FakeDevice).launch(driver.launches()[0][1], 1, 32, [0], None)
 
 
 def test_ptx_disk_cache(tmp_path, monkeypatch):

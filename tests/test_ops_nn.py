@@ -196,6 +196,22 @@ def test_random_ops_shapes(fn, args, kw):
     check(fn, *args, random=True, **kw)
 
 
+def test_einsum_product_without_sum_decomposes_to_mul():
+    """An einsum that sums over no label is a broadcast mul, as in eager (which runs it on CUDA
+    for integers too; CUDA has no integer matmul), not a matmul with k = 1."""
+    from thunder.dialects.definitions import context
+    from thunder.dialects.mlir import ir
+    from thunder.lowering.decompose import decompose_module
+
+    for eq, a, b in [("i,j->ij", torch.arange(3), torch.arange(4)), ("bi,bj->bij", r(2, 3), r(2, 4)),
+                     ("ij,jk->ik", r(3, 4), r(4, 5))]:
+        module = trace_module(lambda a, b: torch.einsum(eq, a, b), a, b)
+        with context():
+            d = ir.Module.parse(str(module))
+            decompose_module(d.operation)
+        assert ("thunder.matmul" in str(d)) == (eq == "ij,jk->ik") and ("thunder.mul" in str(d)) != (eq == "ij,jk->ik"), (eq, str(d))
+
+
 def test_dropout_decomposition_statistics():
     """The decomposed dropout zeroes about p of the elements and scales the rest by 1 / (1 - p)."""
     from thunder.dialects.definitions import context

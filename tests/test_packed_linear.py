@@ -138,9 +138,164 @@ def test_without_onednn_nothing_is_packed(packing):
     assert "torch.nn.functional.linear(" in str(thunder.last_traces(jf)[-1])
 
 
-def test_off_by_default_and_a_wrong_setting_is_named(monkeypatch):
+def test_auto_by_default_and_a_wrong_setting_is_named(monkeypatch):
     monkeypatch.delenv(packed_linear.ENV, raising=False)
-    assert packed_linear.mode() == "off" and not packed_linear.used()
+    assert packed_linear.mode() == "auto"
+    assert packed_linear.used() == (packed_linear.available() and packed_linear.faster())
     monkeypatch.setenv(packed_linear.ENV, "yes")
     with pytest.raises(ValueError, match="THUNDER_PACKED_WEIGHTS='yes'"):
         packed_linear.used()
+
+
+def _sgd_step(net):
+    for p in net.parameters():
+        p.grad = torch.full_like(p, 0.5)
+    torch.optim.SGD(net.parameters(), lr=1.0).step()
+
+
+def _fused_adamw_step(net):  # (leaves p._version as it was)
+    for p in net.parameters():
+        p.grad = torch.full_like(p, 0.5)
+    torch.optim.AdamW(net.parameters(), lr=1.0, fused=True).step()
+
+
+def _load_state_dict(net):
+    net.load_state_dict({k: -2 * v for k, v in net.state_dict().items()})
+
+
+def _vector_to_parameters(net):
+    vec = torch.nn.utils.parameters_to_vector(net.parameters())
+    torch.nn.utils.vector_to_parameters(vec.flip(0), net.parameters())
+
+
+def _each(write):
+    return lambda net: [write(p) for p in net.parameters()]
+
+
+# every way of writing a weight that eager sees; those marked (.data) leave p._version as it was
+WRITES = {
+    "optimizer SGD step": _sgd_step,
+    "fused AdamW step": _fused_adamw_step,
+    "p.data = t": _each(lambda p: setattr(p, "data", torch.randn_like(p))),
+    "p.data.copy_ (.data)": _each(lambda p: p.data.copy_(torch.randn_like(p))),
+    "p.data.mul_ (.data)": _each(lambda p: p.data.mul_(-3)),
+    "p.data[0] = (.data)": _each(lambda p: p.data.__setitem__(0, 7.0)),
+    "p.copy_ under no_grad": _each(lambda p: p.copy_(torch.randn_like(p))),
+    "load_state_dict": _load_state_dict,
+    "vector_to_parameters (.data)": _vector_to_parameters,
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16-model", "f32-autocast"])
+def test_every_weight_write_is_seen_by_the_next_call(packing, dtype):
+    """A packed copy is remade after each write (values equal eager's after it, so a stale copy
+    fails: each write changes every weight by far more than bf16 rounding) and is reused where
+    nothing was written (no packing on a second call)."""
+    calls = []
+    pack = packed_linear._pack
+    packing.setattr(packed_linear, "_pack", lambda w, rows: calls.append(rows) or pack(w, rows))
+    torch.manual_seed(0)
+    net = Net().to(dtype)
+    jnet = thunder.jit(net)
+    x = torch.randn(3, 5, 64, dtype=dtype)
+    autocast = torch.autocast("cpu", torch.bfloat16, enabled=dtype == torch.float32)
+
+    def compare():
+        with torch.no_grad(), autocast:
+            out, expected = jnet(x), net(x)
+        torch.testing.assert_close(out.float(), expected.float(), **BF16_TOL)
+
+    compare()
+    assert _calls(jnet) == (2, 1) and len(calls) == 3
+    compare()
+    assert len(calls) == 3  # (nothing written: nothing packed)
+    for name, write in WRITES.items():
+        with torch.no_grad():
+            write(net)
+        del calls[:]
+        try:
+            compare()
+        except AssertionError as e:
+            raise AssertionError(f"stale packed weight after {name}") from e
+        assert len(calls) == 3, name
+
+
+def test_packings_kept_per_weight_are_bounded(packing):
+    """Calls with ever new row counts keep at most KEPT packings of a weight (the least recently
+    used goes), each equal to F.linear's result."""
+    w = nn.Parameter(torch.randn(32, 64, dtype=torch.bfloat16), requires_grad=False)
+    with torch.no_grad():
+        for rows in (1, 4, 1, 9):
+            x = torch.randn(rows, 64, dtype=torch.bfloat16)
+            torch.testing.assert_close(packed_linear.linear(x, w), F.linear(x, w), **BF16_TOL)
+    kept = packed_linear._CACHE[id(w)][3]
+    assert packed_linear.KEPT == 2 and [rows for _, rows, _ in kept] == [1, 9]
+
+
+def test_a_weight_whose_writes_cannot_be_seen_is_not_packed(packing):
+    """A weight in shared memory cannot be made copy-on-write (how writes are seen): it runs
+    unpacked, and a write through .data is seen by the next call."""
+    calls = []
+    pack = packed_linear._pack
+    packing.setattr(packed_linear, "_pack", lambda w, rows: calls.append(rows) or pack(w, rows))
+    lin = nn.Linear(64, 32).to(torch.bfloat16)
+    lin.weight.share_memory_()
+    jf = thunder.jit(lin)
+    x = torch.randn(4, 64, dtype=torch.bfloat16)
+    with torch.no_grad():
+        torch.testing.assert_close(jf(x), lin(x), rtol=0, atol=0)
+        lin.weight.data.mul_(-3)
+        torch.testing.assert_close(jf(x), lin(x), rtol=0, atol=0)
+    assert _calls(jf) == (1, 0) and calls == []
+
+
+@pytest.mark.parametrize("choice", ["auto", "on"])
+def test_auto_packs_no_training_forward(packing, choice):
+    """A training step's forward (its weights change at each optimizer step) packs under `on`
+    only; its loss and grads are eager's within autocast tolerance either way."""
+    packing.setenv(packed_linear.ENV, choice)
+    packing.setattr(packed_linear, "faster", lambda: True)
+    torch.manual_seed(0)
+    net = Net()
+    jnet = thunder.jit(net)
+    x = torch.randn(2, 5, 64)
+    grads = []
+    for fn in (net, jnet):
+        with torch.autocast("cpu", torch.bfloat16):
+            fn(x).float().square().mean().backward()
+        grads.append([p.grad for p in net.parameters()])
+        net.zero_grad(set_to_none=True)
+    for e, t in zip(*grads):
+        torch.testing.assert_close(t, e, **BF16_TOL)
+    assert _calls(jnet) == ((0, 0) if choice == "auto" else (2, 1))
+
+
+class Cached(nn.Module):
+    """A decode step's shape: a buffer (a KV cache) updated in place, then a linear."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(64, 32)
+        self.register_buffer("cache", torch.zeros(4, 64))
+
+    def forward(self, x, pos):
+        self.cache.index_copy_(0, pos, x)
+        return self.fc(self.cache.sum(0, keepdim=True))
+
+
+def test_a_program_updating_an_input_in_place_keeps_the_packing(packing):
+    """The prologue of a program that updates an input in place compares storages by address
+    without asking for writable pointers (runtime/structure.py storage_address): asking would
+    move each copy-on-write weight and pack it again at every call (a decode step)."""
+    calls = []
+    pack = packed_linear._pack
+    packing.setattr(packed_linear, "_pack", lambda w, rows: calls.append(rows) or pack(w, rows))
+    torch.manual_seed(0)
+    net, ref = Cached().to(torch.bfloat16), Cached().to(torch.bfloat16)
+    ref.load_state_dict(net.state_dict())
+    jnet = thunder.jit(net)
+    with torch.no_grad():
+        for i in range(3):
+            x, pos = torch.randn(1, 64, dtype=torch.bfloat16), torch.tensor([i])
+            torch.testing.assert_close(jnet(x, pos), ref(x, pos), rtol=0, atol=0)
+    assert _calls(jnet) == (1, 0) and calls == [1]

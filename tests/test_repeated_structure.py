@@ -2,6 +2,7 @@
 value shared by every layer (a Llama model's attention mask) from growing one region with a
 copy of every layer, so a 4-layer model's training step calls the kernels of a 2-layer one, more
 often. Values and gradients against eager."""
+import contextlib
 import copy
 import re
 
@@ -76,7 +77,7 @@ def test_identical_regions_decomposed_once(monkeypatch):
     """thunder-fuse decomposes each region text once (lowering/region_reuse.py): the regions of
     the second layer are copies of the first's, with the value names and source lines that
     decomposing them gives (the module is the same as with every region decomposed)."""
-    from thunder.lowering import region_reuse
+    from thunder.lowering import decompose_reuse, region_reuse
     from thunder.lowering.fuse import fuse_module
 
     jitted = _train_step(_llama(2), _ids())
@@ -88,16 +89,64 @@ def test_identical_regions_decomposed_once(monkeypatch):
             super().__init__(context)
             made.append(self)
 
-    for reuse in (True, False):
+    for reuse, ops_shared in ((True, False), (False, False), (False, True)):
+        # (ops_shared: each op's decomposition run once per signature, lowering/decompose_reuse.py)
         monkeypatch.setattr(region_reuse, "Decomposed", Recorded if reuse else lambda context: None)
         hits, misses = region_reuse.STATS["hits"], region_reuse.STATS["misses"]
-        with context():
+        decomposed = decompose_reuse.STATS["hits"]
+        with context(), decompose_reuse.shared() if ops_shared else contextlib.nullcontext():
             module = ir.Module.parse(before.to_mlir(debug_info=True))
             fuse_module(module.operation, "always", "linalg")
             texts.append(module.operation.get_asm(enable_debug_info=True))
+        assert (decompose_reuse.STATS["hits"] > decomposed) == ops_shared
         assert (region_reuse.STATS["hits"] > hits) == reuse
         if reuse:  # every region of a text decomposed before is a copy (a value name on two
             # ops, a view named as the op it views, included): one decomposition per text
             assert region_reuse.STATS["misses"] - misses == sum(len(d.funcs) for d in made)
-    assert texts[0] == texts[1]
+    assert texts[0] == texts[1] == texts[2]
     assert "call @fusion_" in texts[0]
+
+
+def _all_traces(jitted):
+    """Every trace of the last call and backward: Python and MLIR with locations."""
+    traces = thunder.last_traces(jitted) + thunder.last_backward_traces(jitted)
+    return [(t.producer, str(t), t.to_mlir(debug_info=True)) for t in traces]
+
+
+@pytest.mark.parametrize("layers", [2, 4])
+def test_identical_work_of_the_autograd_stage_done_once(monkeypatch, layers):
+    """thunder-autograd runs a VJP rule once per signature (lowering/vjp_reuse.py) and the
+    compile's passes decompose an op once per signature (lowering/decompose_reuse.py): the layers
+    after the first replay what the first recorded, renamed. Every trace of the training step
+    (forward, backward, the generated programs) is the same, byte for byte, with the sharing on
+    and off; the loss and gradients are eager's."""
+    from thunder.lowering import decompose_reuse, vjp_reuse
+
+    ids, runs = _ids(), []
+    for enabled in (True, False):
+        monkeypatch.setattr(vjp_reuse, "ENABLED", enabled)
+        monkeypatch.setattr(decompose_reuse, "ENABLED", enabled)
+        hits, decomposed = vjp_reuse.STATS["hits"], decompose_reuse.STATS["hits"]
+        runs.append(_all_traces(_train_step(_llama(layers), ids)))
+        assert (vjp_reuse.STATS["hits"] > hits) == enabled
+        assert (decompose_reuse.STATS["hits"] > decomposed) == enabled
+    assert [p for p, _, _ in runs[0]] == [p for p, _, _ in runs[1]]
+    for (producer, python, mlir), (_, python_off, mlir_off) in zip(*runs):
+        assert python == python_off, producer
+        assert mlir == mlir_off, producer
+
+
+def test_shared_decomposition_reads_operands_by_position():
+    """An op's decomposition shared by signature (lowering/decompose_reuse.py) reads the operands
+    of the op it is emitted for by position: y * z after x * x of the same types is not y * y."""
+    def fn(x, y, z):
+        return torch.cos(x * x) + torch.sin(y * z) + torch.tanh(z * y)
+
+    x, y, z = (torch.randn(4, 5, generator=torch.Generator().manual_seed(i)) for i in range(3))
+    for p in (x, y, z):
+        p.requires_grad_()
+    jitted = thunder.jit(fn, transforms=ALWAYS)
+    out, expected = jitted(x, y, z), fn(x, y, z)
+    torch.testing.assert_close(out, expected)
+    grads = torch.autograd.grad(out.sum(), (x, y, z))
+    torch.testing.assert_close(grads, torch.autograd.grad(expected.sum(), (x, y, z)))

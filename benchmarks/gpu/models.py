@@ -1,7 +1,8 @@
 """Part (b) of benchmarks/gpu/run.sh: the model suite's transformers GPT-2 and Llama, nanoGPT and
 the ResNet-style CNN (tests/test_models.py builds them: small configs, random weights) on the
 device with the cuda executor: the eval forward, then one training step (loss, every gradient,
-BatchNorm's running statistics) against eager on the same device.
+BatchNorm's running statistics) against eager on the same device, both measured against the
+model in float64.
 Dry run: the CPU (linalg kernels), nanoGPT only."""
 import copy
 
@@ -31,30 +32,40 @@ def _models():
 
 
 def check(a, build, kwargs):
-    """tests/test_models.py's check_model on the device."""
+    """tests/test_models.py's check_model on the device; thunder's results and eager's both
+    measured against the model in float64 (common.close)."""
     import test_models as tm
 
     model = build().to(a.device)
     kwargs = {k: v.to(a.device) for k, v in kwargs.items()}
     reference = copy.deepcopy(model)
+    wide = copy.deepcopy(model).double()
+    wide_kwargs = {k: v.double() if v.is_floating_point() else v for k, v in kwargs.items()}
     jitted = thunder.jit(model, executors=executors(a))
-    model.eval(), reference.eval()
+    for m in (model, reference, wide):
+        m.eval()
     with torch.no_grad():
-        for x, y in zip(tm._outputs(jitted(**kwargs)), tm._outputs(reference(**kwargs)), strict=True):
-            close(x, y, torch.float32)
-    model.train(), reference.train()
-    loss, expected = tm._loss(jitted(**kwargs)), tm._loss(reference(**kwargs))
-    close(loss, expected, torch.float32)
-    loss.backward()
-    expected.backward()
+        outs = [tm._outputs(f(**kw)) for f, kw in ((jitted, kwargs), (reference, kwargs), (wide, wide_kwargs))]
+        for x, y, z in zip(*outs, strict=True):
+            close(x, y, torch.float32, z)
+    for m in (model, reference, wide):
+        m.train()
+    loss, expected, loss64 = tm._loss(jitted(**kwargs)), tm._loss(reference(**kwargs)), tm._loss(wide(**wide_kwargs))
+    close(loss, expected, torch.float32, loss64)
+    for t in (loss, expected, loss64):
+        t.backward()
     n = 0
-    for (name, p), (_, q) in zip(model.named_parameters(), reference.named_parameters(), strict=True):
+    for (name, p), (_, q), (_, w) in zip(model.named_parameters(), reference.named_parameters(),
+                                         wide.named_parameters(), strict=True):
         assert (p.grad is None) == (q.grad is None), name
         if q.grad is not None:
-            close(p.grad, q.grad, torch.float32)
+            try:
+                close(p.grad, q.grad, torch.float32, w.grad)
+            except AssertionError as e:
+                raise AssertionError(f"grad of {name}: {e}") from None
             n += 1
-    for (name, b), (_, c) in zip(model.named_buffers(), reference.named_buffers(), strict=True):
-        close(b, c, torch.float32)
+    for (name, b), (_, c), (_, d) in zip(model.named_buffers(), reference.named_buffers(), wide.named_buffers(), strict=True):
+        close(b, c, torch.float32, d)
     trace = str(thunder.last_traces(jitted)[-1])
     return dict(grads_checked=n, loss=loss.item(), fusion_calls=trace.count(" = fusion_"))
 

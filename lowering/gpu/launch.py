@@ -12,6 +12,17 @@ element) count. PTX is compiled once per (kernel text, chip) and kept in memory 
 kernel cache on disk (THUNDER_KERNEL_CACHE, lowering/linalg/disk_cache.py); the driver loads it
 once per (PTX, device) with cuModuleLoadData (and keeps its own JIT cache of the cubin).
 
+Contexts: torch's runtime API binds the device's primary context to a thread lazily, at the
+thread's first runtime call that needs one; the driver calls here need it bound already. torch's
+autograd engine runs a CUDA backward on a thread of its own, where the region's kernels may be the
+first CUDA work (nanoGPT's backward on the first device run: CUDA_ERROR_INVALID_CONTEXT). So every
+region call first makes the primary context of its tensors' device current (Launcher.enter): the
+check is one cuCtxGetCurrent (a per-thread flag would not see torch.cuda.set_device switch the
+thread's context); a thread with none gets the primary context set (as the runtime would bind it);
+a thread with another (another device's, a user's) gets it pushed and popped after the launches.
+Modules and functions belong to a context: they are loaded and launched in the primary context
+only, hence cached by device index.
+
 Under CUDA graph capture: launches are captured like torch's (same stream); call the function
 once before capturing (as torch requires anyway), so that loading modules happens outside it.
 
@@ -21,7 +32,6 @@ check everything up to the driver call without a GPU.
 """
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import hashlib
 import re
@@ -74,8 +84,10 @@ class Launcher:
 
     def __init__(self, driver=None, device=TorchDevice):
         self._driver, self.device = driver, device
+        # modules and functions of the device's primary context (the only one they are used in)
         self.functions = {}  # (PTX digest, kernel name, device index) -> CUfunction
         self.modules = {}  # (PTX digest, device index) -> CUmodule (kept loaded)
+        self.contexts = {}  # device index -> its primary context (retained, never released)
         self.lock = threading.Lock()
         self._initialized = False
 
@@ -99,13 +111,44 @@ class Launcher:
         rest = result[1:]
         return rest[0] if len(rest) == 1 else rest
 
+    def primary(self, index):
+        """The primary context of device `index` (the one torch's runtime API uses)."""
+        ctx = self.contexts.get(index)
+        if ctx is None:
+            with self.lock:
+                ctx = self.contexts.get(index)
+                if ctx is None:
+                    d = self.driver
+                    dev = self._check(d.cuDeviceGet(index), f"cuDeviceGet({index})")
+                    ctx = self.contexts[index] = self._check(d.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
+        return ctx
+
+    def enter(self, device):
+        """Make the device's primary context current on this thread (module docstring,
+        "Contexts"); True where it was pushed over another context: pass it to leave()."""
+        d = self.driver
+        ctx = self.primary(self.device.index(device))
+        current = self._check(d.cuCtxGetCurrent(), "cuCtxGetCurrent")
+        if int(current) == int(ctx):
+            return False
+        if not int(current):  # none bound to this thread (torch's autograd worker, a new thread)
+            self._check(d.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
+            return False
+        self._check(d.cuCtxPushCurrent(ctx), "cuCtxPushCurrent")
+        return True
+
+    def leave(self, pushed):
+        if pushed:
+            self._check(self.driver.cuCtxPopCurrent(), "cuCtxPopCurrent")
+
     def function(self, ptx, kernel, device):
+        """The kernel's CUfunction, its module loaded once per device (between enter and leave)."""
         index = self.device.index(device)
         digest = hashlib.sha256(ptx.encode()).hexdigest()
         key = (digest, kernel, index)
         f = self.functions.get(key)
         if f is None:
-            with self.lock, torch.cuda.device(index) if device.type == "cuda" else contextlib.nullcontext():
+            with self.lock:
                 d = self.driver
                 module = self.modules.get((digest, index))
                 if module is None:
@@ -116,7 +159,8 @@ class Launcher:
         return f
 
     def launch(self, function, grid, block, params, device):
-        """Launch with kernel parameters `params`: 64-bit values (data pointers, counts)."""
+        """Launch with kernel parameters `params`: 64-bit values (data pointers, counts); between
+        enter and leave."""
         values = (ctypes.c_uint64 * len(params))(*[p & (2**64 - 1) for p in params])
         base = ctypes.addressof(values)
         pointers = (ctypes.c_void_p * len(params))(*[base + 8 * i for i in range(len(params))])
@@ -210,13 +254,17 @@ class CudaKernel:
         outs = tuple(torch.empty(shape, dtype=dtype, device=device) for shape, dtype in self.outputs)
         shapes = [tuple(o.shape) for o in outs]
         pointers = [a.data_ptr() for a in args]
-        for launch in v.kernels.launches:
-            n = launch.count(shapes)
-            if n == 0:
-                continue
-            f = launcher.function(v.ptx, launch.name, device)
-            params = pointers + [outs[j].data_ptr() for j in launch.outputs] + [n]
-            launcher.launch(f, launch.grid(n), launch.threads, params, device)
+        pushed = launcher.enter(device)
+        try:
+            for launch in v.kernels.launches:
+                n = launch.count(shapes)
+                if n == 0:
+                    continue
+                f = launcher.function(v.ptx, launch.name, device)
+                params = pointers + [outs[j].data_ptr() for j in launch.outputs] + [n]
+                launcher.launch(f, launch.grid(n), launch.threads, params, device)
+        finally:
+            launcher.leave(pushed)
         return outs
 
 

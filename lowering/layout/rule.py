@@ -10,21 +10,19 @@ def made_in_region(value, fusable):
     return not isinstance(value.owner, ir.Block) and fusable(value.owner)
 
 
-def visible(f, ret=None):
-    """The values f returns (ret: its func.return, where the caller has it: listing the block per
-    call is linear in its length) where their strides are user-visible: all its results, or the
-    first thunder.num_outputs of a training @forward (the others are saved for @backward)."""
-    if ret is None:
-        ret = list(f.regions[0].blocks[0].operations)[-1]
-    values = list(ret.operands)
-    if "thunder.num_outputs" in f.attributes:
-        values = values[:ir.IntegerAttr(f.attributes["thunder.num_outputs"]).value]
-    return set(values)
+def visible(f):
+    """Whether a use of a value by f's func.return (an OpOperand) returns it where its strides are
+    user-visible: every result, or the first thunder.num_outputs of a training @forward (the
+    others are saved for @backward). (A predicate on the use, not the set of the returned
+    values: listing them per sink made sinking a model's transposes quadratic in its depth.)"""
+    n = ir.IntegerAttr(f.attributes["thunder.num_outputs"]).value if "thunder.num_outputs" in f.attributes else None
+    return lambda use: n is None or use.operand_number < n
 
 
-def leaves_regions(ops, values, keep, fusable, visible_values):
+def leaves_regions(ops, values, keep, fusable, visible_use):
     """Whether every use of values (but keep's) by an op outside ops is outside any region and
-    no user-visible result: the layout op a sink puts before such a use is then a torch view."""
+    no user-visible result (visible_use: visible(f)): the layout op a sink puts before such a
+    use is then a torch view."""
     for v in values:
         if v == keep:
             continue
@@ -33,7 +31,7 @@ def leaves_regions(ops, values, keep, fusable, visible_values):
             if u in ops:
                 continue
             if u.name == "func.return":
-                if v in visible_values:
+                if visible_use(use):
                     return False
             elif fusable(u):
                 return False

@@ -107,13 +107,13 @@ def _in_order(ops):
     return sorted(ops, key=functools.cmp_to_key(lambda a, b: -1 if a.is_before_in_block(b) else 1))
 
 
-def _sink(f, ret, t, fusable):
+def _sink(f, t, fusable):
     perm = permutation(t)
     if perm is None or perm == sorted(perm):
         return
     y = t.results[0]
     ops, values = _closure(y, lambda u: _ltorch_kind(u) and fusable(u))
-    if all(u.name in TRANSPOSES for u in ops) or not leaves_regions(ops, values, y, fusable, visible(f, ret)):
+    if all(u.name in TRANSPOSES for u in ops) or not leaves_regions(ops, values, y, fusable, visible(f)):
         return
     for u in _in_order([u for u in ops if not u.name.startswith("thunder.")]):
         try:
@@ -121,7 +121,7 @@ def _sink(f, ret, t, fusable):
         except (DataDependentError, NotDecomposable):  # (as thunder-decompose: the op stays)
             return
     ops, values = _closure(y, lambda u: _prim_kind(u) is not None)
-    if not leaves_regions(ops, values, y, fusable, visible(f, ret)):  # (the results are the decompositions')
+    if not leaves_regions(ops, values, y, fusable, visible(f)):  # (the results are the decompositions')
         return  # (a decomposition made an op that is not sunk through; rare: its prims stay)
     inv = inverse_permutation(perm)
     source = {y: t.operands[0]}  # a value in y's layout -> the same value in x's dim order
@@ -184,7 +184,6 @@ def sink_transposes(f, fusable):
     """Sink the transposes of func f where everything sunk leaves the regions (see the module
     docstring); fusable(op) says whether an op could be in a region."""
     ops = [o.operation for o in f.regions[0].blocks[0].operations]
-    ret = ops[-1]  # (stays the block's terminator: sinking rewrites only its operands)
     for t in [o for o in ops if o.name in TRANSPOSES]:
         if _live(t) and ranked(t.results[0]) and list(t.results[0].uses):
-            _sink(f, ret, t, fusable)
+            _sink(f, t, fusable)

@@ -308,11 +308,20 @@ def _(equation, tensors):
         contract = [c for c in lab if c in ylab and c not in needed]
         left = [c for c in lab if c not in ylab]
         right = [c for c in ylab if c not in lab]
+        lab_out = batch + left + right
+        if not contract:  # a product without a sum, as eager's einsum takes it: a broadcast mul
+            # (not a matmul with k = 1: CUDA has no integer matmul, eager's mul runs there)
+            full = tuple(sizes[c] for c in lab_out)
+            a = prims.broadcast_in_dim(_arrange(x, lab, batch + left), full, tuple(range(len(batch + left))))
+            b = prims.broadcast_in_dim(_arrange(y, ylab, batch + right), full,
+                                       (*range(len(batch)), *range(len(batch + left), len(lab_out))))
+            x, lab = prims.mul(a, b), lab_out
+            continue
         n = lambda cs: math.prod(sizes[c] for c in cs)  # noqa: E731
         a = prims.reshape(_arrange(x, lab, batch + left + contract), (n(batch), n(left), n(contract)))
         b = prims.reshape(_arrange(y, ylab, batch + contract + right), (n(batch), n(contract), n(right)))
-        x = prims.reshape(prims.matmul(a, b), tuple(sizes[c] for c in batch + left + right))
-        lab = batch + left + right
+        x = prims.reshape(prims.matmul(a, b), tuple(sizes[c] for c in lab_out))
+        lab = lab_out
     return _arrange(x, lab, out)
 
 

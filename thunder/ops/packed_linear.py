@@ -1,4 +1,4 @@
-"""bfloat16 linear layers through oneDNN with the weight packed once (opt-in: THUNDER_PACKED_WEIGHTS).
+"""bfloat16 linear layers through oneDNN with the weight packed once (THUNDER_PACKED_WEIGHTS, default auto).
 
 torch runs a bfloat16 `F.linear` on the CPU with the weight as it is stored ([out, in], row
 major). oneDNN runs the same product faster from a weight reordered into its blocked layout
@@ -7,22 +7,38 @@ the same sums: packed for the number of rows it is called with, the result is bi
 F.linear's (docs/benchmarks.md, "GEMM epilogues and packed weights": 1.3-1.7x per product on an
 Intel Xeon with AMX, a token's decode step and a prefill alike). Packing costs a pass over the
 weight, so it pays only where the packed copy is reused: it is kept per parameter and row count
-while the parameter's storage and version counter are unchanged.
+(the KEPT most recently used row counts) while nothing writes the parameter.
 
-A version counter does not see every change: an in-place update through `p.data` (`p.data.add_`,
-`p.data.copy_`, what hand-written optimizers and some loaders do) leaves `p._version` as it was,
-and the packed copy would then be stale; eager's own autocast cache has that edge only within
-one autocast region, this cache across calls. So it is opt-in, as torch.compile's packing is
-(`freezing`): THUNDER_PACKED_WEIGHTS=auto packs where a probe on this machine finds it faster
-(`faster`, measured once per process), =on wherever oneDNN can run it, =off (the default) never.
+Freshness: a version counter does not see every write (`p.data.copy_`, `p.data.add_`,
+`vector_to_parameters`, a fused optimizer's step, a write through the storage or a numpy view all
+leave `p._version` as it was), so the cache does not rely on it. When it packs a weight it makes a
+copy-on-write clone of the weight's storage (`torch._lazy_clone`, kept with the packing): the
+storage is then shared copy-on-write, and the first write to it through any tensor or view of it
+gives the written storage a fresh buffer (torch copies the data there before writing), so the
+weight's data pointer (read with `const_data_ptr`, which does not copy) differs from the one
+packed. Each call compares the pointer, shape, strides, dtype and version counter with those
+packed from and packs again on any difference; `p.data = t` gives another pointer too (the
+clone keeps the old buffer alive, so its address cannot be reused). The price: the first write
+after a packing copies the weight once (an optimizer step after a grad-free call), and the old
+buffer stays alive until the next call packs again; whatever asks for a writable pointer without
+writing moves the buffer too (Python's `Tensor.data_ptr()`, oneDNN's reorder, torch.compile's
+program run on the same module): a copy there and a packing again here, slower but not stale. Not seen: a write through a raw pointer taken
+before the packing (a numpy array or a C extension holding the address from earlier).
+
+THUNDER_PACKED_WEIGHTS=auto (the default) packs where a probe on this machine finds it no slower
+(`faster`, measured once per process), except in a training step's forward (`training_forward`:
+its weights change at every optimizer step), =on wherever oneDNN can run it, =off never.
 
 Generated programs call `linear` only where they record no autograd history (codegen's
 grad_free: the op has no derivative formula) and for bfloat16 products: those of a bfloat16 model
 and those that `torch.autocast("cpu", torch.bfloat16)` makes of a float32 model's linears, whose
 weight cast the program leaves to autocast (runtime/autocast_casts.py): `linear` makes that cast
 itself, once per packing. Anything else (a weight that is no `nn.Parameter`, an inference tensor,
-no rows) goes to `F.linear` as before.
+no rows, a storage that cannot be made copy-on-write: numpy's, shared memory) goes to `F.linear`
+as before.
 """
+import contextlib
+import contextvars
 import functools
 import os
 import time
@@ -33,12 +49,32 @@ import torch.nn.functional as F
 
 ENV = "THUNDER_PACKED_WEIGHTS"
 
-# weight id -> (weakref to it, its version, its data pointer, {rows: packed weight})
+# weight id -> (weakref to it, its layout (`_layout`), the copy-on-write clone of its storage,
+# {(dtype, rows, transposed): packed weight})
 _CACHE = {}
+# packings kept per weight (row counts: a prefill's and a decode step's), so that the memory they
+# take is bounded (at most KEPT bfloat16 copies of a weight) when calls come with ever new lengths
+KEPT = 2
+
+
+# whether the program being generated is a training step's forward (runtime/autograd.py)
+_TRAINING_FORWARD = contextvars.ContextVar("thunder_packed_training_forward", default=False)
+
+
+@contextlib.contextmanager
+def training_forward():
+    """Around generating a training step's forward: `auto` packs none of its products (an
+    optimizer step writes the weights after each, so each would be copied (copy-on-write) and
+    packed again every step; `on` packs them)."""
+    token = _TRAINING_FORWARD.set(True)
+    try:
+        yield
+    finally:
+        _TRAINING_FORWARD.reset(token)
 
 
 def mode():
-    choice = os.environ.get(ENV, "off")
+    choice = os.environ.get(ENV, "auto")
     if choice not in ("off", "auto", "on"):
         raise ValueError(f"thunder: {ENV}={choice!r}; expected 'off', 'auto' or 'on'")
     return choice
@@ -47,6 +83,7 @@ def mode():
 def available():
     mkldnn = torch.ops.mkldnn
     return (torch.backends.mkldnn.is_available() and hasattr(mkldnn, "_linear_pointwise")
+            and hasattr(torch, "_lazy_clone") and hasattr(torch._C, "_is_cow_tensor")  # (how writes are seen)
             and hasattr(mkldnn, "_reorder_linear_weight") and hasattr(mkldnn, "_is_mkldnn_bf16_supported")
             and mkldnn._is_mkldnn_bf16_supported())
 
@@ -55,22 +92,47 @@ def _pack(w, rows):
     return torch.ops.mkldnn._reorder_linear_weight(w, rows)
 
 
+def _layout(w):
+    """What must be as it was for a packed copy of w to be w's (the module's docstring)."""
+    return w.const_data_ptr(), w._version, tuple(w.shape), w.stride(), w.dtype
+
+
 def packed(w, dtype, rows, transposed=False):
     """w (a parameter; transposed: w^T, a GPT-2 Conv1D's [in, out] weight) in dtype, packed for
-    products of `rows` rows: made once, reused while w's storage and version counter stay as
-    they are."""
+    products of `rows` rows: made once, reused while no write reached w (the module's
+    docstring: freshness)."""
     key = id(w)
-    version, ptr = w._version, w.data_ptr()
     entry = _CACHE.get(key)
-    if entry is None or entry[0]() is not w or entry[1] != version or entry[2] != ptr:
-        entry = (weakref.ref(w, lambda _, key=key: _CACHE.pop(key, None)), version, ptr, {})
+    if entry is None or entry[0]() is not w or entry[1] != _layout(w):
+        _CACHE.pop(key, None)  # (the stale clone's buffer goes now)
+        try:
+            clone = torch._lazy_clone(w.detach())  # (w's storage copy-on-write from here: a write moves it)
+        except RuntimeError:  # (a storage torch cannot share so: numpy's, shared memory)
+            clone = None
+        if clone is not None and not torch._C._is_cow_tensor(w):
+            clone = None
+        entry = (weakref.ref(w, lambda _, key=key: _CACHE.pop(key, None)), _layout(w), clone, {})
         _CACHE[key] = entry
+    if entry[2] is None:
+        return None  # (a write could not be seen: not packed)
     by_rows = entry[3]
-    p = by_rows.get((dtype, rows, transposed))
+    p = by_rows.pop((dtype, rows, transposed), None)
     if p is None:
-        w = w.detach().to(dtype)
-        p = by_rows[(dtype, rows, transposed)] = _pack((w.t() if transposed else w).contiguous(), rows)
+        # (a copy of w: oneDNN's reorder asks for a writable pointer, which would move w's buffer,
+        # or the clone's and end the sharing, so that a later write to w would keep w's buffer)
+        src = w.detach().to(dtype, copy=True)
+        p = _pack((src.t() if transposed else src).contiguous(), rows)
+        while len(by_rows) >= KEPT:  # (the least recently used goes: a prefill's of another length)
+            by_rows.pop(next(iter(by_rows)))
+    by_rows[(dtype, rows, transposed)] = p  # (last: most recently used)
     return p
+
+
+def _unpacked(input, weight, bias, transposed):
+    """The product as the traced op makes it (autocast, where on, casts as it would)."""
+    if transposed:
+        return torch.addmm(bias, input, weight) if bias is not None else torch.mm(input, weight)
+    return F.linear(input, weight, bias)
 
 
 def linear(input, weight, bias=None, transposed=False):
@@ -79,14 +141,15 @@ def linear(input, weight, bias=None, transposed=False):
     program input, the weight, the bias): cast here as autocast would."""
     rows = input.numel() // input.shape[-1] if input.shape[-1] else 0
     if type(weight) is not torch.nn.Parameter or weight.is_inference() or rows == 0:  # (no subclass: DTensor)
-        if transposed:
-            return torch.addmm(bias, input, weight) if bias is not None else torch.mm(input, weight)
-        return F.linear(input, weight, bias)
+        return _unpacked(input, weight, bias, transposed)
     dtype = torch.bfloat16
+    w = packed(weight, dtype, rows, transposed)
+    if w is None:
+        return _unpacked(input, weight, bias, transposed)
     input = input.to(dtype)
     if bias is not None:
         bias = bias.to(dtype).contiguous()  # (oneDNN reads the bias as contiguous: ops/onednn.py)
-    return torch.ops.mkldnn._linear_pointwise(input, packed(weight, dtype, rows, transposed), bias, "none", [], "")
+    return torch.ops.mkldnn._linear_pointwise(input, w, bias, "none", [], "")
 
 
 def addmm(bias, input, weight):
@@ -97,10 +160,11 @@ def addmm(bias, input, weight):
 
 @functools.lru_cache(maxsize=None)
 def faster():
-    """Whether packed bfloat16 products beat F.linear here: best of 9 interleaved runs, thread
-    CPU time, one thread, of a [rows, 512] x [512, 1536] product at 1 row (a decode step) and 256
-    (a prefill), packed by 5% or more at both (on a machine others load, the best of 5 moved by
-    10-20% between runs: docs/benchmarks.md)."""
+    """Whether packed bfloat16 products are no slower than F.linear here: best of 9 interleaved
+    runs, thread CPU time, one thread, of a [rows, 512] x [512, 1536] product at 1 row (a decode
+    step) and 256 (a prefill), packed at most as slow at both. The probe leaves out what packing
+    saves besides (autocast casts each weight again in every call; a packed copy is cast once), so
+    where the two measure equal, packing still wins under autocast (docs/benchmarks.md)."""
     if not available():
         return False
     g = torch.Generator().manual_seed(0)
@@ -120,7 +184,7 @@ def faster():
                         t = time.thread_time()
                         f()
                         best[name] = min(best[name], time.thread_time() - t)
-                if not best["packed"] < 0.95 * best["torch"]:
+                if not best["packed"] <= best["torch"]:
                     return False
     finally:
         torch.set_num_threads(threads)
@@ -132,7 +196,7 @@ def used():
     choice = mode()
     if choice == "off" or not available():
         return False
-    return choice == "on" or faster()
+    return choice == "on" or (not _TRAINING_FORWARD.get() and faster())
 
 
 def _eligible(x, w, b, out_features):

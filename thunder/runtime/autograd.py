@@ -8,6 +8,7 @@ import torch
 
 from thunder.dialects.mlir import LOCK, ir
 from thunder.dialects.emit import find_func
+from thunder.ops import packed_linear
 from thunder.ops.custom_function import NONE_GRAD
 from thunder.runtime import tiered
 from thunder.runtime.backward_variants import Variant, specialize_backward, unfused_backward
@@ -110,8 +111,9 @@ class AutogradProgram:
         (runtime/tiered.py tier)."""
         names = constants if constants is not None else {}
         # (it runs under torch.no_grad: grad-free code)
-        self.forward_source = python_source(module, "forward", header=f"produced by: {producer} (forward)",
-                                            grad_free=True, constants=names if constants is not None else None)
+        with packed_linear.training_forward():  # (auto packs no weights there: ops/packed_linear.py)
+            self.forward_source = python_source(module, "forward", header=f"produced by: {producer} (forward)",
+                                                grad_free=True, constants=names if constants is not None else None)
         self.constants["forward"] = names
         self.forward = compile_source(self.forward_source, "forward", constants=tier(names) if tier else names)
 

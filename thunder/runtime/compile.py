@@ -24,6 +24,7 @@ from thunder.runtime.state import Constant, StateTracker
 from thunder.runtime.traces import Trace
 from thunder.dialects import sizes
 from thunder.interpreter import interpret
+from thunder.lowering import decompose_reuse
 from thunder.lowering.autograd import autograd_module, REQUIRES_GRAD
 from thunder.lowering.fuse import fuse_module, fusion_callees
 from thunder.lowering.remat import remat_module
@@ -311,7 +312,7 @@ def _fusion_policy(cd):
 
 def _fuse(module, fusion):
     """thunder-fuse with (policy, executors) on the module; whether it outlined a region."""
-    with module.context:
+    with module.context, decompose_reuse.shared():
         fuse_module(module.operation, *fusion)
         callees = fusion_callees(module.operation)
         logs.fusion_regions(regions.summary(callees))
@@ -327,7 +328,7 @@ def _autograd_program(cs, module, tensors, proxies, out_spec, traces, constants,
     fusion: thunder-fuse's policy for @forward and @backward after thunder-remat (None: no
     fusion); decompose: their ltorch ops into prims first (thunder-decompose in transforms).
     grad_outputs: the indices of the results that require grad in eager."""
-    with module.context:
+    with module.context, decompose_reuse.shared():
         m = ir.Module.parse(module.operation.get_asm(enable_debug_info=True))
         comp = m.body.operations[0]
         comp.attributes["arg_attrs"] = ir.ArrayAttr.get([

@@ -124,7 +124,7 @@ def key(cd):
                  repr(options), repr(sorted(guards.ambient_snapshot().items())),
                  str(torch.cuda.is_available()), str(torch.get_num_threads()),
                  os.environ.get("THUNDER_CPU_MATMUL", "auto"),  # (decides the program's matmuls: ops/onednn.py)
-                 os.environ.get("THUNDER_PACKED_WEIGHTS", "off")):  # (and its bf16 linears: ops/packed_linear.py)
+                 os.environ.get("THUNDER_PACKED_WEIGHTS", "auto")):  # (and its bf16 linears: ops/packed_linear.py)
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()

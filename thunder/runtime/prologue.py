@@ -18,7 +18,7 @@ except ImportError:  # (a torch without it: each tensor checked in Python)
 
 from thunder.runtime import guards as guards_
 from thunder.runtime.state import Constant
-from thunder.runtime.structure import storage_view
+from thunder.runtime.structure import storage_address, storage_view
 
 MISS = object()
 
@@ -27,13 +27,13 @@ def shares_storage(mutated, others):
     """Whether a tensor of `mutated` shares its storage with another tensor of mutated or others."""
     seen = set()
     for t in mutated:
-        ptr = t.untyped_storage().data_ptr()
+        ptr = storage_address(t)
         if ptr in seen:
             return True
         if ptr:  # (no memory, nothing to share)
             seen.add(ptr)
     for t in others:
-        if t.untyped_storage().data_ptr() in seen:
+        if storage_address(t) in seen:
             return True
     return False
 
@@ -300,7 +300,7 @@ class Prologue:
             for i in members:
                 t = example[i]
                 same = "" if i == first else \
-                    f"{v[i]}.untyped_storage().data_ptr() != {v[first]}.untyped_storage().data_ptr() or "
+                    f"storage_address({v[i]}) != storage_address({v[first]}) or "
                 g.miss_if(f"{same}{v[i]}.storage_offset() != {t.storage_offset()} or {v[i]}.stride() != {t.stride()!r}")
         if self.mutated:
             others = [v[i] for i in range(len(example)) if i not in self.shared and i not in self.mutated]
@@ -316,7 +316,7 @@ class Prologue:
 def compile_prologue(source, consts, computation):
     """The entry function of a prologue's source, over its constants, calling computation."""
     ns = {"MISS": MISS, "deepcopy": copy.deepcopy, "Tensor": torch.Tensor, "math": math, "computation": computation,
-          "storage_view": storage_view, "shares_storage": shares_storage, **guards_.NAMESPACE,
+          "storage_view": storage_view, "shares_storage": shares_storage, "storage_address": storage_address, **guards_.NAMESPACE,
           **guards_.AMBIENT_NAMESPACE, **consts}
     exec(compile(source, "<thunder prologue>", "exec"), ns)
     return ns["entry"]

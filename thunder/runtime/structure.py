@@ -125,13 +125,21 @@ def _autograd_root(t):
     return base if base is not None and base.dtype == t.dtype else t
 
 
+def storage_address(t):
+    """The address of t's storage (0 where it has no memory), read without asking for a writable
+    pointer: `untyped_storage().data_ptr()` does ask, and so gives a copy-on-write storage (a
+    packed weight's, ops/packed_linear.py) a buffer of its own at every call."""
+    ptr = t.const_data_ptr()
+    return ptr - t.storage_offset() * t.element_size() if ptr else 0
+
+
 def alias_groups(tensors, mutated):
     """{index: storage number} for the tensors that share a storage with another of `tensors`,
     one of them updated in place by the trace (mutated: indices). Raises NotImplementedError
     where a view of the storage cannot stand for them."""
     by_storage = {}
     for i, t in enumerate(tensors):
-        ptr = t.untyped_storage().data_ptr()
+        ptr = storage_address(t)
         if ptr:  # (no memory: nothing to share)
             by_storage.setdefault((t.device, ptr), []).append(i)
     shared = {}

@@ -1,0 +1,198 @@
+"""VJP rules applied once per signature (thunder-autograd): a model's N identical layers run the
+same rule on values of the same metadata N times, recording the same ops under other names. The
+first application of a rule to a signature (the op, its arguments' metadata and constants, which
+arguments are one value, the cotangents') is recorded as a template: the ops it recorded, each
+operand an argument of the rule or a result of an earlier op of the template. The next
+applications replay it: the same ops, appended to the trace as the rule's own recording would
+(results named by the trace's counter in the same order, the same locations, views linked to
+their bases as ops/record.py links them), without running the rule and the ops' meta functions.
+
+A template is kept only where replaying it is exactly what running the rule does: its results got
+consecutive counter names and nothing else took a name, it updated nothing in place and renamed
+no argument, and every operand is an argument or a result of the template; otherwise the rule
+runs each time. The backward is thus the same, name for name, with reuse on or off
+(tests/test_repeated_structure.py compares them)."""
+import torch
+
+from thunder.core import trace as tracing
+from thunder.core.proxies import TensorProxy, to_refs
+from thunder.core.trace import BoundSymbol, Ref
+
+ENABLED = True  # off: every rule runs (tests compare the two)
+STATS = {"hits": 0, "misses": 0, "refused": 0}  # replays / templates recorded / not replayable
+
+_PLAIN = (bool, int, float, complex, str, type(None), type(Ellipsis), torch.dtype, torch.device, torch.memory_format,
+          torch.layout)
+_REFUSED = object()
+
+
+class _Key:
+    """The key of a rule's application and its arguments' proxies (slots), flattened."""
+
+    def __init__(self):
+        self.slots = []  # the argument proxies, in order
+        self.first = {}  # name -> its first slot
+        self.parts = []
+        self.ok = True
+
+    def add(self, v):
+        if isinstance(v, TensorProxy):
+            slot = self.first.setdefault(v.name, len(self.slots))
+            self.slots.append(v)
+            self.parts.append(("T", tuple(v.shape), v.dtype, v.device, v.requires_grad, v.is_view, slot))
+        elif isinstance(v, tuple):
+            self.parts.append(("(", len(v)))
+            for x in v:
+                self.add(x)
+        elif isinstance(v, _PLAIN) or (isinstance(v, slice) and all(
+                type(x) in (int, type(None)) for x in (v.start, v.stop, v.step))):
+            # (type and repr: 1, 1.0 and True hash alike; -0.0 and 0.0 too)
+            self.parts.append((type(v).__name__, repr(v)))
+        else:
+            self.ok = False  # (runtime numbers, lists, anything else: the rule runs)
+
+
+class VjpReuse:
+    """The templates of one thunder-autograd run (ctx: the backward's trace being recorded)."""
+
+    def __init__(self, ctx):
+        self.ctx = ctx
+        self.templates = {}
+
+    def apply(self, op, g, out, kwargs):
+        """op.vjp_rule(g, out, **kwargs), replayed from a template where one fits."""
+        ctx = self.ctx
+        if not ENABLED or ctx is None or tracing.current() is not ctx or ctx.on_record is not None or (
+                ctx.track_grad_mode or ctx.track_strides or ctx.reader is not None or ctx.checkpoint is not None):
+            # (recording that does more than append the ops: autocast, eager's strides, reads)
+            return op.vjp_rule(g, out, **kwargs)
+        key = _Key()
+        key.add(g)
+        key.add(out)
+        for v in kwargs.values():
+            key.add(v)
+        if not key.ok:
+            return op.vjp_rule(g, out, **kwargs)
+        # (where the ops are recorded from: the user's line while interpreting, torch.func's
+        # rules; widened: inside a float64 decomposition)
+        k = (op.qualname, tuple(kwargs), tuple(key.parts), tracing.current_location(), ctx.widened)
+        template = self.templates.get(k)
+        if template is _REFUSED:
+            return op.vjp_rule(g, out, **kwargs)
+        if template is not None:
+            STATS["hits"] += 1
+            return template.replay(self.ctx, key.slots)
+        result, template = _record(self.ctx, op, g, out, kwargs, key)
+        self.templates[k] = template if template is not None else _REFUSED
+        STATS["misses" if template is not None else "refused"] += 1
+        return result
+
+
+class _Template:
+    def __init__(self, steps, result):
+        self.steps = steps  # (op, args, [(shape, dtype, device)], location, widened, [(is_view, base)])
+        self.result = result  # the rule's result, its proxies as ("e", slot) / ("i", index)
+
+    def replay(self, ctx, slots):
+        made = []
+
+        def value(v):
+            if isinstance(v, tuple) and v and v[0] in ("e", "i") and len(v) == 2 and type(v[1]) is int:
+                return slots[v[1]] if v[0] == "e" else made[v[1]]
+            if isinstance(v, list):  # (a tuple of the rule: a list in the template)
+                return tuple(value(x) for x in v)
+            if isinstance(v, dict):
+                return {name: value(x) for name, x in v.items()}
+            return v[1]  # ("c", constant)
+
+        for op, args, metas, location, widened, views in self.steps:
+            values = {name: value(v) for name, v in args.items()}
+            outs = [TensorProxy(shape, dtype, device, name=ctx.new_name()) for shape, dtype, device in metas]
+            for i, (o, (is_view, base)) in enumerate(zip(outs, views)):
+                if is_view:  # (as record_op links a view to its base)
+                    o.is_view = True
+                    if base is not None:
+                        o.base, o.recipe = value(base), (op, dict(values), i)
+                        o.base.views.append(o)
+            made.extend(outs)
+            ctx.symbols.append(BoundSymbol(op, {k: to_refs(v) for k, v in values.items()},
+                                           [tracing.ref(o) for o in outs], location, widened))
+        return value(self.result)
+
+
+def _record(ctx, op, g, out, kwargs, key):
+    """(the rule's result, its template or None where a replay could differ from running it)."""
+    start, counter, used, numbers = len(ctx.symbols), ctx._counter, len(ctx._used), ctx._numbers
+    names = [p.name for p in key.slots]
+    recorded = []
+    ctx.on_record = lambda o, values, outs: recorded.append((values, outs))
+    try:
+        result = op.vjp_rule(g, out, **kwargs)
+    finally:
+        ctx.on_record = None
+    new = ctx.symbols[start:]
+    out_names = [o.name for b in new for o in b.outputs]
+    if (len(recorded) != len(new) or ctx._numbers != numbers or names != [p.name for p in key.slots]
+            or out_names != [f"{ctx._prefix}{i}" for i in range(counter, ctx._counter)]
+            or len(ctx._used) - used != len(out_names)):
+        return result, None
+    index = {}  # id of a result proxy -> ("i", its index among the template's results)
+    for (values, outs), b in zip(recorded, new):
+        if values.get("inplace") is True or b.op.name.endswith("_") or len(outs) != len(b.outputs) or any(
+                not isinstance(o, TensorProxy) or o.name != r.name or not _plain_proxy(o)
+                for o, r in zip(outs, b.outputs)):
+            return result, None
+        for o in outs:
+            index[id(o)] = ("i", len(index))
+    steps = []
+    for (values, outs), b in zip(recorded, new):
+        args = {}
+        for name, v in values.items():
+            args[name] = _abstract(v, index, key)
+            if args[name] is None:
+                return result, None
+        views = []
+        for o in outs:
+            base = None
+            if o.base is not None:
+                base = index.get(id(o.base)) or _slot(o.base, key)
+                if base is None:
+                    return result, None
+            views.append((o.is_view, base))
+        if [to_refs(v) for v in values.values()] != list(b.args.values()):
+            return result, None
+        steps.append((b.op, args, [(r.shape, r.dtype, r.device) for r in b.outputs], b.location, b.widened, views))
+    abstract = _abstract(result, index, key)
+    if abstract is None:
+        return result, None
+    return result, _Template(steps, abstract)
+
+
+def _plain_proxy(o):
+    """o has nothing a replay's new proxy lacks (its views, taken by later ops of the template, are replayed)."""
+    return not (o.requires_grad or o.is_input or o.meta is not None or o.inference or o.no_grad_view
+                or o.is_parameter or o.stride_deps or o.input_name is not None)
+
+
+def _slot(p, key):
+    """("e", slot) of an argument proxy (the very object), None for another."""
+    for i, s in enumerate(key.slots):
+        if s is p:
+            return ("e", key.first[p.name])
+    return None
+
+
+def _abstract(v, index, key):
+    """v with proxies as ("e", slot) / ("i", index), tuples as lists, constants as ("c", v); None
+    where a proxy is neither an argument nor a result of the template, or v is something else."""
+    if isinstance(v, TensorProxy):
+        return index.get(id(v)) or _slot(v, key)
+    if isinstance(v, tuple):
+        parts = [_abstract(x, index, key) for x in v]
+        return None if any(x is None for x in parts) else parts
+    if isinstance(v, dict):
+        parts = {k: _abstract(x, index, key) for k, x in v.items()}
+        return None if any(x is None for x in parts.values()) else parts
+    if isinstance(v, (*_PLAIN, slice)):  # (a slice: a rule's argument, read by no op here)
+        return ("c", v)
+    return None
