@@ -10,7 +10,10 @@ every op of the region reading it left too (`from_tail`). The rules, each with w
 - tail_views: views whose results only leave the region (the kernel would write a transposed or
   reshaped copy; torch's view of the kernel's result costs nothing);
 - head_views: views of what was made before the region (a loss's logits.view(-1, classes): in the
-  kernel a reshape merging dims hides the rows it could tile by; torch's view moves no data);
+  kernel a reshape merging dims hides the rows it could tile by; torch's view moves no data); in
+  a tiny region (executors.Executor.tiny: untiled as fast as tiled), only those whose results
+  are read outside it too (the kernel would write them out as copies), the others staying in
+  the kernel (a decode step's rotary slices of one token's q: no torch call each);
 - small_prologue: ops on values many times smaller than the region's largest (a loss's labels
   shifted and flattened: in the kernel they keep it from tiling; as torch calls a few calls
   on small tensors);
@@ -74,11 +77,13 @@ def tail_views(ops):
     return from_tail(ops, lambda o: is_view(o) and not reshape_copies(o))
 
 
-def head_views(ops, made_before):
+def head_views(ops, made_before, only=lambda o: True):
     """Views (not broadcasts, which the kernel tiles through) of values made before the region
-    (made_before(value)) or of other head views."""
+    (made_before(value)) or of other head views; only: a further condition on each (a tiny
+    region gives torch only the views whose results are read outside it too, which the kernel
+    would write out as copies)."""
     def leaves(o, made_by, left):
-        return is_view(o) and o.name not in BROADCASTS and \
+        return is_view(o) and o.name not in BROADCASTS and only(o) and \
             all(made_before(v) or made_by.get(v) in left for v in o.operands)
     return from_head(ops, leaves)
 

@@ -55,6 +55,20 @@ class Executor:
     require: Callable = None  # () -> None, or raise ImportError naming what is missing
     takes_numbers: bool = False  # whether its regions take runtime numbers (scalar f64/i64 inputs)
     calibrate: Callable = None  # (fixed_cost) -> the cost model measured on this machine, or None: fixed_cost
+    # whether runs_well is only about tiling by rows, so that a kernel moving fewer bytes than a
+    # torch op's fixed cost takes (`tiny`) runs as well untiled (linalg; not cuda, whose
+    # runs_well rejects nested reduction loops at any size)
+    tiny_untiled: bool = False
+
+    def tiny(self, nbytes) -> bool:
+        """Whether a kernel moving nbytes runs as well untiled as tiled: where tiny_untiled, its
+        memory traffic takes less time than one torch op's fixed cost, so any op given to torch
+        to make it tile (a head view, a broadcast sibling kept apart) costs more than tiling
+        could save (a decode step's rotary embedding of one token)."""
+        if not self.tiny_untiled:
+            return False
+        cost = self.cost
+        return nbytes / cost.bytes_per_second < cost.op_seconds
 
     @property
     def cost(self) -> CostModel:
@@ -218,7 +232,7 @@ _LINALG_OP_MATH = (("ltorch.gelu", (("approximate", "tanh"),), 1.2e-9),
 register(Executor("linalg", "cpu", CostModel(1.1e-6, 5e-6, 5e10, _LINALG_MATH, _LINALG_OP_MATH), _compile_linalg,
                   kernel_prim,
                   _linalg_accepts,
-                  _linalg_tiles, takes_numbers=True, calibrate=cost_calibration.cost_model))
+                  _linalg_tiles, takes_numbers=True, calibrate=cost_calibration.cost_model, tiny_untiled=True))
 # a CUDA torch op costs its launch (~5 us of CPU time; GPU time hides behind it for small
 # tensors), one of our kernels a Python-level launch (~8 us); an H100 moves ~2.5 TB/s
 register(Executor("cuda", "cuda", CostModel(5e-6, 8e-6, 2.5e12), _compile_cuda, kernel_prim, _cuda_accepts,

@@ -264,22 +264,25 @@ class _Graph:
                 sibling = True
         return sibling and i - self.last_op(("r", root)) <= SIBLING_WINDOW
 
-    def input_siblings(self, i, claimed_ops):
+    def input_siblings(self, i, claimed_ops, tiny=False):
         """The regions (of op i's executor) whose ops read a value op i reads elementwise (of
         op i's result shape) that no region op produces (an argument, a torch call's result: a
         GEMM's output that an activation's recomputation and its gradient both read), at most
         SIBLING_WINDOW ops before i: joined, the kernel reads the value once. Values broadcast
         into op i (a rotary table, a mask) do not join: the regions reading them may write
         other shapes (q's and k's rotary embeddings in two layouts), which one kernel would
-        tile worse than two."""
+        tile worse than two; except where op i is tiny (Executor.tiny: its kernel runs as well
+        untiled), which joins the regions reading any value it reads, a region's too (a decode
+        step's q and k rotary embeddings of one token, reading the tables an earlier layer's
+        region made: one kernel call, not two)."""
         roots = []
         results = self.ops[i].results
         shape = _shape(results[0]) if len(results) == 1 and ranked(results[0]) else None
         for v in self.ops[i].operands:
             p = self.index.get(v)
-            if p is None and not isinstance(v.owner, ir.Block) or p is not None and p in claimed_ops:
+            if p is None and not isinstance(v.owner, ir.Block) or p is not None and p in claimed_ops and not tiny:
                 continue  # (a constant; a region op's value: joins() handles those)
-            if shape is None or not ranked(v) or _shape(v) != shape:
+            if not tiny and (shape is None or not ranked(v) or _shape(v) != shape):
                 continue
             for u in self.readers.get(v, ()):
                 if u >= i:
@@ -322,8 +325,9 @@ class _Graph:
                         stack.append(m)
         return True
 
-    def partition(self, claimed_ops):
-        """Regions of connected ops; claimed_ops: {op index: executor name} (one per region)."""
+    def partition(self, claimed_ops, tiny=lambda i: False):
+        """Regions of connected ops; claimed_ops: {op index: executor name} (one per region);
+        tiny(i): whether op i's results are tiny for its executor (input_siblings)."""
         for i in range(len(self.ops)):
             if i not in claimed_ops:
                 continue
@@ -333,7 +337,9 @@ class _Graph:
                     r = self.find(p)
                     if r not in candidates:
                         candidates.append(r)
-            candidates = [r for r in candidates if self.joins(r, i)] or self.input_siblings(i, claimed_ops)
+            candidates = [r for r in candidates if self.joins(r, i)]
+            if not candidates or tiny(i):
+                candidates += [r for r in self.input_siblings(i, claimed_ops, tiny(i)) if r not in candidates]
             # all at once first: regions that reconverge at i (siblings kept apart above) may
             # each be unmergeable alone (a path through the other)
             chosen = candidates if len(candidates) > 1 and self.merge_ok(candidates, i) else []
@@ -603,8 +609,14 @@ def _outline_region(f, graph, ops, name, policy, executor, heads=True, prologue=
     if policy == "always" or executor.runs_well is None or _ask("runs_well", executor, text, name):
         return kept
     first = min(ops)  # (head views read values made before the region's first op)
+    tiny = executor.tiny(sum(_bytes(v) for v in inputs + outputs))  # (its edge ops stay in it but copies)
+    produced = {r for o in members for r in o.results}
+    escapes = (lambda o: any(not _inside(u.owner, produced) for r in o.results for u in r.uses)) if tiny else \
+        (lambda o: True)
     rest = _without_edge(graph, ops, lambda region: edge_ops.head_views(
-        region, lambda v: graph.index.get(v, -1) < first)) if heads else ops
+        region, lambda v: graph.index.get(v, -1) < first, escapes)) if heads else ops
+    if tiny and rest == ops:
+        return kept
     if rest != ops:
         callee.operation.erase()
         return _outline_region(f, graph, rest, name, policy, executor, heads=False, prologue=prologue,
@@ -747,7 +759,10 @@ def fuse_func(f, module_block, counter, policy="auto", executors=DEFAULT_EXECUTO
     # outline; a region the lowering rejects stays as torch calls (dropping it keeps the
     # graph of the other regions acyclic)
     outlined = []
-    for ops in graph.partition(claimed_ops):
+    def tiny(i):
+        return executor_registry.get(claimed_ops[i]).tiny(sum(_bytes(r) for r in graph.ops[i].results))
+
+    for ops in graph.partition(claimed_ops, tiny):
         executor = executor_registry.get(claimed_ops[ops[0]])
         region = _outline_region(f, graph, ops, f"fusion_{counter}", policy, executor, decomposed=decomposed)
         if region is not None:

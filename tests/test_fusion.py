@@ -685,19 +685,20 @@ def test_causal_lm_loss_fused_by_rows(case):
     tiled by rows over the logits, the backward one tiled elementwise kernel whose [rows, C]
     result torch views as the logits' [B, T, C] (with the logits' own cotangent, reshaped by
     torch, added in the kernel: lowering/layout/sink_reshapes.py); values and grads as eager's."""
+    T = 256  # (tokens: 76 KiB of logits, so the kernels are not tiny, Executor.tiny)
     g = torch.Generator().manual_seed(0)
-    t = torch.randint(0, 37, (2, 5), generator=g)
+    t = torch.randint(0, 37, (2, T), generator=g)
     t[0, 2] = -100
     if case == "logits_out":
-        fn, args = _lm_head_and_loss, [torch.randn(2, 5, 8, generator=g), torch.randn(8, 37, generator=g)]
+        fn, args = _lm_head_and_loss, [torch.randn(2, T, 8, generator=g), torch.randn(8, 37, generator=g)]
     else:
-        fn, args = _causal_lm_loss, [torch.randn(2, 5, 37, generator=g)]
+        fn, args = _causal_lm_loss, [torch.randn(2, T, 37, generator=g)]
     num_items = [] if case == "logits_out" else [7 if case == "sum" else None]
     copies = [[a.clone().requires_grad_() for a in args] for _ in range(2)]
     jf = thunder.jit(fn)
     out, expected = jf(*copies[0], t, *num_items), fn(*copies[1], t, *num_items)
     torch.testing.assert_close(out, expected)
-    cot = torch.randn(2, 5, 37, generator=g)
+    cot = torch.randn(2, T, 37, generator=g)
     for o, a in ((out, copies[0]), (expected, copies[1])):
         loss = o[0] + (o[1] * cot).sum() if case == "logits_out" else o
         loss.backward()
@@ -708,7 +709,7 @@ def test_causal_lm_loss_fused_by_rows(case):
     view = re.search(r"(t\d+) = torch\.reshape\((logits|t\d+), \(-1, 37\)\)", fwd)
     assert fwd.count("= fusion_") == 1 and view and re.search(rf"= fusion_0\({view[1]}, ", fwd), fwd
     assert bwd.count("= fusion_") == 1 and "torch.cat" not in bwd.split("= fusion_")[1], bwd
-    assert re.search(r"= torch\.reshape\(b[\d_]+, \(2, 5, 37\)\)", bwd.split("= fusion_1")[1]), bwd
+    assert re.search(rf"= torch\.reshape\(b[\d_]+, \(2, {T}, 37\)\)", bwd.split("= fusion_1")[1]), bwd
 
 
 def _residual_layer_norm(x, r, w, b):

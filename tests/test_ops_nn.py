@@ -3,6 +3,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import thunder
+
 from op_harness import check, trace_module
 
 f16, bf16, f64 = torch.float16, torch.bfloat16, torch.float64
@@ -330,7 +332,6 @@ NAMES = {
     "softmax": (lambda a: a.softmax(-1), r(2, 3)),
     "log_softmax": (lambda a: F.log_softmax(a, -1), r(2, 3)),
     "layer_norm": (lambda a: F.layer_norm(a, (3,)), r(2, 3)),
-    "dropout": (lambda a: F.dropout(a, 0.5, False), r(2, 3)),
     "embedding": (lambda i, w: F.embedding(i, w), torch.tensor([0, 1]), r(2, 3)),
     "addmm": (lambda c, a, b: torch.addmm(c, a, b), r(2), r(2, 3), r(3, 2)),
     "baddbmm": (lambda c, a, b: torch.baddbmm(c, a, b), r(2), r(1, 2, 3), r(1, 3, 2)),
@@ -345,6 +346,23 @@ NAMES = {
 def test_op_in_module(name):
     fn, *args = NAMES[name]
     assert f'"ltorch.{name}"' in str(check(fn, *args))
+
+
+@pytest.mark.parametrize("fn", [lambda a: F.dropout(a, 0.5, False), lambda a: F.dropout(a, 0.0),
+                                lambda a: F.dropout(a, 0.3, training=False, inplace=True)],
+                         ids=["eval", "p0", "eval_inplace"])
+def test_dropout_that_does_nothing_records_nothing(fn):
+    """Eager returns the input itself (an eval model's dropouts): the program returns its input,
+    no op recorded, no torch call; a training dropout is an op."""
+    a = r(2, 3)
+    assert fn(a) is a
+    module = str(check(fn, a))
+    assert '"ltorch.dropout"' not in module and "return %arg0 :" in module, module
+    jf = thunder.jit(fn)
+    assert jf(a) is a
+    train = thunder.jit(lambda a: F.dropout(a, 0.5))
+    train(a)
+    assert "torch.nn.functional.dropout(a, 0.5, True, False)" in str(thunder.last_traces(train)[0])
 
 
 @pytest.mark.parametrize("approximate", ["none", "tanh"])

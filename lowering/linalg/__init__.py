@@ -172,8 +172,10 @@ class Kernel:
         return tuple(() if i in self.scalars else a.stride() for i, a in enumerate(args))
 
     def __call__(self, *args):
-        outs = self.call_as_last(args)
-        return self.call(args, None) if outs is None else outs
+        last = self.last_call  # (call_as_last written out: a decode step makes ~25 such calls)
+        if last is not None and len(args) == len(self.inputs) and last.matches(args):
+            return last.run(args)
+        return self.call(args, None)
 
     def call_as_last(self, args):
         """The outputs of a call whose tensors match the last full call's in this thread exactly
@@ -181,7 +183,7 @@ class Kernel:
         last = self.last_call
         if last is None or len(args) != len(self.inputs) or not last.matches(args):
             return None
-        return last.run(args, self.outputs)
+        return last.run(args)
 
     def call(self, args, strides=None):
         """__call__ with the inputs' strides when the caller has them (self.strides(args))."""
@@ -202,7 +204,7 @@ class Kernel:
         outs = tuple(torch.empty(shape, dtype=dtype, device="cpu") for shape, dtype in self.outputs)  # (any default device)
         frame(args + outs)
         if not self.scalars:  # (a call with the same tensors next takes call_as_last)
-            self.last_call = LastCall.arm(args, strides, frame)
+            self.last_call = LastCall.arm(args, strides, frame, self.outputs)
         return outs
 
 

@@ -13,6 +13,8 @@ import threading
 
 import torch
 
+from thunder.lowering.linalg.tiling import row_major_strides
+
 try:  # torch's C++ check of tensor metadata (dynamo's guards use it), part of torch._C
     from torch._C._dynamo.guards import TensorGuards
 except ImportError:  # (a torch without it: every call takes the full path)
@@ -21,36 +23,49 @@ except ImportError:  # (a torch without it: every call takes the full path)
 
 class LastCall:
     """What a kernel's full call leaves for the next call with the same tensors: the thread and
-    torch thread count it ran under, the TensorGuards of its arguments, its CallFrame, and the
-    index of a plain torch.Tensor argument whose new_empty makes the outputs (or None)."""
+    torch thread count it ran under, the TensorGuards of its arguments, its CallFrame, and how
+    each output is made: `torch.empty_like` of an argument of its shape, dtype and row-major
+    strides (the strides the frame writes; the guards hold them), else `Tensor.new_empty` of a
+    plain torch.Tensor argument, else torch.empty."""
 
-    __slots__ = ("thread", "threads", "guards", "frame", "template")
+    __slots__ = ("thread", "threads", "guards", "frame", "makers")
 
-    def __init__(self, args, strides, frame):
+    def __init__(self, args, strides, frame, outputs):
         self.thread, self.threads = threading.get_ident(), torch.get_num_threads()
         self.guards = TensorGuards(*args, dynamic_dims_sizes=[list(a.shape) for a in args],
                                    dynamic_dims_strides=[list(s) for s in strides])
         self.frame = frame
-        self.template = next((i for i, a in enumerate(args) if type(a) is torch.Tensor), None)
+        template = next((i for i, a in enumerate(args) if type(a) is torch.Tensor), None)
+        self.makers = tuple(_maker(args, strides, shape, dtype, template) for shape, dtype in outputs)
 
     @staticmethod
-    def arm(args, strides, frame):
-        """A LastCall for a full call with these tensor arguments (no runtime numbers), or None
-        where the check cannot describe them (a tensor passed twice, no TensorGuards)."""
+    def arm(args, strides, frame, outputs):
+        """A LastCall for a full call with these tensor arguments (no runtime numbers) and
+        outputs ((shape, dtype)s), or None where the check cannot describe them (a tensor
+        passed twice, no TensorGuards)."""
         if TensorGuards is None or len({id(a) for a in args}) != len(args):
             return None
-        return LastCall(args, strides, frame)
+        return LastCall(args, strides, frame, outputs)
 
     def matches(self, args):
         return (self.thread == threading.get_ident() and self.threads == torch.get_num_threads()
                 and self.guards.check(*args))
 
-    def run(self, args, outputs):
-        """Run the frame on args with new outputs of outputs' (shape, dtype)s; return them."""
-        if self.template is not None:  # (Tensor.new_empty: less time than torch.empty's argument parsing)
-            new_empty = args[self.template].new_empty
-            outs = tuple(new_empty(shape, dtype=dtype) for shape, dtype in outputs)
-        else:
-            outs = tuple(torch.empty(shape, dtype=dtype, device="cpu") for shape, dtype in outputs)
+    def run(self, args):
+        """Run the frame on args with new outputs; return them."""
+        outs = tuple([make(args) for make in self.makers])
         self.frame(args + outs)
         return outs
+
+
+def _maker(args, strides, shape, dtype, template):
+    """args -> a new tensor of (shape, dtype), row-major, on the CPU (torch.empty_like: less time
+    than new_empty's and torch.empty's argument parsing)."""
+    row_major = tuple(row_major_strides(shape))
+    for i, a in enumerate(args):
+        if type(a) is torch.Tensor and a.dtype == dtype and tuple(a.shape) == tuple(shape) and \
+                tuple(strides[i]) == row_major:
+            return lambda args, i=i: torch.empty_like(args[i])
+    if template is not None:
+        return lambda args: args[template].new_empty(shape, dtype=dtype)
+    return lambda args: torch.empty(shape, dtype=dtype, device="cpu")

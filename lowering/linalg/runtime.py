@@ -168,6 +168,8 @@ class CallFrame:
                                                        base + 8 * (bounds + 2 * k + 1))
                            for k in range(len(row_ranges))]
         self.parallel = None
+        # the packed entry's argument of a frame run as one call with no runtime numbers
+        self.single = ctypes.addressof(self.packed[0]) if len(self.packed) == 1 and not self.scalar_slots else None
         omp = openmp() if threads > 1 and len(self.packed) > 1 else None
         if omp is not None:
             arrays = (ctypes.c_void_p * len(self.packed))(*map(ctypes.addressof, self.packed))
@@ -182,6 +184,9 @@ class CallFrame:
         words = self.words
         for i, s in self.tensor_slots:
             words[s] = words[s + 1] = tensors[i].data_ptr()  # already includes the storage offset
+        if self.single is not None:  # (one call on this thread, no runtime numbers: the common case)
+            self.fn(self.single)
+            return
         for i, buf in self.scalar_slots:
             buf.value = tensors[i]
         packed = self.packed

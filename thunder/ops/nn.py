@@ -511,7 +511,13 @@ def _dropout(x, p):
 @ltorch("torch.nn.functional.dropout", random=True, aliases=(F.dropout,))
 def dropout(input: Tensor, p: Float = 0.5, training: Bool = True, inplace: Bool = False):
     _dropout_check(p)
+    if training is False or type(p) in (int, float) and p == 0:
+        # eager returns the input itself (an eval model's dropouts): no op recorded, no torch call
+        return input
     return TensorProxy(input.shape, input.dtype, input.device)
+
+
+dropout.returns_input = True
 
 
 @dropout.decompose
