@@ -412,7 +412,11 @@ def test_inplace_activations(name):
         act(b)
         thunder.jit(lambda x: act(x))(a)
         torch.testing.assert_close(a, b)
-    assert f'"ltorch.{name.removesuffix("_p0")}"' in str(trace_module(lambda y: fn(y, inplace=True), make(2)))
+    module = str(trace_module(lambda y: fn(y, inplace=True), make(2)))
+    if name == "dropout_p0":  # (a dropout that does nothing records nothing, as eager returns its input)
+        assert '"ltorch.dropout"' not in module
+    else:
+        assert f'"ltorch.{name}"' in module
 
 
 def test_inplace_activation_of_leaf_requiring_grad_raises_as_eager():
