@@ -17,6 +17,8 @@ faster than torch's calls; "always" keeps every region. A kept region becomes
 `func.call @fusion_N`. The caller is rescheduled in a topological order that keeps program order
 where it can and the order of ops with side effects (random ops) as it was. Codegen binds
 `fusion_N` to the executor's `compile(<callee>, "fusion_N")`."""
+import contextlib
+import contextvars
 import heapq
 import math
 import re
@@ -533,6 +535,30 @@ def _bytes(v):
     return math.prod(t.shape) * elt_bytes(text_of(t.element_type))
 
 
+_SIZES_FITTED = contextvars.ContextVar("thunder_fuse_sizes_fitted", default=False)
+
+
+@contextlib.contextmanager
+def sizes_fitted():
+    """Inside: the compiles a program for all sizes is fitted from (runtime/generalize.py: the
+    call and its samples at other sizes). Their fusion makes no decision by a region's size that
+    a size far from the samples' would make otherwise: no region is `tiny` (a small first call's
+    decisions differed from its samples', so no program for all sizes could be fitted)."""
+    token = _SIZES_FITTED.set(True)
+    try:
+        yield
+    finally:
+        _SIZES_FITTED.reset(token)
+
+
+def _tiny(executor, values):
+    """Executor.tiny of the bytes values move; never where a size is a symbol (`?`: unknown until
+    run) nor where a program for all sizes is being fitted (sizes_fitted)."""
+    if _SIZES_FITTED.get() or any(isinstance(v.type, ir.ShapedType) and not ir.RankedTensorType(v.type).has_static_shape for v in values):
+        return False
+    return executor.tiny(sum(_bytes(v) for v in values))
+
+
 def _inside(user, produced):
     op = user.operation if hasattr(user, "operation") else user
     return len(op.results) > 0 and op.results[0] in produced
@@ -609,7 +635,7 @@ def _outline_region(f, graph, ops, name, policy, executor, heads=True, prologue=
     if policy == "always" or executor.runs_well is None or _ask("runs_well", executor, text, name):
         return kept
     first = min(ops)  # (head views read values made before the region's first op)
-    tiny = executor.tiny(sum(_bytes(v) for v in inputs + outputs))  # (its edge ops stay in it but copies)
+    tiny = _tiny(executor, inputs + outputs)  # (its edge ops stay in it but copies)
     produced = {r for o in members for r in o.results}
     escapes = (lambda o: any(not _inside(u.owner, produced) for r in o.results for u in r.uses)) if tiny else \
         (lambda o: True)
@@ -760,7 +786,7 @@ def fuse_func(f, module_block, counter, policy="auto", executors=DEFAULT_EXECUTO
     # graph of the other regions acyclic)
     outlined = []
     def tiny(i):
-        return executor_registry.get(claimed_ops[i]).tiny(sum(_bytes(r) for r in graph.ops[i].results))
+        return _tiny(executor_registry.get(claimed_ops[i]), graph.ops[i].results)
 
     for ops in graph.partition(claimed_ops, tiny):
         executor = executor_registry.get(claimed_ops[ops[0]])

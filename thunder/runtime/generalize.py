@@ -4,6 +4,7 @@ path under cache="symbolic values" and under the default option's automatic dyna
 sizes runtime/dynamic.py chooses, or, where a tensor read from state changed its size, with
 the two calls of its structure before it; runtime/symbolic.py fits the program for all sizes
 from the three (docs/api.md "Symbolic values")."""
+import contextlib
 from dataclasses import dataclass
 import itertools
 import math
@@ -13,6 +14,7 @@ import types
 
 import torch
 
+from thunder.lowering import fuse
 from thunder.runtime import carried, dynamic
 from thunder.runtime.compile import _acquire, _flatten_call, compile_entry
 from thunder.runtime.symbolic import Plan, _Fitter, _NoFit, _generalize
@@ -81,6 +83,13 @@ def compile_call(jf, cd, cs, args, kwargs, auto=False):
     at other sizes (runtime/dynamic.py); where a tensor read from state changed its size (a KV
     cache object's), from the call and the two calls of the structure before it. Returns the
     entry to run the call with."""
+    # (fusion decides alike at every size a fit compiles: under symbolic values every compile is
+    # one a program for all sizes may be fitted from; under automatic dynamic, the fits)
+    with fuse.sizes_fitted() if not auto else contextlib.nullcontext():
+        return _compile_call(jf, cd, cs, args, kwargs, auto)
+
+
+def _compile_call(jf, cd, cs, args, kwargs, auto):
     key, arg_tensors, ints = _call_key(args, kwargs)
     family = [s for s in jf._samples if s.key == key]
     entry = run = None
@@ -91,13 +100,15 @@ def compile_call(jf, cd, cs, args, kwargs, auto=False):
         cs.last_generalization = f"not generalized: {e}"
     if chosen is THREE_CALLS or chosen is None and not auto:
         try:
-            entry = run = _compile_fitted(jf, cd, cs, args, kwargs, family, arg_tensors, ints)
+            with fuse.sizes_fitted():
+                entry = run = _compile_fitted(jf, cd, cs, args, kwargs, family, arg_tensors, ints)
         except Exception as e:  # noqa: BLE001 - tracing with symbols failed: the default compiles without
             if not auto:
                 raise
             cs.last_generalization = f"not generalized: tracing with symbols failed ({type(e).__name__}: {e})"
     elif chosen is not None:
-        entry, run = _compile_sampled(jf, cd, cs, args, kwargs, chosen, ints, auto)
+        with fuse.sizes_fitted():
+            entry, run = _compile_sampled(jf, cd, cs, args, kwargs, chosen, ints, auto)
     if entry is None:
         entry = run = jf._add(compile_entry(cd, cs, args, kwargs, keep_parts=True))
     # older samples keep no tensors (only the newest builds a prologue)
