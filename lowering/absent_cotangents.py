@@ -50,14 +50,8 @@ def drop_absent(ctx, outputs, absent, keep=()):
     def zeros_like(ref):
         z = materialized.get(ref.name)
         if z is None:
-            name = f"{ref.name}_zeros"
-            while name in taken:
-                name += "_"
-            taken.add(name)
-            z = materialized[ref.name] = Ref(name, ref.shape, ref.dtype, ref.device)
-            fill = 0.0 if ref.dtype.is_floating_point or ref.dtype.is_complex else 0
-            symbols.append(BoundSymbol(OPS["thunder.full"], {"shape": tuple(ref.shape), "fill_value": fill,
-                                                             "dtype": ref.dtype, "device": ref.device}, [z], None))
+            z = materialized[ref.name] = Ref(_zeros_name(ref.name, taken), ref.shape, ref.dtype, ref.device)
+            symbols.append(BoundSymbol(OPS["thunder.full"], _zeros_args(ref.shape, ref.dtype, ref.device), [z], None))
         return z
 
     def subst(v, fn):
@@ -91,6 +85,21 @@ def drop_absent(ctx, outputs, absent, keep=()):
             r = zeros_like(r) if i in keep else None
         result.append(r)
     return symbols, result
+
+
+def _zeros_name(base, taken):
+    """`<base>_zeros`, made unique among the names taken (and taken from now on)."""
+    name = f"{base}_zeros"
+    while name in taken:
+        name += "_"
+    taken.add(name)
+    return name
+
+
+def _zeros_args(shape, dtype, device):
+    """thunder.full's arguments for a zero tensor of this metadata."""
+    fill = 0.0 if dtype.is_floating_point or dtype.is_complex else 0
+    return {"shape": tuple(shape), "fill_value": fill, "dtype": dtype, "device": device}
 
 
 def _refs(v):
@@ -192,11 +201,9 @@ def specialize_func(func_op, present, keep=()):
         z = made.get(v)
         if z is None:
             shape, dtype, device = attrs.tensor_meta(v.type)
-            fill = 0.0 if dtype.is_floating_point or dtype.is_complex else 0
             zref, emitted = Ref(names[v], shape, dtype, device), {}
             with ir.InsertionPoint(user), func_op.location:  # (the location emission gives its constants)
-                emit_symbol(OPS["thunder.full"], {"shape": tuple(shape), "fill_value": fill, "dtype": dtype,
-                                                  "device": device}, [zref], emitted, None)
+                emit_symbol(OPS["thunder.full"], _zeros_args(shape, dtype, device), [zref], emitted, None)
             z = made[v] = emitted[zref.name]
         user.replace_uses_of_with(v, z)
     for index, operation, other in renames:  # x + 0: x
@@ -234,9 +241,5 @@ def _zero_names(block, zeros):
         if not base or not base.isidentifier():
             return None
         if v not in names:
-            name = f"{base}_zeros"
-            while name in taken:
-                name += "_"
-            taken.add(name)
-            names[v] = name
+            names[v] = _zeros_name(base, taken)
     return names

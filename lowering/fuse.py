@@ -340,8 +340,9 @@ class _Graph:
                     if r not in candidates:
                         candidates.append(r)
             candidates = [r for r in candidates if self.joins(r, i)]
-            if not candidates or tiny(i):
-                candidates += [r for r in self.input_siblings(i, claimed_ops, tiny(i)) if r not in candidates]
+            small = tiny(i)
+            if not candidates or small:
+                candidates += [r for r in self.input_siblings(i, claimed_ops, small) if r not in candidates]
             # all at once first: regions that reconverge at i (siblings kept apart above) may
             # each be unmergeable alone (a path through the other)
             chosen = candidates if len(candidates) > 1 and self.merge_ok(candidates, i) else []
@@ -554,7 +555,7 @@ def sizes_fitted():
 def _tiny(executor, values):
     """Executor.tiny of the bytes values move; never where a size is a symbol (`?`: unknown until
     run) nor where a program for all sizes is being fitted (sizes_fitted)."""
-    if _SIZES_FITTED.get() or any(isinstance(v.type, ir.ShapedType) and not ir.RankedTensorType(v.type).has_static_shape for v in values):
+    if _SIZES_FITTED.get() or any(ranked(v) and not ir.RankedTensorType(v.type).has_static_shape for v in values):
         return False
     return executor.tiny(sum(_bytes(v) for v in values))
 
@@ -636,9 +637,11 @@ def _outline_region(f, graph, ops, name, policy, executor, heads=True, prologue=
         return kept
     first = min(ops)  # (head views read values made before the region's first op)
     tiny = _tiny(executor, inputs + outputs)  # (its edge ops stay in it but copies)
-    produced = {r for o in members for r in o.results}
-    escapes = (lambda o: any(not _inside(u.owner, produced) for r in o.results for u in r.uses)) if tiny else \
-        (lambda o: True)
+    if tiny:
+        produced = {r for o in members for r in o.results}
+        escapes = lambda o: any(not _inside(u.owner, produced) for r in o.results for u in r.uses)  # noqa: E731
+    else:
+        escapes = lambda o: True  # noqa: E731
     rest = _without_edge(graph, ops, lambda region: edge_ops.head_views(
         region, lambda v: graph.index.get(v, -1) < first, escapes)) if heads else ops
     if tiny and rest == ops:
