@@ -176,10 +176,7 @@ def _plain_proxy(o):
 
 def _slot(p, key):
     """("e", slot) of an argument proxy (the very object), None for another."""
-    for i, s in enumerate(key.slots):
-        if s is p:
-            return ("e", key.first[p.name])
-    return None
+    return ("e", key.first[p.name]) if any(s is p for s in key.slots) else None
 
 
 def _abstract(v, index, key):
