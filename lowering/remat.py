@@ -19,6 +19,7 @@ from thunder.core.trace import BoundSymbol, Ref, TraceCtx
 from thunder.dialects.emit import emit_into, find_func, mutated_inputs
 from thunder.dialects.lift import lift
 from thunder.dialects.mlir import ir
+from thunder.lowering.mincut import FlowGraph
 from thunder.ops.registry import OPS
 
 # ops whose results are saved rather than recomputed: expensive, or random
@@ -70,15 +71,13 @@ def choose_saved(forward_ctx, needed, copied=()):
     names of inputs that forward updates in place: saving one saves a copy of it (its size)."""
     if not needed:
         return []
-    import networkx as nx  # heavy (about 0.3 s to import): only training programs need the min-cut
-
-    g = nx.DiGraph()
+    g = FlowGraph()
     src, sink = "__source__", "__sink__"
     refs = {}
     for r in forward_ctx.inputs:
         refs[r.name] = r
         g.add_edge(src, (r.name, "in"))
-        g.add_edge((r.name, "in"), (r.name, "out"), capacity=nbytes(r) or 1 if r.name in copied else INPUT_COST)
+        g.add_edge((r.name, "in"), (r.name, "out"), nbytes(r) or 1 if r.name in copied else INPUT_COST)
     inputs = {r.name for r in forward_ctx.inputs}
     for bsym in forward_ctx.symbols:
         ins = bsym.tensor_args()
@@ -88,7 +87,7 @@ def choose_saved(forward_ctx, needed, copied=()):
             if region:
                 g.add_edge((o.name, "in"), (o.name, "out"))  # (no capacity: never saved)
             else:
-                g.add_edge((o.name, "in"), (o.name, "out"), capacity=nbytes(o) or 1)
+                g.add_edge((o.name, "in"), (o.name, "out"), nbytes(o) or 1)
             # (results computed from no input (iota, full) are recomputed where backward reads them:
             # a fused backward computes them in its kernel instead of reading a saved copy)
             if not (region or recomputable(bsym.op)) or (not region and _input_cast(bsym, inputs)):
@@ -97,7 +96,7 @@ def choose_saved(forward_ctx, needed, copied=()):
                 g.add_edge((r.name, "out"), (o.name, "in"))
     for name in needed:
         g.add_edge((name, "out"), sink)
-    _, (reachable, _) = nx.minimum_cut(g, src, sink)
+    _, reachable = g.min_cut(src, sink)
     saved = [refs[n] for n in refs if (n, "in") in reachable and (n, "out") not in reachable]
     return saved
 
