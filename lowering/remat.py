@@ -20,7 +20,7 @@ from thunder.dialects.emit import emit_into, find_func, mutated_inputs
 from thunder.dialects.lift import lift
 from thunder.dialects.mlir import ir
 from thunder.lowering.mincut import FlowGraph
-from thunder.lowering.remat_inplace import kept_names, rewrite_backward, rewrite_forward
+from thunder.lowering.remat_inplace import kept_names, producers, rewrite_backward, rewrite_forward, unplaced
 from thunder.ops.registry import OPS
 
 # ops whose results are saved rather than recomputed: expensive, or random
@@ -193,21 +193,11 @@ def _just_in_time(recompute, bsyms, outputs):
     before the first that reads it: a recomputed activation lives only around its use, as in
     eager's checkpointing, and thunder-fuse joins it with its consumer without a region that
     spans the whole backward (whose merge checks then walk all of it)."""
-    producer = {o.name: i for i, b in enumerate(recompute) for o in b.outputs}
+    producer = producers(recompute)
     placed, order = set(), []
 
     def place(refs):
-        stack = [producer[r.name] for r in refs if r.name in producer and producer[r.name] not in placed]
-        ready = []
-        while stack:  # (iterative: a checkpointed model recomputes long chains)
-            i = stack.pop()
-            if i in placed:
-                continue
-            placed.add(i)
-            ready.append(i)
-            stack.extend(producer[r.name] for r in recompute[i].tensor_args()
-                         if r.name in producer and producer[r.name] not in placed)
-        order.extend(recompute[i] for i in sorted(ready))
+        order.extend(recompute[i] for i in unplaced([r.name for r in refs], recompute, producer, placed))
 
     for b in bsyms:
         place(b.tensor_args())

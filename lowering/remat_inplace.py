@@ -57,6 +57,28 @@ class _Constants:
                 owner.operation.move_before(anchor)
 
 
+def producers(recompute):
+    """name -> the index of the op of recompute (BoundSymbols) that computes it."""
+    return {o.name: i for i, b in enumerate(recompute) for o in b.outputs}
+
+
+def unplaced(names, recompute, producer, placed):
+    """The indices, in forward order, of the ops of recompute not placed yet that compute names
+    or what those ops read; placed gets them. (iterative: a checkpointed model recomputes long
+    chains)"""
+    stack = [producer[n] for n in names if n in producer and producer[n] not in placed]
+    ready = []
+    while stack:
+        i = stack.pop()
+        if i in placed:
+            continue
+        placed.add(i)
+        ready.append(i)
+        stack.extend(producer[r.name] for r in recompute[i].tensor_args()
+                     if r.name in producer and producer[r.name] not in placed)
+    return sorted(ready)
+
+
 def rewrite_forward(fwd_op, values, outputs, clones):
     """@forward returning outputs (Refs; values: name -> ir.Value), after clones (BoundSymbols of
     copies, first in the body), with the attributes emission gives it (new ops at its location,
@@ -104,24 +126,14 @@ def rewrite_backward(bwd_op, old_saved, saved, recompute, loc):
                                   + [location(loc_names(a.location)[0]) for a in cotangents])
     new_args = list(block.arguments)
     values = {r.name: a for r, a in zip(saved, new_args)}
-    producer = {o.name: i for i, b in enumerate(recompute) for o in b.outputs}
+    producer = producers(recompute)
     wanted = {a: old_saved[i].name for i, a in enumerate(old_args[:n_saved])}  # (old argument -> forward name)
     placed = set()
     constants = _Constants()
 
     def place(names, anchor):
-        stack = [producer[n] for n in names if n in producer and producer[n] not in placed]
-        ready = []
-        while stack:
-            i = stack.pop()
-            if i in placed:
-                continue
-            placed.add(i)
-            ready.append(i)
-            stack.extend(producer[r.name] for r in recompute[i].tensor_args()
-                         if r.name in producer and producer[r.name] not in placed)
         with ir.InsertionPoint(anchor), loc:
-            for i in sorted(ready):
+            for i in unplaced(names, recompute, producer, placed):
                 b = recompute[i]
                 emit_symbol(b.op, b.args, b.outputs, values, b.location)
 
