@@ -10,14 +10,15 @@ emits otherwise.
 """
 from thunder.dialects import attrs, sizes
 from thunder.dialects.definitions import LIST_OP, UNLIST_OP
-from thunder.dialects.emit import emit_symbol, loc_names, location
+from thunder.dialects.emit import WIDENED, emit_symbol, loc_names, location
 from thunder.dialects.mlir import func, ir
 
 
 def kept_names(func_op, skip=0):
     """The names of func_op's values (its arguments but the first skip, its ops' results) where
-    lifting it and emitting it again keeps every name its location has: unique identifiers, no
-    list or size ops (whose values lifting reads otherwise); None elsewhere."""
+    lifting it and emitting it again keeps every name its location has and every op as it is:
+    unique identifiers, no list or size ops (whose values lifting reads otherwise), no op marked
+    thunder.widened; None elsewhere."""
     block = func_op.regions[0].blocks[0]
     names = []
     for a in block.arguments:
@@ -28,8 +29,8 @@ def kept_names(func_op, skip=0):
         name = op.operation.name
         if name in attrs.CONSTANT_OPS or name == "func.return":
             continue
-        if name in (LIST_OP, UNLIST_OP) or name in sizes.PYTHON:
-            return None
+        if name in (LIST_OP, UNLIST_OP) or name in sizes.PYTHON or WIDENED in op.attributes:
+            return None  # (thunder.widened: an attribute that lifting drops)
         results = op.operation.results
         if len(results):
             got = loc_names(op.location)
