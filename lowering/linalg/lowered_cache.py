@@ -41,19 +41,23 @@ def load_or_lower(key, lower):
     """The fields of lower()'s Lowered (a dict: text, rows, tile_rows, axes) for lower_region's
     memo key `key` (a tuple whose repr names it), read from the kernel cache directory when there,
     else lower()'s, stored. lower() raising (a region the lowering does not take) stores nothing."""
-    if disk_cache.cache_dir() is None:
+    try:
+        parts = None if disk_cache.cache_dir() is None else (FORMAT, _source(), disk_cache.compiler(), repr(key))
+    except OSError:  # (the lowering's source unreadable: no entry)
+        parts = None
+    if parts is None:
         return vars(lower())
-    parts = (FORMAT, _source(), disk_cache.compiler(), repr(key))
     built = []
 
     def build():
-        built.append(vars(lower()))
+        built.append(None)  # (lower() raising: its exception is the caller's)
+        built[0] = vars(lower())
         return json.dumps(built[0])
 
-    text = disk_cache.cached_text(parts, build, ".lowered", stats)
-    if built:
-        return built[0]
     try:
-        return json.loads(text)
-    except ValueError:  # (a verified entry that is not JSON: not ours; lowered, not stored)
+        text = disk_cache.cached_text(parts, build, ".lowered", stats)
+        return built[0] if built else json.loads(text)
+    except ValueError:  # (a verified entry that is not text or JSON: not ours; lowered, not stored)
+        if built:
+            raise
         return vars(lower())
