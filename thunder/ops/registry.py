@@ -319,9 +319,9 @@ class OpDef:
 
 class _Binding:
     """An op's parameters as OpDef.bind reads them: names in order, how many may be positional,
-    defaults (EMPTY: none), the parameters whose runtime numbers are read (attributes, static
-    numbers), and per parameter (Param, whether any TensorProxy is an accepted value of its kind,
-    whether python_number reads it as a Scalar)."""
+    defaults (inspect.Parameter.empty: none), the parameters whose runtime numbers are read
+    (attributes, static numbers), and per parameter (Param, whether any TensorProxy is an
+    accepted value of its kind, whether python_number reads it as a Scalar)."""
 
     def __init__(self, op):
         parameters = op.signature.parameters.values()
