@@ -39,7 +39,7 @@ def _calls(op):
 def test_plain_binding_is_inspects():
     checked = 0
     for op in registry.OPS.values():
-        b = op.__dict__.get("_binding") or op._make_binding()
+        b = registry.binding(op)
         assert b.plain, op.qualname
         for args, kwargs in _calls(op):
             plain = registry._bind_plain(b, args, kwargs)

@@ -143,6 +143,8 @@ Floats = Kind("Floats", accepts=lambda v: isinstance(v, tuple) and all(
 
 # the kinds' tests that every TensorProxy passes (OpDef.bind leaves such values as they are)
 _TAKES_PROXIES = (_is_tensor, TensorOrNumber._accepts)
+# values that python_number returns as they are (no numpy scalar, no int to check the range of)
+_AS_THEY_ARE = frozenset({bool, float, str, type(None), torch.dtype, torch.device})
 
 KINDS = [Tensor, Tensors, Number, TensorOrNumber, Int, Float, Bool, Str, Ints, Dims, DType, Device, Index, Data, Floats]
 
@@ -251,7 +253,7 @@ class OpDef:
 
     def bind(self, args, kwargs):
         """Normalize a call into {param name: value}, with torch's errors for bad calls."""
-        b = self.__dict__.get("_binding") or self._make_binding()
+        b = binding(self)
         if self.varargs is not None:
             args, kwargs = _gather_varargs(self, args, kwargs)
         values = _bind_plain(b, args, kwargs)
@@ -273,7 +275,8 @@ class OpDef:
             v = values[p.name]
             if type(v) is TensorProxy and takes_proxy or v is None and p.kind.optional:
                 continue  # (what the checks below leave as it is)
-            v = values[p.name] = python_number(v, self.torch_name, scalar)
+            if type(v) not in _AS_THEY_ARE:
+                v = values[p.name] = python_number(v, self.torch_name, scalar)
             if isinstance(v, list) and p.kind.base_name in ("Ints", "Dims", "Tensors"):
                 v = values[p.name] = tuple(v)
             if not p.kind.accepts(v):
@@ -336,6 +339,12 @@ class _Binding:
         self.checks = tuple((p, p.kind._accepts in _TAKES_PROXIES, p.kind.base_name in ("Number", "TensorOrNumber"))
                             for p in op.params)
         self.varargs = self.names.index(op.varargs) if op.varargs is not None else None
+        self.takes_tensors = any(p.kind.base_name in ("Tensor", "Tensors", "TensorOrNumber") for p in op.params)
+
+
+def binding(op):
+    """op's _Binding (made on first use)."""
+    return op.__dict__.get("_binding") or op._make_binding()
 
 
 def _bind_plain(b, args, kwargs):
@@ -360,7 +369,7 @@ def _bind_plain(b, args, kwargs):
 
 def _gather_varargs(op, args, kwargs):
     # x.view(2, 3) and x.view((2, 3)) are the same call; so are torch.zeros(2, 3) and zeros((2, 3))
-    i = (op.__dict__.get("_binding") or op._make_binding()).varargs
+    i = binding(op).varargs
     if op.varargs in kwargs or len(args) <= i:
         return args, kwargs
     rest = args[i:]
