@@ -552,6 +552,11 @@ def sizes_fitted():
         _SIZES_FITTED.reset(token)
 
 
+def fitting_sizes():
+    """Whether the compile under way is one a program for all sizes is fitted from (sizes_fitted)."""
+    return _SIZES_FITTED.get()
+
+
 def _tiny(executor, values):
     """Executor.tiny of the bytes values move; never where a size is a symbol (`?`: unknown until
     run) nor where a program for all sizes is being fitted (sizes_fitted)."""
