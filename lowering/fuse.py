@@ -26,7 +26,7 @@ import re
 from thunder.dialects.emit import loc_names
 from thunder.dialects.mlir import func, ir
 from thunder.dialects.texts import text as text_of
-from thunder.lowering import edge_ops, executors as executor_registry, region_reuse
+from thunder.lowering import detach_cost, edge_ops, executors as executor_registry, region_reuse
 from thunder.lowering.executors import is_number
 from thunder.lowering.decompose import decompose_module, decompose_op
 from thunder.lowering.edge_ops import is_view as _is_view
@@ -512,6 +512,8 @@ def _torch_seconds(operation, cost):
     """The cost model's seconds of an op as torch calls."""
     op = registry.OPS.get(operation.name)
     if op is None or not op.torch_composite:
+        if detach_cost.dropped(operation):  # (the generated program leaves it out)
+            return 0.0
         if _is_view(operation):
             return cost.op_seconds
         moved = sum(_bytes(v) for v in operation.operands if not is_number(v)) + sum(_bytes(r) for r in operation.results)
@@ -550,6 +552,11 @@ def sizes_fitted():
         yield
     finally:
         _SIZES_FITTED.reset(token)
+
+
+def fitting_sizes():
+    """Whether the compile under way is one a program for all sizes is fitted from (sizes_fitted)."""
+    return _SIZES_FITTED.get()
 
 
 def _tiny(executor, values):
