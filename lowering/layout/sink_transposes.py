@@ -107,7 +107,8 @@ def _in_order(ops):
     return sorted(ops, key=functools.cmp_to_key(lambda a, b: -1 if a.is_before_in_block(b) else 1))
 
 
-def _sink(f, t, fusable):
+def _sink(f, t, fusable, erased):
+    """Sink transpose t where it pays; erased gets the ops erased (decomposed or sunk)."""
     perm = permutation(t)
     if perm is None or perm == sorted(perm):
         return
@@ -120,6 +121,7 @@ def _sink(f, t, fusable):
             decompose_op(u)
         except (DataDependentError, NotDecomposable):  # (as thunder-decompose: the op stays)
             return
+        erased.add(u)
     ops, values = _closure(y, lambda u: _prim_kind(u) is not None)
     if not leaves_regions(ops, values, y, fusable, visible(f)):  # (the results are the decompositions')
         return  # (a decomposition made an op that is not sunk through; rare: its prims stay)
@@ -130,8 +132,10 @@ def _sink(f, t, fusable):
         _rewrite(u, perm, inv, source, ops)
     for u in reversed(ordered):
         u.erase()
+        erased.add(u)
     if not list(y.uses):
         t.erase()
+        erased.add(t)
 
 
 def _rewrite(u, perm, inv, source, ops):
@@ -171,19 +175,13 @@ def _rewrite(u, perm, inv, source, ops):
             _owner(use).operands[use.operand_number] = back
 
 
-def _live(operation):
-    """Whether an op is still in the func (a sink erases the transposes of sunk values)."""
-    try:
-        operation.name
-    except RuntimeError:  # (the bindings invalidate an erased op)
-        return False
-    return True
-
-
 def sink_transposes(f, fusable):
     """Sink the transposes of func f where everything sunk leaves the regions (see the module
     docstring); fusable(op) says whether an op could be in a region."""
     ops = [o.operation for o in f.regions[0].blocks[0].operations]
+    # (ops erased so far, compared by identity of the MLIR op: the bindings give each lookup its
+    # own handle, and erasing through one leaves the others dangling, so a handle cannot tell)
+    erased = set()
     for t in [o for o in ops if o.name in TRANSPOSES]:
-        if _live(t) and ranked(t.results[0]) and list(t.results[0].uses):
-            _sink(f, t, fusable)
+        if t not in erased and ranked(t.results[0]) and list(t.results[0].uses):
+            _sink(f, t, fusable, erased)
