@@ -4,12 +4,24 @@ regions whose funcs print alike (names aside). The first is decomposed into prim
 what decomposing them would have given (the names of a decomposition's values derive from the
 name of the op decomposed: `t5` -> `t5_0`, `t5_0_1`; decompose.decompose_op), so the generated
 program, whose torch calls outside the kernels may be ops of a region (fuse._split_tail), is
-the same."""
+the same.
+
+A region's whole outlining is done once per signature too (`Outcome`, thunder-fuse's
+_Graph.region_key: its ops, attributes, types and wiring, numbers and inputs by position,
+which of its results the caller reads, which inputs were made before it, what a transpose's
+users outside it are): whether it is kept, the ops left to torch at its edges, the split of its
+tail, the executor's answers. A region of a signature seen before skips the cost model, the
+edge rules and the executor's questions and becomes a renamed copy of the first one's
+decomposed func (made from the caller's ops without building its undecomposed func), with the
+same edge ops and split: the module is the same as with every region outlined anew
+(tests/test_repeated_structure.py compares them with OUTCOMES on and off)."""
 from thunder.dialects.emit import loc_file_line, loc_names, location
 from thunder.dialects.mlir import ir
 from thunder.lowering.decompose import decompose_module
 
 STATS = {"hits": 0, "misses": 0}  # regions copied / decomposed, over all runs (tests)
+OUTCOMES = True  # off: every region is outlined anew (its decomposition still shared by text)
+OUTCOME_STATS = {"hits": 0, "misses": 0}  # regions replayed / outlined, over all runs (tests)
 
 
 def _body(func_op):
@@ -22,6 +34,10 @@ class Decomposed:
 
     def __init__(self, context):
         self.funcs = {}
+        self.outcomes = {}  # region key (fuse's _Graph.region_key) -> Outcome, or None: not kept
+        self.last = None  # the text of the last region decomposed
+        self.bodies = {}  # text -> [(value names, location)] of its decomposed func's ops
+        self.numbers = {}  # text -> how many numbers its func copies
         with context:
             self.module = ir.Module.create()
 
@@ -29,17 +45,58 @@ class Decomposed:
         """callee (a func of a region's ops, text: its text with its name replaced) decomposed;
         returns the func (a new one where it is a copy)."""
         found = self.funcs.get(text)
+        self.last = text
         if found is not None:
-            copy = _renamed_copy(callee, *found)
-            if copy is not None:
+            ops = _body(callee)[:-1]  # (func.return)
+            locations = self.locations(text, [o.location for o in ops])
+            if locations is not None:
+                copy = clone(found[0], ir.InsertionPoint(callee), callee.attributes["sym_name"],
+                             [b.location for b in callee.regions[0].blocks[0].arguments], locations)
+                callee.operation.erase()
                 STATS["hits"] += 1
                 return copy
         STATS["misses"] += 1
-        names = [loc_names(o.location) for o in _body(callee)]
+        ops = _body(callee)
+        names = [loc_names(o.location) for o in ops]
+        k = _leading_numbers(ops)
         decompose_module(callee.operation)
         if found is None:
             self.funcs[text] = (callee.operation.clone(ip=ir.InsertionPoint(self.module.body)), names)
+            self.numbers[text] = k
         return callee
+
+    def locations(self, text, ops_locations):
+        """The locations of the ops (func.return aside) of the decomposed func of a region of this
+        text (decomposed before) whose func, undecomposed, holds ops at ops_locations (its copies
+        of numbers first, then its ops); None where the names do not follow."""
+        template, names = self.funcs[text]
+        body = self.bodies.get(text)
+        if body is None:
+            body = self.bodies[text] = [(loc_names(o.location), o.location) for o in _body(template)[:-1]]
+        return _locations(body, names, self.numbers[text], ops_locations)
+
+
+class Outcome:
+    """How thunder-fuse outlined a region of ops (None in Decomposed.outcomes where it kept none):
+    `positions`, the ops kept (positions among the region's ops; the others went to torch at its
+    edges); `text`, the text of their func before decomposing (Decomposed.funcs), whose ops'
+    positions `survivors` are those of the func kept, `full` (a copy: its input checks, `checks`,
+    and its dead ops taken out); `split`, None, or a Split where its tail went to torch."""
+
+    def __init__(self, positions, text, survivors, full, checks, split):
+        self.positions, self.text, self.survivors, self.full, self.checks, self.split = (
+            positions, text, survivors, full, checks, split)
+
+
+class Split:
+    """fuse._split_tail's split of a kept region: the positions among full's ops (numbers
+    aside) of the `tail` and `head` ops torch runs; `kernel` (a copy) and, for each of its ops,
+    the position among full's ops (numbers included) of the op it copies (`sources`); its
+    arguments (positions of full's) and results (("a", argument) or (op position, result))."""
+
+    def __init__(self, tail, head, kernel, sources, args, results):
+        self.tail, self.head, self.kernel, self.sources, self.args, self.results = (
+            tail, head, kernel, sources, args, results)
 
 
 def _leading_numbers(ops):
@@ -51,24 +108,36 @@ def _leading_numbers(ops):
     return k
 
 
-def _renamed_copy(callee, template, template_names):
-    """A copy of template in place of callee (same text before decomposing), its values named
-    after callee's; None where a name of the template is not derived from an op's name."""
-    ops = _body(callee)
-    k = _leading_numbers(ops)
-    members = {}  # the template's op name -> (callee's name, callee's op location)
-    for names, o in zip(template_names[k:], ops[k:]):
-        for t, c in zip(names, loc_names(o.location)):
+def clone(template, ip, name, arg_locations, locations):
+    """A copy of the func template at ip, named name, its arguments and ops (func.return
+    aside) at these locations."""
+    copy = template.clone(ip=ip)
+    copy.attributes["sym_name"] = name if isinstance(name, ir.Attribute) else ir.StringAttr.get(name)
+    for a, loc in zip(copy.regions[0].blocks[0].arguments, arg_locations):
+        a.set_location(loc)
+    for o, loc in zip(_body(copy), locations):
+        o.location = loc
+    return copy
+
+
+def _locations(body, template_names, k, ops_locations):
+    """The locations of the ops of a decomposed func, body ([(value names, location)] of the
+    template's ops), for a func of the same text before decomposing whose ops have
+    ops_locations (its first k the numbers'; template_names: the value names of the
+    template's), its values named after theirs; None where a name of the template is not
+    derived from an op's name."""
+    members = {}  # the template's op name -> (the func's name, the func's op location)
+    for names, where in zip(template_names[k:], ops_locations[k:]):
+        for t, c in zip(names, loc_names(where)):
             # a name on two ops (a view and the op it views, named alike by a VJP rule) maps
             # alike in both: what derives from it is named and located alike
-            if t in members and members[t] != (c, o.location):
+            if t in members and members[t] != (c, where):
                 return None
-            members[t] = (c, o.location)
-    locations = [o.location for o in ops[:k]]  # (the numbers' as in callee)
-    for o in _body(template)[k:-1]:  # (func.return)
-        names = loc_names(o.location)
+            members[t] = (c, where)
+    locations = ops_locations[:k]  # (the numbers' as in the func)
+    for names, at in body[k:]:
         if not names:
-            locations.append(o.location)
+            locations.append(at)
             continue
         new, where = [], None
         for n in names:
@@ -83,11 +152,4 @@ def _renamed_copy(callee, template, template_names):
         # the name and the source line of the op decomposed: emit.emit_symbol)
         exact = all(n in members for n in names) and loc_names(where) == new
         locations.append(where if exact else location(",".join(new), loc_file_line(where)))
-    copy = template.clone(ip=ir.InsertionPoint(callee))
-    copy.attributes["sym_name"] = callee.attributes["sym_name"]
-    for a, b in zip(copy.regions[0].blocks[0].arguments, callee.regions[0].blocks[0].arguments):
-        a.set_location(b.location)
-    for o, loc in zip(_body(copy), locations):
-        o.location = loc
-    callee.operation.erase()
-    return copy
+    return locations
