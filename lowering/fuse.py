@@ -130,10 +130,13 @@ def claimable(operation, executor=None, signature=None) -> bool:
     return _DECOMPOSES_TO_CLAIMED[key]
 
 
-def _signature(operation):
+def _signature(operation, numbers=None):
+    """numbers: the numbers among the values operation may read (_Graph.numbers), where known."""
     # (the attributes by their text: str() of the attribute map is its Python object's address)
-    return (operation.name, tuple(sorted((k, text_of(operation.attributes[k])) for k in operation.attributes)),
-            tuple(text_of(v.owner.attributes["value"]) if is_number(v) else text_of(v.type) for v in operation.operands))
+    attributes = operation.attributes
+    return (operation.name, tuple(sorted((k, text_of(attributes[k])) for k in attributes)),
+            tuple(text_of(v.owner.attributes["value"]) if (v in numbers if numbers is not None else is_number(v))
+                  else text_of(v.type) for v in operation.operands))
 
 
 def _scratch(operation):
@@ -219,17 +222,29 @@ class _Graph:
         self.nested = any(len(o.regions) for o in self.ops)
         self.index = {}
         self.result_number = {}  # a result of an op of several -> its position (region_key)
+        self.operands = []  # op index -> its operands (read once from MLIR)
+        self.results = []  # op index -> its results
         for i, o in enumerate(self.ops):
-            results = o.results
+            results = list(o.results)
+            self.results.append(results)
+            self.operands.append(list(o.operands))
             for n, r in enumerate(results):
                 self.index[r] = i
                 if n:
                     self.result_number[r] = n
         self.preds = []
         self.users = [[] for _ in self.ops]  # op index -> the ops using its results (data edges)
+        # a value no op of self.ops produces or an op's result -> the ops reading it, in order
+        self.readers = {}
         last_effect = last_check = None
+        index, readers = self.index, self.readers
         for i, o in enumerate(self.ops):
-            ps = {self.index[v] for v in o.operands if v in self.index}
+            ps = set()
+            for v in self.operands[i]:
+                readers.setdefault(v, []).append(i)
+                p = index.get(v)
+                if p is not None:
+                    ps.add(p)
             for p in ps:
                 self.users[p].append(i)
             if not _pure(o):  # keep ops with side effects in their order
@@ -243,11 +258,6 @@ class _Graph:
             if o.name == "ltorch.check":
                 last_check = i
             self.preds.append(ps)
-        # a value no op of self.ops produces or an op's result -> the ops reading it, in order
-        self.readers = {}
-        for i, o in enumerate(self.ops):
-            for v in o.operands:
-                self.readers.setdefault(v, []).append(i)
         self.parent = {}  # op index -> parent op index (union-find); only ops in a region
         self.members = {}  # root -> [op indices]
         self._signatures = {}  # op -> _signature(op)
@@ -257,7 +267,7 @@ class _Graph:
         """_signature(operation), computed once per op."""
         s = self._signatures.get(operation)
         if s is None:
-            s = self._signatures[operation] = _signature(operation)
+            s = self._signatures[operation] = _signature(operation, None if self.nested else self.numbers)
         return s
 
     def region_values(self, ops):
@@ -267,12 +277,12 @@ class _Graph:
         inside = set(ops)
         inputs, numbers, outputs, seen = [], [], [], set()
         for i in ops:
-            for v in self.ops[i].operands:
+            for v in self.operands[i]:
                 if v not in seen and self.index.get(v) not in inside:
                     seen.add(v)
                     (numbers if v in self.numbers else inputs).append(v)
         for i in ops:
-            for r in self.ops[i].results:
+            for r in self.results[i]:
                 if r in self.returned or any(u not in inside for u in self.readers.get(r, ())):
                     outputs.append(r)
         return inputs, numbers, outputs
@@ -283,7 +293,7 @@ class _Graph:
         if self.nested:
             used = tuple(bool(list(r.uses)) for r in o.results)
         else:
-            used = tuple(r in self.returned or r in self.readers for r in o.results)
+            used = tuple(r in self.returned or r in self.readers for r in self.results[i])
         return self.op_key(i), used
 
     def op_key(self, i):
@@ -291,7 +301,7 @@ class _Graph:
         key = self._keys.get(i)
         if key is None:
             o = self.ops[i]
-            key = self._keys[i] = (self.signature(o), tuple(text_of(r.type) for r in o.results))
+            key = self._keys[i] = (self.signature(o), tuple(text_of(r.type) for r in self.results[i]))
         return key
 
     def region_key(self, ops, inputs, numbers, outputs):
@@ -309,7 +319,7 @@ class _Graph:
         for i in ops:
             o = self.ops[i]
             refs = []
-            for v in o.operands:
+            for v in self.operands[i]:
                 k = at.get(self.index.get(v))
                 refs.append(("n", nums[v]) if k is None and v in nums else ("a", args[v]) if k is None
                             else (k, self.result_number.get(v, 0)))
@@ -317,7 +327,7 @@ class _Graph:
             if o.name in TRANSPOSES:
                 users = tuple(sorted((u.owner.name, tuple(text_of(t.type) for t in u.owner.results))
                                      for r in o.results for u in r.uses))
-            parts.append((self.op_key(i), tuple(refs), tuple(r in out for r in o.results), users))
+            parts.append((self.op_key(i), tuple(refs), tuple(r in out for r in self.results[i]), users))
         first = ops[0]
         return tuple(parts), tuple(self.index.get(v, -1) < first for v in inputs)
 
@@ -326,12 +336,6 @@ class _Graph:
             self.parent[i] = self.parent[self.parent[i]]
             i = self.parent[i]
         return i
-
-    def node(self, i):
-        return ("r", self.find(i)) if i in self.parent else ("o", i)
-
-    def node_ops(self, n):
-        return self.members[n[1]] if n[0] == "r" else [n[1]]
 
     def last_op(self, n):
         return self.members[n[1]][-1] if n[0] == "r" else n[1]  # (members are kept sorted)
@@ -387,27 +391,30 @@ class _Graph:
         come earlier in program order, so such a path only visits nodes with an op at or after
         the set's first op: the walk stops at the others (it covers the span of the set, not
         everything upstream of it)."""
+        members, preds, parent, find = self.members, self.preds, self.parent, self.find
         inside = {i}
         for r in roots:
-            inside.update(self.members[r])
+            inside.update(members[r])
         first = min(inside)
+        # (a node: a region's root, or ~op for an op in none)
         seen, stack = set(), []
         for o in inside:
-            for p in self.preds[o]:
+            for p in preds[o]:
                 if p not in inside:
-                    n = self.node(p)
+                    n = find(p) if p in parent else ~p
                     if n not in seen:
                         seen.add(n)
                         stack.append(n)
         while stack:
             n = stack.pop()
-            if self.last_op(n) < first:
+            ops = members[n] if n >= 0 else (~n,)
+            if ops[-1] < first:  # (members are kept sorted)
                 continue
-            for o in self.node_ops(n):
-                for p in self.preds[o]:
+            for o in ops:
+                for p in preds[o]:
                     if p in inside:
                         return False
-                    m = self.node(p)
+                    m = find(p) if p in parent else ~p
                     if m != n and m not in seen:
                         seen.add(m)
                         stack.append(m)
