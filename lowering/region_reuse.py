@@ -36,7 +36,7 @@ class Decomposed:
         self.funcs = {}
         self.outcomes = {}  # region key (fuse's _Graph.region_key) -> Outcome, or None: not kept
         self.last = None  # the text of the last region decomposed
-        self.bodies = {}  # text -> [(value names, location)] of its decomposed func's ops
+        self.recipes = {}  # text -> _Recipe of its decomposed func's locations
         self.numbers = {}  # text -> how many numbers its func copies
         with context:
             self.module = ir.Module.create()
@@ -69,11 +69,11 @@ class Decomposed:
         """The locations of the ops (func.return aside) of the decomposed func of a region of this
         text (decomposed before) whose func, undecomposed, holds ops at ops_locations (its copies
         of numbers first, then its ops); None where the names do not follow."""
-        template, names = self.funcs[text]
-        body = self.bodies.get(text)
-        if body is None:
-            body = self.bodies[text] = [(loc_names(o.location), o.location) for o in _body(template)[:-1]]
-        return _locations(body, names, self.numbers[text], ops_locations)
+        recipe = self.recipes.get(text)
+        if recipe is None:
+            template, names = self.funcs[text]
+            recipe = self.recipes[text] = _Recipe(template, names, self.numbers[text])
+        return recipe.locations(ops_locations)
 
 
 class Outcome:
@@ -120,36 +120,62 @@ def clone(template, ip, name, arg_locations, locations):
     return copy
 
 
-def _locations(body, template_names, k, ops_locations):
-    """The locations of the ops of a decomposed func, body ([(value names, location)] of the
-    template's ops), for a func of the same text before decomposing whose ops have
-    ops_locations (its first k the numbers'; template_names: the value names of the
-    template's), its values named after theirs; None where a name of the template is not
-    derived from an op's name."""
-    members = {}  # the template's op name -> (the func's name, the func's op location)
-    for names, where in zip(template_names[k:], ops_locations[k:]):
-        for t, c in zip(names, loc_names(where)):
-            # a name on two ops (a view and the op it views, named alike by a VJP rule) maps
-            # alike in both: what derives from it is named and located alike
-            if t in members and members[t] != (c, where):
+class _Recipe:
+    """How the locations of a decomposed func (the template) follow from those of the ops of its
+    func before decomposing (names: their value names; the first k, numbers), worked out once:
+    each value name of the template is one of those ops' (slot (op, position)) plus a suffix
+    (decompose.decompose_op names a decomposition's values after the op decomposed)."""
+
+    def __init__(self, template, names, k):
+        self.k, self.names = k, names
+        slots = {}  # a value name of the ops -> its slots
+        for j in range(k, len(names)):
+            for n, t in enumerate(names[j]):
+                slots.setdefault(t, []).append((j, n))
+        # a name on two ops (a view and the op it views, named alike by a VJP rule) must map
+        # alike in both: what derives from it is named and located alike
+        self.alike = [found for found in slots.values() if len(found) > 1]
+        self.ops = []  # per op of the template after the numbers: its location, or its names' parts
+        for o in _body(template)[k:-1]:  # (func.return)
+            derived = []
+            for n in loc_names(o.location):
+                base = n
+                while base not in slots and "_" in base:
+                    base = base.rsplit("_", 1)[0]
+                if base not in slots:
+                    self.ops = None  # (a name not derived from an op's: never copied)
+                    return
+                derived.append((*slots[base][-1], n[len(base):], n == base))
+            self.ops.append(derived if derived else o.location)
+
+    def locations(self, ops_locations):
+        """The template's op locations (func.return aside) for a func whose ops before decomposing
+        are at ops_locations, its values named after theirs; None where the names do not follow."""
+        if self.ops is None:
+            return None
+        k = self.k
+        new = [None] * k + [loc_names(where) for where in ops_locations[k:]]
+        if any(len(new[j]) < len(self.names[j]) for j in range(k, len(new))):
+            return None
+        for found in self.alike:
+            j, n = found[0]
+            if any(new[i][m] != new[j][n] or ops_locations[i] != ops_locations[j] for i, m in found[1:]):
                 return None
-            members[t] = (c, where)
-    locations = ops_locations[:k]  # (the numbers' as in the func)
-    for names, at in body[k:]:
-        if not names:
-            locations.append(at)
-            continue
-        new, where = [], None
-        for n in names:
-            base = n
-            while base not in members and "_" in base:
-                base = base.rsplit("_", 1)[0]
-            if base not in members:
-                return None
-            c, where = members[base]
-            new.append(c + n[len(base):])
-        # (an op of the region left as it was keeps its location; an op of a decomposition gets
-        # the name and the source line of the op decomposed: emit.emit_symbol)
-        exact = all(n in members for n in names) and loc_names(where) == new
-        locations.append(where if exact else location(",".join(new), loc_file_line(where)))
-    return locations
+        locations = ops_locations[:k]  # (the numbers' as in the func)
+        lines = {}
+        for derived in self.ops:
+            if not isinstance(derived, list):
+                locations.append(derived)
+                continue
+            names = [new[j][n] + suffix for j, n, suffix, _ in derived]
+            j = derived[-1][0]
+            where = ops_locations[j]
+            # (an op of the region left as it was keeps its location; an op of a decomposition
+            # gets the name and the source line of the op decomposed: emit.emit_symbol)
+            if all(same for *_, same in derived) and new[j] == names:
+                locations.append(where)
+                continue
+            if j not in lines:
+                lines[j] = loc_file_line(where)
+            locations.append(location(",".join(names), lines[j]))
+        return locations
