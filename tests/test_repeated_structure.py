@@ -113,6 +113,44 @@ def test_identical_regions_decomposed_once(monkeypatch):
     assert "call @fusion_" in texts[0]
 
 
+def test_regions_outlined_once_per_signature_under_policy_auto(monkeypatch):
+    """thunder-fuse outlines each region signature once (lowering/region_reuse.py's Outcome):
+    under policy auto, a width-256 Llama's later layers get the first layer's decisions (regions
+    the cost model drops, edge views and tails left to torch, kernels split from their tail),
+    replayed without the cost model, the edge rules and the executor's questions. Forward and
+    backward fuse to the same module, byte for byte, as with every region outlined anew."""
+    from thunder.lowering import fuse, region_reuse
+
+    config = transformers.LlamaConfig(vocab_size=128, hidden_size=256, intermediate_size=512, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=64)
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(config)
+    ids = torch.randint(0, 128, (2, 32), generator=torch.Generator().manual_seed(1))
+    jitted = thunder.jit(model, executors=["torch"])  # (unfused: only the traces thunder-fuse gets)
+    jitted(input_ids=ids, labels=ids, use_cache=False).loss.backward()
+    unfused = [t.to_mlir(debug_info=True) for t in thunder.last_traces(jitted) + thunder.last_backward_traces(jitted)
+               if t.producer in ("thunder-remat (forward)", "thunder-autograd (backward)")]
+    assert len(unfused) == 2
+    replayed = []
+    replay = fuse._replay
+    monkeypatch.setattr(fuse, "_replay", lambda f, graph, ops, name, outcome, *a: replayed.append(
+        (len(ops), outcome)) or replay(f, graph, ops, name, outcome, *a))
+    texts = []
+    for on in (True, False):
+        monkeypatch.setattr(region_reuse, "OUTCOMES", on)
+        hits = region_reuse.OUTCOME_STATS["hits"]
+        with context():
+            for text in unfused:
+                module = ir.Module.parse(text)
+                fuse.fuse_module(module.operation, "auto", "linalg")
+                texts.append(module.operation.get_asm(enable_debug_info=True))
+        assert (region_reuse.OUTCOME_STATS["hits"] > hits) == on
+    assert texts[:2] == texts[2:]
+    assert all("call @fusion_" in t for t in texts)
+    assert any(outcome.split is not None for _, outcome in replayed)  # (a kernel whose tail torch runs)
+    assert any(len(outcome.positions) < n for n, outcome in replayed)  # (edge ops left to torch)
+
+
 def _all_traces(jitted):
     """Every trace of the last call and backward: Python and MLIR with locations."""
     traces = thunder.last_traces(jitted) + thunder.last_backward_traces(jitted)
