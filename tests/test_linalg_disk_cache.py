@@ -1,5 +1,7 @@
 """The disk cache of compiled kernels (thunder.lowering.linalg.disk_cache): a second process
-loads a kernel instead of compiling it; disabling, corrupt entries, unwritable directories."""
+loads a kernel instead of compiling it; disabling, corrupt entries, unwritable directories; the
+lowered regions kept beside the kernels (lowered_cache.py)."""
+import importlib
 import json
 import os
 import subprocess
@@ -10,7 +12,7 @@ import torch
 
 import thunder
 from thunder.dialects.mlir import ir
-from thunder.lowering.linalg import disk_cache, lower_to_llvm, to_linalg
+from thunder.lowering.linalg import disk_cache, lower_to_llvm, lowered_cache, to_linalg
 from thunder.lowering.linalg.runtime import CompiledFunction
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux") or disk_cache._linker() is None,
@@ -30,12 +32,16 @@ def make_inputs():
     return torch.randn(8, 100, generator=g), torch.randn(100, generator=g)
 
 
-def linalg_text(f=fn):
-    """The linalg func @computation of f's region, for contiguous inputs (not tiled)."""
+def region_text(f=fn):
+    """f's region: the func @computation of thunder prims."""
     jf = thunder.jit(f, transforms=["thunder-decompose"], executors=["torch"])
     jf(*make_inputs())
-    text = str(thunder.last_traces(jf)[-2].to_mlir())
-    return to_linalg(text, "computation", [(100, 1), (1,)], tile=False)
+    return str(thunder.last_traces(jf)[-2].to_mlir())
+
+
+def linalg_text(f=fn):
+    """The linalg func @computation of f's region, for contiguous inputs (not tiled)."""
+    return to_linalg(region_text(f), "computation", [(100, 1), (1,)], tile=False)
 
 
 def builder(text, name="computation", calls=None):
@@ -275,3 +281,69 @@ def test_text_entries_are_bound_to_their_key(cache):
     assert disk_cache.cached_text(("a",), build("rebuilt a"), ".txt") == "rebuilt a"
     assert disk_cache.cached_text(("b",), build("rebuilt b"), ".txt") == "rebuilt b"
     assert calls == ["text of a", "text of b", "rebuilt a", "rebuilt b"]
+
+
+TO_LINALG = importlib.import_module("thunder.lowering.linalg.to_linalg")  # (the package's to_linalg is the function)
+
+
+def fields(lowered):
+    return lowered.text, lowered.rows, lowered.tile_rows, lowered.axes and list(lowered.axes)
+
+
+def test_lowered_region_is_read_back_not_lowered_again(cache, monkeypatch):
+    region = region_text()
+    monkeypatch.setattr(TO_LINALG, "_LOWERED", {})
+    before = dict(lowered_cache.stats)
+    tiled = TO_LINALG.lower_region(region, "computation", ((100, 1), (0,)), out_name="kernel")
+    untiled = TO_LINALG.lower_region(region, "computation", ((100, 1), (0,)), tile=False, out_name="kernel")
+    assert tiled.rows == 8 and untiled.rows is None  # (a different lowering: a different entry)
+    assert lowered_cache.stats["compiled"] == before["compiled"] + 2
+    assert lowered_cache.stats["stored"] == before["stored"] + 2
+    assert len([e for e in entries(cache) if e.endswith(".lowered")]) == 2
+
+    # a new process (no lowering in memory) reads both back: the same text and tiling, no lowering
+    def refuse(*args):
+        raise AssertionError("lowered again")
+
+    monkeypatch.setattr(TO_LINALG, "_LOWERED", {})
+    monkeypatch.setattr(TO_LINALG, "_lower_region", refuse)
+    renamed = region.replace("@computation(", "@fusion_7(")  # (another layer's region: the same entry)
+    assert fields(TO_LINALG.lower_region(renamed, "fusion_7", ((100, 1), (0,)), out_name="kernel")) == fields(tiled)
+    assert fields(TO_LINALG.lower_region(region, "computation", ((100, 1), (0,)), tile=False,
+                                         out_name="kernel")) == fields(untiled)
+    assert lowered_cache.stats["disk"] == before["disk"] + 2
+    # other strides, or a changed lowering (its source), are lowered, not read
+    with pytest.raises(AssertionError, match="lowered again"):
+        TO_LINALG.lower_region(region, "computation", ((1, 8), (0,)), out_name="kernel")
+    monkeypatch.setattr(lowered_cache, "_source", lambda: "another lowering")
+    monkeypatch.setattr(TO_LINALG, "_LOWERED", {})
+    with pytest.raises(AssertionError, match="lowered again"):
+        TO_LINALG.lower_region(region, "computation", ((100, 1), (0,)), tile=False, out_name="kernel")
+
+
+@pytest.mark.parametrize("damage", ["truncated", "flipped byte"])
+def test_corrupt_lowered_region_is_lowered_again_and_replaced(cache, monkeypatch, damage):
+    region = region_text()
+    monkeypatch.setattr(TO_LINALG, "_LOWERED", {})
+    good = fields(TO_LINALG.lower_region(region, "computation", ((100, 1), (0,)), out_name="kernel"))
+    (entry,) = [cache / e for e in entries(cache) if e.endswith(".lowered")]
+    data = entry.read_bytes()
+    entry.write_bytes(data[: len(data) // 2] if damage == "truncated" else data[:50] + bytes([data[50] ^ 1]) + data[51:])
+    monkeypatch.setattr(TO_LINALG, "_LOWERED", {})
+    compiled = lowered_cache.stats["compiled"]
+    assert fields(TO_LINALG.lower_region(region, "computation", ((100, 1), (0,)), out_name="kernel")) == good
+    assert lowered_cache.stats["compiled"] == compiled + 1
+    assert disk_cache._read_verified(entry, entry.stem) is not None  # replaced by a good entry
+
+
+def test_kernel_from_a_lowered_region_read_back_equals_eager(cache, monkeypatch):
+    from thunder.lowering.linalg import Kernel
+    region = region_text()
+    x, b = make_inputs()
+    monkeypatch.setattr(TO_LINALG, "_LOWERED", {})
+    Kernel(region, "computation")(x, b)  # (stores the lowered region and the kernel)
+    monkeypatch.setattr(TO_LINALG, "_LOWERED", {})
+    disk = lowered_cache.stats["disk"]
+    (out,) = Kernel(region, "computation")(x, b)
+    assert lowered_cache.stats["disk"] == disk + 1
+    torch.testing.assert_close(out, fn(x, b))

@@ -120,6 +120,11 @@ def _compiler():
     return " ".join(parts)
 
 
+def compiler():
+    """The MLIR bindings' version (part of every key)."""
+    return _compiler()
+
+
 def key(key_text, name, loops="loops", opt_level=OPT_LEVEL):
     """The hex digest naming the entry of a kernel."""
     h = hashlib.sha256()
@@ -334,11 +339,11 @@ def compiled_function(key_text, name, build, *, loops="loops", opt_level=OPT_LEV
     return _loaded_function_type()(keep, addr, name), how
 
 
-def cached_text(parts, build, suffix):
+def cached_text(parts, build, suffix, counts=stats):
     """build()'s text (e.g. PTX), kept in the cache directory under a hash of FORMAT and parts
     (strings that determine it, the target chip among them): read back when present, intact and
     stored under this key, else built and stored. Same trailer (key included) and atomic writes as
-    the kernels' libraries."""
+    the kernels' libraries. counts: the counters it adds to ("disk", "compiled", "stored")."""
     directory = cache_dir()
     path = None
     if directory is not None:
@@ -350,15 +355,15 @@ def cached_text(parts, build, suffix):
         path = os.path.join(directory, digest + suffix)
         data = _read_verified(path, digest)
         if data is not None:
-            stats["disk"] += 1
+            counts["disk"] += 1
             return data.decode()
     text = build()
-    stats["compiled"] += 1
+    counts["compiled"] += 1
     if path is not None:
         try:
             data = text.encode()
             write_atomically(path, data + _trailer(data, digest))
-            stats["stored"] += 1
+            counts["stored"] += 1
         except OSError as e:  # never let storing break compiling
             log.debug("kernel cache: not stored: %s", e)
     return text

@@ -40,6 +40,7 @@ from __future__ import annotations
 import math as _pymath
 
 from thunder.dialects.mlir import ir
+from thunder.lowering.linalg import lowered_cache
 from thunder.lowering.linalg.bf16_intermediates import keep_bf16_in_f32
 from thunder.lowering.linalg.op_lowering import (_constant, _Emitter, _lower_op, _reduction_init,
                                                  _reduction_with_operand, _scalar_param, NUMBERS)
@@ -116,15 +117,18 @@ def lower_region(text: str, name: str, input_strides=None, approx_math=True, til
     load a row (pick.py; the CUDA kernel writer reads neither such multi-result generics nor
     tensor.extract in a body)."""
     key = _memo_key(text, name, out_name, input_strides, approx_math, tile, prefer, merge_reductions)
-    found = _LOWERED.get(key) if key is not None else None
+    if key is None:
+        return _lower_region(text, name, input_strides, approx_math, tile, out_name, prefer, merge_reductions)
+    found = _LOWERED.get(key)
     if found is not None:
         STATS["hits"] += 1
         return found
-    lowered = _lower_region(text, name, input_strides, approx_math, tile, out_name, prefer, merge_reductions)
-    if key is not None:
-        if len(_LOWERED) >= _LOWERED_MAX:
-            _LOWERED.clear()
-        _LOWERED[key] = lowered
+    # (a region lowered by an earlier process: read from the kernel cache directory)
+    lowered = Lowered(**lowered_cache.load_or_lower(
+        key, lambda: _lower_region(text, name, input_strides, approx_math, tile, out_name, prefer, merge_reductions)))
+    if len(_LOWERED) >= _LOWERED_MAX:
+        _LOWERED.clear()
+    _LOWERED[key] = lowered
     return lowered
 
 
