@@ -652,12 +652,13 @@ def sizes_fitted():
 _TINY = {}  # (executor, the values' types) -> _tiny
 
 
-def _tiny(executor, values):
+def _tiny(executor, values, types=None):
     """Executor.tiny of the bytes values move; never where a size is a symbol (`?`: unknown until
-    run) nor where a program for all sizes is being fitted (sizes_fitted)."""
+    run) nor where a program for all sizes is being fitted (sizes_fitted). types: the values'
+    types' texts, where known."""
     if _SIZES_FITTED.get():
         return False
-    key = (executor, tuple(text_of(v.type) for v in values))
+    key = (executor, types if types is not None else tuple(text_of(v.type) for v in values))
     tiny = _TINY.get(key)
     if tiny is None:
         if len(_TINY) >= _ANSWERS_MAX:
@@ -1000,7 +1001,7 @@ def fuse_func(f, module_block, counter, policy="auto", executors=DEFAULT_EXECUTO
     # graph of the other regions acyclic)
     outlined = []
     def tiny(i):
-        return _tiny(executor_registry.get(claimed_ops[i]), graph.ops[i].results)
+        return _tiny(executor_registry.get(claimed_ops[i]), graph.results[i], graph.op_key(i)[1])
 
     for ops in graph.partition(claimed_ops, tiny):
         executor = executor_registry.get(claimed_ops[ops[0]])
