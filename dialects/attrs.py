@@ -3,7 +3,7 @@ import torch
 
 from thunder.core import dtypes, symbols
 from thunder.dialects.mlir import arith, complex_, ir
-from thunder.dialects.texts import text
+from thunder.dialects.texts import shared, text
 from thunder.ops.impl import TENSOR_INDEX
 
 
@@ -12,10 +12,25 @@ _NUMBER_TYPES = {torch.float64: "f64", torch.int64: "i64", torch.bool: "i1"}
 NUMBER_TYPE_NAMES = frozenset(_NUMBER_TYPES.values())
 
 
+# (shape, dtype, device) -> its type in the shared context (texts.shared(): never freed), for
+# shapes of plain ints (a symbolic dim, an int subclass, may be `?`)
+_TYPES = {}
+
+
 def tensor_type(shape, dtype, device, dynamic=False):
     """The MLIR type of a value of this metadata: a ranked tensor type, or for device None (a
     runtime number, core/numbers.py) the scalar type f64, i64 or i1. dynamic: symbolic dims
     (core/symbols.py) are `?`."""
+    key = (tuple(shape), dtype, device)
+    if ir.Context.current is not shared() or not all(type(d) is int for d in key[0]):
+        return _tensor_type(shape, dtype, device, dynamic)
+    t = _TYPES.get(key)
+    if t is None:
+        t = _TYPES[key] = _tensor_type(shape, dtype, device, dynamic)
+    return t
+
+
+def _tensor_type(shape, dtype, device, dynamic):
     if device is None:
         return ir.Type.parse(_NUMBER_TYPES[dtype])
     if dynamic:
@@ -28,11 +43,21 @@ def tensor_type(shape, dtype, device, dynamic=False):
 
 
 _CPU = torch.device("cpu")
+_META = {}  # the shared context's types (texts.shared(): uniqued, never freed) -> tensor_meta
 
 
 def tensor_meta(t):
     """(shape, dtype, device) of an MLIR tensor type; ((), dtype, None) of a scalar type (a
     runtime number)."""
+    meta = _META.get(t)
+    if meta is None:
+        meta = _tensor_meta(t)
+        if t.context is shared():
+            _META[t] = meta
+    return meta
+
+
+def _tensor_meta(t):
     if not isinstance(t, ir.RankedTensorType):
         try:
             t = ir.RankedTensorType(t)
@@ -46,7 +71,12 @@ def tensor_meta(t):
 def is_constant(value: ir.Value):
     """Whether a value is a number constant (arith.constant, complex.constant) rather than a tensor
     or a runtime number."""
-    owner = value.owner
+    return is_constant_op(value.owner)
+
+
+def is_constant_op(owner):
+    """Whether a value's owner (value.owner: an op, or the block of an argument) makes a number
+    constant."""
     return isinstance(owner, ir.OpView) and owner.name in CONSTANT_OPS
 
 
@@ -84,11 +114,30 @@ def constant(value):
 
 def constant_value(value: ir.Value):
     """The Python number an arith.constant (complex.constant) stands for, or raise ValueError."""
-    owner = value.owner
-    if not isinstance(owner, ir.OpView) or owner.name not in CONSTANT_OPS:
+    return constant_of(value.owner)
+
+
+# (op name, value attribute) -> the number, for the shared context's attributes (texts.shared():
+# uniqued and never freed, so an attribute stands for its value)
+_CONSTANTS = {}
+
+
+def constant_of(owner):
+    """The Python number of a constant op (a value's owner), or raise ValueError."""
+    if not is_constant_op(owner):
         raise ValueError("not a constant")
     attr = owner.attributes["value"]
-    if owner.name == "complex.constant":
+    key = (owner.name, attr)
+    v = _CONSTANTS.get(key)
+    if v is None:
+        v = _constant_number(owner.name, attr)
+        if attr.context is shared():
+            _CONSTANTS[key] = v
+    return v
+
+
+def _constant_number(name, attr):
+    if name == "complex.constant":
         re, im = (ir.FloatAttr(a).value for a in ir.ArrayAttr(attr))
         return complex(re, im)
     if isinstance(attr, ir.FloatAttr):

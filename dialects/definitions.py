@@ -18,7 +18,7 @@ function on the operand types and attributes and checks the result types against
 test can show a wrong shape being rejected.
 """
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from thunder.core import trace as tracing
 from thunder.dialects import attrs, sizes, texts
@@ -53,35 +53,52 @@ MAX_LIST = 32  # runs of equal tensor types in one list operand (cat, stack, tor
 MAX_RESULTS = 16  # runs of equal types in the results of one op (split, unbind, torch_call)
 
 
-def _layout(op):
-    """(operand params, attribute params, takes_sizes, needs_segments) of op, computed once per
-    op (decode_op and emit_symbol ask for every op they read or write)."""
-    layout = op.__dict__.get("_layout")
-    if layout is None or layout[0] is not op.params:  # (recomputed if the params were replaced)
+class Layout(NamedTuple):
+    """What decode_op and emit_symbol read of an op's parameters, computed once per op (they ask
+    for every op they read or write)."""
+    params: tuple  # op.params it was computed from (recomputed if they were replaced)
+    operands: tuple  # the operand params
+    attributes: tuple  # the attribute params
+    sized: bool  # takes_sizes
+    segmented: bool  # needs_segments
+    # of each operand param: (param, name, variadic, (tensor allowed, number allowed), or None
+    # for a kind _OPERAND_TAKES lacks)
+    operand_plan: tuple
+    attribute_plan: tuple  # of each attribute param: (param, name, kind, the kind's base name)
+
+
+def layout(op) -> Layout:
+    found = op.__dict__.get("_layout")
+    if found is None or found.params is not op.params:
         operands = tuple(p for p in op.params if p.kind.operand)
         attributes = tuple(p for p in op.params if not p.kind.operand)
         sized = any(p.kind.base_name in sizes.SIZE_KINDS for p in attributes)
         groups = sum(p.kind.variadic or p.kind.optional for p in operands) + sized
-        layout = op._layout = (op.params, operands, attributes, sized, groups > 1 or (groups == 1 and not sized))
-    return layout
+        takes = [_OPERAND_TAKES.get(p.kind.base_name) for p in operands]
+        operand_plan = tuple((p, p.name, p.kind.variadic, None if t is None else ("tensor" in t, "number" in t))
+                             for p, t in zip(operands, takes))
+        attribute_plan = tuple((p, p.name, p.kind, p.kind.base_name) for p in attributes)
+        found = op._layout = Layout(op.params, operands, attributes, sized, groups > 1 or (groups == 1 and not sized),
+                                    operand_plan, attribute_plan)
+    return found
 
 
 def operand_params(op):
-    return _layout(op)[1]
+    return layout(op)[1]
 
 
 def attribute_params(op):
-    return _layout(op)[2]
+    return layout(op)[2]
 
 
 def takes_sizes(op):
     """Whether op has attributes that may hold sizes, and so the operand group for their
     symbolic entries (dialects/sizes.py), last."""
-    return _layout(op)[3]
+    return layout(op)[3]
 
 
 def needs_segments(op):
-    return _layout(op)[4]
+    return layout(op)[4]
 
 
 def run_key(v):
@@ -106,7 +123,7 @@ def segments(types, groups):
     """The sizes of `groups` variadic groups holding values of these MLIR types, in order: one
     group per run of equal types (at most `groups` runs: a longer list is packed first,
     dialects/lists.py)."""
-    runs = runs_of([str(t) for t in types])
+    runs = runs_of([text(t) for t in types])
     assert len(runs) <= groups, (len(runs), groups)
     return runs + [0] * (groups - len(runs))
 
@@ -231,35 +248,80 @@ def decode_op(operation, tensor_of):
     op = registry.OPS.get(operation.name)
     if op is None:
         raise NotImplementedError(f"{operation.name} is not an ltorch or thunder op")
+    _, operand_ps, _, sized, segmented, operand_plan, attribute_plan = layout(op)
     operands = list(operation.operands)
-    if needs_segments(op):
-        if "operandSegmentSizes" not in operation.attributes:
+    attributes = operation.attributes
+    if segmented:
+        if "operandSegmentSizes" not in attributes:
             raise ValueError("missing attribute 'operandSegmentSizes'")
-        segs = list(ir.DenseI32ArrayAttr(operation.attributes["operandSegmentSizes"]))
+        segs = _segment_sizes(attributes["operandSegmentSizes"])
     else:
-        segs = [1] * len(operand_params(op))
+        segs = [1] * len(operand_ps)
     values, i, slot = {}, 0, 0
-    for p in operand_params(op):
-        slots = MAX_LIST if p.kind.variadic else 1
-        n = sum(segs[slot:slot + slots])
-        slot += slots
-        group = expand(operands[i:i + n]) if p.kind.variadic else operands[i:i + n]
+    for p, name, variadic, takes in operand_plan:
+        if variadic:
+            n = sum(segs[slot:slot + MAX_LIST])
+            slot += MAX_LIST
+            group = expand(operands[i:i + n])
+        else:
+            n = sum(segs[slot:slot + 1])
+            slot += 1
+            group = operands[i:i + n]
         i += n
         for v in group:
-            _check_operand(p, v)
-        conv = [attrs.constant_value(v) if attrs.is_constant(v) else tensor_of(v) for v in group]
-        values[p.name] = tuple(conv) if p.kind.variadic else (conv[0] if conv else None)
-    rest = operands[i:] if takes_sizes(op) else []  # (a wrong operand count is IRDL's error)
-    if needs_segments(op) and takes_sizes(op) and slot < len(segs) and segs[slot] != len(rest):
+            if takes is None or not takes[0 if isinstance(v.type, ir.RankedTensorType) else 1]:
+                _check_operand(p, v)  # (raises)
+        conv = []
+        for v in group:
+            owner = v.owner
+            conv.append(attrs.constant_of(owner) if attrs.is_constant_op(owner) else tensor_of(v))
+        values[name] = tuple(conv) if variadic else (conv[0] if conv else None)
+    rest = operands[i:] if sized else []  # (a wrong operand count is IRDL's error)
+    if segmented and sized and slot < len(segs) and segs[slot] != len(rest):
         raise ValueError(f"{len(operands)} operands do not match operandSegmentSizes")
     dynamic = iter([attrs.constant_value(v) if attrs.is_constant(v) else tensor_of(v) for v in rest])
-    for p in attribute_params(op):
-        if p.name not in operation.attributes:
+    for p, name, kind, base in attribute_plan:
+        if name not in attributes:
             raise ValueError(f"missing attribute '{p.name}' ({p.kind.name})")
-        values[p.name] = sizes.fill(p.kind, attrs.decode(p.kind, operation.attributes[p.name]), dynamic)
+        value, holds_dynamic = _decoded(kind, base, attributes[name])
+        values[name] = sizes.fill(kind, value, dynamic) if holds_dynamic else value
     if next(dynamic, None) is not None:
         raise ValueError(f"more '{sizes.OPERAND}' operands than dynamic attribute entries")
     return op, values
+
+
+# (kind's base name, attribute) -> (its value, whether it holds DYNAMIC entries): the attributes
+# of the shared context (texts.shared()), uniqued by MLIR and never freed, so one stands for its
+# value; decoded values are immutable (numbers, tuples, dtypes, devices, slices). A Data
+# attribute (a tensor's literal values) may be long: decoded each time.
+_DECODED = {}
+
+
+def _segment_sizes(attr):
+    """The entries of an operandSegmentSizes attribute (remembered as _decoded's)."""
+    key = ("operandSegmentSizes", attr)
+    found = _DECODED.get(key)
+    if found is None:
+        found = tuple(ir.DenseI32ArrayAttr(attr))
+        if attr.context is texts.shared():
+            _DECODED[key] = found
+    return found
+
+
+def _decoded(kind, base, attr):
+    key = (base, attr)
+    found = _DECODED.get(key)
+    if found is not None:
+        return found
+    value = attrs.decode(kind, attr)
+    try:
+        sizes.fill(kind, value, iter(()))
+        found = (value, False)
+    except ValueError:  # (a DYNAMIC entry: fill wanted an operand)
+        found = (value, True)
+    if base != "Data" and attr.context is texts.shared():
+        _DECODED[key] = found
+    return found
 
 
 # signatures of ops that verified: an op's verification depends only on its name, attributes,
@@ -271,20 +333,33 @@ _VERIFIED = set()
 
 def _signature(operation):
     """The op's verification key, or None where it depends on more (a runtime number, a size
-    computed by other ops, a `?` dim)."""
+    computed by other ops, a `?` dim). Its types and attributes are the objects themselves in the
+    shared context (texts.shared(): uniqued, so equal where their texts are, and never freed;
+    printing them would cost more), their texts in any other."""
     operands = []
     for v in operation.operands:
         t = v.type
         if isinstance(t, ir.RankedTensorType):
             if not t.has_static_shape:
                 return None
-            operands.append(text(t))
-        elif attrs.is_constant(v):
-            operands.append((text(t), text(v.owner.attributes["value"])))
+            operands.append(t)
         else:
-            return None
-    return (operation.name, tuple((k, text(operation.attributes[k])) for k in operation.attributes), tuple(operands),
-            tuple(text(r.type) for r in operation.results))
+            owner = v.owner
+            if not attrs.is_constant_op(owner):
+                return None
+            operands.append((t, owner.attributes["value"]))
+    attributes = operation.attributes
+    key = (operation.name, tuple([(k, attributes[k]) for k in attributes]), tuple(operands),
+           tuple(operation.results.types))
+    return key if operation.context is texts.shared() else _printed(key)
+
+
+def _printed(key):
+    """A signature with its types and attributes as their texts (they may outlive their context)."""
+    name, attributes, operands, results = key
+    return (name, tuple((k, text(a)) for k, a in attributes),
+            tuple(text(o) if isinstance(o, ir.Type) else (text(o[0]), text(o[1])) for o in operands),
+            tuple(text(r) for r in results))
 
 
 def _verifier(op):

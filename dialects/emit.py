@@ -3,9 +3,9 @@ conventions emission writes (value names in locations, thunder.mutated_inputs) a
 here too, by passes and code generation."""
 from thunder.core import symbols
 from thunder.dialects import attrs, lists, sizes
-from thunder.dialects.definitions import (MAX_RESULTS, attribute_params, context, decode_op, needs_segments,
-                                         operand_params, operand_segments, segments, takes_sizes)
+from thunder.dialects.definitions import MAX_RESULTS, context, decode_op, layout, operand_segments, segments
 from thunder.dialects.mlir import func, ir
+from thunder.dialects.texts import shared
 from thunder.core.trace import BoundSymbol, Ref
 from thunder.ops.registry import OPS
 
@@ -23,10 +23,26 @@ def location(name, where=None):
     (ops/checkpoint.py): the file location fused with "checkpoint N"."""
     if not where:
         return ir.Location.name(name)
+    return ir.Location.name(name, childLoc=_source_location(tuple(where)))
+
+
+_SOURCES = {}  # where -> its location in the shared context (texts.shared(): never freed)
+
+
+def _source_location(where):
+    if ir.Context.current is shared():
+        found = _SOURCES.get(where)
+        if found is None:
+            found = _SOURCES[where] = _source_location_of(where)
+        return found
+    return _source_location_of(where)
+
+
+def _source_location_of(where):
     child = ir.Location.file(where[0], where[1], 0)
     if len(where) > 2:
         child = ir.Location.fused([child], metadata=ir.StringAttr.get(f"{CHECKPOINT}{where[2]}"))
-    return ir.Location.name(name, childLoc=child)
+    return child
 
 
 # kinds of locations, told apart by TypeID: a cast to the wrong kind raises, ~30 us an attempt,
@@ -142,31 +158,32 @@ def emit_symbol(op, args, outputs, values, where=None, emitter=None):
     steps = lists.chain(op, args, outputs)
     if steps is not None:
         return [emit_symbol(*step, values, where, emitter) for step in steps][-1]
-    loc = location(",".join(r.name for r in outputs) or op.name, where)  # (codegen splits the names on ",")
+    loc = location(",".join([r.name for r in outputs]) or op.name, where)  # (codegen splits the names on ",")
+    _, _, _, sized, segmented, operand_plan, attribute_plan = layout(op)
     by_param = {}
-    for p in operand_params(op):
-        v = args[p.name]
+    for _, name, variadic, _ in operand_plan:
+        v = args[name]
         group = []
-        for x in [] if v is None else list(v) if p.kind.variadic else [v]:
+        for x in [] if v is None else list(v) if variadic else [v]:
             if hasattr(x, "name"):
                 group.append(values[x.name])
             elif emitter is not None and symbols.is_symbolic(x):
                 group.append(emitter.number(x))
             else:
                 group.append(attrs.constant(x))
-        by_param[p.name] = lists.pack(group, loc) if p.kind.variadic else group
+        by_param[name] = lists.pack(group, loc) if variadic else group
     operands = [v for group in by_param.values() for v in group]
     attributes, dynamic = {}, []
-    for p in attribute_params(op):
-        value = args[p.name]
+    for _, name, kind, _ in attribute_plan:
+        value = args[name]
         if emitter is not None:
-            value, found = sizes.split(p.kind, value)
+            value, found = sizes.split(kind, value)
             dynamic += [emitter.size(x) for x in found]
-        attributes[p.name] = attrs.encode(p.kind, value)
-    if dynamic and not takes_sizes(op):
+        attributes[name] = attrs.encode(kind, value)
+    if dynamic and not sized:
         raise sizes.Inexpressible(f"{op.qualname} has no operands for sizes")
     operands += dynamic
-    if needs_segments(op):
+    if segmented:
         attributes["operandSegmentSizes"] = ir.DenseI32ArrayAttr.get(operand_segments(op, by_param, len(dynamic)))
     result_types = [attrs.tensor_type(r.shape, r.dtype, r.device, emitter is not None) for r in outputs]
     first, unpack = lists.split_results(result_types) if op.returns_sequence else (result_types, None)

@@ -44,8 +44,9 @@ def lift(func_op) -> Lifted:
         if name == "func.return":
             outputs = [refs[v] for v in operation.operands]
             continue
-        op, args = decode_op(operation.operation, lambda v: refs[v])
-        wanted = loc_names(operation.location)
+        op, args = decode_op(operation.operation, refs.__getitem__)
+        loc = operation.location
+        wanted = loc_names(loc)
         outs = [new_ref(r, wanted[i] if i < len(wanted) else None) for i, r in enumerate(results_of(operation))]
-        ctx.symbols.append(BoundSymbol(op, args, outs, loc_file_line(operation.location)))
+        ctx.symbols.append(BoundSymbol(op, args, outs, loc_file_line(loc)))
     return Lifted(ctx, outputs, values)

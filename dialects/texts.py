@@ -13,6 +13,12 @@ def share(context):
     _SHARED[:] = [context]
 
 
+def shared():
+    """The shared context (None before it is made): what belongs to it may be remembered by
+    identity (its types and attributes are uniqued and never freed)."""
+    return _SHARED[0] if _SHARED else None
+
+
 def text(x):
     """str(x) of an ir.Type or ir.Attribute."""
     s = _TEXTS.get(x)

@@ -19,6 +19,8 @@ from thunder.core.trace import BoundSymbol, Ref, TraceCtx
 from thunder.dialects.emit import emit_into, find_func, mutated_inputs
 from thunder.dialects.lift import lift
 from thunder.dialects.mlir import ir
+from thunder.lowering.mincut import FlowGraph
+from thunder.lowering.remat_inplace import kept_names, producers, rewrite_backward, rewrite_forward, unplaced
 from thunder.ops.registry import OPS
 
 # ops whose results are saved rather than recomputed: expensive, or random
@@ -70,15 +72,13 @@ def choose_saved(forward_ctx, needed, copied=()):
     names of inputs that forward updates in place: saving one saves a copy of it (its size)."""
     if not needed:
         return []
-    import networkx as nx  # heavy (about 0.3 s to import): only training programs need the min-cut
-
-    g = nx.DiGraph()
+    g = FlowGraph()
     src, sink = "__source__", "__sink__"
     refs = {}
     for r in forward_ctx.inputs:
         refs[r.name] = r
         g.add_edge(src, (r.name, "in"))
-        g.add_edge((r.name, "in"), (r.name, "out"), capacity=nbytes(r) or 1 if r.name in copied else INPUT_COST)
+        g.add_edge((r.name, "in"), (r.name, "out"), nbytes(r) or 1 if r.name in copied else INPUT_COST)
     inputs = {r.name for r in forward_ctx.inputs}
     for bsym in forward_ctx.symbols:
         ins = bsym.tensor_args()
@@ -88,7 +88,7 @@ def choose_saved(forward_ctx, needed, copied=()):
             if region:
                 g.add_edge((o.name, "in"), (o.name, "out"))  # (no capacity: never saved)
             else:
-                g.add_edge((o.name, "in"), (o.name, "out"), capacity=nbytes(o) or 1)
+                g.add_edge((o.name, "in"), (o.name, "out"), nbytes(o) or 1)
             # (results computed from no input (iota, full) are recomputed where backward reads them:
             # a fused backward computes them in its kernel instead of reading a saved copy)
             if not (region or recomputable(bsym.op)) or (not region and _input_cast(bsym, inputs)):
@@ -97,7 +97,7 @@ def choose_saved(forward_ctx, needed, copied=()):
                 g.add_edge((r.name, "out"), (o.name, "in"))
     for name in needed:
         g.add_edge((name, "out"), sink)
-    _, (reachable, _) = nx.minimum_cut(g, src, sink)
+    _, reachable = g.min_cut(src, sink)
     saved = [refs[n] for n in refs if (n, "in") in reachable and (n, "out") not in reachable]
     return saved
 
@@ -107,14 +107,72 @@ def remat_module(module_op):
     if fwd_op is None or bwd_op is None:
         raise ValueError("thunder-remat needs func @forward and func @backward (run thunder-autograd first)")
     num_outputs = ir.IntegerAttr(fwd_op.attributes["thunder.num_outputs"]).value
-    fwd, bwd = lift(fwd_op), lift(bwd_op)
+    fwd = lift(fwd_op)
     n_mutated = len(mutated_inputs(fwd_op))
     mutated = fwd.outputs[len(fwd.outputs) - n_mutated:] if n_mutated else []
     old_saved = fwd.outputs[num_outputs:len(fwd.outputs) - n_mutated]
     n_saved = len(old_saved)
+    taken = {r.name for r in fwd.ctx.inputs} | {o.name for b in fwd.ctx.symbols for o in b.outputs}
+    # (where lifting keeps every name and backward's own names are not forward's, both funcs are
+    # rewritten in place, as emitting them again would give them: lowering/remat_inplace.py)
+    bwd_names = kept_names(bwd_op, skip=n_saved) if kept_names(fwd_op) is not None else None
+    in_place = bwd_names is not None and not bwd_names & taken
+    if not in_place:
+        bsyms, bouts, cotangents = _lift_backward(bwd_op, old_saved, taken)
+
+    needed = [r.name for r in old_saved]
+    # an input forward updates in place holds its new value once forward returns: backward gets
+    # a copy of its old value where it needs one
+    updated = {fwd.ctx.inputs[i].name for i in mutated_inputs(fwd_op)}
+    saved = choose_saved(fwd.ctx, needed, copied=updated)
+    saved_names = {r.name for r in saved}
+    fwd_saved, clones = [], []
+    for r in saved:
+        if r.name in updated:
+            copy = Ref(_fresh(r.name, taken), r.shape, r.dtype, r.device)
+            clones.append(BoundSymbol(OPS["ltorch.clone"], {"input": r, "memory_format": None}, [copy], None))
+            r = copy
+        fwd_saved.append(r)
+    # recompute, in forward order, what backward needs and was not saved
+    need = set(needed) - saved_names
+    recompute = []
+    for bsym in reversed(fwd.ctx.symbols):
+        if any(o.name in need for o in bsym.outputs):
+            recompute.append(bsym)
+            need.update(r.name for r in bsym.tensor_args() if r.name not in saved_names)
+    recompute.reverse()
+
+    outputs = fwd.outputs[:num_outputs] + fwd_saved + mutated
+    result = {"saved_before": sum(nbytes(r) for r in old_saved), "saved_after": sum(nbytes(r) for r in saved)}
+    if in_place:
+        rewrite_forward(fwd_op, fwd.values, outputs, clones)
+        rewrite_backward(bwd_op, old_saved, saved, recompute, fwd_op.location)
+        return result
+    fwd.ctx.symbols[:0] = clones
+    new_bwd = TraceCtx()
+    new_bwd.inputs = saved + cotangents
+    new_bwd.symbols = _just_in_time(recompute, bsyms, bouts)
+    attrs_f = {k: fwd_op.attributes[k] for k in ("thunder.num_outputs", "thunder.mutated_inputs")
+               if k in fwd_op.attributes}
+    attrs_b = {k: bwd_op.attributes[k] for k in ("thunder.grad_of", "thunder.cotangent_for")}
+    arg_attrs = fwd_op.attributes["arg_attrs"] if "arg_attrs" in fwd_op.attributes else None
+    with ir.InsertionPoint(fwd_op), fwd_op.location:
+        emit_into(fwd.ctx, outputs, "forward",
+                  arg_attrs=list(arg_attrs) if arg_attrs is not None else None, attributes=attrs_f)
+        emit_into(new_bwd, bouts, "backward", attributes=attrs_b)
+    fwd_op.erase()
+    bwd_op.erase()
+    return result
+
+
+def _lift_backward(bwd_op, old_saved, taken):
+    """(bound symbols, outputs, cotangent Refs) of @backward lifted, its saved values under
+    forward's names and its own values renamed where forward has their names (taken gets the
+    new names)."""
+    bwd = lift(bwd_op)
+    n_saved = len(old_saved)
     # backward's names for saved values -> forward's; its own names must not clash with forward's
     mapping = {b.name: f for b, f in zip(bwd.ctx.inputs[:n_saved], old_saved)}
-    taken = {r.name for r in fwd.ctx.inputs} | {o.name for b in fwd.ctx.symbols for o in b.outputs}
     for bsym in bwd.ctx.symbols:
         for o in bsym.outputs:
             if o.name in taken and o.name not in mapping:
@@ -127,44 +185,7 @@ def remat_module(module_op):
             cotangents[cotangents.index(r)] = new
     bsyms = [type(b)(b.op, {k: _rename(v, mapping) for k, v in b.args.items()},
                      [_rename(o, mapping) for o in b.outputs], b.location) for b in bwd.ctx.symbols]
-    bouts = [_rename(r, mapping) for r in bwd.outputs]
-
-    needed = [r.name for r in old_saved]
-    # an input forward updates in place holds its new value once forward returns: backward gets
-    # a copy of its old value where it needs one
-    updated = {fwd.ctx.inputs[i].name for i in mutated_inputs(fwd_op)}
-    saved = choose_saved(fwd.ctx, needed, copied=updated)
-    saved_names = {r.name for r in saved}
-    fwd_saved = []
-    for r in saved:
-        if r.name in updated:
-            copy = Ref(_fresh(r.name, taken), r.shape, r.dtype, r.device)
-            fwd.ctx.symbols.insert(0, BoundSymbol(OPS["ltorch.clone"], {"input": r, "memory_format": None}, [copy], None))
-            r = copy
-        fwd_saved.append(r)
-    # recompute, in forward order, what backward needs and was not saved
-    need = set(needed) - saved_names
-    recompute = []
-    for bsym in reversed(fwd.ctx.symbols):
-        if any(o.name in need for o in bsym.outputs):
-            recompute.append(bsym)
-            need.update(r.name for r in bsym.tensor_args() if r.name not in saved_names)
-    recompute.reverse()
-
-    new_bwd = TraceCtx()
-    new_bwd.inputs = saved + cotangents
-    new_bwd.symbols = _just_in_time(recompute, bsyms, bouts)
-    attrs_f = {k: fwd_op.attributes[k] for k in ("thunder.num_outputs", "thunder.mutated_inputs")
-               if k in fwd_op.attributes}
-    attrs_b = {k: bwd_op.attributes[k] for k in ("thunder.grad_of", "thunder.cotangent_for")}
-    arg_attrs = fwd_op.attributes["arg_attrs"] if "arg_attrs" in fwd_op.attributes else None
-    with ir.InsertionPoint(fwd_op), fwd_op.location:
-        emit_into(fwd.ctx, fwd.outputs[:num_outputs] + fwd_saved + mutated, "forward",
-                  arg_attrs=list(arg_attrs) if arg_attrs is not None else None, attributes=attrs_f)
-        emit_into(new_bwd, bouts, "backward", attributes=attrs_b)
-    fwd_op.erase()
-    bwd_op.erase()
-    return {"saved_before": sum(nbytes(r) for r in old_saved), "saved_after": sum(nbytes(r) for r in saved)}
+    return bsyms, [_rename(r, mapping) for r in bwd.outputs], cotangents
 
 
 def _just_in_time(recompute, bsyms, outputs):
@@ -172,21 +193,11 @@ def _just_in_time(recompute, bsyms, outputs):
     before the first that reads it: a recomputed activation lives only around its use, as in
     eager's checkpointing, and thunder-fuse joins it with its consumer without a region that
     spans the whole backward (whose merge checks then walk all of it)."""
-    producer = {o.name: i for i, b in enumerate(recompute) for o in b.outputs}
+    producer = producers(recompute)
     placed, order = set(), []
 
     def place(refs):
-        stack = [producer[r.name] for r in refs if r.name in producer and producer[r.name] not in placed]
-        ready = []
-        while stack:  # (iterative: a checkpointed model recomputes long chains)
-            i = stack.pop()
-            if i in placed:
-                continue
-            placed.add(i)
-            ready.append(i)
-            stack.extend(producer[r.name] for r in recompute[i].tensor_args()
-                         if r.name in producer and producer[r.name] not in placed)
-        order.extend(recompute[i] for i in sorted(ready))
+        order.extend(recompute[i] for i in unplaced([r.name for r in refs], recompute, producer, placed))
 
     for b in bsyms:
         place(b.tensor_args())

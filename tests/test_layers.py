@@ -39,7 +39,6 @@ OPTIONAL = {
     "torch._decomp",       # heavy: torch's decomposition table, for the few ops that use it
     "torch.testing._internal",  # heavy: OpInfo samples in the tools
     "numpy",               # optional
-    "networkx",            # heavy: lowering/remat.py's min-cut, training programs only
     "torch_mlir.dialects.llvm",  # heavy: the LLVM dialect's bindings, for PTX only
     "lit", "filecheck",    # optional (the test extra): the tools' checks
 }
