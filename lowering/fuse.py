@@ -107,6 +107,15 @@ def claimed(operation, executor=None) -> bool:
 _DECOMPOSES_TO_CLAIMED = {}  # ltorch op signature -> bool
 
 
+def _may_be_claimable(name):
+    """Whether an op of this name may be claimable: a thunder prim, or an ltorch op without side
+    effects that has a decomposition."""
+    if name.startswith("thunder."):
+        return True
+    op = registry.OPS.get(name)
+    return op is not None and op.dialect == "ltorch" and op.decomposition is not None and not (op.random or op.effects)
+
+
 def claimable(operation, executor=None, signature=None) -> bool:
     """claimed, or an ltorch op (no side effects, live results of static shape on the
     executor's device) whose decomposition is made of claimed prims. signature: a function
@@ -114,8 +123,7 @@ def claimable(operation, executor=None, signature=None) -> bool:
     executor = executor or executor_registry.get("linalg")
     if operation.name.startswith("thunder."):
         return claimed(operation, executor)
-    op = registry.OPS.get(operation.name)
-    if op is None or op.dialect != "ltorch" or op.decomposition is None or op.random or op.effects:
+    if not _may_be_claimable(operation.name):
         return False
     device = executor.device
     # (results nothing uses are fine while one is used: training's native_layer_norm whose
@@ -992,6 +1000,8 @@ def fuse_func(f, module_block, counter, policy="auto", executors=DEFAULT_EXECUTO
     # constant operands, as kernel_prim does)
     claims = {}
     for i, o in enumerate(graph.ops):
+        if not _may_be_claimable(o.name):  # (no signature to compute)
+            continue
         key = graph.claim_key(i)
         if key not in claims:
             claims[key] = next((e.name for e in candidates if claimable(o, e, graph.signature)), None)
