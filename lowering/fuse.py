@@ -26,7 +26,7 @@ import re
 from thunder.dialects.emit import loc_names
 from thunder.dialects.mlir import func, ir
 from thunder.dialects.texts import text as text_of
-from thunder.lowering import edge_ops, executors as executor_registry, region_reuse
+from thunder.lowering import detach_cost, edge_ops, executors as executor_registry, region_reuse
 from thunder.lowering.executors import is_number
 from thunder.lowering.decompose import decompose_module, decompose_op
 from thunder.lowering.edge_ops import is_view as _is_view
@@ -317,8 +317,9 @@ class _Graph:
         decides by, the value names aside (region_reuse.Outcome): each op's signature and result
         types, its operands as (op position, result) in the region, numbers and inputs by
         position, which of its results the caller reads, the users of a transpose (its edge
-        rule reads them: layout.copies.reshape_copies); which inputs were made before the
-        region's first op (edge_ops.head_views)."""
+        rule reads them: layout.copies.reshape_copies), whether a detach costs nothing
+        (detach_cost.dropped); which inputs were made before the region's first op
+        (edge_ops.head_views)."""
         at = {i: k for k, i in enumerate(ops)}
         args = {v: k for k, v in enumerate(inputs)}
         nums = {v: k for k, v in enumerate(numbers)}
@@ -331,11 +332,13 @@ class _Graph:
                 k = at.get(self.index.get(v))
                 refs.append(("n", nums[v]) if k is None and v in nums else ("a", args[v]) if k is None
                             else (k, self.result_number.get(v, 0)))
-            users = ()
+            outside = ()  # (what the rules read outside the region)
             if o.name in TRANSPOSES:
-                users = tuple(sorted((u.owner.name, tuple(text_of(t.type) for t in u.owner.results))
-                                     for r in o.results for u in r.uses))
-            parts.append((self.op_key(i), tuple(refs), tuple(r in out for r in self.results[i]), users))
+                outside = tuple(sorted((u.owner.name, tuple(text_of(t.type) for t in u.owner.results))
+                                       for r in o.results for u in r.uses))
+            elif o.name == "ltorch.detach":  # (the cost model reads its operand's producer, the program's kind)
+                outside = detach_cost.dropped(o)
+            parts.append((self.op_key(i), tuple(refs), tuple(r in out for r in self.results[i]), outside))
         first = ops[0]
         return tuple(parts), tuple(self.index.get(v, -1) < first for v in inputs)
 
@@ -617,6 +620,8 @@ def _torch_seconds(operation, cost):
     """The cost model's seconds of an op as torch calls."""
     op = registry.OPS.get(operation.name)
     if op is None or not op.torch_composite:
+        if detach_cost.dropped(operation):  # (the generated program leaves it out)
+            return 0.0
         if _is_view(operation):
             return cost.op_seconds
         moved = sum(_bytes(v) for v in operation.operands if not is_number(v)) + sum(_bytes(r) for r in operation.results)
@@ -655,6 +660,11 @@ def sizes_fitted():
         yield
     finally:
         _SIZES_FITTED.reset(token)
+
+
+def fitting_sizes():
+    """Whether the compile under way is one a program for all sizes is fitted from (sizes_fitted)."""
+    return _SIZES_FITTED.get()
 
 
 _TINY = {}  # (executor, the values' types) -> _tiny

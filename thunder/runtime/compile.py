@@ -24,7 +24,7 @@ from thunder.runtime.state import Constant, StateTracker
 from thunder.runtime.traces import Trace
 from thunder.dialects import sizes
 from thunder.interpreter import interpret
-from thunder.lowering import decompose_reuse
+from thunder.lowering import decompose_reuse, detach_cost
 from thunder.lowering.autograd import autograd_module, REQUIRES_GRAD
 from thunder.lowering.fuse import fuse_module, fusion_callees
 from thunder.lowering.remat import remat_module
@@ -197,8 +197,12 @@ def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None, keep_parts
         if cd.debug_options.check_traces:
             _verify(module, producer)
         traces.append(Trace(producer, module, output_spec=out_spec))
-    if fusion is not None and not training and _fuse(module, fusion):
-        traces.append(Trace("thunder-fuse", module, output_spec=out_spec))
+    # (no autograd history either where no tensor requires grad)
+    grad_free = cd.disable_torch_autograd or not grad_mode or not (
+        ctx.requires_grad or any(x.requires_grad for x in tensors))
+    with detach_cost.recording_history(not training and not grad_free):  # (its detaches run)
+        if fusion is not None and not training and _fuse(module, fusion):
+            traces.append(Trace("thunder-fuse", module, output_spec=out_spec))
     times["passes"] = time.perf_counter() - t
 
     t = time.perf_counter()
@@ -216,9 +220,6 @@ def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None, keep_parts
         times["autograd"] = time.perf_counter() - t
         t = time.perf_counter()
     else:
-        # (no autograd history either where no tensor requires grad)
-        grad_free = cd.disable_torch_autograd or not grad_mode or not (
-            ctx.requires_grad or any(x.requires_grad for x in tensors))
         if grad_free:  # (in-place updates of inputs, casts left to autocast)
             rewrite_grad_free(module)
         source = python_source(module, output_spec=out_spec, constants=constants,

@@ -10,8 +10,8 @@ from thunder.core import ndarray, symbols, trace as tracing
 from thunder.core.callables import is_torch_op
 from thunder.core.numbers import NumberProxy
 from thunder.core.proxies import TensorProxy
-from thunder.ops import checkpoint, custom_function, fallback, registry
-from thunder.runtime import calls, guards, sharp_edges, torch_func
+from thunder.ops import attention, checkpoint, custom_function, fallback, registry
+from thunder.runtime import calls, causal_masks, guards, sharp_edges, torch_func
 
 
 def _make_lookup(cd):
@@ -215,6 +215,8 @@ def _array_conversion(fn, conversion, *args, **kwargs):
 
 def _lookup_op(fn):
     op = registry.lookup_callable(fn)
+    if op is attention.scaled_dot_product_attention:  # (a constant causal mask -> is_causal=True)
+        return functools.partial(causal_masks.sdpa, functools.partial(fallback.registered, op, fn), op)
     if op is not None:
         return functools.partial(fallback.registered, op, fn)
     try:

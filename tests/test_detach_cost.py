@@ -1,0 +1,46 @@
+"""thunder-fuse's cost model charges a detach as a torch call only where the generated program
+runs it (lowering/detach_cost.py): not in a program that records no autograd history, where
+codegen leaves out the detach of a fresh result."""
+import pytest
+import torch
+
+import thunder
+from thunder.lowering import fuse
+
+
+@pytest.fixture
+def detach_costs(monkeypatch):
+    """The seconds the cost model gives each ltorch.detach it weighs."""
+    seen = []
+    costed = fuse._torch_seconds
+
+    def spy(operation, cost):
+        seconds = costed(operation, cost)
+        if operation.name == "ltorch.detach":
+            seen.append(seconds)
+        return seconds
+    monkeypatch.setattr(fuse, "_torch_seconds", spy)
+    return seen
+
+
+def test_no_charge_where_the_program_records_no_history(detach_costs):
+    w = torch.randn(8, 8, requires_grad=True)
+
+    def f(x):
+        return (torch.relu(x @ w) * 2 + 1).sum(0)
+    x = torch.randn(4, 8)
+    with torch.no_grad():
+        torch.testing.assert_close(thunder.jit(f)(x), f(x))
+    assert detach_costs and all(s == 0.0 for s in detach_costs)
+
+
+def test_charged_where_the_program_records_history(detach_costs):
+    def g(x):
+        w = torch.ones(8, requires_grad=True)  # (the program records history: w's)
+        with torch.no_grad():
+            y = torch.relu(x * w) * 2
+        return y + 1, w * 3
+    x = torch.randn(4, 8)
+    got, expected = thunder.jit(g)(x), g(x)
+    torch.testing.assert_close(got, expected)
+    assert detach_costs and all(s > 0.0 for s in detach_costs)
