@@ -62,6 +62,7 @@ class TraceCtx:
         self.requires_grad = False  # a result of an op requires grad
         self.grad_names = set()  # names of the results that require grad (as eager's would)
         self.grad_ops = False  # an op of the user's program was recorded with grad mode on
+        self.grad_leaf = False  # a tensor created inside requires grad (torch.ones(..., requires_grad=True))
         self.read_grad = None  # x.grad of a proxy while tracing (runtime/state.py), when the caller reads them
         self.stride_dependent = set()  # names of the inputs whose strides decided something
         # cache="symbolic values" (runtime/symbolic.py): id(input tensor) -> a symbol name or None

@@ -71,6 +71,7 @@ def record_op(op, values):
                     raise RuntimeError("Only Tensors of floating point and complex dtype can require gradients")
                 o.requires_grad = (needs or leaf) and floating
                 ctx.requires_grad |= o.requires_grad
+                ctx.grad_leaf |= leaf and o.requires_grad
                 if o.requires_grad:
                     ctx.grad_names.add(o.name)
     if ctx.track_grad_mode and not torch.is_grad_enabled() and op.name not in ("detach", "no_grad_update"):
