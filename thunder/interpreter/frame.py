@@ -25,7 +25,9 @@ class _Null:
 NULL = _Null()
 
 
-@dataclass(frozen=True, eq=False)  # eq=False: owners can be dicts/tensors, compare by identity only
+# eq=False: owners can be dicts/tensors, compare by identity only. Not frozen (treat it as
+# immutable): one is made for every load, and a frozen dataclass's __init__ costs 4x as much
+@dataclass(eq=False, slots=True)
 class Provenance:
     """Where a value handed to ``on_load`` came from."""
 

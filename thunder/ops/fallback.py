@@ -320,7 +320,7 @@ def _numbers_only(op, args, kwargs):
     """A call of an op on tensors (torch.add) without any tensor among its arguments."""
     if not isinstance(op, registry.OpDef):
         return False
-    if not any(p.kind.base_name in ("Tensor", "Tensors", "TensorOrNumber") for p in op.params):
+    if not registry.binding(op).takes_tensors:
         return False  # a factory (torch.ones(3))
 
     def has_proxy(v):

@@ -141,6 +141,11 @@ Data = Kind("Data", accepts=_is_data)  # a number or nested tuples of numbers: t
 Floats = Kind("Floats", accepts=lambda v: isinstance(v, tuple) and all(
     isinstance(x, (int, float)) and not isinstance(x, bool) for x in v))  # scale factors
 
+# the kinds' tests that every TensorProxy passes (OpDef.bind leaves such values as they are)
+_TAKES_PROXIES = (_is_tensor, TensorOrNumber._accepts)
+# values that python_number returns as they are (no numpy scalar, no int to check the range of)
+_AS_THEY_ARE = frozenset({bool, float, str, type(None), torch.dtype, torch.device})
+
 KINDS = [Tensor, Tensors, Number, TensorOrNumber, Int, Float, Bool, Str, Ints, Dims, DType, Device, Index, Data, Floats]
 
 
@@ -248,24 +253,30 @@ class OpDef:
 
     def bind(self, args, kwargs):
         """Normalize a call into {param name: value}, with torch's errors for bad calls."""
+        b = binding(self)
         if self.varargs is not None:
             args, kwargs = _gather_varargs(self, args, kwargs)
-        try:
-            bound = self.signature.bind(*args, **kwargs)
-        except TypeError as e:
-            raise TypeError(f"{self.torch_name}(): {e}") from None
-        bound.apply_defaults()
-        values = dict(bound.arguments)
-        for p in self.params:
+        values = _bind_plain(b, args, kwargs)
+        if values is None:  # (a call _bind_plain does not decide: inspect's binding, and its errors)
+            try:
+                bound = self.signature.bind(*args, **kwargs)
+            except TypeError as e:
+                raise TypeError(f"{self.torch_name}(): {e}") from None
+            bound.apply_defaults()
+            values = dict(bound.arguments)
+        for name in b.read:
             # attributes are constants of the trace: runtime numbers there are read (a split)
-            if (not p.kind.operand or p.name in self.static_numbers) and has_proxy(values[p.name]):
-                values[p.name] = concrete(values[p.name], f"the '{p.name}' argument of {self.torch_name}")
+            if has_proxy(values[name]):
+                values[name] = concrete(values[name], f"the '{name}' argument of {self.torch_name}")
         if self.normalize is not None:
             self.normalize(values)  # raises torch's errors for bad values
 
-        for p in self.params:
-            v = values[p.name] = python_number(values[p.name], self.torch_name,
-                                               p.kind.base_name in ("Number", "TensorOrNumber"))
+        for p, takes_proxy, scalar in b.checks:
+            v = values[p.name]
+            if type(v) is TensorProxy and takes_proxy or v is None and p.kind.optional:
+                continue  # (what the checks below leave as it is)
+            if type(v) not in _AS_THEY_ARE:
+                v = values[p.name] = python_number(v, self.torch_name, scalar)
             if isinstance(v, list) and p.kind.base_name in ("Ints", "Dims", "Tensors"):
                 v = values[p.name] = tuple(v)
             if not p.kind.accepts(v):
@@ -289,6 +300,11 @@ class OpDef:
                 )
         return values
 
+    def _make_binding(self):
+        """What binding a call needs of the op's parameters (once per op)."""
+        b = self.__dict__["_binding"] = _Binding(self)
+        return b
+
     def __call__(self, *args, **kwargs):
         out = kwargs.pop("out", None)
         values = self.bind(args, kwargs)
@@ -304,10 +320,56 @@ class OpDef:
         return write_out(self.torch_name, out, result)
 
 
+class _Binding:
+    """An op's parameters as OpDef.bind reads them: names in order, how many may be positional,
+    defaults (inspect.Parameter.empty: none), the parameters whose runtime numbers are read
+    (attributes, static numbers), and per parameter (Param, whether any TensorProxy is an
+    accepted value of its kind, whether python_number reads it as a Scalar)."""
+
+    def __init__(self, op):
+        parameters = op.signature.parameters.values()
+        self.names = tuple(p.name for p in op.params)
+        # (positional-or-keyword parameters, then keyword-only ones: else every call goes through
+        # inspect's binding)
+        self.plain = tuple(p.name for p in parameters) == self.names and all(
+            p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY) for p in parameters)
+        self.positional = sum(1 for p in parameters if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        self.defaults = tuple(p.default for p in parameters)
+        self.read = tuple(p.name for p in op.params if not p.kind.operand or p.name in op.static_numbers)
+        self.checks = tuple((p, p.kind._accepts in _TAKES_PROXIES, p.kind.base_name in ("Number", "TensorOrNumber"))
+                            for p in op.params)
+        self.varargs = self.names.index(op.varargs) if op.varargs is not None else None
+        self.takes_tensors = any(p.kind.base_name in ("Tensor", "Tensors", "TensorOrNumber") for p in op.params)
+
+
+def binding(op):
+    """op's _Binding (made on first use)."""
+    return op.__dict__.get("_binding") or op._make_binding()
+
+
+def _bind_plain(b, args, kwargs):
+    """inspect.Signature.bind and apply_defaults' {name: value} for a call that binds (else None:
+    too many positional arguments, an unknown or repeated keyword, a missing argument)."""
+    if not b.plain or len(args) > b.positional:
+        return None
+    names, defaults = b.names, b.defaults
+    values = dict(zip(names, args))
+    used = 0
+    for i in range(len(args), len(names)):
+        name = names[i]
+        if name in kwargs:
+            values[name] = kwargs[name]
+            used += 1
+        elif defaults[i] is inspect.Parameter.empty:
+            return None
+        else:
+            values[name] = defaults[i]
+    return values if used == len(kwargs) else None
+
+
 def _gather_varargs(op, args, kwargs):
     # x.view(2, 3) and x.view((2, 3)) are the same call; so are torch.zeros(2, 3) and zeros((2, 3))
-    names = [p.name for p in op.params]
-    i = names.index(op.varargs)
+    i = binding(op).varargs
     if op.varargs in kwargs or len(args) <= i:
         return args, kwargs
     rest = args[i:]

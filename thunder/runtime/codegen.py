@@ -90,13 +90,18 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
         rng = _rng_line(block)
         if rng:
             lines.append(f"  {rng}")
-        last_use = _last_uses(block)
+        operations = list(block.operations)
+        names_of = [o.operation.name for o in operations]
+        operands_of = [expand(o.operands) for o in operations]  # (read three times per op below)
+        last_use = _last_uses(operands_of)
         leaves = (_GradLeaves((a for i, a in enumerate(block.arguments) if i in no_grad_copies), callees)
                   if grad_free else None)
         updated_in_place = reinplacing.updated_in_place(f)
-        returned = {v for o in block.operations if o.operation.name == "func.return" for v in expand(o.operands)}
-        for index, operation in enumerate(block.operations):
-            name = operation.operation.name
+        returned = {v for name, vs in zip(names_of, operands_of) if name == "func.return" for v in vs}
+        types = _Types()
+        dels = _Dels(last_use, namer)
+        for index, operation in enumerate(operations):
+            name = names_of[index]
             if name in attrs.CONSTANT_OPS:
                 continue  # numbers are written inline where they are used
             if PASS_OPERAND in operation.attributes:
@@ -120,8 +125,8 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
                 lines.append("  return " + _return_expr(flat, output_spec, constants, params))
                 continue
             if name == "func.call":
-                lines.append(_fusion_call(operation, namer, callees, constants, comments))
-                lines += _dels(operation, index, last_use, namer)
+                lines.append(_fusion_call(operation, namer, callees, constants, comments, types))
+                lines += dels(results_of(operation), operands_of[index], index)
                 if leaves is not None:
                     leaves.update(operation)
                 continue
@@ -136,32 +141,53 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
                 lines.append(f"  {out} = {sizes.PYTHON[name].format(*args)}")
                 continue
             try:
-                op, values = decode_op(operation.operation, lambda v: Name(namer.names[v], *attrs.tensor_meta(v.type)))
+                op, values = decode_op(operation.operation, lambda v: Name(namer.names[v], *types.meta(v.type)))
             except (NotImplementedError, ValueError) as e:
                 raise Unprintable(f"codegen: {e}: a Python program holds ltorch and thunder ops, numbers "
                                   f"(arith.constant) and calls of fusion regions", operation.location) from None
-            wanted = loc_names(operation.location)
-            outs = [namer.assign(r, wanted[i] if i < len(wanted) else None)
-                    for i, r in enumerate(results_of(operation))]
+            location = operation.location
+            wanted = loc_names(location)
+            results = results_of(operation)
+            outs = [namer.assign(r, wanted[i] if i < len(wanted) else None) for i, r in enumerate(results)]
             if leaves is not None and op.name == "detach" and not leaves.holds(operation.operands[0]) and \
                     not (operation.results[0] in returned and operation.operands[0] in returned):  # (both: two tensors)
                 lines.append(f"  {outs[0]} = {namer.names[operation.operands[0]]}")  # (no history to cut)
             elif reinplacing.IN_PLACE in operation.attributes:
                 lines += [f"  {st}" for st in reinplacing.inplace_form(op, values, outs)[1]]
                 if leaves is not None and leaves.holds(reinplacing.updated_operand(operation)):
-                    leaves.values.update(results_of(operation))  # (the input itself)
+                    leaves.values.update(results)  # (the input itself)
             else:
                 lines += [f"  {st}" for st in op_statements(op, values, outs, grad_free)]
             if leaves is not None:
                 leaves.update(operation, values)
             if comments:
-                types = ", ".join(_describe(r.type) for r in results_of(operation))
-                src = _source_line(operation.location)
-                comment = " ".join(x for x in (types, f"({src})" if src else "") if x)
+                described = ", ".join(types.describe(r.type) for r in results)
+                src = _source_line(location)
+                comment = " ".join(x for x in (described, f"({src})" if src else "") if x)
                 if comment:
                     lines[-1] += f"  # {comment}"
-            lines += _dels(operation, index, last_use, namer)
+            lines += dels(results, operands_of[index], index)
     return "\n".join(lines) + "\n"
+
+
+class _Types:
+    """tensor_meta and _describe of the types of one program's values, each computed once (a
+    program holds a few distinct types, read for every op)."""
+
+    def __init__(self):
+        self._meta, self._described = {}, {}
+
+    def meta(self, t):
+        m = self._meta.get(t)
+        if m is None:
+            m = self._meta[t] = attrs.tensor_meta(t)
+        return m
+
+    def describe(self, t):
+        d = self._described.get(t)
+        if d is None:
+            d = self._described[t] = _describe(t)
+        return d
 
 
 class _GradLeaves:
@@ -206,29 +232,42 @@ class _GradLeaves:
             self.values.update(results_of(operation))
 
 
-def _last_uses(block):
-    """value -> index of the last operation of the block that uses it."""
+def _last_uses(operands_of):
+    """value -> index of the last operation of the block that uses it (operands_of: each
+    operation's operands, expanded)."""
     last = {}
-    for i, operation in enumerate(block.operations):
-        for v in expand(operation.operands):
+    for i, operands in enumerate(operands_of):
+        for v in operands:
             last[v] = i
     return last
 
 
-def _dels(operation, index, last_use, namer):
+class _Dels:
     """`del` of the values computed in the program that no operation after this one uses (its
     unused results, operands it used last), so their memory is freed as the program goes, as
     eager's autograd frees what a backward node has used: holding every intermediate until the
     function returns grows the heap each call, and the pages it gives back are faulted in again
     on the next. (Parameters are the caller's, and numbers hold no memory: not deleted.)"""
-    dead = []
-    for v in (*results_of(operation), *expand(operation.operands)):
-        if (v in namer.names and attrs.is_tensor_type(v.type) and not isinstance(v.owner, ir.Block)
-                and last_use.get(v, -1) <= index):
-            name = namer.names[v]
-            if name not in dead:
-                dead.append(name)
-    return [f"  del {', '.join(dead)}"] if dead else []
+
+    def __init__(self, last_use, namer):
+        self.last_use, self.names = last_use, namer.names
+        self._freed = {}  # value -> whether it is a tensor computed in the program (asked once)
+
+    def __call__(self, results, operands, index):
+        """The statements after operation `index` (its results, its operands expanded)."""
+        dead = []
+        for v in (*results, *operands):
+            if self.last_use.get(v, -1) <= index and v in self.names and self._computed_tensor(v):
+                name = self.names[v]
+                if name not in dead:
+                    dead.append(name)
+        return [f"  del {', '.join(dead)}"] if dead else []
+
+    def _computed_tensor(self, v):
+        freed = self._freed.get(v)
+        if freed is None:
+            freed = self._freed[v] = attrs.is_tensor_type(v.type) and not isinstance(v.owner, ir.Block)
+        return freed
 
 
 def op_statements(op, values, outs, grad_free=False):
@@ -274,7 +313,7 @@ def _fusion_callees(module):
     return out
 
 
-def _fusion_call(operation, namer, callees, constants, comments):
+def _fusion_call(operation, namer, callees, constants, comments, types):
     """`t5, t6 = fusion_0(a, t3)`; constants (when given) gets fusion_0 bound to what the
     region's executor compiles (lowering/executors.py; the kernels themselves are compiled on
     first call, for each new combination of input strides)."""
@@ -302,7 +341,7 @@ def _fusion_call(operation, namer, callees, constants, comments):
     if comments:
         n = sum(1 for o in f.regions[0].blocks[0].operations
                 if o.operation.name not in ("arith.constant", "func.return"))
-        line += f"  # {', '.join(_describe(r.type) for r in operation.results)} ({executor}: {n} ops)"
+        line += f"  # {', '.join(types.describe(r.type) for r in operation.results)} ({executor}: {n} ops)"
     return line
 
 

@@ -2,6 +2,7 @@
 refused and redirected calls, sharp edges), what it loads and stores (state tracking)."""
 import functools
 import math
+import types
 
 import torch
 import sys
@@ -16,12 +17,25 @@ from thunder.runtime import calls, causal_masks, guards, sharp_edges, torch_func
 
 def _make_lookup(cd):
     warned = cd.warned_sharp_edges
+    answers = {}  # fn -> _lookup(fn) in this trace (the same functions are called in every layer)
 
     def lookup(fn):
         sharp_edges.check(fn, cd.sharp_edges, tracing.current_location(), warned)
-        return calls.observe(fn, _lookup(fn))  # (thunder.examine's record of torch calls)
+        if type(fn) in _BY_IDENTITY:
+            impl = answers.get(fn, answers)
+            if impl is answers:
+                impl = answers[fn] = _lookup(fn)
+        else:
+            impl = _lookup(fn)
+        return calls.observe(fn, impl)  # (thunder.examine's record of torch calls)
 
     return lookup
+
+
+# callables that hash and compare by identity (a user's __eq__ is never called by the memo),
+# whose answer depends on nothing that changes while tracing
+_BY_IDENTITY = frozenset({types.FunctionType, types.BuiltinFunctionType, types.MethodDescriptorType,
+                          types.WrapperDescriptorType, types.ClassMethodDescriptorType, type})
 
 
 def _no_torch_function(*args, **kwargs):
