@@ -32,7 +32,7 @@ from thunder.lowering.decompose import decompose_module, decompose_op
 from thunder.lowering.edge_ops import is_view as _is_view
 from thunder.lowering.linalg.scalar import ELEMENTWISE, elt_bytes
 from thunder.lowering.layout import move_reshapes_across_conversions, sink_reshapes, sink_transposes
-from thunder.lowering.layout.values import ranked, shape as _shape
+from thunder.lowering.layout.values import TRANSPOSES, ranked, shape as _shape
 from thunder.lowering.linalg.types_and_maps import SCALAR_TYPES
 from thunder.ops import registry
 
@@ -107,14 +107,23 @@ def claimed(operation, executor=None) -> bool:
 _DECOMPOSES_TO_CLAIMED = {}  # ltorch op signature -> bool
 
 
-def claimable(operation, executor=None) -> bool:
+def _may_be_claimable(name):
+    """Whether an op of this name may be claimable: a thunder prim, or an ltorch op without side
+    effects that has a decomposition."""
+    if name.startswith("thunder."):
+        return True
+    op = registry.OPS.get(name)
+    return op is not None and op.dialect == "ltorch" and op.decomposition is not None and not (op.random or op.effects)
+
+
+def claimable(operation, executor=None, signature=None) -> bool:
     """claimed, or an ltorch op (no side effects, live results of static shape on the
-    executor's device) whose decomposition is made of claimed prims."""
+    executor's device) whose decomposition is made of claimed prims. signature: a function
+    giving _signature(operation) (_Graph.signature: remembered per op)."""
     executor = executor or executor_registry.get("linalg")
     if operation.name.startswith("thunder."):
         return claimed(operation, executor)
-    op = registry.OPS.get(operation.name)
-    if op is None or op.dialect != "ltorch" or op.decomposition is None or op.random or op.effects:
+    if not _may_be_claimable(operation.name):
         return False
     device = executor.device
     # (results nothing uses are fine while one is used: training's native_layer_norm whose
@@ -123,16 +132,19 @@ def claimable(operation, executor=None) -> bool:
         return False
     if not all(_operand_ok(operation, v, executor) for v in operation.operands):
         return False
-    key = (executor.name, _signature(operation))
+    key = (executor.name, (signature or _signature)(operation))
     if key not in _DECOMPOSES_TO_CLAIMED:
         _DECOMPOSES_TO_CLAIMED[key] = _decomposes_to_claimed(operation, executor)
     return _DECOMPOSES_TO_CLAIMED[key]
 
 
-def _signature(operation):
+def _signature(operation, numbers=None):
+    """numbers: the numbers among the values operation may read (_Graph.numbers), where known."""
     # (the attributes by their text: str() of the attribute map is its Python object's address)
-    return (operation.name, tuple(sorted((k, text_of(operation.attributes[k])) for k in operation.attributes)),
-            tuple(text_of(v.owner.attributes["value"]) if is_number(v) else text_of(v.type) for v in operation.operands))
+    attributes = operation.attributes
+    return (operation.name, tuple(sorted((k, text_of(attributes[k])) for k in attributes)),
+            tuple(text_of(v.owner.attributes["value"]) if (v in numbers if numbers is not None else is_number(v))
+                  else text_of(v.type) for v in operation.operands))
 
 
 def _scratch(operation):
@@ -203,17 +215,44 @@ class _Graph:
     """The ops of one block (constants aside), their producers, and a union-find of regions."""
 
     def __init__(self, block):
-        self.ops = [o.operation for o in block.operations
-                    if o.operation.name not in ("arith.constant", "func.return")]
+        self.ops = []
+        self.numbers, self.returned = set(), set()  # (is_number's values; what the func returns)
+        for o in block.operations:
+            o = o.operation
+            if o.name == "arith.constant":
+                if not isinstance(o.results[0].type, ir.ShapedType):
+                    self.numbers.add(o.results[0])
+            elif o.name == "func.return":
+                self.returned.update(o.operands)
+            else:
+                self.ops.append(o)
+        # (an op holding ops, which may read the block's values: uses are then read from MLIR)
+        self.nested = any(len(o.regions) for o in self.ops)
         self.index = {}
+        self.result_number = {}  # a result of an op of several -> its position (region_key)
+        self.operands = []  # op index -> its operands (read once from MLIR)
+        self.results = []  # op index -> its results
         for i, o in enumerate(self.ops):
-            for r in o.results:
+            results = list(o.results)
+            self.results.append(results)
+            self.operands.append(list(o.operands))
+            for n, r in enumerate(results):
                 self.index[r] = i
+                if n:
+                    self.result_number[r] = n
         self.preds = []
         self.users = [[] for _ in self.ops]  # op index -> the ops using its results (data edges)
+        # a value no op of self.ops produces or an op's result -> the ops reading it, in order
+        self.readers = {}
         last_effect = last_check = None
+        index, readers = self.index, self.readers
         for i, o in enumerate(self.ops):
-            ps = {self.index[v] for v in o.operands if v in self.index}
+            ps = set()
+            for v in self.operands[i]:
+                readers.setdefault(v, []).append(i)
+                p = index.get(v)
+                if p is not None:
+                    ps.add(p)
             for p in ps:
                 self.users[p].append(i)
             if not _pure(o):  # keep ops with side effects in their order
@@ -227,25 +266,87 @@ class _Graph:
             if o.name == "ltorch.check":
                 last_check = i
             self.preds.append(ps)
-        # a value no op of self.ops produces or an op's result -> the ops reading it, in order
-        self.readers = {}
-        for i, o in enumerate(self.ops):
-            for v in o.operands:
-                self.readers.setdefault(v, []).append(i)
         self.parent = {}  # op index -> parent op index (union-find); only ops in a region
         self.members = {}  # root -> [op indices]
+        self._signatures = {}  # op -> _signature(op)
+        self._keys = {}  # op index -> (its signature, its results' types)
+
+    def signature(self, operation):
+        """_signature(operation), computed once per op."""
+        s = self._signatures.get(operation)
+        if s is None:
+            s = self._signatures[operation] = _signature(operation, None if self.nested else self.numbers)
+        return s
+
+    def region_values(self, ops):
+        """_region_values of the ops at these indices (sorted), from the graph's readers."""
+        if self.nested:
+            return _region_values([self.ops[i] for i in ops])
+        inside = set(ops)
+        inputs, numbers, outputs, seen = [], [], [], set()
+        for i in ops:
+            for v in self.operands[i]:
+                if v not in seen and self.index.get(v) not in inside:
+                    seen.add(v)
+                    (numbers if v in self.numbers else inputs).append(v)
+        for i in ops:
+            for r in self.results[i]:
+                if r in self.returned or any(u not in inside for u in self.readers.get(r, ())):
+                    outputs.append(r)
+        return inputs, numbers, outputs
+
+    def claim_key(self, i):
+        """What claimable decides by: the op's signature and result types, which results are used."""
+        o = self.ops[i]
+        if self.nested:
+            used = tuple(bool(list(r.uses)) for r in o.results)
+        else:
+            used = tuple(r in self.returned or r in self.readers for r in self.results[i])
+        return self.op_key(i), used
+
+    def op_key(self, i):
+        """The op's signature and its results' types, computed once per op."""
+        key = self._keys.get(i)
+        if key is None:
+            o = self.ops[i]
+            key = self._keys[i] = (self.signature(o), tuple(text_of(r.type) for r in self.results[i]))
+        return key
+
+    def region_key(self, ops, inputs, numbers, outputs):
+        """What outlining the region of ops (sorted; its _region_values inputs, numbers, outputs)
+        decides by, the value names aside (region_reuse.Outcome): each op's signature and result
+        types, its operands as (op position, result) in the region, numbers and inputs by
+        position, which of its results the caller reads, the users of a transpose (its edge
+        rule reads them: layout.copies.reshape_copies), whether a detach costs nothing
+        (detach_cost.dropped); which inputs were made before the region's first op
+        (edge_ops.head_views)."""
+        at = {i: k for k, i in enumerate(ops)}
+        args = {v: k for k, v in enumerate(inputs)}
+        nums = {v: k for k, v in enumerate(numbers)}
+        out = set(outputs)
+        parts = []
+        for i in ops:
+            o = self.ops[i]
+            refs = []
+            for v in self.operands[i]:
+                k = at.get(self.index.get(v))
+                refs.append(("n", nums[v]) if k is None and v in nums else ("a", args[v]) if k is None
+                            else (k, self.result_number.get(v, 0)))
+            outside = ()  # (what the rules read outside the region)
+            if o.name in TRANSPOSES:
+                outside = tuple(sorted((u.owner.name, tuple(text_of(t.type) for t in u.owner.results))
+                                       for r in o.results for u in r.uses))
+            elif o.name == "ltorch.detach":  # (the cost model reads its operand's producer, the program's kind)
+                outside = detach_cost.dropped(o)
+            parts.append((self.op_key(i), tuple(refs), tuple(r in out for r in self.results[i]), outside))
+        first = ops[0]
+        return tuple(parts), tuple(self.index.get(v, -1) < first for v in inputs)
 
     def find(self, i):
         while self.parent[i] != i:
             self.parent[i] = self.parent[self.parent[i]]
             i = self.parent[i]
         return i
-
-    def node(self, i):
-        return ("r", self.find(i)) if i in self.parent else ("o", i)
-
-    def node_ops(self, n):
-        return self.members[n[1]] if n[0] == "r" else [n[1]]
 
     def last_op(self, n):
         return self.members[n[1]][-1] if n[0] == "r" else n[1]  # (members are kept sorted)
@@ -301,27 +402,30 @@ class _Graph:
         come earlier in program order, so such a path only visits nodes with an op at or after
         the set's first op: the walk stops at the others (it covers the span of the set, not
         everything upstream of it)."""
+        members, preds, parent, find = self.members, self.preds, self.parent, self.find
         inside = {i}
         for r in roots:
-            inside.update(self.members[r])
+            inside.update(members[r])
         first = min(inside)
+        # (a node: a region's root, or ~op for an op in none)
         seen, stack = set(), []
         for o in inside:
-            for p in self.preds[o]:
+            for p in preds[o]:
                 if p not in inside:
-                    n = self.node(p)
+                    n = find(p) if p in parent else ~p
                     if n not in seen:
                         seen.add(n)
                         stack.append(n)
         while stack:
             n = stack.pop()
-            if self.last_op(n) < first:
+            ops = members[n] if n >= 0 else (~n,)
+            if ops[-1] < first:  # (members are kept sorted)
                 continue
-            for o in self.node_ops(n):
-                for p in self.preds[o]:
+            for o in ops:
+                for p in preds[o]:
                     if p in inside:
                         return False
-                    m = self.node(p)
+                    m = find(p) if p in parent else ~p
                     if m != n and m not in seen:
                         seen.add(m)
                         stack.append(m)
@@ -433,8 +537,7 @@ def _build_func(where, name, members, inputs, numbers, outputs):
     with ir.InsertionPoint(where):
         f = func.FuncOp(name, ([v.type for v in inputs], [v.type for v in outputs]))
     f.attributes["sym_visibility"] = ir.StringAttr.get("private")
-    arg_locs = [ir.Location.name(n) if (n := _value_name(v)) else ir.Location.unknown() for v in inputs]
-    block = f.add_entry_block(arg_locs)
+    block = f.add_entry_block(_arg_locations(inputs))
     mapping = dict(zip(inputs, block.arguments))
     with ir.InsertionPoint(block):
         for c in numbers:
@@ -449,6 +552,11 @@ def _build_func(where, name, members, inputs, numbers, outputs):
                 mapping[r] = nr
         func.ReturnOp([mapping[r] for r in outputs])
     return f
+
+
+def _arg_locations(inputs):
+    """The locations of a region func's arguments: the names of its inputs."""
+    return [ir.Location.name(n) if (n := _value_name(v)) else ir.Location.unknown() for v in inputs]
 
 
 def worth_fusing(members, inputs, outputs, cost=None):
@@ -559,12 +667,23 @@ def fitting_sizes():
     return _SIZES_FITTED.get()
 
 
-def _tiny(executor, values):
+_TINY = {}  # (executor, the values' types) -> _tiny
+
+
+def _tiny(executor, values, types=None):
     """Executor.tiny of the bytes values move; never where a size is a symbol (`?`: unknown until
-    run) nor where a program for all sizes is being fitted (sizes_fitted)."""
-    if _SIZES_FITTED.get() or any(ranked(v) and not ir.RankedTensorType(v.type).has_static_shape for v in values):
+    run) nor where a program for all sizes is being fitted (sizes_fitted). types: the values'
+    types' texts, where known."""
+    if _SIZES_FITTED.get():
         return False
-    return executor.tiny(sum(_bytes(v) for v in values))
+    key = (executor, types if types is not None else tuple(text_of(v.type) for v in values))
+    tiny = _TINY.get(key)
+    if tiny is None:
+        if len(_TINY) >= _ANSWERS_MAX:
+            _TINY.clear()
+        tiny = _TINY[key] = not any(ranked(v) and not ir.RankedTensorType(v.type).has_static_shape for v in values) \
+            and executor.tiny(sum(_bytes(v) for v in values))
+    return tiny
 
 
 def _inside(user, produced):
@@ -672,6 +791,84 @@ def _outline_region(f, graph, ops, name, policy, executor, heads=True, prologue=
     return kept
 
 
+def _outline(f, graph, ops, name, policy, executor, decomposed):
+    """_outline_region, done once per region key (_Graph.region_key, region_reuse.Outcome): a
+    region of a key outlined before is outlined as that one was (not kept; or kept with the
+    same ops, a renamed copy of its decomposed func, the same split)."""
+    if decomposed is None or not region_reuse.OUTCOMES:
+        return _outline_region(f, graph, ops, name, policy, executor, decomposed=decomposed)
+    values = graph.region_values(ops)
+    key = (executor.name, policy, _SIZES_FITTED.get(), graph.region_key(ops, *values))
+    if key in decomposed.outcomes:
+        outcome = decomposed.outcomes[key]
+        kept = None if outcome is None else _replay(f, graph, ops, name, outcome, decomposed,
+                                                    values if len(outcome.positions) == len(ops) else None)
+        if outcome is None or kept is not None:
+            region_reuse.OUTCOME_STATS["hits"] += 1
+            return kept
+    region_reuse.OUTCOME_STATS["misses"] += 1
+    kept = _outline_region(f, graph, ops, name, policy, executor, decomposed=decomposed)
+    if key not in decomposed.outcomes:
+        outcome = None if kept is None else _outcome(kept, ops, decomposed)
+        if kept is None or outcome is not None:
+            decomposed.outcomes[key] = outcome
+    return kept
+
+
+def _outcome(kept, ops, decomposed):
+    """The region_reuse.Outcome of kept, outlined from the region of ops (its func before
+    decomposing: the last decomposed's text); None where it cannot be replayed."""
+    text = decomposed.last
+    full = decomposed.funcs[text][0].clone(ip=ir.InsertionPoint(decomposed.module.body))
+    for k, o in enumerate(_body_all(full)):  # (the positions, told by location after the erasures)
+        o.location = ir.Location.name(str(k))
+    _take_input_checks(full)
+    _erase_dead(full.regions[0].blocks[0])
+    survivors = [int(loc_names(o.location)[0]) for o in _body_all(full)]
+    split = None
+    if kept.kernel is not kept.full:
+        body, ops_all = _body_ops(kept.full), _body_all(kept.full)
+        at_all = {o: k for k, o in enumerate(ops_all)}
+        rest = [o for o in body if o not in kept.tail]
+        numbers = _region_values(rest)[1]
+        sources = [at_all[c.owner.operation] for c in numbers] + [at_all[o] for o in rest]
+        if len(sources) != len(_body_all(kept.kernel)):
+            return None
+        at_body = {o: k for k, o in enumerate(body)}
+        results = [("a", ir.BlockArgument(v).arg_number) if isinstance(v.owner, ir.Block) else
+                   (at_all[v.owner.operation], ir.OpResult(v).result_number) for v in kept.kernel_results]
+        split = region_reuse.Split([at_body[o] for o in kept.tail], [at_body[o] for o in kept.head],
+                                   kept.kernel.operation.clone(ip=ir.InsertionPoint(decomposed.module.body)),
+                                   sources, [ir.BlockArgument(v).arg_number for v in kept.kernel_args], results)
+    at = {i: k for k, i in enumerate(ops)}
+    return region_reuse.Outcome([at[i] for i in kept.ops], text, survivors, full, kept.checks, split)
+
+
+def _replay(f, graph, ops, name, outcome, decomposed, values=None):
+    """The _Kept region of ops outlined as outcome says (values: the kept ops' _region_values
+    where known), or None where its decomposed func's names do not follow (region_reuse)."""
+    kept_ops = [ops[k] for k in outcome.positions]
+    members = [graph.ops[i] for i in kept_ops]
+    inputs, numbers, outputs = values or graph.region_values(kept_ops)
+    locations = decomposed.locations(outcome.text, [c.owner.location for c in numbers] + [o.location for o in members])
+    if locations is None:
+        return None
+    region_reuse.STATS["hits"] += 1
+    full = region_reuse.clone(outcome.full, ir.InsertionPoint(f), name, _arg_locations(inputs),
+                              [locations[k] for k in outcome.survivors])
+    kept = _Kept(kept_ops, full, inputs, outputs, name, outcome.checks)
+    split = outcome.split
+    if split is not None:  # (as _split made it)
+        full.attributes["sym_name"] = ir.StringAttr.get(name + "_unsplit")
+        args, body, ops_all = list(full.regions[0].blocks[0].arguments), _body_ops(full), _body_all(full)
+        kept.kernel_args = [args[k] for k in split.args]
+        kept.kernel = region_reuse.clone(split.kernel, ir.InsertionPoint(full), name, _arg_locations(kept.kernel_args),
+                                         [ops_all[k].location for k in split.sources])
+        kept.kernel_results = [args[r] if k == "a" else ops_all[k].results[r] for k, r in split.results]
+        kept.tail, kept.head = [body[k] for k in split.tail], [body[k] for k in split.head]
+    return kept
+
+
 def _split_tail(kept, executor):
     """Give torch what keeps kept's region from tiling, when the rest then tiles (runs well):
     its tail (_tail_ops: a loss's mean over rows) and the results computed from no input (an
@@ -679,7 +876,7 @@ def _split_tail(kept, executor):
     what it uses of it). kept.kernel becomes a func of the other ops. Whether it did."""
     full = kept.full
     block = full.regions[0].blocks[0]
-    body = [o.operation for o in block.operations if o.operation.name not in ("arith.constant", "func.return")]
+    body = _body_ops(full)
     tail = _tail_ops(body)
     returned = set(list(block.operations)[-1].operands)
     dependent = set(block.arguments)
@@ -700,21 +897,43 @@ def _split_tail(kept, executor):
     head = [o for o in body if o in head]
     if not tail and not head:
         return False
+    split = _split(kept, body, tail, head)
+    if split is None:
+        return False
+    kernel, args, results = split
+    text = region_text(kernel)
+    if not (_ask("accepts", executor, text, kept.name) and _ask("runs_well", executor, text, kept.name)):
+        kernel.operation.erase()
+        kept.full.attributes["sym_name"] = ir.StringAttr.get(kept.name)
+        return False
+    kept.kernel, kept.kernel_args, kept.kernel_results, kept.head, kept.tail = kernel, args, results, head, tail
+    return True
+
+
+def _body_ops(func_op):
+    """A func's ops but its numbers and its return."""
+    return [o.operation for o in func_op.regions[0].blocks[0].operations
+            if o.operation.name not in ("arith.constant", "func.return")]
+
+
+def _body_all(func_op):
+    """A func's ops but its return."""
+    return [o.operation for o in func_op.regions[0].blocks[0].operations][:-1]
+
+
+def _split(kept, body, tail, head):
+    """(kernel, its arguments, its results): the func of kept.full's ops (body) but tail and head,
+    named kept.name (full renamed <name>_unsplit); None where it would have no result or no op."""
+    full = kept.full
     rest = [o for o in body if o not in tail]
     args, numbers, results = _region_values(rest)
     results = [v for v in results if v.owner not in head]
     if not results or len(tail) == len(body):
-        return False
+        return None
     full.attributes["sym_name"] = ir.StringAttr.get(kept.name + "_unsplit")
     kernel = _build_func(full, kept.name, rest, args, numbers, results)
     kernel.attributes[EXECUTOR_ATTR] = full.attributes[EXECUTOR_ATTR]
-    text = region_text(kernel)
-    if not (_ask("accepts", executor, text, kept.name) and _ask("runs_well", executor, text, kept.name)):
-        kernel.operation.erase()
-        full.attributes["sym_name"] = ir.StringAttr.get(kept.name)
-        return False
-    kept.kernel, kept.kernel_args, kept.kernel_results, kept.head, kept.tail = kernel, args, results, head, tail
-    return True
+    return kernel, args, results
 
 
 def _tail_ops(body):
@@ -787,20 +1006,26 @@ def fuse_func(f, module_block, counter, policy="auto", executors=DEFAULT_EXECUTO
     sink_transposes(f, fusable)
     graph = _Graph(block)
     claimed_ops = {}
+    # (once per claim key: an executor's `supports` reads the prim's name, attributes, types and
+    # constant operands, as kernel_prim does)
+    claims = {}
     for i, o in enumerate(graph.ops):
-        for e in candidates:  # the first executor that claims it
-            if claimable(o, e):
-                claimed_ops[i] = e.name
-                break
+        if not _may_be_claimable(o.name):  # (no signature to compute)
+            continue
+        key = graph.claim_key(i)
+        if key not in claims:
+            claims[key] = next((e.name for e in candidates if claimable(o, e, graph.signature)), None)
+        if claims[key] is not None:  # the first executor that claims it
+            claimed_ops[i] = claims[key]
     # outline; a region the lowering rejects stays as torch calls (dropping it keeps the
     # graph of the other regions acyclic)
     outlined = []
     def tiny(i):
-        return _tiny(executor_registry.get(claimed_ops[i]), graph.ops[i].results)
+        return _tiny(executor_registry.get(claimed_ops[i]), graph.results[i], graph.op_key(i)[1])
 
     for ops in graph.partition(claimed_ops, tiny):
         executor = executor_registry.get(claimed_ops[ops[0]])
-        region = _outline_region(f, graph, ops, f"fusion_{counter}", policy, executor, decomposed=decomposed)
+        region = _outline(f, graph, ops, f"fusion_{counter}", policy, executor, decomposed)
         if region is not None:
             counter += 1
             outlined.append(region)

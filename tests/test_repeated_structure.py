@@ -76,7 +76,9 @@ def test_llama_kernels_do_not_grow_with_depth(monkeypatch):
 def test_identical_regions_decomposed_once(monkeypatch):
     """thunder-fuse decomposes each region text once (lowering/region_reuse.py): the regions of
     the second layer are copies of the first's, with the value names and source lines that
-    decomposing them gives (the module is the same as with every region decomposed)."""
+    decomposing them gives (the module is the same as with every region decomposed); and
+    outlines each region signature once (region_reuse.Outcome: kept or not, edge ops, split
+    tail), the module again the same as with every region outlined anew."""
     from thunder.lowering import decompose_reuse, region_reuse
     from thunder.lowering.fuse import fuse_module
 
@@ -89,22 +91,64 @@ def test_identical_regions_decomposed_once(monkeypatch):
             super().__init__(context)
             made.append(self)
 
-    for reuse, ops_shared in ((True, False), (False, False), (False, True)):
+    for reuse, outcomes, ops_shared in ((True, True, False), (True, False, False), (False, False, False),
+                                        (False, False, True)):
         # (ops_shared: each op's decomposition run once per signature, lowering/decompose_reuse.py)
         monkeypatch.setattr(region_reuse, "Decomposed", Recorded if reuse else lambda context: None)
+        monkeypatch.setattr(region_reuse, "OUTCOMES", outcomes)
         hits, misses = region_reuse.STATS["hits"], region_reuse.STATS["misses"]
-        decomposed = decompose_reuse.STATS["hits"]
+        decomposed, replayed = decompose_reuse.STATS["hits"], region_reuse.OUTCOME_STATS["hits"]
+        runs = len(made)
         with context(), decompose_reuse.shared() if ops_shared else contextlib.nullcontext():
             module = ir.Module.parse(before.to_mlir(debug_info=True))
             fuse_module(module.operation, "always", "linalg")
             texts.append(module.operation.get_asm(enable_debug_info=True))
         assert (decompose_reuse.STATS["hits"] > decomposed) == ops_shared
         assert (region_reuse.STATS["hits"] > hits) == reuse
+        assert (region_reuse.OUTCOME_STATS["hits"] > replayed) == outcomes
         if reuse:  # every region of a text decomposed before is a copy (a value name on two
             # ops, a view named as the op it views, included): one decomposition per text
-            assert region_reuse.STATS["misses"] - misses == sum(len(d.funcs) for d in made)
-    assert texts[0] == texts[1] == texts[2]
+            assert region_reuse.STATS["misses"] - misses == sum(len(d.funcs) for d in made[runs:])
+    assert texts[0] == texts[1] == texts[2] == texts[3]
     assert "call @fusion_" in texts[0]
+
+
+def test_regions_outlined_once_per_signature_under_policy_auto(monkeypatch):
+    """thunder-fuse outlines each region signature once (lowering/region_reuse.py's Outcome):
+    under policy auto, a width-256 Llama's later layers get the first layer's decisions (regions
+    the cost model drops, edge views and tails left to torch, kernels split from their tail),
+    replayed without the cost model, the edge rules and the executor's questions. Forward and
+    backward fuse to the same module, byte for byte, as with every region outlined anew."""
+    from thunder.lowering import fuse, region_reuse
+
+    config = transformers.LlamaConfig(vocab_size=128, hidden_size=256, intermediate_size=512, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=64)
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(config)
+    ids = torch.randint(0, 128, (2, 32), generator=torch.Generator().manual_seed(1))
+    jitted = thunder.jit(model, executors=["torch"])  # (unfused: only the traces thunder-fuse gets)
+    jitted(input_ids=ids, labels=ids, use_cache=False).loss.backward()
+    unfused = [t.to_mlir(debug_info=True) for t in thunder.last_traces(jitted) + thunder.last_backward_traces(jitted)
+               if t.producer in ("thunder-remat (forward)", "thunder-autograd (backward)")]
+    assert len(unfused) == 2
+    replayed = []
+    replay = fuse._replay
+    monkeypatch.setattr(fuse, "_replay", lambda f, graph, ops, name, outcome, *a: replayed.append(
+        (len(ops), outcome)) or replay(f, graph, ops, name, outcome, *a))
+    texts = []
+    for on in (True, False):
+        monkeypatch.setattr(region_reuse, "OUTCOMES", on)
+        hits = region_reuse.OUTCOME_STATS["hits"]
+        with context():
+            for text in unfused:
+                module = ir.Module.parse(text)
+                fuse.fuse_module(module.operation, "auto", "linalg")
+                texts.append(module.operation.get_asm(enable_debug_info=True))
+        assert (region_reuse.OUTCOME_STATS["hits"] > hits) == on
+    assert texts[:2] == texts[2:]
+    assert all("call @fusion_" in t for t in texts)
+    assert any(outcome.split is not None for _, outcome in replayed)  # (a kernel whose tail torch runs)
+    assert any(len(outcome.positions) < n for n, outcome in replayed)  # (edge ops left to torch)
 
 
 def _all_traces(jitted):
@@ -119,17 +163,21 @@ def test_identical_work_of_the_autograd_stage_done_once(monkeypatch, layers):
     compile's passes decompose an op once per signature (lowering/decompose_reuse.py): the layers
     after the first replay what the first recorded, renamed. Every trace of the training step
     (forward, backward, the generated programs) is the same, byte for byte, with the sharing on
-    and off; the loss and gradients are eager's."""
-    from thunder.lowering import decompose_reuse, vjp_reuse
+    and off; the loss and gradients are eager's. So with thunder-fuse outlining each region
+    signature once (lowering/region_reuse.py's Outcome), forward's and backward's."""
+    from thunder.lowering import decompose_reuse, region_reuse, vjp_reuse
 
     ids, runs = _ids(), []
     for enabled in (True, False):
         monkeypatch.setattr(vjp_reuse, "ENABLED", enabled)
         monkeypatch.setattr(decompose_reuse, "ENABLED", enabled)
+        monkeypatch.setattr(region_reuse, "OUTCOMES", enabled)
         hits, decomposed = vjp_reuse.STATS["hits"], decompose_reuse.STATS["hits"]
+        replayed = region_reuse.OUTCOME_STATS["hits"]
         runs.append(_all_traces(_train_step(_llama(layers), ids)))
         assert (vjp_reuse.STATS["hits"] > hits) == enabled
         assert (decompose_reuse.STATS["hits"] > decomposed) == enabled
+        assert (region_reuse.OUTCOME_STATS["hits"] > replayed) == enabled
     assert [p for p, _, _ in runs[0]] == [p for p, _, _ in runs[1]]
     for (producer, python, mlir), (_, python_off, mlir_off) in zip(*runs):
         assert python == python_off, producer
