@@ -108,7 +108,8 @@ def _in_order(ops):
 
 
 def _sink(f, t, fusable, erased):
-    """Sink transpose t where it pays; erased gets the ops erased (decomposed or sunk)."""
+    """Sink transpose t where it pays; erased gets the hashes of the ops it erases (decomposed or
+    sunk)."""
     perm = permutation(t)
     if perm is None or perm == sorted(perm):
         return
@@ -117,11 +118,12 @@ def _sink(f, t, fusable, erased):
     if all(u.name in TRANSPOSES for u in ops) or not leaves_regions(ops, values, y, fusable, visible(f)):
         return
     for u in _in_order([u for u in ops if not u.name.startswith("thunder.")]):
+        key = hash(u)  # (before erasing: an erased handle cannot be hashed)
         try:
             decompose_op(u)
         except (DataDependentError, NotDecomposable):  # (as thunder-decompose: the op stays)
             return
-        erased.add(u)
+        erased.add(key)
     ops, values = _closure(y, lambda u: _prim_kind(u) is not None)
     if not leaves_regions(ops, values, y, fusable, visible(f)):  # (the results are the decompositions')
         return  # (a decomposition made an op that is not sunk through; rare: its prims stay)
@@ -131,11 +133,11 @@ def _sink(f, t, fusable, erased):
     for u in ordered:
         _rewrite(u, perm, inv, source, ops)
     for u in reversed(ordered):
+        erased.add(hash(u))
         u.erase()
-        erased.add(u)
     if not list(y.uses):
+        erased.add(hash(t))
         t.erase()
-        erased.add(t)
 
 
 def _rewrite(u, perm, inv, source, ops):
@@ -179,9 +181,10 @@ def sink_transposes(f, fusable):
     """Sink the transposes of func f where everything sunk leaves the regions (see the module
     docstring); fusable(op) says whether an op could be in a region."""
     ops = [o.operation for o in f.regions[0].blocks[0].operations]
-    # (ops erased so far, compared by identity of the MLIR op: the bindings give each lookup its
-    # own handle, and erasing through one leaves the others dangling, so a handle cannot tell)
+    # (the ops erased so far, by their hash, derived from the MLIR op's address: the bindings give
+    # each lookup its own handle, and erasing through one leaves the others dangling, so a handle
+    # cannot tell; the ops listed here were all alive at once, so no two share an address)
     erased = set()
     for t in [o for o in ops if o.name in TRANSPOSES]:
-        if t not in erased and ranked(t.results[0]) and list(t.results[0].uses):
+        if hash(t) not in erased and ranked(t.results[0]) and list(t.results[0].uses):
             _sink(f, t, fusable, erased)
