@@ -33,10 +33,8 @@ def unfused_backward(module):
     trace and the program cache keep)."""
     with module.context:
         func = find_func(module.operation, "backward")
-        copy = ir.Module.create(loc=ir.Location.file("-", 0, 0))  # (the location a parsed module gets)
-        func.operation.clone(ip=ir.InsertionPoint(copy.body))
         # (verified already: _cleanup's verification, and thunder-remat's passes after it keep IR valid)
-        return copy, func.operation.get_asm(enable_debug_info=True, assume_verified=True)
+        return _module_of(func), func.operation.get_asm(enable_debug_info=True, assume_verified=True)
 
 
 def _start(backward):
@@ -45,8 +43,13 @@ def _start(backward):
     program cache, runtime/portable.py)."""
     if isinstance(backward, str):
         return ir.Module.parse(backward)
-    module = ir.Module.create(loc=ir.Location.file("-", 0, 0))
-    find_func(backward.operation, "backward").operation.clone(ip=ir.InsertionPoint(module.body))
+    return _module_of(find_func(backward.operation, "backward"))
+
+
+def _module_of(func):
+    """A new module holding a clone of func."""
+    module = ir.Module.create(loc=ir.Location.file("-", 0, 0))  # (the location a parsed module gets)
+    func.operation.clone(ip=ir.InsertionPoint(module.body))
     return module
 
 
