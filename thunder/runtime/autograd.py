@@ -99,7 +99,8 @@ class AutogradProgram:
         self.num_inputs = num_inputs
         self.reaches = _reaches(module)  # input index -> indices of the outputs it influences
         self.constants = {"forward": {}, "backward": {}}  # the kernels their sources call (fusion)
-        self.backward_mlir = unfused_backward(module)  # (what each backward is compiled from)
+        # (each backward is compiled from a copy of the module; the text is what the program cache keeps)
+        self._backward_module, self.backward_mlir = unfused_backward(module)
         self.fusion = fusion  # thunder-fuse's (policy, executors), None: no fusion
         self.first_fusion = 0  # the number of the backward's first fusion region (after the forward's)
         self.variants = {}  # frozenset of the outputs with a cotangent -> backward_variants.Variant
@@ -155,7 +156,9 @@ class AutogradProgram:
         # (decompositions shared by signature as in the forward's compile: the N layers' backward ops)
         with tiered.reporting_to(*self.reporting) if self.reporting else contextlib.nullcontext(), \
                 decompose_reuse.shared():
-            variant = specialize_backward(self.backward_mlir, present, lambda i: bool(self.reaches[i] & key),
+            # (a program from the program cache has only the text: runtime/portable.py)
+            start = self.__dict__.get("_backward_module") or self.backward_mlir
+            variant = specialize_backward(start, present, lambda i: bool(self.reaches[i] & key),
                                           self.fusion, self.first_fusion)
         if full:
             self.backward, self.backward_source = variant.backward, variant.source

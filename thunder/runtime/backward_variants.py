@@ -28,20 +28,39 @@ class Variant:
 
 
 def unfused_backward(module):
-    """@backward of an autograd module (after thunder-remat, before thunder-fuse) as MLIR text
-    (what specialize_backward starts from)."""
+    """@backward of an autograd module (after thunder-remat, before thunder-fuse): (a module of
+    its own holding a copy of it, what specialize_backward starts from; its MLIR text, what the
+    trace and the program cache keep)."""
     with module.context:
-        return find_func(module.operation, "backward").operation.get_asm(enable_debug_info=True)
+        func = find_func(module.operation, "backward")
+        # (verified already: _cleanup's verification, and thunder-remat's passes after it keep IR valid)
+        return _module_of(func), func.operation.get_asm(enable_debug_info=True, assume_verified=True)
 
 
-def specialize_backward(backward_mlir, present, keep, fusion, first_fusion=0):
-    """The Variant of @backward (backward_mlir: unfused_backward's text) for the cotangents
+def _start(backward):
+    """A fresh module of @backward to specialize: a copy of the module unfused_backward made (no
+    printing and parsing again: the same context), or parsed from its text (a program from the
+    program cache, runtime/portable.py)."""
+    if isinstance(backward, str):
+        return ir.Module.parse(backward)
+    return _module_of(find_func(backward.operation, "backward"))
+
+
+def _module_of(func):
+    """A new module holding a clone of func."""
+    module = ir.Module.create(loc=ir.Location.file("-", 0, 0))  # (the location a parsed module gets)
+    func.operation.clone(ip=ir.InsertionPoint(module.body))
+    return module
+
+
+def specialize_backward(backward, present, keep, fusion, first_fusion=0):
+    """The Variant of @backward (backward: unfused_backward's module, or its text) for the cotangents
     present (bools, one per cotangent input; all True: the backward as it is); keep(i): whether
     the gradient of forward input i must be returned even where it is zero; fusion:
     thunder-fuse's (policy, executors) or None; first_fusion: the number of its first fusion
     region (after the forward's, so that names stay unique across the pair)."""
     with LOCK, context():
-        module = ir.Module.parse(backward_mlir)
+        module = _start(backward)
         old = find_func(module.operation, "backward")
         grad_of = list(ir.DenseI64ArrayAttr(old.attributes["thunder.grad_of"]))
         cotangent_for = list(ir.DenseI64ArrayAttr(old.attributes["thunder.cotangent_for"]))

@@ -334,7 +334,7 @@ def _autograd_program(cs, module, tensors, proxies, out_spec, traces, constants,
     fusion); decompose: their ltorch ops into prims first (thunder-decompose in transforms).
     grad_outputs: the indices of the results that require grad in eager."""
     with module.context, decompose_reuse.shared():
-        m = ir.Module.parse(module.operation.get_asm(enable_debug_info=True))
+        m = _copy_module(module)
         comp = m.body.operations[0]
         comp.attributes["arg_attrs"] = ir.ArrayAttr.get([
             ir.DictAttr.get({REQUIRES_GRAD: ir.UnitAttr.get()} if isinstance(x, torch.Tensor) and x.requires_grad
@@ -381,6 +381,18 @@ def _autograd_program(cs, module, tensors, proxies, out_spec, traces, constants,
     traces.append(Trace("torch executor (execution trace)", m, python=source + "\n" + program.forward_source,
                         fn=computation, fn_name="computation"))
     return source, computation, backward
+
+
+def _copy_module(module):
+    """A copy of module in its context (cloned: printing and parsing it again verified every op
+    once more, as the compile before had)."""
+    copy = ir.Module.create(loc=module.operation.location)
+    attributes = module.operation.attributes
+    for name in attributes:
+        copy.operation.attributes[name] = attributes[name]
+    for op in module.body.operations:
+        op.operation.clone(ip=ir.InsertionPoint(copy.body))
+    return copy
 
 
 def _next_fusion(module):
