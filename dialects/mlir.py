@@ -25,3 +25,19 @@ for _ns in ("thunder", "ltorch"):
 # context; never on a cached call's path. Reentrant: a compile may compile (a jitted function
 # called while tracing). docs/architecture.md "Threads and processes".
 LOCK = _threading.RLock()
+
+# The address of the MLIR operation a handle names, read without touching the operation (an
+# op's Python hash reads its contents). The bindings give each lookup its own handle, and erasing
+# an op through one leaves the others dangling: reading through one is a use after free, so a
+# pass that erases ops while holding others' handles compares addresses taken while all lived.
+import ctypes as _ctypes  # noqa: E402
+
+_capsule_name = _ctypes.pythonapi.PyCapsule_GetName
+_capsule_name.restype, _capsule_name.argtypes = _ctypes.c_char_p, [_ctypes.py_object]
+_capsule_pointer = _ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_pointer.restype, _capsule_pointer.argtypes = _ctypes.c_void_p, [_ctypes.py_object, _ctypes.c_char_p]
+
+
+def address(operation):
+    capsule = operation._CAPIPtr
+    return _capsule_pointer(capsule, _capsule_name(capsule))

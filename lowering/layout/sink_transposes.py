@@ -22,7 +22,7 @@ import functools
 
 from thunder.core.proxies import DataDependentError
 from thunder.core.trace import NotDecomposable
-from thunder.dialects.mlir import ir
+from thunder.dialects.mlir import address, ir
 from thunder.lowering.decompose import decompose_op
 from thunder.lowering.executors import is_number
 from thunder.lowering.layout.rule import leaves_regions, visible
@@ -108,8 +108,8 @@ def _in_order(ops):
 
 
 def _sink(f, t, fusable, erased):
-    """Sink transpose t where it pays; erased gets the hashes of the ops it erases (decomposed or
-    sunk)."""
+    """Sink transpose t where it pays; erased gets the addresses of the ops it erases (decomposed
+    or sunk)."""
     perm = permutation(t)
     if perm is None or perm == sorted(perm):
         return
@@ -118,7 +118,7 @@ def _sink(f, t, fusable, erased):
     if all(u.name in TRANSPOSES for u in ops) or not leaves_regions(ops, values, y, fusable, visible(f)):
         return
     for u in _in_order([u for u in ops if not u.name.startswith("thunder.")]):
-        key = hash(u)  # (before erasing: an erased handle cannot be hashed)
+        key = address(u)  # (before erasing: the handle it is erased through is invalidated)
         try:
             decompose_op(u)
         except (DataDependentError, NotDecomposable):  # (as thunder-decompose: the op stays)
@@ -133,10 +133,10 @@ def _sink(f, t, fusable, erased):
     for u in ordered:
         _rewrite(u, perm, inv, source, ops)
     for u in reversed(ordered):
-        erased.add(hash(u))
+        erased.add(address(u))
         u.erase()
     if not list(y.uses):
-        erased.add(hash(t))
+        erased.add(address(t))
         t.erase()
 
 
@@ -181,10 +181,10 @@ def sink_transposes(f, fusable):
     """Sink the transposes of func f where everything sunk leaves the regions (see the module
     docstring); fusable(op) says whether an op could be in a region."""
     ops = [o.operation for o in f.regions[0].blocks[0].operations]
-    # (the ops erased so far, by their hash, derived from the MLIR op's address: the bindings give
-    # each lookup its own handle, and erasing through one leaves the others dangling, so a handle
-    # cannot tell; the ops listed here were all alive at once, so no two share an address)
+    # (the ops erased so far, by address (dialects/mlir.py address): a handle listed here may
+    # dangle, erased through another; the listed ops were all alive at once, so none shares an
+    # address with another or with an op erased before)
     erased = set()
     for t in [o for o in ops if o.name in TRANSPOSES]:
-        if hash(t) not in erased and ranked(t.results[0]) and list(t.results[0].uses):
+        if address(t) not in erased and ranked(t.results[0]) and list(t.results[0].uses):
             _sink(f, t, fusable, erased)
