@@ -9,13 +9,13 @@ A template is kept only where every name the decomposition made is the op's name
 (no name from a hint: that would not follow the op's) and each operand it read is one of the op's
 operands; otherwise the decomposition runs each time. The module is thus the same, name for
 name, as without sharing (tests/test_repeated_structure.py compares them)."""
-import contextlib
 import contextvars
 import re
 
 from thunder.core.trace import Ref
 from thunder.dialects import attrs
 from thunder.dialects.definitions import _signature
+from thunder.core.scoped import scoped
 
 ENABLED = True  # off: every decomposition runs (tests and benchmarks/compile_depth.py compare the two)
 STATS = {"hits": 0, "misses": 0, "refused": 0}  # emitted from a template / templates kept / not kept
@@ -23,15 +23,10 @@ _ACTIVE = contextvars.ContextVar("thunder_shared_decompositions", default=None)
 _REFUSED = object()
 
 
-@contextlib.contextmanager
 def shared():
     """Decompositions shared by signature inside (one compile's passes: what a decomposition
     records may depend on ambient state such as the default dtype, constant within one)."""
-    token = _ACTIVE.set({})
-    try:
-        yield
-    finally:
-        _ACTIVE.reset(token)
+    return scoped(_ACTIVE, {})
 
 
 def lookup(operation):

@@ -10,26 +10,21 @@ costs nothing, and a region holding it saves no call by fusing it. Elsewhere (a 
 records history) a detach is a dispatch, like a view.
 
 recording_history(True) around a fusion pass marks its program as one that records history."""
-import contextlib
 import contextvars
 
 from thunder.dialects.mlir import ir
 from thunder.lowering.edge_ops import is_view
 from thunder.ops import registry
+from thunder.core.scoped import scoped
 
 _RECORDING = contextvars.ContextVar("thunder_fuse_recording_history", default=False)
 # ops whose result may be (a view of) an operand: a detach of it may cut real history
 _ALIASING = ("ltorch.torch_call", "ltorch.torch_call_random")
 
 
-@contextlib.contextmanager
 def recording_history(recording=True):
     """Inside: the program being fused records autograd history when it runs (its detaches run)."""
-    token = _RECORDING.set(recording)
-    try:
-        yield
-    finally:
-        _RECORDING.reset(token)
+    return scoped(_RECORDING, recording)
 
 
 def dropped(operation):

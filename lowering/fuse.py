@@ -17,7 +17,6 @@ faster than torch's calls; "always" keeps every region. A kept region becomes
 `func.call @fusion_N`. The caller is rescheduled in a topological order that keeps program order
 where it can and the order of ops with side effects (random ops) as it was. Codegen binds
 `fusion_N` to the executor's `compile(<callee>, "fusion_N")`."""
-import contextlib
 import contextvars
 import heapq
 import math
@@ -35,6 +34,7 @@ from thunder.lowering.layout import move_reshapes_across_conversions, sink_resha
 from thunder.lowering.layout.values import TRANSPOSES, ranked, shape as _shape
 from thunder.lowering.linalg.types_and_maps import SCALAR_TYPES
 from thunder.ops import registry
+from thunder.core.scoped import scoped
 
 POLICIES = ("auto", "always")
 # linalg, policy "auto": an untiled CPU kernel runs on one thread, pass after pass over whole
@@ -649,17 +649,12 @@ def _bytes(v):
 _SIZES_FITTED = contextvars.ContextVar("thunder_fuse_sizes_fitted", default=False)
 
 
-@contextlib.contextmanager
 def sizes_fitted():
     """Inside: the compiles a program for all sizes is fitted from (runtime/generalize.py: the
     call and its samples at other sizes). Their fusion makes no decision by a region's size that
     a size far from the samples' would make otherwise: no region is `tiny` (a small first call's
     decisions differed from its samples', so no program for all sizes could be fitted)."""
-    token = _SIZES_FITTED.set(True)
-    try:
-        yield
-    finally:
-        _SIZES_FITTED.reset(token)
+    return scoped(_SIZES_FITTED, True)
 
 
 def fitting_sizes():

@@ -37,7 +37,6 @@ itself, once per packing. Anything else (a weight that is no `nn.Parameter`, an 
 no rows, a storage that cannot be made copy-on-write: numpy's, shared memory) goes to `F.linear`
 as before.
 """
-import contextlib
 import contextvars
 import functools
 import os
@@ -46,6 +45,8 @@ import weakref
 
 import torch
 import torch.nn.functional as F
+
+from thunder.core.scoped import scoped
 
 ENV = "THUNDER_PACKED_WEIGHTS"
 
@@ -61,16 +62,11 @@ KEPT = 2
 _TRAINING_FORWARD = contextvars.ContextVar("thunder_packed_training_forward", default=False)
 
 
-@contextlib.contextmanager
 def training_forward():
     """Around generating a training step's forward: `auto` packs none of its products (an
     optimizer step writes the weights after each, so each would be copied (copy-on-write) and
     packed again every step; `on` packs them)."""
-    token = _TRAINING_FORWARD.set(True)
-    try:
-        yield
-    finally:
-        _TRAINING_FORWARD.reset(token)
+    return scoped(_TRAINING_FORWARD, True)
 
 
 def mode():

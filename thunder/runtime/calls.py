@@ -1,7 +1,6 @@
 """What thunder.examine records while a function is traced: each torch call the interpreter hands
 to the registry or the fallback (runtime/jit.py's lookup), with the ops it recorded or the error
 it raised, and the trace's symbols. Nothing is recorded outside `recording()`."""
-import contextlib
 import contextvars
 import functools
 from dataclasses import dataclass, field
@@ -9,6 +8,7 @@ from dataclasses import dataclass, field
 from thunder.core import trace as tracing
 from thunder.core.callables import callable_name
 from thunder.ops import fallback
+from thunder.core.scoped import scoped
 
 
 @dataclass
@@ -34,14 +34,8 @@ class Recording:
 _RECORDING = contextvars.ContextVar("thunder_examine_recording", default=None)
 
 
-@contextlib.contextmanager
 def recording():
-    r = Recording()
-    token = _RECORDING.set(r)
-    try:
-        yield r
-    finally:
-        _RECORDING.reset(token)
+    return scoped(_RECORDING, Recording())
 
 
 def observe(fn, impl):
