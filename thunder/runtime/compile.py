@@ -178,12 +178,12 @@ def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None, keep_parts
 
     t = time.perf_counter()
     grad_mode = torch.is_grad_enabled()
-    # autograd where an op ran with grad mode on (outside, or under enable_grad inside the function)
-    # on inputs that require grad, and something is returned
     # a tensor created inside with requires_grad=True is a leaf of torch's own autograd graph
     # (its .grad the user may read): the recorded torch calls then run as they are, recording
     # history (thunder-autograd differentiates for the inputs only; a kernel records nothing)
     torch_autograd = ctx.grad_leaf and not cd.disable_torch_autograd
+    # autograd where an op ran with grad mode on (outside, or under enable_grad inside the function)
+    # on inputs that require grad, and something is returned
     training = (ctx.grad_ops and not cd.disable_torch_autograd and any(x.requires_grad for x in tensors)
                 and bool(out_refs) and not torch_autograd)
     fusion = _fusion_policy(cd) if fusion and not torch_autograd else None
