@@ -209,3 +209,13 @@ def test_a_program_from_the_program_cache_tiers_too(tiered, tmp_path, monkeypatc
     assert thunder.wait_for_kernels(120)
     torch.testing.assert_close(jf(x, b, r), f(x, b, r))
     assert list(stats.torch_while_compiling.values()) == [1]
+
+
+def test_the_worker_runs_at_the_lowest_priority():
+    # (on a few cores it would take a core from the caller's torch threads: docs/fusion.md)
+    service = background._Service()
+    proc = service._worker()
+    try:
+        assert os.getpriority(os.PRIO_PROCESS, proc.pid) == 19
+    finally:
+        service.stop()

@@ -7,9 +7,14 @@ imported: it loads those two modules by path, so it starts without torch or the 
 and LLVM code generation as an in-process compile (pipeline.lower_to_llvm, ExecutionEngine) and
 writes the object code, then answers one JSON line {"id", "ok", "error", "seconds"}. It exits at
 the end of stdin (the parent closed it, or died).
+
+It runs at the lowest scheduling priority: on a machine with few cores it would otherwise take a
+core from the caller's torch threads (which spin-wait for each other) while the caller runs the
+regions as torch calls; measured on 2 cores, a 24-layer Llama's first training step 3.1 -> 2.5 s.
 """
 import importlib.util
 import json
+import os
 import sys
 import time
 
@@ -34,6 +39,8 @@ def compile_job(mlir, pipeline, job):
 
 
 def main(mlir_path, pipeline_path):
+    if hasattr(os, "nice"):
+        os.nice(19)
     mlir = _load("thunder.dialects.mlir", mlir_path)
     pipeline = _load("thunder.lowering.linalg.pipeline", pipeline_path)
     print(json.dumps({"id": None, "ok": True, "error": None, "seconds": 0.0}), flush=True)  # ready
