@@ -86,6 +86,7 @@ class Outcome:
     def __init__(self, positions, text, survivors, full, checks, split):
         self.positions, self.text, self.survivors, self.full, self.checks, self.split = (
             positions, text, survivors, full, checks, split)
+        self.kernel_text = None  # (fuse.kernel_text of its replays' kernel, once printed)
 
 
 class Split:
