@@ -413,7 +413,10 @@ class _Graph:
         through an op outside it (checked on the graph of regions, which stays acyclic). Preds
         come earlier in program order, so such a path only visits nodes with an op at or after
         the set's first op: the walk stops at the others (it covers the span of the set, not
-        everything upstream of it)."""
+        everything upstream of it). With one region, the walk starts from op i's preds only: a
+        path from the region back into itself through other nodes was ruled out when it formed
+        (and the graph of regions stays acyclic), and one from op i back into the set would
+        end at an op after i (preds come earlier), which the set has none of."""
         members, preds, parent, find = self.members, self.preds, self.parent, self.find
         inside = {i}
         for r in roots:
@@ -421,7 +424,7 @@ class _Graph:
         first = min(inside)
         # (a node: a region's root, or ~op for an op in none)
         seen, stack = set(), []
-        for o in inside:
+        for o in (i,) if len(roots) == 1 else inside:
             for p in preds[o]:
                 if p not in inside:
                     n = find(p) if p in parent else ~p

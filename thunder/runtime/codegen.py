@@ -118,6 +118,7 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
         updated_in_place = reinplacing.updated_in_place(f)
         returned = {v for name, vs in zip(names_of, operands_of) if name == "func.return" for v in vs}
         types = _Types()
+        op_counts = {}  # kernel text (or callee name) -> its ops (_fusion_call's comment)
         dels = _Dels(last_use, namer)
         for index, operation in enumerate(operations):
             name = names_of[index]
@@ -144,7 +145,8 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
                 lines.append("  return " + _return_expr(flat, output_spec, constants, params))
                 continue
             if name == "func.call":
-                lines.append(_fusion_call(operation, namer, callees, constants, comments, types, region_texts))
+                lines.append(_fusion_call(operation, namer, callees, constants, comments, types, region_texts,
+                                          op_counts))
                 lines += dels(results_of(operation), operands_of[index], index)
                 if leaves is not None:
                     leaves.update(operation)
@@ -332,10 +334,11 @@ def _fusion_callees(module):
     return out
 
 
-def _fusion_call(operation, namer, callees, constants, comments, types, texts=None):
+def _fusion_call(operation, namer, callees, constants, comments, types, texts=None, op_counts=None):
     """`t5, t6 = fusion_0(a, t3)`; constants (when given) gets fusion_0 bound to what the
     region's executor compiles (lowering/executors.py; the kernels themselves are compiled on
-    first call, for each new combination of input strides); texts: python_source's region_texts."""
+    first call, for each new combination of input strides); texts: python_source's region_texts;
+    op_counts: a dict remembering the number of ops of each kernel text."""
     callee = ir.FlatSymbolRefAttr(operation.attributes["callee"]).value
     f = callees.get(callee)
     if f is None:
@@ -358,8 +361,13 @@ def _fusion_call(operation, namer, callees, constants, comments, types, texts=No
     outs = [namer.assign(r, wanted[i] if i < len(wanted) else None) for i, r in enumerate(operation.results)]
     line = f"  {', '.join(outs)}{',' if len(outs) == 1 else ''} = {callee}({args})"
     if comments:
-        n = sum(1 for o in f.regions[0].blocks[0].operations
-                if o.operation.name not in ("arith.constant", "func.return"))
+        key = (texts or {}).get(callee) or callee
+        n = (op_counts or {}).get(key)
+        if n is None:
+            n = sum(1 for o in f.regions[0].blocks[0].operations
+                    if o.operation.name not in ("arith.constant", "func.return"))
+            if op_counts is not None:
+                op_counts[key] = n
         line += f"  # {', '.join(types.describe(r.type) for r in operation.results)} ({executor}: {n} ops)"
     return line
 
