@@ -417,6 +417,11 @@ class _Graph:
         path from the region back into itself through other nodes was ruled out when it formed
         (and the graph of regions stays acyclic), and one from op i back into the set would
         end at an op after i (preds come earlier), which the set has none of."""
+        return self.no_path_back(roots, i, single=len(roots) == 1)
+
+    def no_path_back(self, roots, i, single):
+        """merge_ok's walk; single: from op i's preds only (else from those of every op of the
+        set: what merge_ok does for several regions, and tests compare with)."""
         members, preds, parent, find = self.members, self.preds, self.parent, self.find
         inside = {i}
         for r in roots:
@@ -424,7 +429,7 @@ class _Graph:
         first = min(inside)
         # (a node: a region's root, or ~op for an op in none)
         seen, stack = set(), []
-        for o in (i,) if len(roots) == 1 else inside:
+        for o in (i,) if single else inside:
             for p in preds[o]:
                 if p not in inside:
                     n = find(p) if p in parent else ~p
