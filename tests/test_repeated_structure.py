@@ -202,7 +202,7 @@ def test_shared_decomposition_reads_operands_by_position():
 
 def test_fusion_shortcuts_agree_with_the_full_work(monkeypatch):
     """What the compile of a training step does once or skips gives what the full work gives
-    (a width-256 Llama's step, policy auto, forward and backward; a function of lists):
+    (a small Llama's step, every region fused, forward and backward; a function of lists):
     thunder-fuse's merge_ok walks from the joining op's preds alone where it joins one region,
     answering as the walk from every op of the set; the kernel texts thunder-fuse hands code
     generation for its replayed regions (fuse_module's texts) are the callees' own, printed;
@@ -221,12 +221,8 @@ def test_fusion_shortcuts_agree_with_the_full_work(monkeypatch):
 
     reaches_of_mlir = autograd._reaches_of
     monkeypatch.setattr(autograd, "_reaches_of", reaches_of)
-    config = transformers.LlamaConfig(vocab_size=128, hidden_size=256, intermediate_size=512, num_hidden_layers=2,
-                                      num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=64)
-    torch.manual_seed(0)
-    model = transformers.LlamaForCausalLM(config)
-    ids = torch.randint(0, 128, (2, 32), generator=torch.Generator().manual_seed(1))
-    jitted = thunder.jit(model, executors=["torch"])  # (unfused: only the traces thunder-fuse gets)
+    ids = _ids()
+    jitted = thunder.jit(_llama(2), executors=["torch"])  # (unfused: only the traces thunder-fuse gets)
     jitted(input_ids=ids, labels=ids, use_cache=False).loss.backward()
     unfused = [t.to_mlir(debug_info=True) for t in thunder.last_traces(jitted) + thunder.last_backward_traces(jitted)
                if t.producer in ("thunder-remat (forward)", "thunder-autograd (backward)")]
@@ -237,7 +233,7 @@ def test_fusion_shortcuts_agree_with_the_full_work(monkeypatch):
         return a, b.cos(), y
 
     x, y = torch.randn(3, 4, requires_grad=True), torch.randn(3, 4, requires_grad=True)
-    out = thunder.jit(lists)(x, y)
+    out = thunder.jit(lists, executors=["torch"])(x, y)
     torch.testing.assert_close(out, lists(x, y))
     assert len(reached) == 2 and all(r >= {0, 1} for r in reached[1])  # (both reach a and b; then saved values)
 
