@@ -20,7 +20,8 @@ def _make_lookup(cd):
     answers = {}  # fn -> _lookup(fn) in this trace (the same functions are called in every layer)
 
     def lookup(fn):
-        sharp_edges.check(fn, cd.sharp_edges, tracing.current_location(), warned)
+        if _side_effect(fn):  # (the user's line is found only where a warning or error names it)
+            sharp_edges.check(fn, cd.sharp_edges, tracing.current_location(), warned)
         if type(fn) in _BY_IDENTITY:
             impl = answers.get(fn, answers)
             if impl is answers:
@@ -30,6 +31,14 @@ def _make_lookup(cd):
         return calls.observe(fn, impl)  # (thunder.examine's record of torch calls)
 
     return lookup
+
+
+def _side_effect(fn):
+    """Whether sharp_edges.check has something to say about fn (a call it warns about or refuses)."""
+    try:
+        return fn in sharp_edges.SIDE_EFFECTS
+    except TypeError:  # unhashable
+        return False
 
 
 # callables that hash and compare by identity (a user's __eq__ is never called by the memo),
