@@ -22,7 +22,13 @@ def _make_lookup(cd):
     def lookup(fn):
         if _side_effect(fn):  # (the user's line is found only where a warning or error names it)
             sharp_edges.check(fn, cd.sharp_edges, tracing.current_location(), warned)
-        if type(fn) in _BY_IDENTITY:
+        tp = type(fn)
+        if tp is functools.partial and not fn.__dict__:
+            # no table of _lookup's holds a partial and none is a torch binding: its answer is
+            # None, and the interpreter calls its func, which lookup then sees (the proxies'
+            # methods, x.view, are such partials; tests/test_lookup_memo.py)
+            impl = None
+        elif tp in _BY_IDENTITY or tp is types.MethodType and type(fn.__func__) is types.FunctionType:
             impl = answers.get(fn, answers)
             if impl is answers:
                 impl = answers[fn] = _lookup(fn)
@@ -42,7 +48,8 @@ def _side_effect(fn):
 
 
 # callables that hash and compare by identity (a user's __eq__ is never called by the memo),
-# whose answer depends on nothing that changes while tracing
+# whose answer depends on nothing that changes while tracing; so do bound methods of Python
+# functions (equal where their __self__ is the same object and their function the same)
 _BY_IDENTITY = frozenset({types.FunctionType, types.BuiltinFunctionType, types.MethodDescriptorType,
                           types.WrapperDescriptorType, types.ClassMethodDescriptorType, type})
 
