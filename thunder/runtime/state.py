@@ -38,7 +38,7 @@ from thunder.core import trace as tracing
 from thunder.core.numbers import NumberProxy
 from thunder.core.proxies import TensorProxy
 from thunder.interpreter import Provenance
-from thunder.runtime.guards import Guard, has_literal, is_plain_value, snapshot
+from thunder.runtime.guards import Guard, has_literal, is_plain_value, same, snapshot
 from thunder.interpreter import Provenance
 
 _MISSING = object()
@@ -328,7 +328,11 @@ class StateTracker:
                 getattr(value, "__self__", None) is owner:
             pass  # a method of a builtin type (dict.get): decided by the owner's type
         elif _is_container(value):
-            self.guard(expr, "same", snapshot(value, self.pin), what)
+            known = self.guards.get((expr, "same", None))
+            # read again as it was (a module's hook dicts, on every call): the snapshot taken
+            # then stands, and what it pinned is pinned (a snapshot pins together with its guard)
+            if known is None or not same(value, known.expected):
+                self.guard(expr, "same", snapshot(value, self.pin), what)
             self._pin_container(value, expr)
         elif kind == "attr" and not _stable(owner, name, value):
             # a fresh object on each read (a descriptor): what it is, and reads through it
