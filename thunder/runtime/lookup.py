@@ -18,6 +18,7 @@ from thunder.runtime import calls, causal_masks, guards, sharp_edges, torch_func
 def _make_lookup(cd):
     warned = cd.warned_sharp_edges
     answers = {}  # fn -> _lookup(fn) in this trace (the same functions are called in every layer)
+    modules = {}  # id(module) -> (module, _lookup(module)) in this trace
 
     def lookup(fn):
         if _side_effect(fn):  # (the user's line is found only where a warning or error names it)
@@ -32,6 +33,14 @@ def _make_lookup(cd):
             impl = answers.get(fn, answers)
             if impl is answers:
                 impl = answers[fn] = _lookup(fn)
+        elif isinstance(fn, torch.nn.Module):
+            # a module called (self.q_proj(x)): answered by its class and attributes that no
+            # forward sets (torch.compile's marks), once per module and trace; by identity (the
+            # module kept, so its id stays its own)
+            kept = modules.get(id(fn))
+            if kept is None:
+                kept = modules[id(fn)] = (fn, _lookup(fn))
+            impl = kept[1]
         else:
             impl = _lookup(fn)
         return calls.observe(fn, impl)  # (thunder.examine's record of torch calls)
