@@ -244,6 +244,31 @@ def test_every_weight_write_is_seen_by_the_next_call(monkeypatch, dtype, autocas
     packed_linear._CACHE.clear()
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_weights_sharing_a_storage_with_biases_stay_packed(monkeypatch, dtype):
+    """Parameters that are views of one storage (after vector_to_parameters), biases included:
+    a packed call leaves the storage where it was (oneDNN would move a copy-on-write bias's by
+    asking for a writable pointer), so the next call packs nothing."""
+    if not packed_linear.available(dtype):
+        pytest.skip(f"torch packs no {dtype} products on this CPU")
+    monkeypatch.setenv(packed_linear.ENV, "on")
+    packed_linear._CACHE.clear()
+    calls = []
+    pack = packed_linear._pack
+    monkeypatch.setattr(packed_linear, "_pack", lambda w, rows: calls.append(rows) or pack(w, rows))
+    torch.manual_seed(0)
+    net = Net().to(dtype)
+    _vector_to_parameters(net)
+    jnet = thunder.jit(net)
+    x = torch.randn(3, 5, 64, dtype=dtype)
+    with torch.no_grad():
+        expected = net(x)
+        for _ in range(3):
+            torch.testing.assert_close(jnet(x), expected, rtol=0, atol=0)
+    assert _calls(jnet, dtype) == (2, 1) and len(calls) == 3
+    packed_linear._CACHE.clear()
+
+
 def test_packings_kept_per_weight_are_bounded(packing):
     """Calls with ever new row counts keep at most KEPT packings of a weight (the least recently
     used goes), each equal to F.linear's result."""

@@ -174,6 +174,8 @@ def linear(input, weight, bias=None, transposed=False):
     input = input.to(dtype)
     if bias is not None:
         bias = bias.to(dtype).contiguous()  # (oneDNN reads the bias as contiguous: ops/onednn.py)
+        if torch._C._is_cow_tensor(bias):  # (oneDNN asks for a writable pointer: it would move the
+            bias = bias.clone()            # storage, and the weights packed from it (vector_to_parameters))
     return _product(input, w[0], None, bias, rows)
 
 
