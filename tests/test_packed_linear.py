@@ -40,24 +40,37 @@ class Net(nn.Module):
         return self.head(F.silu(self.conv(F.gelu(self.fc(x)))))
 
 
+@pytest.fixture(autouse=True)
+def _no_packings_kept():
+    packed_linear._CACHE.clear()
+    yield
+    packed_linear._CACHE.clear()
+
+
+def _switch_on(monkeypatch, dtype):
+    """THUNDER_PACKED_WEIGHTS=on; the test skipped where products in dtype cannot be packed."""
+    if not packed_linear.available(dtype):
+        pytest.skip(f"torch packs no {dtype} products on this CPU (no oneDNN bf16, no MKL)")
+    monkeypatch.setenv(packed_linear.ENV, "on")
+    return monkeypatch
+
+
+def _count_packings(monkeypatch):
+    """The row counts of the packings made from now on."""
+    calls = []
+    pack = packed_linear._pack
+    monkeypatch.setattr(packed_linear, "_pack", lambda w, rows: calls.append(rows) or pack(w, rows))
+    return calls
+
+
 @pytest.fixture
 def packing(monkeypatch):
-    if not packed_linear.available():
-        pytest.skip("torch's oneDNN runs no bfloat16 products on this CPU")
-    monkeypatch.setenv(packed_linear.ENV, "on")
-    packed_linear._CACHE.clear()
-    yield monkeypatch
-    packed_linear._CACHE.clear()
+    return _switch_on(monkeypatch, torch.bfloat16)
 
 
 @pytest.fixture
 def packing_f32(monkeypatch):
-    if not packed_linear.available(torch.float32):
-        pytest.skip("torch has no MKL here: float32 products are not packed")
-    monkeypatch.setenv(packed_linear.ENV, "on")
-    packed_linear._CACHE.clear()
-    yield monkeypatch
-    packed_linear._CACHE.clear()
+    return _switch_on(monkeypatch, torch.float32)
 
 
 def _calls(jf, dtype=torch.bfloat16):
@@ -208,13 +221,7 @@ def test_every_weight_write_is_seen_by_the_next_call(monkeypatch, dtype, autocas
     fails: each write changes every weight by far more than bf16 rounding; float32: bitwise) and
     is reused where nothing was written (no packing on a second call)."""
     product = torch.bfloat16 if autocast else dtype
-    if not packed_linear.available(product):
-        pytest.skip(f"torch packs no {product} products on this CPU")
-    monkeypatch.setenv(packed_linear.ENV, "on")
-    packed_linear._CACHE.clear()
-    calls = []
-    pack = packed_linear._pack
-    monkeypatch.setattr(packed_linear, "_pack", lambda w, rows: calls.append(rows) or pack(w, rows))
+    calls = _count_packings(_switch_on(monkeypatch, product))
     torch.manual_seed(0)
     net = Net().to(dtype)
     jnet = thunder.jit(net)
@@ -241,7 +248,6 @@ def test_every_weight_write_is_seen_by_the_next_call(monkeypatch, dtype, autocas
         except AssertionError as e:
             raise AssertionError(f"stale packed weight after {name}") from e
         assert len(calls) == 3, name
-    packed_linear._CACHE.clear()
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
@@ -249,13 +255,7 @@ def test_weights_sharing_a_storage_with_biases_stay_packed(monkeypatch, dtype):
     """Parameters that are views of one storage (after vector_to_parameters), biases included:
     a packed call leaves the storage where it was (oneDNN would move a copy-on-write bias's by
     asking for a writable pointer), so the next call packs nothing."""
-    if not packed_linear.available(dtype):
-        pytest.skip(f"torch packs no {dtype} products on this CPU")
-    monkeypatch.setenv(packed_linear.ENV, "on")
-    packed_linear._CACHE.clear()
-    calls = []
-    pack = packed_linear._pack
-    monkeypatch.setattr(packed_linear, "_pack", lambda w, rows: calls.append(rows) or pack(w, rows))
+    calls = _count_packings(_switch_on(monkeypatch, dtype))
     torch.manual_seed(0)
     net = Net().to(dtype)
     _vector_to_parameters(net)
@@ -266,7 +266,6 @@ def test_weights_sharing_a_storage_with_biases_stay_packed(monkeypatch, dtype):
         for _ in range(3):
             torch.testing.assert_close(jnet(x), expected, rtol=0, atol=0)
     assert _calls(jnet, dtype) == (2, 1) and len(calls) == 3
-    packed_linear._CACHE.clear()
 
 
 def test_packings_kept_per_weight_are_bounded(packing):
@@ -284,9 +283,7 @@ def test_packings_kept_per_weight_are_bounded(packing):
 def test_a_weight_whose_writes_cannot_be_seen_is_not_packed(packing):
     """A weight in shared memory cannot be made copy-on-write (how writes are seen): it runs
     unpacked, and a write through .data is seen by the next call."""
-    calls = []
-    pack = packed_linear._pack
-    packing.setattr(packed_linear, "_pack", lambda w, rows: calls.append(rows) or pack(w, rows))
+    calls = _count_packings(packing)
     lin = nn.Linear(64, 32).to(torch.bfloat16)
     lin.weight.share_memory_()
     jf = thunder.jit(lin)
@@ -336,9 +333,7 @@ def test_a_program_updating_an_input_in_place_keeps_the_packing(packing):
     """The prologue of a program that updates an input in place compares storages by address
     without asking for writable pointers (runtime/structure.py storage_address): asking would
     move each copy-on-write weight and pack it again at every call (a decode step)."""
-    calls = []
-    pack = packed_linear._pack
-    packing.setattr(packed_linear, "_pack", lambda w, rows: calls.append(rows) or pack(w, rows))
+    calls = _count_packings(packing)
     torch.manual_seed(0)
     net, ref = Cached().to(torch.bfloat16), Cached().to(torch.bfloat16)
     ref.load_state_dict(net.state_dict())
@@ -360,9 +355,7 @@ def test_float32_model_is_eagers_bits(packing_f32):
     where that is F.linear's bits, at a prefill's and a decode step's row counts and 2-D inputs:
     every call equal to eager bitwise, the first of each kind compared, later ones reusing the
     packing (one per weight and row count)."""
-    calls = []
-    pack = packed_linear._pack
-    packing_f32.setattr(packed_linear, "_pack", lambda w, rows: calls.append(rows) or pack(w, rows))
+    calls = _count_packings(packing_f32)
     torch.manual_seed(0)
     net = Net()
     jnet = thunder.jit(net)
