@@ -115,11 +115,15 @@ def forward_proxies():
     return fwd
 
 
-def _accumulate(grads, ref, g):
+def _accumulate(grads, ref, g, reuse=None):
+    """reuse: a VjpReuse, to replay the sum of two cotangents as the rules' recordings are."""
     if g is None:
         return
     prev = grads.get(ref.name)
-    grads[ref.name] = g if prev is None else elementwise.add(prev, g)
+    if prev is None:
+        grads[ref.name] = g
+    else:
+        grads[ref.name] = elementwise.add(prev, g) if reuse is None else reuse.call(elementwise.add, prev, g)
 
 
 def backpropagate(symbols, needs, grads, fwd, decompose=False, reuse=None):
@@ -159,11 +163,11 @@ def backpropagate(symbols, needs, grads, fwd, decompose=False, reuse=None):
             v = bsym.args[p.name]
             got = result.get(p.name)
             if isinstance(v, Ref) and v.name in needs:
-                _accumulate(grads, v, got)
+                _accumulate(grads, v, got, reuse)
             elif isinstance(v, tuple) and got is not None:
                 for x, gx in zip(v, got):
                     if isinstance(x, Ref) and x.name in needs:
-                        _accumulate(grads, x, gx)
+                        _accumulate(grads, x, gx, reuse)
 
 
 def _backpropagate_decomposition(bsym, needs, grads, fwd, as_proxies, reuse):
@@ -174,7 +178,7 @@ def _backpropagate_decomposition(bsym, needs, grads, fwd, as_proxies, reuse):
     symbols = ctx.symbols[start:]
     for o, new in zip(bsym.outputs, outs):
         if o.name in grads and isinstance(new, TensorProxy):
-            _accumulate(grads, tracing.ref(new), grads[o.name])
+            _accumulate(grads, tracing.ref(new), grads[o.name], reuse)
     inner = needing_grad(symbols, {r.name for r in bsym.tensor_args() if r.name in needs})
     backpropagate(symbols, inner, grads, fwd, decompose=True, reuse=reuse)
 
