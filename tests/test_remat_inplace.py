@@ -37,12 +37,12 @@ def _both_ways(monkeypatch, fn, args):
     real = compile_.remat_module
     rewrite = remat.rewrite_backward
 
-    def both(op):
+    def both(op, lifted_forward=None):
         copy = ir.Module.parse(op.get_asm(enable_debug_info=True))
         with monkeypatch.context() as m:
             m.setattr(remat, "kept_names", lambda *a, **k: None)
-            relifted = real(copy.operation)
-        result = real(op)
+            relifted = real(copy.operation)  # (thunder-autograd's lifted forward is the original's)
+        result = real(op, lifted_forward)
         compile_._cleanup(copy)
         emitted = ir.Module.parse(op.get_asm(enable_debug_info=True))
         compile_._cleanup(emitted)

@@ -339,10 +339,10 @@ def _autograd_program(cs, module, tensors, proxies, out_spec, traces, constants,
         comp.attributes["arg_attrs"] = ir.ArrayAttr.get([
             ir.DictAttr.get({REQUIRES_GRAD: ir.UnitAttr.get()} if isinstance(x, torch.Tensor) and x.requires_grad
                             else {}) for x in tensors])
-        autograd_module(m.operation)
+        split = autograd_module(m.operation)
         _cleanup(m, verify=False)  # (verified after thunder-remat: every op left, once)
         traces.append(Trace("thunder-autograd", m, fn_name="forward"))
-        cs.last_saved_bytes = remat_module(m.operation)
+        cs.last_saved_bytes = remat_module(m.operation, split.lifted_forward)
         _cleanup(m)
         if decompose:
             build_pass_manager("builtin.module(thunder-decompose,cse,canonicalize)").run(m.operation)
