@@ -110,7 +110,8 @@ def remat_module(module_op, lifted_forward=None):
     if fwd_op is None or bwd_op is None:
         raise ValueError("thunder-remat needs func @forward and func @backward (run thunder-autograd first)")
     num_outputs = ir.IntegerAttr(fwd_op.attributes["thunder.num_outputs"]).value
-    fwd = lifted_forward if lifted_forward is not None and _lifts(fwd_op, lifted_forward) else lift(fwd_op)
+    handed = lifted_forward is not None and _lifts(fwd_op, lifted_forward)
+    fwd = lifted_forward if handed else lift(fwd_op)
     n_mutated = len(mutated_inputs(fwd_op))
     mutated = fwd.outputs[len(fwd.outputs) - n_mutated:] if n_mutated else []
     old_saved = fwd.outputs[num_outputs:len(fwd.outputs) - n_mutated]
@@ -118,7 +119,8 @@ def remat_module(module_op, lifted_forward=None):
     taken = {r.name for r in fwd.ctx.inputs} | {o.name for b in fwd.ctx.symbols for o in b.outputs}
     # (where lifting keeps every name and backward's own names are not forward's, both funcs are
     # rewritten in place, as emitting them again would give them: lowering/remat_inplace.py)
-    bwd_names = kept_names(bwd_op, skip=n_saved) if kept_names(fwd_op) is not None else None
+    # (a forward made in place kept every name)
+    bwd_names = kept_names(bwd_op, skip=n_saved) if handed or kept_names(fwd_op) is not None else None
     in_place = bwd_names is not None and not bwd_names & taken
     if not in_place:
         bsyms, bouts, cotangents = _lift_backward(bwd_op, old_saved, taken)
