@@ -339,10 +339,10 @@ def _autograd_program(cs, module, tensors, proxies, out_spec, traces, constants,
         comp.attributes["arg_attrs"] = ir.ArrayAttr.get([
             ir.DictAttr.get({REQUIRES_GRAD: ir.UnitAttr.get()} if isinstance(x, torch.Tensor) and x.requires_grad
                             else {}) for x in tensors])
-        autograd_module(m.operation)
-        _cleanup(m)
+        split = autograd_module(m.operation)
+        _cleanup(m, verify=False)  # (verified after thunder-remat: every op left, once)
         traces.append(Trace("thunder-autograd", m, fn_name="forward"))
-        cs.last_saved_bytes = remat_module(m.operation)
+        cs.last_saved_bytes = remat_module(m.operation, split.lifted_forward)
         _cleanup(m)
         if decompose:
             build_pass_manager("builtin.module(thunder-decompose,cse,canonicalize)").run(m.operation)
@@ -402,10 +402,13 @@ def _next_fusion(module):
     return max(numbers, default=-1) + 1
 
 
-def _cleanup(module):
+def _cleanup(module, verify=True):
     """cse and canonicalize after one of our passes, its result verified once, before them (the
-    pass manager would verify after each: every op's verifier, twice more per pass)."""
-    module.operation.verify()
+    pass manager would verify after each: every op's verifier, twice more per pass). verify=False
+    where the next pass's result is verified: what this one made and cse, canonicalize and that
+    pass keep is verified then (an op they drop is dead or the twin of one kept)."""
+    if verify:
+        module.operation.verify()
     pm = build_pass_manager("builtin.module(cse,canonicalize)")
     pm.enable_verifier(False)
     pm.run(module.operation)
