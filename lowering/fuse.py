@@ -270,6 +270,18 @@ class _Graph:
         self.members = {}  # root -> [op indices]
         self._signatures = {}  # op -> _signature(op)
         self._keys = {}  # op index -> (its signature, its results' types)
+        self._names = {}  # op index -> its results' value names
+
+    def value_name(self, v):
+        """_value_name(v), the names of an op's results read once."""
+        i = self.index.get(v)
+        if i is None:
+            return _value_name(v)
+        names = self._names.get(i)
+        if names is None:
+            names = self._names[i] = loc_names(self.ops[i].location)
+        n = self.result_number.get(v, 0)
+        return names[n] if n < len(names) else None
 
     def signature(self, operation):
         """_signature(operation), computed once per op."""
@@ -401,7 +413,15 @@ class _Graph:
         through an op outside it (checked on the graph of regions, which stays acyclic). Preds
         come earlier in program order, so such a path only visits nodes with an op at or after
         the set's first op: the walk stops at the others (it covers the span of the set, not
-        everything upstream of it)."""
+        everything upstream of it). With one region, the walk starts from op i's preds only: a
+        path from the region back into itself through other nodes was ruled out when it formed
+        (and the graph of regions stays acyclic), and one from op i back into the set would
+        end at an op after i (preds come earlier), which the set has none of."""
+        return self.no_path_back(roots, i, single=len(roots) == 1)
+
+    def no_path_back(self, roots, i, single):
+        """merge_ok's walk; single: from op i's preds only (else from those of every op of the
+        set: what merge_ok does for several regions, and tests compare with)."""
         members, preds, parent, find = self.members, self.preds, self.parent, self.find
         inside = {i}
         for r in roots:
@@ -409,7 +429,7 @@ class _Graph:
         first = min(inside)
         # (a node: a region's root, or ~op for an op in none)
         seen, stack = set(), []
-        for o in inside:
+        for o in (i,) if single else inside:
             for p in preds[o]:
                 if p not in inside:
                     n = find(p) if p in parent else ~p
@@ -554,9 +574,10 @@ def _build_func(where, name, members, inputs, numbers, outputs):
     return f
 
 
-def _arg_locations(inputs):
-    """The locations of a region func's arguments: the names of its inputs."""
-    return [ir.Location.name(n) if (n := _value_name(v)) else ir.Location.unknown() for v in inputs]
+def _arg_locations(inputs, name=_value_name):
+    """The locations of a region func's arguments: the names of its inputs (name(value): its
+    name, _value_name or _Graph.value_name)."""
+    return [ir.Location.name(n) if (n := name(v)) else ir.Location.unknown() for v in inputs]
 
 
 def worth_fusing(members, inputs, outputs, cost=None):
@@ -724,6 +745,7 @@ class _Kept:
         block = full.regions[0].blocks[0]
         self.kernel, self.kernel_args, self.head, self.tail = full, list(block.arguments), [], []
         self.kernel_results = list(list(block.operations)[-1].operands)
+        self.outcome = None  # (a replay: the region_reuse.Outcome it copies)
 
 
 def _outline_region(f, graph, ops, name, policy, executor, heads=True, prologue=True, decomposed=None):
@@ -800,6 +822,8 @@ def _outline(f, graph, ops, name, policy, executor, decomposed):
                                                     values if len(outcome.positions) == len(ops) else None)
         if outcome is None or kept is not None:
             region_reuse.OUTCOME_STATS["hits"] += 1
+            if kept is not None:
+                kept.outcome = outcome
             return kept
     region_reuse.OUTCOME_STATS["misses"] += 1
     kept = _outline_region(f, graph, ops, name, policy, executor, decomposed=decomposed)
@@ -849,7 +873,7 @@ def _replay(f, graph, ops, name, outcome, decomposed, values=None):
     if locations is None:
         return None
     region_reuse.STATS["hits"] += 1
-    full = region_reuse.clone(outcome.full, ir.InsertionPoint(f), name, _arg_locations(inputs),
+    full = region_reuse.clone(outcome.full, ir.InsertionPoint(f), name, _arg_locations(inputs, graph.value_name),
                               [locations[k] for k in outcome.survivors])
     kept = _Kept(kept_ops, full, inputs, outputs, name, outcome.checks)
     split = outcome.split
@@ -990,7 +1014,8 @@ def _copy_ops(ops, env):
         env.update(zip(o.results, new.results))
 
 
-def fuse_func(f, module_block, counter, policy="auto", executors=DEFAULT_EXECUTORS, decomposed=None):
+def fuse_func(f, module_block, counter, policy="auto", executors=DEFAULT_EXECUTORS, decomposed=None, texts=None):
+    """thunder-fuse on func f; texts (a dict, or None): gets kernel_texts of the regions outlined."""
     block = f.regions[0].blocks[0]
     candidates = [executor_registry.get(e) for e in executors]
     def fusable(o):  # (whether an op could be in a region)
@@ -1044,7 +1069,28 @@ def fuse_func(f, module_block, counter, policy="auto", executors=DEFAULT_EXECUTO
         for i in reversed(kept.ops):
             graph.ops[i].erase()
     _erase_unused_numbers(block)  # numbers only the regions used
+    if texts is not None:
+        _kernel_texts(outlined, texts)
     return counter
+
+
+def _kernel_texts(outlined, texts):
+    """texts gets, for each replayed region of outlined (_Kept) whose outcome's kernel was
+    printed before, its kernel's text named @fusion (what code generation keys the kernel by,
+    runtime/codegen.py): a replay's kernel is a copy of its outcome's with other names and
+    locations, which its text (printed without locations) leaves out; the first replay of an
+    outcome prints its kernel."""
+    for kept in outlined:
+        if kept.outcome is None:
+            continue
+        if kept.outcome.kernel_text is None:
+            kept.outcome.kernel_text = kernel_text(kept.kernel, kept.name)
+        texts[kept.name] = kept.outcome.kernel_text
+
+
+def kernel_text(func_op, name):
+    """region_text of the fusion callee @name, named @fusion (one name for identical regions)."""
+    return region_text(func_op).replace(f"@{name}(", "@fusion(", 1)
 
 
 def _erase_dead(block):
@@ -1064,11 +1110,14 @@ def _erase_unused_numbers(block):
             o.operation.erase()
 
 
-def fuse_module(module_op, policy="auto", executors=DEFAULT_EXECUTORS, first_index=0):
+def fuse_module(module_op, policy="auto", executors=DEFAULT_EXECUTORS, first_index=0, texts=None):
     """executors: names (or one comma-separated string, as the pass option
     `thunder-fuse{executors=linalg,cuda}` gives it), in order of preference; first_index: the
     number of the first region outlined (at least; a backward fused apart from its forward
-    numbers its regions after the forward's: runtime/backward_variants.py)."""
+    numbers its regions after the forward's: runtime/backward_variants.py); texts (a dict): gets
+    {callee name: kernel_text} of fusion callees whose text is known without printing them
+    (replayed regions: _kernel_texts), for code generation (runtime/codegen.py python_source's
+    region_texts), valid while the callees are not changed."""
     if policy not in POLICIES:
         raise ValueError(f"thunder-fuse: unknown policy {policy!r}; expected one of {', '.join(POLICIES)}")
     if isinstance(executors, str):
@@ -1082,7 +1131,7 @@ def fuse_module(module_op, policy="auto", executors=DEFAULT_EXECUTORS, first_ind
                  if op.operation.name == "func.func" and not is_fusion(op) and len(op.regions[0].blocks) > 0]
         decomposed = region_reuse.Decomposed(module_op.context)  # (regions of every func, forward's and backward's)
         for f in funcs:
-            counter = fuse_func(f, module_block, counter, policy, executors, decomposed)
+            counter = fuse_func(f, module_block, counter, policy, executors, decomposed, texts)
 
 
 _ANSWERS = {}  # (question, executor, region text with its name replaced) -> answer

@@ -86,6 +86,7 @@ class Outcome:
     def __init__(self, positions, text, survivors, full, checks, split):
         self.positions, self.text, self.survivors, self.full, self.checks, self.split = (
             positions, text, survivors, full, checks, split)
+        self.kernel_text = None  # (fuse.kernel_text of its replays' kernel, once printed)
 
 
 class Split:
@@ -146,7 +147,9 @@ class _Recipe:
                     self.ops = None  # (a name not derived from an op's: never copied)
                     return
                 derived.append((*slots[base][-1], n[len(base):], n == base))
-            self.ops.append(derived if derived else o.location)
+            # (per op: its names' parts, the op whose source line it gets, whether every name is
+            # that op's own; or its location, where it has no name)
+            self.ops.append((derived, derived[-1][0], all(same for *_, same in derived)) if derived else o.location)
 
     def locations(self, ops_locations):
         """The template's op locations (func.return aside) for a func whose ops before decomposing
@@ -163,19 +166,18 @@ class _Recipe:
                 return None
         locations = ops_locations[:k]  # (the numbers' as in the func)
         lines = {}
-        for derived in self.ops:
-            if not isinstance(derived, list):
-                locations.append(derived)
+        for op in self.ops:
+            if not isinstance(op, tuple):
+                locations.append(op)
                 continue
-            names = [new[j][n] + suffix for j, n, suffix, _ in derived]
-            j = derived[-1][0]
-            where = ops_locations[j]
+            derived, j, same = op
+            names = [new[i][n] + suffix for i, n, suffix, _ in derived]
             # (an op of the region left as it was keeps its location; an op of a decomposition
             # gets the name and the source line of the op decomposed: emit.emit_symbol)
-            if all(same for *_, same in derived) and new[j] == names:
-                locations.append(where)
+            if same and new[j] == names:
+                locations.append(ops_locations[j])
                 continue
             if j not in lines:
-                lines[j] = loc_file_line(where)
+                lines[j] = loc_file_line(ops_locations[j])
             locations.append(location(",".join(names), lines[j]))
         return locations

@@ -198,3 +198,62 @@ def test_shared_decomposition_reads_operands_by_position():
     torch.testing.assert_close(out, expected)
     grads = torch.autograd.grad(out.sum(), (x, y, z))
     torch.testing.assert_close(grads, torch.autograd.grad(expected.sum(), (x, y, z)))
+
+
+def test_fusion_shortcuts_agree_with_the_full_work(monkeypatch):
+    """What the compile of a training step does once or skips gives what the full work gives
+    (a small Llama's step, every region fused, forward and backward; a function of lists):
+    thunder-fuse's merge_ok walks from the joining op's preds alone where it joins one region,
+    answering as the walk from every op of the set; the kernel texts thunder-fuse hands code
+    generation for its replayed regions (fuse_module's texts) are the callees' own, printed;
+    the outputs each forward input reaches (AutogradProgram.reaches) read from the MLIR are
+    those of the lifted forward."""
+    from thunder.lowering import fuse
+    from thunder.runtime import autograd
+
+    reached = []
+
+    def reaches_of(func_op):
+        found = reaches_of_mlir(func_op)
+        assert found is not None and found == autograd._reaches_lifted(autograd.lift(func_op))
+        reached.append(found)
+        return found
+
+    reaches_of_mlir = autograd._reaches_of
+    monkeypatch.setattr(autograd, "_reaches_of", reaches_of)
+    ids = _ids()
+    jitted = thunder.jit(_llama(2), executors=["torch"])  # (unfused: only the traces thunder-fuse gets)
+    jitted(input_ids=ids, labels=ids, use_cache=False).loss.backward()
+    unfused = [t.to_mlir(debug_info=True) for t in thunder.last_traces(jitted) + thunder.last_backward_traces(jitted)
+               if t.producer in ("thunder-remat (forward)", "thunder-autograd (backward)")]
+    assert len(unfused) == 2
+
+    def lists(x, y):  # (a list read by cat, a list returned by split)
+        a, b = torch.split(torch.cat([x, y.sin()]) * 2, 3)
+        return a, b.cos(), y
+
+    x, y = torch.randn(3, 4, requires_grad=True), torch.randn(3, 4, requires_grad=True)
+    out = thunder.jit(lists, executors=["torch"])(x, y)
+    torch.testing.assert_close(out, lists(x, y))
+    assert len(reached) == 2 and all(r >= {0, 1} for r in reached[1])  # (both reach a and b; then saved values)
+
+    answers = []
+    merge_ok = fuse._Graph.merge_ok
+
+    def checked(graph, roots, i):
+        answer = merge_ok(graph, roots, i)
+        assert answer == graph.no_path_back(roots, i, single=False)
+        answers.append((len(roots), answer))
+        return answer
+
+    monkeypatch.setattr(fuse._Graph, "merge_ok", checked)
+    with context():
+        for text in unfused:
+            module = ir.Module.parse(text)
+            texts = {}
+            fuse.fuse_module(module.operation, "auto", "linalg", texts=texts)
+            callees = fusion_callees(module.operation)
+            assert texts and set(texts) < set(callees)
+            for name, kernel in texts.items():
+                assert kernel == fuse.kernel_text(callees[name], name), name
+    assert {n for n, _ in answers} >= {1, 2}

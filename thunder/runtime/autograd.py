@@ -15,6 +15,8 @@ from thunder.runtime.backward_variants import Variant, specialize_backward, unfu
 from thunder.runtime.codegen import compile_source, python_source
 from thunder.runtime.gc_pause import full_collections_deferred
 from thunder.runtime.traces import Trace
+from thunder.dialects import attrs, sizes
+from thunder.dialects.definitions import LIST_OP, is_list_type
 from thunder.dialects.lift import lift
 from thunder.lowering import decompose_reuse
 
@@ -178,8 +180,52 @@ class AutogradProgram:
 
 
 def _reaches(module):
+    """input index -> the indices of the outputs of @forward it influences (through the tensors
+    and runtime numbers its ops read): read from the MLIR (_reaches_of), or where that cannot
+    tell (sizes computed by ops, lists of lists) from the func lifted, as thunder-autograd sees it."""
     with module.context:
-        fwd = lift(find_func(module.operation, "forward"))
+        func_op = find_func(module.operation, "forward")
+        found = _reaches_of(func_op)
+        return found if found is not None else _reaches_lifted(lift(func_op))
+
+
+def _reaches_of(func_op):
+    """_reaches of func_op from its ops' operands and results, as lifting it would give (a lifted
+    op reads every value it takes but numbers, a list as what it holds); None where the lifted
+    func could differ."""
+    block = func_op.regions[0].blocks[0]
+    args = list(block.arguments)
+    if any(sizes.is_dynamic_type(a.type) for a in args):
+        return None
+    deps = {a: frozenset((i,)) for i, a in enumerate(args)}
+    none, returned = frozenset(), []
+    for operation in block.operations:
+        operation = operation.operation
+        name = operation.name
+        if name in attrs.CONSTANT_OPS:
+            continue
+        if name in sizes.PYTHON or len(operation.regions) or \
+                name == LIST_OP and any(is_list_type(v.type) for v in operation.operands):
+            return None
+        if name == "func.return":
+            returned = list(operation.operands)
+            continue
+        srcs = none
+        for v in operation.operands:
+            d = deps.get(v)
+            if d:
+                srcs = srcs | d
+        for r in operation.results:
+            deps[r] = srcs
+    reaches = [set() for _ in args]
+    for j, r in enumerate(returned):
+        for i in deps.get(r, ()):
+            reaches[i].add(j)
+    return reaches
+
+
+def _reaches_lifted(fwd):
+    """_reaches of a lifted @forward."""
     deps = {r.name: {i} for i, r in enumerate(fwd.ctx.inputs)}
     for bsym in fwd.ctx.symbols:
         srcs = set()

@@ -75,14 +75,16 @@ def specialize_backward(backward, present, keep, fusion, first_fusion=0):
             find_func(module.operation, "backward").attributes["thunder.grad_of"] = ir.DenseI64ArrayAttr.get(grad_of)
             build_pass_manager("builtin.module(cse,canonicalize)").run(module.operation)
         index_add_into.rewrite(find_func(module.operation, "backward"))  # (a tied weight's two gradients)
+        texts = {}  # (the kernel texts thunder-fuse knows: not printed again by code generation)
         if fusion is not None:
-            fuse_module(module.operation, *fusion, first_index=first_fusion)
+            fuse_module(module.operation, *fusion, first_index=first_fusion, texts=texts)
         fused = bool(fusion_callees(module.operation))
         absent = ", ".join(str(i) for i, p in zip(cotangent_for, present) if not p)
         producer = f"{'thunder-fuse' if fused else 'thunder-autograd'} (backward" + (
             f"; no cotangent for outputs {absent})" if absent else ")")
         kernels = {}
-        source = python_source(module, "backward", constants=kernels, grad_free=True, header=f"produced by: {producer}")
+        source = python_source(module, "backward", constants=kernels, grad_free=True, header=f"produced by: {producer}",
+                               region_texts=texts)
         # (its kernels tiered as the other programs': runtime/tiered.py)
         return Variant(grad_of, compile_source(source, "backward", constants=tiered.tier(kernels)),
                        source, kernels, module, producer, fused)

@@ -1,4 +1,6 @@
 """Code generation: an MLIR trace module becomes a Python function that calls torch."""
+import weakref
+
 from thunder.core.pysource import Name, py_repr
 from thunder.dialects import attrs, sizes
 from thunder.dialects.definitions import LIST_OP, UNLIST_OP, decode_op, expand, results_of
@@ -7,7 +9,7 @@ from thunder.dialects.mlir import ir
 from thunder.ops import registry
 from thunder.ops.execute import NAMESPACE, call_args
 from thunder.lowering import executors
-from thunder.lowering.fuse import region_text
+from thunder.lowering.fuse import kernel_text
 from thunder.runtime import reinplace as reinplacing
 from thunder.runtime.structure import rebuild_source
 
@@ -55,8 +57,21 @@ class _Namer:
         return name
 
 
+# ir.Module -> {fusion callee: its kernel text} that thunder-fuse gave (fuse_module's texts), until
+# the module's next code generation (fused_texts)
+_FUSED_TEXTS = weakref.WeakKeyDictionary()
+
+
+def fused_texts(module, texts):
+    """The kernel texts (fuse.kernel_text) of module's fusion callees that thunder-fuse just gave
+    (fuse_module's texts), for the next python_source of module (not printed again there); the
+    callees must stay as they are until then."""
+    if texts:
+        _FUSED_TEXTS.setdefault(module, {}).update(texts)
+
+
 def python_source(module, fn_name="computation", output_spec=None, comments=True, header=None, constants=None,
-                  no_grad_copies=(), grad_free=False):
+                  no_grad_copies=(), grad_free=False, region_texts=None):
     """Python source of func @fn_name. output_spec, when given, rebuilds the user's output
     structure from the flat results (see thunder.runtime.structure). no_grad_copies: the inputs
     (indices) whose in-place updates are written back outside autograd (tensors that require
@@ -65,7 +80,11 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
     grad mode off), so ops may use their `python_grad_free` code. Ops marked to run in place
     (runtime/grad_free_rewrites.py, before code generation) are printed in their in-place form
     (runtime/reinplace.py), and the inputs they update are not copied back; ops marked
-    PASS_OPERAND are not printed (their uses read their first operand)."""
+    PASS_OPERAND are not printed (their uses read their first operand). region_texts: {fusion
+    callee: its kernel text}, where known (fuse_module's texts; also those given by fused_texts)."""
+    known = _FUSED_TEXTS.pop(module, None)
+    if known:
+        region_texts = {**known, **(region_texts or {})}
     with module.context:
         f = find_func(module.operation, fn_name)
         if f is None:
@@ -99,6 +118,7 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
         updated_in_place = reinplacing.updated_in_place(f)
         returned = {v for name, vs in zip(names_of, operands_of) if name == "func.return" for v in vs}
         types = _Types()
+        op_counts = {}  # kernel text (or callee name) -> its ops (_fusion_call's comment)
         dels = _Dels(last_use, namer)
         for index, operation in enumerate(operations):
             name = names_of[index]
@@ -125,7 +145,8 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
                 lines.append("  return " + _return_expr(flat, output_spec, constants, params))
                 continue
             if name == "func.call":
-                lines.append(_fusion_call(operation, namer, callees, constants, comments, types))
+                lines.append(_fusion_call(operation, namer, callees, constants, comments, types, region_texts,
+                                          op_counts))
                 lines += dels(results_of(operation), operands_of[index], index)
                 if leaves is not None:
                     leaves.update(operation)
@@ -313,10 +334,11 @@ def _fusion_callees(module):
     return out
 
 
-def _fusion_call(operation, namer, callees, constants, comments, types):
+def _fusion_call(operation, namer, callees, constants, comments, types, texts=None, op_counts=None):
     """`t5, t6 = fusion_0(a, t3)`; constants (when given) gets fusion_0 bound to what the
     region's executor compiles (lowering/executors.py; the kernels themselves are compiled on
-    first call, for each new combination of input strides)."""
+    first call, for each new combination of input strides); texts: python_source's region_texts;
+    op_counts: a dict remembering the number of ops of each kernel text."""
     callee = ir.FlatSymbolRefAttr(operation.attributes["callee"]).value
     f = callees.get(callee)
     if f is None:
@@ -328,7 +350,7 @@ def _fusion_call(operation, namer, callees, constants, comments, types):
     if constants is not None and callee not in constants:
         # one symbol name for all regions: identical regions (the same block in every layer)
         # share one kernel in the executor's cache
-        text = region_text(f).replace(f"@{callee}(", "@fusion(", 1)
+        text = (texts or {}).get(callee) or kernel_text(f, callee)
         constants[callee] = executors.get(executor).compile(text, "fusion")
         try:  # what the region is, for cache="symbolic values" (runtime/symbolic.py)
             constants[callee].region = (executor, text)
@@ -339,8 +361,13 @@ def _fusion_call(operation, namer, callees, constants, comments, types):
     outs = [namer.assign(r, wanted[i] if i < len(wanted) else None) for i, r in enumerate(operation.results)]
     line = f"  {', '.join(outs)}{',' if len(outs) == 1 else ''} = {callee}({args})"
     if comments:
-        n = sum(1 for o in f.regions[0].blocks[0].operations
-                if o.operation.name not in ("arith.constant", "func.return"))
+        key = (texts or {}).get(callee) or callee
+        n = (op_counts or {}).get(key)
+        if n is None:
+            n = sum(1 for o in f.regions[0].blocks[0].operations
+                    if o.operation.name not in ("arith.constant", "func.return"))
+            if op_counts is not None:
+                op_counts[key] = n
         line += f"  # {', '.join(types.describe(r.type) for r in operation.results)} ({executor}: {n} ops)"
     return line
 

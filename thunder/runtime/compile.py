@@ -15,7 +15,7 @@ from thunder.dialects.mlir import ir
 from thunder.lowering.passes import build_pass_manager, pass_name, pass_options
 from thunder.ops import onednn
 from thunder.runtime import calls, guards, regions, structure, tied_inputs, tiered
-from thunder.runtime.codegen import compile_source, python_source
+from thunder.runtime.codegen import compile_source, fused_texts, python_source
 from thunder.runtime.lookup import _make_lookup, _on_load, _on_store
 from thunder.runtime.options import CACHE_OPTIONS, DEFAULT_PASSES, CacheEntry
 from thunder.runtime.prologue import Prologue
@@ -320,10 +320,12 @@ def _fusion_policy(cd):
 
 def _fuse(module, fusion):
     """thunder-fuse with (policy, executors) on the module; whether it outlined a region."""
+    texts = {}
     with module.context, decompose_reuse.shared():
-        fuse_module(module.operation, *fusion)
+        fuse_module(module.operation, *fusion, texts=texts)
         callees = fusion_callees(module.operation)
         logs.fusion_regions(regions.summary(callees))
+    fused_texts(module, texts)  # (for the program generated next: the kernels' texts not printed again)
     return bool(callees)
 
 
