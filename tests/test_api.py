@@ -367,3 +367,19 @@ def test_recompiles_beyond_the_limit_warn_once_naming_the_input():
     assert len([w for w in caught if "recompiled" in str(w.message)]) == 1
     with pytest.raises(ValueError, match="recompile_limit"):
         thunder.jit(lambda x: x, recompile_limit=-1)
+
+
+def test_a_trace_kept_under_an_active_insertion_point_stays_out_of_its_block():
+    # (the bindings' Operation.clone() without ip= inserts at the active insertion point)
+    from thunder.dialects.definitions import context
+    from thunder.dialects.mlir import LOCK, ir
+    from thunder.runtime.traces import Trace
+
+    with LOCK, context():
+        kept = ir.Module.parse("func.func @f(%a: i32) -> i32 { return %a : i32 }")
+        other = ir.Module.parse("func.func @g() { return }")
+        before = str(other)
+        with ir.InsertionPoint(other.body):
+            trace = Trace("a pass", kept)
+        assert str(other) == before
+        assert "return %arg0 : i32" in trace._debug_text()

@@ -93,7 +93,10 @@ EXPECTED = {
 
 
 @pytest.mark.parametrize("name", ["llama", "gpt2"])
-def test_decode_step_program(name):
+def test_decode_step_program(name, monkeypatch):
+    # (unpacked weights: whether a one-row float32 product runs packed is this machine's measurement,
+    # ops/packed_linear.py)
+    monkeypatch.setenv("THUNDER_PACKED_WEIGHTS", "off")
     ((expected, expected_cache), (got, got_cache)), program, stats = _decode(name)
     for a, b in zip(got + got_cache, expected + expected_cache, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)

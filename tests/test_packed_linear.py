@@ -4,7 +4,8 @@ torch.autocast("cpu", torch.bfloat16) of a float32 one, against eager (values an
 same sums, so equal to eager's bits on this CPU's oneDNN, asserted within bf16 tolerance); a
 weight changed in place is packed again; the probe's answer decides and nothing is packed
 without oneDNN; training (programs that record autograd history) is eager's within autocast
-tolerance, grads included."""
+tolerance, grads included. float32 products (MKL's packed sgemm) are eager's bits: the packed
+result is used only where the first call found it equal to F.linear's."""
 import pytest
 import torch
 import torch.nn as nn
@@ -39,19 +40,43 @@ class Net(nn.Module):
         return self.head(F.silu(self.conv(F.gelu(self.fc(x)))))
 
 
+@pytest.fixture(autouse=True)
+def _no_packings_kept():
+    packed_linear._CACHE.clear()
+    yield
+    packed_linear._CACHE.clear()
+
+
+def _switch_on(monkeypatch, dtype):
+    """THUNDER_PACKED_WEIGHTS=on; the test skipped where products in dtype cannot be packed."""
+    if not packed_linear.available(dtype):
+        pytest.skip(f"torch packs no {dtype} products on this CPU (no oneDNN bf16, no MKL)")
+    monkeypatch.setenv(packed_linear.ENV, "on")
+    return monkeypatch
+
+
+def _count_packings(monkeypatch):
+    """The row counts of the packings made from now on."""
+    calls = []
+    pack = packed_linear._pack
+    monkeypatch.setattr(packed_linear, "_pack", lambda w, rows: calls.append(rows) or pack(w, rows))
+    return calls
+
+
 @pytest.fixture
 def packing(monkeypatch):
-    if not packed_linear.available():
-        pytest.skip("torch's oneDNN runs no bfloat16 products on this CPU")
-    monkeypatch.setenv(packed_linear.ENV, "on")
-    packed_linear._CACHE.clear()
-    yield monkeypatch
-    packed_linear._CACHE.clear()
+    return _switch_on(monkeypatch, torch.bfloat16)
 
 
-def _calls(jf):
+@pytest.fixture
+def packing_f32(monkeypatch):
+    return _switch_on(monkeypatch, torch.float32)
+
+
+def _calls(jf, dtype=torch.bfloat16):
     src = str(thunder.last_traces(jf)[-1])
-    return src.count("impl.packed_linear("), src.count("impl.packed_addmm(")
+    prefix = "impl.packed_" if dtype == torch.bfloat16 else "impl.packed_f32_"
+    return src.count(prefix + "linear("), src.count(prefix + "addmm(")
 
 
 def test_autocast_inference_equals_eager_and_repacks_a_changed_weight(packing):
@@ -117,7 +142,7 @@ def test_training_under_autocast_equals_eager(packing):
 @pytest.mark.parametrize("probe", [True, False])
 def test_auto_follows_the_probe(packing, probe):
     packing.setenv(packed_linear.ENV, "auto")
-    packing.setattr(packed_linear, "faster", lambda: probe)
+    packing.setattr(packed_linear, "faster", lambda *a: probe)
     lin = nn.Linear(64, 32).to(torch.bfloat16)
     jf = thunder.jit(lin)
     x = torch.randn(4, 64, dtype=torch.bfloat16)
@@ -142,6 +167,9 @@ def test_auto_by_default_and_a_wrong_setting_is_named(monkeypatch):
     monkeypatch.delenv(packed_linear.ENV, raising=False)
     assert packed_linear.mode() == "auto"
     assert packed_linear.used() == (packed_linear.available() and packed_linear.faster())
+    for rows in (1, 256):  # (float32: the probe at a decode step's row count and at a prefill's)
+        assert packed_linear.used(torch.float32, rows) == (packed_linear.available(torch.float32)
+                                                           and packed_linear._no_slower(torch.float32, rows))
     monkeypatch.setenv(packed_linear.ENV, "yes")
     with pytest.raises(ValueError, match="THUNDER_PACKED_WEIGHTS='yes'"):
         packed_linear.used()
@@ -186,27 +214,27 @@ WRITES = {
 }
 
 
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16-model", "f32-autocast"])
-def test_every_weight_write_is_seen_by_the_next_call(packing, dtype):
+@pytest.mark.parametrize("dtype, autocast", [(torch.bfloat16, False), (torch.float32, True), (torch.float32, False)],
+                         ids=["bf16-model", "f32-autocast", "f32-model"])
+def test_every_weight_write_is_seen_by_the_next_call(monkeypatch, dtype, autocast):
     """A packed copy is remade after each write (values equal eager's after it, so a stale copy
-    fails: each write changes every weight by far more than bf16 rounding) and is reused where
-    nothing was written (no packing on a second call)."""
-    calls = []
-    pack = packed_linear._pack
-    packing.setattr(packed_linear, "_pack", lambda w, rows: calls.append(rows) or pack(w, rows))
+    fails: each write changes every weight by far more than bf16 rounding; float32: bitwise) and
+    is reused where nothing was written (no packing on a second call)."""
+    product = torch.bfloat16 if autocast else dtype
+    calls = _count_packings(_switch_on(monkeypatch, product))
     torch.manual_seed(0)
     net = Net().to(dtype)
     jnet = thunder.jit(net)
     x = torch.randn(3, 5, 64, dtype=dtype)
-    autocast = torch.autocast("cpu", torch.bfloat16, enabled=dtype == torch.float32)
+    tol = BF16_TOL if product == torch.bfloat16 else dict(rtol=0, atol=0)
 
     def compare():
-        with torch.no_grad(), autocast:
+        with torch.no_grad(), torch.autocast("cpu", torch.bfloat16, enabled=autocast):
             out, expected = jnet(x), net(x)
-        torch.testing.assert_close(out.float(), expected.float(), **BF16_TOL)
+        torch.testing.assert_close(out.float(), expected.float(), **tol)
 
     compare()
-    assert _calls(jnet) == (2, 1) and len(calls) == 3
+    assert _calls(jnet, product) == (2, 1) and len(calls) == 3
     compare()
     assert len(calls) == 3  # (nothing written: nothing packed)
     for name, write in WRITES.items():
@@ -215,9 +243,29 @@ def test_every_weight_write_is_seen_by_the_next_call(packing, dtype):
         del calls[:]
         try:
             compare()
+            if product == torch.float32:
+                compare()  # (the first call after a packing returned F.linear's result; this the packed one's)
         except AssertionError as e:
             raise AssertionError(f"stale packed weight after {name}") from e
         assert len(calls) == 3, name
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_weights_sharing_a_storage_with_biases_stay_packed(monkeypatch, dtype):
+    """Parameters that are views of one storage (after vector_to_parameters), biases included:
+    a packed call leaves the storage where it was (oneDNN would move a copy-on-write bias's by
+    asking for a writable pointer), so the next call packs nothing."""
+    calls = _count_packings(_switch_on(monkeypatch, dtype))
+    torch.manual_seed(0)
+    net = Net().to(dtype)
+    _vector_to_parameters(net)
+    jnet = thunder.jit(net)
+    x = torch.randn(3, 5, 64, dtype=dtype)
+    with torch.no_grad():
+        expected = net(x)
+        for _ in range(3):
+            torch.testing.assert_close(jnet(x), expected, rtol=0, atol=0)
+    assert _calls(jnet, dtype) == (2, 1) and len(calls) == 3
 
 
 def test_packings_kept_per_weight_are_bounded(packing):
@@ -235,9 +283,7 @@ def test_packings_kept_per_weight_are_bounded(packing):
 def test_a_weight_whose_writes_cannot_be_seen_is_not_packed(packing):
     """A weight in shared memory cannot be made copy-on-write (how writes are seen): it runs
     unpacked, and a write through .data is seen by the next call."""
-    calls = []
-    pack = packed_linear._pack
-    packing.setattr(packed_linear, "_pack", lambda w, rows: calls.append(rows) or pack(w, rows))
+    calls = _count_packings(packing)
     lin = nn.Linear(64, 32).to(torch.bfloat16)
     lin.weight.share_memory_()
     jf = thunder.jit(lin)
@@ -254,7 +300,7 @@ def test_auto_packs_no_training_forward(packing, choice):
     """A training step's forward (its weights change at each optimizer step) packs under `on`
     only; its loss and grads are eager's within autocast tolerance either way."""
     packing.setenv(packed_linear.ENV, choice)
-    packing.setattr(packed_linear, "faster", lambda: True)
+    packing.setattr(packed_linear, "faster", lambda *a: True)
     torch.manual_seed(0)
     net = Net()
     jnet = thunder.jit(net)
@@ -287,9 +333,7 @@ def test_a_program_updating_an_input_in_place_keeps_the_packing(packing):
     """The prologue of a program that updates an input in place compares storages by address
     without asking for writable pointers (runtime/structure.py storage_address): asking would
     move each copy-on-write weight and pack it again at every call (a decode step)."""
-    calls = []
-    pack = packed_linear._pack
-    packing.setattr(packed_linear, "_pack", lambda w, rows: calls.append(rows) or pack(w, rows))
+    calls = _count_packings(packing)
     torch.manual_seed(0)
     net, ref = Cached().to(torch.bfloat16), Cached().to(torch.bfloat16)
     ref.load_state_dict(net.state_dict())
@@ -299,3 +343,77 @@ def test_a_program_updating_an_input_in_place_keeps_the_packing(packing):
             x, pos = torch.randn(1, 64, dtype=torch.bfloat16), torch.tensor([i])
             torch.testing.assert_close(jnet(x, pos), ref(x, pos), rtol=0, atol=0)
     assert _calls(jnet) == (1, 0) and calls == [1]
+
+
+# a prefill's rows, a decode step's one, 2-D, 2-D not contiguous (the same rows: no packing)
+F32_INPUTS = (lambda: torch.randn(3, 5, 64), lambda: torch.randn(1, 1, 64), lambda: torch.randn(7, 64),
+              lambda: torch.randn(64, 7).t())
+
+
+def test_float32_model_is_eagers_bits(packing_f32):
+    """float32 linears and Conv1D products of a grad-free program run from packed weights (MKL)
+    where that is F.linear's bits, at a prefill's and a decode step's row counts and 2-D inputs:
+    every call equal to eager bitwise, the first of each kind compared, later ones reusing the
+    packing (one per weight and row count)."""
+    calls = _count_packings(packing_f32)
+    torch.manual_seed(0)
+    net = Net()
+    jnet = thunder.jit(net)
+    for make in F32_INPUTS:
+        x = make()
+        for _ in range(3):
+            with torch.no_grad():
+                out, expected = jnet(x), net(x)
+            assert out.dtype == torch.float32 and out.stride() == expected.stride()
+            torch.testing.assert_close(out, expected, rtol=0, atol=0)
+        assert _calls(jnet, torch.float32) == (2, 1)
+    assert sorted(calls) == sorted([15] * 3 + [1] * 3 + [7] * 3)
+    kinds = [exact for entry in packed_linear._CACHE.values() for _, exact in entry[3].values()]
+    # (1 and 7 rows kept; fc, which reads the input, saw two kinds at 7: contiguous and not)
+    assert sorted(len(exact) for exact in kinds) == [1, 1, 1, 1, 1, 2]
+
+
+def test_float32_packed_result_unlike_eagers_is_not_used(packing_f32):
+    """Where the packed product's bits differ from F.linear's (here: made to differ), every call
+    returns F.linear's result: the first compares, later ones run unpacked."""
+    product = packed_linear._product
+    packing_f32.setattr(packed_linear, "_product", lambda *a: product(*a) + 1)
+    lin = nn.Linear(64, 32)
+    jf = thunder.jit(lin)
+    x = torch.randn(4, 64)
+    with torch.no_grad():
+        for _ in range(3):
+            torch.testing.assert_close(jf(x), lin(x), rtol=0, atol=0)
+    assert _calls(jf, torch.float32) == (1, 0)
+    (_, exact), = packed_linear._CACHE[id(lin.weight)][3].values()
+    assert list(exact.values()) == [False]
+
+
+def test_float32_decode_rows_follow_their_own_probe(packing_f32):
+    """Under auto, float32 products of one row (a decode step) are packed where the probe at one
+    row finds packing no slower, those of more rows by the probe at 256."""
+    packing_f32.setenv(packed_linear.ENV, "auto")
+    packing_f32.setattr(packed_linear, "_no_slower", lambda dtype, rows: rows == 256)
+    lin = nn.Linear(64, 32)
+    jf = thunder.jit(lin)
+    with torch.no_grad():
+        for rows, expected_calls in ((1, (0, 0)), (9, (1, 0))):
+            x = torch.randn(rows, 64)
+            torch.testing.assert_close(jf(x), lin(x), rtol=0, atol=0)
+            assert _calls(jf, torch.float32) == expected_calls
+
+
+@pytest.mark.parametrize("choice", ["off", "on"])
+def test_float32_switch_and_without_mkl(packing_f32, choice):
+    """`off` packs nothing; without torch's MKL nothing float32 is packed whatever the setting;
+    both give F.linear's results."""
+    packing_f32.setenv(packed_linear.ENV, choice)
+    if choice == "on":
+        packing_f32.setattr(torch.backends.mkl, "is_available", lambda: False)
+        assert not packed_linear.available(torch.float32) and not packed_linear.used(torch.float32)
+    lin = nn.Linear(64, 32)
+    jf = thunder.jit(lin)
+    x = torch.randn(2, 3, 64)
+    with torch.no_grad():
+        torch.testing.assert_close(jf(x), lin(x), rtol=0, atol=0)
+    assert _calls(jf, torch.float32) == (0, 0)

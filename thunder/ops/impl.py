@@ -5,6 +5,7 @@ import math
 
 from thunder.ops.onednn import linear as onednn_linear, matmul as onednn_matmul  # noqa: F401 (generated code)
 from thunder.ops.packed_linear import addmm as packed_addmm, linear as packed_linear  # noqa: F401 (generated code)
+from thunder.ops.packed_linear import addmm_f32 as packed_f32_addmm, linear_f32 as packed_f32_linear  # noqa: F401
 
 
 def convert_element_type(a, dtype):

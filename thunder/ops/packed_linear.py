@@ -1,4 +1,5 @@
-"""bfloat16 linear layers through oneDNN with the weight packed once (THUNDER_PACKED_WEIGHTS, default auto).
+"""Linear layers from weights packed once (THUNDER_PACKED_WEIGHTS, default auto): bfloat16 through
+oneDNN, float32 through MKL's packed sgemm.
 
 torch runs a bfloat16 `F.linear` on the CPU with the weight as it is stored ([out, in], row
 major). oneDNN runs the same product faster from a weight reordered into its blocked layout
@@ -8,6 +9,14 @@ F.linear's (docs/benchmarks.md, "GEMM epilogues and packed weights": 1.3-1.7x pe
 Intel Xeon with AMX, a token's decode step and a prefill alike). Packing costs a pass over the
 weight, so it pays only where the packed copy is reused: it is kept per parameter and row count
 (the KEPT most recently used row counts) while nothing writes the parameter.
+
+float32: MKL runs a float32 product from a weight packed for its row count
+(`torch.ops.mkl._mkl_reorder_linear_weight(w, rows)`, `torch.ops.mkl._mkl_linear`: inductor's
+path for frozen float32 weights) 5-15% faster at a prefill's rows, with F.linear's bits for some
+shapes only: whether they agree depends on the row count, K, the bias and the thread count in ways
+no rule states (docs/benchmarks.md, "Branch f32pack"). So `linear_f32` compares the packed result
+with F.linear's on the first call of each kind (bias or none, input rank and contiguity, thread
+count) per packing, returns F.linear's result then, and runs packed only where they were equal.
 
 Freshness: a version counter does not see every write (`p.data.copy_`, `p.data.add_`,
 `vector_to_parameters`, a fused optimizer's step, a write through the storage or a numpy view all
@@ -26,19 +35,21 @@ program run on the same module): a copy there and a packing again here, slower b
 before the packing (a numpy array or a C extension holding the address from earlier).
 
 THUNDER_PACKED_WEIGHTS=auto (the default) packs where a probe on this machine finds it no slower
-(`faster`, measured once per process), except in a training step's forward (`training_forward`:
-its weights change at every optimizer step), =on wherever oneDNN can run it, =off never.
+(`faster`, measured once per process per dtype and, for float32, for 1 row and for many),
+except in a training step's forward (`training_forward`: its weights change at every optimizer
+step), =on wherever oneDNN (bfloat16) or MKL (float32) can run it, =off never.
 
-Generated programs call `linear` only where they record no autograd history (codegen's
-grad_free: the op has no derivative formula) and for bfloat16 products: those of a bfloat16 model
-and those that `torch.autocast("cpu", torch.bfloat16)` makes of a float32 model's linears, whose
-weight cast the program leaves to autocast (runtime/autocast_casts.py): `linear` makes that cast
-itself, once per packing. Anything else (a weight that is no `nn.Parameter`, an inference tensor,
-no rows, a storage that cannot be made copy-on-write: numpy's, shared memory) goes to `F.linear`
-as before.
+Generated programs call `linear` and `linear_f32` only where they record no autograd history
+(codegen's grad_free: the ops have no derivative formula). `linear` for bfloat16 products: those
+of a bfloat16 model and those that `torch.autocast("cpu", torch.bfloat16)` makes of a float32
+model's linears, whose weight cast the program leaves to autocast (runtime/autocast_casts.py):
+`linear` makes that cast itself, once per packing. `linear_f32` for float32 products (outside
+autocast). Anything else (a weight that is no `nn.Parameter`, an inference tensor, no rows, a
+storage that cannot be made copy-on-write: numpy's, shared memory) goes to `F.linear` as before.
 """
 import contextvars
 import functools
+import math
 import os
 import time
 import weakref
@@ -51,10 +62,11 @@ from thunder.core.scoped import scoped
 ENV = "THUNDER_PACKED_WEIGHTS"
 
 # weight id -> (weakref to it, its layout (`_layout`), the copy-on-write clone of its storage,
-# {(dtype, rows, transposed): packed weight})
+# {(dtype, rows, transposed): (packed weight, {kind of call: F.linear's bits (float32 only)})})
 _CACHE = {}
 # packings kept per weight (row counts: a prefill's and a decode step's), so that the memory they
-# take is bounded (at most KEPT bfloat16 copies of a weight) when calls come with ever new lengths
+# take is bounded (at most KEPT copies of a weight in its product's dtype) when calls come with ever
+# new lengths
 KEPT = 2
 
 
@@ -76,17 +88,33 @@ def mode():
     return choice
 
 
-def available():
+def available(dtype=torch.bfloat16):
+    """Whether products in dtype can run packed here (oneDNN for bfloat16, MKL for float32)."""
+    if not (hasattr(torch, "_lazy_clone") and hasattr(torch._C, "_is_cow_tensor")  # (how writes are seen)
+            and hasattr(torch.Tensor, "const_data_ptr")):  # (a pointer read that keeps copy-on-write: torch >= 2.12)
+        return False
+    if dtype == torch.float32:
+        mkl = torch.ops.mkl
+        return (torch.backends.mkl.is_available() and hasattr(mkl, "_mkl_linear")
+                and hasattr(mkl, "_mkl_reorder_linear_weight"))
     mkldnn = torch.ops.mkldnn
-    return (torch.backends.mkldnn.is_available() and hasattr(mkldnn, "_linear_pointwise")
-            and hasattr(torch, "_lazy_clone") and hasattr(torch._C, "_is_cow_tensor")  # (how writes are seen)
-            and hasattr(torch.Tensor, "const_data_ptr")  # (a pointer read that keeps copy-on-write: torch >= 2.12)
-            and hasattr(mkldnn, "_reorder_linear_weight") and hasattr(mkldnn, "_is_mkldnn_bf16_supported")
-            and mkldnn._is_mkldnn_bf16_supported())
+    return (dtype == torch.bfloat16 and torch.backends.mkldnn.is_available()
+            and hasattr(mkldnn, "_linear_pointwise") and hasattr(mkldnn, "_reorder_linear_weight")
+            and hasattr(mkldnn, "_is_mkldnn_bf16_supported") and mkldnn._is_mkldnn_bf16_supported())
 
 
 def _pack(w, rows):
+    if w.dtype == torch.float32:
+        return torch.ops.mkl._mkl_reorder_linear_weight(w, rows)
     return torch.ops.mkldnn._reorder_linear_weight(w, rows)
+
+
+def _product(input, p, weight, bias, rows):
+    """input @ weight^T + bias from p, weight packed for `rows` rows (weight: [out, in], as stored
+    or a view)."""
+    if p.dtype == torch.float32:
+        return torch.ops.mkl._mkl_linear(input, p, weight, bias, rows)
+    return torch.ops.mkldnn._linear_pointwise(input, p, bias, "none", [], "")
 
 
 def _layout(w):
@@ -95,9 +123,9 @@ def _layout(w):
 
 
 def packed(w, dtype, rows, transposed=False):
-    """w (a parameter; transposed: w^T, a GPT-2 Conv1D's [in, out] weight) in dtype, packed for
-    products of `rows` rows: made once, reused while no write reached w (the module's
-    docstring: freshness)."""
+    """(w (a parameter; transposed: w^T, a GPT-2 Conv1D's [in, out] weight) in dtype, packed for
+    products of `rows` rows; {kind of call: whether its results are F.linear's}) or None: made
+    once, reused while no write reached w (the module's docstring: freshness)."""
     key = id(w)
     entry = _CACHE.get(key)
     if entry is None or entry[0]() is not w or entry[1] != _layout(w):
@@ -118,7 +146,7 @@ def packed(w, dtype, rows, transposed=False):
         # (a copy of w: oneDNN's reorder asks for a writable pointer, which would move w's buffer,
         # or the clone's and end the sharing, so that a later write to w would keep w's buffer)
         src = w.detach().to(dtype, copy=True)
-        p = _pack((src.t() if transposed else src).contiguous(), rows)
+        p = (_pack((src.t() if transposed else src).contiguous(), rows), {})
         while len(by_rows) >= KEPT:  # (the least recently used goes: a prefill's of another length)
             by_rows.pop(next(iter(by_rows)))
     by_rows[(dtype, rows, transposed)] = p  # (last: most recently used)
@@ -146,7 +174,9 @@ def linear(input, weight, bias=None, transposed=False):
     input = input.to(dtype)
     if bias is not None:
         bias = bias.to(dtype).contiguous()  # (oneDNN reads the bias as contiguous: ops/onednn.py)
-    return torch.ops.mkldnn._linear_pointwise(input, w, bias, "none", [], "")
+        if torch._C._is_cow_tensor(bias):  # (oneDNN asks for a writable pointer: it would move the
+            bias = bias.clone()            # storage, and the weights packed from it (vector_to_parameters))
+    return _product(input, w[0], None, bias, rows)
 
 
 def addmm(bias, input, weight):
@@ -155,67 +185,109 @@ def addmm(bias, input, weight):
     return linear(input, weight, bias, transposed=True)
 
 
+def linear_f32(input, weight, bias=None, transposed=False):
+    """F.linear(input, weight, bias) of float32 tensors by MKL from the packed weight where that
+    gives F.linear's bits: compared on the first call of each kind per packing (the module's
+    docstring), F.linear's result returned then."""
+    rows = input.numel() // input.shape[-1] if input.shape[-1] else 0
+    if (type(weight) is not torch.nn.Parameter or weight.is_inference() or rows == 0
+            or torch.is_autocast_enabled("cpu")):  # (autocast would make it a bfloat16 product)
+        return _unpacked(input, weight, bias, transposed)
+    entry = packed(weight, torch.float32, rows, transposed)
+    if entry is None:
+        return _unpacked(input, weight, bias, transposed)
+    p, exact = entry
+    kind = (bias is not None, input.dim(), input.is_contiguous(), torch.get_num_threads())
+    same = exact.get(kind)
+    if same is False:
+        return _unpacked(input, weight, bias, transposed)
+    out = _product(input, p, weight.t() if transposed else weight, bias, rows)
+    if same is None:
+        expected = _unpacked(input, weight, bias, transposed)
+        exact[kind] = out.stride() == expected.stride() and torch.equal(out, expected)
+        return expected
+    return out
+
+
+def addmm_f32(bias, input, weight):
+    """torch.addmm(bias, input, weight) of float32 tensors (as `addmm`) by `linear_f32`."""
+    return linear_f32(input, weight, bias, transposed=True)
+
+
+def faster(dtype=torch.bfloat16, rows=256):
+    """Whether packed products in dtype are no slower than F.linear here (`_no_slower`, measured
+    once per process): bfloat16 at both 1 row (a decode step) and 256 (a prefill), whatever
+    `rows`; float32 at 1 row for products of one row, at 256 for more. The bfloat16 probe leaves
+    out what packing saves besides (autocast casts each weight again in every call; a packed
+    copy is cast once), so where the two measure equal, packing still wins under autocast
+    (docs/benchmarks.md)."""
+    if dtype == torch.bfloat16:
+        return _no_slower(dtype, 1) and _no_slower(dtype, 256)
+    return _no_slower(dtype, 1 if rows == 1 else 256)
+
+
 @functools.lru_cache(maxsize=None)
-def faster():
-    """Whether packed bfloat16 products are no slower than F.linear here: best of 9 interleaved
-    runs, thread CPU time, one thread, of a [rows, 512] x [512, 1536] product at 1 row (a decode
-    step) and 256 (a prefill), packed at most as slow at both. The probe leaves out what packing
-    saves besides (autocast casts each weight again in every call; a packed copy is cast once), so
-    where the two measure equal, packing still wins under autocast (docs/benchmarks.md)."""
-    if not available():
+def _no_slower(dtype, rows):
+    """Whether a packed [rows, 512] x [512, 1536] product in dtype takes at most F.linear's time:
+    best of 9 interleaved runs, thread CPU time, one thread."""
+    if not available(dtype):
         return False
     g = torch.Generator().manual_seed(0)
-    w = torch.nn.Parameter(torch.randn(1536, 512, generator=g).to(torch.bfloat16), requires_grad=False)
+    w = torch.nn.Parameter(torch.randn(1536, 512, generator=g).to(dtype), requires_grad=False)
+    x = torch.randn(rows, 512, generator=g).to(dtype)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
         with torch.no_grad():
-            for rows in (1, 256):
-                x = torch.randn(rows, 512, generator=g).to(torch.bfloat16)
-                runs = {"torch": lambda: F.linear(x, w), "packed": lambda: linear(x, w)}
-                best = dict.fromkeys(runs, float("inf"))
-                for f in runs.values():
-                    f()  # (packs, and oneDNN creates its primitive)
-                for _ in range(9):
-                    for name, f in runs.items():
-                        t = time.thread_time()
-                        f()
-                        best[name] = min(best[name], time.thread_time() - t)
-                if not best["packed"] <= best["torch"]:
-                    return False
+            p = packed(w, dtype, rows)[0]
+            runs = {"torch": lambda: F.linear(x, w), "packed": lambda: _product(x, p, w, None, rows)}
+            best = dict.fromkeys(runs, float("inf"))
+            for f in runs.values():
+                f()  # (the library sets up its kernel)
+            for _ in range(9):
+                for name, f in runs.items():
+                    t = time.thread_time()
+                    f()
+                    best[name] = min(best[name], time.thread_time() - t)
     finally:
         torch.set_num_threads(threads)
-    return True
+    return best["packed"] <= best["torch"]
 
 
-def used():
-    """Whether linears of grad-free programs compiled now go through `linear`."""
+def used(dtype=torch.bfloat16, rows=256):
+    """Whether products in dtype of `rows` rows in grad-free programs compiled now go through
+    `linear` (bfloat16) or `linear_f32` (float32)."""
     choice = mode()
-    if choice == "off" or not available():
+    if choice == "off" or not available(dtype):
         return False
-    return choice == "on" or (not _TRAINING_FORWARD.get() and faster())
+    return choice == "on" or (not _TRAINING_FORWARD.get() and faster(dtype, rows))
 
 
 def _eligible(x, w, b, out_features):
-    """x @ w (+ b): a bfloat16 CPU product with a 2-D weight, a 1-D bias of out_features or
-    none, static shapes, where packing is on (`used`)."""
+    """The prefix of the generated call (`impl.packed_` ...) for x @ w (+ b), or None: a bfloat16
+    or float32 CPU product with a 2-D weight, a 1-D bias of out_features or none, static shapes,
+    where packing is on (`used`)."""
     if not (hasattr(x, "shape") and hasattr(w, "shape")) or len(x.shape) < 1 or len(w.shape) != 2:
-        return False
+        return None
     if b is not None and (not hasattr(b, "shape") or tuple(b.shape) != (w.shape[out_features],)):
-        return False
+        return None
+    dtype = x.dtype
     for n in (x, w, b):
-        if n is not None and (n.device is None or n.device.type != "cpu" or n.dtype != torch.bfloat16
+        if n is not None and (n.device is None or n.device.type != "cpu" or n.dtype != dtype
                               or any(s < 0 for s in n.shape)):
-            return False
-    return used()
+            return None
+    if dtype not in (torch.bfloat16, torch.float32) or not used(dtype, math.prod(x.shape[:-1])):
+        return None
+    return "impl.packed_" if dtype == torch.bfloat16 else "impl.packed_f32_"
 
 
 def linear_source(values, outs):
     """Statements for ltorch.linear in a grad-free program, or None."""
     x, w, b = values["input"], values["weight"], values["bias"]
-    if not _eligible(x, w, b, 0):
+    prefix = _eligible(x, w, b, 0)
+    if prefix is None:
         return None
-    return [f"{outs[0]} = impl.packed_linear({x.name}, {w.name}{', ' + b.name if b is not None else ''})"]
+    return [f"{outs[0]} = {prefix}linear({x.name}, {w.name}{', ' + b.name if b is not None else ''})"]
 
 
 def addmm_source(values, outs):
@@ -226,6 +298,7 @@ def addmm_source(values, outs):
         return None
     if not hasattr(x, "shape") or len(x.shape) != 2 or not hasattr(b, "shape") or len(b.shape) != 1:
         return None
-    if not _eligible(x, w, b, 1):
+    prefix = _eligible(x, w, b, 1)
+    if prefix is None:
         return None
-    return [f"{outs[0]} = impl.packed_addmm({b.name}, {x.name}, {w.name})"]
+    return [f"{outs[0]} = {prefix}addmm({b.name}, {x.name}, {w.name})"]

@@ -22,6 +22,15 @@ def _locked(method):
     return locked
 
 
+def _snapshot(module):
+    """A module holding a clone of module (of its module op). Given no insertion point, the
+    bindings' clone inserts at the active one if there is one (a caller's `with
+    ir.InsertionPoint(...)`), which would put the copy into the caller's block."""
+    holder = ir.Module.create(loc=ir.Location.unknown(context=module.context))
+    module.operation.clone(ip=ir.InsertionPoint(holder.body))
+    return holder
+
+
 class Trace:
     def __init__(self, producer, module=None, python=None, output_spec=None, fn_name="computation", fn=None,
                  codegen=None):
@@ -33,7 +42,7 @@ class Trace:
         # a copy of the module as the pass left it (the passes after it change the module),
         # printed with locations when first asked for: cloning costs ~1% of printing, which was
         # most of what keeping a trace cost on a first call
-        self._copy = module.operation.clone() if module is not None else None
+        self._copy = _snapshot(module) if module is not None else None
         self._mlir_debug = None
         self._mlir = None
         self._python = python
@@ -57,7 +66,7 @@ class Trace:
         Not verified again: the pass manager verified it after the pass, and verifying while
         printing runs every op's meta function once more per trace kept."""
         if self._mlir_debug is None and self._copy is not None:
-            self._mlir_debug = self._copy.get_asm(enable_debug_info=True, assume_verified=True)
+            self._mlir_debug = self._copy.body.operations[0].get_asm(enable_debug_info=True, assume_verified=True)
             self._copy = None
         return self._mlir_debug
 
