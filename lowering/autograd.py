@@ -12,17 +12,19 @@ from dataclasses import dataclass
 
 from thunder.core import trace as tracing
 from thunder.core.proxies import TensorProxy, proxy_of_meta, to_refs
-from thunder.core.trace import Ref, TraceCtx
+from thunder.core.trace import BoundSymbol, Ref, TraceCtx
 from thunder.dialects import attrs
-from thunder.dialects.definitions import context
-from thunder.dialects.emit import emit_into, find_func, mutated_inputs
+from thunder.dialects.definitions import context, decode_op
+from thunder.dialects.emit import emit_into, emit_symbol, find_func, mutated_inputs
 from thunder.dialects.lift import lift
 from thunder.dialects.mlir import func, ir
 from thunder.ops import elementwise, registry
 from thunder.lowering.decompose import decompose_module
+from thunder.lowering.remat_inplace import kept_names, rewrite_forward
 from thunder.lowering.vjp_reuse import VjpReuse
 
 REQUIRES_GRAD = "thunder.requires_grad"
+IN_PLACE = True  # off: @forward is emitted from the lifted trace (tests compare the two)
 
 
 
@@ -38,6 +40,7 @@ class Split:
     backward: TraceCtx  # inputs: saved values, then cotangents
     backward_outputs: list  # Ref or None per input of the forward
     cotangent_for: list  # indices of the forward outputs that receive a cotangent
+    lifted_forward: object = None  # where @forward was made in place: what lifting it gives (a Lifted)
 
 
 def split_forward_backward(lifted, requires_grad, n_mutated=0) -> Split:
@@ -115,11 +118,15 @@ def forward_proxies():
     return fwd
 
 
-def _accumulate(grads, ref, g):
+def _accumulate(grads, ref, g, reuse=None):
+    """reuse: a VjpReuse, to replay the sum of two cotangents as the rules' recordings are."""
     if g is None:
         return
     prev = grads.get(ref.name)
-    grads[ref.name] = g if prev is None else elementwise.add(prev, g)
+    if prev is None:
+        grads[ref.name] = g
+    else:
+        grads[ref.name] = elementwise.add(prev, g) if reuse is None else reuse.call(elementwise.add, prev, g)
 
 
 def backpropagate(symbols, needs, grads, fwd, decompose=False, reuse=None):
@@ -159,11 +166,11 @@ def backpropagate(symbols, needs, grads, fwd, decompose=False, reuse=None):
             v = bsym.args[p.name]
             got = result.get(p.name)
             if isinstance(v, Ref) and v.name in needs:
-                _accumulate(grads, v, got)
+                _accumulate(grads, v, got, reuse)
             elif isinstance(v, tuple) and got is not None:
                 for x, gx in zip(v, got):
                     if isinstance(x, Ref) and x.name in needs:
-                        _accumulate(grads, x, gx)
+                        _accumulate(grads, x, gx, reuse)
 
 
 def _backpropagate_decomposition(bsym, needs, grads, fwd, as_proxies, reuse):
@@ -174,7 +181,7 @@ def _backpropagate_decomposition(bsym, needs, grads, fwd, as_proxies, reuse):
     symbols = ctx.symbols[start:]
     for o, new in zip(bsym.outputs, outs):
         if o.name in grads and isinstance(new, TensorProxy):
-            _accumulate(grads, tracing.ref(new), grads[o.name])
+            _accumulate(grads, tracing.ref(new), grads[o.name], reuse)
     inner = needing_grad(symbols, {r.name for r in bsym.tensor_args() if r.name in needs})
     backpropagate(symbols, inner, grads, fwd, decompose=True, reuse=reuse)
 
@@ -236,19 +243,67 @@ def autograd_module(module_op):
         raise ValueError("thunder-autograd needs a func @computation")
     flags = requires_grad_flags(comp)
     n_mutated = len(mutated_inputs(comp))
-    split = split_forward_backward(lift(comp), flags, n_mutated)
-    with ir.InsertionPoint.at_block_begin(module_op.regions[0].blocks[0]), comp.location:
+    # (where lifting keeps every name, @computation becomes @forward in place, as emitting it
+    # again would give it: lowering/remat_inplace.py)
+    in_place = IN_PLACE and kept_names(comp) is not None
+    lifted = lift(comp)
+    lifted_symbols = list(lifted.ctx.symbols)
+    split = split_forward_backward(lifted, flags, n_mutated)
+    # (a training form keeps the op's results: the first, and the others after it)
+    in_place = in_place and all(new is old or old.outputs and [o.name for o in old.outputs] == [
+        o.name for o in new.outputs[:len(old.outputs)]] for old, new in zip(lifted_symbols, split.forward.symbols))
+    block = module_op.regions[0].blocks[0]
+    if in_place and block.operations[0].operation != comp.operation:
+        comp.move_before(block.operations[0])
+    with ir.InsertionPoint.at_block_begin(block), comp.location:
         fwd_attrs = {"thunder.num_outputs": attrs.i64(split.num_outputs)}
         if "thunder.mutated_inputs" in comp.attributes:
             fwd_attrs["thunder.mutated_inputs"] = comp.attributes["thunder.mutated_inputs"]
-        emit_into(split.forward, split.forward_outputs, "forward", arg_attrs=_arg_attrs(flags),
-                  attributes=fwd_attrs)
+        if in_place:
+            _forward_in_place(comp, lifted, lifted_symbols, split, _arg_attrs(flags), fwd_attrs)
+        else:
+            emit_into(split.forward, split.forward_outputs, "forward", arg_attrs=_arg_attrs(flags),
+                      attributes=fwd_attrs)
+    after = [o.operation for o in block.operations]
+    at = after.index(comp.operation) + 1 if in_place else 1
+    with (ir.InsertionPoint(after[at]) if at < len(after) else ir.InsertionPoint(block)), comp.location:
         grad_of = [i for i, r in enumerate(split.backward_outputs) if r is not None]
         emit_into(split.backward, [r for r in split.backward_outputs if r is not None], "backward",
                   attributes={"thunder.grad_of": ir.DenseI64ArrayAttr.get(grad_of),
                               "thunder.cotangent_for": ir.DenseI64ArrayAttr.get(split.cotangent_for)})
-    comp.erase()
+    if not in_place:
+        comp.erase()
     return split
+
+
+def _forward_in_place(comp, lifted, lifted_symbols, split, arg_attrs, attributes):
+    """@computation made @forward: the ops use_training_forms replaced (lifted_symbols: the
+    symbols before it) emitted in place of theirs, the results split.forward_outputs."""
+    values = lifted.values
+    symbols = split.forward.symbols
+    for i, (old, new) in enumerate(zip(lifted_symbols, symbols)):
+        if new is old:
+            continue
+        operation = values[old.outputs[0].name].owner.operation
+        with ir.InsertionPoint(operation), comp.location:
+            made = emit_symbol(new.op, new.args, new.outputs, values, new.location)
+        refs = {values[r.name]: r for r in new.tensor_args()}
+        # (its arguments as lifting reads them, in the op's order)
+        symbols[i] = BoundSymbol(*decode_op(made, refs.__getitem__), new.outputs, new.location, new.widened)
+        for r, res in zip(old.outputs, operation.results):
+            res.replace_all_uses_with(values[r.name])
+        operation.erase()
+    loc = comp.location
+    for op in comp.regions[0].blocks[0].operations:
+        if op.operation.name in attrs.CONSTANT_OPS:
+            op.location = loc  # (as emission under it makes them; a decomposition's have its op's)
+    rewrite_forward(comp, values, split.forward_outputs, [])
+    lifted.outputs = split.forward_outputs
+    split.lifted_forward = lifted
+    comp.attributes["sym_name"] = ir.StringAttr.get("forward")
+    comp.attributes["arg_attrs"] = ir.ArrayAttr.get(arg_attrs)
+    for k, v in attributes.items():
+        comp.attributes[k] = v
 
 
 def _arg_attrs(flags):

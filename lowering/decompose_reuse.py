@@ -10,7 +10,6 @@ A template is kept only where every name the decomposition made is the op's name
 operands; otherwise the decomposition runs each time. The module is thus the same, name for
 name, as without sharing (tests/test_repeated_structure.py compares them)."""
 import contextvars
-import re
 
 from thunder.core.trace import Ref
 from thunder.dialects import attrs
@@ -81,12 +80,14 @@ def record(key, operation, base, symbols, outs, values):
 
 
 def _template(operation, base, symbols, outs, values):
-    number = re.compile(re.escape(base) + r"_(\d+)")
+    prefix = f"{base}_"
     operands = list(operation.operands)
 
-    def suffix(name):
-        m = number.fullmatch(name)
-        return m.group(1) if m else None
+    def suffix(name):  # (the number after prefix; a regex compiled per op cost more than the rest)
+        if not name.startswith(prefix):
+            return None
+        k = name[len(prefix):]
+        return k if k.isdecimal() else None  # (isdecimal: what \d+ matches, and not empty)
 
     # decode_op made one proxy per operand that is not a constant, in order (a list operand, or
     # a size's, has no signature): by position, not by value (mul(x, x) is not mul(x, y))

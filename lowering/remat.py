@@ -16,6 +16,7 @@ saved (no capacity limit), so the cut falls on the region's inputs as in eager; 
 their results saved (the backward must see the numbers the forward drew).
 """
 from thunder.core.trace import BoundSymbol, Ref, TraceCtx
+from thunder.dialects.attrs import CONSTANT_OPS
 from thunder.dialects.emit import emit_into, find_func, mutated_inputs
 from thunder.dialects.lift import lift
 from thunder.dialects.mlir import ir
@@ -102,12 +103,15 @@ def choose_saved(forward_ctx, needed, copied=()):
     return saved
 
 
-def remat_module(module_op):
+def remat_module(module_op, lifted_forward=None):
+    """lifted_forward: what lifting @forward gave before cse and canonicalize (thunder-autograd's
+    Split.lifted_forward), used where they removed none of its ops."""
     fwd_op, bwd_op = find_func(module_op, "forward"), find_func(module_op, "backward")
     if fwd_op is None or bwd_op is None:
         raise ValueError("thunder-remat needs func @forward and func @backward (run thunder-autograd first)")
     num_outputs = ir.IntegerAttr(fwd_op.attributes["thunder.num_outputs"]).value
-    fwd = lift(fwd_op)
+    handed = lifted_forward is not None and _lifts(fwd_op, lifted_forward)
+    fwd = lifted_forward if handed else lift(fwd_op)
     n_mutated = len(mutated_inputs(fwd_op))
     mutated = fwd.outputs[len(fwd.outputs) - n_mutated:] if n_mutated else []
     old_saved = fwd.outputs[num_outputs:len(fwd.outputs) - n_mutated]
@@ -115,7 +119,8 @@ def remat_module(module_op):
     taken = {r.name for r in fwd.ctx.inputs} | {o.name for b in fwd.ctx.symbols for o in b.outputs}
     # (where lifting keeps every name and backward's own names are not forward's, both funcs are
     # rewritten in place, as emitting them again would give them: lowering/remat_inplace.py)
-    bwd_names = kept_names(bwd_op, skip=n_saved) if kept_names(fwd_op) is not None else None
+    # (a forward made in place kept every name)
+    bwd_names = kept_names(bwd_op, skip=n_saved) if handed or kept_names(fwd_op) is not None else None
     in_place = bwd_names is not None and not bwd_names & taken
     if not in_place:
         bsyms, bouts, cotangents = _lift_backward(bwd_op, old_saved, taken)
@@ -163,6 +168,15 @@ def remat_module(module_op):
     fwd_op.erase()
     bwd_op.erase()
     return result
+
+
+def _lifts(fwd_op, lifted):
+    """Whether lifted is still what lifting fwd_op gives: one op per symbol, as when it was made
+    (cse and canonicalize remove ops, or fold them into constants, which lifting reads as
+    values; they make none of ours)."""
+    ops = fwd_op.regions[0].blocks[0].operations
+    n = sum(1 for op in ops if op.operation.name not in CONSTANT_OPS) - 1  # (and func.return)
+    return n == len(lifted.ctx.symbols)
 
 
 def _lift_backward(bwd_op, old_saved, taken):

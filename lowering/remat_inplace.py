@@ -133,8 +133,11 @@ def rewrite_backward(bwd_op, old_saved, saved, recompute, loc):
     constants = _Constants()
 
     def place(names, anchor):
+        todo = unplaced(names, recompute, producer, placed) if names else ()
+        if not todo:
+            return  # (most ops read no saved value: no insertion point to enter)
         with ir.InsertionPoint(anchor), loc:
-            for i in unplaced(names, recompute, producer, placed):
+            for i in todo:
                 b = recompute[i]
                 emit_symbol(b.op, b.args, b.outputs, values, b.location)
 

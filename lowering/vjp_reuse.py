@@ -61,40 +61,55 @@ class VjpReuse:
 
     def apply(self, op, g, out, kwargs):
         """op.vjp_rule(g, out, **kwargs), replayed from a template where one fits."""
+        return self._run((op.qualname, tuple(kwargs)), lambda: op.vjp_rule(g, out, **kwargs), (g, out, *kwargs.values()))
+
+    def call(self, op, *args):
+        """op(*args), an op recorded outside a rule (the sum of two cotangents of one value),
+        replayed from a template where one fits."""
+        return self._run((op.qualname,), lambda: op(*args), args)
+
+    def _run(self, what, run, values):
+        """run() (it records ops in the current trace), replayed from the template of (what, the
+        metadata of values: run's arguments) where one fits."""
         ctx = self.ctx
         if not ENABLED or ctx is None or tracing.current() is not ctx or ctx.on_record is not None or (
                 ctx.track_grad_mode or ctx.track_strides or ctx.reader is not None or ctx.checkpoint is not None):
             # (recording that does more than append the ops: autocast, eager's strides, reads)
-            return op.vjp_rule(g, out, **kwargs)
+            return run()
         key = _Key()
-        key.add(g)
-        key.add(out)
-        for v in kwargs.values():
+        for v in values:
             key.add(v)
         if not key.ok:
-            return op.vjp_rule(g, out, **kwargs)
+            return run()
         # (where the ops are recorded from: the user's line while interpreting, torch.func's
         # rules; widened: inside a float64 decomposition)
-        k = (op.qualname, tuple(kwargs), tuple(key.parts), tracing.current_location(), ctx.widened)
+        k = (what, tuple(key.parts), tracing.current_location(), ctx.widened)
         template = self.templates.get(k)
         if template is _REFUSED:
-            return op.vjp_rule(g, out, **kwargs)
+            return run()
         if template is not None:
             STATS["hits"] += 1
             return template.replay(self.ctx, key.slots)
-        result, template = _record(self.ctx, op, g, out, kwargs, key)
+        result, template = _record(self.ctx, run, key)
         self.templates[k] = template if template is not None else _REFUSED
         STATS["misses" if template is not None else "refused"] += 1
         return result
 
 
+_CONST, _SLOT, _MADE, _OTHER = range(4)
+
+
 class _Template:
     def __init__(self, steps, result):
-        self.steps = steps  # (op, args, [(shape, dtype, device)], location, widened, [(is_view, base)])
+        # per step: op, its arguments as (name, kind, what: the constant, the slot or result
+        # index, or for _OTHER the template value), [(shape, dtype, device)], location, widened,
+        # [(is_view, base)]
+        self.steps = [(op, [(name, *_kind(v)) for name, v in args.items()], metas, location, widened, views)
+                      for op, args, metas, location, widened, views in steps]
         self.result = result  # the rule's result, its proxies as ("e", slot) / ("i", index)
 
     def replay(self, ctx, slots):
-        made = []
+        made, made_refs, slot_refs = [], [], {}
 
         def value(v):
             if isinstance(v, tuple) and v and v[0] in ("e", "i") and len(v) == 2 and type(v[1]) is int:
@@ -105,29 +120,54 @@ class _Template:
                 return {name: value(x) for name, x in v.items()}
             return v[1]  # ("c", constant)
 
+        symbols = ctx.symbols
         for op, args, metas, location, widened, views in self.steps:
-            values = {name: value(v) for name, v in args.items()}
-            outs = [TensorProxy(shape, dtype, device, name=ctx.new_name()) for shape, dtype, device in metas]
+            values, refs = {}, {}
+            for name, kind, what in args:
+                if kind == _MADE:
+                    values[name], refs[name] = made[what], made_refs[what]
+                elif kind == _SLOT:
+                    values[name] = p = slots[what]
+                    r = slot_refs.get(what)
+                    refs[name] = r if r is not None else slot_refs.setdefault(what, tracing.ref(p))
+                elif kind == _CONST:
+                    values[name] = refs[name] = what
+                else:
+                    values[name] = v = value(what)
+                    refs[name] = to_refs(v)
+            outs = []
+            for shape, dtype, device in metas:
+                o = TensorProxy(shape, dtype, device, name=ctx.new_name())
+                outs.append(o)
+                made_refs.append(Ref(o.name, shape, dtype, device))
             for i, (o, (is_view, base)) in enumerate(zip(outs, views)):
                 if is_view:  # (as record_op links a view to its base)
                     o.is_view = True
                     if base is not None:
                         o.base, o.recipe = value(base), (op, dict(values), i)
                         o.base.views.append(o)
+            symbols.append(BoundSymbol(op, refs, made_refs[len(made):], location, widened))
             made.extend(outs)
-            ctx.symbols.append(BoundSymbol(op, {k: to_refs(v) for k, v in values.items()},
-                                           [tracing.ref(o) for o in outs], location, widened))
         return value(self.result)
 
 
-def _record(ctx, op, g, out, kwargs, key):
-    """(the rule's result, its template or None where a replay could differ from running it)."""
+def _kind(v):
+    """(kind, what) of a template's argument value (see _Template.steps)."""
+    if isinstance(v, tuple) and len(v) == 2 and v[0] in ("e", "i") and type(v[1]) is int:
+        return (_SLOT if v[0] == "e" else _MADE), v[1]
+    if isinstance(v, tuple) and v[0] == "c" and not isinstance(v[1], tuple):
+        return _CONST, v[1]  # (a tuple: to_refs reads its items)
+    return _OTHER, v
+
+
+def _record(ctx, run, key):
+    """(run()'s result, its template or None where a replay could differ from running it)."""
     start, counter, used, numbers = len(ctx.symbols), ctx._counter, len(ctx._used), ctx._numbers
     names = [p.name for p in key.slots]
     recorded = []
     ctx.on_record = lambda o, values, outs: recorded.append((values, outs))
     try:
-        result = op.vjp_rule(g, out, **kwargs)
+        result = run()
     finally:
         ctx.on_record = None
     new = ctx.symbols[start:]

@@ -150,9 +150,10 @@ def test_tied_weights_and_embedding_grad_equal_eager(through_logits):
         (loss + logits.sum() if through_logits else loss).backward()
         grads.append(model.wte.weight.grad.clone())
     torch.testing.assert_close(grads[1], grads[0])
-    # the embedding's gradient: index_add into zeros made for it, no out-of-place index_add
+    # the embedding's gradient: index_add in place (the tied weight's: into the head's GEMM
+    # result, lowering/index_add_into.py), no out-of-place index_add
     text = str(thunder.last_backward_traces(jm)[-1])
-    assert "impl.zeros_index_add(" in text and "torch.index_add(" not in text
+    assert "impl.index_add_into(" in text and "torch.index_add(" not in text
 
 
 def test_addmm_is_saved_not_recomputed():

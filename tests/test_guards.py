@@ -3,6 +3,7 @@ its arguments (globals, closure cells, attributes, container items, defaults, am
 state) is unchanged. Each test changes one thing between calls and compares every call with
 eager PyTorch."""
 import math
+import operator
 
 import pytest
 import torch
@@ -671,3 +672,40 @@ def test_grad_mode_of_tensors_read_from_state_is_part_of_the_key():
         expected = torch.autograd.grad((lin(x) if jf.__class__.__name__ == "ThunderModule" else x * w).sum(), params)
         for g, e in zip(grads, expected):
             torch.testing.assert_close(g, e)
+
+
+
+class _Setting:
+    def __init__(self, k):
+        self.k = k
+
+
+SETTINGS = {"a": _Setting(2.0)}
+HOLDER = _Setting(_Setting(2.0))  # (its inner object reached only by native code below)
+EXTRAS = {}
+
+
+def _reads_containers_twice(x):
+    n = len(SETTINGS)  # first read of SETTINGS: its snapshot guard
+    y = x * n + x * SETTINGS["a"].k  # read again unchanged (the snapshot taken stands), then an item's attribute
+    first = len(EXTRAS)  # {} at the first read
+    EXTRAS["e"] = operator.attrgetter("k")(HOLDER)  # an object from native code, put in it
+    return y + x * EXTRAS["e"].k * (first + 1)  # read again changed: what it holds now is guarded
+
+
+@pytest.mark.parametrize("change", ["a", "e"])
+def test_containers_read_again_keep_their_items_guarded(change):
+    x = torch.randn(3)
+    fn = thunder.jit(_reads_containers_twice)
+    setting = SETTINGS["a"] if change == "a" else HOLDER.k
+    try:
+        for k in (2.0, 2.0, 3.0):
+            setting.k = k
+            EXTRAS.clear()
+            expected = _reads_containers_twice(x)
+            EXTRAS.clear()
+            assert_same(fn(x), expected)
+        assert thunder.cache_misses(fn) == 2  # (the attribute's new value)
+    finally:
+        setting.k = 2.0
+        EXTRAS.clear()

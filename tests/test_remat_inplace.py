@@ -8,6 +8,7 @@ import torch
 import torch.utils.checkpoint as cp
 
 import thunder
+import thunder.lowering.autograd as autograd
 import thunder.lowering.remat as remat
 import thunder.runtime.compile as compile_
 from thunder.dialects.mlir import ir
@@ -37,12 +38,12 @@ def _both_ways(monkeypatch, fn, args):
     real = compile_.remat_module
     rewrite = remat.rewrite_backward
 
-    def both(op):
+    def both(op, lifted_forward=None):
         copy = ir.Module.parse(op.get_asm(enable_debug_info=True))
         with monkeypatch.context() as m:
             m.setattr(remat, "kept_names", lambda *a, **k: None)
-            relifted = real(copy.operation)
-        result = real(op)
+            relifted = real(copy.operation)  # (thunder-autograd's lifted forward is the original's)
+        result = real(op, lifted_forward)
         compile_._cleanup(copy)
         emitted = ir.Module.parse(op.get_asm(enable_debug_info=True))
         compile_._cleanup(emitted)
@@ -91,3 +92,55 @@ def test_in_place_input_saved_as_copy(monkeypatch):
     expected.sum().backward()
     torch.testing.assert_close(out, expected, **TOL)
     torch.testing.assert_close(x.grad, x2.grad, **TOL)
+
+
+def _normed(x, w, b):  # (a training form: layer_norm's keeps its mean and rstd)
+    y = torch.nn.functional.layer_norm(x * 0.5, (8,), w, b).tanh()
+    return (torch.nn.functional.gelu(y) - 2.0).sin() @ w.unsqueeze(1)
+
+
+def _lerped(x, w, b):  # (lerp's decomposition: a number, and ops cse and canonicalize remove)
+    return _normed(torch.lerp(x, x.cos(), 0.3), w, b)
+
+
+@pytest.mark.parametrize("fn, handed", [(_normed, True), (_lerped, False)])
+def test_autograd_forward_in_place_is_lift_and_emit(monkeypatch, fn, handed):
+    """thunder-autograd makes @computation @forward in place (lowering/autograd.py): the module
+    is the one emitting the lifted trace again gives (byte for byte, locations included, after
+    cse and canonicalize), and thunder-remat lifts neither func again (it takes the trace lifting
+    @computation gave, and rewrites both in place), unless cse and canonicalize removed ops of
+    @forward (then it lifts @forward)."""
+    real, real_lift = compile_.autograd_module, remat.lift
+    texts, lifted = [], []
+
+    def both(op):
+        copy = ir.Module.parse(op.get_asm(enable_debug_info=True))
+        with monkeypatch.context() as m:
+            m.setattr(autograd, "IN_PLACE", False)
+            emitted = real(copy.operation)
+        split = real(op)
+        assert emitted.lifted_forward is None and split.lifted_forward is not None
+        made = ir.Module.parse(op.get_asm(enable_debug_info=True))
+        for module in (copy, made):
+            compile_._cleanup(module)
+        texts.append((copy.operation.get_asm(enable_debug_info=True), made.operation.get_asm(enable_debug_info=True)))
+        return split
+
+    monkeypatch.setattr(compile_, "autograd_module", both)
+    monkeypatch.setattr(remat, "lift", lambda f: lifted.append(ir.StringAttr(f.attributes["sym_name"]).value)
+                        or real_lift(f))
+    g = torch.Generator().manual_seed(2)
+    x, w, b = (torch.randn(*shape, generator=g, requires_grad=True) for shape in ((4, 8), (8,), (8,)))
+    out = thunder.jit(fn)(x, w, b)
+    out.sum().backward()
+    assert len(texts) == 1
+    assert lifted == ([] if handed else ["forward"])
+    emitted, made = texts[0]
+    assert "ltorch.native_layer_norm" in made
+    assert made == emitted
+    x2, w2, b2 = (t.detach().requires_grad_() for t in (x, w, b))
+    expected = fn(x2, w2, b2)
+    expected.sum().backward()
+    torch.testing.assert_close(out, expected, **TOL)
+    for got, want in ((x.grad, x2.grad), (w.grad, w2.grad), (b.grad, b2.grad)):
+        torch.testing.assert_close(got, want, **TOL)

@@ -8,6 +8,8 @@ from typing import Any, Callable
 
 __all__ = ["bind_arguments", "function_str"]
 
+_VARIADIC = inspect.CO_VARARGS | inspect.CO_VARKEYWORDS
+
 
 def function_str(fn: Any) -> str:
     """``_PyObject_FunctionStr``: how CPython names a callable in call-related error messages."""
@@ -37,6 +39,9 @@ def bind_arguments(fn: types.FunctionType, args: tuple, kwargs: dict[str, Any],
     """Returns the initial fast locals of a call to ``fn`` (name -> value). A parameter that takes
     its default gets ``load_default(name, value)`` when given (values read from the function)."""
     code = fn.__code__
+    if (not kwargs and not code.co_flags & _VARIADIC and not code.co_kwonlyargcount
+            and len(args) == code.co_argcount):
+        return dict(zip(code.co_varnames, args))  # (the plain call: every parameter given by position)
     qualname = fn.__qualname__
     argcount = code.co_argcount
     posonly = code.co_posonlyargcount

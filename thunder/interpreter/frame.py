@@ -77,10 +77,13 @@ def parse_exception_table(code: types.CodeType) -> list[ExceptionTableEntry]:
 class CodeInfo:
     """Immutable per-code-object analysis, computed once and cached."""
 
-    __slots__ = ("instructions", "index_of", "exception_table", "linenos")
+    __slots__ = ("instructions", "index_of", "exception_table", "linenos", "handlers")
 
     def __init__(self, code: types.CodeType):
         self.instructions: list[dis.Instruction] = list(dis.get_instructions(code))
+        # the opcode handler of each instruction (or None: unsupported), filled by the runtime
+        # on the code's first run (runtime.py run_frame)
+        self.handlers: list | None = None
         self.index_of: dict[int, int] = {ins.offset: idx for idx, ins in enumerate(self.instructions)}
         self.exception_table = parse_exception_table(code)
         # Source line per instruction; instructions without a position inherit the previous line.

@@ -415,8 +415,14 @@ class Runtime:
         if record:
             self.log.append(f"call {f.code.co_name} ({os.path.basename(f.code.co_filename)}:"
                             f"{f.code.co_firstlineno})")
-        instructions = f.info.instructions
-        handlers = self.handlers
+        info = f.info
+        instructions = info.instructions
+        if self.handlers is HANDLERS:  # (each instruction's handler looked up once per code object)
+            handlers = info.handlers
+            if handlers is None:
+                handlers = info.handlers = [HANDLERS.get(ins.opname) for ins in instructions]
+        else:
+            handlers = [self.handlers.get(ins.opname) for ins in instructions]
         try:
             while True:
                 if throw is not None:
@@ -428,7 +434,7 @@ class Runtime:
                     f.idx = idx + 1
                     if record:
                         self.instructions.append(instr)
-                    handler = handlers.get(instr.opname)
+                    handler = handlers[idx]
                     if handler is None:
                         raise self.unsupported(f, f"unsupported bytecode {instr.opname}",
                                                UNSUPPORTED_HINTS.get(instr.opname))

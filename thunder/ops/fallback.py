@@ -301,7 +301,8 @@ def registered(op, fn, *args, **kwargs):
     ctx = tracing.current()
     n = len(ctx.symbols) if ctx is not None else 0
     proxies = [a for a in (*args, *kwargs.values()) if isinstance(a, TensorProxy)]
-    if ctx is not None and _numbers_only(op, args, kwargs) and callable_name(fn) is not None:
+    # (a tensor among the arguments: not numbers only)
+    if ctx is not None and not proxies and _numbers_only(op, args, kwargs) and callable_name(fn) is not None:
         return call(fn, *args, **kwargs)  # torch.add(2, 3): torch's answer (a 0-d tensor) or its error
     views = [list(p.views) for p in proxies]
     try:

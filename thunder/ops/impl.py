@@ -133,6 +133,10 @@ def zeros_index_add(shape, dim, index, source):
     return source.new_zeros(shape).index_add_(dim, index, source)
 
 
+def index_add_into(a, dim, index, source):
+    return a.index_add_(dim, index, source)
+
+
 # --- layers (thunder/ops/layers.py and the layer prims)
 def _conv_nd(fn, nd):
     # padding: nd ints, or (low, high) pairs per dim for padding="same" with an even kernel extent

@@ -230,6 +230,17 @@ def zeros_index_add(shape: Ints, dim: Int, index: Tensor, source: Tensor):
     return TensorProxy(shape, source.dtype, source.device)
 
 
+@prim("impl.index_add_into", differentiable=False)
+def index_add_into(a: Tensor, dim: Int, index: Tensor, source: Tensor):
+    """a.index_add(dim, index, source) written into a's memory: made only for an `a` no other op
+    reads, freshly allocated by the program (lowering/index_add_into.py: a weight's gradient from
+    its GEMM plus an embedding gradient of the same tensor, a tied weight)."""
+    return TensorProxy(a.shape, a.dtype, a.device)
+
+
+index_add_into.returns_input = True
+
+
 def _sum_to(g, shape):
     """Undo broadcasting: sum g over the dims that were broadcast to reach g.shape from shape."""
     if tuple(g.shape) == tuple(shape):

@@ -2,6 +2,8 @@
 (core/trace.py's TraceCtx), eager's strides, views linked to their bases, requires_grad as eager
 answers it; without a trace the op runs with torch (execute.py). OpDef.__call__ (registry.py)
 records through record_op."""
+import functools
+
 import torch
 
 from thunder.core import dispatch, strides, trace as tracing
@@ -18,7 +20,8 @@ def record_op(op, values):
     if ctx is None:
         return run_eagerly(op, values)
     _check_no_real_tensors(op, values)
-    if ctx.track_grad_mode and op.dialect == "ltorch":
+    if ctx.track_grad_mode and op.dialect == "ltorch" and (torch.is_autocast_enabled("cpu")
+                                                           or torch.is_autocast_enabled("cuda")):
         values = autocast.apply(op, values)  # casts of an active torch.autocast region
     try:
         out = run_meta(op, values)
@@ -115,7 +118,11 @@ def _elementwise_meta(op, values, out):
     if not all(type(n) is int for n in shape) or 0 in shape or not all(
             type(x) is int for s, st in operands for x in (*s, *st)):
         return None
-    return torch.empty_strided(shape, strides.elementwise(shape, operands), dtype=out.dtype, device="meta")
+    return torch.empty_strided(shape, _elementwise_strides(shape, tuple(operands)), dtype=out.dtype, device="meta")
+
+
+# (a pure function of sizes and strides: every layer of a model asks it the same questions)
+_elementwise_strides = functools.lru_cache(maxsize=4096)(strides.elementwise)
 
 
 _NO_DEPS = frozenset()

@@ -10,6 +10,7 @@ from thunder.dialects.emit import emit_into, find_func
 from thunder.dialects.lift import lift
 from thunder.dialects.mlir import LOCK, ir
 from thunder.lowering.absent_cotangents import specialize, specialize_func
+from thunder.lowering import index_add_into
 from thunder.lowering.fuse import fuse_module, fusion_callees
 from thunder.lowering.passes import build_pass_manager
 from thunder.runtime import tiered
@@ -73,6 +74,7 @@ def specialize_backward(backward, present, keep, fusion, first_fusion=0):
             grad_of = [grad_of[j] for j in kept]
             find_func(module.operation, "backward").attributes["thunder.grad_of"] = ir.DenseI64ArrayAttr.get(grad_of)
             build_pass_manager("builtin.module(cse,canonicalize)").run(module.operation)
+        index_add_into.rewrite(find_func(module.operation, "backward"))  # (a tied weight's two gradients)
         if fusion is not None:
             fuse_module(module.operation, *fusion, first_index=first_fusion)
         fused = bool(fusion_callees(module.operation))

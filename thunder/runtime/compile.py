@@ -14,7 +14,7 @@ from thunder.dialects.emit import emit, find_func
 from thunder.dialects.mlir import ir
 from thunder.lowering.passes import build_pass_manager, pass_name, pass_options
 from thunder.ops import onednn
-from thunder.runtime import calls, guards, regions, structure, tiered
+from thunder.runtime import calls, guards, regions, structure, tied_inputs, tiered
 from thunder.runtime.codegen import compile_source, python_source
 from thunder.runtime.lookup import _make_lookup, _on_load, _on_store
 from thunder.runtime.options import CACHE_OPTIONS, DEFAULT_PASSES, CacheEntry
@@ -172,6 +172,9 @@ def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None, keep_parts
     index = {p.input_name: i for i, p in enumerate(proxies)}
     mutated = [(index[name], tracing.ref(p)) for name, p in ctx.mutated.items()]
     module = emit(ctx, out_refs, mutated=mutated)
+    # one tensor read through two paths (a tied weight): one value of the trace, checked by the prologue
+    tied = {} if inputs.shared else tied_inputs.tied(tensors, [i for _, i in state.reads], {i for i, _ in mutated})
+    tied_inputs.join(module, tied)
     traces = [Trace("interpreter (acquisition)", module, output_spec=out_spec)]
     symbolic_trace = _symbolic_trace(ctx, out_refs, mutated, out_spec) if ctx.sym_shapes else None
     times["mlir emission"] = time.perf_counter() - t
@@ -246,7 +249,7 @@ def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None, keep_parts
     prologue_args = dict(guards=entry_guards, reads=state.reads, consts=state.consts,
                          writes=writes, check=cd.cache_option != "same input", strided=strided,
                          shared=inputs.shared, storages=[first for _, _, first in inputs.storages],
-                         mutated=sorted(mutated_reads))
+                         mutated=sorted(mutated_reads), tied=sorted(tied.items()))
     prologue = Prologue(arg_specs, kw_specs, read, **prologue_args)
     run, first_run = prologue.compile(computation)
     times["codegen"] = time.perf_counter() - t
@@ -339,10 +342,10 @@ def _autograd_program(cs, module, tensors, proxies, out_spec, traces, constants,
         comp.attributes["arg_attrs"] = ir.ArrayAttr.get([
             ir.DictAttr.get({REQUIRES_GRAD: ir.UnitAttr.get()} if isinstance(x, torch.Tensor) and x.requires_grad
                             else {}) for x in tensors])
-        autograd_module(m.operation)
-        _cleanup(m)
+        split = autograd_module(m.operation)
+        _cleanup(m, verify=False)  # (verified after thunder-remat: every op left, once)
         traces.append(Trace("thunder-autograd", m, fn_name="forward"))
-        cs.last_saved_bytes = remat_module(m.operation)
+        cs.last_saved_bytes = remat_module(m.operation, split.lifted_forward)
         _cleanup(m)
         if decompose:
             build_pass_manager("builtin.module(thunder-decompose,cse,canonicalize)").run(m.operation)
@@ -402,10 +405,13 @@ def _next_fusion(module):
     return max(numbers, default=-1) + 1
 
 
-def _cleanup(module):
+def _cleanup(module, verify=True):
     """cse and canonicalize after one of our passes, its result verified once, before them (the
-    pass manager would verify after each: every op's verifier, twice more per pass)."""
-    module.operation.verify()
+    pass manager would verify after each: every op's verifier, twice more per pass). verify=False
+    where the next pass's result is verified: what this one made and cse, canonicalize and that
+    pass keep is verified then (an op they drop is dead or the twin of one kept)."""
+    if verify:
+        module.operation.verify()
     pm = build_pass_manager("builtin.module(cse,canonicalize)")
     pm.enable_verifier(False)
     pm.run(module.operation)

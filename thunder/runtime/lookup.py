@@ -18,13 +18,29 @@ from thunder.runtime import calls, causal_masks, guards, sharp_edges, torch_func
 def _make_lookup(cd):
     warned = cd.warned_sharp_edges
     answers = {}  # fn -> _lookup(fn) in this trace (the same functions are called in every layer)
+    modules = {}  # id(module) -> (module, _lookup(module)) in this trace
 
     def lookup(fn):
-        sharp_edges.check(fn, cd.sharp_edges, tracing.current_location(), warned)
-        if type(fn) in _BY_IDENTITY:
+        if _side_effect(fn):  # (the user's line is found only where a warning or error names it)
+            sharp_edges.check(fn, cd.sharp_edges, tracing.current_location(), warned)
+        tp = type(fn)
+        if tp is functools.partial and not fn.__dict__:
+            # no table of _lookup's holds a partial and none is a torch binding: its answer is
+            # None, and the interpreter calls its func, which lookup then sees (the proxies'
+            # methods, x.view, are such partials; tests/test_lookup_memo.py)
+            impl = None
+        elif tp in _BY_IDENTITY or tp is types.MethodType and type(fn.__func__) is types.FunctionType:
             impl = answers.get(fn, answers)
             if impl is answers:
                 impl = answers[fn] = _lookup(fn)
+        elif isinstance(fn, torch.nn.Module):
+            # a module called (self.q_proj(x)): answered by its class and attributes that no
+            # forward sets (torch.compile's marks), once per module and trace; by identity (the
+            # module kept, so its id stays its own)
+            kept = modules.get(id(fn))
+            if kept is None:
+                kept = modules[id(fn)] = (fn, _lookup(fn))
+            impl = kept[1]
         else:
             impl = _lookup(fn)
         return calls.observe(fn, impl)  # (thunder.examine's record of torch calls)
@@ -32,8 +48,17 @@ def _make_lookup(cd):
     return lookup
 
 
+def _side_effect(fn):
+    """Whether sharp_edges.check has something to say about fn (a call it warns about or refuses)."""
+    try:
+        return fn in sharp_edges.SIDE_EFFECTS
+    except TypeError:  # unhashable
+        return False
+
+
 # callables that hash and compare by identity (a user's __eq__ is never called by the memo),
-# whose answer depends on nothing that changes while tracing
+# whose answer depends on nothing that changes while tracing; so do bound methods of Python
+# functions (equal where their __self__ is the same object and their function the same)
 _BY_IDENTITY = frozenset({types.FunctionType, types.BuiltinFunctionType, types.MethodDescriptorType,
                           types.WrapperDescriptorType, types.ClassMethodDescriptorType, type})
 

@@ -27,6 +27,7 @@ import copy
 import dataclasses
 import enum
 import os
+import re
 import sysconfig
 import types
 from collections import OrderedDict
@@ -37,7 +38,7 @@ from thunder.core import trace as tracing
 from thunder.core.numbers import NumberProxy
 from thunder.core.proxies import TensorProxy
 from thunder.interpreter import Provenance
-from thunder.runtime.guards import Guard, has_literal, is_plain_value, snapshot
+from thunder.runtime.guards import Guard, has_literal, is_plain_value, same, snapshot
 from thunder.interpreter import Provenance
 
 _MISSING = object()
@@ -70,8 +71,14 @@ def _is_real_tensor(v):
     return isinstance(v, torch.Tensor) and not isinstance(v, TensorProxy)
 
 
+_NOT_ASCII_WORD = re.compile(r"[^A-Za-z0-9_]")  # (for ASCII text: what str.isalnum and "_" leave out)
+
+
 def _identifier(hint):
-    name = "".join(c if c.isalnum() or c == "_" else "_" for c in hint).strip("_") or "s"
+    if hint.isascii():
+        name = _NOT_ASCII_WORD.sub("_", hint).strip("_") or "s"
+    else:
+        name = "".join(c if c.isalnum() or c == "_" else "_" for c in hint).strip("_") or "s"
     return name if not name[0].isdigit() else f"m{name}"
 
 
@@ -161,7 +168,7 @@ class StateTracker:
             # parameter): the same tensor, so its proxy
             return self.inputs.proxy_of(value) if type(value) is torch.nn.Parameter or \
                 type(value) is torch.Tensor else value
-        if (id(owner), "cell_contents" if kind == "closure" else name) in self.writes:
+        if self.writes and (id(owner), "cell_contents" if kind == "closure" else name) in self.writes:
             return value  # written by the trace before: the program replays the write
         expr, what = self._expr(kind, name, owner)
         if isinstance(value, torch.Tensor):
@@ -321,7 +328,11 @@ class StateTracker:
                 getattr(value, "__self__", None) is owner:
             pass  # a method of a builtin type (dict.get): decided by the owner's type
         elif _is_container(value):
-            self.guard(expr, "same", snapshot(value, self.pin), what)
+            known = self.guards.get((expr, "same", None))
+            # read again as it was (a module's hook dicts, on every call): the snapshot taken
+            # then stands, and what it pinned is pinned (a snapshot pins together with its guard)
+            if known is None or not same(value, known.expected):
+                self.guard(expr, "same", snapshot(value, self.pin), what)
             self._pin_container(value, expr)
         elif kind == "attr" and not _stable(owner, name, value):
             # a fresh object on each read (a descriptor): what it is, and reads through it

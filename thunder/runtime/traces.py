@@ -23,12 +23,14 @@ def _locked(method):
 
 
 def _snapshot(module):
-    """A module holding a clone of module (of its module op). Given no insertion point, the
-    bindings' clone inserts at the active one if there is one (a caller's `with
-    ir.InsertionPoint(...)`), which would put the copy into the caller's block."""
+    """A clone of module's op that no block holds. Given no insertion point, the bindings' clone
+    inserts at the active one if there is one (a caller's `with ir.InsertionPoint(...)`), which
+    would put the copy into the caller's block; so it is made in a holder and detached from it
+    (printed inside another op, its locations would lose their #loc aliases)."""
     holder = ir.Module.create(loc=ir.Location.unknown(context=module.context))
-    module.operation.clone(ip=ir.InsertionPoint(holder.body))
-    return holder
+    copy = module.operation.clone(ip=ir.InsertionPoint(holder.body))
+    copy.detach_from_parent()
+    return copy
 
 
 class Trace:
@@ -66,7 +68,7 @@ class Trace:
         Not verified again: the pass manager verified it after the pass, and verifying while
         printing runs every op's meta function once more per trace kept."""
         if self._mlir_debug is None and self._copy is not None:
-            self._mlir_debug = self._copy.body.operations[0].get_asm(enable_debug_info=True, assume_verified=True)
+            self._mlir_debug = self._copy.get_asm(enable_debug_info=True, assume_verified=True)
             self._copy = None
         return self._mlir_debug
 
