@@ -222,3 +222,63 @@ def test_bf16_elementwise_chain_rounds_once():
     name = re.search(r"(fusion_\d+)\(", str(thunder.last_traces(jf)[-1])).group(1)
     linalg = to_linalg(str(module), name)
     assert len(re.findall(r"arith\.truncf .* to bf16", linalg)) == 1, linalg
+
+
+def test_causal_lm_loss_backward_exp_in_f32(trained_head):
+    """The loss kernel of the backward rounds `exp(logits - lse) * g` to the bf16 gradient of the
+    logits: its exp computes in f32 (approx.SUMMED's form, lowering/linalg/coarse_uses.py), not
+    in the correctly rounded f64 form, which LLVM vectorizes half as wide (the grads' values
+    against eager's: test_causal_lm_loss_under_autocast_matches_eager)."""
+    jm = trained_head[1]
+    trace = thunder.last_backward_traces(jm)[-1]
+    name = re.search(rf"(fusion_\d+)\(.*# cpu bfloat16\[{B * T}, {V_BIG}\]", str(trace)).group(1)
+    linalg = to_linalg(str(trace.to_mlir()), name)
+    assert "math.fma" in linalg and "f64" not in linalg, linalg
+
+
+# exp's edges: overflow to inf, results below f32's normals, 0 below -104, a mask's -inf, nan
+_EXP_EDGES = [float("nan"), float("inf"), float("-inf"), 0.0, -0.0, 88.72, 88.7229, -87.33, -100.0, -103.9, -104.5]
+
+
+def _exp_input():
+    return torch.cat([torch.linspace(-110, 90, 4001), torch.tensor(_EXP_EDGES)]).bfloat16()
+
+
+def _kernel_text(fn, *args):
+    jf = thunder.jit(fn, fusion="always")
+    got = jf(*args)
+    trace = thunder.last_traces(jf)[-1]
+    name = re.search(r"(fusion_\d+)\(", str(trace)).group(1)
+    return got, to_linalg(str(trace.to_mlir()), name)
+
+
+def test_exp_rounded_to_bf16_computes_in_f32():
+    """An exp whose values reach the result only rounded to bf16 computes in f32: each result
+    within one bf16 rounding of the exact value (as eager's, whose f32 exp is SLEEF's 1-ulp
+    one), specials as eager's."""
+    x, g = _exp_input(), torch.tensor(0.75)
+    fn = lambda x, g: (torch.exp(x.float() - 1.5) * g).bfloat16()  # noqa: E731
+    got, linalg = _kernel_text(fn, x, g)
+    assert "f64" not in linalg and "math.fma" in linalg, linalg
+    eager = fn(x, g)
+    exact = (torch.exp(x.double() - 1.5) * 0.75)
+    assert got.dtype == torch.bfloat16
+    torch.testing.assert_close(got, eager, rtol=2 ** -7, atol=0, equal_nan=True)  # (an ulp at most)
+    normal = exact.isfinite() & (exact > torch.finfo(torch.bfloat16).smallest_normal)
+    err = ((got.double() - exact) / exact)[normal].abs().max().item()
+    assert err <= 2 ** -8 * (1 + 2 ** -12), err  # half a bf16 ulp, plus the f32 exp's error
+    torch.testing.assert_close(got[~normal], eager[~normal], rtol=0, atol=0, equal_nan=True)  # (0, inf, nan)
+
+
+@pytest.mark.parametrize("case", ["f32 result", "bf16 read by floor"])
+def test_exp_seen_exactly_stays_correctly_rounded(case):
+    """An exp whose f32 values are a result, or whose bf16 rounding a discontinuous op reads,
+    keeps the correctly rounded f64 form (an ulp there is a visible difference)."""
+    x = _exp_input()
+    if case == "f32 result":
+        fn = lambda x: torch.exp(x.float()) * 0.75  # noqa: E731
+    else:
+        fn = lambda x: torch.floor(torch.exp(x.float() * 0.25).bfloat16() * 3)  # noqa: E731
+    got, linalg = _kernel_text(fn, x)
+    assert "f64" in linalg, linalg
+    torch.testing.assert_close(got, fn(x), rtol=2 ** -22 if case == "f32 result" else 0, atol=0, equal_nan=True)

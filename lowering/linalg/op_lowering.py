@@ -8,6 +8,7 @@ from thunder.dialects.mlir import ir
 from thunder.lowering.linalg.scalar import (Body, convert_scalar, ELEMENTWISE, is_float, literal, opmath, promote,
                                             reduce_combine, reduction_identity, REDUCTIONS, SUPPORTED,
                                             UnsupportedOp)
+from thunder.lowering.linalg.coarse_uses import seen_coarsely
 from thunder.lowering.linalg.pick import one_hot_pick
 from thunder.lowering.linalg.tiling import _static_shape
 from thunder.lowering.linalg.types_and_maps import amap, broadcast_exprs, identity_map, tensor_t, TensorT
@@ -203,8 +204,9 @@ def _lower_op(em, op, out_t: TensorT):
     if 0 in out_t.shape:  # an empty result holds no data, whatever the op
         return em.empty(out_t)
     attrs = op.attributes
-    # values only summed (a log-sum-exp's exps) need no correctly rounded math (approx.SUMMED)
-    em.summed = bool(list(op.results[0].uses)) and all(u.owner.name == "thunder.sum" for u in op.results[0].uses)
+    # values only summed (a log-sum-exp's exps) or rounded to bf16/f16 need no correctly rounded
+    # math (approx.SUMMED; coarse_uses.py)
+    em.summed = name in ("exp",) and seen_coarsely(op.results[0])
     if name in ELEMENTWISE and em.reduce_too is None:
         parts = _elementwise_parts(em, op, name, out_t, attrs)
         if parts is not None:
