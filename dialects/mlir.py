@@ -41,3 +41,16 @@ _capsule_pointer.restype, _capsule_pointer.argtypes = _ctypes.c_void_p, [_ctypes
 def address(operation):
     capsule = operation._CAPIPtr
     return _capsule_pointer(capsule, _capsule_name(capsule))
+
+
+def module_of(ops, loc, attributes=None):
+    """A new module holding clones of ops, in order, with the given module attributes (a mapping,
+    e.g. another module op's `attributes`). The insertion point is explicit: given none, the
+    bindings' clone inserts at the caller's active one."""
+    module = ir.Module.create(loc=loc)
+    for name in attributes or ():
+        module.operation.attributes[name] = attributes[name]
+    at = ir.InsertionPoint(module.body)
+    for op in ops:
+        op.operation.clone(ip=at)
+    return module

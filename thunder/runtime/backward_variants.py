@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from thunder.dialects.definitions import context
 from thunder.dialects.emit import emit_into, find_func
 from thunder.dialects.lift import lift
-from thunder.dialects.mlir import LOCK, ir
+from thunder.dialects.mlir import LOCK, ir, module_of
 from thunder.lowering.absent_cotangents import specialize, specialize_func
 from thunder.lowering import index_add_into
 from thunder.lowering.fuse import fuse_module, fusion_callees
@@ -35,7 +35,7 @@ def unfused_backward(module):
     with module.context:
         func = find_func(module.operation, "backward")
         # (verified already: _cleanup's verification, and thunder-remat's passes after it keep IR valid)
-        return _module_of(func), func.operation.get_asm(enable_debug_info=True, assume_verified=True)
+        return module_of([func], _parsed_location()), func.operation.get_asm(enable_debug_info=True, assume_verified=True)
 
 
 def _start(backward):
@@ -44,14 +44,11 @@ def _start(backward):
     program cache, runtime/portable.py)."""
     if isinstance(backward, str):
         return ir.Module.parse(backward)
-    return _module_of(find_func(backward.operation, "backward"))
+    return module_of([find_func(backward.operation, "backward")], _parsed_location())
 
 
-def _module_of(func):
-    """A new module holding a clone of func."""
-    module = ir.Module.create(loc=ir.Location.file("-", 0, 0))  # (the location a parsed module gets)
-    func.operation.clone(ip=ir.InsertionPoint(module.body))
-    return module
+def _parsed_location():
+    return ir.Location.file("-", 0, 0)  # (the location a parsed module gets)
 
 
 def specialize_backward(backward, present, keep, fusion, first_fusion=0):

@@ -11,7 +11,7 @@ from thunder.core import logs, symbols, trace as tracing
 from thunder.core.numbers import NumberProxy
 from thunder.core.proxies import TensorProxy
 from thunder.dialects.emit import emit, find_func
-from thunder.dialects.mlir import ir
+from thunder.dialects.mlir import ir, module_of
 from thunder.lowering.passes import build_pass_manager, pass_name, pass_options
 from thunder.ops import onednn
 from thunder.runtime import calls, guards, regions, structure, tied_inputs, tiered
@@ -339,7 +339,8 @@ def _autograd_program(cs, module, tensors, proxies, out_spec, traces, constants,
     fusion); decompose: their ltorch ops into prims first (thunder-decompose in transforms).
     grad_outputs: the indices of the results that require grad in eager."""
     with module.context, decompose_reuse.shared():
-        m = _copy_module(module)
+        # (cloned: printing and parsing it again verified every op once more, as the compile before had)
+        m = module_of(module.body.operations, module.operation.location, module.operation.attributes)
         comp = m.body.operations[0]
         comp.attributes["arg_attrs"] = ir.ArrayAttr.get([
             ir.DictAttr.get({REQUIRES_GRAD: ir.UnitAttr.get()} if isinstance(x, torch.Tensor) and x.requires_grad
@@ -386,18 +387,6 @@ def _autograd_program(cs, module, tensors, proxies, out_spec, traces, constants,
     traces.append(Trace("torch executor (execution trace)", m, python=source + "\n" + program.forward_source,
                         fn=computation, fn_name="computation"))
     return source, computation, backward
-
-
-def _copy_module(module):
-    """A copy of module in its context (cloned: printing and parsing it again verified every op
-    once more, as the compile before had)."""
-    copy = ir.Module.create(loc=module.operation.location)
-    attributes = module.operation.attributes
-    for name in attributes:
-        copy.operation.attributes[name] = attributes[name]
-    for op in module.body.operations:
-        op.operation.clone(ip=ir.InsertionPoint(copy.body))
-    return copy
 
 
 def _next_fusion(module):
