@@ -270,6 +270,56 @@ def test_exp_rounded_to_bf16_computes_in_f32():
     torch.testing.assert_close(got[~normal], eager[~normal], rtol=0, atol=0, equal_nan=True)  # (0, inf, nan)
 
 
+def test_tanh_rounded_to_bf16_computes_in_f32():
+    """A tanh whose values reach the result only rounded to bf16 computes in f32 (approx.SUMMED's
+    tanh, ~1.3 f32 ulp): each result within one bf16 rounding of the exact value, within an ulp
+    of eager's, specials (+-0, +-inf, nan, denormals) as eager's."""
+    edges = [float("nan"), float("inf"), float("-inf"), 0.0, -0.0, 1e-39, -1e-39, 0.62, 0.63, 9.5, 11.0]
+    x = torch.cat([torch.linspace(-12, 12, 4001), torch.logspace(-30, 0, 301), torch.tensor(edges)]).bfloat16()
+    fn = lambda x: (torch.tanh(x.float() * 0.75) * 1.5).bfloat16()  # noqa: E731
+    got, linalg = _kernel_text(fn, x)
+    assert "f64" not in linalg and "math.fma" in linalg, linalg
+    eager = fn(x)
+    exact = torch.tanh(x.double() * 0.75) * 1.5
+    torch.testing.assert_close(got, eager, rtol=2 ** -7, atol=0, equal_nan=True)  # (an ulp at most)
+    normal = exact.isfinite() & (exact.abs() > torch.finfo(torch.bfloat16).smallest_normal)
+    err = ((got.double() - exact) / exact)[normal].abs().max().item()
+    assert err <= 2 ** -8 * (1 + 2 ** -12), err  # half a bf16 ulp, plus the f32 tanh's error
+    torch.testing.assert_close(got[~normal], eager[~normal], rtol=0, atol=0, equal_nan=True)
+    zero = exact == 0
+    assert torch.equal(got[zero].signbit(), eager[zero].signbit())  # -0 kept
+
+
+def test_gelu_new_training_under_autocast_has_no_f64():
+    """GPT-2's gelu_new under bf16 autocast, forward and backward: its tanh reaches the kernels'
+    results only rounded to bf16, so no kernel computes in f64 (LLVM sizes vectors by the widest
+    type); values and grads as eager's within bf16 tolerance."""
+    torch.manual_seed(0)
+    lin = nn.Linear(32, 64)
+    x = torch.randn(4, 32, requires_grad=True)
+
+    def fn(x):
+        with torch.autocast("cpu", torch.bfloat16):
+            return gelu_new(lin(x)).float().square().sum()
+
+    jf = thunder.jit(fn)
+    got = jf(x)
+    got_grads = torch.autograd.grad(got, (x, lin.weight, lin.bias))
+    want = fn(x)
+    want_grads = torch.autograd.grad(want, (x, lin.weight, lin.bias))
+    torch.testing.assert_close(got, want, rtol=1.6e-2, atol=1e-2)
+    for g, w in zip(got_grads, want_grads):
+        torch.testing.assert_close(g, w, rtol=1.6e-2, atol=1e-2)
+    kernels = 0
+    for trace in (thunder.last_traces(jf)[-1], thunder.last_backward_traces(jf)[-1]):
+        for name in re.findall(r"(fusion_\d+)\(", str(trace)):
+            linalg = to_linalg(str(trace.to_mlir()), name)
+            if "math.fma" in linalg:  # the regions with gelu_new's tanh
+                kernels += 1
+                assert "f64" not in linalg, linalg
+    assert kernels == 2
+
+
 @pytest.mark.parametrize("case", ["f32 result", "bf16 read by floor"])
 def test_exp_seen_exactly_stays_correctly_rounded(case):
     """An exp whose f32 values are a result, or whose bf16 rounding a discontinuous op reads,

@@ -316,5 +316,39 @@ APPROX = {("math.tanh", "f32"): tanh_f32, ("math.exp", "f32"): exp_f32,
           ("math.log1p", "f64"): log1p_f64, ("math.expm1", "f64"): expm1_f64,
           ("math.log2", "f64"): lambda b, x: log_f64(b, x, 1 / LN2),
           ("math.log10", "f64"): lambda b, x: log_f64(b, x, 1 / math.log(10))}
-# where the values are only summed (scalar.py Body.summed)
-SUMMED = {("math.exp", "f32"): exp_f32_summed}
+
+
+# ---- f32 tanh computed in f32, for values seen only through bf16/f16 roundings or sums (as
+# exp_f32_summed; coarse_uses.py): |x| < TANH_SPLIT by tanh's Taylor series to x^21 (truncation
+# below 1e-8 relative there), above by 1 - 2 / (exp(2|x|) + 1) with exp_f32_summed's exp (|x|
+# clamped to 10, where tanh rounds to 1), sign copied: within ~3 f32 ulp (eager's SLEEF tanh: 1),
+# 2^-16 of a bf16 ulp; -0, +-inf -> +-1 and nan as eager's.
+TANH_SPLIT = 0.625
+
+
+def _tanh_taylor(n):
+    """tanh(x) = sum a_k x^(2k+1), k < n, from tanh' = 1 - tanh^2: (2k+1) a_k = -sum a_i a_j
+    over i + j = k - 1."""
+    a = [1.0]
+    for k in range(1, n):
+        a.append(-sum(a[i] * a[k - 1 - i] for i in range(k)) / (2 * k + 1))
+    return a
+
+
+TANH_TAYLOR32 = _tanh_taylor(11)[::-1]  # highest degree first
+
+
+def tanh_f32_summed(b, x):
+    t = "f32"
+    a = b.op(f"arith.minimumf {b.op(f'math.absf {x} : {t}')}, {b.const(TANH_CLAMP, t)} : {t}")
+    small = b.op(f"arith.mulf {a}, {_horner(b, b.op(f'arith.mulf {a}, {a} : {t}'), TANH_TAYLOR32, t)} : {t}")
+    e = exp_f32_summed(b, b.op(f"arith.addf {a}, {a} : {t}"))
+    q = b.op(f"arith.divf {b.const(2.0, t)}, {b.op(f'arith.addf {e}, {b.const(1.0, t)} : {t}')} : {t}")
+    large = b.op(f"arith.subf {b.const(1.0, t)}, {q} : {t}")
+    below = b.op(f"arith.cmpf olt, {a}, {b.const(TANH_SPLIT, t)} : {t}")
+    r = b.op(f"arith.select {below}, {small}, {large} : {t}")
+    return _nan_is_nan(b, x, b.op(f"math.copysign {r}, {x} : {t}"))
+
+
+# where the values are only summed or rounded to bf16/f16 (scalar.py Body.summed; coarse_uses.py)
+SUMMED = {("math.exp", "f32"): exp_f32_summed, ("math.tanh", "f32"): tanh_f32_summed}

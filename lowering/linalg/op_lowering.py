@@ -206,7 +206,7 @@ def _lower_op(em, op, out_t: TensorT):
     attrs = op.attributes
     # values only summed (a log-sum-exp's exps) or rounded to bf16/f16 need no correctly rounded
     # math (approx.SUMMED; coarse_uses.py)
-    em.summed = name in ("exp",) and seen_coarsely(op.results[0])
+    em.summed = name in ("exp", "tanh") and seen_coarsely(op.results[0])
     if name in ELEMENTWISE and em.reduce_too is None:
         parts = _elementwise_parts(em, op, name, out_t, attrs)
         if parts is not None:
