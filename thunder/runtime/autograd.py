@@ -109,15 +109,16 @@ class AutogradProgram:
         self.backward_traces = None  # a list to add each backward's trace to (the cache entry's)
         self.reporting = tiered.reporting_target()  # (the function and stats its kernels report to)
 
-    def set_forward(self, module, producer, constants=None, tier=None):
+    def set_forward(self, module, producer, constants=None, tier=None, region_texts=None):
         """forward (its source and function) generated from @forward of module; constants: the
         namespace the source gets (fusion's kernels); tier: what the function gets in its place
-        (runtime/tiered.py tier)."""
+        (runtime/tiered.py tier); region_texts: python_source's."""
         names = constants if constants is not None else {}
         # (it runs under torch.no_grad: grad-free code)
         with packed_linear.training_forward():  # (auto packs no weights there: ops/packed_linear.py)
             self.forward_source = python_source(module, "forward", header=f"produced by: {producer} (forward)",
-                                                grad_free=True, constants=names if constants is not None else None)
+                                                grad_free=True, constants=names if constants is not None else None,
+                                                region_texts=region_texts)
         self.constants["forward"] = names
         self.forward = compile_source(self.forward_source, "forward", constants=tier(names) if tier else names)
 

@@ -1,6 +1,4 @@
 """Code generation: an MLIR trace module becomes a Python function that calls torch."""
-import weakref
-
 from thunder.core.pysource import Name, py_repr
 from thunder.dialects import attrs, sizes
 from thunder.dialects.definitions import LIST_OP, UNLIST_OP, decode_op, expand, results_of
@@ -57,19 +55,6 @@ class _Namer:
         return name
 
 
-# ir.Module -> {fusion callee: its kernel text} that thunder-fuse gave (fuse_module's texts), until
-# the module's next code generation (fused_texts)
-_FUSED_TEXTS = weakref.WeakKeyDictionary()
-
-
-def fused_texts(module, texts):
-    """The kernel texts (fuse.kernel_text) of module's fusion callees that thunder-fuse just gave
-    (fuse_module's texts), for the next python_source of module (not printed again there); the
-    callees must stay as they are until then."""
-    if texts:
-        _FUSED_TEXTS.setdefault(module, {}).update(texts)
-
-
 def python_source(module, fn_name="computation", output_spec=None, comments=True, header=None, constants=None,
                   no_grad_copies=(), grad_free=False, region_texts=None):
     """Python source of func @fn_name. output_spec, when given, rebuilds the user's output
@@ -81,10 +66,7 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
     (runtime/grad_free_rewrites.py, before code generation) are printed in their in-place form
     (runtime/reinplace.py), and the inputs they update are not copied back; ops marked
     PASS_OPERAND are not printed (their uses read their first operand). region_texts: {fusion
-    callee: its kernel text}, where known (fuse_module's texts; also those given by fused_texts)."""
-    known = _FUSED_TEXTS.pop(module, None)
-    if known:
-        region_texts = {**known, **(region_texts or {})}
+    callee: its kernel text}, where known (fuse_module's texts: not printed again here)."""
     with module.context:
         f = find_func(module.operation, fn_name)
         if f is None:

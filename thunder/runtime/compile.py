@@ -15,7 +15,7 @@ from thunder.dialects.mlir import ir, module_of
 from thunder.lowering.passes import build_pass_manager, pass_name, pass_options
 from thunder.ops import onednn
 from thunder.runtime import calls, guards, regions, structure, tied_inputs, tiered
-from thunder.runtime.codegen import compile_source, fused_texts, python_source
+from thunder.runtime.codegen import compile_source, python_source
 from thunder.runtime.lookup import _make_lookup, _on_load, _on_store
 from thunder.runtime.options import CACHE_OPTIONS, DEFAULT_PASSES, CacheEntry
 from thunder.runtime.prologue import Prologue
@@ -207,8 +207,9 @@ def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None, keep_parts
     # (no autograd history either where no tensor requires grad)
     grad_free = cd.disable_torch_autograd or not grad_mode or not (
         ctx.requires_grad or any(x.requires_grad for x in tensors))
+    region_texts = {}
     with detach_cost.recording_history(not training and not grad_free):  # (its detaches run)
-        if fusion is not None and not training and _fuse(module, fusion):
+        if fusion is not None and not training and _fuse(module, fusion, region_texts):
             traces.append(Trace("thunder-fuse", module, output_spec=out_spec))
     times["passes"] = time.perf_counter() - t
 
@@ -232,7 +233,7 @@ def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None, keep_parts
         source = python_source(module, output_spec=out_spec, constants=constants,
                                header="produced by: torch executor (execution trace)",
                                no_grad_copies={i for i, x in enumerate(tensors) if x.requires_grad},
-                               grad_free=grad_free)
+                               grad_free=grad_free, region_texts=region_texts)
         if not grad_mode and not cd.disable_torch_autograd and (onednn.used_in(source) or ctx.requires_grad):
             # its grad-free code (oneDNN calls, no detach of what a tensor created with
             # requires_grad=True computed) is right with grad mode off only
@@ -318,14 +319,14 @@ def _fusion_policy(cd):
     return (cd.fusion, fusing) if fusing else None
 
 
-def _fuse(module, fusion):
-    """thunder-fuse with (policy, executors) on the module; whether it outlined a region."""
-    texts = {}
+def _fuse(module, fusion, texts):
+    """thunder-fuse with (policy, executors) on the module; whether it outlined a region. texts
+    (a dict) gets the kernel texts it knows (fuse_module's texts), for the program generated next
+    (python_source's region_texts: not printed again)."""
     with module.context, decompose_reuse.shared():
         fuse_module(module.operation, *fusion, texts=texts)
         callees = fusion_callees(module.operation)
         logs.fusion_regions(regions.summary(callees))
-    fused_texts(module, texts)  # (for the program generated next: the kernels' texts not printed again)
     return bool(callees)
 
 
@@ -366,8 +367,9 @@ def _autograd_program(cs, module, tensors, proxies, out_spec, traces, constants,
     traces.append(_program_trace("thunder-remat (forward)", m, program, "forward", lazy))
     # (after AutogradProgram, which lifts @forward: func.call has no Python-level form)
     if fusion is not None:
-        if _fuse(m, fusion):
-            program.set_forward(m, "thunder-fuse", constants={}, tier=tiered.tier)
+        texts = {}
+        if _fuse(m, fusion, texts):
+            program.set_forward(m, "thunder-fuse", constants={}, tier=tiered.tier, region_texts=texts)
             traces.append(Trace("thunder-fuse (forward)", m, python=program.forward_source, fn_name="forward",
                                 fn=program.forward))
             program.first_fusion = _next_fusion(m)
