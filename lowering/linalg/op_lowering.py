@@ -8,10 +8,14 @@ from thunder.dialects.mlir import ir
 from thunder.lowering.linalg.scalar import (Body, convert_scalar, ELEMENTWISE, is_float, literal, opmath, promote,
                                             reduce_combine, reduction_identity, REDUCTIONS, SUPPORTED,
                                             UnsupportedOp)
+from thunder.lowering.linalg import approx
 from thunder.lowering.linalg.coarse_uses import seen_coarsely
 from thunder.lowering.linalg.pick import one_hot_pick
 from thunder.lowering.linalg.tiling import _static_shape
 from thunder.lowering.linalg.types_and_maps import amap, broadcast_exprs, identity_map, tensor_t, TensorT
+
+# the prims with an f32 form for values only summed or rounded (approx.SUMMED: math.exp -> exp)
+_SUMMED_PRIMS = frozenset(mathop.removeprefix("math.") for mathop, _ in approx.SUMMED)
 
 
 # ---- the rewrite
@@ -206,7 +210,7 @@ def _lower_op(em, op, out_t: TensorT):
     attrs = op.attributes
     # values only summed (a log-sum-exp's exps) or rounded to bf16/f16 need no correctly rounded
     # math (approx.SUMMED; coarse_uses.py)
-    em.summed = name in ("exp", "tanh") and seen_coarsely(op.results[0])
+    em.summed = name in _SUMMED_PRIMS and seen_coarsely(op.results[0])
     if name in ELEMENTWISE and em.reduce_too is None:
         parts = _elementwise_parts(em, op, name, out_t, attrs)
         if parts is not None:
