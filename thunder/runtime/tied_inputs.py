@@ -6,8 +6,8 @@ backward returned one gradient per path and torch's autograd summed them into th
 `.grad`: for GPT-2's [50257, 512] weight a zero-filled embedding gradient, the head's weight
 gradient and their sum, three passes over 103 MB. With the uses joined on the first input,
 thunder-autograd sums the two gradients inside the backward, where thunder-fuse's
-`edge_ops`/kernels see them (and `impl.index_add_onto` adds an embedding gradient's rows to the
-GEMM's result instead of a sum with zeros, lowering/tied_grads.py).
+`edge_ops`/kernels see them (and `impl.index_add_into` adds an embedding gradient's rows to the
+GEMM's result instead of a sum with zeros, lowering/index_add_into.py).
 
 `tied(tensors, first_read, mutated)` finds the pairs; `join(module, pairs)` rewires the uses; the
 prologue checks at each call that the paths still read one tensor (`s1 is not s0: MISS`), so a
