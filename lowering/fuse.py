@@ -34,6 +34,7 @@ from thunder.lowering.layout import move_reshapes_across_conversions, sink_resha
 from thunder.lowering.layout.values import TRANSPOSES, ranked, shape as _shape
 from thunder.lowering.linalg.types_and_maps import SCALAR_TYPES
 from thunder.ops import registry
+from thunder.core import size_choices
 from thunder.core.scoped import scoped
 
 POLICIES = ("auto", "always")
@@ -761,7 +762,8 @@ def _outline_region(f, graph, ops, name, policy, executor, heads=True, prologue=
         return None
     members = [graph.ops[i] for i in ops]
     inputs, numbers, outputs = _region_values(members)
-    if policy == "auto" and not worth_fusing(members, inputs, outputs, executor.cost):
+    if policy == "auto" and not size_choices.choose("fuse: worth a kernel",
+                                                    worth_fusing(members, inputs, outputs, executor.cost)):
         return None
     callee = _build_func(f, name, members, inputs, numbers, outputs)
     callee.attributes[EXECUTOR_ATTR] = ir.StringAttr.get(executor.name)
@@ -776,7 +778,8 @@ def _outline_region(f, graph, ops, name, policy, executor, heads=True, prologue=
         callee.operation.erase()
         return None
     kept = _Kept(ops, callee, inputs, outputs, name, checks)
-    if policy == "always" or executor.runs_well is None or _ask("runs_well", executor, text, name):
+    if policy == "always" or executor.runs_well is None or size_choices.choose(
+            "fuse: runs well", _ask("runs_well", executor, text, name)):
         return kept
     first = min(ops)  # (head views read values made before the region's first op)
     tiny = _tiny(executor, inputs + outputs)  # (its edge ops stay in it but copies)
@@ -802,7 +805,8 @@ def _outline_region(f, graph, ops, name, policy, executor, heads=True, prologue=
         return kept
     # an untiled kernel runs on one thread, pass after pass over whole tensors: only worth it
     # while they fit in cache
-    if sum(_bytes(v) for v in inputs + outputs) > UNTILED_MAX_BYTES:
+    if not size_choices.choose("fuse: untiled fits in cache",
+                               sum(_bytes(v) for v in inputs + outputs) <= UNTILED_MAX_BYTES):
         callee.operation.erase()
         return None
     return kept

@@ -57,6 +57,7 @@ import weakref
 import torch
 import torch.nn.functional as F
 
+from thunder.core import size_choices
 from thunder.core.scoped import scoped
 
 ENV = "THUNDER_PACKED_WEIGHTS"
@@ -276,7 +277,8 @@ def _eligible(x, w, b, out_features):
         if n is not None and (n.device is None or n.device.type != "cpu" or n.dtype != dtype
                               or any(s < 0 for s in n.shape)):
             return None
-    if dtype not in (torch.bfloat16, torch.float32) or not used(dtype, math.prod(x.shape[:-1])):
+    if dtype not in (torch.bfloat16, torch.float32) or not size_choices.choose(
+            "packed weights: used", used(dtype, math.prod(x.shape[:-1]))):
         return None
     return "impl.packed_" if dtype == torch.bfloat16 else "impl.packed_f32_"
 
