@@ -1,9 +1,10 @@
 """What each layer adds to the first training step, counted in calls rather than seconds: the
-Python function calls and native (C) calls made in each compile stage of the first step of a
-transformers Llama model (width 256, batch 2 x 64, as benchmarks/first_step_stages.py), at two
-depths, in one process per depth, and their difference per layer. The counts do not move with
-the load on the machine (the seconds on a shared 2-core machine move by 3x within minutes), so a
-change's per-layer cost can be compared on a loaded machine; a call is ~0.1-0.5 us of CPU.
+Python function calls (and, apart, the native calls: C functions and methods, several times
+cheaper each) made in each compile stage of the first step of a transformers Llama model
+(width 256, batch 2 x 64, as benchmarks/first_step_stages.py), at two depths, one process per
+depth, and their difference per layer. The counts do not move with the load on the machine (the
+seconds on a shared 2-core machine move by 3x within minutes), so a change's per-layer cost can
+be compared on a loaded machine.
 
     .venv/bin/python benchmarks/depth_calls.py [--layers 2 24] [--functions]
 
@@ -57,7 +58,7 @@ def count(layers, functions):
     import thunder
     from thunder.interpreter import runtime as interpreter
 
-    counts, running = {}, ["other"]
+    counts, native, running = {}, {}, ["other"]
 
     def wrapped(f, stage):
         def run(*args, **kwargs):
@@ -85,8 +86,10 @@ def count(layers, functions):
         interpreter.Runtime.interpret_function = interpreting
 
     def profile(frame, event, arg):
-        if event == "call" or event == "c_call":
+        if event == "call":
             counts[running[-1]] = counts.get(running[-1], 0) + 1
+        elif event == "c_call":
+            native[running[-1]] = native.get(running[-1], 0) + 1
 
     torch.manual_seed(0)
     config = transformers.LlamaConfig(vocab_size=512, hidden_size=256, intermediate_size=1024,
@@ -105,7 +108,7 @@ def count(layers, functions):
     torch.testing.assert_close(loss, expected, rtol=1e-4, atol=1e-4)
     if hasattr(thunder, "wait_for_kernels"):
         thunder.wait_for_kernels()
-    return counts
+    return counts, native
 
 
 def main():
@@ -123,13 +126,15 @@ def main():
         command = [sys.executable, __file__, "--child", str(layers)] + (["--functions"] if args.functions else [])
         out = subprocess.run(command, env=env, capture_output=True, text=True, check=True).stdout
         found.append(json.loads(out.strip().splitlines()[-1]))
-    (low, a), (high, b) = zip(args.layers, found)
+    (low, (a, a_native)), (high, (b, b_native)) = zip(args.layers, found)
     per_layer = {k: (b.get(k, 0) - a.get(k, 0)) / (high - low) for k in set(a) | set(b)}
-    print(f"calls per layer ({low} -> {high} layers), by stage; total {sum(per_layer.values()):,.0f} a layer")
-    print(f"{'per layer':>10} {f'{low} layers':>11} {f'{high} layers':>11}  stage")
+    native = {k: (b_native.get(k, 0) - a_native.get(k, 0)) / (high - low) for k in set(a) | set(b)}
+    print(f"calls per layer ({low} -> {high} layers), by stage: Python functions {sum(per_layer.values()):,.0f}, "
+          f"native {sum(native.values()):,.0f} a layer")
+    print(f"{'Python':>8} {'native':>8}  per layer; Python calls at {low} and {high} layers; stage")
     for k in sorted(per_layer, key=lambda k: -per_layer[k]):
         if abs(per_layer[k]) >= 1:
-            print(f"{per_layer[k]:10,.0f} {a.get(k, 0):11,} {b.get(k, 0):11,}  {k}")
+            print(f"{per_layer[k]:8,.0f} {native[k]:8,.0f}  {a.get(k, 0):9,} {b.get(k, 0):9,}  {k}")
 
 
 if __name__ == "__main__":

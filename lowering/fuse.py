@@ -142,9 +142,10 @@ def _signature(operation, numbers=None):
     """numbers: the numbers among the values operation may read (_Graph.numbers), where known."""
     # (the attributes by their text: str() of the attribute map is its Python object's address)
     attributes = operation.attributes
-    return (operation.name, tuple(sorted((k, text_of(attributes[k])) for k in attributes)),
-            tuple(text_of(v.owner.attributes["value"]) if (v in numbers if numbers is not None else is_number(v))
-                  else text_of(v.type) for v in operation.operands))
+    # (list comprehensions: a generator costs a frame resumption an item, on every op of a func)
+    return (operation.name, tuple(sorted([(k, text_of(attributes[k])) for k in attributes])),
+            tuple([text_of(v.owner.attributes["value"]) if (v in numbers if numbers is not None else is_number(v))
+                   else text_of(v.type) for v in operation.operands]))
 
 
 def _scratch(operation):
@@ -303,7 +304,7 @@ class _Graph:
                     (numbers if v in self.numbers else inputs).append(v)
         for i in ops:
             for r in self.results[i]:
-                if r in self.returned or any(u not in inside for u in self.readers.get(r, ())):
+                if r in self.returned or not inside.issuperset(self.readers.get(r, ())):
                     outputs.append(r)
         return inputs, numbers, outputs
 
@@ -313,7 +314,7 @@ class _Graph:
         if self.nested:
             used = tuple(bool(list(r.uses)) for r in o.results)
         else:
-            used = tuple(r in self.returned or r in self.readers for r in self.results[i])
+            used = tuple([r in self.returned or r in self.readers for r in self.results[i]])
         return self.op_key(i), used
 
     def op_key(self, i):
@@ -321,7 +322,7 @@ class _Graph:
         key = self._keys.get(i)
         if key is None:
             o = self.ops[i]
-            key = self._keys[i] = (self.signature(o), tuple(text_of(r.type) for r in self.results[i]))
+            key = self._keys[i] = (self.signature(o), tuple([text_of(r.type) for r in self.results[i]]))
         return key
 
     def region_key(self, ops, inputs, numbers, outputs):
@@ -350,9 +351,9 @@ class _Graph:
                                        for r in o.results for u in r.uses))
             elif o.name == "ltorch.detach":  # (the cost model reads its operand's producer, the program's kind)
                 outside = detach_cost.dropped(o)
-            parts.append((self.op_key(i), tuple(refs), tuple(r in out for r in self.results[i]), outside))
+            parts.append((self.op_key(i), tuple(refs), tuple([r in out for r in self.results[i]]), outside))
         first = ops[0]
-        return tuple(parts), tuple(self.index.get(v, -1) < first for v in inputs)
+        return tuple(parts), tuple([self.index.get(v, -1) < first for v in inputs])
 
     def find(self, i):
         while self.parent[i] != i:

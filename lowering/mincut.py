@@ -94,13 +94,15 @@ class FlowGraph:
                 del path[first:]  # (back to the tail of the first saturated arc)
                 u = head[path[-1]] if path else s
                 continue
-            arcs = adj[u]
-            while current[u] < len(arcs):
-                e = arcs[current[u]]
-                if cap[e] > 0 and level[head[e]] == level[u] + 1:
+            arcs, k, want = adj[u], current[u], level[u] + 1
+            n = len(arcs)
+            while k < n:
+                e = arcs[k]
+                if cap[e] > 0 and level[head[e]] == want:
                     break
-                current[u] += 1
-            else:  # a dead end: leave it and try the parent's next arc
+                k += 1
+            current[u] = k
+            if k == n:  # a dead end: leave it and try the parent's next arc
                 if not path:
                     return total
                 level[u] = -1
