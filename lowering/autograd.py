@@ -98,7 +98,7 @@ def needing_grad(symbols, names):
     for bsym in symbols:
         if not bsym.op.differentiable:
             continue  # no gradient flows through these (detach is also what no_grad regions record)
-        if any(r.name in needs for r in bsym.tensor_args()):
+        if not needs.isdisjoint([r.name for r in bsym.tensor_args()]):  # (no generator: run per op)
             for o in bsym.outputs:
                 if differentiable_dtype(o.dtype):
                     needs.add(o.name)
@@ -218,11 +218,11 @@ def _dce(ctx, outputs):
     live = {r.name for r in outputs if r is not None}
     kept, reads = [], []
     for bsym in reversed(ctx.symbols):
-        if any(o.name in live for o in bsym.outputs):
+        if not live.isdisjoint([o.name for o in bsym.outputs]):
             refs = bsym.tensor_args()
             kept.append(bsym)
             reads.append(refs)
-            live.update(r.name for r in refs)
+            live.update([r.name for r in refs])
     ctx.symbols = kept[::-1]
     return reads[::-1]
 

@@ -373,11 +373,15 @@ class _Graph:
         table, and joining it would grow one region with N copies of the block (one kernel
         whose compile time grows with depth) instead of N calls of one kernel."""
         sibling = False
+        parent, find = self.parent, self.find
         for p in self.preds[i]:
-            if i in self.users[p] and p in self.parent and self.find(p) == root:
-                if not any(u != i and u in self.parent and self.find(u) == root for u in self.users[p]):
+            if i in self.users[p] and p in parent and find(p) == root:
+                for u in self.users[p]:  # (a loop, not any(generator): asked for every claimed op)
+                    if u != i and u in parent and find(u) == root:
+                        sibling = True
+                        break
+                else:
                     return True
-                sibling = True
         return sibling and i - self.last_op(("r", root)) <= SIBLING_WINDOW
 
     def input_siblings(self, i, claimed_ops, tiny=False):
@@ -1041,8 +1045,14 @@ def fuse_func(f, module_block, counter, policy="auto", executors=DEFAULT_EXECUTO
     # outline; a region the lowering rejects stays as torch calls (dropping it keeps the
     # graph of the other regions acyclic)
     outlined = []
+    tinies = {}  # (executor, result types) -> _tiny: asked for every claimed op by partition
+
     def tiny(i):
-        return _tiny(executor_registry.get(claimed_ops[i]), graph.results[i], graph.op_key(i)[1])
+        key = (claimed_ops[i], graph.op_key(i)[1])
+        found = tinies.get(key)
+        if found is None:
+            found = tinies[key] = _tiny(executor_registry.get(claimed_ops[i]), graph.results[i], key[1])
+        return found
 
     for ops in graph.partition(claimed_ops, tiny):
         executor = executor_registry.get(claimed_ops[ops[0]])

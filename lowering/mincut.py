@@ -49,7 +49,7 @@ class FlowGraph:
         """(the cut's capacity, the set of node keys on its source side) of the minimum s-t cut
         with the smallest sink side. Raises Unbounded where every cut crosses an infinite edge."""
         s, t = self.node(s), self.node(t)
-        finite = sum(c for c in self.cap if c is not None)
+        finite = sum([c for c in self.cap if c is not None])
         infinite = finite + 1  # (more than any finite cut)
         cap = [infinite if c is None else c for c in self.cap]
         flow = 0
@@ -85,7 +85,7 @@ class FlowGraph:
         path, u, total = [], s, 0
         while True:
             if u == t:
-                pushed = min(cap[e] for e in path)
+                pushed = min([cap[e] for e in path])
                 for e in path:
                     cap[e] -= pushed
                     cap[e ^ 1] += pushed
