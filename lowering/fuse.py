@@ -143,9 +143,10 @@ def _signature(operation, numbers=None):
     """numbers: the numbers among the values operation may read (_Graph.numbers), where known."""
     # (the attributes by their text: str() of the attribute map is its Python object's address)
     attributes = operation.attributes
-    return (operation.name, tuple(sorted((k, text_of(attributes[k])) for k in attributes)),
-            tuple(text_of(v.owner.attributes["value"]) if (v in numbers if numbers is not None else is_number(v))
-                  else text_of(v.type) for v in operation.operands))
+    # (list comprehensions: a generator costs a frame resumption an item, on every op of a func)
+    return (operation.name, tuple(sorted([(k, text_of(attributes[k])) for k in attributes])),
+            tuple([text_of(v.owner.attributes["value"]) if (v in numbers if numbers is not None else is_number(v))
+                   else text_of(v.type) for v in operation.operands]))
 
 
 def _scratch(operation):
@@ -304,7 +305,7 @@ class _Graph:
                     (numbers if v in self.numbers else inputs).append(v)
         for i in ops:
             for r in self.results[i]:
-                if r in self.returned or any(u not in inside for u in self.readers.get(r, ())):
+                if r in self.returned or not inside.issuperset(self.readers.get(r, ())):
                     outputs.append(r)
         return inputs, numbers, outputs
 
@@ -314,7 +315,7 @@ class _Graph:
         if self.nested:
             used = tuple(bool(list(r.uses)) for r in o.results)
         else:
-            used = tuple(r in self.returned or r in self.readers for r in self.results[i])
+            used = tuple([r in self.returned or r in self.readers for r in self.results[i]])
         return self.op_key(i), used
 
     def op_key(self, i):
@@ -322,7 +323,7 @@ class _Graph:
         key = self._keys.get(i)
         if key is None:
             o = self.ops[i]
-            key = self._keys[i] = (self.signature(o), tuple(text_of(r.type) for r in self.results[i]))
+            key = self._keys[i] = (self.signature(o), tuple([text_of(r.type) for r in self.results[i]]))
         return key
 
     def region_key(self, ops, inputs, numbers, outputs):
@@ -351,9 +352,9 @@ class _Graph:
                                        for r in o.results for u in r.uses))
             elif o.name == "ltorch.detach":  # (the cost model reads its operand's producer, the program's kind)
                 outside = detach_cost.dropped(o)
-            parts.append((self.op_key(i), tuple(refs), tuple(r in out for r in self.results[i]), outside))
+            parts.append((self.op_key(i), tuple(refs), tuple([r in out for r in self.results[i]]), outside))
         first = ops[0]
-        return tuple(parts), tuple(self.index.get(v, -1) < first for v in inputs)
+        return tuple(parts), tuple([self.index.get(v, -1) < first for v in inputs])
 
     def find(self, i):
         while self.parent[i] != i:
@@ -373,11 +374,15 @@ class _Graph:
         table, and joining it would grow one region with N copies of the block (one kernel
         whose compile time grows with depth) instead of N calls of one kernel."""
         sibling = False
+        parent, find = self.parent, self.find
         for p in self.preds[i]:
-            if i in self.users[p] and p in self.parent and self.find(p) == root:
-                if not any(u != i and u in self.parent and self.find(u) == root for u in self.users[p]):
+            if i in self.users[p] and p in parent and find(p) == root:
+                for u in self.users[p]:  # (a loop, not any(generator): asked for every claimed op)
+                    if u != i and u in parent and find(u) == root:
+                        sibling = True
+                        break
+                else:
                     return True
-                sibling = True
         return sibling and i - self.last_op(("r", root)) <= SIBLING_WINDOW
 
     def input_siblings(self, i, claimed_ops, tiny=False):
@@ -1044,8 +1049,14 @@ def fuse_func(f, module_block, counter, policy="auto", executors=DEFAULT_EXECUTO
     # outline; a region the lowering rejects stays as torch calls (dropping it keeps the
     # graph of the other regions acyclic)
     outlined = []
+    tinies = {}  # (executor, result types) -> _tiny: asked for every claimed op by partition
+
     def tiny(i):
-        return _tiny(executor_registry.get(claimed_ops[i]), graph.results[i], graph.op_key(i)[1])
+        key = (claimed_ops[i], graph.op_key(i)[1])
+        found = tinies.get(key)
+        if found is None:
+            found = tinies[key] = _tiny(executor_registry.get(claimed_ops[i]), graph.results[i], key[1])
+        return found
 
     for ops in graph.partition(claimed_ops, tiny):
         executor = executor_registry.get(claimed_ops[ops[0]])
