@@ -239,14 +239,14 @@ def test_a_block_fused_otherwise_at_twice_its_sizes_compiles_once():
     assert ".at(_sym0, _sym1, _sym2)(" in str(thunder.last_traces(jf)[-1])  # (a fused region: a kernel family)
 
 
-def _linear_tanh(x, w):
-    return torch.nn.functional.linear(x, w).tanh()
+def _matmul_tanh(x, w):
+    return (x @ w).tanh()
 
 
 @pytest.mark.parametrize("cache", ["symbolic values", "constant values"])
 def test_choices_made_by_size_are_the_calls_at_its_samples(cache, monkeypatch):
     """A pass that chooses by size (here: a float32 product goes to oneDNN from MIN_MACS
-    multiply-adds on, below to F.linear) chooses one way at the call's sizes and the other at
+    multiply-adds on, below to torch's matmul) chooses one way at the call's sizes and the other at
     its samples' (larger): the samples take the call's choices (core/size_choices.py), so one
     program is fitted for all lengths instead of one compiled per length."""
     from thunder.ops import onednn
@@ -255,11 +255,11 @@ def test_choices_made_by_size_are_the_calls_at_its_samples(cache, monkeypatch):
     monkeypatch.setattr(onednn, "faster", lambda: True)
     features = 256
     below = onednn.MIN_MACS // (features * features)  # rows: products below the minimum up to here
-    jf = thunder.jit(_linear_tanh, cache=cache)
+    jf = thunder.jit(_matmul_tanh, cache=cache)
     w = torch.randn(features, features, requires_grad=True)
     for rows in range(below - 3, below + 1):
         x = torch.randn(rows, features, requires_grad=True)
-        out, ref = jf(x, w), _linear_tanh(x, w)
+        out, ref = jf(x, w), _matmul_tanh(x, w)
         torch.testing.assert_close(out, ref)
         g = torch.randn_like(ref)
         for a, b in zip(torch.autograd.grad(out, (x, w), g), torch.autograd.grad(ref, (x, w), g)):
