@@ -20,6 +20,8 @@ or THUNDER_HUGE_PAGES=off, every call is torch's own.
 import math
 import mmap
 import os
+import sys
+import threading
 
 import torch
 
@@ -48,31 +50,71 @@ def _thp_mode():
 
 
 def empty(shape, dtype):
-    """torch.empty(shape, dtype=dtype) on the CPU, row-major; on huge pages when large."""
+    """torch.empty(shape, dtype=dtype) on the CPU, row-major; a large one on huge pages."""
     nbytes = math.prod(shape) * dtype.itemsize
     if nbytes < MIN_BYTES or not enabled():
         return torch.empty(shape, dtype=dtype, device="cpu")
-    return _mapped(shape, dtype, nbytes)
+    return _mapped(shape, dtype, nbytes, zero=False)
 
 
 def zeros(shape, dtype):
-    """torch.zeros(shape, dtype=dtype) on the CPU; a large one costs no fill (fresh pages are zero)."""
+    """torch.zeros(shape, dtype=dtype) on the CPU; a large one on huge pages (no fill where fresh)."""
     nbytes = math.prod(shape) * dtype.itemsize
     if nbytes < MIN_BYTES or not enabled():
         return torch.zeros(shape, dtype=dtype, device="cpu")
-    return _mapped(shape, dtype, nbytes)
+    return _mapped(shape, dtype, nbytes, zero=True)
 
 
 def is_large(shape, dtype):
-    """Whether empty/zeros of this shape and dtype would map fresh huge pages."""
+    """Whether empty/zeros of this shape and dtype would use a mapping of this module."""
     return math.prod(shape) * dtype.itemsize >= MIN_BYTES and enabled()
 
 
-def _mapped(shape, dtype, nbytes):
-    m = mmap.mmap(-1, nbytes + _HUGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    m.madvise(mmap.MADV_HUGEPAGE)
+def _mapped(shape, dtype, nbytes, zero):
+    m = _reusable(nbytes)
+    fresh = m is None
+    if fresh:
+        m = mmap.mmap(-1, nbytes + _HUGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        m.madvise(mmap.MADV_HUGEPAGE)
+        with _LOCK:
+            _KEPT.append(m)
+            _trim()
     # the mapping is page-aligned; start the tensor at its first 2 MiB boundary (huge pages
-    # back only aligned 2 MiB ranges). The tensor holds the mapping: unmapped when it is freed.
+    # back only aligned 2 MiB ranges). The tensor holds the mapping while it lives.
     start = torch.frombuffer(m, dtype=torch.uint8, count=1).data_ptr()
     offset = -start % _HUGE
-    return torch.frombuffer(m, dtype=dtype, count=math.prod(shape), offset=offset).view(shape)
+    t = torch.frombuffer(m, dtype=dtype, count=math.prod(shape), offset=offset).view(shape)
+    return t.zero_() if zero and not fresh else t
+
+
+# Mappings made here, most recent last. One whose only holders are this list (its tensors are
+# gone) is given to the next request it fits without more than _SLACK of waste: its pages are
+# mapped already, so the step after the first faults no page at all (what torch's allocator
+# cannot do above glibc's threshold). At most KEEP_FREE_BYTES of unused mappings stay.
+_KEPT = []
+_LOCK = threading.Lock()
+KEEP_FREE_BYTES = 1 << 30
+_SLACK = 1.25
+_HOLDERS_WHEN_FREE = 3  # (_KEPT's reference, the loop variable's, getrefcount's argument)
+
+
+def _reusable(nbytes):
+    with _LOCK:
+        for i in range(len(_KEPT) - 1, -1, -1):
+            m = _KEPT[i]
+            if nbytes + _HUGE <= len(m) <= _SLACK * (nbytes + _HUGE) and sys.getrefcount(m) == _HOLDERS_WHEN_FREE:
+                del _KEPT[i]
+                _KEPT.append(m)  # (most recently used last)
+                return m
+    return None
+
+
+def _trim():
+    """Drop the least recently used free mappings beyond KEEP_FREE_BYTES (under _LOCK)."""
+    free = [m for m in _KEPT if sys.getrefcount(m) == _HOLDERS_WHEN_FREE]
+    total = sum(len(m) for m in free)
+    for m in free:
+        if total <= KEEP_FREE_BYTES:
+            break
+        _KEPT.remove(m)
+        total -= len(m)
