@@ -37,6 +37,22 @@ def test_empty_and_zeros(small_threshold):
     assert small.untyped_storage().resizable()
 
 
+def test_mapping_reused_only_when_its_tensors_are_gone(small_threshold):
+    if not fresh_memory.enabled():
+        pytest.skip("no transparent huge pages on this system")
+    a = fresh_memory.empty((300, 100), torch.float32)
+    a.fill_(7)
+    at = a.data_ptr()
+    view = a[1:]
+    del a
+    b = fresh_memory.empty((300, 100), torch.float32)
+    assert b.data_ptr() != at  # (a view still holds the first one)
+    del view
+    z = fresh_memory.zeros((300, 100), torch.float32)
+    assert z.data_ptr() == at and torch.equal(z, torch.zeros(300, 100))  # reused, and filled
+    assert b.data_ptr() != z.data_ptr()
+
+
 def test_large_cast_and_zeros_index_add_as_torch(small_threshold):
     g = torch.randn(400, 64).to(torch.bfloat16)
     for cast in (impl.to(g, torch.float32), impl.convert_element_type(g, torch.float32)):
