@@ -10,7 +10,7 @@ import math
 
 import torch
 
-from thunder.core import fresh_memory
+from thunder.core import fresh_memory, size_choices
 
 
 def linear(x, w, b=None):
@@ -40,7 +40,8 @@ def _large(result_shape, *tensors):
         if t.dtype != dtype or t.device is None or t.device.type != "cpu" or any(
                 not isinstance(s, int) or s < 0 for s in t.shape):
             return False
-    return dtype.is_floating_point and math.prod(result_shape) * dtype.itemsize >= fresh_memory.MIN_BYTES
+    return dtype.is_floating_point and size_choices.choose(
+        "product result on fresh pages", math.prod(result_shape) * dtype.itemsize >= fresh_memory.MIN_BYTES)
 
 
 def linear_source(values, outs):
