@@ -203,11 +203,12 @@ def _lower_ops(em, block, out_type, lines_for, axes=None, dual=(), merge_reducti
     return results
 
 
-def _store(em, r, dest, dest_t, strides, offset):
-    """The lines writing result r into the memref dest (of type dest_t, with these element
-    strides and offset, None: dynamic). A result held as parts (a cat, a rotary embedding's
-    halves) has each part written into its own subview of dest, never into a buffer first
-    (which one-shot bufferization cannot place in a memref destination: a copy of the result)."""
+def _store(em, r, dest, dest_t, strides):
+    """The lines writing result r into dest, a tile of an output (a memref of type dest_t with
+    these element strides). A result held as parts (a cat, a rotary embedding's halves) has each
+    part written into its own subview of dest, never into a tensor of the tile first (which
+    one-shot bufferization cannot place in a memref destination: a buffer malloc'd and copied
+    a tile)."""
     lines, em.lines = em.lines, []
     value, t = em.vals[r]
     if not isinstance(value, _Parts):
@@ -216,8 +217,7 @@ def _store(em, r, dest, dest_t, strides, offset):
     for start, _, (ssa, part_t) in value.parts if isinstance(value, _Parts) else ():
         offsets = ", ".join(str(start) if d == value.dim else "0" for d in range(t.rank))
         sizes = ", ".join("%n" if s is None else str(s) for s in part_t.shape)
-        at = None if offset is None else offset + start * strides[value.dim]
-        view_t = part_t.memref(f"strided<[{', '.join(_dim(s) for s in strides)}], offset: {_dim(at)}>")
+        view_t = part_t.memref(f"strided<[{', '.join(_dim(s) for s in strides)}], offset: ?>")
         view = em.fresh("pv")
         em.emit(f"{view} = memref.subview {dest}[{offsets}] [{sizes}] [{', '.join('1' for _ in part_t.shape)}] "
                 f": {dest_t} to {view_t}")
@@ -252,9 +252,10 @@ def _untiled(block, name, input_strides, approx_math, merge_reductions):
     for j, r in enumerate(results):
         if em.vals[r][0] in NUMBERS:
             raise UnsupportedOp("a number as a region result")
-        t = tensor_t(r.type)
+        ssa, t = em.operand(r)  # (a result held as parts: written into one tensor, which the gpu lowering reads)
         params.append(f"%out{j}: {t.memref()}")
-        lines += _store(em, r, f"%out{j}", t.memref(), row_major_strides(t.shape), 0)
+        em.emit(f"bufferization.materialize_in_destination {ssa} in restrict writable %out{j} "
+                f": ({t}, {t.memref()}) -> ()")
     em.emit("return")
     return _func(name, params, lines)
 
@@ -328,7 +329,7 @@ def _tiled(block, name, input_strides, approx_math, merge_reductions, rows, axes
         view, view_t = _subview(f"%out{j}", out_type, full_t, axis, out_strides)
         stores.append(f"      %ov{j} = {view}")
         em.lines = []
-        stores += ["  " + line for line in _store(em, r, f"%ov{j}", view_t, out_strides, None)]
+        stores += ["  " + line for line in _store(em, r, f"%ov{j}", view_t, out_strides)]
         row_bytes += elt_bytes(full_t.elt) * _pymath.prod(full_t.shape) // rows
     params += ["%lo: index", "%hi: index"]
     tile_rows = max(1, TILE_BYTES // max(row_bytes, 1))
