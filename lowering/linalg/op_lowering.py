@@ -28,7 +28,7 @@ class _Emitter:
         # name, type) (a runtime number, loaded once at the kernel's start)
         self.vals = {}
         self.whole, self.read_whole = {}, set()  # (tiled kernels) see operand
-        self.reduce_too = None  # (reduction, acc type, dims, filled init, via): see _generic_and_reduction
+        self.reduce_too = None  # (reduction, acc type, dims, filled init): see _generic_and_reduction
         self.reduced = {}  # reduction prim result -> (ssa of its accumulator, acc TensorT)
         self.tiled = False  # (a tiled kernel: values of static shape are computed before the loop)
         self.slices = {}  # (value, dim, offset, size) -> its slice (_slice_value)
@@ -76,11 +76,10 @@ class _Emitter:
         self.emit(f"}} -> {out_t}")
         return res
 
-    def _generic_and_reduction(self, out_t, ins, body_fn, reduction, acc_t, dims, filled, via=None):
+    def _generic_and_reduction(self, out_t, ins, body_fn, reduction, acc_t, dims, filled):
         """An elementwise generic that also reduces its result (reduction: the prim's name, over
-        dims, accumulated in acc_t from filled; via: a scalar function of the result that is
-        reduced instead, or None): one pass writes the values and their row sums (softmax's
-        exps, which the normalization reads again). Returns "%r#0"; "%r#1" holds the
+        dims, accumulated in acc_t from filled): one pass writes the values and their row sums
+        (softmax's exps, which the normalization reads again). Returns "%r#0"; "%r#1" holds the
         reduction."""
         n = out_t.rank
         init = self.empty(out_t)
@@ -91,7 +90,7 @@ class _Emitter:
         b = Body(self.approx)
         args = [f"%in{i}" for i in range(len(ins))]
         y = body_fn(b, args, "%out")
-        x = convert_scalar(b, y if via is None else via(b, y), out_t.elt, acc_t.elt)
+        x = convert_scalar(b, y, out_t.elt, acc_t.elt)
         r = reduce_combine(reduction)(b, [x, "%acc"], acc_t.elt)
         acc_shape = TensorT([s for i, s in enumerate(out_t.shape) if i not in dims], acc_t.elt)
         head = f"{res}:2 = linalg.generic {{indexing_maps = [{', '.join(maps)}], iterator_types = [{iters}]}}"
@@ -453,59 +452,25 @@ def _reduction_init(em, name, out_t):
     return acc_t, filled
 
 
-def _users(v):
+def _reduction_with_operand(op, lines_for, dual):
+    """The reduction prim to compute in the same pass as op's elementwise result (its first user,
+    when it has others, which read the result again: softmax's exps), or None."""
+    r = op.results[0]
     users = []
-    for u in v.uses:
+    for u in r.uses:
         if u.owner not in users:
             users.append(u.owner)
-    return users
-
-
-def _reduction_with_operand(op, lines_for, dual):
-    """(the reduction prim to compute in the same pass as op's elementwise result, its name,
-    dims, the scalar function of the value it reduces or None) or None. The reduction is op's
-    first user, when it has others, which read the result again (softmax's exps); or that first
-    user is an elementwise op of the result alone that only the reduction reads (layer norm's
-    `sum((x - mean) * (x - mean))`, the centered values read again by the normalization), computed
-    in the same pass."""
-    r = op.results[0]
-    users = _users(r)
     if len(users) < 2 or r in dual or 0 in _static_shape(r):
         return None
     block_ops = list(op.block.operations)
     first = min(users, key=lambda u: block_ops.index(u))
-    via = _of_result_alone(first, r, lines_for, dual)
-    if via is not None:
-        first = _users(first.results[0])[0]
     name = first.name.removeprefix("thunder.")
-    if name not in REDUCTIONS or via is None and first.operands[0] != r or \
-            first.results[0] in dual or lines_for(first.results[0]) is not lines_for(r):
+    if name not in REDUCTIONS or first.operands[0] != r or first.results[0] in dual or \
+            lines_for(first.results[0]) is not lines_for(r):
         return None
     rank = len(_static_shape(r))
     dims = sorted(d % max(rank, 1) for d in ir.DenseI64ArrayAttr(first.attributes["dims"]))
-    return (first, name, dims, via) if dims and rank else None
-
-
-def _of_result_alone(u, r, lines_for, dual):
-    """For an f32/f64 arithmetic prim u whose operands are all r and whose result only a
-    reduction reads (as its operand), in r's pass: u's scalar function (Body, r's scalar) ->
-    the scalar reduced. Else None."""
-    name = u.name.removeprefix("thunder.")
-    if name not in ELEMENTWISE or ELEMENTWISE[name][1] != "arith" or len(u.results) != 1:
-        return None
-    v = u.results[0]
-    readers = _users(v)
-    elt = str(ir.RankedTensorType(v.type).element_type)
-    if elt not in ("f32", "f64") or str(r.type) != str(v.type) or any(o != r for o in u.operands) or \
-            len(readers) != 1 or readers[0].name.removeprefix("thunder.") not in REDUCTIONS or \
-            readers[0].operands[0] != v or v in dual or lines_for(v) is not lines_for(r):
-        return None
-    fn, n, widened = ELEMENTWISE[name][0], len(u.operands), WIDENED in u.attributes
-
-    def scalar(b, y):
-        b.storage, b.widened, b.summed = elt, widened, False
-        return fn(b, [y] * n, elt)
-    return scalar
+    return (first, name, dims) if dims and rank else None
 
 
 def _reshape(em, ssa, t: TensorT, out_t: TensorT):

@@ -190,9 +190,9 @@ def _lower_ops(em, block, out_type, lines_for, axes=None, dual=(), merge_reducti
             red = _reduction_with_operand(op, lines_for, dual) \
                 if merge_reductions and op.name.removeprefix("thunder.") in ELEMENTWISE else None
             if red is not None:
-                first, name, dims, via = red
+                first, name, dims = red
                 acc_t, filled = _reduction_init(em, name, out_type(first.results[0]))
-                em.reduce_too = (name, acc_t, dims, filled, via)
+                em.reduce_too = (name, acc_t, dims, filled)
             value = _lower_op(em, op, out_t)
             em.reduce_too = None
             if isinstance(value, tuple):
