@@ -479,3 +479,21 @@ def test_exp_only_summed_in_f32(dtype):
     rows = _masked(torch.randn(67, 1003) * 20).to(dtype)
     tol = dict(atol=1e-5, rtol=1.3e-6) if dtype == torch.float32 else dict(atol=1e-2, rtol=1e-2)
     run(lambda x: torch.logsumexp(x, -1), rows, **tol)
+
+
+def test_cat_result_written_part_by_part_into_the_output():
+    # a tiled kernel whose result is a cat (a rotary embedding's halves, and a plain cat of two
+    # computed parts) writes each part into its subview of the output: no tensor of the whole
+    # tile first, which bufferization made a malloc'd buffer copied into the output every tile
+    def rotary(x, cos, sin):
+        return x * cos + torch.cat((-x[..., 32:], x[..., :32]), dim=-1) * sin
+
+    def two_parts(x, y):
+        return torch.cat((x.exp(), y * 2), dim=-1)
+
+    for fn, args in ((rotary, (torch.randn(4, 16, 512, 64), torch.randn(512, 64), torch.randn(512, 64))),
+                     (two_parts, (torch.randn(3000, 24), torch.randn(3000, 40)))):
+        kernel, _ = run(fn, *args)
+        lowered = kernel.lowered(kernel._key([a.stride() for a in args]))
+        assert lowered.rows is not None and "tensor.insert_slice" not in lowered.text
+        assert lowered.text.count("bufferization.materialize_in_destination") == 2

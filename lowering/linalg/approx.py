@@ -14,7 +14,8 @@ underflow to denormals): at most 0.5 ulp plus ~1e-5 ulp, so never less accurate 
 these too and round twice (f64 -> f32 -> f16), like torch's f32 result converted to f16.
 
 - exp:   x = k ln2 + r (|r| <= ln2/2, one fma with ln2 in f64), exp(r) = 1 + expm1(r) by its
-         Taylor polynomial to degree 11 (truncation 2e-14 relative), times 2^k built in the f64
+         Taylor polynomial to degree 8 (truncation 2e-10 relative, 0.002 f32 ulp: f32 exp; the
+         f64 exp of widened ops to degree 11, 2e-14), times 2^k built in the f64
          exponent bits; x clamped to [-104, 89] (beyond: 0 and inf after the truncf), x below
          -104 (a causal mask's -inf) computes exp(0) and selects 0, nan -> nan.
 - expm1: the same reduction, 2^k expm1(r) + (2^k - 1) in one fma (2^k - 1 exact for |k| <= 52),
@@ -40,7 +41,11 @@ LOG2E = 1.4426950408889634
 LN2 = 0.6931471805599453
 # expm1(r) = r + r^2 (1/2! + r/3! + ... + r^9/11!): its Taylor polynomial, highest degree first
 EXPM1_TAYLOR = [1 / math.factorial(n) for n in range(11, 1, -1)]
-EXP_HI, EXP_LO = 89.0, -104.0  # exp rounds to f32 inf above 88.73, to 0 below -103.98
+# exp_f32 needs only f32's accuracy before its one rounding: the polynomial to degree 8
+# (truncation r^9 / 9! <= 2e-10 relative for |r| <= ln2/2, 0.002 f32 ulp)
+EXP_F32_TERMS = 7
+EXP_HI, EXP_LO = 89.0, -104.0
+ROUND_SHIFTER = 1.5 * 2.0 ** 52  # x + it rounds x to an integer (|x| < 2^51)  # exp rounds to f32 inf above 88.73, to 0 below -103.98
 EXPM1_LO = -40.0  # expm1 rounds to -1 below
 # atanh(s) / s - 1 = z/3 + z^2/5 + ... + z^7/15 with z = s^2 (here: 1/3, 1/5, ..., highest first)
 ATANH_SERIES = [1 / n for n in range(15, 1, -2)]
@@ -81,16 +86,18 @@ def _clamp(b, x, lo, hi, t=D):
     return b.op(f"arith.maximumf {x}, {b.const(lo, t)} : {t}")
 
 
-def _expm1_reduced(b, x, half=False):
+def _expm1_reduced(b, x, half=False, taylor=EXPM1_TAYLOR):
     """(expm1(r), 2^k) as f64 with x = k ln2 + r, |r| <= ln2/2, for an f64 x in [-745, 709]
-    (half: 2^(k-1), for x in [-707, 710]; nan: poison, to be selected away)."""
-    k = b.op(f"math.fma {x}, {b.const(LOG2E, D)}, {b.const(0.5, D)} : {D}")
-    k = b.op(f"math.floor {k} : {D}")
-    nk = b.op(f"arith.negf {k} : {D}")
-    r = b.op(f"math.fma {nk}, {b.const(LN2, D)}, {x} : {D}")  # x exactly where k = 0
-    p = _horner(b, r, EXPM1_TAYLOR, D)
+    (half: 2^(k-1), for x in [-707, 710]; nan: poison, to be selected away); taylor: the
+    polynomial's coefficients (EXPM1_TAYLOR's tail)."""
+    # k = round(x log2e) in the low bits of t (1.5 2^52 added: an ulp of 1), no floor and no
+    # float -> int conversion (two slow instructions a vector); 2^k from t's bits, shifted
+    t = b.op(f"math.fma {x}, {b.const(LOG2E, D)}, {b.const(ROUND_SHIFTER, D)} : {D}")
+    k = b.op(f"arith.subf {t}, {b.const(ROUND_SHIFTER, D)} : {D}")
+    r = b.op(f"math.fma {k}, {b.const(-LN2, D)}, {x} : {D}")  # x exactly where k = 0
+    p = _horner(b, r, taylor, D)
     q = b.op(f"math.fma {b.op(f'arith.mulf {r}, {r} : {D}')}, {p}, {r} : {D}")
-    ki = b.op(f"arith.fptosi {k} : {D} to i64")
+    ki = b.op(f"arith.bitcast {t} : {D} to i64")  # k + bits of ROUND_SHIFTER, whose low 52 bits are 0
     e = b.op(f"arith.addi {ki}, {b.const(1022 if half else 1023, 'i64')} : i64")
     e = b.op(f"arith.shli {e}, {b.const(52, 'i64')} : i64")
     return q, b.op(f"arith.bitcast {e} : i64 to {D}")
@@ -108,13 +115,14 @@ def _nan_is_nan(b, x, r):
 
 
 def exp_f32(b, x):
-    xd = _ext(b, x)
-    under = b.op(f"arith.cmpf olt, {xd}, {b.const(EXP_LO, D)} : {D}")
+    t = "f32"
+    under = b.op(f"arith.cmpf olt, {x}, {b.const(EXP_LO, t)} : {t}")
     # below EXP_LO the result is 0 (selected below): compute exp(0) there rather than a value
     # that rounds to a denormal f32, which x86 makes in microcode, ~100 cycles an element (a
-    # causal mask's -inf is half a softmax's elements)
-    xc = b.op(f"arith.select {under}, {b.const(0.0, D)}, {_clamp(b, xd, EXP_LO, EXP_HI)} : {D}")
-    q, s = _expm1_reduced(b, xc)
+    # causal mask's -inf is half a softmax's elements). Clamped and selected in f32: twice the
+    # lanes of f64
+    xc = b.op(f"arith.select {under}, {b.const(0.0, t)}, {_clamp(b, x, EXP_LO, EXP_HI, t)} : {t}")
+    q, s = _expm1_reduced(b, _ext(b, xc), taylor=EXPM1_TAYLOR[-EXP_F32_TERMS:])
     y = _round(b, b.op(f"math.fma {s}, {q}, {s} : {D}"))  # 2^k (1 + expm1(r)); inf past f32's range
     y = b.op(f"arith.select {under}, {b.const(0.0, 'f32')}, {y} : f32")
     return _nan_is_nan(b, x, y)

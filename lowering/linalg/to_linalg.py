@@ -42,7 +42,7 @@ import math as _pymath
 from thunder.dialects.mlir import ir
 from thunder.lowering.linalg import lowered_cache
 from thunder.lowering.linalg.bf16_intermediates import keep_bf16_in_f32
-from thunder.lowering.linalg.op_lowering import (_constant, _Emitter, _lower_op, _reduction_init,
+from thunder.lowering.linalg.op_lowering import (_constant, _Emitter, _lower_op, _Parts, _reduction_init,
                                                  _reduction_with_operand, _scalar_param, NUMBERS)
 from thunder.lowering.linalg.scalar import ELEMENTWISE, elt_bytes, UnsupportedOp
 from thunder.lowering.linalg.tiling import (_operand_axes, _subview, MIN_PIECE_BYTES, row_major_strides,
@@ -203,6 +203,30 @@ def _lower_ops(em, block, out_type, lines_for, axes=None, dual=(), merge_reducti
     return results
 
 
+def _store(em, r, dest, dest_t, strides):
+    """The lines writing result r into dest, a tile of an output (a memref of type dest_t with
+    these element strides). A result held as parts (a cat, a rotary embedding's halves) has each
+    part written into its own subview of dest, never into a tensor of the tile first (which
+    one-shot bufferization cannot place in a memref destination: a buffer malloc'd and copied
+    a tile)."""
+    lines, em.lines = em.lines, []
+    value, t = em.vals[r]
+    if not isinstance(value, _Parts):
+        ssa, t = em.operand(r)
+        em.emit(f"bufferization.materialize_in_destination {ssa} in restrict writable {dest} : ({t}, {dest_t}) -> ()")
+    for start, _, (ssa, part_t) in value.parts if isinstance(value, _Parts) else ():
+        offsets = ", ".join(str(start) if d == value.dim else "0" for d in range(t.rank))
+        sizes = ", ".join("%n" if s is None else str(s) for s in part_t.shape)
+        view_t = part_t.memref(f"strided<[{', '.join(_dim(s) for s in strides)}], offset: ?>")
+        view = em.fresh("pv")
+        em.emit(f"{view} = memref.subview {dest}[{offsets}] [{sizes}] [{', '.join('1' for _ in part_t.shape)}] "
+                f": {dest_t} to {view_t}")
+        em.emit(f"bufferization.materialize_in_destination {ssa} in restrict writable {view} "
+                f": ({part_t}, {view_t}) -> ()")
+    written, em.lines = em.lines, lines
+    return written
+
+
 def _func(name, params, lines):
     head = f"  func.func @{name}({', '.join(params)}) attributes {{llvm.emit_c_interface}} {{"
     return "module {\n" + head + "\n" + "\n".join(lines) + "\n  }\n}\n"
@@ -228,7 +252,7 @@ def _untiled(block, name, input_strides, approx_math, merge_reductions):
     for j, r in enumerate(results):
         if em.vals[r][0] in NUMBERS:
             raise UnsupportedOp("a number as a region result")
-        ssa, t = em.operand(r)
+        ssa, t = em.operand(r)  # (a result held as parts: written into one tensor, which the gpu lowering reads)
         params.append(f"%out{j}: {t.memref()}")
         em.emit(f"bufferization.materialize_in_destination {ssa} in restrict writable %out{j} "
                 f": ({t}, {t.memref()}) -> ()")
@@ -283,13 +307,12 @@ def _tiled(block, name, input_strides, approx_math, merge_reductions, rows, axes
     for j, r in enumerate(results):
         if em.vals[r][0] in NUMBERS:
             raise UnsupportedOp("a number as a region result")
-        em.lines, em.read_whole = loop, set()  # (parts are written into one tensor in the loop)
-        ssa, tile_t = em.operand(r)
+        em.lines, em.read_whole = loop, set()
         if isinstance(r.owner, ir.Block):  # an input returned as is: copy it with a loop nest
-            em.lines = loop                  # (a memref.copy of strided tiles is a runtime call)
+            ssa, tile_t = em.operand(r)      # (a memref.copy of strided tiles is a runtime call)
             init, copied = em.empty(tile_t), em.fresh()
             em.emit(f"{copied} = linalg.copy ins({ssa} : {tile_t}) outs({init} : {tile_t}) -> {tile_t}")
-            ssa = copied
+            em.vals[r] = (copied, tile_t)
         full_t = tensor_t(r.type)
         # torch allocates outputs contiguous: row-major strides, which do not depend on the row
         # count when the tiled axis is the first dim (then it stays dynamic)
@@ -305,8 +328,8 @@ def _tiled(block, name, input_strides, approx_math, merge_reductions, rows, axes
         params.append(f"%out{j}: {out_type}")
         view, view_t = _subview(f"%out{j}", out_type, full_t, axis, out_strides)
         stores.append(f"      %ov{j} = {view}")
-        stores.append(f"      bufferization.materialize_in_destination {ssa} in restrict writable %ov{j} "
-                      f": ({tile_t}, {view_t}) -> ()")
+        em.lines = []
+        stores += ["  " + line for line in _store(em, r, f"%ov{j}", view_t, out_strides)]
         row_bytes += elt_bytes(full_t.elt) * _pymath.prod(full_t.shape) // rows
     params += ["%lo: index", "%hi: index"]
     tile_rows = max(1, TILE_BYTES // max(row_bytes, 1))
