@@ -59,7 +59,7 @@ def _count_packings(monkeypatch):
     """The row counts of the packings made from now on."""
     calls = []
     pack = packed_linear._pack
-    monkeypatch.setattr(packed_linear, "_pack", lambda w, rows: calls.append(rows) or pack(w, rows))
+    monkeypatch.setattr(packed_linear, "_pack", lambda w, rows, library: calls.append(rows) or pack(w, rows, library))
     return calls
 
 
@@ -277,7 +277,7 @@ def test_packings_kept_per_weight_are_bounded(packing):
             x = torch.randn(rows, 64, dtype=torch.bfloat16)
             torch.testing.assert_close(packed_linear.linear(x, w), F.linear(x, w), **BF16_TOL)
     kept = packed_linear._CACHE[id(w)][3]
-    assert packed_linear.KEPT == 2 and [rows for _, rows, _ in kept] == [1, 9]
+    assert packed_linear.KEPT == 2 and [rows for _, _, rows, _ in kept] == [1, 9]
 
 
 def test_a_weight_whose_writes_cannot_be_seen_is_not_packed(packing):
