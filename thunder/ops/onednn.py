@@ -12,8 +12,12 @@ That op has no derivative formula (autograd would silently give no gradient thro
 generated programs call it only where no autograd history is recorded (codegen's `grad_free`:
 the forward and backward of thunder-autograd, which run under torch.no_grad, and programs compiled
 for grad mode off or where no tensor requires grad, inputs or results). Which library is faster
-is measured once per process on this machine (`faster`); THUNDER_CPU_MATMUL=onednn|torch
-overrides it.
+is measured once per process on this machine (`measured_faster`); THUNDER_CPU_MATMUL=onednn|torch
+overrides it (`faster`). That decides matmul and mm, and the linears of programs that pack no
+weights (a training step's forward); where weights may be packed, the kernel of a float32 linear
+or GPT-2 Conv1D product (`addmm`) is chosen among F.linear, MKL's packed, this module's and
+oneDNN's packed by one probe that times them all (ops/packed_linear.py `f32_kernel`), with the
+same MARGIN for oneDNN.
 """
 import functools
 import math

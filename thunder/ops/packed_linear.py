@@ -1,5 +1,6 @@
-"""Linear layers from weights packed once (THUNDER_PACKED_WEIGHTS, default auto): bfloat16 through
-oneDNN, float32 through MKL's packed sgemm.
+"""Linear layers from weights packed once, and which kernel runs a grad-free float32 linear:
+bfloat16 packed for oneDNN; float32 by the fastest measured here of F.linear, MKL's packed sgemm,
+oneDNN's GEMM and oneDNN's from a packed weight (`f32_kernel`).
 
 torch runs a bfloat16 `F.linear` on the CPU with the weight as it is stored ([out, in], row
 major). oneDNN runs the same product faster from a weight reordered into its blocked layout
@@ -7,16 +8,27 @@ major). oneDNN runs the same product faster from a weight reordered into its blo
 the same sums: packed for the number of rows it is called with, the result is bit for bit
 F.linear's (docs/benchmarks.md, "GEMM epilogues and packed weights": 1.3-1.7x per product on an
 Intel Xeon with AMX, a token's decode step and a prefill alike). Packing costs a pass over the
-weight, so it pays only where the packed copy is reused: it is kept per parameter and row count
-(the KEPT most recently used row counts) while nothing writes the parameter.
+weight, so it pays only where the packed copy is reused: it is kept per parameter, library and
+row count (the KEPT most recently used) while nothing writes the parameter.
 
-float32: MKL runs a float32 product from a weight packed for its row count
+float32, MKL: MKL runs a float32 product from a weight packed for its row count
 (`torch.ops.mkl._mkl_reorder_linear_weight(w, rows)`, `torch.ops.mkl._mkl_linear`: inductor's
-path for frozen float32 weights) 5-15% faster at a prefill's rows, with F.linear's bits for some
-shapes only: whether they agree depends on the row count, K, the bias and the thread count in ways
-no rule states (docs/benchmarks.md, "Branch f32pack"). So `linear_f32` compares the packed result
-with F.linear's on the first call of each kind (bias or none, input rank and contiguity, thread
-count) per packing, returns F.linear's result then, and runs packed only where they were equal.
+path for frozen float32 weights) 5-15% faster at a prefill's rows on an Intel Xeon, with
+F.linear's bits for some shapes only: whether they agree depends on the row count, K, the bias
+and the thread count in ways no rule states (docs/benchmarks.md, "Branch f32pack"). So
+`linear_f32` compares the packed result with F.linear's on the first call of each kind (bias or
+none, input rank and contiguity, thread count) per packing, returns F.linear's result then, and
+runs packed only where they were equal.
+
+float32, oneDNN: where MKL does not take its AVX-512 kernels (an AMD EPYC, Zen 5) oneDNN's GEMM
+is ~2x faster than MKL's, packed or not (ops/onednn.py), and oneDNN runs it 3-7% faster again from
+a float32 weight reordered once as the bfloat16 ones are (`linear_onednn_f32`; its bits were
+plain oneDNN's at every shape measured: docs/benchmarks.md, "Branch f32pre"). `f32_kernel`
+picks the kernel of each float32 product in a grad-free program from one probe per process and
+row class (`_times`: all four kernels on the same product, one thread): oneDNN where it takes at
+most onednn.MARGIN of the MKL side's time (its sums come in another order: other bits, so only
+for a clear gain), MKL's packed path where it was F.linear's bits and no slower, else F.linear.
+Products under onednn.MIN_MACS (a decode step's, except the lm head) keep the MKL side.
 
 Freshness: a version counter does not see every write (`p.data.copy_`, `p.data.add_`,
 `vector_to_parameters`, a fused optimizer's step, a write through the storage or a numpy view all
@@ -35,17 +47,22 @@ program run on the same module): a copy there and a packing again here, slower b
 before the packing (a numpy array or a C extension holding the address from earlier).
 
 THUNDER_PACKED_WEIGHTS=auto (the default) packs where a probe on this machine finds it no slower
-(`faster`, measured once per process per dtype and, for float32, for 1 row and for many),
-except in a training step's forward (`training_forward`: its weights change at every optimizer
-step), =on wherever oneDNN (bfloat16) or MKL (float32) can run it, =off never.
+(`faster` and `f32_kernel`, measured once per process per dtype and, for float32, for 1 row and
+for many), except in a training step's forward (`training_forward`: its weights change at every
+optimizer step; its float32 products by oneDNN or torch as onednn.faster() says), =on wherever
+oneDNN (bfloat16) or the float32 library chosen (oneDNN or MKL) can run it, =off never (float32:
+oneDNN or torch as onednn.faster() says). THUNDER_CPU_MATMUL=onednn|torch (ops/onednn.py) leaves
+float32 products of MIN_MACS or more to that library.
 
-Generated programs call `linear` and `linear_f32` only where they record no autograd history
-(codegen's grad_free: the ops have no derivative formula). `linear` for bfloat16 products: those
-of a bfloat16 model and those that `torch.autocast("cpu", torch.bfloat16)` makes of a float32
-model's linears, whose weight cast the program leaves to autocast (runtime/autocast_casts.py):
-`linear` makes that cast itself, once per packing. `linear_f32` for float32 products (outside
-autocast). Anything else (a weight that is no `nn.Parameter`, an inference tensor, no rows, a
-storage that cannot be made copy-on-write: numpy's, shared memory) goes to `F.linear` as before.
+Generated programs call `linear`, `linear_f32` and `linear_onednn_f32` only where they record no
+autograd history (codegen's grad_free: the ops have no derivative formula). `linear` for
+bfloat16 products: those of a bfloat16 model and those that `torch.autocast("cpu",
+torch.bfloat16)` makes of a float32 model's linears, whose weight cast the program leaves to
+autocast (runtime/autocast_casts.py): `linear` makes that cast itself, once per packing.
+`linear_f32` and `linear_onednn_f32` for float32 products (outside autocast). Anything else (a
+weight that is no `nn.Parameter`, an inference tensor, no rows, a storage that cannot be made
+copy-on-write: numpy's, shared memory) goes to `F.linear` as before (`linear_onednn_f32`: to
+`onednn.linear`, the same sums).
 """
 import contextvars
 import functools
@@ -340,13 +357,15 @@ def f32_kernel(rows, macs):
     packing = _packing()
     if packing == "off":
         return "onednn" if onednn.faster() else mkl
-    # (one row: a decode step's lm head, the only one-row product this large; more: a prefill's)
-    times, exact = _times(torch.float32, 1, 8192) if rows == 1 else _times(torch.float32, 256, 1536)
+    # (one row: a decode step's lm head, the only one-row product this large; more: a prefill's;
+    # measured where the settings leave a choice)
+    probe = functools.partial(_times, torch.float32, *((1, 8192) if rows == 1 else (256, 1536)))
     dnn = "onednn"
-    if available(torch.float32, "onednn") and (packing == "on" or times["onednn_packed"] <= times["onednn"]):
+    if available(torch.float32, "onednn") and (packing == "on" or probe()[0]["onednn_packed"] <= probe()[0]["onednn"]):
         dnn = "onednn_packed"
     if onednn.setting() == "onednn":
         return dnn
+    times, exact = probe()
     return dnn if times[dnn] < onednn.MARGIN * times[mkl if exact else "torch"] else mkl
 
 
