@@ -518,10 +518,10 @@ def _probe_says(monkeypatch, times, exact, packing="auto"):
         pytest.skip("torch is built without oneDNN (mkldnn)")
     monkeypatch.setenv("THUNDER_CPU_MATMUL", "auto")
     monkeypatch.setenv(packed_linear.ENV, packing)
-    monkeypatch.setattr(packed_linear, "_times", lambda dtype, rows, n: (times, exact))
+    monkeypatch.setattr(packed_linear, "_times", lambda dtype, rows, n, k=512: (times, exact))
     monkeypatch.setattr(packed_linear, "available", lambda dtype=torch.bfloat16, library=None: True)
-    big = onednn.MIN_MACS
-    return packed_linear.f32_kernel(512, big), packed_linear.f32_kernel(1, big), packed_linear.f32_kernel(1, big - 1)
+    n = onednn.MIN_MACS // 512
+    return packed_linear.f32_kernel(512, 512, n), packed_linear.f32_kernel(1, 512, n), packed_linear.f32_kernel(1, 512, n - 1)
 
 
 def test_the_probe_picks_by_time_not_by_cpu(monkeypatch):

@@ -289,15 +289,15 @@ def _no_slower(dtype, rows):
 
 
 @functools.lru_cache(maxsize=None)
-def _times(dtype, rows, n):
-    """({kernel: its time}, whether MKL's packed result was F.linear's bits) for a [rows, 512] x
-    [512, n] product in dtype by each kernel available here: 'torch' (F.linear), 'onednn_packed',
+def _times(dtype, rows, n, k=512):
+    """({kernel: its time}, whether MKL's packed result was F.linear's bits) for a [rows, k] x
+    [k, n] product in dtype by each kernel available here: 'torch' (F.linear), 'onednn_packed',
     and for float32 'mkl_packed' and 'onednn' (onednn.linear). Best of 9 interleaved runs, thread
     CPU time, one thread (the kernels' speed on this CPU: ops/onednn.py `measured_faster`);
-    measured once per process."""
+    measured once per process and shape."""
     g = torch.Generator().manual_seed(0)
-    w = torch.nn.Parameter(torch.randn(n, 512, generator=g).to(dtype), requires_grad=False)
-    x = torch.randn(rows, 512, generator=g).to(dtype)
+    w = torch.nn.Parameter(torch.empty(n, k, dtype=dtype).uniform_(-1, 1, generator=g), requires_grad=False)
+    x = torch.randn(rows, k, generator=g).to(dtype)
     runs = {"torch": lambda: F.linear(x, w)}
     for library in ("mkl", "onednn"):
         entry = packed(w, dtype, rows, library=library) if available(dtype, library) else None
@@ -340,26 +340,27 @@ def used(dtype=torch.bfloat16, rows=256):
     return choice == "on" or faster(dtype, rows)
 
 
-def f32_kernel(rows, macs):
-    """What runs a float32 product of `rows` rows and `macs` multiply-adds in a grad-free
-    program: 'torch' (F.linear, torch.addmm), 'mkl_packed' (`linear_f32`: F.linear's bits),
-    'onednn' (ops/onednn.py) or 'onednn_packed' (`linear_onednn_f32`). The MKL side (torch or
-    packed) as `used`; oneDNN's only for products of MIN_MACS or more (ops/onednn.py) unless
-    THUNDER_CPU_MATMUL=torch; between the two, where packing is allowed (THUNDER_PACKED_WEIGHTS
-    not off, no training forward under auto), `_times` at the products' row count (1, or 256
-    for more) compares all four: oneDNN (packed where no slower than plain) where it takes at
-    most onednn.MARGIN of what the MKL side gives (its packed time where that was F.linear's
-    bits, else F.linear's); where packing is not allowed, `onednn.faster()` decides as for
-    matmuls."""
+def f32_kernel(rows, k, n):
+    """What runs a float32 [rows, k] x [k, n] product in a grad-free program: 'torch' (F.linear,
+    torch.addmm), 'mkl_packed' (`linear_f32`: F.linear's bits), 'onednn' (ops/onednn.py) or
+    'onednn_packed' (`linear_onednn_f32`). The MKL side (torch or packed) as `used`; oneDNN's
+    only for products of MIN_MACS or more (ops/onednn.py) unless THUNDER_CPU_MATMUL=torch;
+    between the two, where packing is allowed (THUNDER_PACKED_WEIGHTS not off, no training
+    forward under auto), `_times` compares all four: oneDNN (packed where no slower than plain)
+    where it takes at most onednn.MARGIN of what the MKL side gives (its packed time where that
+    was F.linear's bits, else F.linear's); where packing is not allowed, `onednn.faster()`
+    decides as for matmuls. Measured at 256 x 512 x 1536 for products of more rows than one (a
+    prefill's: oneDNN's gain was the same for all of them), at the product's own shape for one
+    row (a decode step's lm head, the only one-row product this large: MKL's one-row product is
+    ~1.6x slower than oneDNN's at K 512 and N 16k-50k here, about as fast at N 8192 or K 2048)."""
     mkl = "mkl_packed" if used(torch.float32, rows) else "torch"
-    if onednn.setting() == "torch" or macs < onednn.MIN_MACS or not onednn.available():
+    if onednn.setting() == "torch" or rows * k * n < onednn.MIN_MACS or not onednn.available():
         return mkl
     packing = _packing()
     if packing == "off":
         return "onednn" if onednn.faster() else mkl
-    # (one row: a decode step's lm head, the only one-row product this large; more: a prefill's;
-    # measured where the settings leave a choice)
-    probe = functools.partial(_times, torch.float32, *((1, 8192) if rows == 1 else (256, 1536)))
+    # (measured where the settings leave a choice)
+    probe = functools.partial(_times, torch.float32, *((1, n, k) if rows == 1 else (256, 1536)))
     dnn = "onednn"
     if available(torch.float32, "onednn") and (packing == "on" or probe()[0]["onednn_packed"] <= probe()[0]["onednn"]):
         dnn = "onednn_packed"
@@ -391,7 +392,8 @@ def _eligible(x, w, b, out_features):
         return "impl.packed_" if used(dtype, rows) else None
     if dtype != torch.float32:
         return None
-    return _PREFIX.get(f32_kernel(rows, rows * math.prod(w.shape)))
+    k, n = (w.shape[1], w.shape[0]) if out_features == 0 else w.shape
+    return _PREFIX.get(f32_kernel(rows, k, n))
 
 
 def linear_source(values, outs):
