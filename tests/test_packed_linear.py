@@ -5,7 +5,9 @@ same sums, so equal to eager's bits on this CPU's oneDNN, asserted within bf16 t
 weight changed in place is packed again; the probe's answer decides and nothing is packed
 without oneDNN; training (programs that record autograd history) is eager's within autocast
 tolerance, grads included. float32 products (MKL's packed sgemm) are eager's bits: the packed
-result is used only where the first call found it equal to F.linear's."""
+result is used only where the first call found it equal to F.linear's. Large float32 products go
+to the kernel the probe (or the settings) pick among F.linear, MKL packed, oneDNN and oneDNN
+packed (packed_linear.f32_kernel): each equal to eager within float32 rounding."""
 import pytest
 import torch
 import torch.nn as nn
