@@ -74,12 +74,12 @@ def split_forward_backward(lifted, requires_grad, n_mutated=0) -> Split:
             g = grads.get(r.name) if rg else None
             backward_outputs.append(tracing.ref(g) if g is not None else None)
 
-    _dce(bctx, backward_outputs)
+    reads = _dce(bctx, backward_outputs)
     # what backward reads from forward is saved
     used = []
     seen = set()
-    for bsym in bctx.symbols:
-        for r in bsym.tensor_args():
+    for refs in reads:
+        for r in refs:
             if r.name in forward_names and r.name not in seen:
                 seen.add(r.name)
                 used.append(r)
@@ -98,7 +98,7 @@ def needing_grad(symbols, names):
     for bsym in symbols:
         if not bsym.op.differentiable:
             continue  # no gradient flows through these (detach is also what no_grad regions record)
-        if any(r.name in needs for r in bsym.tensor_args()):
+        if not needs.isdisjoint([r.name for r in bsym.tensor_args()]):  # (no generator: run per op)
             for o in bsym.outputs:
                 if differentiable_dtype(o.dtype):
                     needs.add(o.name)
@@ -213,14 +213,18 @@ def _proxies(v):
 
 def _dce(ctx, outputs):
     """Drop backward symbols whose results nothing needs (VJP rules compute every cotangent, also
-    for inputs that do not require grad)."""
+    for inputs that do not require grad). Returns the Refs each symbol kept reads, in order
+    (tensor_args, read once per symbol)."""
     live = {r.name for r in outputs if r is not None}
-    kept = []
+    kept, reads = [], []
     for bsym in reversed(ctx.symbols):
-        if any(o.name in live for o in bsym.outputs):
+        if not live.isdisjoint([o.name for o in bsym.outputs]):
+            refs = bsym.tensor_args()
             kept.append(bsym)
-            live.update(r.name for r in bsym.tensor_args())
+            reads.append(refs)
+            live.update([r.name for r in refs])
     ctx.symbols = kept[::-1]
+    return reads[::-1]
 
 
 def requires_grad_flags(func_op):

@@ -34,6 +34,7 @@ from thunder.lowering.layout import move_reshapes_across_conversions, sink_resha
 from thunder.lowering.layout.values import TRANSPOSES, ranked, shape as _shape
 from thunder.lowering.linalg.types_and_maps import SCALAR_TYPES
 from thunder.ops import registry
+from thunder.core import size_choices
 from thunder.core.scoped import scoped
 
 POLICIES = ("auto", "always")
@@ -142,9 +143,10 @@ def _signature(operation, numbers=None):
     """numbers: the numbers among the values operation may read (_Graph.numbers), where known."""
     # (the attributes by their text: str() of the attribute map is its Python object's address)
     attributes = operation.attributes
-    return (operation.name, tuple(sorted((k, text_of(attributes[k])) for k in attributes)),
-            tuple(text_of(v.owner.attributes["value"]) if (v in numbers if numbers is not None else is_number(v))
-                  else text_of(v.type) for v in operation.operands))
+    # (list comprehensions: a generator costs a frame resumption an item, on every op of a func)
+    return (operation.name, tuple(sorted([(k, text_of(attributes[k])) for k in attributes])),
+            tuple([text_of(v.owner.attributes["value"]) if (v in numbers if numbers is not None else is_number(v))
+                   else text_of(v.type) for v in operation.operands]))
 
 
 def _scratch(operation):
@@ -303,7 +305,7 @@ class _Graph:
                     (numbers if v in self.numbers else inputs).append(v)
         for i in ops:
             for r in self.results[i]:
-                if r in self.returned or any(u not in inside for u in self.readers.get(r, ())):
+                if r in self.returned or not inside.issuperset(self.readers.get(r, ())):
                     outputs.append(r)
         return inputs, numbers, outputs
 
@@ -313,7 +315,7 @@ class _Graph:
         if self.nested:
             used = tuple(bool(list(r.uses)) for r in o.results)
         else:
-            used = tuple(r in self.returned or r in self.readers for r in self.results[i])
+            used = tuple([r in self.returned or r in self.readers for r in self.results[i]])
         return self.op_key(i), used
 
     def op_key(self, i):
@@ -321,7 +323,7 @@ class _Graph:
         key = self._keys.get(i)
         if key is None:
             o = self.ops[i]
-            key = self._keys[i] = (self.signature(o), tuple(text_of(r.type) for r in self.results[i]))
+            key = self._keys[i] = (self.signature(o), tuple([text_of(r.type) for r in self.results[i]]))
         return key
 
     def region_key(self, ops, inputs, numbers, outputs):
@@ -350,9 +352,9 @@ class _Graph:
                                        for r in o.results for u in r.uses))
             elif o.name == "ltorch.detach":  # (the cost model reads its operand's producer, the program's kind)
                 outside = detach_cost.dropped(o)
-            parts.append((self.op_key(i), tuple(refs), tuple(r in out for r in self.results[i]), outside))
+            parts.append((self.op_key(i), tuple(refs), tuple([r in out for r in self.results[i]]), outside))
         first = ops[0]
-        return tuple(parts), tuple(self.index.get(v, -1) < first for v in inputs)
+        return tuple(parts), tuple([self.index.get(v, -1) < first for v in inputs])
 
     def find(self, i):
         while self.parent[i] != i:
@@ -372,11 +374,15 @@ class _Graph:
         table, and joining it would grow one region with N copies of the block (one kernel
         whose compile time grows with depth) instead of N calls of one kernel."""
         sibling = False
+        parent, find = self.parent, self.find
         for p in self.preds[i]:
-            if i in self.users[p] and p in self.parent and self.find(p) == root:
-                if not any(u != i and u in self.parent and self.find(u) == root for u in self.users[p]):
+            if i in self.users[p] and p in parent and find(p) == root:
+                for u in self.users[p]:  # (a loop, not any(generator): asked for every claimed op)
+                    if u != i and u in parent and find(u) == root:
+                        sibling = True
+                        break
+                else:
                     return True
-                sibling = True
         return sibling and i - self.last_op(("r", root)) <= SIBLING_WINDOW
 
     def input_siblings(self, i, claimed_ops, tiny=False):
@@ -761,7 +767,8 @@ def _outline_region(f, graph, ops, name, policy, executor, heads=True, prologue=
         return None
     members = [graph.ops[i] for i in ops]
     inputs, numbers, outputs = _region_values(members)
-    if policy == "auto" and not worth_fusing(members, inputs, outputs, executor.cost):
+    if policy == "auto" and not size_choices.choose("fuse: worth a kernel",
+                                                    worth_fusing(members, inputs, outputs, executor.cost)):
         return None
     callee = _build_func(f, name, members, inputs, numbers, outputs)
     callee.attributes[EXECUTOR_ATTR] = ir.StringAttr.get(executor.name)
@@ -776,7 +783,8 @@ def _outline_region(f, graph, ops, name, policy, executor, heads=True, prologue=
         callee.operation.erase()
         return None
     kept = _Kept(ops, callee, inputs, outputs, name, checks)
-    if policy == "always" or executor.runs_well is None or _ask("runs_well", executor, text, name):
+    if policy == "always" or executor.runs_well is None or size_choices.choose(
+            "fuse: runs well", _ask("runs_well", executor, text, name)):
         return kept
     first = min(ops)  # (head views read values made before the region's first op)
     tiny = _tiny(executor, inputs + outputs)  # (its edge ops stay in it but copies)
@@ -802,7 +810,8 @@ def _outline_region(f, graph, ops, name, policy, executor, heads=True, prologue=
         return kept
     # an untiled kernel runs on one thread, pass after pass over whole tensors: only worth it
     # while they fit in cache
-    if sum(_bytes(v) for v in inputs + outputs) > UNTILED_MAX_BYTES:
+    if not size_choices.choose("fuse: untiled fits in cache",
+                               sum(_bytes(v) for v in inputs + outputs) <= UNTILED_MAX_BYTES):
         callee.operation.erase()
         return None
     return kept
@@ -1040,8 +1049,14 @@ def fuse_func(f, module_block, counter, policy="auto", executors=DEFAULT_EXECUTO
     # outline; a region the lowering rejects stays as torch calls (dropping it keeps the
     # graph of the other regions acyclic)
     outlined = []
+    tinies = {}  # (executor, result types) -> _tiny: asked for every claimed op by partition
+
     def tiny(i):
-        return _tiny(executor_registry.get(claimed_ops[i]), graph.results[i], graph.op_key(i)[1])
+        key = (claimed_ops[i], graph.op_key(i)[1])
+        found = tinies.get(key)
+        if found is None:
+            found = tinies[key] = _tiny(executor_registry.get(claimed_ops[i]), graph.results[i], key[1])
+        return found
 
     for ops in graph.partition(claimed_ops, tiny):
         executor = executor_registry.get(claimed_ops[ops[0]])

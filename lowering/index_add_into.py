@@ -8,12 +8,16 @@ rows added into them, then a sum of two weight-sized tensors (GPT-2: three passe
 place into the GEMM's fresh result, which nothing else reads (what inductor's `addmm` with the
 embedding gradient as its bias reaches with one pass more).
 
-Only where the GEMM's result has no other reader and the sum's operands have its type (no
-broadcast, no dtype promotion) and the sum's alpha is 1."""
+Under autocast the GEMM's result is bfloat16 and the sum reads its float32 cast
+(`to(matmul(gT, h), float32)`): the rows are added into the cast's result, as fresh.
+
+Only where the GEMM's result (or its cast) has no other reader and the sum's operands have its
+type (no broadcast, no dtype promotion) and the sum's alpha is 1."""
 from thunder.dialects.mlir import ir
 from thunder.lowering.executors import is_number, number_value
 
 GEMMS = ("ltorch.matmul", "ltorch.mm")
+CASTS = ("ltorch.to", "thunder.convert_element_type")
 
 
 def rewrite(func_op):
@@ -27,7 +31,7 @@ def rewrite(func_op):
         pair = [_producer(v) for v in list(operation.operands)[:2]]
         for k in (0, 1):
             gemm, scatter = pair[k], pair[1 - k]
-            if gemm is None or scatter is None or gemm.name not in GEMMS or \
+            if gemm is None or scatter is None or not _fresh_product(gemm) or \
                     scatter.name != "thunder.zeros_index_add":
                 continue
             x, z = operation.operands[k], operation.operands[1 - k]
@@ -59,3 +63,16 @@ def _alpha_one(add):
 
 def _one_use(value):
     return sum(1 for _ in value.uses) == 1
+
+
+def _fresh_product(operation):
+    """Whether operation is a GEMM, or a cast to another element type (a new tensor) of a GEMM's
+    result that nothing else reads."""
+    if operation.name in GEMMS:
+        return True
+    if operation.name not in CASTS:
+        return False
+    source = operation.operands[0]
+    gemm = _producer(source)
+    return (gemm is not None and gemm.name in GEMMS and _one_use(source)
+            and ir.RankedTensorType(source.type).element_type != ir.RankedTensorType(operation.results[0].type).element_type)

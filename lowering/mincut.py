@@ -49,7 +49,7 @@ class FlowGraph:
         """(the cut's capacity, the set of node keys on its source side) of the minimum s-t cut
         with the smallest sink side. Raises Unbounded where every cut crosses an infinite edge."""
         s, t = self.node(s), self.node(t)
-        finite = sum(c for c in self.cap if c is not None)
+        finite = sum([c for c in self.cap if c is not None])
         infinite = finite + 1  # (more than any finite cut)
         cap = [infinite if c is None else c for c in self.cap]
         flow = 0
@@ -85,7 +85,7 @@ class FlowGraph:
         path, u, total = [], s, 0
         while True:
             if u == t:
-                pushed = min(cap[e] for e in path)
+                pushed = min([cap[e] for e in path])
                 for e in path:
                     cap[e] -= pushed
                     cap[e ^ 1] += pushed
@@ -94,13 +94,15 @@ class FlowGraph:
                 del path[first:]  # (back to the tail of the first saturated arc)
                 u = head[path[-1]] if path else s
                 continue
-            arcs = adj[u]
-            while current[u] < len(arcs):
-                e = arcs[current[u]]
-                if cap[e] > 0 and level[head[e]] == level[u] + 1:
+            arcs, k, want = adj[u], current[u], level[u] + 1
+            n = len(arcs)
+            while k < n:
+                e = arcs[k]
+                if cap[e] > 0 and level[head[e]] == want:
                     break
-                current[u] += 1
-            else:  # a dead end: leave it and try the parent's next arc
+                k += 1
+            current[u] = k
+            if k == n:  # a dead end: leave it and try the parent's next arc
                 if not path:
                     return total
                 level[u] = -1

@@ -142,7 +142,7 @@ def remat_module(module_op, lifted_forward=None):
     need = set(needed) - saved_names
     recompute = []
     for bsym in reversed(fwd.ctx.symbols):
-        if any(o.name in need for o in bsym.outputs):
+        if not need.isdisjoint([o.name for o in bsym.outputs]):  # (no generator: run per op)
             recompute.append(bsym)
             need.update(r.name for r in bsym.tensor_args() if r.name not in saved_names)
     recompute.reverse()
@@ -175,7 +175,7 @@ def _lifts(fwd_op, lifted):
     (cse and canonicalize remove ops, or fold them into constants, which lifting reads as
     values; they make none of ours)."""
     ops = fwd_op.regions[0].blocks[0].operations
-    n = sum(1 for op in ops if op.operation.name not in CONSTANT_OPS) - 1  # (and func.return)
+    n = len([op for op in ops if op.operation.name not in CONSTANT_OPS]) - 1  # (and func.return)
     return n == len(lifted.ctx.symbols)
 
 

@@ -37,7 +37,7 @@ def kept_names(func_op, skip=0):
             if len(got) != len(results):
                 return None
             names += got
-    if len(set(names)) != len(names) or not all(n and n.isidentifier() for n in names):
+    if len(set(names)) != len(names) or not all([n and n.isidentifier() for n in names]):
         return None
     return set(names[skip:])
 

@@ -102,24 +102,17 @@ _CONST, _SLOT, _MADE, _OTHER = range(4)
 class _Template:
     def __init__(self, steps, result):
         # per step: op, its arguments as (name, kind, what: the constant, the slot or result
-        # index, or for _OTHER the template value), [(shape, dtype, device)], location, widened,
-        # [(is_view, base)]
-        self.steps = [(op, [(name, *_kind(v)) for name, v in args.items()], metas, location, widened, views)
+        # index, or for _OTHER the _maker of the template value), [(shape, dtype, device)],
+        # location, widened, [(is_view, the _maker of its base or None)]
+        self.steps = [(op, [(name, kind, _maker(what) if kind == _OTHER else what)
+                            for name, kind, what in ((name, *_kind(v)) for name, v in args.items())],
+                       metas, location, widened, [(is_view, base if base is None else _maker(base))
+                                                  for is_view, base in views])
                       for op, args, metas, location, widened, views in steps]
-        self.result = result  # the rule's result, its proxies as ("e", slot) / ("i", index)
+        self.result = _maker(result)  # the rule's result (its proxies ("e", slot) / ("i", index))
 
     def replay(self, ctx, slots):
         made, made_refs, slot_refs = [], [], {}
-
-        def value(v):
-            if isinstance(v, tuple) and v and v[0] in ("e", "i") and len(v) == 2 and type(v[1]) is int:
-                return slots[v[1]] if v[0] == "e" else made[v[1]]
-            if isinstance(v, list):  # (a tuple of the rule: a list in the template)
-                return tuple(value(x) for x in v)
-            if isinstance(v, dict):
-                return {name: value(x) for name, x in v.items()}
-            return v[1]  # ("c", constant)
-
         symbols = ctx.symbols
         for op, args, metas, location, widened, views in self.steps:
             values, refs = {}, {}
@@ -133,7 +126,7 @@ class _Template:
                 elif kind == _CONST:
                     values[name] = refs[name] = what
                 else:
-                    values[name] = v = value(what)
+                    values[name] = v = what(slots, made)
                     refs[name] = to_refs(v)
             outs = []
             for shape, dtype, device in metas:
@@ -144,11 +137,27 @@ class _Template:
                 if is_view:  # (as record_op links a view to its base)
                     o.is_view = True
                     if base is not None:
-                        o.base, o.recipe = value(base), (op, dict(values), i)
+                        o.base, o.recipe = base(slots, made), (op, dict(values), i)
                         o.base.views.append(o)
             symbols.append(BoundSymbol(op, refs, made_refs[len(made):], location, widened))
             made.extend(outs)
-        return value(self.result)
+        return self.result(slots, made)
+
+
+def _maker(v):
+    """A function (slots, made) -> the value v stands for in a template (see _abstract): its
+    proxies the arguments' (("e", slot)) and the results made (("i", index)), its lists tuples."""
+    if isinstance(v, tuple) and v and v[0] in ("e", "i") and len(v) == 2 and type(v[1]) is int:
+        k = v[1]
+        return (lambda slots, made: slots[k]) if v[0] == "e" else (lambda slots, made: made[k])
+    if isinstance(v, list):  # (a tuple of the rule: a list in the template)
+        parts = [_maker(x) for x in v]
+        return lambda slots, made: tuple(p(slots, made) for p in parts)
+    if isinstance(v, dict):
+        items = [(name, _maker(x)) for name, x in v.items()]
+        return lambda slots, made: {name: p(slots, made) for name, p in items}
+    constant = v[1]  # ("c", constant)
+    return lambda slots, made: constant
 
 
 def _kind(v):

@@ -332,3 +332,27 @@ def test_exp_seen_exactly_stays_correctly_rounded(case):
     got, linalg = _kernel_text(fn, x)
     assert "f64" in linalg, linalg
     torch.testing.assert_close(got, fn(x), rtol=2 ** -22 if case == "f32 result" else 0, atol=0, equal_nan=True)
+
+
+@pytest.mark.parametrize("loss", ["cross_entropy", "nll_loss"])
+def test_cpu_autocast_losses_in_float32_as_eager(loss):
+    """CPU autocast runs nll_loss (and so cross_entropy, log_softmax then nll_loss) in float32:
+    the loss and its gradient have eager's dtypes and values."""
+    torch.manual_seed(0)
+    x = torch.randn(6, 20)
+    w = torch.randn(20, 30, requires_grad=True)
+    y = torch.randint(0, 30, (6,))
+
+    def f(x, w, y):
+        logits = x @ w  # bfloat16 under autocast
+        return F.cross_entropy(logits, y) if loss == "cross_entropy" else F.nll_loss(F.log_softmax(logits, -1), y)
+
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        want = f(x, w, y)
+        got = thunder.jit(f)(x, w, y)
+    assert got.dtype == want.dtype == torch.float32
+    torch.testing.assert_close(got, want, rtol=1e-2, atol=1e-2)
+    (want_grad,) = torch.autograd.grad(want, w)
+    (got_grad,) = torch.autograd.grad(got, w)
+    assert got_grad.dtype == want_grad.dtype
+    torch.testing.assert_close(got_grad, want_grad, rtol=2e-2, atol=2e-2)

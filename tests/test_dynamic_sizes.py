@@ -237,3 +237,52 @@ def test_a_block_fused_otherwise_at_twice_its_sizes_compiles_once():
             torch.testing.assert_close(jf(*args), gpt_block(*args), atol=1e-4, rtol=1e-4)
     assert thunder.cache_misses(jf) == 1, thunder.compile_stats(jf).generalizations
     assert ".at(_sym0, _sym1, _sym2)(" in str(thunder.last_traces(jf)[-1])  # (a fused region: a kernel family)
+
+
+def _matmul_tanh(x, w):
+    return (x @ w).tanh()
+
+
+@pytest.mark.parametrize("cache", ["symbolic values", "constant values"])
+def test_choices_made_by_size_are_the_calls_at_its_samples(cache, monkeypatch):
+    """A pass that chooses by size (here: a float32 product goes to oneDNN from MIN_MACS
+    multiply-adds on, below to torch's matmul) chooses one way at the call's sizes and the other at
+    its samples' (larger): the samples take the call's choices (core/size_choices.py), so one
+    program is fitted for all lengths instead of one compiled per length."""
+    from thunder.ops import onednn
+    if not onednn.available():
+        pytest.skip("this torch build has no oneDNN (mkldnn) CPU ops")
+    monkeypatch.setattr(onednn, "faster", lambda: True)
+    features = 256
+    below = onednn.MIN_MACS // (features * features)  # rows: products below the minimum up to here
+    jf = thunder.jit(_matmul_tanh, cache=cache)
+    w = torch.randn(features, features, requires_grad=True)
+    for rows in range(below - 3, below + 1):
+        x = torch.randn(rows, features, requires_grad=True)
+        out, ref = jf(x, w), _matmul_tanh(x, w)
+        torch.testing.assert_close(out, ref)
+        g = torch.randn_like(ref)
+        for a, b in zip(torch.autograd.grad(out, (x, w), g), torch.autograd.grad(ref, (x, w), g)):
+            torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
+    assert thunder.cache_misses(jf) == (1 if cache == "symbolic values" else 2), \
+        thunder.compile_stats(jf).generalizations
+
+
+@pytest.mark.parametrize("cache", ["symbolic values", "constant values"])
+def test_a_gpt_block_training_sweep_with_fused_kernels_generalizes(cache):
+    """The GPT block of benchmarks/gpt_block.py at a realistic width (its fusion regions chosen
+    by this CPU's cost model, which may keep a region at one length and not at twice it),
+    training: one program for all lengths under symbolic values, two compiles under the default."""
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "benchmarks"))
+    from gpt_block import gpt_block, make_inputs
+    jf = thunder.jit(gpt_block, cache=cache)
+    for T in (16, 20, 24, 28):
+        args = make_inputs(2, T, 128) + [4]
+        out, ref = jf(*args), gpt_block(*args)
+        torch.testing.assert_close(out, ref, atol=1e-4, rtol=1e-4)
+        g = torch.randn_like(ref)
+        tensors = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
+        for a, b in zip(torch.autograd.grad(out, tensors, g), torch.autograd.grad(ref, tensors, g)):
+            torch.testing.assert_close(a, b, atol=1e-3, rtol=1e-3)
+    assert thunder.cache_misses(jf) == (1 if cache == "symbolic values" else 2), \
+        thunder.compile_stats(jf).generalizations

@@ -60,3 +60,23 @@ def test_tied_weight_one_value_grads_as_eager_and_untying_compiles_again():
     for name in want_grads:
         torch.testing.assert_close(got_grads[name], want_grads[name], msg=name)
     assert "zeros_index_add" in str(thunder.last_backward_traces(jm)[-1])  # (two weights: two gradients)
+
+
+def test_tied_weight_under_bf16_autocast_rows_added_into_the_cast_gemm_result():
+    """Under bf16 autocast the head's weight gradient is a bf16 GEMM cast to float32: the embedding
+    rows go into the cast's result (no zeros of the weight's size, no sum); grads as eager's."""
+    torch.manual_seed(0)
+    model = TiedLM()
+    eager = copy.deepcopy(model)
+    ids = torch.randint(0, 50, (2, 12))
+    labels = torch.randint(0, 50, (2, 12))
+    jm = thunder.jit(model)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got, got_grads = _step(jm, model, ids, labels)
+        want, want_grads = _step(eager, eager, ids, labels)
+    torch.testing.assert_close(got, want, rtol=1e-2, atol=1e-2)
+    for name in want_grads:
+        assert got_grads[name].dtype == want_grads[name].dtype == torch.float32
+        torch.testing.assert_close(got_grads[name], want_grads[name], rtol=2e-2, atol=2e-2, msg=name)
+    backward = str(thunder.last_backward_traces(jm)[-1])
+    assert "impl.index_add_into(" in backward and "zeros_index_add" not in backward, backward

@@ -25,7 +25,7 @@ import time
 
 import torch
 
-from thunder.core import logs
+from thunder.core import fresh_memory, logs
 from thunder.dialects.mlir import LOCK, ir
 from thunder.lowering.linalg import disk_cache
 from thunder.lowering.linalg.last_call import LastCall
@@ -201,7 +201,7 @@ class Kernel:
                                 f"was compiled for {shape} {dtype}")
         strides = self.strides(args) if strides is None else strides
         frame = self._frame(strides)
-        outs = tuple(torch.empty(shape, dtype=dtype, device="cpu") for shape, dtype in self.outputs)  # (any default device)
+        outs = tuple(fresh_memory.empty(shape, dtype) for shape, dtype in self.outputs)  # (CPU, any default device)
         frame(args + outs)
         if not self.scalars:  # (a call with the same tensors next takes call_as_last)
             self.last_call = LastCall.arm(args, strides, frame, self.outputs)

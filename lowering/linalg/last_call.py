@@ -13,6 +13,7 @@ import threading
 
 import torch
 
+from thunder.core import fresh_memory
 from thunder.lowering.linalg.tiling import row_major_strides
 
 try:  # torch's C++ check of tensor metadata (dynamo's guards use it), part of torch._C
@@ -61,6 +62,8 @@ class LastCall:
 def _maker(args, strides, shape, dtype, template):
     """args -> a new tensor of (shape, dtype), row-major, on the CPU (torch.empty_like: less time
     than new_empty's and torch.empty's argument parsing)."""
+    if fresh_memory.is_large(shape, dtype):  # (its own huge pages: no 4 KiB page faults)
+        return lambda args: fresh_memory.empty(shape, dtype)
     row_major = tuple(row_major_strides(shape))
     for i, a in enumerate(args):
         if type(a) is torch.Tensor and a.dtype == dtype and tuple(a.shape) == tuple(shape) and \

@@ -15,7 +15,8 @@ LOWER_PRECISION = {
              "scaled_dot_product_attention", "bilinear"},
 }
 FP32 = {
-    "cpu": {"prod", "avg_pool3d", "mse_loss", "binary_cross_entropy"},
+    "cpu": {"prod", "avg_pool3d", "mse_loss", "binary_cross_entropy", "nll_loss",
+            "cross_entropy"},  # (eager: log_softmax in the input dtype, nll_loss in float32)
     "cuda": {"prod", "exp", "log", "log10", "log2", "log1p", "pow", "reciprocal", "rsqrt", "sinh", "tan",
              "softplus", "layer_norm", "group_norm", "rms_norm", "softmax", "log_softmax", "sum", "mean", "var",
              "std", "cumsum", "norm", "mse_loss"},

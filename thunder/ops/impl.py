@@ -3,6 +3,9 @@ import torch
 import contextlib
 import math
 
+from thunder.core import fresh_memory
+
+from thunder.ops.large_outputs import linear as large_linear, matmul as large_matmul  # noqa: F401 (generated code)
 from thunder.ops.onednn import addmm as onednn_addmm, linear as onednn_linear, matmul as onednn_matmul  # noqa: F401 (generated code)
 from thunder.ops.packed_linear import addmm as packed_addmm, linear as packed_linear  # noqa: F401 (generated code)
 from thunder.ops.packed_linear import addmm_f32 as packed_f32_addmm, linear_f32 as packed_f32_linear  # noqa: F401
@@ -11,7 +14,18 @@ from thunder.ops.packed_linear import (addmm_onednn_f32 as packed_onednn_addmm, 
 
 
 def convert_element_type(a, dtype):
-    return a.to(dtype)
+    out = _large_cast(a, dtype)
+    return a.to(dtype) if out is None else out
+
+
+def _large_cast(a, dtype):
+    """A cast of a large contiguous CPU tensor into fresh huge pages (core/fresh_memory.py: the
+    float32 gradient of a large bfloat16 weight-gradient GEMM), else None. Not where autograd
+    records the op (torch's own `to` then)."""
+    if (a.numel() * dtype.itemsize < fresh_memory.MIN_BYTES or a.dtype == dtype or not a.is_cpu
+            or not a.is_contiguous() or (a.requires_grad and torch.is_grad_enabled()) or not fresh_memory.enabled()):
+        return None
+    return fresh_memory.empty(a.shape, dtype).copy_(a)
 
 
 def broadcast_in_dim(a, shape, broadcast_dims):
@@ -120,6 +134,10 @@ def arange(start=0, end=None, step=1, *, dtype=None, device=None, requires_grad=
 
 
 def to(input, dtype=None, non_blocking=False, copy=False, *, device=None, memory_format=None):
+    if dtype is not None and device is None and memory_format is None and isinstance(input, torch.Tensor):
+        out = _large_cast(input, dtype)
+        if out is not None:
+            return out
     kw = {} if memory_format is None else {"memory_format": memory_format}
     return input.to(device=device, dtype=dtype, non_blocking=non_blocking, copy=copy, **kw)
 
@@ -132,6 +150,8 @@ def unslice(g, shape, start_indices, end_indices, strides):
 
 
 def zeros_index_add(shape, dim, index, source):
+    if source.is_cpu and not (source.requires_grad and torch.is_grad_enabled()):  # (large: no fill)
+        return fresh_memory.zeros(shape, source.dtype).index_add_(dim, index, source)
     return source.new_zeros(shape).index_add_(dim, index, source)
 
 

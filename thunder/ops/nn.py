@@ -10,7 +10,7 @@ import torch.nn.functional as F
 
 from thunder.core import dtypes
 from thunder.core.proxies import TensorProxy
-from thunder.ops import onednn, packed_linear, prims, vjp_utils as _vjp
+from thunder.ops import large_outputs, onednn, packed_linear, prims, vjp_utils as _vjp
 from thunder.ops.decomp_utils import expand_to, to_dtype
 from thunder.ops.elementwise import add, eq, erf, exp, mul, rsqrt, rsub, sub, tanh
 from thunder.ops.meta_utils import broadcast_shapes, canonical_dim
@@ -120,9 +120,12 @@ def bmm(input: Tensor, mat2: Tensor):
 
 mm.decompose(lambda input, mat2: prims.matmul(input, mat2))
 bmm.decompose(lambda input, mat2: prims.matmul(input, mat2))
-# float32 CPU products with a matrix on the right: oneDNN where it is faster (ops/onednn.py)
-matmul.python_grad_free = onednn.matmul_source("input", "other")
-mm.python_grad_free = onednn.matmul_source("input", "mat2")
+# float32 CPU products with a matrix on the right: oneDNN where it is faster (ops/onednn.py);
+# others with a large result: into fresh huge pages (ops/large_outputs.py)
+matmul.python_grad_free = lambda values, outs: (onednn.matmul_source("input", "other")(values, outs)
+                                                or large_outputs.matmul_source("input", "other")(values, outs))
+mm.python_grad_free = lambda values, outs: (onednn.matmul_source("input", "mat2")(values, outs)
+                                            or large_outputs.matmul_source("input", "mat2")(values, outs))
 
 
 def _addmm_check(name, input, a, b, alpha):
@@ -344,8 +347,10 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None):
 
 
 # bfloat16 products from packed weights where asked for, float32 ones by the fastest of torch's,
-# MKL's packed, oneDNN's, oneDNN's packed measured here (ops/packed_linear.py)
-linear.python_grad_free = packed_linear.linear_source
+# MKL's packed, oneDNN's, oneDNN's packed measured here (ops/packed_linear.py); others (torch's)
+# with a large result into fresh huge pages (ops/large_outputs.py)
+linear.python_grad_free = lambda values, outs: (packed_linear.linear_source(values, outs)
+                                                or large_outputs.linear_source(values, outs))
 
 
 @linear.decompose

@@ -26,6 +26,8 @@ import time
 
 import torch
 
+from thunder.core import size_choices
+
 # below ~4M multiply-adds (a few tens of us) oneDNN's fixed cost per call (~15 us) eats the gain
 MIN_MACS = 1 << 22
 # oneDNN replaces torch's product only where it takes at most this fraction of torch's time: its
@@ -120,7 +122,7 @@ def _eligible(*names, macs):
             continue
         if n.device is None or n.device.type != "cpu" or n.dtype != torch.float32 or any(s < 0 for s in n.shape):
             return False
-    return macs >= MIN_MACS and faster()
+    return size_choices.choose("onednn: product large enough", macs >= MIN_MACS) and faster()
 
 
 def matmul_source(a_param, b_param):

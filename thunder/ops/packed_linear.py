@@ -74,6 +74,7 @@ import weakref
 import torch
 import torch.nn.functional as F
 
+from thunder.core import size_choices
 from thunder.core.scoped import scoped
 from thunder.ops import onednn
 
@@ -388,12 +389,12 @@ def _eligible(x, w, b, out_features):
                               or any(s < 0 for s in n.shape)):
             return None
     rows = math.prod(x.shape[:-1])
-    if dtype == torch.bfloat16:
-        return "impl.packed_" if used(dtype, rows) else None
+    if dtype == torch.bfloat16:  # (choices by size: recorded and replayed, core/size_choices.py)
+        return "impl.packed_" if size_choices.choose("packed weights: used", used(dtype, rows)) else None
     if dtype != torch.float32:
         return None
     k, n = (w.shape[1], w.shape[0]) if out_features == 0 else w.shape
-    return _PREFIX.get(f32_kernel(rows, k, n))
+    return _PREFIX.get(size_choices.choose("float32 linear kernel", f32_kernel(rows, k, n)))
 
 
 def linear_source(values, outs):

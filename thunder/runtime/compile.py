@@ -432,6 +432,10 @@ class Parts:
     symbolic_trace: object = None  # the acquisition trace with symbolic sizes (`?` dims), or why there is none
     float_exprs: tuple = ()  # the expressions of the floats computed from sizes the trace holds (1 / math.sqrt(T))
     int_exprs: tuple = ()  # the same for the ints (sizes: `C // H`, `max(T - W + 1, 0)`)
+    # the choices its compile and its backward's made by size (core/size_choices.py; set by
+    # runtime/generalize.py, whose samples at other sizes replay them)
+    size_choices: object = None
+    backward_size_choices: object = None
 
 
 def leaks(value, writes):

@@ -14,6 +14,7 @@ import types
 
 import torch
 
+from thunder.core import size_choices
 from thunder.lowering import fuse
 from thunder.runtime import carried, dynamic
 from thunder.runtime.compile import _acquire, _flatten_call, compile_entry
@@ -220,7 +221,9 @@ def _compile_sampled(jf, cd, cs, args, kwargs, chosen, ints, auto):
         return None, None
     sym_shapes = {id(t): d for t, d in zip(tensors, shape_names) if any(d)}
     try:
-        entry = compile_entry(cd, cs, args, kwargs, sym_shapes={**sym_shapes, **int_names}, keep_parts=True)
+        with size_choices.recording() as choices:  # (the samples replay them: core/size_choices.py)
+            entry = compile_entry(cd, cs, args, kwargs, sym_shapes={**sym_shapes, **int_names}, keep_parts=True)
+        entry.parts.size_choices = choices
     except Exception as e:  # noqa: BLE001 - tracing with symbols failed where tracing without may not
         if not auto:
             raise
@@ -386,12 +389,16 @@ def _compile_samples(cd, cs, args, kwargs, tensors, shape_names, int_names, part
     t0 = time.perf_counter()
     samples = []
     try:
+        backward_choices = _backward_choices(parts)
         for values in pair:
             shapes = [tuple(values[n] if n else v for n, v in zip(d, t.shape)) for t, d in zip(tensors, shape_names)]
             s_args, s_kwargs, swap = dynamic.stand_in_call(args, kwargs, tensors, shapes,
                                                            {w: values[n] for w, n in int_names.items()})
             try:  # (tensors read from state too: stand-ins read in their place)
-                sample = compile_entry(cd, cs, s_args, s_kwargs, keep_parts=True, stand_ins=swap)
+                with size_choices.recording(replay=parts.size_choices):
+                    sample = compile_entry(cd, cs, s_args, s_kwargs, keep_parts=True, stand_ins=swap)
+                with size_choices.recording(replay=backward_choices):
+                    _backward_of(sample.parts)
             except Exception as e:  # noqa: BLE001 - the function refuses the other sizes: per size
                 raise _SampleFailed(f"the call at other sizes ({values}) failed to compile: {type(e).__name__}: {e}",
                                     values) from None
@@ -407,6 +414,22 @@ def _compile_samples(cd, cs, args, kwargs, tensors, shape_names, int_names, part
         cs.last_compile_time += spent
         cs.last_stage_times = {**cs.last_stage_times, "samples at other sizes": spent}
     return samples
+
+
+def _backward_of(parts):
+    """The backward for all cotangents of a training program (compiled here if not yet), or None."""
+    program = parts.constants.get("_program")
+    return getattr(program, "backward_source", None) if type(program).__name__ == "AutogradProgram" else None
+
+
+def _backward_choices(parts):
+    """The size choices of the call's backward (compiled here, where not yet, to record them;
+    none for a program without one), kept in parts for a later attempt's samples."""
+    if parts.backward_size_choices is None:
+        with size_choices.recording() as choices:
+            _backward_of(parts)
+        parts.backward_size_choices = choices
+    return parts.backward_size_choices
 
 
 def _compile_fitted(jf, cd, cs, args, kwargs, family, arg_tensors, ints):
