@@ -5,14 +5,16 @@ same sums, so equal to eager's bits on this CPU's oneDNN, asserted within bf16 t
 weight changed in place is packed again; the probe's answer decides and nothing is packed
 without oneDNN; training (programs that record autograd history) is eager's within autocast
 tolerance, grads included. float32 products (MKL's packed sgemm) are eager's bits: the packed
-result is used only where the first call found it equal to F.linear's."""
+result is used only where the first call found it equal to F.linear's. Large float32 products go
+to the kernel the probe (or the settings) pick among F.linear, MKL packed, oneDNN and oneDNN
+packed (packed_linear.f32_kernel): each equal to eager within float32 rounding."""
 import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 import thunder
-from thunder.ops import packed_linear
+from thunder.ops import onednn, packed_linear
 
 BF16_TOL = dict(rtol=1.6e-2, atol=1e-2)
 
@@ -59,7 +61,7 @@ def _count_packings(monkeypatch):
     """The row counts of the packings made from now on."""
     calls = []
     pack = packed_linear._pack
-    monkeypatch.setattr(packed_linear, "_pack", lambda w, rows: calls.append(rows) or pack(w, rows))
+    monkeypatch.setattr(packed_linear, "_pack", lambda w, rows, library: calls.append(rows) or pack(w, rows, library))
     return calls
 
 
@@ -74,8 +76,9 @@ def packing_f32(monkeypatch):
 
 
 def _calls(jf, dtype=torch.bfloat16):
+    """(linear calls, addmm calls) from packed weights: bfloat16, float32 by MKL, or by "onednn"."""
     src = str(thunder.last_traces(jf)[-1])
-    prefix = "impl.packed_" if dtype == torch.bfloat16 else "impl.packed_f32_"
+    prefix = {torch.bfloat16: "impl.packed_", torch.float32: "impl.packed_f32_", "onednn": "impl.packed_onednn_"}[dtype]
     return src.count(prefix + "linear("), src.count(prefix + "addmm(")
 
 
@@ -277,7 +280,7 @@ def test_packings_kept_per_weight_are_bounded(packing):
             x = torch.randn(rows, 64, dtype=torch.bfloat16)
             torch.testing.assert_close(packed_linear.linear(x, w), F.linear(x, w), **BF16_TOL)
     kept = packed_linear._CACHE[id(w)][3]
-    assert packed_linear.KEPT == 2 and [rows for _, rows, _ in kept] == [1, 9]
+    assert packed_linear.KEPT == 2 and [rows for _, _, rows, _ in kept] == [1, 9]
 
 
 def test_a_weight_whose_writes_cannot_be_seen_is_not_packed(packing):
@@ -417,3 +420,173 @@ def test_float32_switch_and_without_mkl(packing_f32, choice):
     with torch.no_grad():
         torch.testing.assert_close(jf(x), lin(x), rtol=0, atol=0)
     assert _calls(jf, torch.float32) == (0, 0)
+
+
+# --------------------------------------------------------------------------------------------
+# float32 products of MIN_MACS or more: the fastest of torch's, MKL's packed, oneDNN's and oneDNN's
+# packed (packed_linear.f32_kernel), forced by THUNDER_CPU_MATMUL and THUNDER_PACKED_WEIGHTS
+
+# (THUNDER_CPU_MATMUL, THUNDER_PACKED_WEIGHTS) -> the kernel they leave, the generated call
+FORCED = {("onednn", "on"): ("onednn_packed", "impl.packed_onednn_"), ("onednn", "off"): ("onednn", "impl.onednn_"),
+          ("torch", "on"): ("mkl_packed", "impl.packed_f32_"), ("torch", "off"): ("torch", None)}
+F32_TOL = dict(rtol=1e-5, atol=1e-5)
+
+
+def _force(monkeypatch, matmul, packing):
+    kernel, prefix = FORCED[(matmul, packing)]
+    if kernel.startswith("onednn") and not onednn.available():
+        pytest.skip("torch is built without oneDNN (mkldnn)")
+    if kernel.endswith("packed") and not packed_linear.available(torch.float32, kernel.split("_")[0]):
+        pytest.skip(f"torch packs no float32 products by {kernel.split('_')[0]} here")
+    monkeypatch.setenv("THUNDER_CPU_MATMUL", matmul)
+    monkeypatch.setenv(packed_linear.ENV, packing)
+    return kernel, prefix
+
+
+class Wide(nn.Module):
+    """Products of MIN_MACS or more at 32 rows: a linear with a bias, a Conv1D, a bias-free head."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(512, 384)
+        self.conv = Conv1D(384, 384)
+        self.head = nn.Linear(384, 2048, bias=False)
+
+    def forward(self, x):
+        return self.head(F.silu(self.conv(F.gelu(self.fc(x)))))
+
+
+@pytest.mark.parametrize("matmul, packing", list(FORCED), ids=[f"{m}-{p}" for m, p in FORCED])
+def test_float32_large_products_by_each_kernel_equal_eager(monkeypatch, matmul, packing):
+    """Each kernel the settings force runs every product (the generated calls) and gives eager's
+    result: bit for bit by torch and MKL's packed path (used where its bits are F.linear's),
+    within float32 rounding by oneDNN (its sums in another order), at a prefill's rows and a
+    decode step's one (the lm head's product is as large: 2048 x 384 > MIN_MACS at 32 rows; one
+    row is below it, so torch's or MKL's)."""
+    kernel, prefix = _force(monkeypatch, matmul, packing)
+    calls = _count_packings(monkeypatch)
+    torch.manual_seed(0)
+    net = Wide()
+    assert 32 * 384 * 384 >= onednn.MIN_MACS
+    jnet = thunder.jit(net)
+    x = torch.randn(2, 16, 512)
+    for _ in range(3):  # (MKL's packed path: the first call compares, later ones run packed)
+        with torch.no_grad():
+            out, expected = jnet(x), net(x)
+        tol = F32_TOL if kernel.startswith("onednn") else dict(rtol=0, atol=0)
+        torch.testing.assert_close(out, expected, **tol)
+    src = str(thunder.last_traces(jnet)[-1])
+    if prefix is None:
+        assert "impl." not in src and src.count("torch.nn.functional.linear(") == 2 and "torch.addmm(" in src
+    else:
+        assert (src.count(prefix + "linear("), src.count(prefix + "addmm(")) == (2, 1)
+    assert len(calls) == (3 if kernel.endswith("packed") else 0)  # (each weight packed once)
+
+
+def test_onednn_packed_float32_sees_every_write(monkeypatch):
+    """oneDNN's packed float32 weights are remade after each write as MKL's and bf16's are
+    (values equal eager's within float32 rounding after it: each write changes every weight by
+    far more) and reused where nothing was written."""
+    _force(monkeypatch, "onednn", "on")
+    monkeypatch.setattr(onednn, "MIN_MACS", 0)  # (Net's small products through oneDNN too)
+    calls = _count_packings(monkeypatch)
+    torch.manual_seed(0)
+    net = Net()
+    jnet = thunder.jit(net)
+    x = torch.randn(3, 5, 64)
+
+    def compare():
+        with torch.no_grad():
+            torch.testing.assert_close(jnet(x), net(x), **F32_TOL)
+
+    compare()
+    assert _calls(jnet, "onednn") == (2, 1) and len(calls) == 3
+    compare()
+    assert len(calls) == 3
+    for name, write in WRITES.items():
+        with torch.no_grad():
+            write(net)
+        del calls[:]
+        try:
+            compare()
+        except AssertionError as e:
+            raise AssertionError(f"stale packed weight after {name}") from e
+        assert len(calls) == 3, name
+
+
+def _probe_says(monkeypatch, times, exact, packing="auto"):
+    """f32_kernel's answers at a prefill's and a decode step's rows, `_times` (ms) made up."""
+    if not (onednn.available() and packed_linear.available(torch.float32, "onednn")):
+        pytest.skip("torch is built without oneDNN (mkldnn)")
+    monkeypatch.setenv("THUNDER_CPU_MATMUL", "auto")
+    monkeypatch.setenv(packed_linear.ENV, packing)
+    monkeypatch.setattr(packed_linear, "_times", lambda dtype, rows, n, k=512: (times, exact))
+    monkeypatch.setattr(packed_linear, "available", lambda dtype=torch.bfloat16, library=None: True)
+    n = onednn.MIN_MACS // 512
+    return packed_linear.f32_kernel(512, 512, n), packed_linear.f32_kernel(1, 512, n), packed_linear.f32_kernel(1, 512, n - 1)
+
+
+def test_the_probe_picks_by_time_not_by_cpu(monkeypatch):
+    """Where MKL is fast (an Intel CPU: packed MKL faster than F.linear and bit-equal, oneDNN no
+    faster) MKL's packed path stays; where oneDNN takes under onednn.MARGIN of it (this AMD Zen 5:
+    ~0.45), oneDNN's, packed where no slower than plain; MKL's packed time counts only where the
+    probe found its bits F.linear's; products under MIN_MACS keep the MKL side."""
+    intel = {"torch": 3.5, "mkl_packed": 3.2, "onednn": 3.4, "onednn_packed": 3.3}
+    assert _probe_says(monkeypatch, intel, True) == ("mkl_packed",) * 3
+    zen5 = {"torch": 3.9, "mkl_packed": 3.8, "onednn": 1.75, "onednn_packed": 1.6}
+    assert _probe_says(monkeypatch, zen5, True) == ("onednn_packed", "onednn_packed", "mkl_packed")
+    assert _probe_says(monkeypatch, dict(zen5, onednn_packed=1.8), True)[0] == "onednn"
+    # oneDNN under MARGIN of F.linear but not of MKL's packed time: MKL's where its bits are F.linear's
+    close = {"torch": 3.0, "mkl_packed": 2.0, "onednn": 2.1, "onednn_packed": 2.2}
+    assert _probe_says(monkeypatch, close, True)[0] == "mkl_packed"
+    assert _probe_says(monkeypatch, close, False)[0] == "onednn"
+    # the settings still decide: packing off leaves the choice to onednn.faster() (as for matmuls)
+    monkeypatch.setattr(onednn, "measured_faster", lambda: False)
+    assert _probe_says(monkeypatch, zen5, True, packing="off") == ("torch",) * 3
+    monkeypatch.setattr(onednn, "measured_faster", lambda: True)
+    assert _probe_says(monkeypatch, zen5, True, packing="off") == ("onednn", "onednn", "torch")
+
+
+def test_the_settings_are_read_at_each_compilation(monkeypatch):
+    """THUNDER_CPU_MATMUL overrides the measured answer whenever it is set (the measurement
+    itself is made once); a wrong value is named."""
+    if not onednn.available():
+        pytest.skip("torch is built without oneDNN (mkldnn)")
+    for choice in ("onednn", "torch", "onednn"):
+        monkeypatch.setenv("THUNDER_CPU_MATMUL", choice)
+        assert onednn.faster() == (choice == "onednn")
+    monkeypatch.setenv("THUNDER_CPU_MATMUL", "mkl")
+    with pytest.raises(ValueError, match="THUNDER_CPU_MATMUL='mkl'"):
+        onednn.faster()
+
+
+@pytest.mark.parametrize("name", ["llama", "gpt2"])
+@pytest.mark.parametrize("matmul, packing", [("onednn", "on"), ("onednn", "off"), ("torch", "auto")],
+                         ids=["onednn-packed", "onednn", "torch-mkl"])
+def test_float32_prefill_equals_eager(monkeypatch, name, matmul, packing):
+    """A transformers model's float32 no_grad forward (a prefill) through each kernel (oneDNN
+    taking every product: MIN_MACS 0) equals eager's within float32 rounding, and so does a
+    second call (packed weights reused)."""
+    transformers = pytest.importorskip("transformers")
+    kernel, prefix = _force(monkeypatch, matmul, "on" if packing == "on" else "off")
+    monkeypatch.setenv(packed_linear.ENV, packing)
+    monkeypatch.setattr(onednn, "MIN_MACS", 0)
+    torch.manual_seed(0)
+    if name == "gpt2":
+        config = transformers.GPT2Config(vocab_size=96, n_positions=32, n_embd=32, n_layer=2, n_head=2,
+                                         resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+        model = transformers.GPT2LMHeadModel(config).eval()
+    else:
+        config = transformers.LlamaConfig(vocab_size=96, max_position_embeddings=32, hidden_size=32,
+                                          intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                          num_key_value_heads=2)
+        model = transformers.LlamaForCausalLM(config).eval()
+    jm = thunder.jit(model)
+    ids = torch.randint(0, 96, (2, 8), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        expected = model(input_ids=ids, use_cache=False).logits
+        for _ in range(2):
+            torch.testing.assert_close(jm(input_ids=ids, use_cache=False).logits, expected, **F32_TOL)
+    if prefix is not None:
+        src = str(thunder.last_traces(jm)[-1])
+        assert src.count(prefix) >= (5 if name == "gpt2" else 15)  # (every linear/Conv1D: 4 or 7 a layer, the head)

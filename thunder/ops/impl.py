@@ -6,9 +6,11 @@ import math
 from thunder.core import fresh_memory
 
 from thunder.ops.large_outputs import linear as large_linear, matmul as large_matmul  # noqa: F401 (generated code)
-from thunder.ops.onednn import linear as onednn_linear, matmul as onednn_matmul  # noqa: F401 (generated code)
+from thunder.ops.onednn import addmm as onednn_addmm, linear as onednn_linear, matmul as onednn_matmul  # noqa: F401 (generated code)
 from thunder.ops.packed_linear import addmm as packed_addmm, linear as packed_linear  # noqa: F401 (generated code)
 from thunder.ops.packed_linear import addmm_f32 as packed_f32_addmm, linear_f32 as packed_f32_linear  # noqa: F401
+from thunder.ops.packed_linear import (addmm_onednn_f32 as packed_onednn_addmm,  # noqa: F401 (generated code)
+                                       linear_onednn_f32 as packed_onednn_linear)
 
 
 def convert_element_type(a, dtype):

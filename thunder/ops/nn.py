@@ -181,7 +181,7 @@ def baddbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta: Number = 1, 
 
 
 addmm.decompose(lambda input, mat1, mat2, *, beta=1, alpha=1: _addmm_decomp("addmm", input, mat1, mat2, beta, alpha))
-addmm.python_grad_free = packed_linear.addmm_source  # (bfloat16 Conv1D products: ops/packed_linear.py)
+addmm.python_grad_free = packed_linear.addmm_source  # (Conv1D products, as linear's: ops/packed_linear.py)
 baddbmm.decompose(lambda input, batch1, batch2, *, beta=1, alpha=1:
                   _addmm_decomp("baddbmm", input, batch1, batch2, beta, alpha))
 
@@ -346,11 +346,10 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None):
                        out.dtype, out.device)
 
 
-# bfloat16 products from packed weights where asked for (ops/packed_linear.py), float32 ones by
-# oneDNN where it is faster (ops/onednn.py), others with a large result into fresh huge pages
-# (ops/large_outputs.py)
+# bfloat16 products from packed weights where asked for, float32 ones by the fastest of torch's,
+# MKL's packed, oneDNN's, oneDNN's packed measured here (ops/packed_linear.py); others (torch's)
+# with a large result into fresh huge pages (ops/large_outputs.py)
 linear.python_grad_free = lambda values, outs: (packed_linear.linear_source(values, outs)
-                                                or onednn.linear_source(values, outs)
                                                 or large_outputs.linear_source(values, outs))
 
 

@@ -12,8 +12,12 @@ That op has no derivative formula (autograd would silently give no gradient thro
 generated programs call it only where no autograd history is recorded (codegen's `grad_free`:
 the forward and backward of thunder-autograd, which run under torch.no_grad, and programs compiled
 for grad mode off or where no tensor requires grad, inputs or results). Which library is faster
-is measured once per process on this machine (`faster`); THUNDER_CPU_MATMUL=onednn|torch
-overrides it.
+is measured once per process on this machine (`measured_faster`); THUNDER_CPU_MATMUL=onednn|torch
+overrides it (`faster`). That decides matmul and mm, and the linears of programs that pack no
+weights (a training step's forward); where weights may be packed, the kernel of a float32 linear
+or GPT-2 Conv1D product (`addmm`) is chosen among F.linear, MKL's packed, this module's and
+oneDNN's packed by one probe that times them all (ops/packed_linear.py `f32_kernel`), with the
+same MARGIN for oneDNN.
 """
 import functools
 import math
@@ -26,6 +30,9 @@ from thunder.core import size_choices
 
 # below ~4M multiply-adds (a few tens of us) oneDNN's fixed cost per call (~15 us) eats the gain
 MIN_MACS = 1 << 22
+# oneDNN replaces torch's product only where it takes at most this fraction of torch's time: its
+# sums come in another order than torch's (other bits), so only for a clear gain
+MARGIN = 0.75
 
 
 def available():
@@ -40,6 +47,13 @@ def linear(input, weight, bias=None):
     return torch.ops.mkldnn._linear_pointwise(input, weight, bias, "none", [], "")
 
 
+def addmm(bias, input, weight):
+    """torch.addmm(bias, input, weight) (bias 1-D, beta = alpha = 1: a GPT-2 Conv1D's product on
+    its [in, out] weight) by oneDNN: `linear` of the view weight^T (oneDNN reads a weight of any
+    strides without copying it)."""
+    return linear(input, weight.t(), bias)
+
+
 def matmul(input, other):
     """input @ other for input of 2 or more dims and a matrix other, by oneDNN. oneDNN takes its
     weight (other^T here) with any strides but copies an input that is not contiguous (a weight
@@ -52,17 +66,29 @@ def matmul(input, other):
     return torch.ops.mkldnn._linear_pointwise(input, other.t(), None, "none", [], "")
 
 
-@functools.lru_cache(maxsize=None)
-def faster():
-    """Whether oneDNN's float32 GEMM beats torch's on this machine: best of 5 interleaved runs
-    of a 256x256x256 product on one thread (the kernels' speed on this CPU; with two threads
-    on a shared machine, a thread waiting for a busy core decides the time), thread CPU time,
-    oneDNN by 25% or more."""
+def setting():
+    """THUNDER_CPU_MATMUL: 'auto' (the default: measured), 'onednn' or 'torch'."""
     choice = os.environ.get("THUNDER_CPU_MATMUL", "auto")
     if choice not in ("auto", "onednn", "torch"):
         raise ValueError(f"thunder: THUNDER_CPU_MATMUL={choice!r}; expected 'auto', 'onednn' or 'torch'")
+    return choice
+
+
+def faster():
+    """Whether oneDNN's float32 GEMM is to replace torch's: THUNDER_CPU_MATMUL, or where `auto`,
+    `measured_faster`."""
+    choice = setting()
     if choice != "auto" or not available():
         return choice == "onednn" and available()
+    return measured_faster()
+
+
+@functools.lru_cache(maxsize=None)
+def measured_faster():
+    """Whether oneDNN's float32 GEMM beats torch's on this machine: best of 5 interleaved runs
+    of a 256x256x256 product on one thread (the kernels' speed on this CPU; with two threads
+    on a shared machine, a thread waiting for a busy core decides the time), thread CPU time,
+    oneDNN in at most MARGIN of torch's time (measured once per process)."""
     g = torch.Generator().manual_seed(0)
     a, b = torch.randn(256, 256, generator=g), torch.randn(256, 256, generator=g)
     runs = {"torch": lambda: torch.mm(a, b.t()), "onednn": lambda: linear(a, b)}
@@ -80,7 +106,7 @@ def faster():
                     best[name] = min(best[name], time.thread_time() - t)
     finally:
         torch.set_num_threads(threads)
-    return best["onednn"] < 0.75 * best["torch"]
+    return best["onednn"] < MARGIN * best["torch"]
 
 
 def used_in(source):
@@ -97,18 +123,6 @@ def _eligible(*names, macs):
         if n.device is None or n.device.type != "cpu" or n.dtype != torch.float32 or any(s < 0 for s in n.shape):
             return False
     return size_choices.choose("onednn: product large enough", macs >= MIN_MACS) and faster()
-
-
-def linear_source(values, outs):
-    """Statements for ltorch.linear in a grad-free program, or None (torch's F.linear)."""
-    x, w, b = values["input"], values["weight"], values["bias"]
-    if not (hasattr(x, "shape") and hasattr(w, "shape")) or len(x.shape) < 2 or len(w.shape) != 2:
-        return None
-    if b is not None and (not hasattr(b, "shape") or tuple(b.shape) != (w.shape[0],)):
-        return None
-    if not _eligible(x, w, b, macs=math.prod(x.shape) * w.shape[0]):
-        return None
-    return [f"{outs[0]} = impl.onednn_linear({x.name}, {w.name}{', ' + b.name if b is not None else ''})"]
 
 
 def matmul_source(a_param, b_param):

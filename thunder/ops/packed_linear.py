@@ -1,5 +1,6 @@
-"""Linear layers from weights packed once (THUNDER_PACKED_WEIGHTS, default auto): bfloat16 through
-oneDNN, float32 through MKL's packed sgemm.
+"""Linear layers from weights packed once, and which kernel runs a grad-free float32 linear:
+bfloat16 packed for oneDNN; float32 by the fastest measured here of F.linear, MKL's packed sgemm,
+oneDNN's GEMM and oneDNN's from a packed weight (`f32_kernel`).
 
 torch runs a bfloat16 `F.linear` on the CPU with the weight as it is stored ([out, in], row
 major). oneDNN runs the same product faster from a weight reordered into its blocked layout
@@ -7,16 +8,27 @@ major). oneDNN runs the same product faster from a weight reordered into its blo
 the same sums: packed for the number of rows it is called with, the result is bit for bit
 F.linear's (docs/benchmarks.md, "GEMM epilogues and packed weights": 1.3-1.7x per product on an
 Intel Xeon with AMX, a token's decode step and a prefill alike). Packing costs a pass over the
-weight, so it pays only where the packed copy is reused: it is kept per parameter and row count
-(the KEPT most recently used row counts) while nothing writes the parameter.
+weight, so it pays only where the packed copy is reused: it is kept per parameter, library and
+row count (the KEPT most recently used) while nothing writes the parameter.
 
-float32: MKL runs a float32 product from a weight packed for its row count
+float32, MKL: MKL runs a float32 product from a weight packed for its row count
 (`torch.ops.mkl._mkl_reorder_linear_weight(w, rows)`, `torch.ops.mkl._mkl_linear`: inductor's
-path for frozen float32 weights) 5-15% faster at a prefill's rows, with F.linear's bits for some
-shapes only: whether they agree depends on the row count, K, the bias and the thread count in ways
-no rule states (docs/benchmarks.md, "Branch f32pack"). So `linear_f32` compares the packed result
-with F.linear's on the first call of each kind (bias or none, input rank and contiguity, thread
-count) per packing, returns F.linear's result then, and runs packed only where they were equal.
+path for frozen float32 weights) 5-15% faster at a prefill's rows on an Intel Xeon, with
+F.linear's bits for some shapes only: whether they agree depends on the row count, K, the bias
+and the thread count in ways no rule states (docs/benchmarks.md, "Branch f32pack"). So
+`linear_f32` compares the packed result with F.linear's on the first call of each kind (bias or
+none, input rank and contiguity, thread count) per packing, returns F.linear's result then, and
+runs packed only where they were equal.
+
+float32, oneDNN: where MKL does not take its AVX-512 kernels (an AMD EPYC, Zen 5) oneDNN's GEMM
+is ~2x faster than MKL's, packed or not (ops/onednn.py), and oneDNN runs it 3-7% faster again from
+a float32 weight reordered once as the bfloat16 ones are (`linear_onednn_f32`; its bits were
+plain oneDNN's at every shape measured: docs/benchmarks.md, "Branch f32pre"). `f32_kernel`
+picks the kernel of each float32 product in a grad-free program from one probe per process and
+row class (`_times`: all four kernels on the same product, one thread): oneDNN where it takes at
+most onednn.MARGIN of the MKL side's time (its sums come in another order: other bits, so only
+for a clear gain), MKL's packed path where it was F.linear's bits and no slower, else F.linear.
+Products under onednn.MIN_MACS (a decode step's, except the lm head) keep the MKL side.
 
 Freshness: a version counter does not see every write (`p.data.copy_`, `p.data.add_`,
 `vector_to_parameters`, a fused optimizer's step, a write through the storage or a numpy view all
@@ -35,17 +47,22 @@ program run on the same module): a copy there and a packing again here, slower b
 before the packing (a numpy array or a C extension holding the address from earlier).
 
 THUNDER_PACKED_WEIGHTS=auto (the default) packs where a probe on this machine finds it no slower
-(`faster`, measured once per process per dtype and, for float32, for 1 row and for many),
-except in a training step's forward (`training_forward`: its weights change at every optimizer
-step), =on wherever oneDNN (bfloat16) or MKL (float32) can run it, =off never.
+(`faster` and `f32_kernel`, measured once per process per dtype and, for float32, for 1 row and
+for many), except in a training step's forward (`training_forward`: its weights change at every
+optimizer step; its float32 products by oneDNN or torch as onednn.faster() says), =on wherever
+oneDNN (bfloat16) or the float32 library chosen (oneDNN or MKL) can run it, =off never (float32:
+oneDNN or torch as onednn.faster() says). THUNDER_CPU_MATMUL=onednn|torch (ops/onednn.py) leaves
+float32 products of MIN_MACS or more to that library.
 
-Generated programs call `linear` and `linear_f32` only where they record no autograd history
-(codegen's grad_free: the ops have no derivative formula). `linear` for bfloat16 products: those
-of a bfloat16 model and those that `torch.autocast("cpu", torch.bfloat16)` makes of a float32
-model's linears, whose weight cast the program leaves to autocast (runtime/autocast_casts.py):
-`linear` makes that cast itself, once per packing. `linear_f32` for float32 products (outside
-autocast). Anything else (a weight that is no `nn.Parameter`, an inference tensor, no rows, a
-storage that cannot be made copy-on-write: numpy's, shared memory) goes to `F.linear` as before.
+Generated programs call `linear`, `linear_f32` and `linear_onednn_f32` only where they record no
+autograd history (codegen's grad_free: the ops have no derivative formula). `linear` for
+bfloat16 products: those of a bfloat16 model and those that `torch.autocast("cpu",
+torch.bfloat16)` makes of a float32 model's linears, whose weight cast the program leaves to
+autocast (runtime/autocast_casts.py): `linear` makes that cast itself, once per packing.
+`linear_f32` and `linear_onednn_f32` for float32 products (outside autocast). Anything else (a
+weight that is no `nn.Parameter`, an inference tensor, no rows, a storage that cannot be made
+copy-on-write: numpy's, shared memory) goes to `F.linear` as before (`linear_onednn_f32`: to
+`onednn.linear`, the same sums).
 """
 import contextvars
 import functools
@@ -59,11 +76,12 @@ import torch.nn.functional as F
 
 from thunder.core import size_choices
 from thunder.core.scoped import scoped
+from thunder.ops import onednn
 
 ENV = "THUNDER_PACKED_WEIGHTS"
 
 # weight id -> (weakref to it, its layout (`_layout`), the copy-on-write clone of its storage,
-# {(dtype, rows, transposed): (packed weight, {kind of call: F.linear's bits (float32 only)})})
+# {(dtype, library, rows, transposed): (packed weight, {kind of call: F.linear's bits (MKL only)})})
 _CACHE = {}
 # packings kept per weight (row counts: a prefill's and a decode step's), so that the memory they
 # take is bounded (at most KEPT copies of a weight in its product's dtype) when calls come with ever
@@ -89,31 +107,40 @@ def mode():
     return choice
 
 
-def available(dtype=torch.bfloat16):
-    """Whether products in dtype can run packed here (oneDNN for bfloat16, MKL for float32)."""
+def _library(dtype, library):
+    """The library packing products in dtype: `library`, or by default oneDNN for bfloat16 and
+    MKL for float32."""
+    return library or ("mkl" if dtype == torch.float32 else "onednn")
+
+
+def available(dtype=torch.bfloat16, library=None):
+    """Whether products in dtype can run packed here by `library` ('mkl': float32 only;
+    'onednn': bfloat16 or float32; default `_library`)."""
     if not (hasattr(torch, "_lazy_clone") and hasattr(torch._C, "_is_cow_tensor")  # (how writes are seen)
             and hasattr(torch.Tensor, "const_data_ptr")):  # (a pointer read that keeps copy-on-write: torch >= 2.12)
         return False
-    if dtype == torch.float32:
+    if _library(dtype, library) == "mkl":
         mkl = torch.ops.mkl
-        return (torch.backends.mkl.is_available() and hasattr(mkl, "_mkl_linear")
+        return (dtype == torch.float32 and torch.backends.mkl.is_available() and hasattr(mkl, "_mkl_linear")
                 and hasattr(mkl, "_mkl_reorder_linear_weight"))
     mkldnn = torch.ops.mkldnn
-    return (dtype == torch.bfloat16 and torch.backends.mkldnn.is_available()
-            and hasattr(mkldnn, "_linear_pointwise") and hasattr(mkldnn, "_reorder_linear_weight")
-            and hasattr(mkldnn, "_is_mkldnn_bf16_supported") and mkldnn._is_mkldnn_bf16_supported())
+    if not (torch.backends.mkldnn.is_available() and hasattr(mkldnn, "_linear_pointwise")
+            and hasattr(mkldnn, "_reorder_linear_weight")):
+        return False
+    return dtype == torch.float32 or (dtype == torch.bfloat16 and hasattr(mkldnn, "_is_mkldnn_bf16_supported")
+                                      and mkldnn._is_mkldnn_bf16_supported())
 
 
-def _pack(w, rows):
-    if w.dtype == torch.float32:
+def _pack(w, rows, library):
+    if library == "mkl":
         return torch.ops.mkl._mkl_reorder_linear_weight(w, rows)
     return torch.ops.mkldnn._reorder_linear_weight(w, rows)
 
 
-def _product(input, p, weight, bias, rows):
-    """input @ weight^T + bias from p, weight packed for `rows` rows (weight: [out, in], as stored
-    or a view)."""
-    if p.dtype == torch.float32:
+def _product(input, p, weight, bias, rows, library):
+    """input @ weight^T + bias from p, weight packed by `library` for `rows` rows (weight: [out,
+    in], as stored or a view)."""
+    if library == "mkl":
         return torch.ops.mkl._mkl_linear(input, p, weight, bias, rows)
     return torch.ops.mkldnn._linear_pointwise(input, p, bias, "none", [], "")
 
@@ -123,10 +150,12 @@ def _layout(w):
     return w.const_data_ptr(), w._version, tuple(w.shape), w.stride(), w.dtype
 
 
-def packed(w, dtype, rows, transposed=False):
-    """(w (a parameter; transposed: w^T, a GPT-2 Conv1D's [in, out] weight) in dtype, packed for
-    products of `rows` rows; {kind of call: whether its results are F.linear's}) or None: made
-    once, reused while no write reached w (the module's docstring: freshness)."""
+def packed(w, dtype, rows, transposed=False, library=None):
+    """(w (a parameter; transposed: w^T, a GPT-2 Conv1D's [in, out] weight) in dtype, packed by
+    `library` (default `_library`) for products of `rows` rows; {kind of call: whether its
+    results are F.linear's}) or None: made once, reused while no write reached w (the module's
+    docstring: freshness)."""
+    library = _library(dtype, library)
     key = id(w)
     entry = _CACHE.get(key)
     if entry is None or entry[0]() is not w or entry[1] != _layout(w):
@@ -142,15 +171,15 @@ def packed(w, dtype, rows, transposed=False):
     if entry[2] is None:
         return None  # (a write could not be seen: not packed)
     by_rows = entry[3]
-    p = by_rows.pop((dtype, rows, transposed), None)
+    p = by_rows.pop((dtype, library, rows, transposed), None)
     if p is None:
         # (a copy of w: oneDNN's reorder asks for a writable pointer, which would move w's buffer,
         # or the clone's and end the sharing, so that a later write to w would keep w's buffer)
         src = w.detach().to(dtype, copy=True)
-        p = (_pack((src.t() if transposed else src).contiguous(), rows), {})
+        p = (_pack((src.t() if transposed else src).contiguous(), rows, library), {})
         while len(by_rows) >= KEPT:  # (the least recently used goes: a prefill's of another length)
             by_rows.pop(next(iter(by_rows)))
-    by_rows[(dtype, rows, transposed)] = p  # (last: most recently used)
+    by_rows[(dtype, library, rows, transposed)] = p  # (last: most recently used)
     return p
 
 
@@ -172,12 +201,17 @@ def linear(input, weight, bias=None, transposed=False):
     w = packed(weight, dtype, rows, transposed)
     if w is None:
         return _unpacked(input, weight, bias, transposed)
-    input = input.to(dtype)
-    if bias is not None:
-        bias = bias.to(dtype).contiguous()  # (oneDNN reads the bias as contiguous: ops/onednn.py)
-        if torch._C._is_cow_tensor(bias):  # (oneDNN asks for a writable pointer: it would move the
-            bias = bias.clone()            # storage, and the weights packed from it (vector_to_parameters))
-    return _product(input, w[0], None, bias, rows)
+    return _product(input.to(dtype), w[0], None, _onednn_bias(bias, dtype), rows, "onednn")
+
+
+def _onednn_bias(bias, dtype):
+    """The bias as oneDNN takes it: in dtype, contiguous (oneDNN reads it so: ops/onednn.py), not
+    copy-on-write (oneDNN asks for a writable pointer: that would move the storage, and the
+    weights packed from it: vector_to_parameters)."""
+    if bias is None:
+        return None
+    bias = bias.to(dtype).contiguous()
+    return bias.clone() if torch._C._is_cow_tensor(bias) else bias
 
 
 def addmm(bias, input, weight):
@@ -202,7 +236,7 @@ def linear_f32(input, weight, bias=None, transposed=False):
     same = exact.get(kind)
     if same is False:
         return _unpacked(input, weight, bias, transposed)
-    out = _product(input, p, weight.t() if transposed else weight, bias, rows)
+    out = _product(input, p, weight.t() if transposed else weight, bias, rows, "mkl")
     if same is None:
         expected = _unpacked(input, weight, bias, transposed)
         exact[kind] = out.stride() == expected.stride() and torch.equal(out, expected)
@@ -215,34 +249,68 @@ def addmm_f32(bias, input, weight):
     return linear_f32(input, weight, bias, transposed=True)
 
 
+def linear_onednn_f32(input, weight, bias=None, transposed=False):
+    """F.linear(input, weight, bias) of float32 tensors by oneDNN from the weight packed for it:
+    the same sums as `onednn.linear`'s (its bits wherever measured: docs/benchmarks.md, "Branch
+    f32pre"), which runs it where the weight cannot be packed."""
+    rows = input.numel() // input.shape[-1] if input.shape[-1] else 0
+    if rows == 0 or torch.is_autocast_enabled("cpu"):  # (autocast would make it a bfloat16 product)
+        return _unpacked(input, weight, bias, transposed)
+    entry = None
+    if type(weight) is torch.nn.Parameter and not weight.is_inference():
+        entry = packed(weight, torch.float32, rows, transposed, "onednn")
+    if entry is None:
+        return onednn.linear(input, weight.t() if transposed else weight, bias)
+    return _product(input, entry[0], None, _onednn_bias(bias, torch.float32), rows, "onednn")
+
+
+def addmm_onednn_f32(bias, input, weight):
+    """torch.addmm(bias, input, weight) of float32 tensors (as `addmm`) by `linear_onednn_f32`."""
+    return linear_onednn_f32(input, weight, bias, transposed=True)
+
+
 def faster(dtype=torch.bfloat16, rows=256):
     """Whether packed products in dtype are no slower than F.linear here (`_no_slower`, measured
     once per process): bfloat16 at both 1 row (a decode step) and 256 (a prefill), whatever
-    `rows`; float32 at 1 row for products of one row, at 256 for more. The bfloat16 probe leaves
-    out what packing saves besides (autocast casts each weight again in every call; a packed
-    copy is cast once), so where the two measure equal, packing still wins under autocast
+    `rows`; float32 (MKL) at 1 row for products of one row, at 256 for more. The bfloat16 probe
+    leaves out what packing saves besides (autocast casts each weight again in every call; a
+    packed copy is cast once), so where the two measure equal, packing still wins under autocast
     (docs/benchmarks.md)."""
     if dtype == torch.bfloat16:
         return _no_slower(dtype, 1) and _no_slower(dtype, 256)
     return _no_slower(dtype, 1 if rows == 1 else 256)
 
 
-@functools.lru_cache(maxsize=None)
 def _no_slower(dtype, rows):
-    """Whether a packed [rows, 512] x [512, 1536] product in dtype takes at most F.linear's time:
-    best of 9 interleaved runs, thread CPU time, one thread."""
-    if not available(dtype):
-        return False
+    """Whether a packed [rows, 512] x [512, 1536] product in dtype (by `_library`) takes at most
+    F.linear's time (`_times`)."""
+    times, _ = _times(dtype, rows, 1536)
+    name = _library(dtype, None) + "_packed"
+    return name in times and times[name] <= times["torch"]
+
+
+@functools.lru_cache(maxsize=None)
+def _times(dtype, rows, n, k=512):
+    """({kernel: its time}, whether MKL's packed result was F.linear's bits) for a [rows, k] x
+    [k, n] product in dtype by each kernel available here: 'torch' (F.linear), 'onednn_packed',
+    and for float32 'mkl_packed' and 'onednn' (onednn.linear). Best of 9 interleaved runs, thread
+    CPU time, one thread (the kernels' speed on this CPU: ops/onednn.py `measured_faster`);
+    measured once per process and shape."""
     g = torch.Generator().manual_seed(0)
-    w = torch.nn.Parameter(torch.randn(1536, 512, generator=g).to(dtype), requires_grad=False)
-    x = torch.randn(rows, 512, generator=g).to(dtype)
+    w = torch.nn.Parameter(torch.empty(n, k, dtype=dtype).uniform_(-1, 1, generator=g), requires_grad=False)
+    x = torch.randn(rows, k, generator=g).to(dtype)
+    runs = {"torch": lambda: F.linear(x, w)}
+    for library in ("mkl", "onednn"):
+        entry = packed(w, dtype, rows, library=library) if available(dtype, library) else None
+        if entry is not None:
+            runs[library + "_packed"] = lambda p=entry[0], library=library: _product(x, p, w, None, rows, library)
+    if dtype == torch.float32 and onednn.available():
+        runs["onednn"] = lambda: onednn.linear(x, w)
+    best = dict.fromkeys(runs, float("inf"))
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
         with torch.no_grad():
-            p = packed(w, dtype, rows)[0]
-            runs = {"torch": lambda: F.linear(x, w), "packed": lambda: _product(x, p, w, None, rows)}
-            best = dict.fromkeys(runs, float("inf"))
             for f in runs.values():
                 f()  # (the library sets up its kernel)
             for _ in range(9):
@@ -250,24 +318,67 @@ def _no_slower(dtype, rows):
                     t = time.thread_time()
                     f()
                     best[name] = min(best[name], time.thread_time() - t)
+            exact = "mkl_packed" in runs and torch.equal(runs["mkl_packed"](), runs["torch"]())
     finally:
         torch.set_num_threads(threads)
-    return best["packed"] <= best["torch"]
+    return best, exact
+
+
+def _packing():
+    """THUNDER_PACKED_WEIGHTS for the program being generated: `auto` is `off` in a training
+    step's forward (`training_forward`)."""
+    choice = mode()
+    return "off" if choice == "auto" and _TRAINING_FORWARD.get() else choice
 
 
 def used(dtype=torch.bfloat16, rows=256):
     """Whether products in dtype of `rows` rows in grad-free programs compiled now go through
-    `linear` (bfloat16) or `linear_f32` (float32)."""
-    choice = mode()
+    `linear` (bfloat16) or `linear_f32` (float32, MKL) where oneDNN does not take them
+    (`f32_kernel`)."""
+    choice = _packing()
     if choice == "off" or not available(dtype):
         return False
-    return choice == "on" or (not _TRAINING_FORWARD.get() and faster(dtype, rows))
+    return choice == "on" or faster(dtype, rows)
+
+
+def f32_kernel(rows, k, n):
+    """What runs a float32 [rows, k] x [k, n] product in a grad-free program: 'torch' (F.linear,
+    torch.addmm), 'mkl_packed' (`linear_f32`: F.linear's bits), 'onednn' (ops/onednn.py) or
+    'onednn_packed' (`linear_onednn_f32`). The MKL side (torch or packed) as `used`; oneDNN's
+    only for products of MIN_MACS or more (ops/onednn.py) unless THUNDER_CPU_MATMUL=torch;
+    between the two, where packing is allowed (THUNDER_PACKED_WEIGHTS not off, no training
+    forward under auto), `_times` compares all four: oneDNN (packed where no slower than plain)
+    where it takes at most onednn.MARGIN of what the MKL side gives (its packed time where that
+    was F.linear's bits, else F.linear's); where packing is not allowed, `onednn.faster()`
+    decides as for matmuls. Measured at 256 x 512 x 1536 for products of more rows than one (a
+    prefill's: oneDNN's gain was the same for all of them), at the product's own shape for one
+    row (a decode step's lm head, the only one-row product this large: MKL's one-row product is
+    ~1.6x slower than oneDNN's at K 512 and N 16k-50k here, about as fast at N 8192 or K 2048)."""
+    mkl = "mkl_packed" if used(torch.float32, rows) else "torch"
+    if onednn.setting() == "torch" or rows * k * n < onednn.MIN_MACS or not onednn.available():
+        return mkl
+    packing = _packing()
+    if packing == "off":
+        return "onednn" if onednn.faster() else mkl
+    # (measured where the settings leave a choice)
+    probe = functools.partial(_times, torch.float32, *((1, n, k) if rows == 1 else (256, 1536)))
+    dnn = "onednn"
+    if available(torch.float32, "onednn") and (packing == "on" or probe()[0]["onednn_packed"] <= probe()[0]["onednn"]):
+        dnn = "onednn_packed"
+    if onednn.setting() == "onednn":
+        return dnn
+    times, exact = probe()
+    return dnn if times[dnn] < onednn.MARGIN * times[mkl if exact else "torch"] else mkl
+
+
+# the generated call's function in impl (thunder/ops/impl.py) for each kernel, less `linear`/`addmm`
+_PREFIX = {"mkl_packed": "impl.packed_f32_", "onednn_packed": "impl.packed_onednn_", "onednn": "impl.onednn_"}
 
 
 def _eligible(x, w, b, out_features):
-    """The prefix of the generated call (`impl.packed_` ...) for x @ w (+ b), or None: a bfloat16
-    or float32 CPU product with a 2-D weight, a 1-D bias of out_features or none, static shapes,
-    where packing is on (`used`)."""
+    """The prefix of the generated call (`impl.packed_` ...) for x @ w (+ b), or None (torch's):
+    a bfloat16 or float32 CPU product with a 2-D weight, a 1-D bias of out_features or none,
+    static shapes; bfloat16 where packing is on (`used`), float32 by `f32_kernel`."""
     if not (hasattr(x, "shape") and hasattr(w, "shape")) or len(x.shape) < 1 or len(w.shape) != 2:
         return None
     if b is not None and (not hasattr(b, "shape") or tuple(b.shape) != (w.shape[out_features],)):
@@ -277,10 +388,13 @@ def _eligible(x, w, b, out_features):
         if n is not None and (n.device is None or n.device.type != "cpu" or n.dtype != dtype
                               or any(s < 0 for s in n.shape)):
             return None
-    if dtype not in (torch.bfloat16, torch.float32) or not size_choices.choose(
-            "packed weights: used", used(dtype, math.prod(x.shape[:-1]))):
+    rows = math.prod(x.shape[:-1])
+    if dtype == torch.bfloat16:  # (choices by size: recorded and replayed, core/size_choices.py)
+        return "impl.packed_" if size_choices.choose("packed weights: used", used(dtype, rows)) else None
+    if dtype != torch.float32:
         return None
-    return "impl.packed_" if dtype == torch.bfloat16 else "impl.packed_f32_"
+    k, n = (w.shape[1], w.shape[0]) if out_features == 0 else w.shape
+    return _PREFIX.get(size_choices.choose("float32 linear kernel", f32_kernel(rows, k, n)))
 
 
 def linear_source(values, outs):
