@@ -397,12 +397,18 @@ def test_manual_seed_inside_the_function_before_a_read():
 
 
 def test_value_a_fused_kernel_rounds_differently_recompiles_without_fusion():
-    torch.manual_seed(0)
-    x = torch.randn(1000)
     expr = lambda x: ((x * 1.3).exp().tanh() * 3).sum()  # noqa: E731
-    eager = float(expr(x))
-    fused = float(thunder.jit(expr, fusion="always")(x))
-    assert fused != eager  # (the premise: the kernel's sum adds in another order than torch's)
+    fused_expr = thunder.jit(expr, fusion="always")
+    # the premise: an input where the kernel's result rounds otherwise than torch's (its exp and
+    # sum round differently; at some inputs the sums still agree, so the first of a few seeds)
+    for seed in range(8):
+        torch.manual_seed(seed)
+        x = torch.randn(1000)
+        eager = float(expr(x))
+        if float(fused_expr(x)) != eager:
+            break
+    else:
+        raise AssertionError("the fused kernel's result equalled torch's bits at every seed tried")
 
     def f(x):
         return x + 1 if expr(x).item() == eager else x - 1
