@@ -120,12 +120,25 @@ def bmm(input: Tensor, mat2: Tensor):
 
 mm.decompose(lambda input, mat2: prims.matmul(input, mat2))
 bmm.decompose(lambda input, mat2: prims.matmul(input, mat2))
+
+
+def _first_of(*sources):
+    """A python_grad_free hook: the statements of the first of sources that gives some, or None
+    (torch's call)."""
+    def source(values, outs):
+        for make in sources:
+            statements = make(values, outs)
+            if statements:
+                return statements
+        return None
+    return source
+
+
 # float32 CPU products with a matrix on the right: oneDNN where it is faster (ops/onednn.py);
 # others with a large result: into fresh huge pages (ops/large_outputs.py)
-matmul.python_grad_free = lambda values, outs: (onednn.matmul_source("input", "other")(values, outs)
-                                                or large_outputs.matmul_source("input", "other")(values, outs))
-mm.python_grad_free = lambda values, outs: (onednn.matmul_source("input", "mat2")(values, outs)
-                                            or large_outputs.matmul_source("input", "mat2")(values, outs))
+matmul.python_grad_free = _first_of(onednn.matmul_source("input", "other"),
+                                    large_outputs.matmul_source("input", "other"))
+mm.python_grad_free = _first_of(onednn.matmul_source("input", "mat2"), large_outputs.matmul_source("input", "mat2"))
 
 
 def _addmm_check(name, input, a, b, alpha):
@@ -349,8 +362,7 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None):
 # bfloat16 products from packed weights where asked for, float32 ones by the fastest of torch's,
 # MKL's packed, oneDNN's, oneDNN's packed measured here (ops/packed_linear.py); others (torch's)
 # with a large result into fresh huge pages (ops/large_outputs.py)
-linear.python_grad_free = lambda values, outs: (packed_linear.linear_source(values, outs)
-                                                or large_outputs.linear_source(values, outs))
+linear.python_grad_free = _first_of(packed_linear.linear_source, large_outputs.linear_source)
 
 
 @linear.decompose
