@@ -55,18 +55,16 @@ def _thp_mode():
 
 def empty(shape, dtype):
     """torch.empty(shape, dtype=dtype) on the CPU, row-major; a large one on huge pages."""
-    nbytes = math.prod(shape) * dtype.itemsize
-    if nbytes < MIN_BYTES or not enabled():
+    if not is_large(shape, dtype):
         return torch.empty(shape, dtype=dtype, device="cpu")
-    return _mapped(shape, dtype, nbytes, zero=False)
+    return _mapped(shape, dtype, zero=False)
 
 
 def zeros(shape, dtype):
     """torch.zeros(shape, dtype=dtype) on the CPU; a large one on huge pages (no fill where fresh)."""
-    nbytes = math.prod(shape) * dtype.itemsize
-    if nbytes < MIN_BYTES or not enabled():
+    if not is_large(shape, dtype):
         return torch.zeros(shape, dtype=dtype, device="cpu")
-    return _mapped(shape, dtype, nbytes, zero=True)
+    return _mapped(shape, dtype, zero=True)
 
 
 def is_large(shape, dtype):
@@ -74,7 +72,8 @@ def is_large(shape, dtype):
     return math.prod(shape) * dtype.itemsize >= MIN_BYTES and enabled()
 
 
-def _mapped(shape, dtype, nbytes, zero):
+def _mapped(shape, dtype, zero):
+    nbytes = math.prod(shape) * dtype.itemsize
     m = _reusable(nbytes)
     fresh = m is None
     if fresh:

@@ -22,8 +22,8 @@ def _large_cast(a, dtype):
     """A cast of a large contiguous CPU tensor into fresh huge pages (core/fresh_memory.py: the
     float32 gradient of a large bfloat16 weight-gradient GEMM), else None. Not where autograd
     records the op (torch's own `to` then)."""
-    if (a.numel() * dtype.itemsize < fresh_memory.MIN_BYTES or a.dtype == dtype or not a.is_cpu
-            or not a.is_contiguous() or (a.requires_grad and torch.is_grad_enabled()) or not fresh_memory.enabled()):
+    if (a.dtype == dtype or not a.is_cpu or not a.is_contiguous() or (a.requires_grad and torch.is_grad_enabled())
+            or not fresh_memory.is_large(a.shape, dtype)):
         return None
     return fresh_memory.empty(a.shape, dtype).copy_(a)
 
