@@ -147,7 +147,7 @@ class _Template:
 def _maker(v):
     """A function (slots, made) -> the value v stands for in a template (see _abstract): its
     proxies the arguments' (("e", slot)) and the results made (("i", index)), its lists tuples."""
-    if isinstance(v, tuple) and v and v[0] in ("e", "i") and len(v) == 2 and type(v[1]) is int:
+    if _is_ref(v):
         k = v[1]
         return (lambda slots, made: slots[k]) if v[0] == "e" else (lambda slots, made: made[k])
     if isinstance(v, list):  # (a tuple of the rule: a list in the template)
@@ -160,9 +160,14 @@ def _maker(v):
     return lambda slots, made: constant
 
 
+def _is_ref(v):
+    """Whether v is a template's proxy: ("e", an argument's slot) or ("i", a result's index)."""
+    return isinstance(v, tuple) and len(v) == 2 and v[0] in ("e", "i") and type(v[1]) is int
+
+
 def _kind(v):
     """(kind, what) of a template's argument value (see _Template.steps)."""
-    if isinstance(v, tuple) and len(v) == 2 and v[0] in ("e", "i") and type(v[1]) is int:
+    if _is_ref(v):
         return (_SLOT if v[0] == "e" else _MADE), v[1]
     if isinstance(v, tuple) and v[0] == "c" and not isinstance(v[1], tuple):
         return _CONST, v[1]  # (a tuple: to_refs reads its items)

@@ -44,8 +44,8 @@ EXPM1_TAYLOR = [1 / math.factorial(n) for n in range(11, 1, -1)]
 # exp_f32 needs only f32's accuracy before its one rounding: the polynomial to degree 8
 # (truncation r^9 / 9! <= 2e-10 relative for |r| <= ln2/2, 0.002 f32 ulp)
 EXP_F32_TERMS = 7
-EXP_HI, EXP_LO = 89.0, -104.0
-ROUND_SHIFTER = 1.5 * 2.0 ** 52  # x + it rounds x to an integer (|x| < 2^51)  # exp rounds to f32 inf above 88.73, to 0 below -103.98
+EXP_HI, EXP_LO = 89.0, -104.0  # exp rounds to f32 inf above 88.73, to 0 below -103.98
+ROUND_SHIFTER = 1.5 * 2.0 ** 52  # x + it rounds x to an integer (|x| < 2^51)
 EXPM1_LO = -40.0  # expm1 rounds to -1 below
 # atanh(s) / s - 1 = z/3 + z^2/5 + ... + z^7/15 with z = s^2 (here: 1/3, 1/5, ..., highest first)
 ATANH_SERIES = [1 / n for n in range(15, 1, -2)]

@@ -17,6 +17,7 @@ import torch
 from thunder.core import size_choices
 from thunder.lowering import fuse
 from thunder.runtime import carried, dynamic
+from thunder.runtime.autograd import AutogradProgram
 from thunder.runtime.compile import _acquire, _flatten_call, compile_entry
 from thunder.runtime.symbolic import Plan, _Fitter, _NoFit, _generalize
 
@@ -419,7 +420,7 @@ def _compile_samples(cd, cs, args, kwargs, tensors, shape_names, int_names, part
 def _backward_of(parts):
     """The backward for all cotangents of a training program (compiled here if not yet), or None."""
     program = parts.constants.get("_program")
-    return getattr(program, "backward_source", None) if type(program).__name__ == "AutogradProgram" else None
+    return getattr(program, "backward_source", None) if isinstance(program, AutogradProgram) else None
 
 
 def _backward_choices(parts):
