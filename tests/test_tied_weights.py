@@ -23,6 +23,16 @@ class TiedLM(nn.Module):
         return F.cross_entropy(logits.view(-1, 50), labels.view(-1))
 
 
+def _setup():
+    """(a TiedLM, eager's copy of it, the jitted model, ids, labels)."""
+    torch.manual_seed(0)
+    model = TiedLM()
+    eager = copy.deepcopy(model)
+    ids = torch.randint(0, 50, (2, 12))
+    labels = torch.randint(0, 50, (2, 12))
+    return model, eager, thunder.jit(model), ids, labels
+
+
 def _step(fn, model, ids, labels):
     loss = fn(ids, labels)
     loss.backward()
@@ -32,12 +42,7 @@ def _step(fn, model, ids, labels):
 
 
 def test_tied_weight_one_value_grads_as_eager_and_untying_compiles_again():
-    torch.manual_seed(0)
-    model = TiedLM()
-    eager = copy.deepcopy(model)
-    ids = torch.randint(0, 50, (2, 12))
-    labels = torch.randint(0, 50, (2, 12))
-    jm = thunder.jit(model)
+    model, eager, jm, ids, labels = _setup()
     got, got_grads = _step(jm, model, ids, labels)
     want, want_grads = _step(eager, eager, ids, labels)
     torch.testing.assert_close(got, want)
@@ -65,12 +70,7 @@ def test_tied_weight_one_value_grads_as_eager_and_untying_compiles_again():
 def test_tied_weight_under_bf16_autocast_rows_added_into_the_cast_gemm_result():
     """Under bf16 autocast the head's weight gradient is a bf16 GEMM cast to float32: the embedding
     rows go into the cast's result (no zeros of the weight's size, no sum); grads as eager's."""
-    torch.manual_seed(0)
-    model = TiedLM()
-    eager = copy.deepcopy(model)
-    ids = torch.randint(0, 50, (2, 12))
-    labels = torch.randint(0, 50, (2, 12))
-    jm = thunder.jit(model)
+    model, eager, jm, ids, labels = _setup()
     with torch.autocast("cpu", dtype=torch.bfloat16):
         got, got_grads = _step(jm, model, ids, labels)
         want, want_grads = _step(eager, eager, ids, labels)
