@@ -21,7 +21,10 @@ from thunder.runtime import persist
 # nn.Module; prints the compile stats of each first call and whether values and grads equal eager
 SCRIPT = textwrap.dedent('''
     import json, sys, torch, thunder
-    from thunder.runtime import persist
+    from thunder.runtime import code_objects, persist
+
+    compiled = []  # the generated sources compiled (the loaded programs' code objects are stored with them)
+    code_objects.compile = lambda source, name, mode: compiled.append(name) or compile(source, name, mode)
 
 
     def helper(x):
@@ -52,6 +55,7 @@ SCRIPT = textwrap.dedent('''
                             same=bool(torch.allclose(out, expected) and all(torch.allclose(a, b)
                                                                             for a, b in zip(grads, eager))))
     report["stats"] = persist.stats
+    report["compiled"] = sorted(set(compiled))
     print(json.dumps(report))
 ''')
 
@@ -74,10 +78,12 @@ def test_second_process_runs_the_stored_programs(tmp_path):
         assert first[name] == dict(disk_loads=0, misses=1, stages=COMPILED, backward_compiles=1, same=True)
     assert first["stats"]["stored"] == 2 and first["stats"]["updated"] == 2
     assert len(entries(tmp_path / "programs")) == 2  # (an entry's file replaced when stored again)
+    assert first["compiled"] == ["<thunder prologue>", "<thunder>"]
     second = run_script(script, tmp_path)
     for name in ("fn", "module"):  # no trace, no pass: the programs from disk (the backward too), as eager
         assert second[name] == dict(disk_loads=1, misses=1, stages=["program cache"], backward_compiles=0, same=True)
     assert second["stats"] == dict(loaded=2, stored=0, updated=0, rejected=0, unportable=0)
+    assert second["compiled"] == []  # (nor any compile(): the code objects stored with the programs)
 
 
 def make(k):

@@ -8,6 +8,7 @@ from thunder.ops import registry
 from thunder.ops.execute import NAMESPACE, call_args
 from thunder.lowering import executors
 from thunder.lowering.fuse import kernel_text
+from thunder.runtime import code_objects
 from thunder.runtime import reinplace as reinplacing
 from thunder.runtime.structure import rebuild_source
 
@@ -372,6 +373,5 @@ def _return_expr(flat, output_spec, constants, params):
 def compile_source(source, fn_name="computation", filename="<thunder>", constants=None):
     ns = dict(NAMESPACE)
     ns.update(constants or {})
-    code = compile(source, filename, "exec")
-    exec(code, ns)
+    exec(code_objects.compiled(source, filename), ns)
     return ns[fn_name]

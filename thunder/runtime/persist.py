@@ -42,7 +42,8 @@ import torch
 
 from thunder.lowering.linalg import disk_cache
 from thunder.ops.impl import ValueChanged
-from thunder.runtime import guards, tiered
+from thunder.runtime import code_objects, guards, tiered
+from thunder.runtime.autograd import AutogradProgram
 from thunder.runtime.codegen import compile_source
 from thunder.runtime.options import CACHE_OPTIONS, CacheEntry
 from thunder.runtime.portable import Describer, Resolver, Unportable, code_hash
@@ -214,7 +215,18 @@ def _payload(cd, entry):
     hashes = dict(fixed["files"])
     for path in sorted(d.files - set(hashes)):
         hashes[path] = _source_hash(path)
-    return dict(fixed, files=hashes, constants=constants)
+    return dict(fixed, files=hashes, constants=constants, code=code_objects.dump(_sources(fixed, rec)))
+
+
+def _sources(fixed, rec):
+    """(source, filename) of the code a loaded entry compiles: its prologue, its computation and
+    its autograd program's forward, backward and backward variants."""
+    out = [(fixed["prologue"], "<thunder prologue>"), (fixed["source"], "<thunder>")]
+    program = rec["constants"].get("_program")
+    if isinstance(program, AutogradProgram):
+        out += [(program.forward_source, "<thunder>"), (program.__dict__.get("backward_source"), "<thunder>")]
+        out += [(v.source, "<thunder>") for v in program.__dict__.get("variants", {}).values()]
+    return [(s, f) for s, f in out if isinstance(s, str)]
 
 
 def _describer(cd, rec):
@@ -329,6 +341,7 @@ def _load_file(cd, path, k):
 
 
 def _entry(cd, p):
+    code_objects.load(p.get("code", {}))  # (older entries lack it: their sources compile)
     r = Resolver(cd, p["consts"])
     for d in p["made"]:
         r.resolve(d)  # (raises when the function is gone or its code changed)

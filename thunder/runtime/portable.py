@@ -305,12 +305,22 @@ class Resolver:
 
     def __init__(self, cd, named=None):
         self.cd = cd
+        self._imports = {}  # "import" description -> its object
         # the prologue's constants: name -> description, resolved when asked for (a "read"
         # expression refers to others by name)
         self.namespace = _Namespace(self, named or {})
 
     def resolve(self, d):
         kind = d[0]
+        if kind == "v":  # (most of a description's leaves)
+            return d[1]
+        if kind in _BUILD:
+            return _BUILD[kind](x[1] if x[0] == "v" else self.resolve(x) for x in d[1])
+        if kind == "import":  # (the same functions, many times: each op's callee)
+            obj = self._imports.get(d)
+            if obj is None:
+                obj = self._imports[d] = self._import(d)
+            return obj
         if kind == "state":
             raise Unportable("an object described by what it holds is compared, not resolved")
         if kind == "read_fn":
@@ -325,8 +335,6 @@ class Resolver:
             if not self._holds(obj, d[2], d[3]):
                 raise Unportable(f"{d[1]} holds other values")
             return obj
-        if kind == "v":
-            return d[1]
         if kind == "root":
             return self.cd.fn
         if kind in ("root_self", "root_func"):
@@ -345,8 +353,6 @@ class Resolver:
         if kind in ("dict", "odict"):
             return (dict if kind == "dict" else collections.OrderedDict)(
                 (self.resolve(k), self.resolve(v)) for k, v in d[1])
-        if kind in _BUILD:
-            return _BUILD[kind](self.resolve(x) for x in d[1])
         if kind == "guard":
             return Guard(d[1], d[2], self.resolve(d[3]), d[4])
         if kind == "pymodule":
@@ -380,18 +386,20 @@ class Resolver:
             return TensorsCheck(self.resolve(d[1]))
         if kind == "autograd":
             return self._program(self.resolve(d[1]))
-        if kind == "import":
-            try:
-                obj = _lookup(d[1], d[2])
-                for _ in range(d[4]):
-                    obj = obj.__wrapped__
-            except Exception as e:  # noqa: BLE001 - the name is gone
-                raise Unportable(f"{d[1]}.{d[2]}: {type(e).__name__}") from None
-            code = getattr(obj, "__code__", None)
-            if d[3] is not None and (not isinstance(code, types.CodeType) or code_hash(code) != d[3]):
-                raise Unportable(f"the code of {d[1]}.{d[2]} changed")
-            return obj
         raise Unportable(f"unknown description {kind!r}")
+
+    @staticmethod
+    def _import(d):
+        try:
+            obj = _lookup(d[1], d[2])
+            for _ in range(d[4]):
+                obj = obj.__wrapped__
+        except Exception as e:  # noqa: BLE001 - the name is gone
+            raise Unportable(f"{d[1]}.{d[2]}: {type(e).__name__}") from None
+        code = getattr(obj, "__code__", None)
+        if d[3] is not None and (not isinstance(code, types.CodeType) or code_hash(code) != d[3]):
+            raise Unportable(f"the code of {d[1]}.{d[2]} changed")
+        return obj
 
     def _eval(self, expr):
         """The value of a prologue's expression over its constants."""

@@ -16,6 +16,7 @@ try:  # torch's C++ check of tensor metadata (dynamo's guards use it), part of t
 except ImportError:  # (a torch without it: each tensor checked in Python)
     TensorGuards = None
 
+from thunder.runtime import code_objects
 from thunder.runtime import guards as guards_
 from thunder.runtime.state import Constant
 from thunder.runtime.structure import storage_address, storage_view
@@ -321,5 +322,5 @@ def compile_prologue(source, consts, computation):
     ns = {"MISS": MISS, "deepcopy": copy.deepcopy, "Tensor": torch.Tensor, "math": math, "computation": computation,
           "storage_view": storage_view, "shares_storage": shares_storage, "storage_address": storage_address, **guards_.NAMESPACE,
           **guards_.AMBIENT_NAMESPACE, **consts}
-    exec(compile(source, "<thunder prologue>", "exec"), ns)
+    exec(code_objects.compiled(source, "<thunder prologue>"), ns)
     return ns["entry"]
