@@ -360,14 +360,14 @@ def f32_kernel(rows, k, n):
     packing = _packing()
     if packing == "off":
         return "onednn" if onednn.faster() else mkl
-    # (measured where the settings leave a choice)
-    probe = functools.partial(_times, torch.float32, *((1, n, k) if rows == 1 else (256, 1536)))
+    if packing == "on" and onednn.setting() == "onednn":  # (nothing left to measure)
+        return "onednn_packed" if available(torch.float32, "onednn") else "onednn"
+    times, exact = _times(torch.float32, *((1, n, k) if rows == 1 else (256, 1536)))  # (cached per shape)
     dnn = "onednn"
-    if available(torch.float32, "onednn") and (packing == "on" or probe()[0]["onednn_packed"] <= probe()[0]["onednn"]):
+    if available(torch.float32, "onednn") and (packing == "on" or times["onednn_packed"] <= times["onednn"]):
         dnn = "onednn_packed"
     if onednn.setting() == "onednn":
         return dnn
-    times, exact = probe()
     return dnn if times[dnn] < onednn.MARGIN * times[mkl if exact else "torch"] else mkl
 
 
