@@ -200,9 +200,10 @@ def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None, keep_parts
         else:
             with module.context:
                 pm = build_pass_manager(f"builtin.module({element})")
-                if training and element in _TRUSTED:
+                if training and element in DEFAULT_PASSES:
                     # (its result is verified with the rest after thunder-remat, _cleanup: each op
-                    # it keeps or makes is checked there once instead of here too)
+                    # it keeps or makes is checked there once instead of here too, as after
+                    # thunder-autograd; DebugOptions(check_traces=True) verifies after each pass)
                     pm.enable_verifier(False)
                 pm.run(module.operation)
             producer = pass_name(element)
@@ -401,10 +402,6 @@ def _next_fusion(module):
     numbers = [int(name.rsplit("_", 1)[1]) for name in fusion_callees(module.operation)
                if name.rsplit("_", 1)[-1].isdigit()]
     return max(numbers, default=-1) + 1
-
-
-# MLIR's own passes among the default ones (their result is valid IR where their input was)
-_TRUSTED = ("cse", "canonicalize")
 
 
 def _cleanup(module, verify=True):
