@@ -47,15 +47,22 @@ class _Constants:
     emission creates them (cse and canonicalize then treat the function as they would the
     emitted one)."""
 
-    def __init__(self):
+    def __init__(self, ops):
+        # (the func's constants by their result, found once: asking each operand of each op for
+        # its owner makes an object per operand)
+        self.of = {}
+        for op in ops:
+            if op.operation.name in attrs.CONSTANT_OPS:
+                self.of[op.operation.results[0]] = op.operation
         self.placed = set()
 
     def before(self, op, anchor):
+        of, placed = self.of, self.placed
         for v in op.operands:
-            owner = v.owner
-            if isinstance(owner, ir.OpView) and owner.name in attrs.CONSTANT_OPS and owner.operation not in self.placed:
-                self.placed.add(owner.operation)
-                owner.operation.move_before(anchor)
+            c = of.get(v)
+            if c is not None and c not in placed:
+                placed.add(c)
+                c.move_before(anchor)
 
 
 def producers(recompute):
@@ -86,7 +93,7 @@ def rewrite_forward(fwd_op, values, outputs, clones):
     as emission under it)."""
     block = fwd_op.regions[0].blocks[0]
     ops = list(block.operations)
-    constants = _Constants()
+    constants = _Constants(ops)
     for op in ops:  # (the constants in the order emission puts them)
         constants.before(op, op)
         if op.operation.name == "func.return":
@@ -130,7 +137,6 @@ def rewrite_backward(bwd_op, old_saved, saved, recompute, loc):
     producer = producers(recompute)
     wanted = {a: old_saved[i].name for i, a in enumerate(old_args[:n_saved])}  # (old argument -> forward name)
     placed = set()
-    constants = _Constants()
 
     def place(names, anchor):
         todo = unplaced(names, recompute, producer, placed) if names else ()
@@ -142,6 +148,7 @@ def rewrite_backward(bwd_op, old_saved, saved, recompute, loc):
                 emit_symbol(b.op, b.args, b.outputs, values, b.location)
 
     ops = list(old_block.operations)
+    constants = _Constants(ops)
     ret = ops[-1]
     # the old return first (the anchor the others are moved before), its operands fixed below
     ret.operation.detach_from_parent()

@@ -270,3 +270,29 @@ def test_backward_specialized_in_place_is_the_lifted_one(monkeypatch, fn, which)
     assert texts[0] == texts[1]
     if fn is _many and which == [3]:  # (the index's gradient reads zeros made for the others' ops)
         assert "_zeros" in lifted.source
+
+
+def test_a_wrong_in_place_specialization_does_not_verify(monkeypatch):
+    """The backward edited in place is verified (runtime/backward_variants.py): an edit that leaves
+    the func's type and its return apart fails there, not in the program. (Verifying the return
+    op alone passes: MLIR checks it against the func only when the func is verified.)"""
+    from thunder.dialects import attrs
+    from thunder.dialects.mlir import ir
+    from thunder.lowering import absent_cotangents
+    from thunder.runtime import backward_variants
+
+    real = absent_cotangents.specialize_func
+
+    def wrong(func_op, *args):
+        kept = real(func_op, *args)
+        ftype = ir.FunctionType(ir.TypeAttr(func_op.attributes["function_type"]).value)
+        with func_op.location:
+            wrong = [attrs.tensor_type((7,), DT, torch.device("cpu"), False) for _ in ftype.results]
+            func_op.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(list(ftype.inputs), wrong))
+        return kept
+
+    monkeypatch.setattr(backward_variants, "specialize_func", wrong)
+    x, w, target = _inputs()
+    loss, _, _ = thunder.jit(_lm)(x, w, target)  # (a fresh jit: the logits get no cotangent)
+    with pytest.raises(ir.MLIRError, match="func.return"):
+        loss.backward()

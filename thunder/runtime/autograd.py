@@ -198,8 +198,10 @@ def _reaches_of(func_op):
     args = list(block.arguments)
     if any(sizes.is_dynamic_type(a.type) for a in args):
         return None
-    deps = {a: frozenset((i,)) for i, a in enumerate(args)}
-    none, returned = frozenset(), []
+    # (the inputs a value depends on as the bits of an int: an op's union of its operands' is an
+    # `or`, not a new set as large as the inputs, for every op of @forward)
+    deps = {a: 1 << i for i, a in enumerate(args)}
+    returned = []
     for operation in block.operations:
         operation = operation.operation
         name = operation.name
@@ -211,17 +213,20 @@ def _reaches_of(func_op):
         if name == "func.return":
             returned = list(operation.operands)
             continue
-        srcs = none
+        srcs = 0
         for v in operation.operands:
             d = deps.get(v)
             if d:
-                srcs = srcs | d
+                srcs |= d
         for r in operation.results:
             deps[r] = srcs
     reaches = [set() for _ in args]
     for j, r in enumerate(returned):
-        for i in deps.get(r, ()):
-            reaches[i].add(j)
+        bits = deps.get(r, 0)
+        while bits:  # (each set bit, lowest first)
+            low = bits & -bits
+            reaches[low.bit_length() - 1].add(j)
+            bits ^= low
     return reaches
 
 

@@ -199,7 +199,13 @@ def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None, keep_parts
             producer = getattr(element, "__name__", repr(element))
         else:
             with module.context:
-                build_pass_manager(f"builtin.module({element})").run(module.operation)
+                pm = build_pass_manager(f"builtin.module({element})")
+                if training and element in DEFAULT_PASSES:
+                    # (its result is verified with the rest after thunder-remat, _cleanup: each op
+                    # it keeps or makes is checked there once instead of here too, as after
+                    # thunder-autograd; DebugOptions(check_traces=True) verifies after each pass)
+                    pm.enable_verifier(False)
+                pm.run(module.operation)
             producer = pass_name(element)
         if cd.debug_options.check_traces:
             _verify(module, producer)
