@@ -46,8 +46,8 @@ from thunder.runtime.state import is_library_code
 from thunder.runtime import tiered
 
 # values stored as they are (pickled by value, or as torch's own singletons)
-_PLAIN = (type(None), bool, int, float, complex, str, bytes, type(Ellipsis), torch.dtype, torch.device,
-          torch.layout, torch.memory_format)
+_PLAIN = frozenset((type(None), bool, int, float, complex, str, bytes, type(Ellipsis), torch.dtype, torch.device,
+                    torch.layout, torch.memory_format))
 _CONTAINERS = {tuple: "tuple", list: "list", set: "set", frozenset: "frozenset", dict: "dict",
                collections.OrderedDict: "odict", torch.Size: "size"}
 _BUILD = {"tuple": tuple, "list": list, "set": set, "frozenset": frozenset, "size": torch.Size}
@@ -148,7 +148,7 @@ class Describer:
                 if kind in ("dict", "odict"):
                     return (kind, tuple((self.describe(k, depth + 1), self.describe(x, depth + 1))
                                         for k, x in v.items()))
-                return (kind, tuple(self.describe(x, depth + 1) for x in v))
+                return (kind, tuple(("v", x) if type(x) in _PLAIN else self.describe(x, depth + 1) for x in v))
             finally:
                 self._open.discard(id(v))
         if isinstance(v, Guard):
