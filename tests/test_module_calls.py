@@ -257,3 +257,25 @@ def test_an_error_in_a_submodule_has_the_users_frames():
     mine = [i for i, (file, _) in enumerate(frames) if file == __file__]
     assert [frames[i][1] for i in mine] == ["test_an_error_in_a_submodule_has_the_users_frames", "forward", "forward"]
     assert mine[1] + 1 == mine[2]  # nothing of thunder's between the caller's line and forward's
+
+
+def test_a_read_made_again_after_a_bookkeeping_call_was_dropped_is_guarded_again():
+    """The state tracker skips a global or attribute read it guarded already (the global hook
+    dicts, read at every module call), but not once that guard was dropped with a bookkeeping
+    call's (runtime/state.py)."""
+    from thunder.interpreter import Provenance
+    from thunder.runtime.state import StateTracker
+
+    g = {"K": 2.0, "HOOKS": {}, "F": F}
+    state = StateTracker(None, None)
+
+    def read_all():
+        for name in g:
+            assert state.load(g[name], Provenance("global", name, g, "f", "f.py", 1)) is g[name]
+        return dict(state.guards)
+
+    first = read_all()
+    assert len(first) == 3 and read_all() == first
+    state._drop_since(0, 0, 0, 0)
+    assert not state.guards
+    assert read_all().keys() == first.keys()
