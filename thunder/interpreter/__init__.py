@@ -49,7 +49,8 @@ from typing import Any, Callable
 from thunder.interpreter.errors import InterpreterError
 from thunder.interpreter.frame import Provenance
 from thunder.core import trace as tracing
-from thunder.interpreter.runtime import Runtime, WithRuntime, active_frames, current_frame, strip_interpreter
+from thunder.interpreter.runtime import (Runtime, WithRuntime, active_frames, call_with_room, current_frame,
+                                        strip_interpreter)
 
 __all__ = ["interpret", "interpret_inner", "InterpreterError", "Provenance", "InterpretResult", "current_source_location",
            "WithRuntime", "strip_interpreter"]
@@ -79,7 +80,7 @@ def interpret(fn: Callable, args: tuple | list = (), kwargs: dict | None = None,
     each instance of a class (not a builtin type) that the program makes."""
     rt = Runtime(lookup, on_load, record, on_store, on_call, on_create)
     try:
-        value = rt.call_unlooked(fn, tuple(args), dict(kwargs or {}), None)
+        value = call_with_room(rt.call_unlooked, fn, tuple(args), dict(kwargs or {}), None)
     except InterpreterError:
         raise
     except BaseException as e:
