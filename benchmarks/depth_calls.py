@@ -14,7 +14,8 @@ backpropagation and @backward emission, thunder-remat, cse/canonicalize, @forwar
 and code generation), the backward's compile on the first backward call (`specialize_backward`:
 thunder-fuse, code generation), and thunder-fuse's own parts; "other" is the rest of the step
 (running the programs, the prologue). --functions: interpretation's calls per layer by the
-interpreted function running (Module._call_impl: torch's hook checks around each module call).
+interpreted function running (a call of a module without hooks counts towards its caller:
+runtime/module_calls.py; Module._call_impl shows for modules with hooks).
 Needs no kernel cache (THUNDER_PROGRAM_CACHE=off is set: the program is compiled).
 """
 import argparse

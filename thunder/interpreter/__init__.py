@@ -6,7 +6,9 @@ pure-Python callee, so that callers can observe and redirect what the program do
 * ``lookup(callee) -> replacement | None`` is consulted at every call site (CALL, CALL_FUNCTION_EX,
   with-statement ``__enter__``/``__exit__``, interpreted property getters) and again for the callable
   found by unwrapping a bound method / functools.partial / class ``__new__``/``__init__`` / ``__call__``
-  of a callable object. A non-None replacement is called natively with the same arguments.
+  of a callable object. A non-None replacement is called natively with the same arguments (a
+  ``WithRuntime`` replacement with the Runtime and the calling frame first: it runs as part of the
+  interpretation, reporting what it reads and interpreting what it calls).
   Otherwise Python functions are interpreted and everything else is called natively.
 * ``on_load(value, provenance) -> value`` sees every value read from a module global (LOAD_GLOBAL, not
   builtins), a closure cell (LOAD_DEREF), an attribute (LOAD_ATTR / LOAD_METHOD / super attribute /
@@ -47,9 +49,11 @@ from typing import Any, Callable
 from thunder.interpreter.errors import InterpreterError
 from thunder.interpreter.frame import Provenance
 from thunder.core import trace as tracing
-from thunder.interpreter.runtime import Runtime, active_frames, current_frame, strip_interpreter
+from thunder.interpreter.runtime import (Runtime, WithRuntime, active_frames, call_with_room, current_frame,
+                                        strip_interpreter)
 
-__all__ = ["interpret", "interpret_inner", "InterpreterError", "Provenance", "InterpretResult", "current_source_location"]
+__all__ = ["interpret", "interpret_inner", "InterpreterError", "Provenance", "InterpretResult", "current_source_location",
+           "WithRuntime", "strip_interpreter"]
 
 
 @dataclass
@@ -76,7 +80,7 @@ def interpret(fn: Callable, args: tuple | list = (), kwargs: dict | None = None,
     each instance of a class (not a builtin type) that the program makes."""
     rt = Runtime(lookup, on_load, record, on_store, on_call, on_create)
     try:
-        value = rt.call_unlooked(fn, tuple(args), dict(kwargs or {}), None)
+        value = call_with_room(rt.call_unlooked, fn, tuple(args), dict(kwargs or {}), None)
     except InterpreterError:
         raise
     except BaseException as e:

@@ -12,7 +12,7 @@ from thunder.core.callables import is_torch_op
 from thunder.core.numbers import NumberProxy
 from thunder.core.proxies import TensorProxy
 from thunder.ops import attention, checkpoint, custom_function, fallback, registry
-from thunder.runtime import calls, causal_masks, guards, sharp_edges, torch_func
+from thunder.runtime import calls, causal_masks, guards, module_calls, sharp_edges, torch_func
 
 
 def _make_lookup(cd):
@@ -21,6 +21,8 @@ def _make_lookup(cd):
     modules = {}  # id(module) -> (module, _lookup(module)) in this trace
 
     def lookup(fn):
+        if fn is module_calls.MODULE_CALL:  # nn.Module.__call__: forward directly when no hook runs
+            return module_calls.CALL
         if _side_effect(fn):  # (the user's line is found only where a warning or error names it)
             sharp_edges.check(fn, cd.sharp_edges, tracing.current_location(), warned)
         tp = type(fn)

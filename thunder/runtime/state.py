@@ -110,6 +110,9 @@ class StateTracker:
         self.arg_paths = {}  # tensor index -> the prologue's expression for an argument tensor (args[0])
         self.stores = 0  # attribute, global and closure writes seen (bookkeeping calls make none)
         self._snapshot_log = []  # ids added to _snapshots, in order (to drop a bookkeeping call's)
+        # (kind, id(owner), name) -> the value a global or attribute read guarded: the same value
+        # read again there needs nothing more (the global hook dicts, `F`, at every module call)
+        self._guarded_reads = {}
         self.interpreted = {}  # code -> function, of the functions interpreted other than torch's and Python's
         self.stand_ins = {}  # id(tensor) -> the tensor read in its place (a sample at other sizes)
         if root is not None:
@@ -170,6 +173,9 @@ class StateTracker:
                 type(value) is torch.Tensor else value
         if self.writes and (id(owner), "cell_contents" if kind == "closure" else name) in self.writes:
             return value  # written by the trace before: the program replays the write
+        read = (kind, id(owner), name)
+        if self._guarded_reads.get(read, _MISSING) is value and not (_is_container(value) and value):
+            return value  # (a container read again guards again only what was added to it)
         expr, what = self._expr(kind, name, owner)
         if isinstance(value, torch.Tensor):
             return self._tensor(value, provenance, expr)
@@ -187,6 +193,8 @@ class StateTracker:
             # a list of tensors handed to native code (nn.LSTM's _flat_weights): each is read where
             # it lives, a module's parameter or buffer through its module, another through the list
             return type(value)(self._list_item(value, i, provenance, expr) for i in range(len(value)))
+        if kind == "global" or kind == "attr":
+            self._guarded_reads[read] = value
         return value
 
     def _list_item(self, items, i, provenance, expr):
@@ -252,6 +260,7 @@ class StateTracker:
 
     def _drop_since(self, n_guards, n_consts, n_paths, n_snapshots):
         """Forget the guards, constants and paths made since these counts (a bookkeeping call's)."""
+        self._guarded_reads.clear()
         for key in list(self.guards)[n_guards:]:
             del self.guards[key]
         for name in list(self.consts)[n_consts:]:
