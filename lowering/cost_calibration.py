@@ -15,7 +15,7 @@ for good, so its fusion decisions do not change between compiles.
 - bytes_per_second: x + y, x * 2 and x.sum(-1) into preallocated results on 4 MiB float32
   tensors (out=: no page faults), bytes read and written per second, their median;
 - torch's math per element of the prims (exp, tanh, log, log1p, expm1, erf: torch.exp(x) minus
-  x * 2 on 64 Ki elements) and of its tanh GELU kernel and its backward. Our kernels' math per
+  x * 2 on 64 Ki elements) and of its tanh GELU kernel, its backward and its softmax. Our kernels' math per
   element (the `in_kernel` column) stays the fixed one: measuring it compiles a kernel per prim.
 
 Each measured constant is kept within a factor MAX_FACTOR of the fixed one (a probe disturbed by
@@ -228,8 +228,9 @@ def _measure(quick):
     ref = _best(lambda: torch.mul(xs, 2, out=res), *big_timing)
     elements = {prim: max(0.0, _best(lambda: fn(xs, out=res), *big_timing) - ref) / xs.numel() for prim, fn in _MATH.items()}
     gelu = max(0.0, _best(lambda: torch.nn.functional.gelu(xs, approximate="tanh"), *big_timing) - ref) / xs.numel()
+    softmax = max(0.0, _best(lambda: torch.softmax(xs, -1, out=res), *big_timing) - ref) / xs.numel()
     ref_binary = _best(lambda: torch.add(gs, xs, out=res), *big_timing)
     backward = max(0.0, _best(lambda: torch.ops.aten.gelu_backward(gs, xs, approximate="tanh"), *big_timing)
                    - ref_binary) / xs.numel()
     return {"op_seconds": op, "call_seconds": call, "bytes_per_second": _bandwidth(quick), "element_seconds": elements,
-            "op_element_seconds": {"ltorch.gelu": gelu, "ltorch.gelu_backward": backward}}
+            "op_element_seconds": {"ltorch.gelu": gelu, "ltorch.gelu_backward": backward, "ltorch.softmax": softmax}}

@@ -481,6 +481,26 @@ def test_exp_only_summed_in_f32(dtype):
     run(lambda x: torch.logsumexp(x, -1), rows, **tol)
 
 
+def test_written_exp_without_selects_and_exact_zeros():
+    """exp_f32 (written values, softmax's) has no compare or select in its body: the clamp's
+    lower end makes 2^k +0, so a causal mask's -inf, -1e30 or -709 give an exact +0 and values
+    below -104 round to +0; nan and the infinities as eager's; every value within eager's
+    accuracy (0.5 ulp plus the polynomial's 0.002) of the exact exp."""
+    x = torch.cat([torch.linspace(-800, 100, 200001), torch.linspace(-105, -86, 100001),
+                   torch.tensor(_EXP_EDGES + [-1e30, -709.0, -708.8, -708.5, -708.0, -200.0, 1e30, -float("nan")])])
+    kernel = compile_region(region(torch.exp, x), "computation")
+    body = kernel.linalg_text()
+    assert "math.fma" in body and "arith.select" not in body and "arith.cmpf" not in body, body
+    y = kernel(x)[0]
+    torch.testing.assert_close(y, torch.exp(x), atol=2.0 ** -149, rtol=2.0 ** -23, equal_nan=True)
+    below = x < -104
+    assert torch.equal(y[below], torch.zeros(int(below.sum()))) and not torch.signbit(y[below]).any()
+    exact = torch.exp(x.double())
+    fine = exact.float().isfinite() & (exact > 0)
+    ulp = torch.ldexp(torch.ones_like(exact), torch.frexp(exact.clamp_min(2.0 ** -126))[1] - 24)
+    assert ((y.double() - exact).abs() / ulp)[fine].max() < 0.51
+
+
 def test_cat_result_written_part_by_part_into_the_output():
     # a tiled kernel whose result is a cat (a rotary embedding's halves, and a plain cat of two
     # computed parts) writes each part into its subview of the output: no tensor of the whole

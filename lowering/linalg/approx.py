@@ -16,8 +16,9 @@ these too and round twice (f64 -> f32 -> f16), like torch's f32 result converted
 - exp:   x = k ln2 + r (|r| <= ln2/2, one fma with ln2 in f64), exp(r) = 1 + expm1(r) by its
          Taylor polynomial to degree 8 (truncation 2e-10 relative, 0.002 f32 ulp: f32 exp; the
          f64 exp of widened ops to degree 11, 2e-14), times 2^k built in the f64
-         exponent bits; x clamped to [-104, 89] (beyond: 0 and inf after the truncf), x below
-         -104 (a causal mask's -inf) computes exp(0) and selects 0, nan -> nan.
+         exponent bits; x clamped to [EXP_ZERO, 89] (inf after the truncf above 88.73, 0 below
+         -103.98), no compare or select: at EXP_ZERO (a causal mask's -inf) 2^k's bits are
+         those of +0, so the result is an exact 0 (no tiny value rounded), nan propagates.
 - expm1: the same reduction, 2^k expm1(r) + (2^k - 1) in one fma (2^k - 1 exact for |k| <= 52),
          x clamped to [-40, 89]; -0 kept, nan -> nan.
 - log:   x = 2^k m with m in [sqrt(1/2), sqrt(2)) on the f64 bits (f32 denormals are normal in
@@ -45,6 +46,8 @@ EXPM1_TAYLOR = [1 / math.factorial(n) for n in range(11, 1, -1)]
 # (truncation r^9 / 9! <= 2e-10 relative for |r| <= ln2/2, 0.002 f32 ulp)
 EXP_F32_TERMS = 7
 EXP_HI, EXP_LO = 89.0, -104.0  # exp rounds to f32 inf above 88.73, to 0 below -103.98
+# exp_f32's lower clamp: k = round(x log2e) = -1023 there, whose exponent bits (k + 1023) are 0
+EXP_ZERO = -709.0
 ROUND_SHIFTER = 1.5 * 2.0 ** 52  # x + it rounds x to an integer (|x| < 2^51)
 EXPM1_LO = -40.0  # expm1 rounds to -1 below
 # atanh(s) / s - 1 = z/3 + z^2/5 + ... + z^7/15 with z = s^2 (here: 1/3, 1/5, ..., highest first)
@@ -115,17 +118,14 @@ def _nan_is_nan(b, x, r):
 
 
 def exp_f32(b, x):
-    t = "f32"
-    under = b.op(f"arith.cmpf olt, {x}, {b.const(EXP_LO, t)} : {t}")
-    # below EXP_LO the result is 0 (selected below): compute exp(0) there rather than a value
-    # that rounds to a denormal f32, which x86 makes in microcode, ~100 cycles an element (a
-    # causal mask's -inf is half a softmax's elements). Clamped and selected in f32: twice the
-    # lanes of f64
-    xc = b.op(f"arith.select {under}, {b.const(0.0, t)}, {_clamp(b, x, EXP_LO, EXP_HI, t)} : {t}")
+    # No compare or select (each lane of 8 paid five instructions for them: softmax's kernel
+    # 0.55 -> 0.48 ms, one Zen 5 core): below -103.98 the result rounds to 0, and at the clamp
+    # EXP_ZERO (a causal mask's -inf, half a softmax's elements) 2^k is +0, so exp is an exact 0
+    # with no tiny f64 value rounded (the underflow or denormal an exp(-104) would make is slow
+    # on x86); min/max propagate nan, and every later op too (2^k's bits from nan's are a number)
+    xc = _clamp(b, x, EXP_ZERO, EXP_HI, "f32")
     q, s = _expm1_reduced(b, _ext(b, xc), taylor=EXPM1_TAYLOR[-EXP_F32_TERMS:])
-    y = _round(b, b.op(f"math.fma {s}, {q}, {s} : {D}"))  # 2^k (1 + expm1(r)); inf past f32's range
-    y = b.op(f"arith.select {under}, {b.const(0.0, 'f32')}, {y} : f32")
-    return _nan_is_nan(b, x, y)
+    return _round(b, b.op(f"math.fma {s}, {q}, {s} : {D}"))  # 2^k (1 + expm1(r)); inf past f32's range
 
 
 # ---- f32 exp computed in f32, for values that are only summed (scalar.py, Body.summed: a
