@@ -2,6 +2,7 @@
 its arguments (globals, closure cells, attributes, container items, defaults, ambient torch
 state) is unchanged. Each test changes one thing between calls and compares every call with
 eager PyTorch."""
+import functools
 import math
 import operator
 
@@ -709,3 +710,36 @@ def test_containers_read_again_keep_their_items_guarded(change):
     finally:
         setting.k = 2.0
         EXTRAS.clear()
+
+
+NOTE_FLAG = False
+
+
+class _Counter:
+    n = 0
+
+
+_COUNTER = _Counter()
+
+
+@functools.singledispatch  # (its dispatching wrapper is library code: functools)
+def _note(x):
+    if NOTE_FLAG:
+        _COUNTER.n = _COUNTER.n + 1
+
+
+def test_a_library_call_running_the_users_code_keeps_its_guards(monkeypatch):
+    """A library call returning None with no effects is bookkeeping, its reads not guarded
+    (runtime/state.py); one that ran the user's code keeps them: the flag decides whether the
+    user's function writes an attribute."""
+    def f(x):
+        _note(x)
+        return x * 2
+
+    jf, x = thunder.jit(f), torch.randn(3)
+    torch.testing.assert_close(jf(x), x * 2)
+    assert _COUNTER.n == 0
+    monkeypatch.setattr(_COUNTER, "n", 0)
+    monkeypatch.setitem(globals(), "NOTE_FLAG", True)
+    torch.testing.assert_close(jf(x), x * 2)
+    assert _COUNTER.n == 1 and thunder.compile_stats(jf).cache_misses == 2

@@ -279,3 +279,31 @@ def test_a_read_made_again_after_a_bookkeeping_call_was_dropped_is_guarded_again
     state._drop_since(0, 0, 0, 0)
     assert not state.guards
     assert read_all().keys() == first.keys()
+
+
+class ReturnsNone(nn.Module):
+    def forward(self, x):
+        return None
+
+
+class CallsAProbe(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.probe, self.lin = ReturnsNone(), nn.Linear(4, 4)
+
+    def forward(self, x):
+        self.probe(x)
+        return self.lin(x)
+
+
+def test_a_hook_on_a_module_returning_none_registered_later_runs():
+    """Module.__call__ of a forward returning None changes nothing: torch's call was taken for
+    bookkeeping and its guards (the hook dicts empty) dropped, so a forward hook registered later
+    was never called (runtime/state.py: a call that ran the user's code keeps its reads)."""
+    model = CallsAProbe()
+    jm, x = thunder.jit(model), torch.randn(2, 4)
+    torch.testing.assert_close(jm(x), model(x))
+    seen = []
+    model.probe.register_forward_hook(lambda mod, args, out: seen.append(args[0].shape))
+    torch.testing.assert_close(jm(x), model(x))
+    assert seen == [x.shape, x.shape] and thunder.compile_stats(jm).cache_misses == 2

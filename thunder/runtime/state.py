@@ -17,8 +17,11 @@ read from them is derived from what was guarded.
 Bookkeeping is not guarded: the reads made while interpreting a call of library code (torch's
 package or Python's standard library, not the user's code or other packages) are dropped when
 the call returns None and changed nothing the program depends on: it recorded no op, consulted no
-ambient torch state, read no tensor, split on no value and stored no attribute, global or closure
-variable (its only effects are on containers: counters, caches, registries). dynamo's
+ambient torch state, read no tensor, split on no value, stored no attribute, global or closure
+variable and called no code of the user's (its only effects are on containers: counters, caches,
+registries). A call that ran the user's code keeps its reads: they decide what that code does (a
+module's forward returning None keeps the guards that its hook dicts are empty, so a hook
+registered later recompiles; a flag read decides whether an attribute is written). dynamo's
 GenerationTracker.tag in its patch of nn.Module.__init__ (a module made in forward), logging's
 enabled-level cache, a warnings registry are such calls: their state changes between calls
 (torch.compile bumps dynamo's generation on each of its calls) without deciding anything about
@@ -109,6 +112,7 @@ class StateTracker:
         self._owners = None  # id(tensor) -> (module, name) of the root's parameters and buffers
         self.arg_paths = {}  # tensor index -> the prologue's expression for an argument tensor (args[0])
         self.stores = 0  # attribute, global and closure writes seen (bookkeeping calls make none)
+        self.user_calls = 0  # calls of code that is not library code (bookkeeping calls make none)
         self._snapshot_log = []  # ids added to _snapshots, in order (to drop a bookkeeping call's)
         # (kind, id(owner), name) -> the value a global or attribute read guarded: the same value
         # read again there needs nothing more (the global hook dicts, `F`, at every module call)
@@ -237,6 +241,7 @@ class StateTracker:
         done = self._bookkeeping(fn) if library else None
         if not library:  # (the program cache checks their source files: runtime/persist.py)
             self.interpreted.setdefault(fn.__code__, fn)
+            self.user_calls += 1
         p = self.path(fn)
         if p is not None:
             self.guard(f"{p}.__code__", "is", fn.__code__, f"the code of {fn.__qualname__}")
@@ -246,7 +251,7 @@ class StateTracker:
         """What a bookkeeping call leaves unchanged."""
         ctx = tracing.current()
         return (len(ctx.symbols), len(ctx.consulted), len(ctx.stride_dependent), len(ctx.mutated),
-                len(ctx.sym_guards or ()), len(self.reads), self.stores, len(self.writes))
+                len(ctx.sym_guards or ()), len(self.reads), self.stores, len(self.writes), self.user_calls)
 
     def _bookkeeping(self, fn):
         marks = (len(self.guards), len(self.consts), len(self._paths), len(self._snapshot_log))
