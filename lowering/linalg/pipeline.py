@@ -23,6 +23,7 @@ TENSOR_PIPELINE = [
     "buffer-deallocation-pipeline",
     "convert-bufferization-to-memref",
 ]
+FUSE_PASSES = 2  # TENSOR_PIPELINE's fusion passes, after which lower_to_llvm runs write_over_last_reads
 
 LOOPS = {
     # plain scf loops; LLVM's loop vectorizer does the vectorizing
@@ -73,8 +74,8 @@ LLVM_PIPELINE = [
 
 
 def pipeline(loops="loops") -> str:
-    """The passes lower_to_llvm runs (it also runs copies_to_linalg after the tensor passes and
-    keep_roundings after LOW_FLOATS)."""
+    """The passes lower_to_llvm runs (it also runs write_over_last_reads after the fusion, copies_to_linalg
+    after the tensor passes and keep_roundings after LOW_FLOATS)."""
     passes = TENSOR_PIPELINE + LOOPS[loops] + LOW_FLOATS + LLVM_PIPELINE
     return "builtin.module(" + ",".join(passes) + ")"
 
@@ -97,6 +98,45 @@ def copies_to_linalg(module):
         op.erase()
 
 
+def write_over_last_reads(module):
+    """An elementwise linalg.generic whose init is a tensor.empty writes into an input it reads
+    last instead (same type, read at the same index, produced by another linalg op, no other
+    use): no temporary buffer for its result. In a tiled softmax the exps' pass then writes the
+    output tile itself (eliminate-empty-tensors makes that pass's buffer the output), as torch's
+    softmax does: the output's cache misses fall in the exps' arithmetic, not in the cheap last
+    pass (a 4096x1000 softmax from memory, one thread: 0.74x -> 0.97x torch's; docs/benchmarks.md
+    "Branch smax2"). One-shot bufferization still decides: writing in place where it may."""
+    generics = []
+
+    def visit(op):
+        if op.name == "linalg.generic":
+            generics.append(op)
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    for op in generics:
+        n_in, n_out = ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"])
+        iterators = [str(a) for a in ir.ArrayAttr(op.attributes["iterator_types"])]
+        if n_out != 1 or any("parallel" not in a for a in iterators):
+            continue
+        init = op.operands[n_in]
+        if _producer(init) != "tensor.empty":
+            continue
+        maps = [ir.AffineMapAttr(m).value for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
+        for i in range(n_in):
+            v = op.operands[i]
+            if (v.type == init.type and maps[i] == maps[n_in] and maps[i].is_permutation
+                    and _producer(v).startswith("linalg.")
+                    and len(list(v.uses)) == 1):
+                op.operands[n_in] = v
+                break
+
+
+def _producer(v):
+    """The name of the op whose result v is ("" for a block argument)."""
+    return "" if isinstance(v.owner, ir.Block) else v.owner.operation.name
+
+
 def keep_roundings(module):
     """Drop the `contract` flag that arith-emulate-unsupported-floats puts on the extf/truncf
     it wraps each emulated op in: with it, folding (arith-expand's, canonicalize's) removes a
@@ -115,10 +155,12 @@ def keep_roundings(module):
 def lower_to_llvm(module, loops="loops", dump=None):
     """Run the pipeline on module in place. dump: a callable getting (stage, text) for debugging."""
     with module.context:
-        stages = [("tensor", TENSOR_PIPELINE), ("loops", LOOPS[loops]), ("low-floats", LOW_FLOATS),
-                  ("llvm", LLVM_PIPELINE)]
+        stages = [("fuse", TENSOR_PIPELINE[:FUSE_PASSES]), ("tensor", TENSOR_PIPELINE[FUSE_PASSES:]),
+                  ("loops", LOOPS[loops]), ("low-floats", LOW_FLOATS), ("llvm", LLVM_PIPELINE)]
         for stage, passes in stages:
             passmanager.PassManager.parse("builtin.module(" + ",".join(passes) + ")").run(module.operation)
+            if stage == "fuse":
+                write_over_last_reads(module)
             if stage == "tensor":
                 copies_to_linalg(module)
             if stage == "low-floats":
