@@ -84,15 +84,7 @@ def copies_to_linalg(module):
     """memref.copy -> linalg.copy (a loop nest). Bufferization copies between buffers whose
     layouts are strided (a tile of an input into a tile of an output) lower to a call of the
     MLIR runtime's `memrefCopy`, which is not in the process."""
-    copies = []
-
-    def visit(op):
-        if op.name == "memref.copy":
-            copies.append(op)
-        return ir.WalkResult.ADVANCE
-
-    module.operation.walk(visit)
-    for op in copies:
+    for op in _ops_named(module, "memref.copy"):
         with ir.InsertionPoint(op), op.location:
             linalg.copy(op.operands[0], outs=[op.operands[1]])
         op.erase()
@@ -106,15 +98,7 @@ def write_over_last_reads(module):
     softmax does: the output's cache misses fall in the exps' arithmetic, not in the cheap last
     pass (a 4096x1000 softmax from memory, one thread: 0.74x -> 0.97x torch's; docs/benchmarks.md
     "Branch smax2"). One-shot bufferization still decides: writing in place where it may."""
-    generics = []
-
-    def visit(op):
-        if op.name == "linalg.generic":
-            generics.append(op)
-        return ir.WalkResult.ADVANCE
-
-    module.operation.walk(visit)
-    for op in generics:
+    for op in _ops_named(module, "linalg.generic"):
         n_in, n_out = ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"])
         iterators = [str(a) for a in ir.ArrayAttr(op.attributes["iterator_types"])]
         if n_out != 1 or any("parallel" not in a for a in iterators):
@@ -130,6 +114,19 @@ def write_over_last_reads(module):
                     and len(list(v.uses)) == 1):
                 op.operands[n_in] = v
                 break
+
+
+def _ops_named(module, name):
+    """The ops of module named name, in walk order (collected first: the callers rewrite them)."""
+    ops = []
+
+    def visit(op):
+        if op.name == name:
+            ops.append(op)
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    return ops
 
 
 def _producer(v):

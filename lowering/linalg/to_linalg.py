@@ -328,7 +328,6 @@ def _tiled(block, name, input_strides, approx_math, merge_reductions, rows, axes
         params.append(f"%out{j}: {out_type}")
         view, view_t = _subview(f"%out{j}", out_type, full_t, axis, out_strides)
         stores.append(f"      %ov{j} = {view}")
-        em.lines = []
         stores += ["  " + line for line in _store(em, r, f"%ov{j}", view_t, out_strides)]
         row_bytes += elt_bytes(full_t.elt) * _pymath.prod(full_t.shape) // rows
     params += ["%lo: index", "%hi: index"]

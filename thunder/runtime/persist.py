@@ -223,7 +223,7 @@ def _sources(fixed, rec):
     its autograd program's forward, backward and backward variants."""
     out = [(fixed["prologue"], "<thunder prologue>"), (fixed["source"], "<thunder>")]
     program = rec["constants"].get("_program")
-    if isinstance(program, AutogradProgram):
+    if isinstance(program, AutogradProgram):  # (its __dict__: reading backward_source would compile it)
         out += [(program.forward_source, "<thunder>"), (program.__dict__.get("backward_source"), "<thunder>")]
         out += [(v.source, "<thunder>") for v in program.__dict__.get("variants", {}).values()]
     return [(s, f) for s, f in out if isinstance(s, str)]
