@@ -113,7 +113,10 @@ def large_case(a, fn, make, copy_bps):
         got = jf(*args)
         sync(a.device)
         first = time.perf_counter() - t0
-        close(got, expected, expected.dtype)
+        # against float64 from the same inputs (common.close): a bf16 rotary embedding's two rounded
+        # products cancel, so eager itself is a few bf16 units off there (the first H200 run)
+        reference = fn(*[x.double() if x.is_floating_point() else x for x in args])
+        close(got, expected, expected.dtype, reference)
         compiled = torch.compile(fn) if not a.dry_run else fn
         reps = dict(reps=10, warmup=3) if not a.dry_run else dict(reps=2, warmup=1)
         t = {k: seconds(lambda f=f: f(*args), a.device, **reps) * 1e3 for k, f in (("eager", fn), ("torch_compile", compiled), ("thunder", jf))}
