@@ -17,6 +17,7 @@ from thunder.dialects.definitions import context
 from thunder.dialects.mlir import ir
 from thunder.lowering import fuse
 from thunder.lowering.gpu import Batch, KernelError, UnsupportedOp, region_kernels
+from thunder.lowering.gpu import launch as launch_module
 from thunder.lowering.gpu import ptx as ptx_module
 from thunder.lowering.gpu.emulate import emulate_region
 from thunder.lowering.gpu.launch import CudaDriverError, CudaKernel, Launcher
@@ -384,6 +385,23 @@ def test_launch_packs_pointers_counts_grid_and_stream():
     assert sum(c[0] == "cuModuleLoadData" for c in driver.calls) == 1
     _, _, grid, _, _, _, params, _ = driver.launches()[-1]
     assert grid == (3, 1, 1) and params == [x2.data_ptr(), w.data_ptr(), out2.data_ptr(), 3]
+
+
+def test_repeated_calls_neither_hash_the_ptx_nor_load_again(monkeypatch):
+    """A region's call finds its CUfunction by the PTX digest its variant keeps: hashing the PTX
+    text on every launch cost ~20 us a call on the H200's host (the sixth device run)."""
+    driver = RecordingDriver()
+    name, text = _only_region(lambda x: x.exp() * 2, torch.randn(4, 8))
+    k = CudaKernel(text, name, launcher=Launcher(driver, FakeDevice), device_type="cpu")
+    x = torch.randn(4, 8)
+    k(x)
+    hashed = []
+    real = launch_module.hashlib.sha256
+    monkeypatch.setattr(launch_module.hashlib, "sha256", lambda data=b"": hashed.append(len(data)) or real(data))
+    for _ in range(5):
+        (out,) = k(x)
+    assert hashed == [] and len(driver.launches()) == 6
+    assert sum(c[0] == "cuModuleLoadData" for c in driver.calls) == 1 and out.shape == (4, 8)
 
 
 def test_launch_elementwise_grid_and_alignment_variants():

@@ -65,10 +65,16 @@ def _import_driver():
 class TorchDevice:
     """What the launcher needs to know about a torch CUDA device."""
 
+    _chips = {}  # device index -> "sm_XY" (asked on every region call: torch's query is ~10 us)
+
     @staticmethod
     def chip(device):
-        major, minor = torch.cuda.get_device_capability(device)
-        return f"sm_{major}{minor}"
+        index = TorchDevice.index(device)
+        chip = TorchDevice._chips.get(index)
+        if chip is None:
+            major, minor = torch.cuda.get_device_capability(index)
+            chip = TorchDevice._chips[index] = f"sm_{major}{minor}"
+        return chip
 
     @staticmethod
     def stream(device):
@@ -141,10 +147,12 @@ class Launcher:
         if pushed:
             self._check(self.driver.cuCtxPopCurrent(), "cuCtxPopCurrent")
 
-    def function(self, ptx, kernel, device):
-        """The kernel's CUfunction, its module loaded once per device (between enter and leave)."""
+    def function(self, ptx, kernel, device, digest=None):
+        """The kernel's CUfunction, its module loaded once per device (between enter and leave).
+        digest: the PTX's sha256, where the caller keeps it (a Variant: hashing the PTX on each
+        launch cost ~20 us a call on the H200's host)."""
         index = self.device.index(device)
-        digest = hashlib.sha256(ptx.encode()).hexdigest()
+        digest = digest or ptx_digest(ptx)
         key = (digest, kernel, index)
         f = self.functions.get(key)
         if f is None:
@@ -197,11 +205,15 @@ def compile_ptx(module_text, chip):
     return p
 
 
+def ptx_digest(ptx):
+    return hashlib.sha256(ptx.encode()).hexdigest()
+
+
 class Variant:
     """The kernels of a region for one pattern of input strides and alignments, on one chip."""
 
     def __init__(self, kernels, ptx):
-        self.kernels, self.ptx = kernels, ptx
+        self.kernels, self.ptx, self.digest = kernels, ptx, ptx_digest(ptx)
 
 
 class CudaKernel:
@@ -260,7 +272,7 @@ class CudaKernel:
                 n = launch.count(shapes)
                 if n == 0:
                     continue
-                f = launcher.function(v.ptx, launch.name, device)
+                f = launcher.function(v.ptx, launch.name, device, v.digest)
                 params = pointers + [outs[j].data_ptr() for j in launch.outputs] + [n]
                 launcher.launch(f, launch.grid(n), launch.threads, params, device)
         finally:
