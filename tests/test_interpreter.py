@@ -1543,3 +1543,23 @@ def test_generator_frames_are_interpreted():
 
     assert interpret(f, ([1, "a", 2],), {}, lookup=lookup).value == 2
     assert seen == [1, "a", 2]
+
+
+def test_generator_expressions_of_torch_modules_are_interpreted():
+    """torch's generator functions (Module.parameters()) run natively, its generator expressions
+    are interpreted: `any(not isinstance(x, torch.Tensor) for x in leaves)` in torch's own code
+    (associative_scan) must see what the code around it sees (a proxy is a tensor there)."""
+    torch = pytest.importorskip("torch")
+    where = os.path.join(os.path.dirname(torch.__file__), "_probe_of_thunder_tests.py")  # (never written)
+    ns = {}
+    exec(compile("def f(xs):\n    return all(x > 0 for x in xs)\n\n\ndef g(xs):\n    yield from xs\n", where, "exec"), ns)
+    seen = []
+
+    def on_call(fn):
+        seen.append(fn.__code__.co_name)
+
+    assert interpret(ns["f"], ([1, 2],), {}, on_call=on_call).value is True
+    assert seen == ["f", "<genexpr>"]
+    seen.clear()
+    assert list(interpret(ns["g"], ([3],), {}, on_call=on_call).value) == [3]
+    assert seen == []

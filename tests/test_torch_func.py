@@ -37,6 +37,11 @@ CASES = {
     "hessian": (lambda x: hessian(_loss)(x[0]), (X,)),
     "vjp": (lambda x: vjp(lambda r: r.sin() @ W, x)[1](torch.ones(3, 2))[0], (X,)),
     "per_sample_grads": (lambda p, x: vmap(grad(_per_sample_loss), in_dims=(None, 0))(p, x), (PARAMS, X)),
+    # in_dims as a prefix of the arguments' structure: per part of a tuple argument (torch's
+    # associative_scan vmaps its combine function so)
+    "vmap_nested_in_dims": (lambda x, w: vmap(lambda p, v: p[0].sin() * p[1] + v.sum(), in_dims=((0, 1), None))(
+        (x, x.t()), w), (X, W)),
+    "vmap_empty_batch": (lambda x: vmap(lambda r: (r.exp() @ W, r.sum()))(x[:0]), (X,)),
 }
 
 
@@ -133,3 +138,26 @@ def test_vmap_of_random_ops_raises_as_eager(body):
         thunder.jit(lambda x: torch.vmap(body)(x))(x)
     with pytest.raises(NotImplementedError, match='randomness="same"'):
         thunder.jit(lambda x: torch.vmap(body, randomness="same")(x))(x)
+
+
+def _combine(left, right):  # the linear recurrence h = a * h + b as an associative combine
+    return left[0] * right[0], right[0] * left[1] + right[1]
+
+
+def test_torch_associative_scan_generic_values_and_grads_as_eager():
+    """torch's associative_scan (transformers' Mamba takes it where torch.compiler.is_compiling(),
+    as inside thunder.jit) checks `any(not isinstance(x, torch.Tensor) for x in leaves)` in a
+    generator expression of torch's own module: generator expressions there are interpreted, so
+    they see proxies as tensors (torch's generator functions, Module.parameters(), run natively),
+    then vmaps its combine function with in_dims per part of a tuple, down to empty batches."""
+    from torch._higher_order_ops.associative_scan import associative_scan
+
+    def fn(a, b):
+        return associative_scan(_combine, (a, b), dim=2, combine_mode="generic")[1]
+
+    for steps in (1, 5, 8):
+        g = torch.Generator().manual_seed(steps)
+        args = (torch.rand(2, 3, steps, 4, generator=g), torch.randn(2, 3, steps, 4, generator=g))
+        (out, grads), (exp, exp_grads) = _outputs_and_grads(thunder.jit(fn), args), _outputs_and_grads(fn, args)
+        for a, b in zip(out + grads, exp + exp_grads, strict=True):
+            torch.testing.assert_close(a, b)

@@ -29,7 +29,9 @@ as CPython gives one to each frame it unwinds.
 Generator functions and generator expressions: the call returns a real generator object whose
 frame is interpreted each time it is resumed (``next``/``send``/``throw``/``close``, by interpreted
 or native code: ``sum(isinstance(x, T) for x in xs)`` sees what interpreted code sees), ``yield
-from`` included; those of torch's own modules (``Module.parameters()``) run natively.
+from`` included; the generator functions of torch's own modules (``Module.parameters()``) run
+natively, their generator expressions are interpreted (torch's ``associative_scan`` checks its
+inputs with ``any(not isinstance(x, torch.Tensor) for x in leaves)``).
 
 Python functions passed to natives that call them (``map``, ``filter``, ``sorted``/``min``/``max``/
 ``list.sort`` keys, ``functools.reduce``, itertools' callback takers) are interpreted when called.

@@ -41,7 +41,8 @@ def current_frame() -> Frame | None:
 
 _CO_GENERATOR = inspect.CO_GENERATOR
 # generator functions of these packages run natively (torch's Module.parameters() and the like:
-# as before generators were interpreted, what they hand back is reported as native results)
+# as before generators were interpreted, what they hand back is reported as native results); not
+# their generator expressions, which test the values around them (isinstance of a proxy)
 NATIVE_GENERATOR_PACKAGES = ("torch",)
 
 
@@ -350,7 +351,7 @@ class Runtime:
 
     def interpret_function(self, fn: types.FunctionType, args: tuple, kwargs: dict) -> Any:
         code = fn.__code__
-        if code.co_flags & _CO_GENERATOR and _native_generator(code):
+        if code.co_flags & _CO_GENERATOR and code.co_name != "<genexpr>" and _native_generator(code):
             return fn(*args, **kwargs)
         done = self.on_call(fn) if self.on_call is not None else None
         load_default = None

@@ -16,8 +16,9 @@
 
 - `vjp(f, *primals)`: the same, the cotangent given by the caller of the returned function.
 
-Anything else about them (randomness="different", has_aux with jacobians, in_dims that are not
-an int or None per argument, arguments that are not structures of tensors, jvp, linearize) is
+Anything else about them (randomness="different", has_aux with jacobians, in_dims other than
+ints and None (per argument, or per part of a tuple argument, as torch's prefix of the arguments'
+structure), arguments that are not structures of tensors, jvp, linearize) is
 refused with a NotImplementedError that names it; chunk_size is accepted and has no effect."""
 import functools
 import importlib
@@ -102,20 +103,34 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
         _refuse('torch.vmap(..., randomness="different")')
 
     def batched(*args, **kwargs):
-        dims = in_dims if isinstance(in_dims, (tuple, list)) else (in_dims,) * len(args)
-        if len(dims) != len(args) or any(not (d is None or isinstance(d, int)) for d in dims):
-            _refuse(f"torch.vmap with in_dims={in_dims!r} (one int or None per argument is supported)")
-        sizes = {t.shape[d] for a, d in zip(args, dims) if d is not None
-                 for t in pytree.tree_flatten(a)[0] if isinstance(t, TensorProxy)}
+        # in_dims as torch reads it: a prefix of the arguments' structure (an int or None for a
+        # whole argument, or a tuple of them for the parts of a tuple argument), one dim per leaf
+        leaves, spec = pytree.tree_flatten(args)
+        dims = pytree._broadcast_to_and_flatten(tuple(in_dims) if isinstance(in_dims, list) else in_dims, spec)
+        if dims is None:
+            raise ValueError(f"vmap: in_dims={in_dims!r} is not compatible with the structure of the inputs "
+                             f"({len(args)} arguments): in_dims must be an int, None, or a prefix of the arguments' "
+                             "structure")
+        if any(not (d is None or isinstance(d, int)) for d in dims):
+            _refuse(f"torch.vmap with in_dims={in_dims!r} (an int or None per tensor is supported)")
+        mapped = [(t, d) for t, d in zip(leaves, dims) if d is not None and isinstance(t, TensorProxy)]
+        sizes = {t.shape[d] for t, d in mapped}
         if len(sizes) != 1:
             raise ValueError(f"vmap: Expected all tensors to have the same size in the mapped dimension, got "
                              f"sizes {sorted(sizes)} for the mapped dimension")
         size = sizes.pop()
 
         def example(i):
-            return [a if d is None else pytree.tree_map(
-                lambda t, d=d: _op("select", t, d, i) if isinstance(t, TensorProxy) else t, a)
-                for a, d in zip(args, dims)]
+            return list(pytree.tree_unflatten([_op("select", t, d, i) if d is not None and isinstance(t, TensorProxy)
+                                               else t for t, d in zip(leaves, dims)], spec))
+
+        if size == 0:  # (a batch of none: f runs on zeros of an example's shape, for its results' shapes)
+            zeros = list(pytree.tree_unflatten([
+                _op("new_zeros", t, tuple(n for k, n in enumerate(t.shape) if k != d % t.ndim))
+                if d is not None and isinstance(t, TensorProxy) else t for t, d in zip(leaves, dims)], spec))
+            out = interpret_inner(func, zeros, kwargs)
+            return _place(pytree.tree_map(lambda o: _op("expand", _op("unsqueeze", o, 0), (0, *o.shape))
+                                          if isinstance(o, TensorProxy) else o, out), out_dims)
 
         ctx = tracing.current()
         mark = len(ctx.symbols)
@@ -130,14 +145,12 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
             # (unrolled, each example would draw its own numbers: randomness="different", not "same")
             _refuse('torch.vmap(..., randomness="same") of a function that draws random numbers')
         # the body as batched ops where every op it recorded has a batching rule
-        examples = [t for a, d in zip(first, dims) if d is not None
-                    for t in pytree.tree_flatten(a)[0] if isinstance(t, TensorProxy)]
-        inputs = [(t, d) for a, d in zip(args, dims) if d is not None
-                  for t in pytree.tree_flatten(a)[0] if isinstance(t, TensorProxy)]
-        leaves, spec = pytree.tree_flatten(out)
-        found = batching.batch(recording, mark, examples, inputs, leaves, size)
+        examples = [t for t, d in zip(pytree.tree_flatten(tuple(first))[0], dims)
+                    if d is not None and isinstance(t, TensorProxy)]
+        out_leaves, out_spec = pytree.tree_flatten(out)
+        found = batching.batch(recording, mark, examples, mapped, out_leaves, size)
         if found is not None:
-            return _place(pytree.tree_unflatten(found, spec), out_dims)
+            return _place(pytree.tree_unflatten(found, out_spec), out_dims)
         # else unrolled: the first example's trace is kept, the others interpreted
         results = [out] + [interpret_inner(func, example(i), kwargs) for i in range(1, size)]
         return _stack(results, out_dims)
