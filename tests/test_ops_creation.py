@@ -275,3 +275,18 @@ def test_cpu_program_under_another_default_device():
         torch.set_default_device(None)
     assert [o.device.type for o in out] == ["cpu", "cpu"]
     torch.testing.assert_close(out, expected)
+
+
+def test_python_types_as_dtypes_as_eager():
+    """torch reads dtype=int/float/bool as torch.int64/float64/bool (transformers' chunked causal
+    mask: torch.zeros(batch_size, dtype=int)); thunder refused them as not a dtype."""
+    def fn(x):
+        return (torch.zeros(3, dtype=int), torch.ones(2, 2, dtype=float), torch.full((2,), 1, dtype=bool),
+                torch.arange(4, dtype=float), x.new_zeros(2, dtype=int), torch.tensor([1, 2], dtype=float))
+
+    x = torch.randn(2)
+    for got, expected in zip(thunder.jit(fn)(x), fn(x), strict=True):
+        assert got.dtype == expected.dtype
+        torch.testing.assert_close(got, expected)
+    with pytest.raises(TypeError, match="'dtype' must be"):
+        thunder.jit(lambda x: torch.zeros(2, dtype=str))(x)

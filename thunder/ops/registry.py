@@ -141,6 +141,9 @@ Data = Kind("Data", accepts=_is_data)  # a number or nested tuples of numbers: t
 Floats = Kind("Floats", accepts=lambda v: isinstance(v, tuple) and all(
     isinstance(x, (int, float)) and not isinstance(x, bool) for x in v))  # scale factors
 
+# a Python type as a dtype argument, as torch's argument parser reads it (torch.zeros(n, dtype=int))
+PYTHON_DTYPES = {int: torch.int64, float: torch.float64, bool: torch.bool, complex: torch.complex128}
+
 # the kinds' tests that every TensorProxy passes (OpDef.bind leaves such values as they are)
 _TAKES_PROXIES = (_is_tensor, TensorOrNumber._accepts)
 # values that python_number returns as they are (no numpy scalar, no int to check the range of)
@@ -275,7 +278,9 @@ class OpDef:
             v = values[p.name]
             if type(v) is TensorProxy and takes_proxy or v is None and p.kind.optional:
                 continue  # (what the checks below leave as it is)
-            if type(v) not in _AS_THEY_ARE:
+            if type(v) is type and p.kind.base_name == "dtype" and v in PYTHON_DTYPES:
+                v = values[p.name] = PYTHON_DTYPES[v]
+            elif type(v) not in _AS_THEY_ARE:
                 v = values[p.name] = python_number(v, self.torch_name, scalar)
             if isinstance(v, list) and p.kind.base_name in ("Ints", "Dims", "Tensors"):
                 v = values[p.name] = tuple(v)
