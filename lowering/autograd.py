@@ -10,6 +10,8 @@ only ops with rules remain. Integer and bool values never get gradients.
 """
 from dataclasses import dataclass
 
+import torch
+
 from thunder.core import trace as tracing
 from thunder.core.proxies import TensorProxy, proxy_of_meta, to_refs
 from thunder.core.trace import BoundSymbol, Ref, TraceCtx
@@ -18,7 +20,8 @@ from thunder.dialects.definitions import context, decode_op
 from thunder.dialects.emit import emit_into, emit_symbol, find_func, mutated_inputs
 from thunder.dialects.lift import lift
 from thunder.dialects.mlir import func, ir
-from thunder.ops import elementwise, registry
+from thunder.ops import elementwise, fallback, registry
+from thunder.ops.vjp import complex_numbers
 from thunder.lowering.decompose import decompose_module
 from thunder.lowering.remat_inplace import kept_names, rewrite_forward
 from thunder.lowering.vjp_reuse import VjpReuse
@@ -161,7 +164,12 @@ def backpropagate(symbols, needs, grads, fwd, decompose=False, reuse=None):
             g, out = tuple(gs), tuple(out_proxies)
         else:
             g, out = gs[0], out_proxies[0]
+        conjugated = _conjugated(bsym)
+        if conjugated:
+            g = _conj(g)
         result = reuse.apply(op, g, out, {k: as_proxies(v) for k, v in bsym.args.items()})
+        if conjugated:
+            result = {k: _conj(v) for k, v in result.items()}
         for p in op.params:
             v = bsym.args[p.name]
             got = result.get(p.name)
@@ -171,6 +179,33 @@ def backpropagate(symbols, needs, grads, fwd, decompose=False, reuse=None):
                 for x, gx in zip(v, got):
                     if isinstance(x, Ref) and x.name in needs:
                         _accumulate(grads, x, gx, reuse)
+
+
+def _conjugated(bsym):
+    """Whether bsym's rule runs on conjugated cotangents, its gradients conjugated
+    (thunder/ops/vjp/complex_numbers.py): an op of complex tensors with a rule for real ones.
+    An op on complex tensors whose rule would give other than torch's gradient is refused."""
+    if not any(getattr(r.dtype, "is_complex", False) for r in (*bsym.tensor_args(), *bsym.outputs)):
+        return False
+    name = bsym.op.qualname
+    if name in complex_numbers.AS_IS:
+        return False
+    if name not in complex_numbers.CONJUGATED:
+        where = f" at {bsym.location[0]}:{bsym.location[1]}" if bsym.location else ""
+        raise NotImplementedError(
+            f"thunder: the gradient of {bsym.op.torch_name or name} with complex tensors{where} is not supported "
+            "(only ops holomorphic in their complex inputs, shape ops and casts have torch's complex gradient here). "
+            "Workaround: compute it from the real and imaginary parts (torch.view_as_real), or outside thunder.jit")
+    return True
+
+
+def _conj(v):
+    """The complex conjugate of a cotangent or gradient (tensors of other dtypes as they are)."""
+    if isinstance(v, tuple):
+        return tuple(_conj(x) for x in v)
+    if isinstance(v, TensorProxy) and v.dtype.is_complex:
+        return fallback.call(torch.conj_physical, v)
+    return v
 
 
 def _backpropagate_decomposition(bsym, needs, grads, fwd, as_proxies, reuse):

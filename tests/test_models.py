@@ -130,13 +130,16 @@ def _more_models(name):
         return (_hf(t.DistilBertConfig, t.DistilBertForSequenceClassification, vocab_size=96, dim=32, hidden_dim=64,
                     n_layers=2, n_heads=4, max_position_embeddings=32, dropout=0.0, attention_dropout=0.0,
                     seq_classif_dropout=0.0), dict(input_ids=ids, labels=torch.tensor([0, 1])))
+    if name == "llama4":  # (complex rotary embedding, chunked attention mask, MoE)
+        return _hf(t.Llama4TextConfig, t.Llama4ForCausalLM, head_dim=8, num_local_experts=2, num_experts_per_tok=1,
+                   intermediate_size_mlp=64, interleave_moe_layer_step=1, **DECODER), dict(input_ids=ids, labels=ids)
     if name == "mamba":  # (a state-space model: torch's associative_scan, as under torch.compile)
         return (_hf(t.MambaConfig, t.MambaForCausalLM, vocab_size=96, hidden_size=32, num_hidden_layers=2,
                     state_size=4, expand=2, conv_kernel=4), dict(input_ids=ids, labels=ids))
     raise ValueError(name)
 
 
-@pytest.mark.parametrize("name", ["gemma", "phi3", "t5", "distilbert", "mamba"])
+@pytest.mark.parametrize("name", ["gemma", "phi3", "t5", "distilbert", "mamba", "llama4"])
 def test_models_not_named_in_the_issue(name):
     model, kwargs = _more_models(name)
     check_model(model, kwargs)

@@ -4,6 +4,7 @@ import math
 import torch
 
 from thunder.ops import vjp_utils as _vjp
+from thunder.ops.vjp import complex_numbers
 from thunder.ops.elementwise import (abs_, add, clamp, clamp_max, clamp_min, div, eq, exp, ge, gelu, gt,
                                      hardsigmoid, hardswish, hardtanh, le, log, logical_and, logical_or, lt,
                                      maximum, minimum, mish, mul, neg, pow_, reciprocal, relu, relu6, rpow,
@@ -174,7 +175,7 @@ def _unary_rule(op, rule):
 _unary_rule(neg, lambda g, out, x: neg(g))
 
 
-_unary_rule(abs_, lambda g, out, x: mul(g, sign(x)))
+_unary_rule(abs_, lambda g, out, x: mul(g, complex_numbers.sgn(x) if x.dtype.is_complex else sign(x)))
 
 
 _unary_rule(exp, lambda g, out, x: mul(g, out))

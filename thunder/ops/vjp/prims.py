@@ -5,6 +5,7 @@ import torch
 
 from thunder.ops.elementwise import _div_floor  # (floor division built from prims)
 from thunder.ops.meta_utils import canonical_dims, is_tensor
+from thunder.ops.vjp import complex_numbers
 from thunder.ops.prims import (abs, adaptive_avg_pool2d, adaptive_avg_pool2d_backward, add, amax, amin, atan2,
                                avg_pool2d, avg_pool2d_backward, bitwise_and, broadcast_in_dim, cat, ceil,
                                convert_element_type, convolution, convolution_backward_input,
@@ -30,7 +31,7 @@ def _unary_vjp(op, rule):
     op.vjp(lambda g, out, a: {"a": rule(g, out, a)})
 
 
-_unary_vjp(abs, lambda g, out, a: mul(g, sign(a)))
+_unary_vjp(abs, lambda g, out, a: mul(g, complex_numbers.sgn(a) if a.dtype.is_complex else sign(a)))
 
 
 _unary_vjp(neg, lambda g, out, a: neg(g))
