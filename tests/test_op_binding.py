@@ -51,3 +51,17 @@ def test_plain_binding_is_inspects():
                 assert all(plain[k] is v for k, v in expected), op.qualname
                 checked += 1
     assert checked > 1000
+
+
+def test_numpy_argument_names_as_torch_takes_them():
+    """torch's argument parser takes numpy's names for its own (axis for dim, keepdims for keepdim):
+    transformers' Funnel calls torch.cat(tensors, axis=...); thunder refused the keyword."""
+    import torch
+
+    def fn(x, y):
+        return (torch.cat([x, y], axis=1), x.sum(axis=0, keepdims=True), torch.mean(x, axis=1),
+                torch.max(x, axis=1).values, torch.argmax(x, axis=0), x.cumsum(axis=0))
+
+    x, y = torch.randn(3, 4), torch.randn(3, 4)
+    for got, expected in zip(thunder.jit(fn)(x, y), fn(x, y), strict=True):
+        torch.testing.assert_close(got, expected)

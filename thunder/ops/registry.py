@@ -259,6 +259,8 @@ class OpDef:
         b = binding(self)
         if self.varargs is not None:
             args, kwargs = _gather_varargs(self, args, kwargs)
+        if kwargs and any(k in _NUMPY_NAMES and k not in b.names for k in kwargs):
+            kwargs = _numpy_names(b, kwargs)
         values = _bind_plain(b, args, kwargs)
         if values is None:  # (a call _bind_plain does not decide: inspect's binding, and its errors)
             try:
@@ -370,6 +372,16 @@ def _bind_plain(b, args, kwargs):
         else:
             values[name] = defaults[i]
     return values if used == len(kwargs) else None
+
+
+# the numpy names torch's argument parser takes for its own (torch.cat(ts, axis=1),
+# x.sum(axis=0, keepdims=True): transformers' Funnel)
+_NUMPY_NAMES = {"axis": "dim", "keepdims": "keepdim", "x": "input", "a": "input", "x1": "input", "x2": "other"}
+
+
+def _numpy_names(b, kwargs):
+    return {_NUMPY_NAMES[k] if k in _NUMPY_NAMES and k not in b.names and _NUMPY_NAMES[k] in b.names
+            and _NUMPY_NAMES[k] not in kwargs else k: v for k, v in kwargs.items()}
 
 
 def _gather_varargs(op, args, kwargs):
