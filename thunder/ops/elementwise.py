@@ -266,7 +266,7 @@ def _no_bool_operand(name, operands, dtype):
 def _pow_check(name, operands, dtype):
     base, exponent = operands
     _reject(name, dtype, ("bool",))
-    if (is_tensor(base) and not base.dtype.is_floating_point and not is_tensor(exponent)
+    if (is_tensor(base) and not (base.dtype.is_floating_point or base.dtype.is_complex) and not is_tensor(exponent)
             and not isinstance(exponent, float) and exponent < 0):
         raise RuntimeError("Integers to negative integer powers are not allowed.")
 

@@ -297,14 +297,20 @@ def cumsum(input: Tensor, dim: Int, *, dtype: DType | None = None):
 # var, std
 
 
+_REAL_OF = {torch.complex64: torch.float32, torch.complex128: torch.float64, torch.complex32: torch.float16}
+
+
 def _var_std(name, sqrt):
     def meta(input: Tensor, dim: Dims | None = None, unbiased: Bool = True, keepdim: Bool = False, *,
              correction: Float | None = None):
         if not (input.dtype.is_floating_point or input.dtype.is_complex):
             raise RuntimeError("std and var only support floating point and complex dtypes")
-        return _result(input, dim, keepdim, input.dtype)
+        # (of a complex tensor: real, the mean of |x - mean|^2)
+        return _result(input, dim, keepdim, _REAL_OF.get(input.dtype, input.dtype))
 
     def decomposition(input, dim=None, unbiased=True, keepdim=False, *, correction=None):
+        if input.dtype.is_complex:  # (prims hold no |z|^2; torch runs it: no executor fuses complex tensors)
+            raise NotImplementedError(f"thunder: {name} of a complex tensor has no decomposition into prims")
         # two passes in float64 (torch accumulates in double too)
         c = int(unbiased) if correction is None else correction
         x = to_dtype(input, torch.float64)

@@ -9,7 +9,7 @@ import math
 
 import torch
 
-from thunder.ops import prims
+from thunder.ops import fallback, prims
 from thunder.ops.creation import to
 from thunder.ops.decomp_utils import reduction_dims
 from thunder.ops.meta_utils import differentiable, is_tensor, reduced_shape  # noqa: F401  (differentiable: the rules use it from here)
@@ -33,7 +33,12 @@ def sum_to_shape(g, shape):
 
 
 def convert(g, dtype):
-    """g in dtype (nothing recorded when it already is)."""
+    """g in dtype (nothing recorded when it already is); a complex g of a real value: its real
+    part, as torch's autograd takes it (a cast would too, with a warning eager does not give)."""
+    if g.dtype == dtype:
+        return g
+    if g.dtype.is_complex and not dtype.is_complex:
+        g = fallback.call(torch.real, g)
     return g if g.dtype == dtype else to(g, dtype)
 
 

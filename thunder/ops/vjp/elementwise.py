@@ -1,4 +1,5 @@
 """The VJP rules of the ops of thunder/ops/elementwise.py (registered on them with OpDef.vjp)."""
+import cmath
 import math
 
 import torch
@@ -81,7 +82,13 @@ def _pow_rule(g, out, base, exponent):
         gb = _grad(base, gb)
     if _diff(exponent):
         if is_tensor(base):
-            r = where(logical_and(eq(base, 0), ge(exponent, 0)), 0.0, mul(out, log(base)))
+            # (the base in the result's dtype: the log of a negative base is complex for a complex power)
+            wide = base if base.dtype is out.dtype else _vjp.convert(base, out.dtype)
+            r = where(logical_and(eq(base, 0), _at_least_zero(exponent)), 0.0, mul(out, log(wide)))
+        elif out.dtype.is_complex:
+            r = mul(out, cmath.log(base) if base != 0 else -math.inf)
+            if base == 0:
+                r = where(_at_least_zero(exponent), 0.0, r)
         else:
             log_base = math.log(base) if base > 0 else (-math.inf if base == 0 else math.nan)
             r = mul(out, log_base)
@@ -89,6 +96,13 @@ def _pow_rule(g, out, base, exponent):
                 r = where(ge(exponent, 0), 0.0, r)
         ge_ = _grad(exponent, mul(g, r))
     return gb, ge_
+
+
+def _at_least_zero(exponent):
+    """exponent >= 0 as torch's pow backward reads it (a complex one: real and >= 0)."""
+    if not exponent.dtype.is_complex:
+        return ge(exponent, 0)
+    return logical_and(eq(complex_numbers.part(torch.imag, exponent), 0), ge(complex_numbers.part(torch.real, exponent), 0))
 
 
 @pow_.vjp

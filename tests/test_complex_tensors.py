@@ -1,4 +1,4 @@
-"""Gradients through complex tensors equal torch's (dL/dx + i dL/dy for z = x + iy): the rules
+"""Complex tensors: variances are real, as torch's; gradients through them equal torch's (dL/dx + i dL/dy for z = x + iy): the rules
 written for real tensors run on conjugated cotangents (thunder/ops/vjp/complex_numbers.py). Before,
 `x * y` of complex tensors gave `g * y` where torch gives `g * conj(y)`: a Llama 4's rotary
 embedding (complex multiplication) had every q/k gradient wrong with the loss equal to eager's."""
@@ -65,10 +65,44 @@ def test_complex_tensor_arguments_get_torch_gradients():
         torch.testing.assert_close(got, expected)
 
 
+@pytest.mark.parametrize("src", ["torch.pow(-1, z)", "torch.pow(z, -1)", "torch.pow(r - 0.5, z) * r", "torch.pow(z, r)",
+                                 "torch.pow(0, z)", "z ** z"])
+def test_complex_powers_as_eager(src):
+    """The exponent's gradient needs the log of the base as a complex number (log(-1) = i pi, not
+    NaN), a complex base's negative integer power is no integer power, and a real input's
+    gradient is the real part of the complex one, without a cast's warning."""
+    fn = eval(f"lambda z, r: {src}")
+    g = torch.Generator().manual_seed(2)
+    z0, r0 = torch.randn(6, dtype=torch.complex64, generator=g), torch.randn(6, generator=g)
+    results = []
+    for f in (thunder.jit(fn), fn):
+        z, r = z0.clone().requires_grad_(), r0.clone().requires_grad_()
+        out = f(z, r)
+        results.append((out.detach(), *torch.autograd.grad(out, [z, r], torch.ones_like(out), allow_unused=True)))
+    for got, expected in zip(*results, strict=True):
+        assert (got is None) == (expected is None)
+        if got is not None:
+            torch.testing.assert_close(got, expected, equal_nan=True)
+
+
 def test_a_complex_gradient_not_modelled_is_refused_by_name():
     # std of a complex tensor is not holomorphic: a rule for real tensors would be silently wrong
     fn = lambda x: torch.std(_c(x), dim=0).sum()  # noqa: E731
     x = torch.randn(5, 3, 2, requires_grad=True)
     fn(x).backward()  # (eager differentiates it)
-    with pytest.raises(NotImplementedError, match=r"gradient of .*std.* with complex tensors at .*test_complex_grads"):
+    with pytest.raises(NotImplementedError, match=r"gradient of .*std.* with complex tensors at .*test_complex_tensors"):
         thunder.jit(fn)(x).backward()
+
+
+@pytest.mark.parametrize("src", ["torch.softmax(z.var(0), 0)", "z.std(0, keepdim=True) + z", "torch.var_mean(z, 0)",
+                                 "torch.std_mean(z[0], 0)"])
+def test_variance_of_a_complex_tensor_is_real(src):
+    """The trace said complex64 where torch returns float32 (the mean of |z - mean|^2): a softmax
+    of it was refused as softmax of a complex tensor."""
+    fn = eval(f"lambda z: {src}")
+    z = torch.randn(5, 3, dtype=torch.complex64, generator=torch.Generator().manual_seed(3))
+    got, expected = thunder.jit(fn)(z), fn(z)
+    got, expected = (got, expected) if isinstance(got, tuple) else ((got,), (expected,))
+    for a, b in zip(got, expected, strict=True):
+        assert a.dtype == b.dtype
+        torch.testing.assert_close(a, b)
