@@ -252,3 +252,25 @@ def test_python_source_switch_gives_the_inline_program(monkeypatch):
     inline = codegen.python_source(module, "forward")
     assert _blocks(outlined) and not _blocks(inline) and "_args" not in inline
     assert len(inline.splitlines()) > len(_main_and_blocks(outlined, "forward")[0].splitlines())
+
+
+def test_program_cache_stores_and_loads_outlined_programs(tmp_path, monkeypatch):
+    """A stored program with blocks (its source exec'd whole: the blocks and the function) runs
+    as eager when another jit loads it from the disk."""
+    monkeypatch.setenv("THUNDER_PROGRAM_CACHE", str(tmp_path))
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(*[_Attention() for _ in range(4)])
+    x = torch.randn(2, 6, 16)
+    expected = torch.autograd.grad(model(x).sum(), list(model.parameters()))
+    for process in range(2):
+        jm = thunder.jit(model)
+        out = jm(x)
+        torch.testing.assert_close(out, model(x))
+        for a, b in zip(torch.autograd.grad(out.sum(), list(model.parameters())), expected, strict=True):
+            torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+        assert thunder.compile_stats(jm).disk_loads == process
+        sources = [str(thunder.last_backward_traces(jm)[-1])]
+        if process == 0:  # (the execution trace of a loaded program holds its entry alone)
+            sources.append(str(thunder.last_traces(jm)[-1]))
+        for source in sources:
+            assert min(_blocks(source).values(), default=0) >= 3, source
