@@ -274,3 +274,14 @@ def test_program_cache_stores_and_loads_outlined_programs(tmp_path, monkeypatch)
             sources.append(str(thunder.last_traces(jm)[-1]))
         for source in sources:
             assert min(_blocks(source).values(), default=0) >= 3, source
+
+
+def test_statement_reading():
+    """A statement's key erases the local names it binds and reads, not a keyword argument's
+    name that is also a local's, nor a string's text, nor an attribute after a dot; a fusion
+    callee becomes its kernel's identity."""
+    local = {"t5", "weight", "dim", "x"}
+    p = outline._parse("t5 = fusion_3(torch.sum(x, dim=dim), 'x weight', weight.T)", local,
+                       lambda n: 7 if n == "fusion_3" else None)
+    assert (p.defs, p.uses, p.names) == (["t5"], ["x", "dim", "weight"], ["t5", "x", "dim", "weight"])
+    assert p.key == "\0 = \x017\x01(torch.sum(\0, dim=\0), 'x weight', \0.T)"

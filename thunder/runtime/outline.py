@@ -33,10 +33,11 @@ MAX_CANDIDATES = 16  # periods tried per search
 BLOCK_PREFIX = "_block_"
 ARGS = "_args"  # (reserved in the program's names by codegen)
 
-_TOKEN = re.compile(r"""(?P<str>[rRbBfFuU]{0,2}(?:'(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*"))"""
-                    r"""|(?P<name>(?<![\w.])[A-Za-z_]\w*)|(?P<open>[(\[{])|(?P<close>[)\]}])"""
-                    r"""|(?P<eq>[=!<>]=|=)|(?P<other>\w+|[^\s\w])""")
-_LOCAL, _KERNEL, _TEXT = 0, 1, 2
+# a string literal (kept whole), or a name not after a dot and whether `=` follows it (a keyword
+# argument's name, after the statement's targets)
+_NAME = re.compile(r"""[rRbBfFuU]{0,2}(?:'(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*")"""
+                   r"""|(?<![\w.])([A-Za-z_]\w*)(\s*=(?!=))?""")
+_TARGETS = re.compile(r"([A-Za-z_][\w ,]*?)\s*=(?!=)")  # `t1, t2 = ...`
 
 
 class Stmt:
@@ -86,36 +87,37 @@ def _del_line(names, indent="  "):
 
 
 class _Parsed:
-    """A statement's tokens ((kind, text): kernel texts replaced by an identity), its key, and
-    the local names it defines and uses."""
-    __slots__ = ("tokens", "key", "defs", "uses")
+    """A statement's key (its code with local names erased and fusion callees replaced by their
+    kernel's identity), its local names in order, those it defines and those it uses."""
+    __slots__ = ("key", "names", "defs", "uses")
 
 
 def _parse(code, local_names, kernel_id):
-    raw, depth, assign = [], 0, None
-    for m in _TOKEN.finditer(code):
-        kind, text = m.lastgroup, m.group()
-        if kind == "open":
-            depth += 1
-        elif kind == "close":
-            depth -= 1
-        elif kind == "eq" and text == "=" and depth == 0 and assign is None:
-            assign = len(raw)
-        raw.append((kind, text, depth))
     p = _Parsed()
-    p.tokens, p.defs, p.uses = [], [], []
-    targets = assign is not None and not (raw and keyword.iskeyword(raw[0][1]))
-    for i, (kind, text, d) in enumerate(raw):
-        if kind == "name" and text in local_names and not keyword.iskeyword(text):
-            if d > 0 and i + 1 < len(raw) and raw[i + 1][1] == "=":
-                p.tokens.append((_TEXT, text))  # a keyword argument's name
-                continue
-            (p.defs if targets and i < assign else p.uses).append(text)
-            p.tokens.append((_LOCAL, text))
-            continue
-        k = kernel_id(text) if kind == "name" else None
-        p.tokens.append((_KERNEL, k) if k is not None else (_TEXT, text))
-    p.key = tuple(None if k == _LOCAL else t for k, t in p.tokens)
+    p.names, p.defs, p.uses = [], [], []
+    targets = _TARGETS.match(code)
+    start = 0
+    if targets:
+        for t in targets.group(1).replace(",", " ").split():
+            if t not in local_names:
+                break
+        else:
+            p.defs = targets.group(1).replace(",", " ").split()
+            p.names += p.defs
+            start = targets.end()
+
+    def erase(m):
+        name = m.group(1)
+        if name is None or m.group(2):
+            return m.group()  # (a string literal; a keyword argument)
+        if name in local_names:
+            p.names.append(name)
+            p.uses.append(name)
+            return "\0"
+        k = kernel_id(name)
+        return m.group() if k is None else f"\1{k}\1"
+
+    p.key = "\0 " * len(p.defs) + "=" + _NAME.sub(erase, code[start:]) if start else _NAME.sub(erase, code)
     return p
 
 
@@ -136,7 +138,14 @@ def outline(records, params, local_names, kernel_id, reserved):
     n = len(stmts)
     if n < 2 * MIN_PERIOD:
         return None
-    parsed = [_parse(s.code, local_names, kernel_id) for s in stmts]
+    local_names = {x for x in local_names if not keyword.iskeyword(x)}
+    kernels = {}  # kernel text -> a small number (keys hold it rather than the text)
+
+    def kernel_number(name):
+        text = kernel_id(name)
+        return None if text is None else kernels.setdefault(text, len(kernels))
+
+    parsed = [_parse(s.code, local_names, kernel_number) for s in stmts]
     last_use = _checked_uses(parsed, params)
     if last_use is None:
         return None  # (a statement the parse misreads: left as it is)
@@ -232,16 +241,11 @@ def _equivalent(parsed, base, start, period):
     consistent renaming of local names; else None."""
     fwd, back = {}, {}
     for k in range(period):
-        a, b = parsed[base + k].tokens, parsed[start + k].tokens
-        if len(a) != len(b):
+        a, b = parsed[base + k], parsed[start + k]
+        if a.key != b.key:
             return None
-        for (ka, ta), (kb, tb) in zip(a, b):
-            if ka != kb:
-                return None
-            if ka == _LOCAL:
-                if fwd.setdefault(ta, tb) != tb or back.setdefault(tb, ta) != ta:
-                    return None
-            elif ta != tb:
+        for x, y in zip(a.names, b.names):
+            if fwd.setdefault(x, y) != y or back.setdefault(y, x) != x:
                 return None
     return fwd
 
