@@ -171,8 +171,9 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
                 if comment:
                     body[-1].comment = comment
             outline.add_dels(body, dels(results, operands_of[index], index))
-        local_names = set(namer.names.values()) | set(params) | ({"_rng"} if rng else set())
-        outlined = outline.outline(body, params, local_names,
+        bound = params + (["_rng"] if rng else [])  # (a block gets _rng as an argument: value checks read it)
+        local_names = set(namer.names.values()) | set(bound)
+        outlined = outline.outline(body, bound, local_names,
                                    lambda c: _kernel_id(c, callees, kernels), namer.used | set(callees))
         blocks, body_lines = outlined if outlined else ([], outline.inline_lines(body))
         head = [f"# {h}" for h in header.splitlines()] if header else []
