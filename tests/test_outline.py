@@ -46,15 +46,32 @@ def test_llama_training_and_inference_call_one_block_per_layer():
         torch.testing.assert_close(p.grad, q.grad, rtol=RTOL, atol=ATOL, msg=lambda m: f"{name}: {m}")
     forward = str(thunder.last_traces(jf)[-1])
     backward = str(thunder.last_backward_traces(jf)[-1])
-    for source in (forward, backward):
+    for source, fn_name in ((forward, "forward"), (backward, "backward")):
         calls = _blocks(source)
         assert len(calls) == 1 and min(calls.values()) >= 3, (calls, source)
+        _check_dels(*_main_and_blocks(source, fn_name))
 
     with torch.no_grad():
         got, want = jf(input_ids=ids).logits, reference(input_ids=ids).logits
     torch.testing.assert_close(got, want, rtol=RTOL, atol=ATOL)
     calls = _blocks(str(thunder.last_traces(jf)[-1]))
     assert len(calls) == 1 and min(calls.values()) >= 3, calls
+
+
+def _check_dels(main, block):
+    """The caller deletes only names it passes, before the call (what died inside the copy
+    inline), some copy does, and the block deletes each argument after its last use."""
+    dying = 0
+    for m in re.finditer(r"^  _args = \[(.*)\]\n(?:  del (.*)\n)?.*_block_0\(_args\)$", main, re.M):
+        if m.group(2):
+            assert set(m.group(2).split(", ")) <= set(m.group(1).split(", ")), m.group()
+            dying += 1
+    assert dying, main
+    lines = block.splitlines()
+    params = lines[1].split(" = ")[0].strip().split(", ")
+    for p in params:
+        uses = [i for i, ln in enumerate(lines[3:], 3) if re.search(rf"\b{p}\b", ln.split("  #")[0])]
+        assert lines[uses[-1]].startswith("  del ") and uses[-2] == uses[-1] - 1, (p, block)
 
 
 class _Layer(torch.nn.Module):
@@ -118,7 +135,15 @@ def _run_records(n_layers, swap=None):
                   f"{f_} = op({e}, scale=2)", f"{g} = op({f_}, 'x1 a1')", f"{h} = op({g}, {b})",
                   f"x{k + 1} = op({h}, {x})"]
     stmts.append(f"return x{n_layers}")
-    uses = [re.findall(r"\b[a-hxw]\d+\b", re.sub(r"'[^']*'", "", s.split(" = ", 1)[-1])) for s in stmts]
+    return _records(stmts, params)
+
+
+def _records(stmts, params):
+    """Records of statements `name = op(...)` (the last the return) with the `del` lines
+    codegen's _Dels writes; (records, params, local names)."""
+    bound = set(params) | {s.split(" = ")[0] for s in stmts if " = " in s}
+    uses = [[n for n in re.findall(r"\w+", re.sub(r"'[^']*'", "", s.split(" = ", 1)[-1])) if n in bound]
+            for s in stmts]
     last = {}
     for i, u in enumerate(uses):
         for name in u:
@@ -129,8 +154,7 @@ def _run_records(n_layers, swap=None):
         defined = [s.split(" = ")[0]] if " = " in s else []
         dead = [v for v in defined + uses[i] if last.get(v, -1) <= i and v not in params and i < len(stmts) - 1]
         outline.add_dels(records, list(dict.fromkeys(dead)))
-    local_names = set(params) | {s.split(" = ")[0] for s in stmts if " = " in s}
-    return records, params, local_names
+    return records, params, bound
 
 
 def _execute(records, params, local_names, enabled):
@@ -285,3 +309,25 @@ def test_statement_reading():
                        lambda n: 7 if n == "fusion_3" else None)
     assert (p.defs, p.uses, p.names) == (["t5"], ["x", "dim", "weight"], ["t5", "x", "dim", "weight"])
     assert p.key == "\0 = \x017\x01(torch.sum(\0, dim=\0), 'x weight', \0.T)"
+
+
+def test_two_kinds_of_blocks():
+    """Three layers of one kind, then three of another (statements repeated within a layer too):
+    the second search finds the second kind."""
+    params = ["x0", "w"]
+    stmts, k = [], 0
+    for kind, ops in (("a", 9), ("b", 11)):
+        for _ in range(3):
+            x = f"x{k}"
+            names = [f"{kind}{k}_{i}" for i in range(ops)]
+            stmts.append(f"{names[0]} = op({x}, w)")
+            stmts += [f"{names[i]} = op({names[i - 1]}{', x' + str(k) if i % 3 == 0 else ''}, '{kind}')"
+                      for i in range(1, ops)]
+            stmts.append(f"x{k + 1} = op({names[-1]}, {x})")
+            k += 1
+    stmts.append(f"return x{k}")
+    records, params, local_names = _records(stmts, params)
+    events, out, source = _execute(records, params, local_names, True)
+    calls = _blocks(source)  # (the first search's windows may take a statement of the other kind)
+    assert len(calls) == 2 and min(calls.values()) >= 2 and sum(calls.values()) >= 5, source
+    assert (events, out) == _execute(records, params, local_names, False)[:2]

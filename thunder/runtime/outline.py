@@ -9,9 +9,9 @@ the next layer's norm; layer 0 computes tables the others reuse):
 - each statement's key is its code with the program's local names erased and each fusion callee
   replaced by its kernel identity (identical regions of different layers have different names,
   one kernel text);
-- candidate periods P are the distances between successive statements of one key (most frequent
-  first); for each, the longest stretch where key[i] == key[i + P]; the one covering most
-  statements wins (P >= MIN_PERIOD, at least two copies);
+- candidate periods P are the distances between statements of one key (to its last RECENT
+  occurrences; most frequent first); for each, the longest stretch where key[i] == key[i + P];
+  the one covering most statements wins (P >= MIN_PERIOD, at least two copies);
 - every copy is checked against the block's first copy for real alpha-equivalence (a consistent
   bijection of local names, the same kernels, identical literals); copies that fail are left
   inline; then the rest of the program is searched again (another kind of block).
@@ -30,6 +30,8 @@ ENABLED = True  # (tests and benchmarks compare with it off)
 MIN_PERIOD = 8  # statements of the smallest block worth a function
 MAX_PASSES = 4  # searches for another kind of block after the first
 MAX_CANDIDATES = 16  # periods tried per search
+RECENT = 8  # earlier statements of one key a statement's distances are taken to (a layer's
+# statement repeated within it, a linear's, still gives the distance to its copy in the layer before)
 BLOCK_PREFIX = "_block_"
 ARGS = "_args"  # (reserved in the program's names by codegen)
 
@@ -179,7 +181,7 @@ def outline(records, params, local_names, kernel_id, reserved):
             for s, _ in b.copies:
                 if keys[s] >= 0:
                     added = True
-                for i in range(s, s + period):
+                for i in range(s, s + b.period):
                     keys[i] = -1 - i  # (covered: matches nothing again)
         for i in range(start, start + count * period):
             if keys[i] >= 0:
@@ -215,10 +217,11 @@ def _best_run(keys):
     for i, k in enumerate(keys):
         if k < 0:
             continue
-        j = seen.get(k)
-        if j is not None and i - j >= MIN_PERIOD:
-            distances[i - j] += 1
-        seen[k] = i
+        last = seen.setdefault(k, collections.deque(maxlen=RECENT))
+        for j in last:
+            if i - j >= MIN_PERIOD:
+                distances[i - j] += 1
+        last.append(i)
     best = None
     for period, _ in distances.most_common(MAX_CANDIDATES):
         i = 0
