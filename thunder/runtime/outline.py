@@ -23,6 +23,7 @@ names some copy uses after its window. The caller deletes the free names that th
 program deleted inside the window before the call, and the returned names it does not use
 after it. When nothing is outlined the body is the inline program, line for line."""
 import collections
+import itertools
 import keyword
 import re
 
@@ -212,30 +213,24 @@ def _checked_uses(parsed, params):
 
 def _best_run(keys):
     """(start, period, copies) of the periodic stretch covering most statements, or None."""
-    n = len(keys)
     seen, distances = {}, collections.Counter()
     for i, k in enumerate(keys):
-        if k < 0:
-            continue
-        last = seen.setdefault(k, collections.deque(maxlen=RECENT))
-        for j in last:
-            if i - j >= MIN_PERIOD:
-                distances[i - j] += 1
-        last.append(i)
+        if k >= 0:
+            last = seen.setdefault(k, [])
+            distances.update(i - j for j in last[-RECENT:] if i - j >= MIN_PERIOD)
+            last.append(i)
     best = None
     for period, _ in distances.most_common(MAX_CANDIDATES):
+        # (covered and fixed statements have keys of their own: they match nothing)
+        same = map(int.__eq__, keys, keys[period:])
         i = 0
-        while i < n - period:
-            if keys[i] < 0 or keys[i] != keys[i + period]:
-                i += 1
-                continue
-            a = i
-            while i < n - period and keys[i] >= 0 and keys[i] == keys[i + period]:
-                i += 1
-            count = (i + period - a) // period
-            if count >= 2 and (best is None or count * period > best[1] * best[2]
-                               or (count * period == best[1] * best[2] and period < best[1])):
-                best = (a, period, count)
+        for equal, stretch in itertools.groupby(same):
+            length = sum(1 for _ in stretch)
+            count = (length + period) // period
+            if equal and count >= 2 and (best is None or count * period > best[1] * best[2]
+                                         or (count * period == best[1] * best[2] and period < best[1])):
+                best = (i, period, count)
+            i += length
     return best
 
 
