@@ -153,6 +153,7 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
             wanted = loc_names(location)
             results = results_of(operation)
             outs = [namer.assign(r, wanted[i] if i < len(wanted) else None) for i, r in enumerate(results)]
+            before = len(body)
             if leaves is not None and op.name == "detach" and not leaves.holds(operation.operands[0]) and \
                     not (operation.results[0] in returned and operation.operands[0] in returned):  # (both: two tensors)
                 body.append(outline.Stmt(f"{outs[0]} = {namer.names[operation.operands[0]]}"))  # (no history to cut)
@@ -168,7 +169,7 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
                 described = ", ".join(types.describe(r.type) for r in results)
                 src = _source_line(location)
                 comment = " ".join(x for x in (described, f"({src})" if src else "") if x)
-                if comment:
+                if comment and len(body) > before:  # (on the op's last statement)
                     body[-1].comment = comment
             outline.add_dels(body, dels(results, operands_of[index], index))
         bound = params + (["_rng"] if rng else [])  # (a block gets _rng as an argument: value checks read it)
