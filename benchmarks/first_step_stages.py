@@ -58,8 +58,9 @@ def main():
     print(f"{args.layers} layers: first forward {fwd_wall:.2f} s (cpu {fwd_cpu:.2f}), "
           f"first step {step_wall:.2f} s (cpu {step_cpu:.2f}); load average {load:.1f} -> {os.getloadavg()[0]:.1f}")
     forward = next(t for t in thunder.last_traces(fn) if t.fn_name == "forward")
-    print(f"  program lines (outlining {'on' if outline.ENABLED else 'off'}): forward {len(str(forward).splitlines())}, "
-          f"backward {len(str(thunder.last_backward_traces(fn)[-1]).splitlines())}")
+    backward = thunder.last_backward_traces(fn)[-1]
+    print(f"  program lines (outlining {'on' if outline.ENABLED else 'off'}): "
+          f"forward {len(str(forward).splitlines())}, backward {len(str(backward).splitlines())}")
     print("  forward's compile:", {k: round(v, 2) for k, v in stats.last_stage_times.items()})
     if hasattr(stats, "backward_compiles"):  # (versions that compile the backward with the forward lack it)
         print(f"  backward compiles: {stats.backward_compiles}, the last {stats.last_backward_compile_time:.2f} s")
