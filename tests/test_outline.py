@@ -3,13 +3,17 @@ function defined once and called per copy. Values and grads against eager; copie
 are not merged; a program without repetition is the inline program byte for byte; a tensor dies
 where it died inline."""
 import copy
+import gc
 import re
+import weakref
 
 import pytest
 import torch
 
 import thunder
 from thunder.runtime import codegen, outline
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
 transformers = pytest.importorskip("transformers", reason="transformers is not installed")
 from test_models import ATOL, DECODER, RTOL, _hf, _ids  # noqa: E402
@@ -331,3 +335,54 @@ def test_two_kinds_of_blocks():
     calls = _blocks(source)  # (the first search's windows may take a statement of the other kind)
     assert len(calls) == 2 and min(calls.values()) >= 2 and sum(calls.values()) >= 5, source
     assert (events, out) == _execute(records, params, local_names, False)[:2]
+
+
+class _Frees(TorchDispatchMode):
+    """The aten ops run and, after each, the tensors (numbered as made) freed before the next."""
+
+    def __init__(self):
+        super().__init__()
+        self.events, self.made = [], 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        self.events.append((str(func), set()))
+        for t in tree_leaves(out):
+            if isinstance(t, torch.Tensor):
+                self.made += 1
+                weakref.finalize(t, lambda n=self.made: self.events[-1][1].add(n))
+        return out
+
+
+def _step_frees(monkeypatch, enabled):
+    monkeypatch.setattr(outline, "ENABLED", enabled)
+    model, ids = _llama(4), _ids()
+    jf = thunder.jit(model)
+    for _ in range(2):  # (the forward and the backward compiled with the switch set so)
+        model.zero_grad(set_to_none=True)
+        jf(input_ids=ids, labels=ids).loss.backward()
+    model.zero_grad(set_to_none=True)
+    frees = _Frees()
+    gc.collect()
+    gc.disable()  # (a collection would free at a point of its own)
+    try:
+        with frees:
+            loss = jf(input_ids=ids, labels=ids).loss
+            loss.backward()
+            del loss
+            events = [(op, frozenset(freed)) for op, freed in frees.events]
+    finally:
+        gc.enable()
+    return events, _blocks(str(thunder.last_backward_traces(jf)[-1]))
+
+
+def test_llama_step_frees_each_tensor_where_the_inline_program_does(monkeypatch):
+    """A training step of the 4-layer Llama under a dispatch mode: the same aten ops in the same
+    order, and after each the same tensors freed, outlined as inline (no tensor here is
+    returned by a block for another copy only)."""
+    outlined, blocks = _step_frees(monkeypatch, True)
+    inline, no_blocks = _step_frees(monkeypatch, False)
+    assert blocks and min(blocks.values()) >= 3 and not no_blocks
+    assert [op for op, _ in outlined] == [op for op, _ in inline]
+    for i, (a, b) in enumerate(zip(outlined, inline)):
+        assert a == b, (i, a, b)
