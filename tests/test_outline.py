@@ -386,3 +386,24 @@ def test_llama_step_frees_each_tensor_where_the_inline_program_does(monkeypatch)
     assert [op for op, _ in outlined] == [op for op, _ in inline]
     for i, (a, b) in enumerate(zip(outlined, inline)):
         assert a == b, (i, a, b)
+
+
+def test_symbolic_values_llama_with_blocks():
+    """The 4-layer Llama's training step at four sequence lengths: one compile (batch and length
+    symbols, passed on to the blocks), loss, logits and grads as eager at each."""
+    model = _llama(4)
+    reference = copy.deepcopy(model)
+    jf = thunder.jit(model, cache="symbolic values")
+    for T in (8, 11, 13, 17):
+        ids = torch.randint(0, 96, (2, T), generator=torch.Generator().manual_seed(T))
+        out, expected = jf(input_ids=ids, labels=ids), reference(input_ids=ids, labels=ids)
+        torch.testing.assert_close(out.loss, expected.loss, rtol=RTOL, atol=ATOL)
+        torch.testing.assert_close(out.logits, expected.logits, rtol=RTOL, atol=ATOL)
+        out.loss.backward()
+        expected.loss.backward()
+        for (name, p), (_, q) in zip(model.named_parameters(), reference.named_parameters(), strict=True):
+            torch.testing.assert_close(p.grad, q.grad, rtol=RTOL, atol=ATOL, msg=lambda m: f"{name}: {m}")
+            p.grad = q.grad = None
+    assert thunder.compile_stats(jf).cache_misses == 1, thunder.compile_stats(jf).last_generalization
+    backward = str(thunder.last_backward_traces(jf)[-1])
+    assert len(re.findall(r"= _block_0\(_args, _sym0, _sym1\)$", backward, re.M)) >= 3, backward
