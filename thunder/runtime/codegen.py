@@ -8,7 +8,7 @@ from thunder.ops import registry
 from thunder.ops.execute import NAMESPACE, call_args
 from thunder.lowering import executors
 from thunder.lowering.fuse import kernel_text
-from thunder.runtime import code_objects
+from thunder.runtime import code_objects, outline
 from thunder.runtime import reinplace as reinplacing
 from thunder.runtime.structure import rebuild_source
 
@@ -77,21 +77,21 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
         callees = _fusion_callees(module)
         namer.used.update(callees)  # fusion_N names the kernel in the program's namespace
         namer.used.update(NAMESPACE)  # (a parameter named torch, impl or math must not shadow them)
+        namer.used.add(outline.ARGS)  # (the calls of outlined blocks pass their arguments in it)
         for a in block.arguments:  # (i64: also an int symbol, dialects/sizes.py)
             if not attrs.is_tensor_type(a.type) and str(a.type) not in attrs.NUMBER_TYPE_NAMES:
                 raise Unprintable(f"codegen: @{fn_name} has an argument of type {a.type}: its Python program takes "
                                   "tensors and runtime numbers (f64, i64, i1) only", f.location)
         params = [namer.assign(a, (loc_names(a.location) or [None])[0]) for a in block.arguments]
-        lines = []
-        if header:
-            lines += [f"# {h}" for h in header.splitlines()]
-        lines.append(f"def {fn_name}({', '.join(params)}):")
+        lines = [f"def {fn_name}({', '.join(params)}):"]
         if comments:
             for p, a in zip(params, block.arguments):
                 lines.append(f"  # {p}: {_describe(a.type)}")
         rng = _rng_line(block)
         if rng:
             lines.append(f"  {rng}")
+        body = []  # outline.Stmt and outline.Del records, made lines at the end (outlined or not)
+        kernels = dict(region_texts or {})  # fusion callee -> its kernel text (as needed)
         operations = list(block.operations)
         names_of = [o.operation.name for o in operations]
         operands_of = [expand(o.operands) for o in operations]  # (read three times per op below)
@@ -123,14 +123,14 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
                         if i in updated_in_place:
                             continue  # (updated in place)
                         target = f"{params[i]}.detach()" if i in no_grad_copies else params[i]
-                        lines.append(f"  {target}.copy_({v})")
+                        body.append(outline.Stmt(f"{target}.copy_({v})", fixed=True))
                     flat = flat[:-k]
-                lines.append("  return " + _return_expr(flat, output_spec, constants, params))
+                body.append(outline.Stmt("return " + _return_expr(flat, output_spec, constants, params), fixed=True))
                 continue
             if name == "func.call":
-                lines.append(_fusion_call(operation, namer, callees, constants, comments, types, region_texts,
-                                          op_counts))
-                lines += dels(results_of(operation), operands_of[index], index)
+                body.append(outline.Stmt(*_fusion_call(operation, namer, callees, constants, comments, types,
+                                                       kernels, op_counts)))
+                outline.add_dels(body, dels(results_of(operation), operands_of[index], index))
                 if leaves is not None:
                     leaves.update(operation)
                 continue
@@ -142,7 +142,7 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
                     namer.names[operation.result] = args[0]  # (the same Python int)
                     continue
                 out = namer.assign(operation.result, (loc_names(operation.location) or ["s"])[0])
-                lines.append(f"  {out} = {sizes.PYTHON[name].format(*args)}")
+                body.append(outline.Stmt(f"{out} = {sizes.PYTHON[name].format(*args)}"))
                 continue
             try:
                 op, values = decode_op(operation.operation, lambda v: Name(namer.names[v], *types.meta(v.type)))
@@ -153,25 +153,44 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
             wanted = loc_names(location)
             results = results_of(operation)
             outs = [namer.assign(r, wanted[i] if i < len(wanted) else None) for i, r in enumerate(results)]
+            before = len(body)
             if leaves is not None and op.name == "detach" and not leaves.holds(operation.operands[0]) and \
                     not (operation.results[0] in returned and operation.operands[0] in returned):  # (both: two tensors)
-                lines.append(f"  {outs[0]} = {namer.names[operation.operands[0]]}")  # (no history to cut)
+                body.append(outline.Stmt(f"{outs[0]} = {namer.names[operation.operands[0]]}"))  # (no history to cut)
             elif reinplacing.IN_PLACE in operation.attributes:
-                lines += [f"  {st}" for st in reinplacing.inplace_form(op, values, outs)[1]]
+                body += [outline.Stmt(st) for st in reinplacing.inplace_form(op, values, outs)[1]]
                 if leaves is not None and leaves.holds(reinplacing.updated_operand(operation)):
                     leaves.values.update(results)  # (the input itself)
             else:
-                lines += [f"  {st}" for st in op_statements(op, values, outs, grad_free)]
+                body += [outline.Stmt(st) for st in op_statements(op, values, outs, grad_free)]
             if leaves is not None:
                 leaves.update(operation, values)
             if comments:
                 described = ", ".join(types.describe(r.type) for r in results)
                 src = _source_line(location)
                 comment = " ".join(x for x in (described, f"({src})" if src else "") if x)
-                if comment:
-                    lines[-1] += f"  # {comment}"
-            lines += dels(results, operands_of[index], index)
-    return "\n".join(lines) + "\n"
+                if comment and len(body) > before:  # (on the op's last statement)
+                    body[-1].comment = comment
+            outline.add_dels(body, dels(results, operands_of[index], index))
+        bound = params + (["_rng"] if rng else [])  # (a block gets _rng as an argument: value checks read it)
+        local_names = set(namer.names.values()) | set(bound)
+        outlined = outline.outline(body, bound, local_names,
+                                   lambda c: _kernel_id(c, callees, kernels), namer.used | set(callees))
+        blocks, body_lines = outlined if outlined else ([], outline.inline_lines(body))
+        head = [f"# {h}" for h in header.splitlines()] if header else []
+    return "\n".join(head + blocks + lines + body_lines) + "\n"
+
+
+def _kernel_id(name, callees, kernels):
+    """The kernel text of fusion callee `name` (identical regions of two layers: one text), or
+    None when name is no callee."""
+    f = callees.get(name)
+    if f is None:
+        return None
+    text = kernels.get(name)
+    if text is None:
+        text = kernels[name] = kernel_text(f, name)
+    return text
 
 
 class _Types:
@@ -258,14 +277,14 @@ class _Dels:
         self._freed = {}  # value -> whether it is a tensor computed in the program (asked once)
 
     def __call__(self, results, operands, index):
-        """The statements after operation `index` (its results, its operands expanded)."""
+        """The names to delete after operation `index` (its results, its operands expanded)."""
         dead = []
         for v in (*results, *operands):
             if self.last_use.get(v, -1) <= index and v in self.names and self._computed_tensor(v):
                 name = self.names[v]
                 if name not in dead:
                     dead.append(name)
-        return [f"  del {', '.join(dead)}"] if dead else []
+        return dead
 
     def _computed_tensor(self, v):
         freed = self._freed.get(v)
@@ -321,7 +340,8 @@ def _fusion_call(operation, namer, callees, constants, comments, types, texts=No
     """`t5, t6 = fusion_0(a, t3)`; constants (when given) gets fusion_0 bound to what the
     region's executor compiles (lowering/executors.py; the kernels themselves are compiled on
     first call, for each new combination of input strides); texts: python_source's region_texts;
-    op_counts: a dict remembering the number of ops of each kernel text."""
+    op_counts: a dict remembering the number of ops of each kernel text. Returns (code, comment).
+    texts gets the kernel texts it computes."""
     callee = ir.FlatSymbolRefAttr(operation.attributes["callee"]).value
     f = callees.get(callee)
     if f is None:
@@ -333,7 +353,11 @@ def _fusion_call(operation, namer, callees, constants, comments, types, texts=No
     if constants is not None and callee not in constants:
         # one symbol name for all regions: identical regions (the same block in every layer)
         # share one kernel in the executor's cache
-        text = (texts or {}).get(callee) or kernel_text(f, callee)
+        text = texts.get(callee) if texts is not None else None
+        if text is None:
+            text = kernel_text(f, callee)
+            if texts is not None:
+                texts[callee] = text
         constants[callee] = executors.get(executor).compile(text, "fusion")
         try:  # what the region is, for cache="symbolic values" (runtime/symbolic.py)
             constants[callee].region = (executor, text)
@@ -342,7 +366,8 @@ def _fusion_call(operation, namer, callees, constants, comments, types, texts=No
     args = ", ".join(namer.names[v] for v in operation.operands)
     wanted = loc_names(operation.location)
     outs = [namer.assign(r, wanted[i] if i < len(wanted) else None) for i, r in enumerate(operation.results)]
-    line = f"  {', '.join(outs)}{',' if len(outs) == 1 else ''} = {callee}({args})"
+    code = f"{', '.join(outs)}{',' if len(outs) == 1 else ''} = {callee}({args})"
+    comment = None
     if comments:
         key = (texts or {}).get(callee) or callee
         n = (op_counts or {}).get(key)
@@ -351,8 +376,8 @@ def _fusion_call(operation, namer, callees, constants, comments, types, texts=No
                     if o.operation.name not in ("arith.constant", "func.return"))
             if op_counts is not None:
                 op_counts[key] = n
-        line += f"  # {', '.join(types.describe(r.type) for r in operation.results)} ({executor}: {n} ops)"
-    return line
+        comment = f"{', '.join(types.describe(r.type) for r in operation.results)} ({executor}: {n} ops)"
+    return code, comment
 
 
 def _describe(t):

@@ -44,7 +44,7 @@ from thunder.lowering.linalg.to_linalg import parse_region
 from thunder.runtime.autograd import _ThunderAutograd
 from thunder.runtime.codegen import compile_source, python_source
 from thunder.runtime.options import CacheEntry
-from thunder.runtime import tiered
+from thunder.runtime import outline, tiered
 from thunder.runtime.prologue import Prologue
 from thunder.runtime.traces import Trace
 
@@ -326,6 +326,7 @@ def _render_python(sources, fit, fn_name, names, constants, last=False):
     for name, value in constants.items():
         if isinstance(value, (_KernelFamily, _SymbolicProgram)):
             source = re.sub(rf"\b{re.escape(name)}\(", f"{name}.at({names})(", source)
+    source = outline.pass_symbols(source, names)
     params = re.search(rf"def {fn_name}\((.*?)\):", source)
     if params is None:
         raise _NoFit(f"no def {fn_name} in the program")

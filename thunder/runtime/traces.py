@@ -115,7 +115,8 @@ class Trace:
                     return [Ref((loc_names(a.location) or [f"arg{i}"])[0], *tensor_meta(a.type))
                             for i, a in enumerate(f.regions[0].blocks[0].arguments)]
 
-        first = next(n for n in ast.parse(self.python()).body if isinstance(n, ast.FunctionDef))
+        first = next(n for n in ast.parse(self.python()).body  # (not an outlined block before it)
+                     if isinstance(n, ast.FunctionDef) and n.name == self.fn_name)
         return [a.arg for a in first.args.args]
 
     @_locked
