@@ -151,6 +151,12 @@ def _join(a, b):
     return torch.promote_types(a, b)
 
 
+def real_dtype(dtype):
+    """The real dtype of a complex one's parts (abs, var of a complex tensor); others as they are."""
+    return {torch.complex128: torch.float64, torch.complex64: torch.float32,
+            torch.complex32: torch.float16}.get(dtype, dtype)
+
+
 def _to_complex(dtype):
     return {torch.float64: torch.complex128, torch.float32: torch.complex64,
             torch.float16: torch.complex32, torch.bfloat16: torch.complex64}.get(dtype, dtype)

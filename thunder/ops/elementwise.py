@@ -70,10 +70,11 @@ def _check_any_tensor(name, *args):
 
 
 def _unary(name, fn, *, float_out=False, bool_out=False, upcast=False, reject=(), exc=NotImplementedError,
-           dunders=(), extra_aliases=(), method=True, names=()):
+           dunders=(), extra_aliases=(), method=True, names=(), real_out=False):
     def meta(input: Tensor):
         _reject(name, input.dtype, reject, exc)
-        return elementwise(input, int_to_float=float_out, always_bool=bool_out)
+        return elementwise(input, int_to_float=float_out, always_bool=bool_out,
+                           result_dtype=dtypes.real_dtype(input.dtype) if real_out else None)
 
     meta.__name__ = name
     methods = (name, *names) if method else ()
@@ -105,7 +106,8 @@ def _sigmoid(x):
 
 
 neg = _unary("neg", prims.neg, reject=("bool",), exc=RuntimeError, dunders=("__neg__",), names=("negative",))
-abs_ = _unary("abs", prims.abs, reject=("bool",), dunders=("__abs__",), names=("absolute",))
+abs_ = _unary("abs", prims.abs, reject=("bool",), dunders=("__abs__",), names=("absolute",),
+              real_out=True)  # (|z| of a complex z is real)
 exp = _unary("exp", prims.exp, float_out=True)
 exp2 = _unary("exp2", lambda x: prims.pow(2.0, x), float_out=True, upcast=True)
 expm1 = _unary("expm1", prims.expm1, float_out=True)

@@ -8,6 +8,7 @@ import math
 
 import torch
 
+from thunder.core import dtypes
 from thunder.core.proxies import TensorProxy
 from thunder.ops.meta_utils import canonical_dims, device_of, is_tensor
 from thunder.ops.registry import DType, Device, Float, Int, Ints, Number, Tensor, TensorOrNumber, Tensors, prim
@@ -23,9 +24,10 @@ def _same_shape(*args):
 ELEMENTWISE = set()  # the elementwise prims (_unary, _binary), by name (runtime/batching.py)
 
 
-def _unary(torch_name, name, *, to_bool=False):
+def _unary(torch_name, name, *, to_bool=False, to_real=False):
     def meta(a: Tensor):
-        return TensorProxy(a.shape, torch.bool if to_bool else a.dtype, a.device)
+        return TensorProxy(a.shape, torch.bool if to_bool else dtypes.real_dtype(a.dtype) if to_real else a.dtype,
+                           a.device)
 
     meta.__name__ = name
     ELEMENTWISE.add(name)
@@ -48,7 +50,7 @@ def _binary(torch_name, name, *, to_bool=False):
     return prim(torch_name)(meta)
 
 
-abs = _unary("torch.abs", "abs")
+abs = _unary("torch.abs", "abs", to_real=True)  # (|z| of a complex z is real)
 neg = _unary("torch.neg", "neg")
 exp = _unary("torch.exp", "exp")
 expm1 = _unary("torch.expm1", "expm1")

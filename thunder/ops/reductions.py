@@ -3,6 +3,7 @@ import math
 
 import torch
 
+from thunder.core import dtypes
 from thunder.core.proxies import TensorProxy
 from thunder.ops import prims
 from thunder.ops.decomp_utils import keep_dims, opmath_dtype, reduction_dims, to_dtype
@@ -297,16 +298,13 @@ def cumsum(input: Tensor, dim: Int, *, dtype: DType | None = None):
 # var, std
 
 
-_REAL_OF = {torch.complex64: torch.float32, torch.complex128: torch.float64, torch.complex32: torch.float16}
-
-
 def _var_std(name, sqrt):
     def meta(input: Tensor, dim: Dims | None = None, unbiased: Bool = True, keepdim: Bool = False, *,
              correction: Float | None = None):
         if not (input.dtype.is_floating_point or input.dtype.is_complex):
             raise RuntimeError("std and var only support floating point and complex dtypes")
         # (of a complex tensor: real, the mean of |x - mean|^2)
-        return _result(input, dim, keepdim, _REAL_OF.get(input.dtype, input.dtype))
+        return _result(input, dim, keepdim, dtypes.real_dtype(input.dtype))
 
     def decomposition(input, dim=None, unbiased=True, keepdim=False, *, correction=None):
         if input.dtype.is_complex:  # (prims hold no |z|^2; torch runs it: no executor fuses complex tensors)

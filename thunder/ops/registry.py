@@ -315,6 +315,8 @@ class OpDef:
     def __call__(self, *args, **kwargs):
         out = kwargs.pop("out", None)
         values = self.bind(args, kwargs)
+        if self.dialect == "ltorch" and any(type(v) is TensorProxy and v.dtype.is_complex for v in values.values()):
+            _complex_support(self, values)
         if values.get("inplace") is True and tracing.current() is not None:
             # F.relu(x, inplace=True), torch.relu_(x): the functional op, assigned to x
             return update_inplace(values[self.params[0].name], lambda: record_op(self, {**values, "inplace": False}))
@@ -325,6 +327,47 @@ class OpDef:
             return result
 
         return write_out(self.torch_name, out, result)
+
+
+_COMPLEX_SUPPORT = {}  # (op name, its arguments' metadata and values) -> torch's exception, or None
+
+
+def _complex_support(op, values):
+    """torch's own error where it refuses complex tensors (floor, relu, `<`, max, the autograd of
+    silu): the op's torch function run once on ones of the arguments' dtypes and shapes (expanded
+    0-d tensors: no memory; requiring grad as they do), its verdict kept per op and argument
+    metadata. Only an error that names complex numbers counts (ones make no valid index, and
+    such errors are not what is asked here). Thunder's meta functions know dtype categories
+    (bool, int, float), not which of torch's kernels and derivatives take complex numbers."""
+    fn = next((a for a in op.aliases if callable(a)), None)
+    # (not a random op: its run would draw from the generator eager's program draws from)
+    if fn is None or op.effects or op.random or any(
+            isinstance(v, NumberProxy) or type(v) is TensorProxy and not all(type(n) is int for n in v.shape)
+            for v in values.values()):
+        return
+    key = (op.name, torch.is_grad_enabled(), tuple(
+        (k, v.dtype, tuple(v.shape), v.requires_grad) if type(v) is TensorProxy else (k, repr(v))
+        for k, v in values.items()))
+    if key not in _COMPLEX_SUPPORT:
+        args, kwargs = [], {}
+        for p in op.signature.parameters.values():
+            v = values[p.name]
+            if type(v) is TensorProxy:
+                one = torch.ones((), dtype=v.dtype)
+                v = (one.requires_grad_() if v.requires_grad and (v.dtype.is_floating_point or v.dtype.is_complex)
+                     else one).expand(v.shape)
+            if p.kind is inspect.Parameter.KEYWORD_ONLY:
+                kwargs[p.name] = v
+            else:
+                args.append(v)
+        try:
+            fn(*args, **kwargs)
+            _COMPLEX_SUPPORT[key] = None
+        except Exception as e:  # noqa: BLE001 - torch's verdict, raised as torch raised it
+            _COMPLEX_SUPPORT[key] = e if "complex" in str(e).lower() else None
+    if _COMPLEX_SUPPORT[key] is not None:
+        e = _COMPLEX_SUPPORT[key]
+        raise type(e)(*e.args)
 
 
 class _Binding:

@@ -9,8 +9,9 @@ twice changes nothing.
 
 The fallback's torch calls differentiate with torch's own derivative (ltorch.torch_call_vjp),
 which is already torch's complex gradient, a torch.autograd.Function's backward is the user's,
-and the rules of abs give it themselves (`g * sgn(z)`): AS_IS. Any other op on complex tensors (abs, clamp, norms, variance: not holomorphic) is
-refused by name where it is differentiated, never given a real rule's gradient."""
+and the rules of abs, var and std give it themselves (`g * sgn(z)`, `g * 2 (z - mean) / (n - c)`):
+AS_IS. Any other op on complex tensors (norms, normalize: not holomorphic) is refused by name where
+it is differentiated, never given a real rule's gradient."""
 
 import torch
 
@@ -30,8 +31,9 @@ _PRIMS = ("add", "sub", "mul", "div", "neg", "exp", "expm1", "log", "log1p", "lo
           "reshape", "slice", "transpose", "take", "convert_element_type")
 
 CONJUGATED = frozenset([f"ltorch.{n}" for n in _ELEMENTWISE + _LINEAR] + [f"thunder.{n}" for n in _PRIMS])
+# (var and std: g * 2 (z - mean) / (n - correction), torch's formula for complex z too)
 AS_IS = frozenset({"ltorch.torch_call", "ltorch.torch_call_random", "ltorch.autograd_function", "ltorch.abs",
-                   "thunder.abs"})
+                   "thunder.abs", "ltorch.var", "ltorch.std"})
 
 
 def sgn(z):
