@@ -4,8 +4,8 @@ Each example is a small Python function written as source text: 1-8 steps of ele
 (with tensors and Python numbers), reductions, shape ops, indexing and in-place updates (of
 intermediates, of views of them and of inputs), over 1-3 inputs of a random shape (0-d, empty
 and size-1 dims included), broadcast against each other, some of them non-contiguous
-(transposed, strided, expanded), in float32, float16, bfloat16, int64 or bool, some float ones
-requiring grad. It runs eagerly and through thunder.jit with the default options and with
+(transposed, strided, expanded), in float32, float16, bfloat16, int64, bool or complex64, some float and complex
+ones requiring grad. It runs eagerly and through thunder.jit with the default options and with
 fusion="always" (every claimable region a compiled kernel). Results (values, dtypes, shapes),
 mutated inputs and gradients (of the leaves, by torch.autograd.grad) must match; where eager
 raises, thunder.jit must raise the same exception type.
@@ -13,8 +13,7 @@ raises, thunder.jit must raise the same exception type.
 The search is derandomized (the same examples in every run, so CI is reproducible), with
 THUNDER_FUZZ_EXAMPLES examples (default 1500, about two minutes on a 2-core CI machine). For a larger
 run during development, raise it and let hypothesis choose new examples (THUNDER_FUZZ_DTYPES
-restricts the inputs' dtypes, e.g. to float16,bfloat16; complex64 there draws complex inputs, not in CI:
-where eager refuses an op of complex tensors (floor, maximum, relu), thunder.jit still computes one):
+restricts the inputs' dtypes, e.g. to float16,bfloat16 or complex64,float32):
 
     THUNDER_FUZZ_EXAMPLES=2000 THUNDER_FUZZ_SEED=random .venv/bin/python -m pytest tests/test_fuzz.py
 
@@ -33,7 +32,7 @@ import thunder
 EXAMPLES = int(os.environ.get("THUNDER_FUZZ_EXAMPLES", "1500"))
 RANDOM = os.environ.get("THUNDER_FUZZ_SEED") == "random"
 
-DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.bool]
+DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.bool, torch.complex64]
 # THUNDER_FUZZ_DTYPES=float16,bfloat16: the inputs' dtypes drawn from these only
 if os.environ.get("THUNDER_FUZZ_DTYPES"):
     DTYPES = [getattr(torch, d) for d in os.environ["THUNDER_FUZZ_DTYPES"].split(",")]
