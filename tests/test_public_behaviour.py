@@ -842,3 +842,22 @@ def test_tensors_made_with_requires_grad_are_leaves_as_in_eager(options):
     torch.testing.assert_close(w.grad, w_e.grad)
     with pytest.raises(RuntimeError, match="Only Tensors of floating point and complex dtype can require gradients"):
         thunder.jit(lambda x: x + torch.ones(3, dtype=torch.int64, requires_grad=True), **options)(x)
+
+
+def test_requires_grad_under_no_grad_is_a_flag_as_in_eager():
+    """Under torch.no_grad() an intermediate's requires_grad_(True) changes its flag and nothing
+    after it (no op records history): Hugging Face's enable_input_require_grads hook (put on by
+    gradient_checkpointing_enable()) runs so in an evaluation loop, which thunder refused."""
+    def fn(x, w):
+        with torch.no_grad():
+            y = (x @ w).requires_grad_(True)
+            flag = y.requires_grad
+            z = y * 2
+        return z, flag, z.requires_grad
+
+    x, w = torch.randn(2, 3), torch.randn(3, 3, requires_grad=True)
+    (got, *got_flags), (expected, *flags) = thunder.jit(fn)(x, w), fn(x, w)
+    assert got_flags == flags == [True, False]
+    torch.testing.assert_close(got, expected)
+    with pytest.raises(NotImplementedError, match="requires_grad_ at .* eager autograd state"):
+        thunder.jit(lambda x: (x * 2).requires_grad_(True))(x)  # (with grad mode on: a new autograd leaf)

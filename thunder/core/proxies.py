@@ -197,8 +197,13 @@ class TensorProxy:
 
     def requires_grad_(self, requires_grad=True):
         """A no-op where the tensor already is as asked (Hugging Face's enable_input_require_grads
-        hook on an embedding's result); changing it is eager autograd state (refused)."""
+        hook on an embedding's result), and only a flag under grad mode off, where no op after it
+        records history (that hook in an evaluation loop under torch.no_grad()); other changes are
+        eager autograd state (refused)."""
         if bool(requires_grad) == self.requires_grad:
+            return self
+        if requires_grad and not torch.is_grad_enabled() and (self.dtype.is_floating_point or self.dtype.is_complex):
+            self.requires_grad = True
             return self
         raise NotImplementedError(f"thunder: torch.Tensor.requires_grad_{where()} {_AUTOGRAD}")
 
