@@ -341,21 +341,26 @@ def _complex_support(op, values):
     (bool, int, float), not which of torch's kernels and derivatives take complex numbers."""
     fn = next((a for a in op.aliases if callable(a)), None)
     # (not a random op: its run would draw from the generator eager's program draws from)
+    leaves = [x for v in values.values() for x in (v if isinstance(v, tuple) else (v,))]
     if fn is None or op.effects or op.random or any(
-            isinstance(v, NumberProxy) or type(v) is TensorProxy and not all(type(n) is int for n in v.shape)
-            for v in values.values()):
+            isinstance(x, NumberProxy) or type(x) is TensorProxy and not all(type(n) is int for n in x.shape)
+            for x in leaves):
         return
     key = (op.name, torch.is_grad_enabled(), tuple(
-        (k, v.dtype, tuple(v.shape), v.requires_grad) if type(v) is TensorProxy else (k, repr(v))
-        for k, v in values.items()))
+        (x.dtype, tuple(x.shape), x.requires_grad) if type(x) is TensorProxy else repr(x) for x in leaves))
     if key not in _COMPLEX_SUPPORT:
+        def ones(v):
+            if isinstance(v, tuple):
+                return tuple(ones(x) for x in v)
+            if type(v) is not TensorProxy:
+                return v
+            one = torch.ones((), dtype=v.dtype)
+            return (one.requires_grad_() if v.requires_grad and (v.dtype.is_floating_point or v.dtype.is_complex)
+                    else one).expand(v.shape)
+
         args, kwargs = [], {}
         for p in op.signature.parameters.values():
-            v = values[p.name]
-            if type(v) is TensorProxy:
-                one = torch.ones((), dtype=v.dtype)
-                v = (one.requires_grad_() if v.requires_grad and (v.dtype.is_floating_point or v.dtype.is_complex)
-                     else one).expand(v.shape)
+            v = ones(values[p.name])
             if p.kind is inspect.Parameter.KEYWORD_ONLY:
                 kwargs[p.name] = v
             else:
