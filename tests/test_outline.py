@@ -36,11 +36,8 @@ def _llama(layers):
     return _hf(transformers.LlamaConfig, transformers.LlamaForCausalLM, **dict(DECODER, num_hidden_layers=layers))
 
 
-def test_llama_training_and_inference_call_one_block_per_layer():
-    model = _llama(4)
-    reference = copy.deepcopy(model)
-    ids = _ids()
-    jf = thunder.jit(model)
+def _step_as_eager(jf, model, reference, ids):
+    """A training step of jf (model jitted) against reference's: loss, logits, every grad."""
     out, expected = jf(input_ids=ids, labels=ids), reference(input_ids=ids, labels=ids)
     torch.testing.assert_close(out.loss, expected.loss, rtol=RTOL, atol=ATOL)
     torch.testing.assert_close(out.logits, expected.logits, rtol=RTOL, atol=ATOL)
@@ -48,6 +45,14 @@ def test_llama_training_and_inference_call_one_block_per_layer():
     expected.loss.backward()
     for (name, p), (_, q) in zip(model.named_parameters(), reference.named_parameters(), strict=True):
         torch.testing.assert_close(p.grad, q.grad, rtol=RTOL, atol=ATOL, msg=lambda m: f"{name}: {m}")
+
+
+def test_llama_training_and_inference_call_one_block_per_layer():
+    model = _llama(4)
+    reference = copy.deepcopy(model)
+    ids = _ids()
+    jf = thunder.jit(model)
+    _step_as_eager(jf, model, reference, ids)
     forward = str(thunder.last_traces(jf)[-1])
     backward = str(thunder.last_backward_traces(jf)[-1])
     for source, fn_name in ((forward, "forward"), (backward, "backward")):
@@ -396,14 +401,9 @@ def test_symbolic_values_llama_with_blocks():
     jf = thunder.jit(model, cache="symbolic values")
     for T in (8, 11, 13, 17):
         ids = torch.randint(0, 96, (2, T), generator=torch.Generator().manual_seed(T))
-        out, expected = jf(input_ids=ids, labels=ids), reference(input_ids=ids, labels=ids)
-        torch.testing.assert_close(out.loss, expected.loss, rtol=RTOL, atol=ATOL)
-        torch.testing.assert_close(out.logits, expected.logits, rtol=RTOL, atol=ATOL)
-        out.loss.backward()
-        expected.loss.backward()
-        for (name, p), (_, q) in zip(model.named_parameters(), reference.named_parameters(), strict=True):
-            torch.testing.assert_close(p.grad, q.grad, rtol=RTOL, atol=ATOL, msg=lambda m: f"{name}: {m}")
-            p.grad = q.grad = None
+        _step_as_eager(jf, model, reference, ids)
+        model.zero_grad(set_to_none=True)
+        reference.zero_grad(set_to_none=True)
     assert thunder.compile_stats(jf).cache_misses == 1, thunder.compile_stats(jf).last_generalization
     backward = str(thunder.last_backward_traces(jf)[-1])
     assert len(re.findall(r"= _block_0\(_args, _sym0, _sym1\)$", backward, re.M)) >= 3, backward
