@@ -42,16 +42,10 @@ def cpu_model():
 def one_step(compiler, layers, width, threads, second_step=False):
     """In the child process: the first training step's seconds (wall and CPU) and details."""
     import torch
-    import transformers
+    from depth_llama import llama  # (the child's imports: torch is not imported by the parent)
 
     torch.set_num_threads(threads)
-    torch.manual_seed(0)
-    heads = max(4, width // 64)
-    config = transformers.LlamaConfig(vocab_size=512, hidden_size=width, intermediate_size=4 * width,
-                                      num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=heads,
-                                      max_position_embeddings=128, attention_dropout=0.0)
-    model = transformers.LlamaForCausalLM(config)
-    ids = torch.randint(0, 512, (2, 64), generator=torch.Generator().manual_seed(1))
+    model, ids = llama(layers, width)
     expected = model(input_ids=ids, labels=ids, use_cache=False).loss.item()
     model.zero_grad()
     if compiler == "thunder":

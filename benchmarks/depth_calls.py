@@ -54,7 +54,7 @@ def _stages():
 def count(layers, functions):
     """In the child process: {stage: calls} of the first step at this depth."""
     import torch
-    import transformers
+    from depth_llama import llama  # (the child's imports: torch is not imported by the parent)
 
     import thunder
     from thunder.interpreter import runtime as interpreter
@@ -92,12 +92,7 @@ def count(layers, functions):
         elif event == "c_call":
             native[running[-1]] = native.get(running[-1], 0) + 1
 
-    torch.manual_seed(0)
-    config = transformers.LlamaConfig(vocab_size=512, hidden_size=256, intermediate_size=1024,
-                                      num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=4,
-                                      max_position_embeddings=128, attention_dropout=0.0)
-    model = transformers.LlamaForCausalLM(config)
-    ids = torch.randint(0, 512, (2, 64), generator=torch.Generator().manual_seed(1))
+    model, ids = llama(layers)
     fn = thunder.jit(model)
     sys.setprofile(profile)
     try:

@@ -20,7 +20,7 @@ import os
 import time
 
 import torch
-import transformers
+from depth_llama import llama
 
 import thunder
 from thunder.runtime import outline
@@ -33,12 +33,7 @@ def main():
     parser.add_argument("--no-outline", action="store_true", help="programs without blocks (runtime/outline.py)")
     args = parser.parse_args()
     outline.ENABLED = not args.no_outline
-    torch.manual_seed(0)
-    config = transformers.LlamaConfig(vocab_size=512, hidden_size=256, intermediate_size=1024,
-                                      num_hidden_layers=args.layers, num_attention_heads=4, num_key_value_heads=4,
-                                      max_position_embeddings=128, attention_dropout=0.0)
-    model = transformers.LlamaForCausalLM(config)
-    ids = torch.randint(0, 512, (2, 64), generator=torch.Generator().manual_seed(1))
+    model, ids = llama(args.layers)
     fn = thunder.jit(model)
     profile = cProfile.Profile() if args.profile else None
     load = os.getloadavg()[0]

@@ -16,8 +16,7 @@ import time
 
 os.environ.setdefault("THUNDER_PROGRAM_CACHE", "off")  # (both variants compiled here, not loaded)
 
-import torch  # noqa: E402
-import transformers  # noqa: E402
+from depth_llama import llama  # noqa: E402
 
 import thunder  # noqa: E402
 from thunder.lowering.fuse import fusion_callees, kernel_text  # noqa: E402
@@ -51,12 +50,7 @@ def main():
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--only", choices=("codegen", "step"))
     args = parser.parse_args()
-    torch.manual_seed(0)
-    config = transformers.LlamaConfig(vocab_size=512, hidden_size=256, intermediate_size=1024,
-                                      num_hidden_layers=args.layers, num_attention_heads=4, num_key_value_heads=4,
-                                      max_position_embeddings=128, attention_dropout=0.0)
-    model = transformers.LlamaForCausalLM(config)
-    ids = torch.randint(0, 512, (2, 64), generator=torch.Generator().manual_seed(1))
+    model, ids = llama(args.layers)
 
     def step(fn):
         loss = fn(input_ids=ids, labels=ids, use_cache=False).loss
