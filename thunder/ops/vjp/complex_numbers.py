@@ -39,8 +39,3 @@ AS_IS = frozenset({"ltorch.torch_call", "ltorch.torch_call_random", "ltorch.auto
 def sgn(z):
     """z / |z| (0 at 0) of a complex tensor: the derivative abs's rule multiplies by."""
     return fallback.call(torch.sgn, z)
-
-
-def part(which, z):
-    """torch.real or torch.imag of a complex tensor (a torch call: the registry has no such op)."""
-    return fallback.call(which, z)

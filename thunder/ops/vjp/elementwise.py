@@ -4,7 +4,7 @@ import math
 
 import torch
 
-from thunder.ops import vjp_utils as _vjp
+from thunder.ops import fallback, vjp_utils as _vjp
 from thunder.ops.vjp import complex_numbers
 from thunder.ops.elementwise import (abs_, add, clamp, clamp_max, clamp_min, div, eq, exp, ge, gelu, gt,
                                      hardsigmoid, hardswish, hardtanh, le, log, logical_and, logical_or, lt,
@@ -102,7 +102,8 @@ def _at_least_zero(exponent):
     """exponent >= 0 as torch's pow backward reads it (a complex one: real and >= 0)."""
     if not exponent.dtype.is_complex:
         return ge(exponent, 0)
-    return logical_and(eq(complex_numbers.part(torch.imag, exponent), 0), ge(complex_numbers.part(torch.real, exponent), 0))
+    # (torch.real/imag: torch calls, the registry has no such ops)
+    return logical_and(eq(fallback.call(torch.imag, exponent), 0), ge(fallback.call(torch.real, exponent), 0))
 
 
 @pow_.vjp
