@@ -340,8 +340,8 @@ def _complex_support(op, values):
     such errors are not what is asked here). Thunder's meta functions know dtype categories
     (bool, int, float), not which of torch's kernels and derivatives take complex numbers."""
     fn = next((a for a in op.aliases if callable(a)), None)
-    # (not a random op: its run would draw from the generator eager's program draws from)
     leaves = [x for v in values.values() for x in (v if isinstance(v, tuple) else (v,))]
+    # (not a random op: its run would draw from the generator eager's program draws from)
     if fn is None or op.effects or op.random or any(
             isinstance(x, NumberProxy) or type(x) is TensorProxy and not all(type(n) is int for n in x.shape)
             for x in leaves):
