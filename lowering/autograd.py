@@ -167,7 +167,8 @@ def backpropagate(symbols, needs, grads, fwd, decompose=False, reuse=None):
         conjugated = _conjugated(bsym)
         if conjugated:
             g = _conj(g)
-        result = reuse.apply(op, g, out, {k: as_proxies(v) for k, v in bsym.args.items()})
+        needing = {k: _needing(v, needs) for k, v in bsym.args.items()}
+        result = reuse.apply(op, g, out, {k: as_proxies(v) for k, v in bsym.args.items()}, needing)
         if conjugated:
             result = {k: _conj(v) for k, v in result.items()}
         for p in op.params:
@@ -179,6 +180,13 @@ def backpropagate(symbols, needs, grads, fwd, decompose=False, reuse=None):
                 for x, gx in zip(v, got):
                     if isinstance(x, Ref) and x.name in needs:
                         _accumulate(grads, x, gx, reuse)
+
+
+def _needing(v, needs):
+    """Whether an op's argument v needs a gradient (a tuple of flags for a tensor list)."""
+    if isinstance(v, tuple):
+        return tuple(isinstance(x, Ref) and x.name in needs for x in v)
+    return isinstance(v, Ref) and v.name in needs
 
 
 def _conjugated(bsym):

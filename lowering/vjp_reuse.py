@@ -59,9 +59,15 @@ class VjpReuse:
         self.ctx = ctx
         self.templates = {}
 
-    def apply(self, op, g, out, kwargs):
-        """op.vjp_rule(g, out, **kwargs), replayed from a template where one fits."""
-        return self._run((op.qualname, tuple(kwargs)), lambda: op.vjp_rule(g, out, **kwargs), (g, out, *kwargs.values()))
+    def apply(self, op, g, out, kwargs, needing_grad=None):
+        """op.vjp_rule(g, out, **kwargs), replayed from a template where one fits; needing_grad:
+        which arguments need a gradient (tracing.inputs_needing_grad while the rule runs)."""
+        def run():
+            with tracing.needing_grad_in_rule(needing_grad):
+                return op.vjp_rule(g, out, **kwargs)
+
+        key = (op.qualname, tuple(kwargs), None if needing_grad is None else tuple(needing_grad.items()))
+        return self._run(key, run, (g, out, *kwargs.values()))
 
     def call(self, op, *args):
         """op(*args), an op recorded outside a rule (the sum of two cotangents of one value),

@@ -1,6 +1,7 @@
 """The fallback (thunder/ops/fallback.py): torch calls without a registry entry are recorded as
 ltorch.torch_call, run as the torch call, and differentiated with torch's own derivative; where
 torch decomposes them into registry ops, those are recorded instead."""
+import copy
 import functools
 
 import pytest
@@ -384,3 +385,74 @@ def test_sdpa_with_dropout_in_training_runs_as_torchs_call():
         for g, e in zip(grads, expected_grads):
             torch.testing.assert_close(g, e)
     assert 'callable = "torch.nn.functional.scaled_dot_product_attention"' in thunder.last_traces(jfn)[0].to_mlir()
+
+
+def test_torch_is_asked_only_for_the_gradients_the_program_needs():
+    # torch has no derivative for some arguments (batch_norm's running statistics inside
+    # instance_norm, binary_cross_entropy_with_logits' pos_weight) and refuses to compute the
+    # call's gradient where they require grad: torch's gradient of a fallback call is asked for the
+    # arguments that need one only
+    norm = torch.nn.InstanceNorm2d(3, affine=True, track_running_stats=True).double()
+    reference = copy.deepcopy(norm)
+    x = _t(2, 3, 4, 4)
+    expected, (expected_dx, expected_dw) = reference(x), torch.autograd.grad(reference(x).pow(2).sum(), (x, reference.weight))
+    jitted = thunder.jit(norm)
+    out = jitted(x)
+    dx, dw = torch.autograd.grad(jitted(x).pow(2).sum(), (x, norm.weight))
+    torch.testing.assert_close(out, expected)
+    torch.testing.assert_close(dx, expected_dx)
+    torch.testing.assert_close(dw, expected_dw)
+    torch.testing.assert_close(norm.running_mean, reference.running_mean)  # (four calls each)
+
+    def loss(x, target):
+        return F.binary_cross_entropy_with_logits(x, target, pos_weight=torch.tensor([1.0, 2.0, 3.0], dtype=DT))
+
+    check_like_eager(loss, _t(4, 3), torch.rand(4, 3, dtype=DT),
+                     name="torch.binary_cross_entropy_with_logits")
+
+
+def test_a_write_torch_makes_under_no_grad_inside_a_call_is_allowed_on_a_leaf():
+    # F.embedding with max_norm renormalizes the rows it reads in the weight, in place under
+    # no_grad (eager allows it on a parameter); the gradient then flows to the weight as eager's
+    def make():
+        torch.manual_seed(0)
+        return torch.nn.Sequential(torch.nn.Embedding(10, 4, max_norm=1.0), torch.nn.Linear(4, 2))
+
+    ids = torch.tensor([[1, 2], [1, 9]])
+    model, reference = make(), make()
+    jitted = thunder.jit(model)
+    for _ in range(2):
+        out, expected = jitted(ids), reference(ids)
+        torch.testing.assert_close(out, expected)
+        out.sum().backward(), expected.sum().backward()
+    for p, q in zip(model.parameters(), reference.parameters()):
+        torch.testing.assert_close(p, q)  # (the renormalized rows)
+        torch.testing.assert_close(p.grad, q.grad)
+    assert model[0].weight[1].norm() <= 1.0 + 1e-6
+
+    def written_with_grad(w):  # (a write autograd records: eager's error)
+        return w.mul_(2)
+
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being used in an in-place operation"):
+        thunder.jit(written_with_grad)(_t(3))
+
+
+@pytest.mark.parametrize("case", ["mean", "none_concatenated", "sum_zero_infinity", "lists", "unbatched"])
+def test_ctc_loss_runs_as_torchs_call(case):
+    # aten._ctc_loss sizes a table by the longest target (values decide it), which torch.ctc_loss
+    # reduces away: its result's shape does not depend on values (Wav2Vec2ForCTC's loss)
+    T = torch.tensor
+    targets, input_lengths, target_lengths, kwargs = {
+        "mean": (T([[1, 2, 2], [3, 1, 1]]), T([6, 6]), T([3, 2]), {}),
+        "none_concatenated": (T([1, 2, 2, 3, 1]), T([6, 5]), T([3, 2]), {"reduction": "none"}),
+        "sum_zero_infinity": (T([[1, 2, 2, 2, 2], [3, 1, 1, 1, 1]]), T([3, 6]), T([5, 2]),
+                              {"reduction": "sum", "zero_infinity": True}),
+        "lists": (T([[1, 2, 2], [3, 1, 1]]), [6, 6], [3, 2], {}),
+        "unbatched": (T([1, 2, 2]), T(6), T(3), {}),
+    }[case]
+
+    def loss(logits):
+        return F.ctc_loss(logits.log_softmax(-1), targets, input_lengths, target_lengths, **kwargs)
+
+    logits = _t(6, 5) if case == "unbatched" else _t(6, 2, 5)
+    check_like_eager(loss, logits, name="torch.ctc_loss")

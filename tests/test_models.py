@@ -154,6 +154,19 @@ def test_vit_with_labels():
     check_model(model, dict(pixel_values=pixels, labels=torch.tensor([1, 4])))
 
 
+def test_wav2vec2_for_ctc_with_labels():
+    # (speech recognition fine-tuning: F.ctc_loss inside the model, padded labels)
+    t = transformers
+    model = _hf(t.Wav2Vec2Config, t.Wav2Vec2ForCTC, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                intermediate_size=64, conv_dim=(16, 16), conv_stride=(5, 2), conv_kernel=(10, 3),
+                num_conv_pos_embeddings=8, num_conv_pos_embedding_groups=2, vocab_size=12, hidden_dropout=0.0,
+                attention_dropout=0.0, activation_dropout=0.0, feat_proj_dropout=0.0, layerdrop=0.0,
+                mask_time_prob=0.0, final_dropout=0.0, pad_token_id=0)
+    audio = torch.randn(2, 400, generator=torch.Generator().manual_seed(2))
+    labels = torch.tensor([[3, 4, 5, 2, -100], [6, 7, 8, 9, 10]])
+    check_model(model, dict(input_values=audio, labels=labels))
+
+
 # --------------------------------------------------------------------------------------------
 # torchvision-style ResNet (BasicBlock, in-place ReLUs, BatchNorm in training mode)
 

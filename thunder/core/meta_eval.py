@@ -50,6 +50,9 @@ class Evaluation:
     random: bool  # an aten op that draws random numbers ran
     aten: tuple  # the aten ops the call dispatched (after torch's CompositeImplicit decompositions)
     differentiable: tuple  # per result: whether torch's result carries gradient (None: not known)
+    # per operand in mutated: whether autograd records the write (False: torch writes it under
+    # no_grad itself, as F.embedding's max_norm renormalizes its weight; None: not known)
+    recorded_writes: tuple = ()
 
     @property
     def num_outputs(self):
@@ -92,7 +95,24 @@ class _Watch(TorchDispatchMode):
                 return make()
         self.random = self.random or torch.Tag.nondeterministic_seeded in func.tags
         self.ops.append(func)
+        if self.shape_env is not None and func in _NO_FAKE_KERNEL:
+            return _NO_FAKE_KERNEL[func](self.shape_env, *args, **(kwargs or {}))
         return func(*args, **(kwargs or {}))
+
+
+def _ctc_loss(shape_env, log_probs, targets, input_lengths, target_lengths, blank=0, zero_infinity=False):
+    """aten._ctc_loss's results: the losses [batch] and log_alpha [batch, time, 2 * the longest
+    target + 1], which values decide where the lengths are a tensor (torch.ctc_loss, whose own
+    result does not depend on them, reduces the losses)."""
+    batch = log_probs.shape[1] if log_probs.dim() == 3 else 1
+    longest = max(target_lengths, default=0) if isinstance(target_lengths, (list, tuple)) else \
+        shape_env.create_unbacked_symint()
+    return (log_probs.new_empty((batch,)), log_probs.new_empty((batch, log_probs.shape[0], 2 * longest + 1)))
+
+
+# aten ops whose result shapes depend on values and that fake tensors cannot run: their results'
+# metadata, with unbacked symbols where values decide (the dynamic evaluation)
+_NO_FAKE_KERNEL = {torch.ops.aten._ctc_loss.Tensor: _ctc_loss, torch.ops.aten._ctc_loss.default: _ctc_loss}
 
 
 def operand_order(tensors):
@@ -200,7 +220,16 @@ def evaluate(name, source, operands, autocast=None, shapes=None):
     from tensors as results of shape () and device None (runtime numbers). `shapes`, the result
     shapes observed in a run on real values, one per result, fills those dims in."""
     dynamic = shapes is not None
-    ev = _evaluate(name, source, tuple(operands), autocast, torch.get_default_dtype(), dynamic)
+    try:
+        ev = _evaluate(name, source, tuple(operands), autocast, torch.get_default_dtype(), dynamic)
+    except DataDependentError:
+        if dynamic:
+            raise
+        ev = _evaluate(name, source, tuple(operands), autocast, torch.get_default_dtype(), True)
+        if is_dynamic(ev) or ev.mutated or any(r[2] is None for r in ev.results):
+            raise
+        # (an op inside decides its shapes by values, the call's results do not: torch.ctc_loss
+        # reduces aten._ctc_loss's losses, beside which it sizes a table by the longest target)
     return ev if shapes is None or shapes == DYNAMIC else with_shapes(ev, shapes)
 
 
@@ -317,6 +346,7 @@ def _run_on(fn, name, source, operands, autocast, fake, grad, dynamic=False, rea
                 tensors = [t.requires_grad_().clone() if t.dtype.is_floating_point or t.dtype.is_complex else t
                            for t in tensors]
             before = [(t._version, t.shape, t.dtype) for t in tensors]
+            grad_fns = [t.grad_fn for t in tensors]
             args, kwargs = parse_call(source, tensors)
             with watch:
                 out = fn(*args, **kwargs)
@@ -378,7 +408,10 @@ def _run_on(fn, name, source, operands, autocast, fake, grad, dynamic=False, rea
         t = tensors[j]
         results.append((tuple(t.shape), t.dtype, operands[j][2]))
         grads.append(t.requires_grad if grad else None)
-    ev = Evaluation(tuple(results), template, mutated, tuple(views), watch.random, tuple(watch.ops), tuple(grads))
+    recorded = tuple(tensors[j].grad_fn is not grad_fns[j] if grad and grad_fns[j] is not None else None
+                     for j in mutated)
+    ev = Evaluation(tuple(results), template, mutated, tuple(views), watch.random, tuple(watch.ops), tuple(grads),
+                    recorded)
     return ev, constants[0]
 
 

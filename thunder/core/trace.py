@@ -8,6 +8,25 @@ import torch
 from thunder.core import dispatch
 
 _current = contextvars.ContextVar("thunder_trace", default=None)
+# while thunder-autograd runs a VJP rule: which of the op's arguments need a gradient
+_inputs_needing_grad = contextvars.ContextVar("thunder_inputs_needing_grad", default=None)
+
+
+def inputs_needing_grad():
+    """While thunder-autograd runs a VJP rule (lowering/autograd.py backpropagate): {parameter
+    name: whether its value needs a gradient (a tuple of flags for a tensor list)}; None elsewhere
+    (every differentiable argument may). As torch's ctx.needs_input_grad: a rule that hands the
+    gradient to torch asks it for these only (torch refuses some: batch_norm's running_mean)."""
+    return _inputs_needing_grad.get()
+
+
+@contextlib.contextmanager
+def needing_grad_in_rule(flags):
+    token = _inputs_needing_grad.set(flags)
+    try:
+        yield
+    finally:
+        _inputs_needing_grad.reset(token)
 
 
 @dataclass(frozen=True)

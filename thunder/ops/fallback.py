@@ -153,7 +153,10 @@ def _state_size(device):
 
 
 def _vjp(g, out, tensors, callable, args, autocast=None, rng_state=None, shapes=None, strides=None):
-    grads_for = tuple(i for i, t in enumerate(tensors) if differentiable(t))
+    # torch is asked for the gradients the program needs only: it refuses some it has no formula
+    # for (batch_norm's running_mean, binary_cross_entropy_with_logits' pos_weight)
+    needing = (tracing.inputs_needing_grad() or {}).get("tensors")
+    grads_for = tuple(i for i, t in enumerate(tensors) if differentiable(t) and (needing is None or needing[i]))
     cotangent_for = tuple(i for i, gi in enumerate(g) if gi is not None)
     if not grads_for or not cotangent_for:
         return {"tensors": (None,) * len(tensors)}
@@ -482,7 +485,8 @@ def _mutating(fn, name, args, kwargs, operands, source, autocast, ev):
             raise NotImplementedError(
                 f"thunder: {name}{meta_eval.where()} changes the shape or dtype of {target.name} in place, which is "
                 "an input or shares memory with other tensors. Workaround: use the out-of-place form and the result.")
-        check_inplace_allowed(target)
+        if ev.recorded_writes[k] is not False:  # (eager's errors come from autograd recording the write)
+            check_inplace_allowed(target)
         assign(target, new)
     return build(ev.template, outs, operands)
 
