@@ -53,6 +53,15 @@ class _ThunderAutograd(torch.autograd.Function):
         result = [None] * program.num_inputs
         if not used:  # (before reading the saved tensors: outputs with no gradient path need none)
             return (None, *result)
+        if torch.is_grad_enabled():  # (autograd runs a backward in grad mode for create_graph=True only)
+            # the backward program runs fused kernels on saved tensors cut from the inputs' graph:
+            # its gradients would have no history, and a loss adding them (a gradient penalty)
+            # would lose their part of its gradient without a word
+            raise NotImplementedError(
+                "thunder: a gradient of a gradient through a thunder.jit function (torch.autograd.grad or "
+                ".backward with create_graph=True: a gradient penalty, a Hessian-vector product) is not "
+                "supported. Workaround: compute the part that is differentiated twice with the function "
+                "itself, not its jitted version.")
         tensors = iter(ctx.saved_tensors)
         saved = [next(tensors) if v is None else v for v in ctx.saved_numbers]
         cts = [cotangents[i] for i in program.cotangent_for]
