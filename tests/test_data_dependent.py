@@ -474,3 +474,33 @@ def test_tensor_of_runtime_numbers_stays_runtime():
     assert thunder.compile_stats(jf).last_splits == []
     out = jf(torch.randn(3))
     assert out[2].dtype is torch.int64 and out[4].requires_grad and out[4].is_leaf
+
+
+def test_pack_padded_sequence_rows_as_eager_and_packed_rnns_refused_by_name():
+    # pack_padded_sequence's rows (the lengths' sum) are a split; torch's own fake kernel gives
+    # them the shape [batch, *features], which the real rows did not fit
+    from torch.nn.utils.rnn import pack_padded_sequence
+
+    def rows(x, lengths, w):
+        packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+        return (packed.data @ w).tanh(), packed.batch_sizes
+
+    x, w = torch.randn(3, 5, 4, requires_grad=True), torch.randn(4, 2, requires_grad=True)
+    jitted = thunder.jit(rows)
+    for lengths in (torch.tensor([5, 2, 3]), torch.tensor([1, 4, 2])):
+        (out, sizes), (expected, expected_sizes) = jitted(x, lengths, w), rows(x, lengths, w)
+        torch.testing.assert_close(out, expected)
+        torch.testing.assert_close(sizes, expected_sizes)
+        (gx, gw), (ex, ew) = torch.autograd.grad(out.sum(), (x, w)), torch.autograd.grad(expected.sum(), (x, w))
+        torch.testing.assert_close(gx, ex)
+        torch.testing.assert_close(gw, ew)
+
+    # torch's GRU kernel reads a packed sequence's batch sizes through their data pointer: a
+    # refusal that names the call (eager's errors on zeros of the same shapes were raised before)
+    gru = torch.nn.GRU(4, 6, batch_first=True)
+
+    def packed_gru(x, lengths):
+        return gru(pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False))[1]
+
+    with pytest.raises(thunder.core.proxies.DataDependentError, match="torch.gru .* needs the values"):
+        thunder.jit(packed_gru)(x, torch.tensor([5, 2, 3]))

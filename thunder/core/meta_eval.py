@@ -95,8 +95,8 @@ class _Watch(TorchDispatchMode):
                 return make()
         self.random = self.random or torch.Tag.nondeterministic_seeded in func.tags
         self.ops.append(func)
-        if self.shape_env is not None and func in _NO_FAKE_KERNEL:
-            return _NO_FAKE_KERNEL[func](self.shape_env, *args, **(kwargs or {}))
+        if self.shape_env is not None and func in _FAKE_KERNELS:
+            return _FAKE_KERNELS[func](self.shape_env, *args, **(kwargs or {}))
         return func(*args, **(kwargs or {}))
 
 
@@ -110,9 +110,19 @@ def _ctc_loss(shape_env, log_probs, targets, input_lengths, target_lengths, blan
     return (log_probs.new_empty((batch,)), log_probs.new_empty((batch, log_probs.shape[0], 2 * longest + 1)))
 
 
-# aten ops whose result shapes depend on values and that fake tensors cannot run: their results'
-# metadata, with unbacked symbols where values decide (the dynamic evaluation)
-_NO_FAKE_KERNEL = {torch.ops.aten._ctc_loss.Tensor: _ctc_loss, torch.ops.aten._ctc_loss.default: _ctc_loss}
+def _pack_padded_sequence(shape_env, input, lengths, batch_first):
+    """aten._pack_padded_sequence's results: the packed rows [the lengths' sum, *features] and the
+    batch sizes [the longest length] (int64, on the CPU). (torch's fake kernel gives the rows
+    the shape [batch or time, *features].)"""
+    rows, steps = shape_env.create_unbacked_symint(), shape_env.create_unbacked_symint()
+    return input.new_empty((rows, *input.shape[2:])), lengths.new_empty((steps,), dtype=torch.int64)
+
+
+# aten ops whose result shapes depend on values and whose results' metadata fake tensors cannot
+# give (no kernel) or give wrong: that metadata, with unbacked symbols where values decide (the
+# dynamic evaluation)
+_FAKE_KERNELS = {torch.ops.aten._ctc_loss.Tensor: _ctc_loss, torch.ops.aten._ctc_loss.default: _ctc_loss,
+                 torch.ops.aten._pack_padded_sequence.default: _pack_padded_sequence}
 
 
 def operand_order(tensors):
@@ -312,7 +322,7 @@ def _attempt(fn, name, source, operands, autocast, grad, dynamic=False):
         if fake or "meta" not in str(e).lower() or isinstance(e, (DataDependentError, UntraceableError)):
             raise
     except RuntimeError as e:  # "cannot repeat_interleave a meta tensor without output_size": fake tensors can
-        if fake or "meta tensor" not in str(e):
+        if fake or "meta" not in str(e):
             raise
     return _run_on(fn, name, source, operands, autocast, True, grad)[0]
 
@@ -367,6 +377,14 @@ def _run_on(fn, name, source, operands, autocast, fake, grad, dynamic=False, rea
             "which thunder cannot trace. Workaround: compute it outside the jitted function.") from None
     except fake_tensor.UnsupportedOperatorException as e:
         raise untraceable(name, f"torch cannot compute the metadata of its result without running it ({e})") from None
+    except RuntimeError as e:
+        if real or "data is not allocated" not in str(e):
+            raise
+        # (torch's kernel reads the values behind a data pointer: nn.GRU of a PackedSequence reads
+        # its batch sizes so; meta and fake tensors have no data)
+        raise DataDependentError(
+            f"thunder: {name}{where()} needs the values of its tensor arguments (torch's kernel reads them), which "
+            "are not known while tracing. Workaround: compute it outside the jitted function.") from None
     device = next((o[2] for o in operands if o[2].type != "cpu"), operands[0][2] if operands else torch.device("cpu"))
     results, grads, views, constants = [], [], [], [False]
     position = {id(t): i for i, t in enumerate(tensors)}
