@@ -456,3 +456,27 @@ def test_ctc_loss_runs_as_torchs_call(case):
 
     logits = _t(6, 5) if case == "unbatched" else _t(6, 2, 5)
     check_like_eager(loss, logits, name="torch.ctc_loss")
+
+
+@pytest.mark.parametrize("bag", [False, True])
+def test_sparse_embedding_gradients_are_sparse_as_eagers(bag):
+    # (recommender models train sparse=True tables with SparseAdam, which refuses dense gradients)
+    def make():
+        torch.manual_seed(0)
+        return (torch.nn.EmbeddingBag(10, 4, mode="sum", sparse=True) if bag else
+                torch.nn.Embedding(10, 4, sparse=True))
+
+    model, reference = make(), make()
+    jitted = thunder.jit(model)
+    optimizers = [torch.optim.SparseAdam(list(m.parameters()), lr=0.1) for m in (model, reference)]
+    for step in range(3):
+        ids = torch.tensor([[1, 2, 1], [4, 2, 0]]) + step
+        for m, opt in zip((jitted, reference), optimizers):
+            out = m(ids)
+            opt.zero_grad()
+            (out * torch.linspace(0, 1, out.numel()).reshape(out.shape)).sum().backward()
+        assert model.weight.grad.layout == reference.weight.grad.layout == torch.sparse_coo
+        torch.testing.assert_close(model.weight.grad.to_dense(), reference.weight.grad.to_dense())
+        for opt in optimizers:
+            opt.step()
+    torch.testing.assert_close(model.weight, reference.weight)

@@ -8,7 +8,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from thunder.core import dtypes
+from thunder.core import dtypes, trace as tracing
 from thunder.core.proxies import TensorProxy
 from thunder.ops import large_outputs, onednn, packed_linear, prims, vjp_utils as _vjp
 from thunder.ops.decomp_utils import expand_to, to_dtype
@@ -559,6 +559,9 @@ def _embedding_check(input, weight, padding_idx, max_norm):
 def embedding(input: Tensor, weight: Tensor, padding_idx: Int | None = None, max_norm: Float | None = None,
               norm_type: Float = 2.0, scale_grad_by_freq: Bool = False, sparse: Bool = False):
     _embedding_check(input, weight, padding_idx, max_norm)
+    if sparse and weight.requires_grad and tracing.grad_enabled():
+        # (the fallback records torch's call: its gradient, torch's, is a sparse tensor as eager's)
+        raise NotImplementedError("thunder: F.embedding(sparse=True) gives the weight a sparse gradient")
     return TensorProxy((*input.shape, weight.shape[1]), weight.dtype, weight.device)
 
 

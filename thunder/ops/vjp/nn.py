@@ -140,8 +140,9 @@ def _(g, out, input, normalized_shape, weight=None, bias=None, eps=1e-5):
 @embedding.vjp
 def _(g, out, input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
       sparse=False):
-    """A dense gradient (also for sparse=True): the rows of g added at their indices; none for
-    padding_idx; divided by the index's count with scale_grad_by_freq."""
+    """A dense gradient: the rows of g added at their indices; none for padding_idx; divided by
+    the index's count with scale_grad_by_freq. (sparse=True of a weight that requires grad is
+    recorded as torch's call, whose gradient is sparse: ops/nn.py embedding.)"""
     num, dim = weight.shape
     idx = reshape(input, (input.numel(),))
     rows = reshape(g, (input.numel(), dim))
