@@ -1563,3 +1563,48 @@ def test_generator_expressions_of_torch_modules_are_interpreted():
     seen.clear()
     assert list(interpret(ns["g"], ([3],), {}, on_call=on_call).value) == [3]
     assert seen == []
+
+
+def _exc_info_everywhere():
+    import traceback
+
+    seen = [sys.exc_info()[0]]
+    try:
+        raise KeyError("inner")
+    except KeyError:
+        seen.append(sys.exc_info()[0])
+        seen.append(type(sys.exception()).__name__ if hasattr(sys, "exception") else "KeyError")
+        seen.append(traceback.format_exc().strip().splitlines()[-1])
+        try:
+            raise ValueError("nested")
+        except ValueError as e:
+            seen.append(sys.exc_info()[1] is e)
+        seen.append(sys.exc_info()[0])  # (the outer handler's again)
+    seen.append(sys.exc_info())
+    return seen
+
+
+def test_sys_exc_info_and_format_exc_in_except_blocks():
+    # (they ran natively and saw no exception: the interpreter handles exceptions outside Python's
+    # own except blocks)
+    assert check(_exc_info_everywhere) == ("ok", [None, KeyError, "KeyError", "KeyError: 'inner'", True, KeyError,
+                                                  (None, None, None)])
+
+
+def test_stack_functions_run_natively_without_guarding_linecache():
+    # torch.cuda's lazy calls keep traceback.format_stack() (Reformer's seeding reaches it):
+    # interpreted, every read of linecache's cache of all files' lines was a guard with a deep
+    # snapshot (a Reformer training step compiled for 8 minutes)
+    import traceback
+
+    import torch
+
+    import thunder
+
+    def fn(x):
+        lines = traceback.format_stack()
+        return x * (len(lines) > 0)
+
+    jf = thunder.jit(fn)
+    torch.testing.assert_close(jf(torch.ones(2)), torch.ones(2))
+    assert "linecache" not in str(thunder.last_prologue_traces(jf)[0])

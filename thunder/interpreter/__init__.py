@@ -41,7 +41,8 @@ code (hooks, ``torch`` functions taking functions),
 property getters with a custom ``__getattribute__``/``__getattr__`` and other descriptors.
 Unsupported (raises InterpreterError): coroutines / async generators / await, ``except*``.
 Known difference: native code calling ``sys.exc_info()`` does not see exceptions being handled by
-interpreted ``except`` blocks (interpreted code itself — bare ``raise``, chaining — does).
+interpreted ``except`` blocks (interpreted code itself does: bare ``raise``, chaining,
+``sys.exc_info()``/``sys.exception()`` and so ``traceback.format_exc()``).
 """
 from __future__ import annotations
 

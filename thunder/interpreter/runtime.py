@@ -674,7 +674,22 @@ def _b_len(rt, f, args, kwargs):
     return True, rt.length(args[0], fn, f)
 
 
+def _b_exc_info(rt, f, args, kwargs):
+    """sys.exc_info() in interpreted code: the exception its except block handles (the thread's
+    own state does not have it: the interpreter catches exceptions natively and leaves its handler)."""
+    if args or kwargs:
+        return False, None
+    e = rt.handled_exc
+    return True, ((None, None, None) if e is None else (type(e), e, e.__traceback__))
+
+
+def _b_exception(rt, f, args, kwargs):
+    return (not args and not kwargs), rt.handled_exc
+
+
 _FRAME_BUILTINS = {
+    sys.exc_info: _b_exc_info,
+    **({sys.exception: _b_exception} if hasattr(sys, "exception") else {}),
     builtins.getattr: _b_getattr,
     builtins.hasattr: _b_hasattr,
     builtins.setattr: _b_setattr,

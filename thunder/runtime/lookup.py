@@ -275,7 +275,18 @@ def _lookup_op(fn):
     module = getattr(fn, "__module__", None) or ""
     if module.startswith("thunder.") and not module.startswith("thunder.tests"):
         return fn  # our own machinery (proxy methods, ops) runs natively
+    if module == "linecache" or module == "traceback" and getattr(fn, "__name__", None) in _STACK_FUNCTIONS:
+        return fn
     return None
+
+
+# run natively: linecache (source lines for tracebacks) and traceback's functions of the current
+# stack (torch.cuda's lazy calls keep traceback.format_stack(), which Reformer's seeding reaches).
+# Interpreted, each read of linecache's cache of every file's lines was a guard with a deep
+# snapshot (Reformer's first training step took 8 minutes), and the program would check that
+# cache on every call. (The exception functions, format_exc, stay interpreted: they read the
+# exception being handled, which the interpreter keeps.)
+_STACK_FUNCTIONS = frozenset({"format_stack", "extract_stack", "print_stack", "walk_stack"})
 
 
 def _consulting(fn, state_name):
