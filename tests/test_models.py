@@ -136,10 +136,18 @@ def _more_models(name):
     if name == "mamba":  # (a state-space model: torch's associative_scan, as under torch.compile)
         return (_hf(t.MambaConfig, t.MambaForCausalLM, vocab_size=96, hidden_size=32, num_hidden_layers=2,
                     state_size=4, expand=2, conv_kernel=4), dict(input_ids=ids, labels=ids))
+    if name == "reformer":  # (reversible layers: a torch.autograd.Function whose backward runs autograd;
+        # LSH attention, its random rotations seeded by hash_seed)
+        return (_hf(t.ReformerConfig, t.ReformerModelWithLMHead, vocab_size=96, hidden_size=32, num_attention_heads=2,
+                    attention_head_size=16, feed_forward_size=64, attn_layers=["local", "lsh"], axial_pos_shape=(4, 4),
+                    axial_pos_embds_dim=(16, 16), max_position_embeddings=16, local_attn_chunk_length=4,
+                    lsh_attn_chunk_length=4, num_buckets=4, is_decoder=True, hidden_dropout_prob=0.0,
+                    attention_probs_dropout_prob=0.0, lsh_attention_probs_dropout_prob=0.0,
+                    local_attention_probs_dropout_prob=0.0, hash_seed=0), dict(input_ids=_ids(seq=16), labels=_ids(seq=16)))
     raise ValueError(name)
 
 
-@pytest.mark.parametrize("name", ["gemma", "phi3", "t5", "distilbert", "mamba", "llama4"])
+@pytest.mark.parametrize("name", ["gemma", "phi3", "t5", "distilbert", "mamba", "llama4", "reformer"])
 def test_models_not_named_in_the_issue(name):
     model, kwargs = _more_models(name)
     check_model(model, kwargs)

@@ -44,7 +44,9 @@ class _Applied:
     function: type  # the torch.autograd.Function subclass
     attributes: dict  # the ctx attributes that are not tensors
     saved: list  # what save_for_backward got: index into the saved operands, or None
-    tensor_attributes: list  # (name, index into the saved operands) of ctx attributes holding tensors
+    # (name, where) of ctx attributes holding tensors: where is an index into the saved operands, or
+    # for a tuple/list holding tensors (type, [where or (value,) per item])
+    tensor_attributes: list
     needs_input_grad: tuple  # per forward argument
     materialize_grads: bool
     inputs: list  # (shape, dtype, device) of the tensor arguments
@@ -92,8 +94,8 @@ class _BackwardCtx:
 
     def __init__(self, record, saved):
         self.__dict__.update(record.attributes)
-        for name, i in record.tensor_attributes:
-            setattr(self, name, saved[i])
+        for name, where in record.tensor_attributes:
+            setattr(self, name, _rebuilt(where, saved))
         self.saved_tensors = tuple(None if i is None else saved[i] for i in record.saved)
         self.needs_input_grad = record.needs_input_grad
         self.materialize_grads = record.materialize_grads
@@ -142,12 +144,8 @@ def apply(function, *args, **kwargs):
     for name, value in vars(ctx).items():
         if name in _ForwardCtx.OWN:
             continue
-        if isinstance(value, TensorProxy):
-            tensor_attributes.append((name, operand(value)))
-        elif isinstance(value, (tuple, list)) and any(isinstance(v, TensorProxy) for v in value):
-            raise NotImplementedError(f"thunder: {function.__qualname__}.forward sets ctx.{name} to a "
-                                      f"{type(value).__name__} of tensors. Workaround: save them with "
-                                      "ctx.save_for_backward, or set one tensor per ctx attribute")
+        if _holds_tensors(value):
+            tensor_attributes.append((name, _where(value, operand)))
         else:
             attributes[name] = value
     input_positions = [i for i, a in enumerate(args) if isinstance(a, TensorProxy)]
@@ -164,6 +162,35 @@ def apply(function, *args, **kwargs):
         else:
             flat[i] = r
     return tuple(flat) if isinstance(out, tuple) else flat[0]
+
+
+def _holds_tensors(value):
+    if type(value) is dict:
+        value = list(value.values())
+    return isinstance(value, TensorProxy) or (type(value) in (tuple, list) and any(_holds_tensors(v) for v in value))
+
+
+def _where(value, operand):
+    """Where the backward finds a ctx attribute holding tensors (_Applied.tensor_attributes):
+    Reformer's reversible layers set ctx.all_buckets to a tuple of tensors."""
+    if isinstance(value, TensorProxy):
+        return operand(value)
+    if not _holds_tensors(value):
+        return (value,)
+    if type(value) is dict:
+        return dict, [(k, _where(v, operand)) for k, v in value.items()]
+    return type(value), [_where(v, operand) for v in value]
+
+
+def _rebuilt(where, saved):
+    if isinstance(where, int):
+        return saved[where]
+    if len(where) == 1:
+        return where[0]
+    kind, items = where
+    if kind is dict:
+        return {k: _rebuilt(w, saved) for k, w in items}
+    return kind(_rebuilt(w, saved) for w in items)
 
 
 def _meta(t):
