@@ -144,10 +144,15 @@ def _more_models(name):
                     lsh_attn_chunk_length=4, num_buckets=4, is_decoder=True, hidden_dropout_prob=0.0,
                     attention_probs_dropout_prob=0.0, lsh_attention_probs_dropout_prob=0.0,
                     local_attention_probs_dropout_prob=0.0, hash_seed=0), dict(input_ids=_ids(seq=16), labels=_ids(seq=16)))
+    if name == "longformer":  # (sliding-window chunks by as_strided of views)
+        return (_hf(t.LongformerConfig, t.LongformerForMaskedLM, vocab_size=96, hidden_size=32, num_hidden_layers=2,
+                    num_attention_heads=2, intermediate_size=64, attention_window=4, max_position_embeddings=40,
+                    hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0),
+                dict(input_ids=_ids(seq=16), labels=_ids(seq=16)))
     raise ValueError(name)
 
 
-@pytest.mark.parametrize("name", ["gemma", "phi3", "t5", "distilbert", "mamba", "llama4", "reformer"])
+@pytest.mark.parametrize("name", ["gemma", "phi3", "t5", "distilbert", "mamba", "llama4", "reformer", "longformer"])
 def test_models_not_named_in_the_issue(name):
     model, kwargs = _more_models(name)
     check_model(model, kwargs)

@@ -154,3 +154,46 @@ def test_tracing_the_gpt_block_imports_no_dynamo():
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def _grads_like_eager(fn, *shapes):
+    gen = torch.Generator().manual_seed(0)
+    args = [torch.randn(s, dtype=torch.float64, generator=gen, requires_grad=True) for s in shapes]
+    expected, out = fn(*args), thunder.jit(fn)(*args)
+    torch.testing.assert_close(out, expected)
+    cot = torch.randn(expected.shape, dtype=torch.float64, generator=gen)
+    for g, e in zip(torch.autograd.grad(out, args, cot), torch.autograd.grad(expected, args, cot)):
+        torch.testing.assert_close(g, e)
+
+
+WEIGHT = torch.randn(8, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+
+
+def _sliding_chunks(h):
+    # Longformer's chunking: a product of a transposed input, views, then overlapping windows by
+    # as_strided with strides read from the view (the program's product came back in another
+    # layout than eager's, and as_strided of it read other elements: wrong values)
+    q = torch.nn.functional.linear(h.transpose(0, 1), WEIGHT)
+    q = q.view(q.shape[0], q.shape[1], 2, 4).transpose(0, 1).transpose(1, 2).reshape(-1, q.shape[0], 4)
+    x = q.view(q.size(0), 2, 4, 4)
+    size, stride = list(x.size()), list(x.stride())
+    size[1], stride[1] = 3, stride[1] // 2
+    return x.as_strided(size, stride).exp()
+
+
+@pytest.mark.parametrize("fn, shapes", [
+    (_sliding_chunks, [(2, 8, 8)]),
+    (lambda x: torch.as_strided(x.t(), (3, 2), (1, 2), 1) * 2, [(4, 3)]),  # overlapping, of an input's view
+    (lambda x: (x * 2)[1:].as_strided((2, 2), (1, 1)), [(3, 4)]),  # at the view's storage offset
+], ids=["sliding_chunks", "input_view", "offset"])
+def test_as_strided_views_eagers_storage(fn, shapes):
+    _grads_like_eager(fn, *shapes)
+
+
+def test_in_place_update_through_as_strided_reaches_the_tensor():
+    def fn(x):
+        y = (x * 1).t()
+        y.as_strided((2, 2), (2, 1), 1).mul_(10)
+        return y
+
+    _grads_like_eager(fn, (2, 3))

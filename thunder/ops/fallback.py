@@ -32,6 +32,7 @@ out-of-place form (`foo`, `inplace=False`) and assigned like registered in-place
 update changes the tensor's shape, the in-place call on a clone. `out=` is the call without it,
 then written into out (`write_out`)."""
 import ast
+import operator
 
 import torch
 
@@ -44,7 +45,7 @@ from thunder.core.proxies import (DataDependentError, TensorProxy, assign, check
                                   proxy_of_meta, write_out)
 from thunder.core.pysource import Name, call_source, parse_call, py_repr
 from thunder.core.strides import contiguous
-from thunder.ops import registry
+from thunder.ops import registry, shape
 from thunder.ops.meta_utils import differentiable
 from thunder.ops.registry import Device, Ints, Str, Tensor, Tensors, ltorch
 from thunder.ops import aten_decomp
@@ -335,12 +336,15 @@ def _numbers_only(op, args, kwargs):
 
 def call(fn, *args, **kwargs):
     """Record fn(*args, **kwargs), a torch call without a registry entry (see the module doc)."""
+    if fn in _STORAGE_VIEWS and tracing.strides_known():
+        return _STORAGE_VIEWS[fn](*args, **kwargs)
     name = callable_name(fn)
     if name is None:
         raise untraceable(meta_eval.display_name(fn), "thunder cannot name it in a trace")
     if kwargs.get("out") is not None:
         out = kwargs.pop("out")
         return write_out(name, out, dispatch(fn, *args, **kwargs))
+    args, kwargs = tuple(_sizes_read(a) for a in args), {k: _sizes_read(v) for k, v in kwargs.items()}
     if has_proxy((args, kwargs)):  # runtime numbers: the call's arguments are constants of the trace (a split)
         args, kwargs = concrete((args, kwargs), f"an argument of {name}")
     operands, source = encode_call(name, args, kwargs)
@@ -361,6 +365,23 @@ def call(fn, *args, **kwargs):
     if outs is None:
         outs = _record(name, source, operands, autocast, ev, strides=strides)
     return build(ev.template, _no_gradient_where_torch_has_none(outs, operands, ev), operands)
+
+
+# views of a tensor's storage: recorded on the storage eager lays out (not the program's tensor)
+_STORAGE_VIEWS = {torch.as_strided: shape.as_strided_of_eager_storage,
+                  torch.Tensor.as_strided: shape.as_strided_of_eager_storage}
+
+
+def _sizes_read(v):
+    """A size given as numbers some of which are 0-d integer tensors (Longformer's as_strided
+    size holds torch.div(seq_len, w, rounding_mode='trunc') + 1) with the tensors' values read (a
+    split), as torch's parser reads them for an int list; other arguments as they are (a list of
+    tensors only is a tensor list)."""
+    if type(v) not in (tuple, list) or not any(type(x) is int for x in v):
+        return v
+    if not any(isinstance(x, TensorProxy) for x in v):
+        return v
+    return type(v)(operator.index(x) if isinstance(x, TensorProxy) and not x.shape else x for x in v)
 
 
 def _evaluate_strided(name, source, operands, autocast):

@@ -269,6 +269,10 @@ class OpDef:
                 raise TypeError(f"{self.torch_name}(): {e}") from None
             bound.apply_defaults()
             values = dict(bound.arguments)
+        for p, takes_proxy, scalar in b.checks:
+            v = values[p.name]
+            if scalar and not takes_proxy and type(v) is TensorProxy and not v.shape:
+                values[p.name] = v.item()  # (torch's parser takes a 0-d tensor's value for a number)
         for name in b.read:
             # attributes are constants of the trace: runtime numbers there are read (a split)
             if has_proxy(values[name]):

@@ -13,7 +13,7 @@ from builtins import slice as pyslice
 import torch
 
 from thunder.core import trace as tracing
-from thunder.core.proxies import TensorProxy
+from thunder.core.proxies import TensorProxy, meta_of
 from thunder.ops import prims
 from thunder.ops.decomp_utils import expand_to, to_dtype
 from thunder.ops.meta_utils import canonical_dim, canonical_dims
@@ -405,6 +405,33 @@ def as_strided(input: Tensor, size: Ints, stride: Ints, storage_offset: Int):
     if size and storage_offset + sum((n - 1) * s for n, s in zip(size, stride)) >= input.shape[0]:
         raise RuntimeError("as_strided: the view does not fit in the storage")
     return _like(input, tuple(size))
+
+
+def as_strided_of_eager_storage(input, size, stride, storage_offset=None):
+    """torch.as_strided / Tensor.as_strided from user code: a view of the storage input has in
+    eager. The program does not lay out tensors and their views as eager does (a product of a
+    transposed input comes back transposed, a kernel writes its own layout), so running torch's
+    as_strided on the program's tensor read other elements (Longformer's sliding-window chunks);
+    here the view is taken of input's root (the tensor it is a view of) laid out in eager's
+    memory order and flattened, at eager's storage offset of input."""
+    root = input
+    while root.base is not None:
+        root = root.base
+    tracing.strides_decide(input)
+    meta, root_meta = meta_of(input), meta_of(root)
+    order = sorted(range(root.ndim), key=lambda d: -root_meta.stride(d))
+    dense = torch.empty([root.shape[d] for d in order], device="meta").permute(
+        sorted(range(root.ndim), key=order.__getitem__))
+    if not (root_meta.storage_offset() == 0 and all(
+            n == 1 or a == b for n, a, b in zip(root.shape, root_meta.stride(), dense.stride()))
+            and (meta is root_meta or torch._C._is_alias_of(meta, root_meta))):
+        raise NotImplementedError(
+            f"thunder: as_strided{tracing.where()} of a tensor whose memory layout in eager thunder does not know "
+            "(a view of a tensor that is not dense, or of one torch gave no layout for). Workaround: call "
+            ".contiguous() on the tensor first")
+    storage = reshape(contiguous(permute(root, order)), (root.numel(),))
+    offset = meta.storage_offset() if storage_offset is None else storage_offset
+    return as_strided(storage, tuple(size), tuple(stride), offset)
 
 
 @ltorch("torch.as_strided_scatter")

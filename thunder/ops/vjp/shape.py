@@ -1,6 +1,8 @@
 """The VJP rules of the ops of thunder/ops/shape.py, join_split.py and repeat_pad.py (registered on them with OpDef.vjp)."""
 import math
 
+import torch
+
 from thunder.ops import prims, vjp_utils as _vjp
 from thunder.ops.meta_utils import canonical_dim, is_tensor
 from thunder.ops.reductions import sum_
@@ -141,8 +143,35 @@ def _(g, out, input, dim=0):
 
 @as_strided.vjp
 def _(g, out, input, size, stride, storage_offset):
-    # (the views of a storage do not overlap themselves: structure.alias_groups)
-    return {"input": as_strided_scatter(OPS["ltorch.zeros_like"](input), g, size, stride, storage_offset)}
+    if not _may_overlap(size, stride):  # (the views of aliased inputs: structure.alias_groups)
+        return {"input": as_strided_scatter(OPS["ltorch.zeros_like"](input), g, size, stride, storage_offset)}
+    # elements sharing a storage location (Longformer's overlapping chunks) add their gradients
+    flat = None
+    for d, (n, st) in enumerate(zip(size, stride)):
+        at = prims.iota(n, start=0, step=st, dtype=torch.int64, device=g.device)
+        at = reshape(at, tuple(n if k == d else 1 for k in range(len(size))))
+        flat = at if flat is None else flat + at
+    index = reshape(expand(flat + storage_offset, tuple(size)), (math.prod(size),)) if size else \
+        prims.full((1,), storage_offset, dtype=torch.int64, device=g.device)
+    return {"input": prims.zeros_index_add(tuple(input.shape), 0, index, reshape(g, (math.prod(size),)))}
+
+
+def _may_overlap(size, stride):
+    """Whether two elements of a view of this size and stride may share a storage location (a
+    sufficient test: each dim's stride passes the extent of the dims of smaller stride)."""
+    extent = 0
+    for n, st in sorted(((n, abs(st)) for n, st in zip(size, stride) if n > 1), key=lambda d: d[1]):
+        if st <= extent:
+            return True
+        extent += (n - 1) * st
+    return False
+
+
+@as_strided_scatter.vjp
+def _(g, out, input, src, size, stride, storage_offset):
+    # (src fills a view that does not overlap itself: what as_strided's in-place updates write)
+    return {"input": as_strided_scatter(g, OPS["ltorch.zeros_like"](src), size, stride, storage_offset),
+            "src": as_strided(g, size, stride, storage_offset)}
 
 
 @flip.vjp
