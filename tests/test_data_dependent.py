@@ -504,3 +504,13 @@ def test_pack_padded_sequence_rows_as_eager_and_packed_rnns_refused_by_name():
 
     with pytest.raises(thunder.core.proxies.DataDependentError, match="torch.gru .* needs the values"):
         thunder.jit(packed_gru)(x, torch.tensor([5, 2, 3]))
+
+
+def test_zero_dim_tensors_given_for_numbers_and_sizes_are_read_as_torch_reads_them():
+    # torch.div of Python ints is a 0-d tensor (Longformer's chunk count): torch's parser reads
+    # it where a number or an int list is expected
+    def fn(x):
+        chunks = torch.div(x.shape[1], 2, rounding_mode="trunc")
+        return x * torch.arange(chunks * 2) + x[:, :2].as_strided((chunks, 2), (1, 1)).sum()
+
+    check_calls(fn, [(torch.randn(3, 4),), (torch.randn(2, 4),)])
