@@ -165,6 +165,7 @@ def specialize_func(func_op, present, keep=()):
 
     zero = {ref_of(a).name for a, p in zip(args[len(args) - len(present):], present) if not p}
     dropped, renames, fills, returned = [], [], [], None
+    renamed = {}  # name of a renamed op's result -> the name of the value standing for it
     for index, operation in enumerate(block.operations):
         operation = operation.operation
         if not any(v in refs and refs[v].name in zero for v in operation.operands):
@@ -184,7 +185,10 @@ def specialize_func(func_op, present, keep=()):
             continue
         other = _identity_operand(op.name, args_of, zero_params, outputs)
         if other is not None:
-            renames.append((index, operation, other))
+            # (x + 0 where x is itself a renamed y + 0: y, not the op about to be erased)
+            target = renamed.get(other.name, other.name)
+            renamed[outputs[0].name] = target
+            renames.append((index, operation, target))
             continue
         fills += [(operation, v) for v in operation.operands if v in refs and refs[v].name in zero]
     if returned is None:
@@ -206,8 +210,8 @@ def specialize_func(func_op, present, keep=()):
                 emit_symbol(OPS["thunder.full"], _zeros_args(shape, dtype, device), [zref], emitted, None)
             z = made[v] = emitted[zref.name]
         user.replace_uses_of_with(v, z)
-    for index, operation, other in renames:  # x + 0: x
-        operation.results[0].replace_all_uses_with(values[other.name])
+    for index, operation, target in renames:  # x + 0: x
+        operation.results[0].replace_all_uses_with(values[target])
         dropped.append((index, operation))
     kept = [i for i, z in enumerate(returned) if not z or i in keep]
     results = [ret.operands[i] for i in kept]
