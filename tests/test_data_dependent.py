@@ -514,3 +514,21 @@ def test_zero_dim_tensors_given_for_numbers_and_sizes_are_read_as_torch_reads_th
         return x * torch.arange(chunks * 2) + x[:, :2].as_strided((chunks, 2), (1, 1)).sum()
 
     check_calls(fn, [(torch.randn(3, 4),), (torch.randn(2, 4),)])
+
+
+def test_slices_with_tensor_bounds_in_two_places():
+    # (DeBERTa slices its relative embeddings by 0-d tensors in every layer: the first slice was
+    # recorded with the tensors in its key, and the second one's read ran that as Python: a
+    # SyntaxError from inside thunder)
+    def fn(x, w):
+        span = torch.tensor(2) + 0
+        a = w[4 - span:4 + span, :]
+        b = w[4 - span:4 + span, :]
+        return x @ a.t() + x @ b.t()
+
+    x, w = torch.randn(3, 5, requires_grad=True), torch.randn(8, 5, requires_grad=True)
+    jf = thunder.jit(fn)
+    torch.testing.assert_close(jf(x, w), fn(x, w))
+    (gx, gw), (ex, ew) = (torch.autograd.grad(f(x, w).sum(), (x, w)) for f in (jf, fn))
+    torch.testing.assert_close(gx, ex)
+    torch.testing.assert_close(gw, ew)

@@ -100,6 +100,20 @@ def _index(v):
     return operator.index(v) if _is_tensor(v) else v
 
 
+def _slice_bounds_read(key):
+    """A __getitem__ key with its slices' tensor bounds read (a split), as Python reads them with
+    __index__ (DeBERTa slices its relative embeddings by 0-d tensors): the key recorded holds
+    numbers only."""
+    if type(key) is slice:
+        if any(isinstance(v, TensorProxy) for v in (key.start, key.stop, key.step)):
+            return slice(*(operator.index(v) if isinstance(v, TensorProxy) else v
+                           for v in (key.start, key.stop, key.step)))
+        return key
+    if type(key) is tuple and any(type(e) is slice for e in key):
+        return tuple(_slice_bounds_read(e) for e in key)
+    return key
+
+
 def _is_ints(v):
     return isinstance(v, (tuple, list)) and all(_is_int(x) for x in v)
 
@@ -273,6 +287,8 @@ class OpDef:
             v = values[p.name]
             if scalar and not takes_proxy and type(v) is TensorProxy and not v.shape:
                 values[p.name] = v.item()  # (torch's parser takes a 0-d tensor's value for a number)
+            elif p.kind is Index:
+                values[p.name] = _slice_bounds_read(v)
         for name in b.read:
             # attributes are constants of the trace: runtime numbers there are read (a split)
             if has_proxy(values[name]):
