@@ -149,10 +149,16 @@ def _more_models(name):
                     num_attention_heads=2, intermediate_size=64, attention_window=4, max_position_embeddings=40,
                     hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0),
                 dict(input_ids=_ids(seq=16), labels=_ids(seq=16)))
+    if name == "bigbird":  # (block-sparse attention: numpy's random blocks, unsqueeze_ of products under no_grad)
+        return (_hf(t.BigBirdConfig, t.BigBirdForMaskedLM, vocab_size=96, hidden_size=32, num_hidden_layers=2,
+                    num_attention_heads=2, intermediate_size=64, max_position_embeddings=64, hidden_dropout_prob=0.0,
+                    attention_probs_dropout_prob=0.0, attention_type="block_sparse", block_size=2, num_random_blocks=2),
+                dict(input_ids=_ids(seq=32), labels=_ids(seq=32)))
     raise ValueError(name)
 
 
-@pytest.mark.parametrize("name", ["gemma", "phi3", "t5", "distilbert", "mamba", "llama4", "reformer", "longformer"])
+@pytest.mark.parametrize("name", ["gemma", "phi3", "t5", "distilbert", "mamba", "llama4", "reformer", "longformer",
+                                  "bigbird"])
 def test_models_not_named_in_the_issue(name):
     model, kwargs = _more_models(name)
     check_model(model, kwargs)

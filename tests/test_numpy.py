@@ -129,3 +129,19 @@ def test_a_float_reshape_size_raises_as_eager():
         x.reshape(np.float32(3), 2)
     with pytest.raises(TypeError):
         thunder.jit(lambda x: x.reshape(np.float32(3), 2))(x)
+
+
+def test_arrays_made_inside_the_function_and_numpy_random_as_a_sharp_edge():
+    # (BigBird draws its random attention blocks with np.random and makes tensors of them)
+    def fn(x):
+        order = np.random.permutation(x.shape[0])
+        return x[torch.tensor(order)] + torch.tensor(np.arange(3.0))
+
+    x = torch.randn(4, 3)
+    np.random.seed(0)
+    expected = fn(x)
+    np.random.seed(0)
+    torch.testing.assert_close(thunder.jit(fn)(x), expected)  # (the draw of the trace, as Python's random)
+    assert torch.tensor(np.arange(3.0)).dtype == torch.float64
+    with pytest.raises(thunder.JITSharpEdgeError, match="numpy.random.permutation"):
+        thunder.jit(fn, sharp_edges="error")(x)

@@ -1,5 +1,6 @@
 """Creation ltorch ops (zeros, ones, full, arange, *_like) and dtype/device conversions."""
 import math
+import sys
 
 import torch
 
@@ -195,6 +196,11 @@ def _has_tensor(data):
     return _is_any_tensor(data) or isinstance(data, (tuple, list)) and any(_has_tensor(x) for x in data)
 
 
+def _is_array(data):
+    numpy = sys.modules.get("numpy")  # (no array without numpy imported)
+    return numpy is not None and type(data) is numpy.ndarray
+
+
 def _as_tuples(data):
     return tuple(_as_tuples(x) for x in data) if isinstance(data, (tuple, list)) else data
 
@@ -208,6 +214,14 @@ class _TensorOp(OpDef):
             bound = self.signature.bind(*args, **kwargs)
         except TypeError:
             bound = None  # bind reports it
+        if bound is not None and _is_array(bound.arguments["data"]):
+            # (an array made natively, a constant of the trace: BigBird's random blocks from np.random)
+            values = dict(bound.arguments)
+            array = values["data"]
+            values["data"] = array.tolist()
+            if self.name == "tensor" and values.get("dtype") is None:
+                values["dtype"] = torch.from_numpy(array.astype(array.dtype, copy=True)).dtype
+            return super().__call__(**values)
         if bound is not None and _has_tensor(bound.arguments["data"]):
             return _copy_of_tensors(self, bound.arguments)
         if bound is not None and has_proxy(bound.arguments["data"]) and (

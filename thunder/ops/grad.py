@@ -24,8 +24,9 @@ def no_grad_update(input: Tensor, value: Tensor):
     """value, standing for input after an in-place update under torch.no_grad(). In eager the
     tensor keeps its autograd history while its values change, so gradients reach input as if it
     were unchanged, and value gets none (what thunder records in place of a rebind under no_grad
-    when the trace has tensors that require grad)."""
-    return TensorProxy(input.shape, input.dtype, input.device)
+    when the trace has tensors that require grad). Its metadata are value's: an in-place change
+    of shape (BigBird's unsqueeze_ of a product) or dtype changes the tensor."""
+    return TensorProxy(value.shape, value.dtype, value.device)
 
 
 @ltorch("torch.Tensor.copy_", effects=True, name="copy_")

@@ -1,9 +1,10 @@
 """Sharp edges: Python calls whose effect or result does not belong in a trace (random numbers
-from Python's `random`, clocks, printing). They run once, while tracing, and their results are
+from Python's `random` and numpy's global generator, clocks, printing). They run once, while tracing, and their results are
 constants of the compiled program. sharp_edges="allow" does that silently, "warn" warns once
 per source line, "error" raises JITSharpEdgeError naming the call and the line."""
 import builtins
 import random
+import sys
 import time
 import warnings
 
@@ -19,6 +20,11 @@ def _side_effects():
         fns[getattr(random, name)] = f"random.{name}()"
     for name in ("time", "perf_counter", "monotonic", "process_time", "time_ns", "perf_counter_ns", "sleep"):
         fns[getattr(time, name)] = f"time.{name}()"
+    numpy = sys.modules.get("numpy")  # (imported by torch where installed; none without it)
+    if numpy is not None:  # numpy's global generator, as Python's (BigBird draws its random blocks so)
+        for name in ("rand", "randn", "randint", "random", "random_sample", "permutation", "shuffle", "choice",
+                     "uniform", "normal", "binomial", "seed"):
+            fns[getattr(numpy.random, name)] = f"numpy.random.{name}()"
     return fns
 
 
