@@ -95,3 +95,36 @@ def test_an_object_that_existed_before_the_call_is_written_as_itself():
         assert h.items[0] is _EXISTING and h.items[1] is h.made  # (one copy: the sharing kept)
         made.append(h.made)
     assert made[0] is not made[1] and made[0].y == [2]
+
+
+class _Encoding(torch.nn.Module):
+    """(transformers' CTRL: forward reassigns its positional-encoding buffer, moved to the input's
+    dtype and device)"""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("pe", torch.arange(4.0), persistent=False)
+        self.linear = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        self.pe = self.pe.to(device=x.device, dtype=x.dtype)
+        return self.linear(x) + self.pe
+
+
+def test_a_buffer_reassigned_in_forward_stays_a_buffer():
+    # tracing undid its write by deleting the attribute (the buffer was not in __dict__, so
+    # its value before the write was taken as missing): the module lost the buffer, and the
+    # call returned the prologue's MISS sentinel instead of the result
+    model, reference = _Encoding(), _Encoding()
+    reference.load_state_dict(model.state_dict())
+    jitted = thunder.jit(model)
+    x = torch.randn(2, 4)
+    for grad in (False, True, True):
+        with torch.set_grad_enabled(grad):
+            out, expected = jitted(x), reference(x)
+        assert type(out) is torch.Tensor
+        torch.testing.assert_close(out, expected)
+        assert [n for n, _ in model.named_buffers()] == ["pe"] and "pe" not in model.state_dict()
+        if grad:
+            out.sum().backward(), expected.sum().backward()
+            torch.testing.assert_close(model.linear.weight.grad, reference.linear.weight.grad)

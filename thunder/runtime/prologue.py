@@ -263,7 +263,9 @@ class Prologue:
         if g.lines[-1] == "  try:":
             g.emit("pass")
         g.lines.append("  except Exception:  # reading what a check reads failed: it changed")
-        g.lines.append("    return MISS")
+        # (the call that compiled the entry reads what its trace read: a failure there is a
+        # defect to show, never a MISS handed to the caller as the function's result)
+        g.lines.append("    return MISS" if check else "    raise")
         flat = ", ".join([g.tensor_vars[i] for i in range(len(example_tensors)) if i not in self.shared] + storage_vars
                          + [g.number_vars[k] for k in sorted(g.number_vars)] + list(sym_names))
         if not writes:

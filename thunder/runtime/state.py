@@ -288,9 +288,7 @@ class StateTracker:
             return
         key = (id(owner), name)
         if key not in self.originals:  # restored after tracing; the program replays the write
-            self.originals[key] = (owner, name, owner.__dict__.get(name, _MISSING)
-                                   if hasattr(owner, "__dict__") and name != "cell_contents"
-                                   else getattr(owner, name, _MISSING))
+            self.originals[key] = (owner, name, _own_value(owner, name))
         self.writes[key] = (owner, name, value)
         self._write_sites[key] = provenance
 
@@ -539,6 +537,22 @@ def _stable(owner, name, value):
 def _is_container(value):
     """Lists, tuples (namedtuples too), dicts (OrderedDict: module hook dicts) and sets."""
     return type(value) in _CONTAINERS or isinstance(value, tuple) and hasattr(type(value), "_fields")
+
+
+def _own_value(owner, name):
+    """What owner holds under name itself (not from its class), _MISSING where nothing: an
+    nn.Module's parameter, buffer or submodule is held in its dicts, not in __dict__ (CTRL
+    reassigns its pos_encoding buffer in forward: restored as missing, the buffer was deleted)."""
+    if name == "cell_contents" or not hasattr(owner, "__dict__"):
+        return getattr(owner, name, _MISSING)
+    if name in owner.__dict__:
+        return owner.__dict__[name]
+    if isinstance(owner, torch.nn.Module):
+        for container in ("_parameters", "_buffers", "_modules"):
+            held = owner.__dict__.get(container, {})
+            if name in held:
+                return held[name]
+    return _MISSING
 
 
 def _describe_owner(owner):
