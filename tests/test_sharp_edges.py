@@ -693,3 +693,40 @@ def test_a_gradient_of_a_gradient_raises_instead_of_losing_its_part():
     # a first-order gradient is eager's
     (g,), (expected,) = torch.autograd.grad(jitted(x, w), x), torch.autograd.grad(critic(x, w), x)
     torch.testing.assert_close(g, expected)
+
+
+COLLECTED, STATE = [], {}
+
+
+def test_changes_of_containers_that_outlive_the_call():
+    # storing a tensor of the trace in a list or dict from outside left the proxy standing for it
+    # there (a torch.optim step's state, keyed by the parameters, filled with proxies): refused
+    def collect(x):
+        COLLECTED.append(x * 2)
+        return x + 1
+
+    def remember(x):
+        STATE["last"] = x * 2
+        return x + 1
+
+    for fn, what in ((collect, r"list.append\(\)"), (remember, "an item of a dict")):
+        with pytest.raises(NotImplementedError, match=what + ".* outlives the call"):
+            thunder.jit(fn)(torch.randn(2))
+    assert COLLECTED == [] and STATE == {}
+
+    model = torch.nn.Linear(3, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    model(torch.randn(4, 3)).sum().backward()
+    with pytest.raises(NotImplementedError, match="an item of a defaultdict .*optim"):
+        thunder.jit(optimizer.step)()
+    assert len(optimizer.state) == 0
+
+    def count(x):  # (plain values: a change made while tracing only, as a global write)
+        STATE["calls"] = STATE.get("calls", 0) + 1
+        return x * 2
+
+    with pytest.raises(thunder.JITSharpEdgeError, match="writing an item of a dict"):
+        thunder.jit(count, sharp_edges="error")(torch.randn(2))
+    local = thunder.jit(lambda x: [x * 2, {"k": x}])  # (containers the call makes: as eager)
+    out = local(torch.ones(2))
+    torch.testing.assert_close(out[0], torch.full((2,), 2.0))

@@ -7,6 +7,7 @@ import functools
 import inspect
 import itertools
 import os
+import collections
 import sys
 import threading
 import types
@@ -286,6 +287,9 @@ class Runtime:
                 handled, result = special(self, caller, args, kwargs)
                 if handled:
                     return result
+            owner = getattr(fn, "__self__", None)
+            if type(owner) in _CONTAINERS and fn.__name__ in _MUTATORS:  # lst.append(x), d.update(...)
+                self.stored((*args, *kwargs.values()), "mutator", fn.__name__, owner, caller)
             return self.native(fn, args, kwargs, caller)
         call_attr = _mro_lookup(tp, "__call__")
         if type(call_attr) is types.FunctionType:  # callable object with a Python __call__
@@ -686,6 +690,12 @@ def _b_exc_info(rt, f, args, kwargs):
 def _b_exception(rt, f, args, kwargs):
     return (not args and not kwargs), rt.handled_exc
 
+
+# builtin containers and their methods that change them: told to on_store (kind "mutator")
+_CONTAINERS = frozenset({list, dict, set, collections.OrderedDict, collections.defaultdict, collections.deque})
+_MUTATORS = frozenset({"append", "extend", "insert", "pop", "remove", "clear", "update", "setdefault", "popitem",
+                       "add", "discard", "sort", "reverse", "appendleft", "extendleft", "popleft", "rotate",
+                       "__setitem__", "__delitem__", "__iadd__", "move_to_end"})
 
 _FRAME_BUILTINS = {
     sys.exc_info: _b_exc_info,

@@ -132,7 +132,7 @@ def _on_load(state):
     """on_load of the interpreter: x.__class__ of a proxy is eager's, as type(x) is; other
     values go to the state tracker (runtime/state.py)."""
     def load(value, provenance):
-        if provenance.name == "__class__" and provenance.kind == "attr":
+        if provenance.kind == "attr" and provenance.name == "__class__":  # (an item's name is its key: a tensor)
             eager = _eager_type(provenance.owner)
             if eager is not value:  # (a proxy's)
                 return eager
@@ -303,6 +303,9 @@ def _on_store(cd, state):
         if provenance.kind == "global":
             state.stores += 1  # (not bookkeeping: runtime/state.py)
             sharp_edges.check_global_write(provenance, cd.sharp_edges, cd.warned_sharp_edges)
+        elif provenance.kind in ("item", "mutator"):
+            if state.container_write(value, provenance):
+                sharp_edges.check_global_write(provenance, cd.sharp_edges, cd.warned_sharp_edges)
         else:
             state.store(value, provenance)
 

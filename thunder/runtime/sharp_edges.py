@@ -51,11 +51,15 @@ def check(fn, mode, where, warned):
 
 
 def check_global_write(provenance, mode, warned):
-    """A write to a module global from jitted code happens only while tracing."""
+    """A write to a module global, or a change of a list, dict or set that outlives the call
+    (plain values: runtime/state.py container_write), from jitted code happens only while tracing."""
     if mode == "allow":
         return
     loc = f"{provenance.filename}:{provenance.lineno}"
-    msg = (f"thunder: writing global '{provenance.name}' at {loc} happens only while tracing, not on later "
+    what = (f"writing global '{provenance.name}'" if provenance.kind == "global" else
+            f"{type(provenance.owner).__name__}.{provenance.name}()" if provenance.kind == "mutator" else
+            f"writing an item of a {type(provenance.owner).__name__}")
+    msg = (f"thunder: {what} at {loc} happens only while tracing, not on later "
            "calls. Return the value instead, or move the write out of the jitted function.")
     if mode == "error":
         raise JITSharpEdgeError(msg)

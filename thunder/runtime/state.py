@@ -292,6 +292,27 @@ class StateTracker:
         self.writes[key] = (owner, name, value)
         self._write_sites[key] = provenance
 
+    def container_write(self, values, provenance):
+        """A change of a list, dict or set (an item written or deleted, lst.append(x), a
+        defaultdict filling a missing key) in the jitted code. Thunder replays attribute writes,
+        not these: where the container outlives the call and the change stores tensors or numbers
+        of the trace, the proxies standing for them would stay in the user's container (a
+        torch.optim step's state keyed by its parameters, a global list collecting activations):
+        refused by name. (torch.nn.Module keeps its parameters, buffers and submodules in dicts:
+        those writes are an attribute write's, which is replayed.) Returns whether it is a change of
+        plain values to such a container (made while tracing only: a sharp edge)."""
+        if provenance.filename == _MODULE_FILE or not self._outlives_call(provenance.owner):
+            return False
+        if not holds_proxy(values):
+            return True
+        what = (f"{type(provenance.owner).__name__}.{provenance.name}()" if provenance.kind == "mutator"
+                else f"an item of a {type(provenance.owner).__name__}")
+        raise NotImplementedError(
+            f"thunder: {what} at {provenance.filename}:{provenance.lineno} stores a tensor of the jitted function (or "
+            "a number read from one) in a container that outlives the call; thunder replays attribute writes, not "
+            "changes of lists, dicts or sets. Workaround: return the value, or make the change outside the jitted "
+            "function")
+
     # -- expressions
     def _expr(self, kind, name, owner):
         """(expression the prologue reads the value with, what it is in words); the expression
@@ -537,6 +558,9 @@ def _stable(owner, name, value):
 def _is_container(value):
     """Lists, tuples (namedtuples too), dicts (OrderedDict: module hook dicts) and sets."""
     return type(value) in _CONTAINERS or isinstance(value, tuple) and hasattr(type(value), "_fields")
+
+
+_MODULE_FILE = torch.nn.Module.__setattr__.__code__.co_filename
 
 
 def _own_value(owner, name):

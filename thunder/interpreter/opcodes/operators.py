@@ -1,6 +1,7 @@
 """Opcode handlers: binary/unary/compare operators and subscripting."""
 from __future__ import annotations
 
+import collections
 import operator
 from typing import Any
 
@@ -90,6 +91,8 @@ def subscript(rt, f: Frame, container: Any, key: Any) -> Any:
         return rt.call(fn, (container, key), {}, f)
     if isinstance(container, (list, tuple, str, range)):  # an item picked by a symbolic size: specialized
         key = _concrete_key(key)
+    if isinstance(container, collections.defaultdict) and key not in container:  # (its factory's value is stored)
+        rt.stored((key,), "item", key, container, f)
     value = container[key]
     if rt.on_load is not None and isinstance(container, (list, tuple, dict)) and type(key) is not slice:
         value = rt.loaded(value, "item", key, container, f)
@@ -118,6 +121,7 @@ def _store_subscr(rt, f: Frame, i) -> None:
     if fn is not None:
         rt.call(fn, (container, key, value), {}, f)
     else:
+        rt.stored((key, value), "item", key, container, f)
         container[key] = value
 
 
@@ -125,4 +129,5 @@ def _store_subscr(rt, f: Frame, i) -> None:
 def _delete_subscr(rt, f: Frame, i) -> None:
     key = f.stack.pop()
     container = f.stack.pop()
+    rt.stored((key,), "item", key, container, f)
     del container[key]
