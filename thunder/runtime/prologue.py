@@ -18,7 +18,7 @@ except ImportError:  # (a torch without it: each tensor checked in Python)
 
 from thunder.runtime import code_objects
 from thunder.runtime import guards as guards_
-from thunder.runtime.state import Constant
+from thunder.runtime.state import APPEND, Constant
 from thunder.runtime.structure import storage_address, storage_view
 
 MISS = object()
@@ -288,7 +288,7 @@ class Prologue:
                     source = f"deepcopy({g.const(value.value)}, memo)" if value.fresh else g.const(value.value)
                     g.lines.append(f"  setattr({expr}, {name!r}, {source})")
                 else:
-                    g.lines.append(f"  {expr}.{name} = w{i}")
+                    g.lines.append(f"  {expr}.append(w{i})" if name == APPEND else f"  {expr}.{name} = w{i}")
                     i += 1
             g.lines.append("  return out")
         return "\n".join(g.lines) + "\n"

@@ -108,6 +108,8 @@ class StateTracker:
         self.writes = {}  # (id(owner), name) -> (owner, name, value): attribute writes to replay
         self.originals = {}  # (id(owner), name) -> (owner, name, value before the first write)
         self._write_sites = {}  # (id(owner), name) -> provenance of the last write
+        self._appended = {}  # id(list) -> (the list, its length before the call's first append)
+        self._stand_ins = {}  # id(list of proxies the trace reads) -> (it, the list of tensors it stands for)
         self._module_names = {id(m): p for p, m in root.named_modules(remove_duplicate=False)} if root is not None else {}
         self._owners = None  # id(tensor) -> (module, name) of the root's parameters and buffers
         self.arg_paths = {}  # tensor index -> the prologue's expression for an argument tensor (args[0])
@@ -196,7 +198,10 @@ class StateTracker:
         if type(value) in (list, tuple) and any(_is_real_tensor(v) for v in value):
             # a list of tensors handed to native code (nn.LSTM's _flat_weights): each is read where
             # it lives, a module's parameter or buffer through its module, another through the list
-            return type(value)(self._list_item(value, i, provenance, expr) for i in range(len(value)))
+            stand_in = type(value)(self._list_item(value, i, provenance, expr) for i in range(len(value)))
+            if type(value) is list:  # (its changes are the list's: container_write)
+                self._stand_ins[id(stand_in)] = (stand_in, value)
+            return stand_in
         if kind == "global" or kind == "attr":
             self._guarded_reads[read] = value
         return value
@@ -301,9 +306,16 @@ class StateTracker:
         refused by name. (torch.nn.Module keeps its parameters, buffers and submodules in dicts:
         those writes are an attribute write's, which is replayed.) Returns whether it is a change of
         plain values to such a container (made while tracing only: a sharp edge)."""
-        if provenance.filename == _MODULE_FILE or not self._outlives_call(provenance.owner):
+        owner = provenance.owner
+        real = self._stand_ins.get(id(owner), (None, owner))[1]  # (a list of tensors read: the list itself)
+        if provenance.filename == _MODULE_FILE or not self._outlives_call(real):
             return False
-        if not holds_proxy(values):
+        appended = any(k[0] == id(real) and k[1].startswith(APPEND) for k in self.writes)  # (then any change refused)
+        if provenance.kind == "mutator" and provenance.name == "append" and type(owner) is list and (
+                appended or holds_proxy(values)):
+            self._append(owner, real, values[0], provenance)  # (a hook collecting activations: replayed)
+            return False
+        if not appended and not holds_proxy(values):
             return True
         what = (f"{type(provenance.owner).__name__}.{provenance.name}()" if provenance.kind == "mutator"
                 else f"an item of a {type(provenance.owner).__name__}")
@@ -312,6 +324,17 @@ class StateTracker:
             "a number read from one) in a container that outlives the call; thunder replays attribute writes, not "
             "changes of lists, dicts or sets. Workaround: return the value, or make the change outside the jitted "
             "function")
+
+    def _append(self, owner, real, value, provenance):
+        """lst.append(value) of a list that outlives the call (real: the list, owner: it or the
+        list of proxies standing for it that the trace appended to), replayed on it by the program
+        after the computation, as attribute writes are; tracing's own appends are undone (restore)."""
+        if id(owner) not in self._appended:
+            self._appended[id(owner)] = (owner, len(owner))
+        key = (id(real), f"{APPEND}{sum(k[0] == id(real) for k in self.writes)}")  # (in order)
+        self.originals[key] = (real, APPEND, _MISSING)
+        self.writes[key] = (real, APPEND, value)
+        self._write_sites[key] = provenance
 
     # -- expressions
     def _expr(self, kind, name, owner):
@@ -450,8 +473,12 @@ class StateTracker:
         return id(owner) in self._module_names or self.path(owner) is not None
 
     def restore(self):
-        """Undo the attribute writes tracing made (they happened with proxies)."""
+        """Undo the attribute writes and list appends tracing made (they happened with proxies)."""
+        for owner, length in self._appended.values():
+            del owner[length:]
         for owner, name, value in self.originals.values():
+            if name == APPEND:
+                continue
             if value is _MISSING:
                 try:
                     delattr(owner, name)
@@ -561,6 +588,7 @@ def _is_container(value):
 
 
 _MODULE_FILE = torch.nn.Module.__setattr__.__code__.co_filename
+APPEND = "append()"  # the name of a replayed write that appends its value to a list (prologue.py)
 
 
 def _own_value(owner, name):
