@@ -299,13 +299,14 @@ class StateTracker:
 
     def container_write(self, values, provenance):
         """A change of a list, dict or set (an item written or deleted, lst.append(x), a
-        defaultdict filling a missing key) in the jitted code. Thunder replays attribute writes,
-        not these: where the container outlives the call and the change stores tensors or numbers
-        of the trace, the proxies standing for them would stay in the user's container (a
-        torch.optim step's state keyed by its parameters, a global list collecting activations):
-        refused by name. (torch.nn.Module keeps its parameters, buffers and submodules in dicts:
-        those writes are an attribute write's, which is replayed.) Returns whether it is a change of
-        plain values to such a container (made while tracing only: a sharp edge)."""
+        defaultdict filling a missing key) in the jitted code, where the container outlives the
+        call. Appends of tensors of the trace are replayed (_append: a forward hook collecting
+        activations); other changes storing them are refused by name, as the proxies standing for
+        them would stay in the user's container (a torch.optim step's state keyed by its
+        parameters), and so is any other change of a list appended to. (torch.nn.Module keeps its
+        parameters, buffers and submodules in dicts: those writes are an attribute write's, which
+        is replayed.) Returns whether it is a change of plain values (made while tracing only: a
+        sharp edge)."""
         owner = provenance.owner
         real = self._stand_ins.get(id(owner), (None, owner))[1]  # (a list of tensors read: the list itself)
         if provenance.filename == _MODULE_FILE or not self._outlives_call(real):
@@ -321,9 +322,9 @@ class StateTracker:
                 else f"an item of a {type(provenance.owner).__name__}")
         raise NotImplementedError(
             f"thunder: {what} at {provenance.filename}:{provenance.lineno} stores a tensor of the jitted function (or "
-            "a number read from one) in a container that outlives the call; thunder replays attribute writes, not "
-            "changes of lists, dicts or sets. Workaround: return the value, or make the change outside the jitted "
-            "function")
+            "a number read from one) in a container that outlives the call; thunder replays attribute writes and "
+            "list appends, not other changes of lists, dicts or sets. Workaround: return the value, or make the "
+            "change outside the jitted function")
 
     def _append(self, owner, real, value, provenance):
         """lst.append(value) of a list that outlives the call (real: the list, owner: it or the
