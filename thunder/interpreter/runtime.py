@@ -3,11 +3,11 @@ call dispatch (interpret vs. native) and the frame execution loop with exception
 from __future__ import annotations
 
 import builtins
+import collections
 import functools
 import inspect
 import itertools
 import os
-import collections
 import sys
 import threading
 import types

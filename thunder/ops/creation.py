@@ -220,7 +220,7 @@ class _TensorOp(OpDef):
             array = values["data"]
             values["data"] = array.tolist()
             if self.name == "tensor" and values.get("dtype") is None:
-                values["dtype"] = torch.from_numpy(array.astype(array.dtype, copy=True)).dtype
+                values["dtype"] = torch.from_numpy(sys.modules["numpy"].empty(0, array.dtype)).dtype  # (as eager)
             return super().__call__(**values)
         if bound is not None and _has_tensor(bound.arguments["data"]):
             return _copy_of_tensors(self, bound.arguments)

@@ -106,8 +106,7 @@ def _slice_bounds_read(key):
     numbers only."""
     if type(key) is slice:
         if any(isinstance(v, TensorProxy) for v in (key.start, key.stop, key.step)):
-            return slice(*(operator.index(v) if isinstance(v, TensorProxy) else v
-                           for v in (key.start, key.stop, key.step)))
+            return slice(*map(_index, (key.start, key.stop, key.step)))
         return key
     if type(key) is tuple and any(type(e) is slice for e in key):
         return tuple(_slice_bounds_read(e) for e in key)
@@ -283,12 +282,12 @@ class OpDef:
                 raise TypeError(f"{self.torch_name}(): {e}") from None
             bound.apply_defaults()
             values = dict(bound.arguments)
-        for p, takes_proxy, scalar in b.checks:
-            v = values[p.name]
-            if scalar and not takes_proxy and type(v) is TensorProxy and not v.shape:
-                values[p.name] = v.item()  # (torch's parser takes a 0-d tensor's value for a number)
-            elif p.kind is Index:
-                values[p.name] = _slice_bounds_read(v)
+        for name, is_key in b.values_read:
+            v = values[name]
+            if is_key:
+                values[name] = _slice_bounds_read(v)
+            elif type(v) is TensorProxy and not v.shape:
+                values[name] = v.item()  # (torch's parser takes a 0-d tensor's value for a number)
         for name in b.read:
             # attributes are constants of the trace: runtime numbers there are read (a split)
             if has_proxy(values[name]):
@@ -413,6 +412,10 @@ class _Binding:
         self.read = tuple(p.name for p in op.params if not p.kind.operand or p.name in op.static_numbers)
         self.checks = tuple((p, p.kind._accepts in _TAKES_PROXIES, p.kind.base_name in ("Number", "TensorOrNumber"))
                             for p in op.params)
+        # (name, whether it is a __getitem__ key) of the parameters where torch's parser reads a
+        # tensor's value: numbers (a 0-d tensor), keys (slice bounds)
+        self.values_read = tuple((p.name, p.kind is Index) for p, takes_proxy, scalar in self.checks
+                                 if scalar and not takes_proxy or p.kind is Index)
         self.varargs = self.names.index(op.varargs) if op.varargs is not None else None
         self.takes_tensors = any(p.kind.base_name in ("Tensor", "Tensors", "TensorOrNumber") for p in op.params)
 

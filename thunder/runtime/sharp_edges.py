@@ -1,6 +1,6 @@
 """Sharp edges: Python calls whose effect or result does not belong in a trace (random numbers
-from Python's `random` and numpy's global generator, clocks, printing). They run once, while tracing, and their results are
-constants of the compiled program. sharp_edges="allow" does that silently, "warn" warns once
+from Python's `random` and numpy's global generator, clocks, printing). They run once, while
+tracing, and their results are constants of the compiled program. sharp_edges="allow" does that silently, "warn" warns once
 per source line, "error" raises JITSharpEdgeError naming the call and the line."""
 import builtins
 import random
@@ -56,13 +56,19 @@ def check_global_write(provenance, mode, warned):
     if mode == "allow":
         return
     loc = f"{provenance.filename}:{provenance.lineno}"
-    what = (f"writing global '{provenance.name}'" if provenance.kind == "global" else
-            f"{type(provenance.owner).__name__}.{provenance.name}()" if provenance.kind == "mutator" else
-            f"writing an item of a {type(provenance.owner).__name__}")
-    msg = (f"thunder: {what} at {loc} happens only while tracing, not on later "
+    msg = (f"thunder: {described(provenance)} at {loc} happens only while tracing, not on later "
            "calls. Return the value instead, or move the write out of the jitted function.")
     if mode == "error":
         raise JITSharpEdgeError(msg)
     if ("global", loc) not in warned:
         warned.add(("global", loc))
         warnings.warn(msg, stacklevel=2)
+
+
+def described(provenance):
+    """A write in words: "writing global 'x'", "list.append()", "writing an item of a dict"."""
+    if provenance.kind == "global":
+        return f"writing global '{provenance.name}'"
+    if provenance.kind == "mutator":
+        return f"{type(provenance.owner).__name__}.{provenance.name}()"
+    return f"writing an item of a {type(provenance.owner).__name__}"

@@ -41,6 +41,7 @@ from thunder.core import trace as tracing
 from thunder.core.numbers import NumberProxy
 from thunder.core.proxies import TensorProxy
 from thunder.interpreter import Provenance
+from thunder.runtime import sharp_edges
 from thunder.runtime.guards import Guard, has_literal, is_plain_value, same, snapshot
 from thunder.interpreter import Provenance
 
@@ -109,6 +110,7 @@ class StateTracker:
         self.originals = {}  # (id(owner), name) -> (owner, name, value before the first write)
         self._write_sites = {}  # (id(owner), name) -> provenance of the last write
         self._appended = {}  # id(list) -> (the list, its length before the call's first append)
+        self._appends = {}  # id(list that outlives the call) -> the number of its appends replayed
         self._stand_ins = {}  # id(list of proxies the trace reads) -> (it, the list of tensors it stands for)
         self._module_names = {id(m): p for p, m in root.named_modules(remove_duplicate=False)} if root is not None else {}
         self._owners = None  # id(tensor) -> (module, name) of the root's parameters and buffers
@@ -311,17 +313,15 @@ class StateTracker:
         real = self._stand_ins.get(id(owner), (None, owner))[1]  # (a list of tensors read: the list itself)
         if provenance.filename == _MODULE_FILE or not self._outlives_call(real):
             return False
-        appended = any(k[0] == id(real) and k[1].startswith(APPEND) for k in self.writes)  # (then any change refused)
+        appended = id(real) in self._appends  # (then any other change is refused)
         if provenance.kind == "mutator" and provenance.name == "append" and type(owner) is list and (
                 appended or holds_proxy(values)):
             self._append(owner, real, values[0], provenance)  # (a hook collecting activations: replayed)
             return False
         if not appended and not holds_proxy(values):
             return True
-        what = (f"{type(provenance.owner).__name__}.{provenance.name}()" if provenance.kind == "mutator"
-                else f"an item of a {type(provenance.owner).__name__}")
         raise NotImplementedError(
-            f"thunder: {what} at {provenance.filename}:{provenance.lineno} stores a tensor of the jitted function (or "
+            f"thunder: {sharp_edges.described(provenance)} at {provenance.filename}:{provenance.lineno} stores a tensor of the jitted function (or "
             "a number read from one) in a container that outlives the call; thunder replays attribute writes and "
             "list appends, not other changes of lists, dicts or sets. Workaround: return the value, or make the "
             "change outside the jitted function")
@@ -332,7 +332,8 @@ class StateTracker:
         after the computation, as attribute writes are; tracing's own appends are undone (restore)."""
         if id(owner) not in self._appended:
             self._appended[id(owner)] = (owner, len(owner))
-        key = (id(real), f"{APPEND}{sum(k[0] == id(real) for k in self.writes)}")  # (in order)
+        n = self._appends[id(real)] = self._appends.get(id(real), 0) + 1
+        key = (id(real), f"{APPEND}{n}")  # (replayed in this order)
         self.originals[key] = (real, APPEND, _MISSING)
         self.writes[key] = (real, APPEND, value)
         self._write_sites[key] = provenance
