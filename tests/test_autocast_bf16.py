@@ -356,3 +356,39 @@ def test_cpu_autocast_losses_in_float32_as_eager(loss):
     (got_grad,) = torch.autograd.grad(got, w)
     assert got_grad.dtype == want_grad.dtype
     torch.testing.assert_close(got_grad, want_grad, rtol=2e-2, atol=2e-2)
+
+
+def _rotary_then_project(inv_freq, pos, x, w):
+    """transformers' rotary embedding: the frequencies in float32 with autocast disabled inside
+    the caller's region, then a projection that autocast runs in bfloat16."""
+    with torch.autocast("cpu", enabled=False):
+        freqs = (inv_freq[None, :, None].float() @ pos[:, None, :].float()).transpose(1, 2)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        cos, sin = emb.cos(), emb.sin()
+    return cos.to(x.dtype), (x * cos + x * sin) @ w
+
+
+@pytest.mark.parametrize("mode", ["no_grad", "train"])
+def test_autocast_disabled_inside_region_runs_in_float32(mode):
+    """A product the user computes with autocast disabled inside the region stays float32 (the
+    program runs with autocast off, its casts in the trace: runtime/autocast_casts.py); it ran
+    in bfloat16, giving a bf16 cos (off by up to 2) or a kernel refusing its bf16 input. The
+    backward runs inside the region too (loss.backward() in the `with` block)."""
+    torch.manual_seed(0)
+    inv = 1.0 / (10000 ** (torch.arange(0, 16, 2).float() / 16))
+    pos = torch.arange(64)[None].float()
+    x = torch.randn(1, 64, 16, requires_grad=mode == "train")
+    w = torch.randn(16, 16, requires_grad=mode == "train")
+    results = []
+    for f in (_rotary_then_project, thunder.jit(_rotary_then_project)):
+        with torch.autocast("cpu", dtype=torch.bfloat16), torch.set_grad_enabled(mode == "train"):
+            for _ in range(2):  # (compiling call, cached call)
+                cos, y = f(inv, pos, x, w)
+            grads = torch.autograd.grad(y.float().sum() + cos.sum(), (x, w)) if mode == "train" else ()
+        results.append((cos, y, *grads))
+    (cos, *rest), (want_cos, *want_rest) = results[1], results[0]
+    assert cos.dtype == torch.float32
+    torch.testing.assert_close(cos, want_cos, rtol=0, atol=0)
+    for got, want in zip(rest, want_rest):
+        assert got.dtype == want.dtype
+        torch.testing.assert_close(got, want, rtol=1e-2, atol=1e-2)

@@ -13,7 +13,10 @@ reuses it. Only in a program compiled with grad mode off (a no_grad call: the gu
 mode where a parameter requires grad), whose casts eager makes without autograd history too:
 not in thunder-autograd's @forward, which runs with grad mode off where the caller's is on (a
 cast cached there without history could reach the caller's own later uses of the weight in the
-region, on a torch whose cache does not tell grad modes apart; torch 2.13's does), nor in @backward (it may run outside the region, as loss.backward() usually does)."""
+region, on a torch whose cache does not tell grad modes apart; torch 2.13's does), nor in @backward (it may run outside the region, as loss.backward() usually does).
+
+Every other torch call of a program runs with autocast off (outside_autocast): the trace holds
+the casts autocast makes, so autocast must not cast again what the trace says runs in float32."""
 import torch
 
 from thunder.dialects import attrs
@@ -21,6 +24,30 @@ from thunder.dialects.definitions import decode_op, expand
 from thunder.dialects.mlir import ir
 from thunder.ops import registry
 from thunder.ops.autocast import LOWER_PRECISION
+
+
+AUTOCAST_DEVICES = ("cpu", "cuda")
+
+
+def outside_autocast(fn):
+    """fn, run with torch's autocast off (restored after). A trace holds every cast autocast
+    makes (ops/autocast.py; a torch call recorded in a region runs in a region of its own,
+    ops/fallback.py), so a program's torch calls must not be cast again: a product the user
+    computed with autocast disabled inside the region (a rotary embedding's float32
+    frequencies) would run in bfloat16, unlike its trace. The ops reading a cast left to
+    autocast turn it on around themselves (codegen)."""
+    def run(*args):
+        if not torch._C._is_any_autocast_enabled():
+            return fn(*args)
+        saved = [torch.is_autocast_enabled(d) for d in AUTOCAST_DEVICES]
+        for d in AUTOCAST_DEVICES:
+            torch.set_autocast_enabled(d, False)
+        try:
+            return fn(*args)
+        finally:
+            for d, enabled in zip(AUTOCAST_DEVICES, saved):
+                torch.set_autocast_enabled(d, enabled)
+    return run
 
 
 def left_to_autocast(block):

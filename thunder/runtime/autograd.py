@@ -11,6 +11,7 @@ from thunder.dialects.emit import find_func
 from thunder.ops import packed_linear
 from thunder.ops.custom_function import NONE_GRAD
 from thunder.runtime import tiered
+from thunder.runtime.autocast_casts import outside_autocast
 from thunder.runtime.backward_variants import Variant, specialize_backward, unfused_backward
 from thunder.runtime.codegen import compile_source, python_source
 from thunder.runtime.gc_pause import full_collections_deferred
@@ -76,8 +77,8 @@ class _ThunderAutograd(torch.autograd.Function):
             backward, grad_of = program.backward, program.grad_of
             cts = [torch.zeros(ctx.output_meta[i][0], dtype=ctx.output_meta[i][1], device=ctx.output_meta[i][2])
                    if c is None else c for i, c in zip(program.cotangent_for, cts)]
-        with torch.no_grad():
-            grads = backward(*saved, *cts)
+        with torch.no_grad():  # (loss.backward() inside the autocast region: its casts are in the trace)
+            grads = outside_autocast(backward)(*saved, *cts)
         if not isinstance(grads, tuple):
             grads = (grads,)
         for i, g in zip(grad_of, grads):

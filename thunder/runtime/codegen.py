@@ -103,6 +103,7 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
         types = _Types()
         op_counts = {}  # kernel text (or callee name) -> its ops (_fusion_call's comment)
         dels = _Dels(last_use, namer)
+        passed = set()  # results of casts left to autocast (PASS_OPERAND)
         for index, operation in enumerate(operations):
             name = names_of[index]
             if name in attrs.CONSTANT_OPS:
@@ -110,6 +111,7 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
             if PASS_OPERAND in operation.attributes:
                 namer.names[operation.results[0]] = namer.names[operation.operands[0]]
                 last_use[operation.results[0]] = float("inf")  # (deleted as its operand is, if ever)
+                passed.add(operation.results[0])
                 continue
             if name in (LIST_OP, UNLIST_OP):
                 continue  # (lists of any length: read as their op's operands and results, dialects/lists.py)
@@ -154,6 +156,7 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
             results = results_of(operation)
             outs = [namer.assign(r, wanted[i] if i < len(wanted) else None) for i, r in enumerate(results)]
             before = len(body)
+            autocast = None
             if leaves is not None and op.name == "detach" and not leaves.holds(operation.operands[0]) and \
                     not (operation.results[0] in returned and operation.operands[0] in returned):  # (both: two tensors)
                 body.append(outline.Stmt(f"{outs[0]} = {namer.names[operation.operands[0]]}"))  # (no history to cut)
@@ -162,15 +165,20 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
                 if leaves is not None and leaves.holds(reinplacing.updated_operand(operation)):
                     leaves.values.update(results)  # (the input itself)
             else:
-                body += [outline.Stmt(st) for st in op_statements(op, values, outs, grad_free)]
+                statements = op_statements(op, values, outs, grad_free)
+                autocast = _autocast_device(operands_of[index], passed)
+                if autocast:  # (the program runs with autocast off: runtime/autocast_casts.py)
+                    statements = [f"torch.set_autocast_enabled({autocast!r}, True)", *statements,
+                                  f"torch.set_autocast_enabled({autocast!r}, False)"]
+                body += [outline.Stmt(st) for st in statements]
             if leaves is not None:
                 leaves.update(operation, values)
             if comments:
                 described = ", ".join(types.describe(r.type) for r in results)
                 src = _source_line(location)
                 comment = " ".join(x for x in (described, f"({src})" if src else "") if x)
-                if comment and len(body) > before:  # (on the op's last statement)
-                    body[-1].comment = comment
+                if comment and len(body) > before:  # (on the op's last statement, before autocast's toggle)
+                    body[-2 if autocast else -1].comment = comment
             outline.add_dels(body, dels(results, operands_of[index], index))
         bound = params + (["_rng"] if rng else [])  # (a block gets _rng as an argument: value checks read it)
         local_names = set(namer.names.values()) | set(bound)
@@ -179,6 +187,15 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
         blocks, body_lines = outlined if outlined else ([], outline.inline_lines(body))
         head = [f"# {h}" for h in header.splitlines()] if header else []
     return "\n".join(head + blocks + lines + body_lines) + "\n"
+
+
+def _autocast_device(operands, passed):
+    """The device type of the first operand that is a cast left to torch's autocast (the op
+    runs in the caller's region, which casts it), or None."""
+    for v in operands:
+        if v in passed:
+            return attrs.tensor_meta(v.type)[2].type
+    return None
 
 
 def _kernel_id(name, callees, kernels):

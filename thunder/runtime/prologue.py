@@ -17,6 +17,7 @@ except ImportError:  # (a torch without it: each tensor checked in Python)
     TensorGuards = None
 
 from thunder.runtime import code_objects
+from thunder.runtime.autocast_casts import outside_autocast
 from thunder.runtime import guards as guards_
 from thunder.runtime.state import APPEND, Constant
 from thunder.runtime.structure import storage_address, storage_view
@@ -320,8 +321,10 @@ class Prologue:
 
 
 def compile_prologue(source, consts, computation):
-    """The entry function of a prologue's source, over its constants, calling computation."""
-    ns = {"MISS": MISS, "deepcopy": copy.deepcopy, "Tensor": torch.Tensor, "math": math, "computation": computation,
+    """The entry function of a prologue's source, over its constants, calling computation (with
+    torch's autocast off: runtime/autocast_casts.py)."""
+    ns = {"MISS": MISS, "deepcopy": copy.deepcopy, "Tensor": torch.Tensor, "math": math,
+          "computation": outside_autocast(computation),
           "storage_view": storage_view, "shares_storage": shares_storage, "storage_address": storage_address, **guards_.NAMESPACE,
           **guards_.AMBIENT_NAMESPACE, **consts}
     exec(code_objects.compiled(source, "<thunder prologue>"), ns)
