@@ -85,7 +85,7 @@ echo "== setup done in $((SECONDS - START)) s"
 # ---- the parts: name, timeout (s), budget (s: the part stops starting items after it)
 # GPU_RUN_PARTS: which parts (default all four); GPU_RUN_SCALE: percent of the default times
 # (a second run of what the first one left out: GPU_RUN_PARTS=bench GPU_RUN_SCALE=250)
-PARTS=(${GPU_RUN_PARTS:-ops models bench graphs hotspots})
+PARTS=(${GPU_RUN_PARTS:-ops models bench graphs hotspots})  # and cpu, only when named
 SCALE=${GPU_RUN_SCALE:-100}
 FLAG=()
 [[ $DRY == 1 ]] && FLAG=(--dry-run)
@@ -102,11 +102,12 @@ part() {
   fi
 }
 if [[ $DRY == 1 ]]; then
-  part ops 110 80; part models 60; part bench 60 30; part graphs 45; part hotspots 45
+  part ops 110 80; part models 60; part bench 60 30; part graphs 45; part hotspots 45; part cpu 150
 else
   # (the first device run, an H200: ops 107 s, models 29 s with every backward failing early,
   # bench 50 s, graphs 13 s, hotspots 16 s; the timeouts add up to 400 s, setup ~20 s)
   part ops 150 130; part models 80; part bench 90 75; part graphs 35; part hotspots 45
+  part cpu 480 240  # only when named: GPU_RUN_PARTS=cpu (the machine's CPU, realistic.py)
 fi
 
 echo "== summary after $((SECONDS - START)) s"
