@@ -119,6 +119,10 @@ CASES = {
     "rms_norm_f64": (lambda x, w: F.rms_norm(x, (9,), w), r(2, 3, 9, dtype=f64), r(9, dtype=f64)),
     "rms_norm_f16": (lambda x, w: F.rms_norm(x, (8,), w), r(3, 8, dtype=torch.float16), r(8, dtype=torch.float16),
                      dict(rtol=1e-2, atol=1e-2)),
+    # (the result in the input's dtype, the weight applied before its one rounding)
+    "rms_norm_bf16_f32_weight": (lambda x, w: F.rms_norm(x, (8,), w), r(3, 8, dtype=torch.bfloat16), r(8),
+                                 dict(rtol=1e-2, atol=1e-2)),
+    "rms_norm_f32_bf16_weight": (lambda x, w: F.rms_norm(x, (8,), w), r(3, 8), r(8, dtype=torch.bfloat16)),
     # bilinear
     "bilinear": (lambda a, b, w, c: F.bilinear(a, b, w, c), r(5, 3), r(5, 4), r(6, 3, 4), r(6)),
     "bilinear_no_bias": (lambda a, b, w: F.bilinear(a, b, w), r(5, 3), r(5, 4), r(6, 3, 4)),

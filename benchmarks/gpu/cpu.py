@@ -32,13 +32,19 @@ def main():
     a = parse(__doc__, lambda ap: ap.add_argument("--budget", type=float, default=None,
                                                   help="seconds after which no further run starts"))
     res = Results("cpu", a)
+    res.doc.pop("gpu", None)  # (the summary names the CPU)
     t0 = time.time()
+    # GPU_RUN_CPU_RUNS: which runs ("f32 bf16"); GPU_RUN_CPU_FLAGS: more realistic.py flags
+    runs = os.environ.get("GPU_RUN_CPU_RUNS", "f32 bf16").split()
+    more = os.environ.get("GPU_RUN_CPU_FLAGS", "").split()
     for label, flags in (("f32", []), ("bf16 autocast", ["--bf16-autocast"])):
+        if label.split()[0] not in runs:
+            continue
         if a.budget is not None and time.time() - t0 > a.budget:
             res.set(left_out=f"the {label} run (budget)")
             break
         cmd = [sys.executable, os.path.join(ROOT, "benchmarks", "realistic.py"), "--threads", "2",
-               *(["--quick"] if a.dry_run else ["--rounds", "3"]), *flags]
+               *(["--quick"] if a.dry_run else ["--rounds", "3"]), *flags, *more]
         print("$", " ".join(cmd), flush=True)
         p = subprocess.run(cmd, capture_output=True, text=True)
         print(p.stdout + p.stderr[-4000:], flush=True)

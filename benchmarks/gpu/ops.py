@@ -135,8 +135,11 @@ def main():
     a = parse(__doc__, lambda ap: ap.add_argument("--budget", type=float, default=130))
     res = Results("ops", a)
     deadline = time.time() + a.budget
+    only = os.environ.get("GPU_RUN_OPS_FILES", "").split()  # (a rerun of some test files, nothing else)
     if a.dry_run:
         files, extra = [os.path.join(ROOT, "tests", "test_ops_shape.py")], ["-k", "matches_eager and (cat_same or pad_types)"]
+    elif only:
+        files, extra = [os.path.join(ROOT, f) for f in only], []
     else:
         # the op files and the cuda executor's own device tests (launches from autograd's thread)
         files = sorted(glob.glob(os.path.join(ROOT, "tests", "test_ops_*.py"))) + [os.path.join(ROOT, "tests", "test_cuda_device.py")]
@@ -146,7 +149,7 @@ def main():
         extra = ["-n", "12", "--dist", "load"] if importlib.util.find_spec("xdist") else []
     res.run(f"op tests ({len(files)} file(s)) on {a.device}",
             lambda: op_tests(a, files, a.budget * 0.6, min(30, a.budget * 0.15), extra))
-    for name, (fn, make) in _grad_cases(a.dry_run).items():
+    for name, (fn, make) in ({} if only else _grad_cases(a.dry_run)).items():
         for dtype in (torch.float32, torch.bfloat16):
             if time.time() > deadline:
                 res.set(truncated="out of time before " + name)

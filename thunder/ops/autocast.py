@@ -10,9 +10,9 @@ from thunder.core.proxies import TensorProxy
 # torch's CPU autocast lists (aten/src/ATen/autocast_mode.cpp), by our op names
 LOWER_PRECISION = {
     "cpu": {"conv1d", "conv2d", "conv_transpose2d", "bmm", "mm", "baddbmm", "addmm", "linear", "matmul",
-            "scaled_dot_product_attention", "bilinear"},
+            "rmatmul", "scaled_dot_product_attention"},
     "cuda": {"conv1d", "conv2d", "conv_transpose2d", "bmm", "mm", "baddbmm", "addmm", "linear", "matmul",
-             "scaled_dot_product_attention", "bilinear"},
+             "rmatmul", "scaled_dot_product_attention"},
 }
 FP32 = {
     "cpu": {"prod", "avg_pool3d", "mse_loss", "binary_cross_entropy", "nll_loss",
@@ -21,7 +21,10 @@ FP32 = {
              "softplus", "layer_norm", "group_norm", "rms_norm", "softmax", "log_softmax", "sum", "mean", "var",
              "std", "cumsum", "norm", "mse_loss"},
 }
-PROMOTE = {"cat", "stack", "index_put", "setitem", "where"}
+PROMOTE = {  # (cat, stack and where promote natively too; CPU autocast leaves index_put's check to it)
+    "cpu": {"cat", "stack", "where"},
+    "cuda": {"cat", "stack", "index_put", "setitem", "where"},
+}
 
 
 def _eligible(x):
@@ -39,8 +42,21 @@ def _cast_all(values, dtype):
     return {k: cast(v) for k, v in values.items()}
 
 
+# ops whose dtypes under autocast depend on how torch computes them, run as torch's own call in
+# the region (ops/fallback.py): einsum casts where it multiplies by bmm (pairs with a contracted
+# dim), torch's LSTM kernel and bilinear's products have policies of their own, and padding by
+# reflection or replication runs in float32 for some ranks on the CPU
+AS_TORCH = {"einsum", "lstm", "bilinear"}
+
+
+def _as_torch(op, values):
+    return op.name in AS_TORCH or op.name == "pad" and values.get("mode", "constant") != "constant"
+
+
 def apply(op, values):
-    """values with the casts the active autocast region asks for (or values unchanged)."""
+    """values with the casts the active autocast region asks for (or values unchanged); an op
+    autocast treats as torch computes it is refused (NotImplementedError: its caller records
+    torch's call)."""
     tensors = [v for v in values.values() if isinstance(v, TensorProxy)]
     for v in values.values():
         if isinstance(v, tuple):
@@ -50,11 +66,13 @@ def apply(op, values):
     device = tensors[0].device.type
     if device not in ("cpu", "cuda") or not torch.is_autocast_enabled(device):
         return values
+    if _as_torch(op, values):
+        raise NotImplementedError(f"thunder: {op.name} inside torch.autocast runs as torch's call")
     if op.name in LOWER_PRECISION[device]:
         return _cast_all(values, torch.get_autocast_dtype(device))
     if op.name in FP32[device]:
         return _cast_all(values, torch.float32)
-    if op.name in PROMOTE:
+    if op.name in PROMOTE[device]:
         floats = [t.dtype for t in tensors if t.dtype.is_floating_point]
         if floats:
             widest = floats[0]

@@ -149,10 +149,10 @@ def _rms_norm_check(input, normalized_shape, weight):
 
 @ltorch("torch.nn.functional.rms_norm", aliases=(F.rms_norm, torch.rms_norm))
 def rms_norm(input: Tensor, normalized_shape: Ints, weight: Tensor | None = None, eps: Float | None = None):
-    """eps=None: the machine epsilon of the compute dtype (float32 for float16/bfloat16)."""
+    """eps=None: the machine epsilon of the compute dtype (float32 for float16/bfloat16). The
+    result has the input's dtype, whatever the weight's (eager's)."""
     _rms_norm_check(input, normalized_shape, weight)
-    dtype = dtypes.promote(input, weight) if weight is not None else input.dtype
-    return TensorProxy(input.shape, dtype, input.device)
+    return TensorProxy(input.shape, input.dtype, input.device)
 
 
 def _rms_parts(input, normalized_shape, eps):
@@ -166,10 +166,9 @@ def _rms_parts(input, normalized_shape, eps):
 
 @rms_norm.decompose
 def _(input, normalized_shape, weight=None, eps=None):
-    out_meta = rms_norm.meta(input, normalized_shape, weight, eps)
     x, rstd, _ = _rms_parts(input, normalized_shape, eps)
-    out = to_dtype(prims.mul(x, rstd), input.dtype)
-    if weight is not None:
-        dt = out_meta.dtype
+    out = prims.mul(x, rstd)
+    if weight is not None:  # (scaled before the one rounding to the input's dtype, as eager)
+        dt = dtypes.promote(out, weight)
         out = prims.mul(to_dtype(out, dt), expand_to(to_dtype(weight, dt), x.shape))
-    return out
+    return to_dtype(out, input.dtype)
