@@ -35,7 +35,7 @@ def _cases():
         "conv_transpose2d": lambda a, b: F.conv_transpose2d(a.reshape(1, 2, 4, 8), b.reshape(2, 2, 4, 4)),
         "lstm": lambda a, b: torch.lstm(a[None], (b[:1, None], b[1:2, None]),
                                         (b.repeat(4, 1), b.repeat(4, 1), b[0].repeat(4), b[1].repeat(4)),
-                                        True, 1, 0.0, False, False, True)[0],
+                                        True, 1, 0.0, True, False, True)[0],
         "pad_constant": mm(lambda x, b: F.pad(x[None], (2, 2))),
         "pad_reflect": mm(lambda x, b: F.pad(x[None], (2, 2), mode="reflect")),
         "pad_reflect_2d": mm(lambda x, b: F.pad(x[None, None], (1, 1, 1, 1), mode="reflect")),

@@ -12,16 +12,17 @@ import time
 
 from common import ROOT, Results, parse
 
-ROW = re.compile(r"^\| (\S+) \| ([^|]+?) \| ([\d.]+) \| ([\d.]+|-) \| ([\d.]+) \|")
+ROW = re.compile(r"^\| (\S+) \| ([^|]+?) \| ([\d.]+) \| ([\d.]+|nan) \| ([\d.]+) \|")
 
 
 def rows(text):
-    """(model, workload, eager ms, torch.compile ms or None, thunder ms) of realistic.py's table."""
+    """(model, workload, eager ms, torch.compile ms or None, thunder ms) of realistic.py's table
+    (torch.compile's column is nan under --no-compile)."""
     for line in text.splitlines():
         m = ROW.match(line)
         if m:
             model, workload, eager, compiled, ours = m.groups()
-            yield model, workload, float(eager), None if compiled == "-" else float(compiled), float(ours)
+            yield model, workload, float(eager), None if compiled == "nan" else float(compiled), float(ours)
 
 
 def failed(p):

@@ -7,7 +7,8 @@ import torch
 
 from thunder.core.proxies import TensorProxy
 
-# torch's CPU autocast lists (aten/src/ATen/autocast_mode.cpp), by our op names
+# torch's autocast lists (aten/src/ATen/autocast_mode.cpp) for the ops we register, by our op
+# names; checked against eager by tests/test_ops_autocast.py (CUDA: benchmarks/gpu/run.sh's ops part)
 LOWER_PRECISION = {
     "cpu": {"conv1d", "conv2d", "conv_transpose2d", "bmm", "mm", "baddbmm", "addmm", "linear", "matmul",
             "rmatmul", "scaled_dot_product_attention"},
@@ -17,13 +18,15 @@ LOWER_PRECISION = {
 FP32 = {
     "cpu": {"prod", "avg_pool3d", "mse_loss", "binary_cross_entropy", "nll_loss",
             "cross_entropy"},  # (eager: log_softmax in the input dtype, nll_loss in float32)
-    "cuda": {"prod", "exp", "log", "log10", "log2", "log1p", "pow", "reciprocal", "rsqrt", "sinh", "tan",
-             "softplus", "layer_norm", "group_norm", "rms_norm", "softmax", "log_softmax", "sum", "mean", "var",
-             "std", "cumsum", "norm", "mse_loss"},
+    # (2 ** x and 1 / x: pow and reciprocal; F.normalize: a float32 norm; mean, var, std and
+    # rms_norm keep the input's dtype: measured on an H200, torch 2.11)
+    "cuda": {"prod", "exp", "expm1", "log", "log10", "log2", "log1p", "logsumexp", "pow", "rpow", "reciprocal",
+             "rtruediv", "rsqrt", "sinh", "tan", "softplus", "layer_norm", "group_norm", "softmax", "log_softmax",
+             "sum", "cumsum", "norm", "normalize", "mse_loss", "nll_loss", "cross_entropy"},
 }
-PROMOTE = {  # (cat, stack and where promote natively too; CPU autocast leaves index_put's check to it)
+PROMOTE = {  # (cat, stack and where promote natively too; x[i] = v is index_put_, which autocast leaves to its check)
     "cpu": {"cat", "stack", "where"},
-    "cuda": {"cat", "stack", "index_put", "setitem", "where"},
+    "cuda": {"cat", "stack", "index_put", "where"},
 }
 
 
@@ -44,13 +47,13 @@ def _cast_all(values, dtype):
 
 # ops whose dtypes under autocast depend on how torch computes them, run as torch's own call in
 # the region (ops/fallback.py): einsum casts where it multiplies by bmm (pairs with a contracted
-# dim), torch's LSTM kernel and bilinear's products have policies of their own, and padding by
-# reflection or replication runs in float32 for some ranks on the CPU
-AS_TORCH = {"einsum", "lstm", "bilinear"}
+# dim), torch's LSTM kernel and bilinear's products have policies of their own, padding by
+# reflection or replication runs in float32 for some ranks on the CPU, upsampling by mode on CUDA
+AS_TORCH = {"cpu": {"einsum", "lstm", "bilinear"}, "cuda": {"einsum", "lstm", "bilinear", "interpolate"}}
 
 
-def _as_torch(op, values):
-    return op.name in AS_TORCH or op.name == "pad" and values.get("mode", "constant") != "constant"
+def _as_torch(op, values, device):
+    return op.name in AS_TORCH[device] or op.name == "pad" and values.get("mode", "constant") != "constant"
 
 
 def apply(op, values):
@@ -66,7 +69,7 @@ def apply(op, values):
     device = tensors[0].device.type
     if device not in ("cpu", "cuda") or not torch.is_autocast_enabled(device):
         return values
-    if _as_torch(op, values):
+    if _as_torch(op, values, device):
         raise NotImplementedError(f"thunder: {op.name} inside torch.autocast runs as torch's call")
     if op.name in LOWER_PRECISION[device]:
         return _cast_all(values, torch.get_autocast_dtype(device))
