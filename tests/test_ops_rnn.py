@@ -1,6 +1,8 @@
 """torch.lstm (thunder/ops/rnn.py) and nn.MultiheadAttention's fast path
 (torch._native_multi_head_attention, thunder/ops/nn.py) against eager: forward traced, decomposed
 and fused (check), nn modules' forward and training steps through thunder.jit."""
+import copy
+
 import pytest
 import torch
 from torch import nn
@@ -71,16 +73,58 @@ def test_nn_lstm_forward_and_training_step(kw):
         assert "torch.lstm(" in str(thunder.last_traces(jm)[-1])
 
 
-def test_packed_sequence_is_data_dependent():
-    from thunder.core.proxies import DataDependentError
+class PackedTagger(nn.Module):
+    """An RNN over padded sequences packed by their lengths, padded again after (a seq2seq
+    encoder): torch's kernels read the batch sizes, so the RNN and the padding run as torch's
+    calls (core/meta_eval.py's stand-ins give their results' metadata)."""
 
+    def __init__(self, kind, batch_first, **rnn):
+        super().__init__()
+        self.batch_first = batch_first
+        self.rnn = getattr(nn, kind)(3, 4, batch_first=batch_first, **rnn)
+        self.out = nn.Linear((rnn.get("proj_size") or 4) * (2 if rnn.get("bidirectional") else 1), 2)
+
+    def forward(self, x, lengths, enforce_sorted):
+        packed = nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=self.batch_first,
+                                                   enforce_sorted=enforce_sorted)
+        out, hidden = self.rnn(packed)
+        padded, out_lengths = nn.utils.rnn.pad_packed_sequence(out, batch_first=self.batch_first)
+        h = hidden[0] if isinstance(hidden, tuple) else hidden
+        return self.out(padded).sum() + h.square().sum(), padded, out_lengths
+
+
+@pytest.mark.parametrize("kind, rnn", [("LSTM", {}), ("GRU", dict(num_layers=2, bidirectional=True)),
+                                       ("RNN", dict(nonlinearity="relu")), ("LSTM", dict(proj_size=3))],
+                         ids=["lstm", "gru_2_layers_bidirectional", "rnn_relu", "lstm_proj"])
+@pytest.mark.parametrize("batch_first", [True, False])
+def test_packed_sequences_train_as_eager(kind, rnn, batch_first):
+    torch.manual_seed(0)
+    model = PackedTagger(kind, batch_first, **rnn)
+    reference = copy.deepcopy(model)
+    jitted = thunder.jit(model)
+    for lengths, enforce_sorted in ((torch.tensor([5, 2, 4]), False), (torch.tensor([5, 4, 2]), True),
+                                    (torch.tensor([3, 1, 3]), False)):
+        x = r(3, 5, 3) if batch_first else r(5, 3, 3)
+        expected, got = reference(x, lengths, enforce_sorted), jitted(x, lengths, enforce_sorted)
+        for e, g in zip(expected, got):
+            torch.testing.assert_close(g, e)
+        expected[0].backward()
+        got[0].backward()
+        for (name, p), (_, q) in zip(model.named_parameters(), reference.named_parameters()):
+            torch.testing.assert_close(p.grad, q.grad, msg=name)
+        model.zero_grad(), reference.zero_grad()
+
+
+def test_packed_sequence_argument_with_hidden_state():
     m = nn.LSTM(3, 4)
     packed = nn.utils.rnn.pack_padded_sequence(r(5, 2, 3), torch.tensor([5, 3]))
     hx = (r(1, 2, 4), r(1, 2, 4))
-    with pytest.raises(DataDependentError, match="PackedSequence"):
-        thunder.jit(lambda p, hx: m(p, hx))(packed, hx)
-    with pytest.raises(DataDependentError, match="PackedSequence"):  # (nn.LSTM makes h0 of its sizes: read)
-        thunder.jit(lambda p: m(p))(packed)
+    jitted = thunder.jit(lambda p, hx: m(p, hx))
+    (out, (h, c)), (e_out, (eh, ec)) = jitted(packed, hx), m(packed, hx)
+    torch.testing.assert_close(out.data, e_out.data)
+    torch.testing.assert_close(out.batch_sizes, e_out.batch_sizes)
+    torch.testing.assert_close((h, c), (eh, ec))
+    assert "torch.lstm(" in str(thunder.last_traces(jitted)[-1])
 
 
 def mha_args(mask=None, kind=None):

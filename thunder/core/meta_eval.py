@@ -125,6 +125,50 @@ _FAKE_KERNELS = {torch.ops.aten._ctc_loss.Tensor: _ctc_loss, torch.ops.aten._ctc
                  torch.ops.aten._pack_padded_sequence.default: _pack_padded_sequence}
 
 
+def _packed_rnn(fn):
+    """torch.lstm/gru/rnn_tanh/rnn_relu for the metadata of their results: of a PackedSequence
+    ((data, batch_sizes, hx, params, has_biases, num_layers, dropout, train, bidirectional)),
+    torch's kernel reads the batch sizes' values, on which the results' metadata does not
+    depend: the output's rows are data's, the hidden states hx's. Computed here by the padded
+    form over one step of hx's batch, so that gradients reach the same arguments."""
+    def run(*args, **kwargs):
+        if len(args) != 9 or kwargs or not (isinstance(args[1], torch.Tensor) and args[1].dtype == torch.int64):
+            return fn(*args, **kwargs)  # (the padded form)
+        data, _, hx, *rest = args
+        batch = (hx[0] if isinstance(hx, (tuple, list)) else hx).shape[1]
+        out, *hidden = fn(data[:batch].unsqueeze(0), hx, *rest, False)
+        return (out[0, :1].expand(data.shape[0], out.shape[-1]).contiguous(), *hidden)
+    return run
+
+
+def _pad_packed_sequence(data, batch_sizes, batch_first, padding_value, total_length):
+    """torch._pad_packed_sequence's results: the padded sequences [longest, batch, *features]
+    ([batch, longest, ...] batch first) and the lengths [batch] (int64, on the CPU). The batch
+    is the first batch size, which values decide: an unbacked symbol in the dynamic evaluation
+    (torch's kernel reads the batch sizes through their data pointer)."""
+    env = getattr(getattr(data, "fake_mode", None), "shape_env", None)
+    if env is None:
+        raise _NeedsValues("torch._pad_packed_sequence")
+    batch, steps = env.create_unbacked_symint(), max(total_length, batch_sizes.shape[0])
+    shape = (batch, steps) if batch_first else (steps, batch)
+    padded = data.new_empty((*shape, *data.shape[1:])) + data.sum() * 0  # (its gradient reaches data)
+    return padded, batch_sizes.new_empty((batch,))
+
+
+# callables whose results' metadata a stand-in computes (torch's kernel reads values through a
+# data pointer, which meta and fake tensors do not have)
+_METADATA_STAND_INS = {torch.lstm: _packed_rnn(torch.lstm), torch.gru: _packed_rnn(torch.gru),
+                       torch.rnn_tanh: _packed_rnn(torch.rnn_tanh), torch.rnn_relu: _packed_rnn(torch.rnn_relu),
+                       torch._pad_packed_sequence: _pad_packed_sequence}
+
+
+def _metadata_run(fn):
+    try:
+        return _METADATA_STAND_INS.get(fn, fn)
+    except TypeError:  # (an unhashable callable)
+        return fn
+
+
 def operand_order(tensors):
     """The order of a call's tensors as operands: grouped by type (stable), so that a long list
     of few types is few runs (see dialects/definitions.py)."""
@@ -359,7 +403,7 @@ def _run_on(fn, name, source, operands, autocast, fake, grad, dynamic=False, rea
             grad_fns = [t.grad_fn for t in tensors]
             args, kwargs = parse_call(source, tensors)
             with watch:
-                out = fn(*args, **kwargs)
+                out = _metadata_run(fn)(*args, **kwargs)
     except _NeedsValues as e:
         raise DataDependentError(
             f"thunder: {name}{where()} needs the values of its tensor arguments ({e.args[0]} reads them), which "

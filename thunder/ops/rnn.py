@@ -3,12 +3,11 @@
 The op runs torch's fused LSTM; its decomposition unrolls the cell over time in registered ops
 (one input projection per layer and direction, then per step a matmul with the hidden state and
 the gate math), so thunder-autograd differentiates it through their VJP rules and the gate math
-can fuse. Packed sequences (torch.lstm's batch_sizes overload) have data-dependent shapes."""
+can fuse. Packed sequences (torch.lstm's batch_sizes overload) run as torch's call."""
 import torch
 
 from thunder.core.proxies import TensorProxy
 from thunder.ops.registry import Bool, Float, Int, OpDef, Tensor, Tensors, ltorch
-from thunder.core.proxies import data_dependent
 from thunder.ops.elementwise import add, mul, sigmoid, tanh
 from thunder.ops.nn import dropout as dropout_op, linear
 from thunder.ops.join_split import cat, chunk, stack
@@ -44,9 +43,8 @@ def _layout(input, hx, params, has_biases, num_layers, bidirectional, batch_firs
 class _LSTMOp(OpDef):
     def __call__(self, input, hx, *args, **kwargs):
         if isinstance(hx, TensorProxy):  # lstm(data, batch_sizes, hx, ...): a PackedSequence
-
-            data_dependent("nn.LSTM of a PackedSequence", "pad the sequences (nn.utils.rnn.pad_packed_sequence) "
-                           "before the LSTM")
+            # (torch's kernel reads the batch sizes: its call, core/meta_eval.py's _packed_rnn)
+            raise NotImplementedError("thunder: nn.LSTM of a PackedSequence runs as torch's call")
         return super().__call__(input, hx, *args, **kwargs)
 
 
