@@ -679,3 +679,18 @@ def test_clamp_of_bools_as_eager():
             fn(b, b)
         with pytest.raises(NotImplementedError, match=kernel):
             thunder.jit(fn)(b, b)
+
+
+def test_pow_of_bools_by_zero_or_one_as_eager():
+    """torch.pow(bool tensor, True / False) copies / fills ones, as torch short-cuts exponents 0
+    and 1 before its kernel's dtype check (found by the fuzzer: thunder raised "pow" not
+    implemented for 'Bool'); a bool exponent tensor still raises eager's error."""
+    import thunder
+
+    b = torch.tensor([True, False, True])
+    for fn in (lambda x: torch.pow(x, True), lambda x: x ** False, lambda x: x.pow(1), lambda x: x ** 0.0):
+        for fusion in ("auto", "always"):
+            got, want = thunder.jit(fn, fusion=fusion)(b), fn(b)
+            assert got.dtype == want.dtype and torch.equal(got, want)
+    with pytest.raises(NotImplementedError, match="pow"):
+        thunder.jit(lambda x: torch.pow(x, x))(b)

@@ -265,9 +265,16 @@ def _no_bool_operand(name, operands, dtype):
                            "If you are trying to invert a mask, use the `~` or `logical_not()` operator instead.")
 
 
+def _trivial_exponent(base, exponent):
+    """Whether torch's pow(tensor, number) short-circuits: exponent 0 fills ones, 1 copies (any
+    dtype, bool included)."""
+    return is_tensor(base) and not is_tensor(exponent) and not isinstance(exponent, complex) and exponent in (0, 1)
+
+
 def _pow_check(name, operands, dtype):
     base, exponent = operands
-    _reject(name, dtype, ("bool",))
+    if not _trivial_exponent(base, exponent):
+        _reject(name, dtype, ("bool",))
     if (is_tensor(base) and not (base.dtype.is_floating_point or base.dtype.is_complex) and not is_tensor(exponent)
             and not isinstance(exponent, float) and exponent < 0):
         raise RuntimeError("Integers to negative integer powers are not allowed.")
@@ -406,7 +413,10 @@ def pow_(input: TensorOrNumber, exponent: TensorOrNumber):
 
 @pow_.decompose
 def _(input, exponent):
-    return _compute([input, exponent], pow_.meta(input, exponent), prims.pow)
+    out = pow_.meta(input, exponent)
+    if out.dtype is torch.bool:  # (x ** True, x ** False: no bool pow kernel, torch's short cuts)
+        return prims.eq(input, True) if exponent else prims.eq(input, input)  # (a copy; ones)
+    return _compute([input, exponent], out, prims.pow)
 
 
 # Reflected operators: Python calls them for `number <op> tensor`; the proxy comes first.
