@@ -678,23 +678,6 @@ def test_reshape_and_contiguous_copy_where_eager_copies():
     same(f, torch.randn(2, 3))
 
 
-def test_a_gradient_of_a_gradient_raises_instead_of_losing_its_part():
-    # a gradient penalty (WGAN-GP) adds the norm of a gradient to the loss: through a jitted
-    # critic, that gradient would have no history and the loss's backward would drop its part
-    def critic(x, w):
-        return torch.tanh(x @ w).sum()
-
-    x, w = torch.randn(3, 4, requires_grad=True), torch.randn(4, 5, requires_grad=True)
-    jitted = thunder.jit(critic)
-    with pytest.raises(NotImplementedError, match="a gradient of a gradient through a thunder.jit function"):
-        torch.autograd.grad(jitted(x, w), x, create_graph=True)
-    with pytest.raises(NotImplementedError, match="create_graph=True"):
-        jitted(x, w).backward(create_graph=True)
-    # a first-order gradient is eager's
-    (g,), (expected,) = torch.autograd.grad(jitted(x, w), x), torch.autograd.grad(critic(x, w), x)
-    torch.testing.assert_close(g, expected)
-
-
 COLLECTED, STATE = [], {}
 
 

@@ -271,8 +271,13 @@ def torch_call_vjp(call, inputs, cotangents, *, grads_for, cotangent_for, mutate
     the cotangents of its results `cotangent_for` (the tensors of its result, then the new values
     of the inputs `mutated` it writes in place): the call recomputed on detached inputs under
     enable_grad (from rng_state, the generator state the forward started from, for a random
-    call; in the autocast region (device type, dtype) it ran in), then torch.autograd.grad."""
-    leaves = [x.detach().requires_grad_(i in grads_for) for i, x in enumerate(inputs)]
+    call; in the autocast region (device type, dtype) it ran in), then torch.autograd.grad. In
+    grad mode (a backward for create_graph=True, runtime/autograd.py) the inputs that have
+    history keep it (a view each: a tensor given twice gets each use's part) and the gradients
+    get theirs."""
+    create = torch.is_grad_enabled()
+    leaves = [x.view_as(x) if create and i in grads_for and x.requires_grad else x.detach().requires_grad_(i in grads_for)
+              for i, x in enumerate(inputs)]
     args = list(leaves)
     with torch.enable_grad(), _generator_state(rng_state, inputs), _autocast(autocast):
         for j in mutated:
@@ -283,7 +288,8 @@ def torch_call_vjp(call, inputs, cotangents, *, grads_for, cotangent_for, mutate
     wanted = [leaves[i] for i in grads_for]
     grads = [None] * len(wanted)
     if pairs:
-        grads = torch.autograd.grad([r for r, _ in pairs], wanted, [g for _, g in pairs], allow_unused=True)
+        grads = torch.autograd.grad([r for r, _ in pairs], wanted, [g for _, g in pairs], allow_unused=True,
+                                    create_graph=create)
     return tuple(g if g is not None else torch.zeros_like(w) for g, w in zip(grads, wanted))
 
 

@@ -1,6 +1,7 @@
 """Runtime glue for training: the forward and backward programs that thunder-autograd produced
 run inside a torch.autograd.Function, so .backward(), torch.autograd.grad, gradient
-accumulation and retain_graph behave as in eager."""
+accumulation and retain_graph behave as in eager; a backward with create_graph=True recomputes
+the forward and runs the backward as torch calls that autograd records."""
 import contextlib
 import time
 
@@ -17,7 +18,7 @@ from thunder.runtime.codegen import compile_source, python_source
 from thunder.runtime.gc_pause import full_collections_deferred
 from thunder.runtime.traces import Trace
 from thunder.dialects import attrs, sizes
-from thunder.dialects.definitions import LIST_OP, is_list_type
+from thunder.dialects.definitions import LIST_OP, context, is_list_type
 from thunder.dialects.lift import lift
 from thunder.lowering import decompose_reuse
 
@@ -25,8 +26,13 @@ from thunder.lowering import decompose_reuse
 class _ThunderAutograd(torch.autograd.Function):
     @staticmethod
     def forward(ctx, program, *inputs):
+        # (a gradient of the gradient recomputes the forward from the inputs: _gradients_with_history;
+        # their versions tell whether one changed in place since, the forward's own updates included)
+        ctx.inputs = inputs
+        ctx.versions = [v._version if isinstance(v, torch.Tensor) else None for v in inputs]
         with torch.no_grad():
             results = program.forward(*inputs)
+        ctx.updates_inputs = any(v is not None and x._version != v for x, v in zip(inputs, ctx.versions))
         if not isinstance(results, tuple):
             results = (results,)
         n = program.num_outputs
@@ -55,14 +61,7 @@ class _ThunderAutograd(torch.autograd.Function):
         if not used:  # (before reading the saved tensors: outputs with no gradient path need none)
             return (None, *result)
         if torch.is_grad_enabled():  # (autograd runs a backward in grad mode for create_graph=True only)
-            # the backward program runs fused kernels on saved tensors cut from the inputs' graph:
-            # its gradients would have no history, and a loss adding them (a gradient penalty)
-            # would lose their part of its gradient without a word
-            raise NotImplementedError(
-                "thunder: a gradient of a gradient through a thunder.jit function (torch.autograd.grad or "
-                ".backward with create_graph=True: a gradient penalty, a Hessian-vector product) is not "
-                "supported. Workaround: compute the part that is differentiated twice with the function "
-                "itself, not its jitted version.")
+            return (None, *_gradients_with_history(ctx, used, cotangents))
         tensors = iter(ctx.saved_tensors)
         saved = [next(tensors) if v is None else v for v in ctx.saved_numbers]
         cts = [cotangents[i] for i in program.cotangent_for]
@@ -85,6 +84,57 @@ class _ThunderAutograd(torch.autograd.Function):
             if program.reaches[i] & used and not hasattr(g, NONE_GRAD):
                 result[i] = g
         return (None, *result)
+
+
+def _gradients_with_history(ctx, used, cotangents):
+    """The backward for create_graph=True (a gradient penalty, a Hessian-vector product): the
+    saved tensors were computed without history and the backward runs fused kernels, so its
+    gradients would have none, and a loss adding them would lose their part of its gradient.
+    Here the forward is recomputed from the call's inputs and the backward run after it, both as
+    torch calls that autograd records (AutogradProgram.differentiable)."""
+    program = ctx.program
+    differentiable = getattr(program, "differentiable", None)
+    fwd, bwd, reason = differentiable() if differentiable else (
+        None, None, "the call runs the program for all sizes (sizes that changed between calls, or "
+        "cache=\"symbolic values\")")
+    if ctx.updates_inputs:  # (its recompute would update them again)
+        reason = "the function updates its inputs in place (BatchNorm's running statistics)"
+    if reason:
+        raise NotImplementedError(
+            "thunder: a gradient of a gradient through a thunder.jit function (torch.autograd.grad or "
+            f".backward with create_graph=True) is not supported where {reason}. Workaround: compute the "
+            "part that is differentiated twice with the function itself, not its jitted version.")
+    if any(v is not None and x._version != v for x, v in zip(ctx.inputs, ctx.versions)):
+        raise RuntimeError(
+            "one of the variables needed for gradient computation has been modified by an inplace operation "
+            "(an input of a thunder.jit call, from which a gradient with create_graph=True recomputes the call)")
+    tensors = [x for x in ctx.inputs if isinstance(x, torch.Tensor)]
+    cuda = sorted({x.device.index or 0 for x in tensors if x.device.type == "cuda"})
+    with torch.random.fork_rng(devices=cuda):  # (the caller's generators as they were, drawn from or not)
+        before = _generator_states(cuda)
+        results = outside_autocast(fwd)(*ctx.inputs)
+        if any(not torch.equal(a, b) for a, b in zip(before, _generator_states(cuda))):
+            raise NotImplementedError(
+                "thunder: a gradient of a gradient through a thunder.jit function (torch.autograd.grad or "
+                ".backward with create_graph=True) is not supported where the function draws random numbers "
+                "(dropout: a recompute of the call draws others). Workaround: compute the part that is "
+                "differentiated twice with the function itself, not its jitted version.")
+    if not isinstance(results, tuple):
+        results = (results,)
+    cts = [torch.zeros(ctx.output_meta[i][0], dtype=ctx.output_meta[i][1], device=ctx.output_meta[i][2])
+           if cotangents[i] is None else cotangents[i] for i in program.cotangent_for]
+    grads = outside_autocast(bwd)(*results[program.num_outputs:], *cts)
+    if not isinstance(grads, tuple):
+        grads = (grads,)
+    result = [None] * program.num_inputs
+    for i, g in zip(program.grad_of, grads):
+        if program.reaches[i] & used and not hasattr(g, NONE_GRAD):
+            result[i] = g
+    return result
+
+
+def _generator_states(cuda):
+    return [torch.get_rng_state(), *(torch.cuda.get_rng_state(i) for i in cuda)]
 
 
 class AutogradProgram:
@@ -113,6 +163,9 @@ class AutogradProgram:
         self.constants = {"forward": {}, "backward": {}}  # the kernels their sources call (fusion)
         # (each backward is compiled from a copy of the module; the text is what the program cache keeps)
         self._backward_module, self.backward_mlir = unfused_backward(module)
+        with module.context:  # (the forward before fusion: differentiable() prints it as torch calls)
+            self.forward_mlir = find_func(module.operation, "forward").operation.get_asm(
+                enable_debug_info=True, assume_verified=True)
         self.fusion = fusion  # thunder-fuse's (policy, executors), None: no fusion
         self.first_fusion = 0  # the number of the backward's first fusion region (after the forward's)
         self.variants = {}  # frozenset of the outputs with a cotangent -> backward_variants.Variant
@@ -131,6 +184,27 @@ class AutogradProgram:
                                                 region_texts=region_texts)
         self.constants["forward"] = names
         self.forward = compile_source(self.forward_source, "forward", constants=tier(names) if tier else names)
+
+    def differentiable(self):
+        """(forward, backward, None): @forward before fusion and @backward before fusion as torch
+        calls that autograd records (grad-free code left out), for a gradient of a gradient; or
+        (None, None, why not) for a program stored without its forward's MLIR. Made on first use."""
+        made = self.__dict__.get("_differentiable")
+        if made is None:
+            made = self._differentiable = self._make_differentiable()
+        return made
+
+    def _make_differentiable(self):
+        text = self.__dict__.get("forward_mlir")
+        if text is None or self.backward_mlir is None:
+            return None, None, "the program came from the program cache of an older thunder version"
+        with LOCK, context():
+            sources = []
+            for name, mlir in (("forward", text), ("backward", self.backward_mlir)):
+                module = ir.Module.parse(mlir)
+                sources.append(python_source(module, name, header=f"produced by: thunder-autograd ({name}, "
+                                             "differentiable)"))
+        return compile_source(sources[0], "forward"), compile_source(sources[1], "backward"), None
 
     def __getattr__(self, name):
         # (called for attributes not set: the backward for all cotangents, compiled when first read)

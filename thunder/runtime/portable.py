@@ -234,6 +234,7 @@ class Describer:
     def _program(self, p, depth):
         d = {name: getattr(p, name) for name in ("num_outputs", "grad_of", "cotangent_for", "num_inputs",
                                                  "forward_source", "backward_mlir", "fusion", "first_fusion")}
+        d["forward_mlir"] = p.__dict__.get("forward_mlir")  # (AutogradProgram.differentiable)
         # (the backward as compiled so far: none before the first backward call, compiled from
         # backward_mlir in the process that loads it, runtime/autograd.py)
         d["backward_source"] = p.__dict__.get("backward_source")
@@ -443,6 +444,7 @@ class Resolver:
         p.reaches = [set(r) for r in d["reaches"]]
         p.grad_outputs = frozenset(d.get("grad_outputs", ()))  # (older descriptions lack it)
         p.backward_mlir, p.fusion = d.get("backward_mlir"), d.get("fusion")  # (older descriptions lack them)
+        p.forward_mlir = d.get("forward_mlir")
         p.first_fusion = d.get("first_fusion", 0)
         p.reporting = tiered.reporting_target()  # (the call loading it: runtime/jit.py)
         p.constants = {k: self.resolve(c) for k, c in d["constants"].items()}
