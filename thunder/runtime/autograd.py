@@ -93,10 +93,7 @@ def _gradients_with_history(ctx, used, cotangents):
     Here the forward is recomputed from the call's inputs and the backward run after it, both as
     torch calls that autograd records (AutogradProgram.differentiable)."""
     program = ctx.program
-    differentiable = getattr(program, "differentiable", None)
-    fwd, bwd, reason = differentiable() if differentiable else (
-        None, None, "the call runs the program for all sizes (sizes that changed between calls, or "
-        "cache=\"symbolic values\")")
+    fwd, bwd, reason = program.differentiable()
     if ctx.updates_inputs:  # (its recompute would update them again)
         reason = "the function updates its inputs in place (BatchNorm's running statistics)"
     if reason:
@@ -195,16 +192,19 @@ class AutogradProgram:
         return made
 
     def _make_differentiable(self):
+        sources = self.differentiable_sources()
+        if isinstance(sources, str):
+            return None, None, sources
+        return compile_source(sources[0], "forward"), compile_source(sources[1], "backward"), None
+
+    def differentiable_sources(self):
+        """(forward source, backward source) of differentiable(), or why there are none."""
         text = self.__dict__.get("forward_mlir")
         if text is None or self.backward_mlir is None:
-            return None, None, "the program came from the program cache of an older thunder version"
+            return "the program came from the program cache of an older thunder version"
         with LOCK, context():
-            sources = []
-            for name, mlir in (("forward", text), ("backward", self.backward_mlir)):
-                module = ir.Module.parse(mlir)
-                sources.append(python_source(module, name, header=f"produced by: thunder-autograd ({name}, "
-                                             "differentiable)"))
-        return compile_source(sources[0], "forward"), compile_source(sources[1], "backward"), None
+            return tuple(python_source(ir.Module.parse(mlir), name, comments=False)
+                         for name, mlir in (("forward", text), ("backward", self.backward_mlir)))
 
     def __getattr__(self, name):
         # (called for attributes not set: the backward for all cotangents, compiled when first read)

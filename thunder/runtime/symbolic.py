@@ -120,7 +120,8 @@ def _generalize(entries, plan):
     if isinstance(program, _SymbolicProgram):  # training: the forward and backward programs too
         calls = [p.constants["_program"] for p in parts]
         program.build([c.forward_source for c in calls], [c.constants["forward"] for c in calls],
-                      [c.backward_source for c in calls], [c.constants["backward"] for c in calls], fit, names)
+                      [c.backward_source for c in calls], [c.constants["backward"] for c in calls], fit, names,
+                      calls)
     source = _render_python([p.source for p in parts], fit, "computation", names, constants, last=True)
     computation = compile_source(source, constants=constants)
     arg_specs, kw_specs, read, prologue_args = parts[2].prologue
@@ -476,7 +477,8 @@ class _SymbolicProgram:
         self.cotangent_for, self.num_inputs = program.cotangent_for, program.num_inputs
         self.reaches, self.grad_outputs = program.reaches, program.grad_outputs
 
-    def build(self, fwd_sources, fwd_consts, bwd_sources, bwd_consts, fit, names):
+    def build(self, fwd_sources, fwd_consts, bwd_sources, bwd_consts, fit, names, calls=()):
+        self._calls, self._fit, self._names = calls, fit, names  # (differentiable_at)
         fc = _constants(fwd_consts, fit, names)
         bc = _constants(bwd_consts, fit, names)
         self.forward_source = _render_python(fwd_sources, fit, "forward", names, fc)
@@ -487,14 +489,42 @@ class _SymbolicProgram:
     def at(self, *sizes):
         return _Bound(self, sizes)
 
+    def differentiable_at(self, sizes):
+        """AutogradProgram.differentiable for all sizes, bound to sizes: the three calls' sources
+        before fusion fitted as the program's own were."""
+        made = self.__dict__.get("_differentiable")
+        if made is None:
+            made = self._differentiable = self._make_differentiable()
+        fwd, bwd, reason = made
+        return (None, None, reason) if reason else (functools.partial(fwd, *sizes), functools.partial(bwd, *sizes),
+                                                     None)
+
+    def _make_differentiable(self):
+        sources = [c.differentiable_sources() for c in getattr(self, "_calls", ())]
+        if not sources:
+            return None, None, "the program for all sizes came from the program cache"
+        reason = next((s for s in sources if isinstance(s, str)), None)
+        if reason:
+            return None, None, reason
+        try:
+            fwd = _render_python([s[0] for s in sources], self._fit, "forward", self._names, {})
+            bwd = _render_python([s[1] for s in sources], self._fit, "backward", self._names, {})
+        except _NoFit as e:
+            return None, None, f"the program for all sizes has no form without fused kernels ({e})"
+        return compile_source(fwd, "forward"), compile_source(bwd, "backward"), None
+
 
 class _Bound:
     """A symbolic autograd program with the sizes of one call bound (what _ThunderAutograd runs)."""
 
     def __init__(self, program, sizes):
         self.program = program
+        self.sizes = sizes
         self.forward = functools.partial(program.forward, *sizes)
         self.backward = functools.partial(program.backward, *sizes)
+
+    def differentiable(self):
+        return self.program.differentiable_at(self.sizes)
 
     def __getattr__(self, name):  # num_outputs, grad_of, cotangent_for, num_inputs, reaches, grad_outputs
         return getattr(self.program, name)
