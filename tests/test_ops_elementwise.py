@@ -694,3 +694,21 @@ def test_pow_of_bools_by_zero_or_one_as_eager():
             assert got.dtype == want.dtype and torch.equal(got, want)
     with pytest.raises(NotImplementedError, match="pow"):
         thunder.jit(lambda x: torch.pow(x, x))(b)
+
+
+def test_complex32_as_eager():
+    """torch.complex32 (x.half() of a complex64 tensor, x.chalf()) is traced (complex<f16>):
+    found by the fuzzer, where thunder refused the dtype; its ops give eager's results, eager's
+    error where its kernel has none (sum)."""
+    import thunder
+
+    x = torch.tensor([1 + 2j, 3 - 1j, -0.5 + 0.25j], dtype=torch.complex64)
+    for fn in (lambda x: x.half().reshape(-1) + x, lambda x: x.chalf() * x.chalf() - x.chalf(),
+               lambda x: x.chalf().abs(), lambda x: torch.view_as_real(torch.cat([x.chalf(), -x.chalf()]))):
+        for fusion in ("auto", "always"):
+            got, want = thunder.jit(fn, fusion=fusion)(x), fn(x)
+            assert got.dtype == want.dtype
+            assert torch.equal(torch.view_as_real(got.to(torch.complex64)) if got.is_complex() else got,
+                               torch.view_as_real(want.to(torch.complex64)) if want.is_complex() else want)
+    with pytest.raises(NotImplementedError, match="ComplexHalf"):
+        thunder.jit(lambda x: x.chalf().sum())(x)

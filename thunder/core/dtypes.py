@@ -19,6 +19,7 @@ _MLIR_NAMES = {
     torch.bool: "i1",
     torch.complex64: "complex<f32>",
     torch.complex128: "complex<f64>",
+    torch.complex32: "complex<f16>",
     # float8 and float4 (FP8/FP4 training recipes): carried, cast, viewed; no promotion with
     # other dtypes (torch has none); float4_e2m1fn_x2 packs two e2m1 values in each byte
     torch.float8_e4m3fn: "f8E4M3FN",
