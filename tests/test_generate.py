@@ -53,3 +53,26 @@ def test_generate_with_jitted_forward_gives_eager_tokens(name, cache, sample, op
     # decode step on (its tensors, read from state the prefill filled: runtime/carried.py); a
     # StaticCache's sizes do not change
     assert (stats.calls, stats.cache_misses) == (new, 2)
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama"])
+def test_generate_of_the_jitted_module_runs_the_compiled_forward(name):
+    """thunder.jit(model).generate(...): the original's generate, with its calls of the model
+    (self(...), self.forward(...)) running the compiled forward (runtime/module.py: a view of the
+    model sharing its __dict__); it ran the original forward eagerly, compiling nothing."""
+    model = _model(name)
+    ids = torch.randint(0, 96, (1, 5), generator=torch.Generator().manual_seed(1))
+    kw = dict(max_new_tokens=8, min_new_tokens=8, pad_token_id=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        expected = model.generate(ids, **kw)
+        jitted = thunder.jit(model, executors=["torch"])
+        got = jitted.generate(ids, **kw)
+    assert torch.equal(got, expected)
+    stats = thunder.compile_stats(jitted)
+    assert (stats.calls, stats.cache_misses) == (8, 2)
+    # methods see the original module: its class, its attributes (written through to it)
+    routed = jitted._routed()
+    assert isinstance(routed, type(model)) and routed.config is model.config
+    routed.marker = 1
+    assert model.marker == 1

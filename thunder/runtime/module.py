@@ -2,6 +2,7 @@
 buffers with the original and runs the compiled forward; the nn.Module API answers for the
 original (same names, no wrapper prefix)."""
 import contextlib
+import types
 
 import torch
 
@@ -72,7 +73,40 @@ class ThunderModule(torch.nn.Module):
             model = self.__dict__.get("_modules", {}).get("_model")
             if model is None:
                 raise
-            return getattr(model, name)
+            value = getattr(model, name)
+            if isinstance(value, types.MethodType) and value.__self__ is model and _own_method(type(model), name):
+                # a method of the model's class (transformers' generate): its self(...) calls run
+                # the compiled forward
+                return types.MethodType(value.__func__, self._routed())
+            return value
+
+    def _routed(self):
+        """The original module as its methods see it, but for calls of it and of its forward,
+        which run the compiled forward: an instance of a subclass of its class sharing its
+        __dict__ (its parameters, submodules, config: the same objects, so isinstance checks and
+        attribute writes are the original's)."""
+        routed = self.__dict__.get("_routed_view")
+        if routed is None:
+            model, jfn = self._model, self._jfn
+            cls = type(model)
+            def compiled(_, *args, **kwargs):
+                return jfn(*args, **kwargs)
+
+            sub = type(cls.__name__, (cls,), {"__call__": compiled, "forward": compiled,
+                                               "__module__": cls.__module__, "__qualname__": cls.__qualname__})
+            routed = object.__new__(sub)
+            routed.__dict__ = model.__dict__
+            self.__dict__["_routed_view"] = routed
+        return routed
 
     def __repr__(self):
         return f"ThunderModule({self._model!r})"
+
+
+def _own_method(cls, name):
+    """Whether name is a method that the module's class (or a base other than nn.Module's own)
+    defines."""
+    for klass in cls.__mro__:
+        if name in klass.__dict__:
+            return klass is not torch.nn.Module
+    return False
