@@ -801,7 +801,11 @@ def _outline_region(f, graph, ops, name, policy, executor, heads=True, prologue=
         callee.operation.erase()
         return _outline_region(f, graph, rest, name, policy, executor, heads=False, prologue=prologue,
                                decomposed=decomposed)
-    rest = _without_edge(graph, ops, edge_ops.small_prologue) if prologue else ops
+    rest = ops
+    if prologue:  # (small by the sizes at hand: the set is a choice the fitted compiles replay)
+        small = set(ops) - set(_without_edge(graph, ops, edge_ops.small_prologue))
+        small = set(size_choices.choose("fuse: small prologue to torch", tuple(sorted(small))))
+        rest = [i for i in ops if i not in small]
     if rest and rest != ops:
         callee.operation.erase()
         return _outline_region(f, graph, rest, name, policy, executor, heads=False, prologue=False,
@@ -930,7 +934,8 @@ def _split_tail(kept, executor):
         return False
     kernel, args, results = split
     text = region_text(kernel)
-    if not (_ask("accepts", executor, text, kept.name) and _ask("runs_well", executor, text, kept.name)):
+    if not size_choices.choose("fuse: split tail runs well", _ask("accepts", executor, text, kept.name) and
+                               _ask("runs_well", executor, text, kept.name)):  # (by size: replayed)
         kernel.operation.erase()
         kept.full.attributes["sym_name"] = ir.StringAttr.get(kept.name)
         return False

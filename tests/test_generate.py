@@ -76,3 +76,23 @@ def test_generate_of_the_jitted_module_runs_the_compiled_forward(name):
     assert isinstance(routed, type(model)) and routed.config is model.config
     routed.marker = 1
     assert model.marker == 1
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama"])
+def test_generate_with_fusion_compiles_twice(name):
+    """With the default executors (fusion's cost model on): the prefill, then one decode program
+    for every cache length. The Llama's compiled 6 times over 8 tokens: fusion gave the rotary
+    embedding of the new key to torch as a small prologue where the cache was long (relative
+    sizes), so the samples of other lengths fused otherwise than the call and no program for
+    all lengths fitted; that set is now a size choice the samples replay (core/size_choices.py)."""
+    model = _model(name)
+    ids = torch.randint(0, 96, (1, 5), generator=torch.Generator().manual_seed(1))
+    kw = dict(max_new_tokens=8, min_new_tokens=8, pad_token_id=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        expected = model.generate(ids, **kw)
+        jitted = thunder.jit(model)
+        got = jitted.generate(ids, **kw)
+    assert torch.equal(got, expected)
+    stats = thunder.compile_stats(jitted)
+    assert (stats.calls, stats.cache_misses) == (8, 2), stats.miss_reasons

@@ -3,8 +3,9 @@ program for all sizes is fitted from.
 
 runtime/generalize.py fits a program for all sizes from three compiles of a call: at the call's
 own sizes and at two samples of other sizes. A pass that chooses by size (fusion's cost model:
-whether a region is worth a kernel, whether an untiled kernel's data fits in cache; whether a
-product is large enough for oneDNN) can choose otherwise at a sample's sizes; the three programs
+whether a region is worth a kernel, whether an untiled kernel's data fits in cache, which small
+ops of a region go to torch, whether a region split from its tail runs well; whether a product is
+large enough for oneDNN) can choose otherwise at a sample's sizes; the three programs
 then differ and no program for all sizes fits (a training step compiled again at every length).
 So the call's compile records its choices in order (`recording()`), and each sample's compile
 takes the call's choices in the same order (`recording(replay=...)`): the program for all sizes
