@@ -55,19 +55,25 @@ def test_generate_with_jitted_forward_gives_eager_tokens(name, cache, sample, op
     assert (stats.calls, stats.cache_misses) == (new, 2)
 
 
+def _generate_jitted_module(model, **options):
+    """(eager's tokens, the tokens of thunder.jit(model, **options).generate, the jitted module):
+    8 new tokens after a 5-token prompt, greedy."""
+    ids = torch.randint(0, 96, (1, 5), generator=torch.Generator().manual_seed(1))
+    kw = dict(max_new_tokens=8, min_new_tokens=8, pad_token_id=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        expected = model.generate(ids, **kw)
+        jitted = thunder.jit(model, **options)
+        return expected, jitted.generate(ids, **kw), jitted
+
+
 @pytest.mark.parametrize("name", ["gpt2", "llama"])
 def test_generate_of_the_jitted_module_runs_the_compiled_forward(name):
     """thunder.jit(model).generate(...): the original's generate, with its calls of the model
     (self(...), self.forward(...)) running the compiled forward (runtime/module.py: a view of the
     model sharing its __dict__); it ran the original forward eagerly, compiling nothing."""
     model = _model(name)
-    ids = torch.randint(0, 96, (1, 5), generator=torch.Generator().manual_seed(1))
-    kw = dict(max_new_tokens=8, min_new_tokens=8, pad_token_id=0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        expected = model.generate(ids, **kw)
-        jitted = thunder.jit(model, executors=["torch"])
-        got = jitted.generate(ids, **kw)
+    expected, got, jitted = _generate_jitted_module(model, executors=["torch"])
     assert torch.equal(got, expected)
     stats = thunder.compile_stats(jitted)
     assert (stats.calls, stats.cache_misses) == (8, 2)
@@ -85,14 +91,7 @@ def test_generate_with_fusion_compiles_twice(name):
     embedding of the new key to torch as a small prologue where the cache was long (relative
     sizes), so the samples of other lengths fused otherwise than the call and no program for
     all lengths fitted; that set is now a size choice the samples replay (core/size_choices.py)."""
-    model = _model(name)
-    ids = torch.randint(0, 96, (1, 5), generator=torch.Generator().manual_seed(1))
-    kw = dict(max_new_tokens=8, min_new_tokens=8, pad_token_id=0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        expected = model.generate(ids, **kw)
-        jitted = thunder.jit(model)
-        got = jitted.generate(ids, **kw)
+    expected, got, jitted = _generate_jitted_module(_model(name))
     assert torch.equal(got, expected)
     stats = thunder.compile_stats(jitted)
     assert (stats.calls, stats.cache_misses) == (8, 2), stats.miss_reasons

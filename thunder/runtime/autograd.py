@@ -57,9 +57,8 @@ class _ThunderAutograd(torch.autograd.Function):
     def backward(ctx, *cotangents):
         program = ctx.program
         used = {i for i in program.cotangent_for if cotangents[i] is not None}
-        result = [None] * program.num_inputs
         if not used:  # (before reading the saved tensors: outputs with no gradient path need none)
-            return (None, *result)
+            return (None,) * (1 + program.num_inputs)
         if torch.is_grad_enabled():  # (autograd runs a backward in grad mode for create_graph=True only)
             return (None, *_gradients_with_history(ctx, used, cotangents))
         tensors = iter(ctx.saved_tensors)
@@ -74,16 +73,35 @@ class _ThunderAutograd(torch.autograd.Function):
             backward, grad_of = variant.backward, variant.grad_of
         else:
             backward, grad_of = program.backward, program.grad_of
-            cts = [torch.zeros(ctx.output_meta[i][0], dtype=ctx.output_meta[i][1], device=ctx.output_meta[i][2])
-                   if c is None else c for i, c in zip(program.cotangent_for, cts)]
+            cts = _with_zeros(ctx, cotangents)
         with torch.no_grad():  # (loss.backward() inside the autocast region: its casts are in the trace)
             grads = outside_autocast(backward)(*saved, *cts)
-        if not isinstance(grads, tuple):
-            grads = (grads,)
-        for i, g in zip(grad_of, grads):
-            if program.reaches[i] & used and not hasattr(g, NONE_GRAD):
-                result[i] = g
-        return (None, *result)
+        return (None, *_gradients(program, grad_of, grads, used))
+
+
+def _with_zeros(ctx, cotangents):
+    """The cotangents @backward takes, zeros for the outputs that got none."""
+    return [torch.zeros(ctx.output_meta[i][0], dtype=ctx.output_meta[i][1], device=ctx.output_meta[i][2])
+            if cotangents[i] is None else cotangents[i] for i in ctx.program.cotangent_for]
+
+
+def _gradients(program, grad_of, grads, used):
+    """A backward's results as the gradients of the program's inputs (None where no used
+    output depends on an input, or where a custom Function's backward gave none)."""
+    if not isinstance(grads, tuple):
+        grads = (grads,)
+    result = [None] * program.num_inputs
+    for i, g in zip(grad_of, grads):
+        if program.reaches[i] & used and not hasattr(g, NONE_GRAD):
+            result[i] = g
+    return result
+
+
+def _no_double_backward(reason):
+    return NotImplementedError(
+        "thunder: a gradient of a gradient through a thunder.jit function (torch.autograd.grad or .backward "
+        f"with create_graph=True) is not supported where {reason}. Workaround: compute the part that is "
+        "differentiated twice with the function itself, not its jitted version.")
 
 
 def _gradients_with_history(ctx, used, cotangents):
@@ -97,10 +115,7 @@ def _gradients_with_history(ctx, used, cotangents):
     if ctx.updates_inputs:  # (its recompute would update them again)
         reason = "the function updates its inputs in place (BatchNorm's running statistics)"
     if reason:
-        raise NotImplementedError(
-            "thunder: a gradient of a gradient through a thunder.jit function (torch.autograd.grad or "
-            f".backward with create_graph=True) is not supported where {reason}. Workaround: compute the "
-            "part that is differentiated twice with the function itself, not its jitted version.")
+        raise _no_double_backward(reason)
     if any(v is not None and x._version != v for x, v in zip(ctx.inputs, ctx.versions)):
         raise RuntimeError(
             "one of the variables needed for gradient computation has been modified by an inplace operation "
@@ -111,23 +126,12 @@ def _gradients_with_history(ctx, used, cotangents):
         before = _generator_states(cuda)
         results = outside_autocast(fwd)(*ctx.inputs)
         if any(not torch.equal(a, b) for a, b in zip(before, _generator_states(cuda))):
-            raise NotImplementedError(
-                "thunder: a gradient of a gradient through a thunder.jit function (torch.autograd.grad or "
-                ".backward with create_graph=True) is not supported where the function draws random numbers "
-                "(dropout: a recompute of the call draws others). Workaround: compute the part that is "
-                "differentiated twice with the function itself, not its jitted version.")
+            raise _no_double_backward("the function draws random numbers (dropout: a recompute of the call "
+                                      "draws others)")
     if not isinstance(results, tuple):
         results = (results,)
-    cts = [torch.zeros(ctx.output_meta[i][0], dtype=ctx.output_meta[i][1], device=ctx.output_meta[i][2])
-           if cotangents[i] is None else cotangents[i] for i in program.cotangent_for]
-    grads = outside_autocast(bwd)(*results[program.num_outputs:], *cts)
-    if not isinstance(grads, tuple):
-        grads = (grads,)
-    result = [None] * program.num_inputs
-    for i, g in zip(program.grad_of, grads):
-        if program.reaches[i] & used and not hasattr(g, NONE_GRAD):
-            result[i] = g
-    return result
+    grads = outside_autocast(bwd)(*results[program.num_outputs:], *_with_zeros(ctx, cotangents))
+    return _gradients(program, program.grad_of, grads, used)
 
 
 def _generator_states(cuda):

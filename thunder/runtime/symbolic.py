@@ -477,7 +477,7 @@ class _SymbolicProgram:
         self.cotangent_for, self.num_inputs = program.cotangent_for, program.num_inputs
         self.reaches, self.grad_outputs = program.reaches, program.grad_outputs
 
-    def build(self, fwd_sources, fwd_consts, bwd_sources, bwd_consts, fit, names, calls=()):
+    def build(self, fwd_sources, fwd_consts, bwd_sources, bwd_consts, fit, names, calls):
         self._calls, self._fit, self._names = calls, fit, names  # (differentiable_at)
         fc = _constants(fwd_consts, fit, names)
         bc = _constants(bwd_consts, fit, names)
@@ -500,9 +500,7 @@ class _SymbolicProgram:
                                                      None)
 
     def _make_differentiable(self):
-        sources = [c.differentiable_sources() for c in getattr(self, "_calls", ())]
-        if not sources:
-            return None, None, "the program for all sizes came from the program cache"
+        sources = [c.differentiable_sources() for c in self._calls]
         reason = next((s for s in sources if isinstance(s, str)), None)
         if reason:
             return None, None, reason
