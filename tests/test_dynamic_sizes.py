@@ -244,11 +244,12 @@ def _matmul_tanh(x, w):
 
 
 @pytest.mark.parametrize("cache", ["symbolic values", "constant values"])
-def test_choices_made_by_size_are_the_calls_at_its_samples(cache, monkeypatch):
-    """A pass that chooses by size (here: a float32 product goes to oneDNN from MIN_MACS
-    multiply-adds on, below to torch's matmul) chooses one way at the call's sizes and the other at
-    its samples' (larger): the samples take the call's choices (core/size_choices.py), so one
-    program is fitted for all lengths instead of one compiled per length."""
+def test_choices_made_by_size_do_not_keep_a_program_from_all_sizes(cache, monkeypatch):
+    """A choice by size (here: a float32 product goes to oneDNN from MIN_MACS multiply-adds on,
+    below to torch's matmul) goes one way at the call's sizes and the other at its samples'
+    (larger): one program is still fitted for all lengths instead of one compiled per length
+    (the product's kernel chosen at each call: ops/gemm_by_size.py; choices that cannot be made
+    per call are the call's at its samples: core/size_choices.py)."""
     from thunder.ops import onednn
     if not onednn.available():
         pytest.skip("this torch build has no oneDNN (mkldnn) CPU ops")
@@ -260,10 +261,50 @@ def test_choices_made_by_size_are_the_calls_at_its_samples(cache, monkeypatch):
     for rows in range(below - 3, below + 1):
         x = torch.randn(rows, features, requires_grad=True)
         out, ref = jf(x, w), _matmul_tanh(x, w)
-        torch.testing.assert_close(out, ref)
+        torch.testing.assert_close(out, ref, atol=1e-4, rtol=1e-4)  # (oneDNN sums in another order)
         g = torch.randn_like(ref)
         for a, b in zip(torch.autograd.grad(out, (x, w), g), torch.autograd.grad(ref, (x, w), g)):
             torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
+    assert thunder.cache_misses(jf) == (1 if cache == "symbolic values" else 2), \
+        thunder.compile_stats(jf).generalizations
+
+
+def _linear_tanh(x, w, b):
+    return torch.nn.functional.linear(x, w, b).tanh()
+
+
+@pytest.mark.parametrize("fn", [_matmul_tanh, _linear_tanh])
+@pytest.mark.parametrize("cache", ["symbolic values", "constant values"])
+def test_a_program_for_all_sizes_picks_each_calls_product_kernel(fn, cache, monkeypatch):
+    """A program for all sizes fitted at products too small for oneDNN runs oneDNN's GEMM at a
+    later call large enough for it, and torch's again at a small one, as a program compiled for
+    each size would (ops/gemm_by_size.py); before, it kept the first sizes' choice at every size
+    (torch's GEMMs at every length of a sweep that started short: 1.2x slower here)."""
+    from thunder.ops import onednn, packed_linear
+    if not onednn.available():
+        pytest.skip("this torch build has no oneDNN (mkldnn) CPU ops")
+    monkeypatch.setattr(onednn, "faster", lambda: True)
+    monkeypatch.setenv("THUNDER_CPU_MATMUL", "onednn")  # (linear: packed_linear.f32_kernel)
+    monkeypatch.setenv(packed_linear.ENV, "off")
+    rows_seen = []
+    pointwise = torch.ops.mkldnn._linear_pointwise
+    monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise",
+                        lambda x, *a: rows_seen.append(x.numel() // x.shape[-1]) or pointwise(x, *a))
+    features = 256
+    below = onednn.MIN_MACS // (features * features)  # rows: smaller products go to torch
+    jf = thunder.jit(fn, cache=cache)
+    w, b = torch.randn(features, features, requires_grad=True), torch.randn(features, requires_grad=True)
+    for rows in (below - 8, below - 4, 4 * below, below - 2):
+        x = torch.randn(rows, features, requires_grad=True)
+        args = (x, w) if fn is _matmul_tanh else (x, w, b)
+        rows_seen.clear()
+        out, ref = jf(*args), fn(*args)
+        torch.testing.assert_close(out, ref, atol=1e-4, rtol=1e-4)  # (oneDNN sums in another order)
+        g = torch.randn_like(ref)
+        for a, e in zip(torch.autograd.grad(out, args, g), torch.autograd.grad(ref, args, g)):
+            torch.testing.assert_close(a, e, atol=1e-3, rtol=1e-4)
+        # forward product and input gradient have `rows` rows: oneDNN's exactly where large enough
+        assert (rows in rows_seen) == (rows >= below), (rows, rows_seen)
     assert thunder.cache_misses(jf) == (1 if cache == "symbolic values" else 2), \
         thunder.compile_stats(jf).generalizations
 

@@ -11,6 +11,8 @@ So the call's compile records its choices in order (`recording()`), and each sam
 takes the call's choices in the same order (`recording(replay=...)`): the program for all sizes
 makes the choices of the sizes it was first compiled at, as one compiled at those sizes would.
 A replay that meets a choice of another kind (the compiles went apart) chooses by size from then on.
+A choice that can be made per call at no real cost (which library runs a product: ops/gemm_by_size.py)
+is left to the call in such compiles (`fitting()`), so the program makes it anew at every size.
 """
 import contextlib
 import contextvars
@@ -51,3 +53,9 @@ def recording(replay=None):
         yield log
     finally:
         _LOG.reset(token)
+
+
+def fitting():
+    """Whether the compile at hand is one that a program for all sizes is fitted from (inside
+    recording())."""
+    return _LOG.get() is not None

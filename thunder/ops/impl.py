@@ -5,6 +5,8 @@ import math
 
 from thunder.core import fresh_memory
 
+from thunder.ops.gemm_by_size import (addmm as by_size_addmm, linear as by_size_linear,  # noqa: F401 (generated code)
+                                      matmul as by_size_matmul)
 from thunder.ops.large_outputs import linear as large_linear, matmul as large_matmul  # noqa: F401 (generated code)
 from thunder.ops.onednn import addmm as onednn_addmm, linear as onednn_linear, matmul as onednn_matmul  # noqa: F401 (generated code)
 from thunder.ops.packed_linear import addmm as packed_addmm, linear as packed_linear  # noqa: F401 (generated code)

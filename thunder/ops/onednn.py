@@ -112,26 +112,28 @@ def measured_faster():
 def used_in(source):
     """Whether a generated program calls oneDNN (it must then record no autograd history): here
     or from packed weights (ops/packed_linear.py)."""
-    return "impl.onednn_" in source or "impl.packed_" in source
+    return "impl.onednn_" in source or "impl.packed_" in source or "impl.by_size_" in source
 
 
-def _eligible(*names, macs):
-    """Whether a product of these tensors (Names with static shapes) goes to oneDNN."""
-    for n in names:
-        if n is None:
-            continue
-        if n.device is None or n.device.type != "cpu" or n.dtype != torch.float32 or any(s < 0 for s in n.shape):
-            return False
-    return size_choices.choose("onednn: product large enough", macs >= MIN_MACS) and faster()
+def _float32_cpu(*names):
+    """Whether these tensors (Names) are float32 CPU tensors of static shapes."""
+    return all(n.device is not None and n.device.type == "cpu" and n.dtype == torch.float32
+               and all(s >= 0 for s in n.shape) for n in names if n is not None)
 
 
 def matmul_source(a_param, b_param):
-    """Statements for ltorch.matmul / ltorch.mm (a @ b, b a matrix) in a grad-free program, or None."""
+    """Statements for ltorch.matmul / ltorch.mm (a @ b, b a matrix) in a grad-free program, or None.
+    In the compiles of a program for all sizes, a call that chooses by its sizes at every call
+    (ops/gemm_by_size.py)."""
     def source(values, outs):
         a, b = values[a_param], values[b_param]
         if not (hasattr(a, "shape") and hasattr(b, "shape")) or len(a.shape) < 2 or len(b.shape) != 2:
             return None
-        if not _eligible(a, b, macs=math.prod(a.shape) * b.shape[1]):
+        if not (_float32_cpu(a, b) and faster()):
+            return None
+        if size_choices.fitting():
+            return [f"{outs[0]} = impl.by_size_matmul({a.name}, {b.name})"]
+        if not size_choices.choose("onednn: product large enough", math.prod(a.shape) * b.shape[1] >= MIN_MACS):
             return None
         return [f"{outs[0]} = impl.onednn_matmul({a.name}, {b.name})"]
     return source

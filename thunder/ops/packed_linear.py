@@ -331,17 +331,17 @@ def _packing():
     return "off" if choice == "auto" and _TRAINING_FORWARD.get() else choice
 
 
-def used(dtype=torch.bfloat16, rows=256):
-    """Whether products in dtype of `rows` rows in grad-free programs compiled now go through
-    `linear` (bfloat16) or `linear_f32` (float32, MKL) where oneDNN does not take them
-    (`f32_kernel`)."""
-    choice = _packing()
+def used(dtype=torch.bfloat16, rows=256, packing=None):
+    """Whether products in dtype of `rows` rows in grad-free programs compiled now (or under
+    `packing`, a `_packing()` answer) go through `linear` (bfloat16) or `linear_f32` (float32, MKL)
+    where oneDNN does not take them (`f32_kernel`)."""
+    choice = packing or _packing()
     if choice == "off" or not available(dtype):
         return False
     return choice == "on" or faster(dtype, rows)
 
 
-def f32_kernel(rows, k, n):
+def f32_kernel(rows, k, n, packing=None):
     """What runs a float32 [rows, k] x [k, n] product in a grad-free program: 'torch' (F.linear,
     torch.addmm), 'mkl_packed' (`linear_f32`: F.linear's bits), 'onednn' (ops/onednn.py) or
     'onednn_packed' (`linear_onednn_f32`). The MKL side (torch or packed) as `used`; oneDNN's
@@ -353,11 +353,12 @@ def f32_kernel(rows, k, n):
     decides as for matmuls. Measured at 256 x 512 x 1536 for products of more rows than one (a
     prefill's: oneDNN's gain was the same for all of them), at the product's own shape for one
     row (a decode step's lm head, the only one-row product this large: MKL's one-row product is
-    ~1.6x slower than oneDNN's at K 512 and N 16k-50k here, about as fast at N 8192 or K 2048)."""
-    mkl = "mkl_packed" if used(torch.float32, rows) else "torch"
+    ~1.6x slower than oneDNN's at K 512 and N 16k-50k here, about as fast at N 8192 or K 2048).
+    packing: `_packing()`'s answer for the program (default: the program being generated now)."""
+    packing = packing or _packing()
+    mkl = "mkl_packed" if used(torch.float32, rows, packing) else "torch"
     if onednn.setting() == "torch" or rows * k * n < onednn.MIN_MACS or not onednn.available():
         return mkl
-    packing = _packing()
     if packing == "off":
         return "onednn" if onednn.faster() else mkl
     if packing == "on" and onednn.setting() == "onednn":  # (nothing left to measure)
@@ -393,8 +394,13 @@ def _eligible(x, w, b, out_features):
         return "impl.packed_" if size_choices.choose("packed weights: used", used(dtype, rows)) else None
     if dtype != torch.float32:
         return None
+    if size_choices.fitting():  # (a program for all sizes: chosen at every call, ops/gemm_by_size.py)
+        return _BY_SIZE
     k, n = (w.shape[1], w.shape[0]) if out_features == 0 else w.shape
     return _PREFIX.get(size_choices.choose("float32 linear kernel", f32_kernel(rows, k, n)))
+
+
+_BY_SIZE = "impl.by_size_"
 
 
 def linear_source(values, outs):
@@ -403,6 +409,8 @@ def linear_source(values, outs):
     prefix = _eligible(x, w, b, 0)
     if prefix is None:
         return None
+    if prefix == _BY_SIZE:
+        return [f"{outs[0]} = {prefix}linear({x.name}, {w.name}, {b.name if b is not None else None}, {_packing()!r})"]
     return [f"{outs[0]} = {prefix}linear({x.name}, {w.name}{', ' + b.name if b is not None else ''})"]
 
 
@@ -417,4 +425,6 @@ def addmm_source(values, outs):
     prefix = _eligible(x, w, b, 1)
     if prefix is None:
         return None
+    if prefix == _BY_SIZE:
+        return [f"{outs[0]} = {prefix}addmm({b.name}, {x.name}, {w.name}, {_packing()!r})"]
     return [f"{outs[0]} = {prefix}addmm({b.name}, {x.name}, {w.name})"]
