@@ -37,6 +37,39 @@ def test_batch_sweep_compiles_a_bounded_number_of_times_fused_kernels_included()
     assert "_sym0 = a0.shape[0]" in prologue and "if a1.shape[0] != _sym1: return MISS" in prologue
 
 
+def _scores(x, b):
+    y = torch.tanh(x + b)
+    return (y @ y.transpose(-1, -2) * 0.5).softmax(-1)
+
+
+def test_fused_regions_reducing_over_changing_sizes_run_one_kernel_at_every_size(monkeypatch):
+    """Fused regions whose changing sizes are more than their rows (a softmax over the sequence
+    in the forward and backward, a bias gradient summed over batch and sequence) run one kernel
+    at every size, compiled once: the kernel reads those sizes from its arguments
+    (lowering/linalg/any_size.py); before, every size after the first ran the regions' ops as
+    torch calls."""
+    from thunder.runtime import symbolic, tiered
+    as_torch = []
+    torch_region = tiered.torch_region
+    monkeypatch.setattr(symbolic._KernelFamily, "torch_at", lambda self, sizes: as_torch.append(sizes))
+    monkeypatch.setattr(tiered, "torch_region", lambda text: as_torch.append(text) or torch_region(text))
+    jf = thunder.jit(_scores, cache="symbolic values")
+    b = torch.randn(16, requires_grad=True)
+    compiled = None
+    for i, (B, T) in enumerate([(2, 5), (3, 9), (2, 16), (4, 7), (3, 12), (2, 33)]):
+        x = torch.randn(B, T, 16, requires_grad=True)
+        out, ref = jf(x, b), _scores(x, b)
+        torch.testing.assert_close(out, ref)
+        g = torch.randn_like(ref)
+        for got, expected in zip(torch.autograd.grad(out, (x, b), g), torch.autograd.grad(ref, (x, b), g)):
+            torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-4)
+        if i == 0:
+            compiled = len(linalg.COMPILE_LOG)
+    assert _misses(jf) == 1
+    assert "fusion_0.at(_sym0, _sym1, _sym2)(" in str(thunder.last_backward_traces(jf)[-1])  # (the softmax's)
+    assert as_torch == [] and len(linalg.COMPILE_LOG) == compiled
+
+
 def test_sequence_sweep_with_reshapes_writes_the_sizes_as_expressions():
     def f(x):
         B, T, C = x.shape

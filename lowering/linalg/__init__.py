@@ -12,12 +12,15 @@
 - pipeline.py:   linalg -> LLVM dialect (upstream passes)
 - runtime.py:    ExecutionEngine + memref descriptors over torch storage (no copies), threads
 - disk_cache.py: compiled kernels as shared libraries on disk, for the next process
+- any_size.py:   one kernel for every size of a region whose sizes change (cache="symbolic
+                 values", automatic dynamic): sizes read from the arguments at run time
 
 Kernels are cached by (region text, name, options); each kernel compiles one variant per
 combination of input strides it is called with (static strided layouts let LLVM vectorize),
 or a single variant with dynamic strides when specialize_strides=False. Compiled code is shared
 by linalg text, which names the func "kernel" and leaves the row count of a tiled region
-dynamic: regions that differ only in name or number of rows compile once.
+dynamic: regions that differ only in name or number of rows compile once; a kernel given the
+sizes that change (`sizes`) leaves them dynamic too wherever the lowering can.
 """
 import math
 import threading
@@ -61,9 +64,11 @@ class Kernel:
     def __init__(self, text, name, loops="loops", specialize_strides=True, opt_level=OPT_LEVEL, sizes=()):
         self.text, self.name, self.loops = text, name, loops
         # cache="symbolic values": the sizes that change between calls; the kernel is tiled along
-        # them where it can be and takes the strides that depend on them dynamically, so its code
-        # is shared by all sizes (the engine cache is keyed by the lowered text)
+        # them where it can be, reads them from its arguments' sizes (lower_region's `dynamic`)
+        # and takes the strides that depend on them dynamically, so its code is shared by all
+        # sizes (the engine cache is keyed by the lowered text)
         self.sizes = tuple(sizes)
+        self.dynamic = bool(self.sizes)  # (False where the lowering or compile refused them)
         self.specialize, self.opt_level = specialize_strides, opt_level
         self.name, ins, outs = signature(text, name)
         self.inputs = [(t.shape, torch_dtype(t.elt)) for t in ins]
@@ -80,8 +85,14 @@ class Kernel:
     def lowered(self, input_strides=None):
         # the affine super-vectorizer needs affine loop bounds: no tile loop (whose tiles have a
         # dynamic size) in that variant
-        return lower_region(self.text, self.name, input_strides, tile=self.loops == "loops", out_name="kernel",
-                            prefer=self.sizes)
+        tile = self.loops == "loops"
+        if self.dynamic:
+            try:
+                return lower_region(self.text, self.name, input_strides, tile=tile, out_name="kernel",
+                                    prefer=self.sizes, dynamic=self.sizes)
+            except UnsupportedOp:  # (an op needs such a size as a number: code for these sizes)
+                self.dynamic = False
+        return lower_region(self.text, self.name, input_strides, tile=tile, out_name="kernel", prefer=self.sizes)
 
     def linalg_text(self, input_strides=None):
         return self.lowered(input_strides).text
@@ -101,23 +112,14 @@ class Kernel:
     def _compile_variant(self, key):
         v = self.variants.get(key)
         if v is None:
-            lowered, ekey = self.engine_key(key)
-            fn = _ENGINES.get(ekey)
-            if fn is None:
-                t0 = time.perf_counter()
-
-                def build():
-                    ctx = ir.Context()
-                    with ctx, ir.Location.unknown():
-                        module = ir.Module.parse(lowered.text)
-                        lower_to_llvm(module, self.loops)
-                    return CompiledFunction(module, "kernel", self.opt_level)
-
-                fn, how = disk_cache.compiled_function(lowered.text, "kernel", build, loops=self.loops,
-                                                       opt_level=self.opt_level)
-                _ENGINES[ekey] = fn
-                COMPILE_LOG.append((self.name, time.perf_counter() - t0, how))
-                logs.kernel_compiled()
+            lowered, _ = self.engine_key(key)
+            try:
+                fn = engine(lowered, self.name, self.loops, self.opt_level)
+            except Exception:  # noqa: BLE001 - the dynamic sizes' code did not compile: these sizes'
+                if not self.dynamic:
+                    raise
+                self.dynamic = False
+                return self._compile_variant(key)
             v = self.variants[key] = (fn, lowered)
         return v
 
@@ -206,6 +208,28 @@ class Kernel:
         if not self.scalars:  # (a call with the same tensors next takes call_as_last)
             self.last_call = LastCall.arm(args, strides, frame, self.outputs)
         return outs
+
+
+def engine(lowered, name, loops, opt_level):
+    """The compiled code of a lowered region (to_linalg.Lowered): this process's, the disk
+    cache's, or compiled now; under LOCK."""
+    key = (lowered.text, loops, opt_level)
+    fn = _ENGINES.get(key)
+    if fn is None:
+        t0 = time.perf_counter()
+
+        def build():
+            ctx = ir.Context()
+            with ctx, ir.Location.unknown():
+                module = ir.Module.parse(lowered.text)
+                lower_to_llvm(module, loops)
+            return CompiledFunction(module, "kernel", opt_level)
+
+        fn, how = disk_cache.compiled_function(lowered.text, "kernel", build, loops=loops, opt_level=opt_level)
+        _ENGINES[key] = fn
+        COMPILE_LOG.append((name, time.perf_counter() - t0, how))
+        logs.kernel_compiled()
+    return fn
 
 
 def compile_region(func_op_text_or_module, name=None, *, loops="loops", specialize_strides=True,

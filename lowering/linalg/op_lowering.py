@@ -12,7 +12,7 @@ from thunder.lowering.linalg import approx
 from thunder.lowering.linalg.coarse_uses import seen_coarsely
 from thunder.lowering.linalg.pick import one_hot_pick
 from thunder.lowering.linalg.tiling import _static_shape
-from thunder.lowering.linalg.types_and_maps import amap, broadcast_exprs, identity_map, tensor_t, TensorT
+from thunder.lowering.linalg.types_and_maps import amap, broadcast_exprs, identity_map, size_text, tensor_t, TensorT
 
 # the prims with an f32 form for values only summed or rounded (approx.SUMMED: math.exp -> exp)
 _SUMMED_PRIMS = frozenset(mathop.removeprefix("math.") for mathop, _ in approx.SUMMED)
@@ -34,6 +34,7 @@ class _Emitter:
         self.slices = {}  # (value, dim, offset, size) -> its slice (_slice_value)
         self.summed = False  # (the op being lowered) its values are only summed: see _lower_op
         self.picks = True  # one-hot picks as one load a row (pick.py)
+        self.syms = {}  # size -> the SSA name of its index value: sizes read at run time (lower_region)
 
     def fresh(self, base="v"):
         self.n += 1
@@ -44,9 +45,13 @@ class _Emitter:
 
     def empty(self, t: TensorT):
         e = self.fresh("e")
-        dyn = "%n" if None in t.shape else ""  # the tile's size along the tiled axis
+        dyn = ", ".join(size_text(s) for s in t.shape if not isinstance(s, int))  # (the tile's %n, dynamic sizes)
         self.emit(f"{e} = tensor.empty({dyn}) : {t}")
         return e
+
+    def t(self, ir_type):
+        """The TensorT of a value of this type in the kernel (its dynamic sizes named)."""
+        return tensor_t(ir_type, self.syms)
 
     def generic(self, out_t: TensorT, ins, body_fn, iterators=None, init=None, out_map=None):
         """ins: [(ssa, TensorT, input map exprs)]; body_fn(Body, [scalar names], out scalar)
@@ -238,7 +243,7 @@ def _lower_op(em, op, out_t: TensorT):
     if name == "slice":  # a strided view (a tile's dynamic dim is never sliced: _operand_axes)
         ssa, t = operands[0]
         starts, steps = (list(ir.DenseI64ArrayAttr(attrs[k])) for k in ("start_indices", "strides"))
-        sizes = ", ".join("%n" if s is None else str(s) for s in out_t.shape)
+        sizes = ", ".join(size_text(s) for s in out_t.shape)
         r = em.fresh()
         em.emit(f"{r} = tensor.extract_slice {ssa}[{', '.join(map(str, starts))}] [{sizes}] "
                 f"[{', '.join(map(str, steps))}] : {t} to {out_t}")
@@ -249,6 +254,8 @@ def _lower_op(em, op, out_t: TensorT):
         for ssa, t in operands:
             if t.elt != out_t.elt:
                 raise UnsupportedOp(f"cat of {t.elt} into {out_t.elt}")
+            if not isinstance(t.shape[dim], int):
+                raise UnsupportedOp("cat along a dynamic size")
             if t.shape[dim]:
                 parts.append((offset, t.shape[dim], (ssa, t)))
             offset += t.shape[dim]
@@ -321,6 +328,8 @@ def _unslice(em, operand, out_t, attrs):
     ssa, t = operand
     starts, steps = (list(ir.DenseI64ArrayAttr(attrs[k])) for k in ("start_indices", "strides"))
     padded = [d for d in range(out_t.rank) if t.shape[d] != out_t.shape[d]]
+    if any(not isinstance(x.shape[d], int) for d in padded for x in (t, out_t)):
+        raise UnsupportedOp("unslice along a dynamic size")
     if all(s == 1 for s in steps) and len(padded) == 1:
         d = padded[0]
         spans = [(0, starts[d]), (starts[d], t.shape[d]), (starts[d] + t.shape[d], out_t.shape[d] - starts[d] - t.shape[d])]
@@ -335,7 +344,7 @@ def _unslice(em, operand, out_t, attrs):
                 parts.append((offset, size, (_filled(em, part_t, 0), part_t)))
         return _Parts(d, parts)
     r = em.fresh()
-    sizes = ", ".join("%n" if s is None else str(s) for s in t.shape)
+    sizes = ", ".join(size_text(s) for s in t.shape)
     em.emit(f"{r} = tensor.insert_slice {ssa} into {_filled(em, out_t, 0)}[{', '.join(map(str, starts))}] [{sizes}] "
             f"[{', '.join(map(str, steps))}] : {t} into {out_t}")
     return r
@@ -359,7 +368,7 @@ def _write_parts(em, value, out_t):
     r = em.empty(out_t)
     for offset, _, (ssa, t) in value.parts:
         offsets = [offset if i == value.dim else 0 for i in range(out_t.rank)]
-        sizes = ", ".join("%n" if s is None else str(s) for s in t.shape)
+        sizes = ", ".join(size_text(s) for s in t.shape)
         new = em.fresh()
         em.emit(f"{new} = tensor.insert_slice {ssa} into {r}[{', '.join(map(str, offsets))}] [{sizes}] "
                 f"[{', '.join('1' for _ in offsets)}] : {t} into {out_t}")
@@ -432,7 +441,7 @@ def _slice_value(em, v, e, offset, size):
     else:
         r = em.fresh()
         offsets = ", ".join(str(offset) if d == e else "0" for d in range(t.rank))
-        sizes = ", ".join("%n" if s is None else str(s) for s in part_t.shape)
+        sizes = ", ".join(size_text(s) for s in part_t.shape)
         em.emit(f"{r} = tensor.extract_slice {ssa}[{offsets}] [{sizes}] [{', '.join('1' for _ in t.shape)}] "
                 f": {t} to {part_t}")
         result = (r, part_t)
@@ -477,6 +486,8 @@ def _reshape(em, ssa, t: TensorT, out_t: TensorT):
     """Through rank 1 (collapse_shape/expand_shape), or for a tile, a gather."""
     if t.shape == out_t.shape:
         return ssa
+    if any(isinstance(s, str) for s in t.shape + out_t.shape):
+        return _reshape_unit_dims(em, ssa, t, out_t)
     if None in t.shape:
         return _reshape_tile(em, ssa, t, out_t)
     flat_t = TensorT((_pymath.prod(t.shape),), t.elt)
@@ -500,6 +511,17 @@ def _reshape(em, ssa, t: TensorT, out_t: TensorT):
         em.emit(f"{r} = tensor.expand_shape {flat} [[{', '.join(str(i) for i in range(out_t.rank))}]] "
                 f"output_shape [{', '.join(str(s) for s in out_t.shape)}] : {flat_t} into {out_t}")
     return r
+
+
+def _reshape_unit_dims(em, ssa, t: TensorT, out_t: TensorT):
+    """A reshape of dynamic sizes that only adds or drops dims of size 1 ([B, T] -> [B, T, 1]):
+    a linalg.generic reading each input dim at its output dim (0 for dropped ones)."""
+    kept = [d for d, s in enumerate(out_t.shape) if s != 1]
+    if [s for s in t.shape if s != 1] != [out_t.shape[d] for d in kept]:
+        raise UnsupportedOp("reshape of a dynamic size")
+    at = iter(kept)
+    exprs = ["0" if s == 1 else f"d{next(at)}" for s in t.shape]
+    return em.generic(out_t, [(ssa, t, exprs)], lambda b, xs, acc: xs[0])
 
 
 def _reshape_tile(em, ssa, t: TensorT, out_t: TensorT):

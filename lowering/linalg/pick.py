@@ -105,7 +105,7 @@ def one_hot_pick(em, op, out_t):
     shape, rank = wt[1].shape, wt[1].rank
     dim = dims[0] % rank
     hot, x, zero = where.operands
-    if not _is_zero(em, zero) or shape[dim] is None:
+    if not _is_zero(em, zero) or not isinstance(shape[dim], int):
         return None
     target = _target(em, hot, dim, rank)
     source = _source(em, x, shape)

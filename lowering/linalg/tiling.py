@@ -6,7 +6,7 @@ import math as _pymath
 
 from thunder.dialects.mlir import ir
 from thunder.lowering.linalg.scalar import ELEMENTWISE, elt_bytes, REDUCTIONS
-from thunder.lowering.linalg.types_and_maps import _dim, TensorT
+from thunder.lowering.linalg.types_and_maps import _dim, size_text, TensorT
 
 
 # ---- tiling: the region runs as a loop over tiles of rows of its outputs' first dim
@@ -74,7 +74,7 @@ def _operand_axes(op, a):
     return None
 
 
-def tiling(block, prefer=()):
+def tiling(block, prefer=(), by_size=True):
     """(rows, {value: axis or WHOLE}, {values also read whole}: see _propagate) when every region result can be computed tile by tile
     along one of its dims of a common size `rows` (the first result's first such dim that works,
     dims whose rows hold at most TILE_BYTES / 2 of results first,
@@ -93,8 +93,10 @@ def tiling(block, prefer=()):
                     for r, s in zip(results, shapes))
     # (prefer: sizes to tile along first, cache="symbolic values"'s sizes: a kernel tiled along
     # them does not depend on them)
+    # (not by_size: by prefer alone, the outermost first, so that regions differing only in the
+    # sizes in prefer tile alike: a kernel for all of them, to_linalg's `dynamic`)
     order = sorted(range(len(shapes[0])), key=lambda d: (shapes[0][d] not in prefer,
-                                                         out_bytes // max(shapes[0][d], 1) > ROW_BYTES))
+                                                         by_size and out_bytes // max(shapes[0][d], 1) > ROW_BYTES))
     for d0 in order:
         rows = shapes[0][d0]
         if rows < 2:
@@ -148,10 +150,11 @@ def _value_bytes(v):
 
 
 def row_major_strides(shape):
+    """A contiguous tensor's strides; None where they depend on a dynamic size (not an int)."""
     strides, n = [], 1
     for s in reversed(shape):
         strides.append(n)
-        n *= s
+        n = n * s if n is not None and isinstance(s, int) else None
     return list(reversed(strides))
 
 
@@ -159,7 +162,7 @@ def _subview(src, src_type, t: TensorT, axis, strides):
     """memref.subview of one tile (rows %i .. %i + %n along axis) of src (of type src_type,
     with these element strides, None entries dynamic); returns (op text, the tile's type)."""
     offsets = ", ".join("%i" if d == axis else "0" for d in range(t.rank))
-    sizes = ", ".join("%n" if d == axis else str(s) for d, s in enumerate(t.shape))
+    sizes = ", ".join("%n" if d == axis else size_text(s) for d, s in enumerate(t.shape))
     ones = ", ".join("1" for _ in range(t.rank))
     offset = "0" if strides[axis] == 0 else "?"  # an input expanded along the axis: every tile starts at 0
     tile_type = t.tile(axis).memref("strided<[" + ", ".join(_dim(s) for s in strides) + f"], offset: {offset}>")

@@ -45,8 +45,8 @@ from thunder.lowering.linalg.bf16_intermediates import keep_bf16_in_f32
 from thunder.lowering.linalg.op_lowering import (_constant, _Emitter, _lower_op, _Parts, _reduction_init,
                                                  _reduction_with_operand, _scalar_param, NUMBERS)
 from thunder.lowering.linalg.scalar import ELEMENTWISE, elt_bytes, UnsupportedOp
-from thunder.lowering.linalg.tiling import (_operand_axes, _subview, MIN_PIECE_BYTES, row_major_strides,
-                                            TILE_BYTES, tiling, WHOLE)
+from thunder.lowering.linalg.tiling import (_operand_axes, _static_shape, _subview, MIN_PIECE_BYTES,
+                                            row_major_strides, TILE_BYTES, tiling, WHOLE)
 from thunder.lowering.linalg.types_and_maps import _dim, tensor_t
 
 
@@ -96,14 +96,18 @@ def signature(text, name=None):
 class Lowered:
     """A region as linalg text. Tiled (rows is not None): the func takes two more arguments,
     the first and last row (lo, hi: index) of the outputs' first dim to compute, looping over
-    tiles of `tile_rows` rows; input i is sliced along axes[i] (None: read whole)."""
+    tiles of `tile_rows` rows; input i is sliced along axes[i] (None: read whole). With dynamic
+    sizes (lower_region's `dynamic`): sizes_at, {name: (argument, dim)} where the kernel reads
+    each (arguments: inputs, then outputs); out_shapes, the outputs' shapes (ints and names);
+    rows_size, the tiled rows (an int or a name)."""
 
-    def __init__(self, text, rows=None, tile_rows=None, axes=None):
+    def __init__(self, text, rows=None, tile_rows=None, axes=None, sizes_at=None, out_shapes=None, rows_size=None):
         self.text, self.rows, self.tile_rows, self.axes = text, rows, tile_rows, axes
+        self.sizes_at, self.out_shapes, self.rows_size = sizes_at, out_shapes, rows_size
 
 
 def lower_region(text: str, name: str, input_strides=None, approx_math=True, tile=True,
-                 out_name=None, prefer=(), merge_reductions=True) -> Lowered:
+                 out_name=None, prefer=(), merge_reductions=True, dynamic=()) -> Lowered:
     """Rewrite the region's func into a destination-passing linalg func @out_name (default
     name).
 
@@ -115,17 +119,24 @@ def lower_region(text: str, name: str, input_strides=None, approx_math=True, til
     merge_reductions: an elementwise result used again after its first user, a reduction, is
     computed in that reduction's pass (_generic_and_reduction), and one-hot picks read by one
     load a row (pick.py; the CUDA kernel writer reads neither such multi-result generics nor
-    tensor.extract in a body)."""
-    key = _memo_key(text, name, out_name, input_strides, approx_math, tile, prefer, merge_reductions)
+    tensor.extract in a body).
+    dynamic: sizes (ints above 1) that the kernel reads from its arguments' sizes at run time
+    wherever a dim has one of them, rather than writing them into its code (a kernel family's
+    changing sizes: runtime/symbolic.py), so that its code serves every size; each is read from
+    the first argument with such a dim (UnsupportedOp where none has it, or where an op needs it
+    as a number: a reshape, a cat or pad along it)."""
+    key = _memo_key(text, name, out_name, input_strides, approx_math, tile, prefer, merge_reductions, dynamic)
     if key is None:
-        return _lower_region(text, name, input_strides, approx_math, tile, out_name, prefer, merge_reductions)
+        return _lower_region(text, name, input_strides, approx_math, tile, out_name, prefer, merge_reductions,
+                             dynamic)
     found = _LOWERED.get(key)
     if found is not None:
         STATS["hits"] += 1
         return found
     # (a region lowered by an earlier process: read from the kernel cache directory)
     lowered = Lowered(**lowered_cache.load_or_lower(
-        key, lambda: _lower_region(text, name, input_strides, approx_math, tile, out_name, prefer, merge_reductions)))
+        key, lambda: _lower_region(text, name, input_strides, approx_math, tile, out_name, prefer, merge_reductions,
+                                   dynamic)))
     if len(_LOWERED) >= _LOWERED_MAX:
         _LOWERED.clear()
     _LOWERED[key] = lowered
@@ -140,11 +151,13 @@ _LOWERED_MAX = 4096
 STATS = {"hits": 0}  # lower_region calls answered from _LOWERED (tests)
 
 
-def _memo_key(text, name, out_name, input_strides, approx_math, tile, prefer, merge_reductions):
+def _memo_key(text, name, out_name, input_strides, approx_math, tile, prefer, merge_reductions, dynamic):
     """lower_region's key in _LOWERED, None where it has none (strides in lists)."""
     if f"@{name}(" in text and "@region(" not in text:  # (else the text as it is)
         text = text.replace(f"@{name}(", "@region(", 1)
     key = (text, out_name or name, input_strides, approx_math, tile, tuple(prefer), merge_reductions)
+    if dynamic:  # (the key as before where none: kernels lowered by earlier processes)
+        key += (tuple(sorted(dynamic)),)
     try:
         hash(key)
     except TypeError:
@@ -152,16 +165,49 @@ def _memo_key(text, name, out_name, input_strides, approx_math, tile, prefer, me
     return key
 
 
-def _lower_region(text, name, input_strides, approx_math, tile, out_name, prefer, merge_reductions):
+def _lower_region(text, name, input_strides, approx_math, tile, out_name, prefer, merge_reductions, dynamic=()):
     ctx, module = parse_region(text)
     with ctx:
         f = find_func(module, name)
         block = f.regions[0].blocks[0]
         keep_bf16_in_f32(block)
-        tiled = tiling(block, prefer) if tile else None
+        syms = _dynamic_sizes(block, dynamic)
+        tiled = tiling(block, prefer, by_size=not syms) if tile else None
         if tiled is None:
-            return Lowered(_untiled(block, out_name or name, input_strides, approx_math, merge_reductions))
-        return _tiled(block, out_name or name, input_strides, approx_math, merge_reductions, *tiled)
+            return _untiled(block, out_name or name, input_strides, approx_math, merge_reductions, syms)
+        return _tiled(block, out_name or name, input_strides, approx_math, merge_reductions, *tiled, syms=syms)
+
+
+def _dynamic_sizes(block, dynamic):
+    """{size: SSA name} of the sizes in `dynamic` that the block's values have, named in the
+    order they first appear (so regions that differ only in these sizes name them alike)."""
+    dynamic = {s for s in dynamic if s > 1}
+    syms = {}
+    if not dynamic:
+        return syms
+    values = list(block.arguments) + [r for op in block.operations for r in op.operation.results]
+    for v in values:
+        if isinstance(v.type, ir.RankedTensorType):
+            for s in ir.RankedTensorType(v.type).shape:
+                if s in dynamic and s not in syms:
+                    syms[s] = f"%size{len(syms)}"
+    return syms
+
+
+def _read_sizes(syms, sources):
+    """(the lines reading each dynamic size (syms' names) from the first argument with a dim of
+    it, {name: (argument index, dim)}): sources, [(argument index, SSA name, its type's text,
+    "tensor" or "memref", its shape with the names)]."""
+    lines, found = [], {}
+    for index, ssa, type_text, kind, shape in sources:
+        for d, size in enumerate(shape):
+            if isinstance(size, str) and size not in found:
+                found[size] = (index, d)
+                lines.append(f"    {size}_at = arith.constant {d} : index")
+                lines.append(f"    {size} = {kind}.dim {ssa}, {size}_at : {type_text}")
+    if set(syms.values()) - set(found):
+        raise UnsupportedOp("a dynamic size that no argument has")
+    return lines, found
 
 
 def _lower_ops(em, block, out_type, lines_for, axes=None, dual=(), merge_reductions=True):
@@ -182,7 +228,7 @@ def _lower_ops(em, block, out_type, lines_for, axes=None, dual=(), merge_reducti
             r = op.results[0]
             if r in dual:
                 em.lines, em.read_whole = lines_for(None), set(op.operands)
-                em.whole[r] = (_lower_op(em, op, tensor_t(r.type)), tensor_t(r.type))
+                em.whole[r] = (_lower_op(em, op, em.t(r.type)), em.t(r.type))
             if axes is not None:
                 em.read_whole = {v for v, a in _operand_axes(op, axes[r]) or () if a == WHOLE}
             out_t = out_type(r)
@@ -232,12 +278,14 @@ def _func(name, params, lines):
     return "module {\n" + head + "\n" + "\n".join(lines) + "\n  }\n}\n"
 
 
-def _untiled(block, name, input_strides, approx_math, merge_reductions):
+def _untiled(block, name, input_strides, approx_math, merge_reductions, syms=None):
     em = _Emitter(approx_math)
+    em.syms = syms or {}
     params = []
     lines = []
+    sources, out_shapes = [], []  # (for the dynamic sizes: _read_sizes)
     for i, a in enumerate(block.arguments):
-        t = tensor_t(a.type)
+        t = em.t(a.type)
         if t.scalar:
             params.append(_scalar_param(em, i, a, lines))
             continue
@@ -247,30 +295,40 @@ def _untiled(block, name, input_strides, approx_math, merge_reductions):
         attr = (f" {{bufferization.buffer_layout = {strided_layout(t.shape, strides)}}}"
                 if t.rank else "")
         params.append(f"{ssa}: {t}{attr}")
-    results = _lower_ops(em, block, lambda v: tensor_t(v.type), lambda v: lines, merge_reductions=merge_reductions)
+        sources.append((i, ssa, str(t), "tensor", t.shape))
+    results = _lower_ops(em, block, lambda v: em.t(v.type), lambda v: lines, merge_reductions=merge_reductions)
     em.lines, em.read_whole = lines, set()
     for j, r in enumerate(results):
         if em.vals[r][0] in NUMBERS:
             raise UnsupportedOp("a number as a region result")
         ssa, t = em.operand(r)  # (a result held as parts: written into one tensor, which the gpu lowering reads)
         params.append(f"%out{j}: {t.memref()}")
+        sources.append((len(block.arguments) + j, f"%out{j}", t.memref(), "memref", t.shape))
+        out_shapes.append(t.shape)
         em.emit(f"bufferization.materialize_in_destination {ssa} in restrict writable %out{j} "
                 f": ({t}, {t.memref()}) -> ()")
     em.emit("return")
-    return _func(name, params, lines)
+    reads, sizes_at = _read_sizes(em.syms, sources)
+    lines[:0] = reads
+    if not em.syms:
+        return Lowered(_func(name, params, lines))
+    return Lowered(_func(name, params, lines), sizes_at=sizes_at, out_shapes=out_shapes)
 
 
-def _tiled(block, name, input_strides, approx_math, merge_reductions, rows, axes, dual):
+def _tiled(block, name, input_strides, approx_math, merge_reductions, rows, axes, dual, syms=None):
     # inputs with dynamic strides (cache="symbolic values"' kernels): outputs get them too
     dynamic_outer = input_strides is not None and any(s is None for st in input_strides for s in st)
     em = _Emitter(approx_math)
     em.tiled = True
+    em.syms = syms or {}
     pre, loop, slices = [], [], []
     params = []
     row_bytes = 0
+    row_terms = []  # (bytes per element, the sizes of a row: names for dynamic ones) per tiled tensor
+    sources, out_shapes = [], []  # (for the dynamic sizes: _read_sizes)
     input_axes = []
     for i, a in enumerate(block.arguments):
-        t = tensor_t(a.type)
+        t = em.t(a.type)
         if t.scalar:
             params.append(_scalar_param(em, i, a, pre))
             input_axes.append(None)
@@ -282,6 +340,7 @@ def _tiled(block, name, input_strides, approx_math, merge_reductions, rows, axes
         arg_t = t.tile(axis)
         layout = strided_layout(t.shape, strides) if t.rank else None
         params.append(f"%arg{i}: {arg_t.memref(layout)}")
+        sources.append((i, f"%arg{i}", arg_t.memref(layout), "memref", t.shape))
         ssa = f"%a{i}"
         if axis is None:
             pre.append(f"    {ssa} = bufferization.to_tensor %arg{i} restrict : {arg_t.memref(layout)} to {t}")
@@ -291,7 +350,8 @@ def _tiled(block, name, input_strides, approx_math, merge_reductions, rows, axes
             slices.append(f"      %sv{i} = {view}")
             slices.append(f"      {ssa} = bufferization.to_tensor %sv{i} restrict : {view_t} to {arg_t}")
             em.vals[a] = (ssa, arg_t)
-            row_bytes += elt_bytes(t.elt) * _pymath.prod(t.shape) // rows
+            row_bytes += elt_bytes(t.elt) * _pymath.prod(_static_shape(a)) // rows
+            row_terms.append((elt_bytes(t.elt), t.shape[:axis] + t.shape[axis + 1:]))
             if a in dual:  # also read whole
                 pre.append(f"    %w{i} = bufferization.to_tensor %arg{i} restrict : {arg_t.memref(layout)} to {arg_t}")
                 pre.append(f"    %aw{i} = tensor.cast %w{i} : {arg_t} to {t}")
@@ -299,7 +359,7 @@ def _tiled(block, name, input_strides, approx_math, merge_reductions, rows, axes
 
     def out_type(v):
         axis = axes[v]
-        return tensor_t(v.type).tile(None if axis == WHOLE else axis)
+        return em.t(v.type).tile(None if axis == WHOLE else axis)
 
     results = _lower_ops(em, block, out_type, lambda v: pre if v is None or axes[v] == WHOLE else loop, axes, dual,
                          merge_reductions)
@@ -313,7 +373,7 @@ def _tiled(block, name, input_strides, approx_math, merge_reductions, rows, axes
             init, copied = em.empty(tile_t), em.fresh()
             em.emit(f"{copied} = linalg.copy ins({ssa} : {tile_t}) outs({init} : {tile_t}) -> {tile_t}")
             em.vals[r] = (copied, tile_t)
-        full_t = tensor_t(r.type)
+        full_t = em.t(r.type)
         # torch allocates outputs contiguous: row-major strides, which do not depend on the row
         # count when the tiled axis is the first dim (then it stays dynamic)
         axis = axes[r]
@@ -326,23 +386,33 @@ def _tiled(block, name, input_strides, approx_math, merge_reductions, rows, axes
         else:
             out_type = full_t.memref()
         params.append(f"%out{j}: {out_type}")
+        sources.append((len(block.arguments) + j, f"%out{j}", out_type, "memref", full_t.shape))
+        out_shapes.append(full_t.shape)
         view, view_t = _subview(f"%out{j}", out_type, full_t, axis, out_strides)
         stores.append(f"      %ov{j} = {view}")
         stores += ["  " + line for line in _store(em, r, f"%ov{j}", view_t, out_strides)]
-        row_bytes += elt_bytes(full_t.elt) * _pymath.prod(full_t.shape) // rows
+        row_bytes += elt_bytes(full_t.elt) * _pymath.prod(_static_shape(r)) // rows
+        row_terms.append((elt_bytes(full_t.elt), full_t.shape[:axis] + full_t.shape[axis + 1:]))
     params += ["%lo: index", "%hi: index"]
     tile_rows = max(1, TILE_BYTES // max(row_bytes, 1))
     # along an inner axis a tile is one piece per index of the dims before it: pieces of at least
     # MIN_PIECE_BYTES, so that each is a stream the hardware prefetches (a 4x16x512x64 rotary
     # embedding tiled along its positions: 1 position a tile, 64 pieces of 256 bytes, 0.76 ms;
     # 8 positions, 0.54 ms), in tiles of at most 8 * TILE_BYTES
-    first = tensor_t(results[0].type)
+    first, first_shape = em.t(results[0].type), _static_shape(results[0])
     axis = axes[results[0]]
-    if axis not in (0, WHOLE) and _pymath.prod(first.shape[:axis]) > 1:
-        piece_row = elt_bytes(first.elt) * _pymath.prod(first.shape[axis + 1:])
+    pieces = axis not in (0, WHOLE) and _pymath.prod(first_shape[:axis]) > 1
+    if pieces:
+        piece_row = elt_bytes(first.elt) * _pymath.prod(first_shape[axis + 1:])
         longer = min(rows, -(-MIN_PIECE_BYTES // max(piece_row, 1)), 8 * TILE_BYTES // max(row_bytes, 1))
         tile_rows = max(tile_rows, longer)
-    lines = [f"    %T = arith.constant {tile_rows} : index"] + pre
+    piece_term = (elt_bytes(first.elt), first.shape[axis + 1:]) if pieces else None
+    if any(isinstance(s, str) for _, sizes in row_terms + [piece_term or (0, ())] for s in sizes):
+        tile_lines = _tile_rows_at_run_time(row_terms, piece_term)  # (the sizes are the call's)
+    else:
+        tile_lines = [f"    %T = arith.constant {tile_rows} : index"]
+    reads, sizes_at = _read_sizes(em.syms, sources)
+    lines = reads + tile_lines + pre
     lines.append("    scf.for %i = %lo to %hi step %T {")
     lines.append("      %rem = arith.subi %hi, %i : index")
     lines.append("      %n = arith.minsi %rem, %T : index")
@@ -350,7 +420,44 @@ def _tiled(block, name, input_strides, approx_math, merge_reductions, rows, axes
     lines += ["  " + line for line in loop]
     lines += stores
     lines += ["    }", "    return"]
-    return Lowered(_func(name, params, lines), rows, tile_rows, input_axes)
+    if not em.syms:
+        return Lowered(_func(name, params, lines), rows, tile_rows, input_axes)
+    return Lowered(_func(name, params, lines), rows, tile_rows, input_axes, sizes_at, out_shapes, first.shape[axis])
+
+
+def _tile_rows_at_run_time(row_terms, piece_term):
+    """Lines computing %T, the rows of a tile, as _tiled does from the sizes (TILE_BYTES of
+    tiled tensors a tile; pieces of MIN_PIECE_BYTES along an inner axis), where they are
+    dynamic."""
+    lines = ["    %tr_1 = arith.constant 1 : index"]
+    count = [0]
+
+    def value(text):
+        count[0] += 1
+        lines.append(f"    %tr{count[0]} = {text}")
+        return f"%tr{count[0]}"
+
+    def product(factor, sizes):
+        factor *= _pymath.prod(s for s in sizes if isinstance(s, int))
+        v = value(f"arith.constant {factor} : index")
+        for s in sizes:
+            if isinstance(s, str):
+                v = value(f"arith.muli {v}, {s} : index")
+        return v
+
+    row = value("arith.constant 0 : index")
+    for elt, sizes in row_terms:
+        row = value(f"arith.addi {row}, {product(elt, sizes)} : index")
+    row = value(f"arith.maxui {row}, %tr_1 : index")
+    tiles = value(f"arith.divui {value(f'arith.constant {TILE_BYTES} : index')}, {row} : index")
+    tile = value(f"arith.maxui {tiles}, %tr_1 : index")
+    if piece_term is not None:  # max(tile, min(ceil(MIN_PIECE_BYTES / piece row), 8 * TILE_BYTES / row))
+        piece = value(f"arith.maxui {product(*piece_term)}, %tr_1 : index")
+        need = value(f"arith.ceildivui {value(f'arith.constant {MIN_PIECE_BYTES} : index')}, {piece} : index")
+        most = value(f"arith.divui {value(f'arith.constant {8 * TILE_BYTES} : index')}, {row} : index")
+        tile = value(f"arith.maxui {tile}, {value(f'arith.minui {need}, {most} : index')} : index")
+    lines.append(f"    %T = arith.maxui {tile}, %tr_1 : index")
+    return lines
 
 
 def to_linalg(text: str, name: str, input_strides=None, approx_math=True, tile=True) -> str:

@@ -6,17 +6,24 @@ from thunder.lowering.linalg.scalar import UnsupportedOp
 
 
 def _dim(s):
-    return "?" if s is None else str(s)
+    return "?" if s is None or isinstance(s, str) else str(s)
+
+
+def size_text(s):
+    """A size as an op's operand list writes it: the tile's `%n` (None), a dynamic size's SSA
+    name (a str), or the number."""
+    return "%n" if s is None else s if isinstance(s, str) else str(s)
 
 
 class TensorT:
-    """A ranked tensor type: shape (None: the dynamic size of a tile along the tiled axis) and
-    element type name; scalar: a runtime number (a func argument of type f64/i64, which the
-    kernel takes as a 0-d memref)."""
+    """A ranked tensor type: shape (None: the dynamic size of a tile along the tiled axis; a str:
+    a size the kernel reads from its arguments, the SSA name of its index value, see
+    to_linalg.lower_region's `dynamic`) and element type name; scalar: a runtime number (a func
+    argument of type f64/i64, which the kernel takes as a 0-d memref)."""
 
     def __init__(self, shape, elt, scalar=False):
-        self.shape, self.elt = tuple(None if s is None else int(s) for s in shape), elt
-        self.scalar = scalar
+        self.shape = tuple(s if s is None or isinstance(s, str) else int(s) for s in shape)
+        self.elt, self.scalar = elt, scalar
 
     @property
     def rank(self):
@@ -40,13 +47,14 @@ class TensorT:
 SCALAR_TYPES = ("f64", "i64")
 
 
-def tensor_t(t: ir.Type) -> TensorT:
+def tensor_t(t: ir.Type, syms=None) -> TensorT:
+    """t as a TensorT; syms: {size: SSA name} of the sizes read at run time."""
     if not isinstance(t, ir.ShapedType) and str(t) in SCALAR_TYPES:
         return TensorT((), str(t), scalar=True)
     rt = ir.RankedTensorType(t)
     if rt.encoding is not None:
         raise UnsupportedOp(f"tensor with encoding (non-CPU device): {t}")
-    return TensorT(rt.shape, str(rt.element_type))
+    return TensorT([syms.get(s, s) for s in rt.shape] if syms else rt.shape, str(rt.element_type))
 
 
 # ---- affine maps

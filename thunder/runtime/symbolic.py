@@ -17,8 +17,10 @@ agree at other sizes), or a float the trace computed from the symbols (`math.sqr
 gives it in all three. The fused kernels' regions are compared the same way. What comes out:
 
 - the program, with the symbols as parameters and the literals as expressions of them;
-- kernels compiled per new size on first use (a family: the region text for the sizes, then
-  the executor's cache, which compiles once for regions that differ only in their row count);
+- fused regions whose text depends on the symbols (a family): for linalg, one kernel for every
+  size where the three texts lower to the same code with their changing sizes read at run time
+  (lowering/linalg/any_size.py); else compiled per new size on first use (the executor's cache
+  shares the code of sizes that lower alike);
 - a prologue that reads the symbols from the inputs' shapes, checks the static dims, equal
   dims, sizes >= 2 and every recorded decision.
 
@@ -40,6 +42,7 @@ import torch
 from thunder.dialects.emit import find_func, mismatch
 from thunder.dialects.mlir import LOCK
 from thunder.lowering import executors
+from thunder.lowering.linalg.any_size import AnySizeKernel
 from thunder.lowering.linalg.to_linalg import parse_region
 from thunder.runtime.autograd import _ThunderAutograd
 from thunder.runtime.codegen import compile_source, python_source
@@ -376,8 +379,9 @@ def _mlir_float(v):
 
 
 class _KernelFamily:
-    """A fused region whose text depends on the symbols: compiled per size on first use (the
-    executor's cache shares compiled code between regions that differ only in row count)."""
+    """A fused region whose text depends on the symbols: one kernel for all sizes (linalg, where
+    AnySizeKernel has code for the call's strides), else compiled per size on first use (the
+    executor's cache shares compiled code between sizes that lower alike)."""
 
     def __init__(self, executor, texts, fit):
         splits = [_MLIR_NUMBER.split(t) for t in texts]
@@ -385,31 +389,46 @@ class _KernelFamily:
             raise _NoFit("a fused region differs between the calls")
         self.executor = executor
         self.pieces = []  # literal text or an expression of the symbols
+        changing = [set() for _ in texts]  # per text, the integers that differ between the texts
         for parts in zip(*splits):
             if len(set(parts)) == 1:
                 self.pieces.append(parts[0])
                 continue
+            if all(p.isdigit() for p in parts):
+                for found, p in zip(changing, parts):
+                    found.add(int(p))
             expr, is_float = _fit_number(parts, fit, _mlir_float, "fused regions of the calls")
             self.pieces.append((compile(expr, "<thunder symbolic>", "eval"), is_float))
         self.names = fit.plan.names
-        self.kernels = {}
+        self.kernels = {}  # sizes -> what the program calls at them
+        self.per_size = {}  # sizes -> the region compiled for them (_Member; or the executor's kernel)
         self.compiled = False  # whether a size compiled its kernel (later sizes do not compile)
         # where a size after the first found no compiled code (the region reduces over a changing
         # size), later new sizes run the region's torch calls for all sizes at once, without
         # writing, lowering or generating anything per size (a decode loop's every step is one)
         self.torch_only = False
         self._texts, self._fit, self._torch = texts, fit, None
+        # (linalg) one kernel for every size where the three texts lower to the same code
+        self.any_size = AnySizeKernel(texts, changing) if executor == "linalg" else None
 
     def at(self, *sizes):
         k = self.kernels.get(sizes)
         if k is None:
-            if self.torch_only:
-                k = self.torch_at(sizes)
-                if k is not None:
-                    return k
-            with LOCK:  # (a compile at call time: dialects/mlir.py)
-                return self._compile_at(sizes)
+            if self.any_size is not None:
+                k = self.kernels[sizes] = _AnySize(self, sizes)
+            else:
+                k = self.per_size_at(sizes)
         return k
+
+    def per_size_at(self, sizes):
+        """The region compiled for sizes (where a size after the first found no code, its torch
+        calls for all sizes)."""
+        if self.torch_only:
+            k = self.torch_at(sizes)
+            if k is not None:
+                return k
+        with LOCK:  # (a compile at call time: dialects/mlir.py)
+            return self._compile_at(sizes)
 
     def torch_at(self, sizes):
         """The region's torch calls at sizes, from one program for all sizes (its literals fitted
@@ -424,7 +443,7 @@ class _KernelFamily:
         return None if self._torch is False else functools.partial(self._torch, *sizes)
 
     def _compile_at(self, sizes):
-        k = self.kernels.get(sizes)
+        k = self.per_size.get(sizes)
         if k is None:
             env = dict(zip(self.names, sizes))
             values = [p if isinstance(p, str) else eval(p[0], {}, env) for p in self.pieces]  # noqa: S307
@@ -436,8 +455,26 @@ class _KernelFamily:
             else:  # tiled along the changing sizes: one compile for all
                 tiled = tuple({v for v in values if type(v) is int})
                 k = _Member(self, text, compile_region(text, "fusion", sizes=tiled), sizes)
-            self.kernels[sizes] = k
+            self.per_size[sizes] = k
+            if self.any_size is None:
+                self.kernels[sizes] = k
         return k
+
+
+class _AnySize:
+    """A kernel family's region at one size: the family's kernel for every size, or where it has
+    none for the arguments' strides, the family's region at this size (_Member)."""
+
+    def __init__(self, family, sizes):
+        self.family, self.sizes, self.member = family, sizes, None
+
+    def __call__(self, *args):
+        if self.member is None:
+            outs = self.family.any_size.call(args)
+            if outs is not None:
+                return outs
+            self.member = self.family.per_size_at(self.sizes)
+        return self.member(*args)
 
 
 class _Member:

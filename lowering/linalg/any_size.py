@@ -1,0 +1,115 @@
+"""One kernel for every size of a fused region whose sizes change (a kernel family of a program
+for all sizes: runtime/symbolic.py).
+
+The family holds the region's text at three sizes (the call's and two samples'). Each is lowered
+with its changing sizes dynamic (to_linalg.lower_region's `dynamic`: the kernel reads them from
+its arguments); where the three lowered texts are the same, that code serves every size: the
+lowering made no choice by those sizes that differs between them (the program for all sizes is
+fitted the same way: runtime/symbolic.py). A call then allocates the outputs at the shapes the
+arguments' sizes give and runs the code; nothing is lowered or compiled per size. Where the texts
+differ (a tiling chosen otherwise at another size, a constant computed from a size: a mean's
+1/n) or the lowering needs a size as a number (a reshape across a changing size), `call`
+answers None and the family compiles per size, as before.
+"""
+import threading
+
+import torch
+
+from thunder.core import fresh_memory
+from thunder.dialects.mlir import LOCK
+from thunder.lowering.linalg import engine, Kernel, PARALLEL_MIN_BYTES, RANGES_PER_THREAD
+from thunder.lowering.linalg.runtime import CallFrame
+from thunder.lowering.linalg.scalar import UnsupportedOp
+from thunder.lowering.linalg.tiling import row_major_strides
+from thunder.lowering.linalg.to_linalg import lower_region
+
+_FRAMES_MAX = 64  # call frames kept per kernel and thread (a decode loop makes one per length)
+
+
+class AnySizeKernel:
+    def __init__(self, texts, sizes, name="fusion"):
+        """texts: the region at three sizes; sizes: per text, the ints that differ between them."""
+        self.texts, self.sizes = texts, [tuple(sorted(s)) for s in sizes]
+        self.kernel = Kernel(texts[0], name, sizes=self.sizes[0])  # (the signature, strides keys)
+        self.name, self.scalars = self.kernel.name, self.kernel.scalars
+        self.variants = {}  # strides key -> (compiled function, Lowered), or None: no code for all sizes
+        self.frames = {}  # thread id -> {(shapes, strides, threads): CallFrame}
+
+    def _variant(self, key):
+        v = self.variants.get(key, False)
+        if v is False:
+            with LOCK:
+                v = self.variants.get(key, False)
+                if v is False:
+                    v = self.variants[key] = self._compile(key)
+        return v
+
+    def _compile(self, key):
+        try:
+            lowered = [lower_region(t, self.name, key, out_name="kernel", prefer=s, dynamic=s)
+                       for t, s in zip(self.texts, self.sizes)]
+        except UnsupportedOp:
+            return None
+        first = lowered[0]
+        if len({low.text for low in lowered}) != 1 or first.out_shapes is None:
+            return None
+        inputs = len(self.kernel.inputs)
+        needed = {s for shape in first.out_shapes for s in shape if isinstance(s, str)}
+        if isinstance(first.rows_size, str):
+            needed.add(first.rows_size)
+        if any(first.sizes_at[s][0] >= inputs for s in needed):  # (read from an output only)
+            return None
+        try:
+            return engine(first, self.name, self.kernel.loops, self.kernel.opt_level), first
+        except Exception:  # noqa: BLE001 - the code for all sizes did not compile: per size then
+            return None
+
+    def call(self, args):
+        """The region's outputs for these arguments, or None where no code serves every size."""
+        kernel = self.kernel
+        if len(args) != len(kernel.inputs):
+            raise TypeError(f"{self.name}: expected {len(kernel.inputs)} arguments, got {len(args)}")
+        strides = kernel.strides(args)
+        v = self._variant(kernel._key(strides))
+        if v is None:
+            return None
+        fn, lowered = v
+        sizes = {name: args[i].shape[d] for name, (i, d) in lowered.sizes_at.items() if i < len(args)}
+        out_shapes = tuple(tuple(sizes[s] if isinstance(s, str) else s for s in shape) for shape in lowered.out_shapes)
+        outs = tuple(fresh_memory.empty(shape, dtype) for shape, (_, dtype) in zip(out_shapes, kernel.outputs))
+        frame = self._frame(fn, lowered, args, outs, strides, sizes)
+        frame(args + outs)
+        return outs
+
+    def _frame(self, fn, lowered, args, outs, strides, sizes):
+        frames = self.frames.get(threading.get_ident())
+        if frames is None:
+            frames = self.frames[threading.get_ident()] = {}
+        shapes = tuple(() if i in self.scalars else tuple(a.shape) for i, a in enumerate(args))
+        key = (shapes, strides, torch.get_num_threads())
+        frame = frames.get(key)
+        if frame is None:
+            if len(frames) >= _FRAMES_MAX:
+                frames.clear()
+            out_shapes = [tuple(o.shape) for o in outs]
+            ranges, threads = None, 1
+            if lowered.rows is not None:
+                rows = sizes[lowered.rows_size] if isinstance(lowered.rows_size, str) else lowered.rows_size
+                ranges, threads = _row_ranges(rows, args, outs)
+            frame = frames[key] = CallFrame(fn, list(shapes) + out_shapes,
+                                            list(strides) + [tuple(row_major_strides(s)) for s in out_shapes],
+                                            ranges, self.scalars, threads)
+        return frame
+
+
+def _row_ranges(rows, args, outs):
+    """(the row ranges of a call, its threads): one range on one thread for small tensors, else
+    RANGES_PER_THREAD ranges per thread (the tiles inside are the kernel's, sized at run time)."""
+    nbytes = sum(t.numel() * t.element_size() for t in (*args, *outs) if isinstance(t, torch.Tensor))
+    threads = min(torch.get_num_threads(), rows) if nbytes >= PARALLEL_MIN_BYTES else 1
+    if threads <= 1:
+        return [(0, rows)], 1
+    n = min(rows, threads * RANGES_PER_THREAD)
+    bounds = [rows * k // n for k in range(n + 1)]
+    return [(lo, hi) for lo, hi in zip(bounds, bounds[1:]) if hi > lo], threads
+
