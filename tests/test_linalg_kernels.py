@@ -517,3 +517,49 @@ def test_cat_result_written_part_by_part_into_the_output():
         lowered = kernel.lowered(kernel._key([a.stride() for a in args]))
         assert lowered.rows is not None and "tensor.insert_slice" not in lowered.text
         assert lowered.text.count("bufferization.materialize_in_destination") == 2
+
+
+# one kernel for every size (lowering/linalg/any_size.py): the region at three sizes, lowered with
+# its changing sizes read at run time, called at others
+_ANY_SIZE = {
+    "softmax over the changing dim": (lambda x, b: torch.softmax(x * 2 + b, 1),
+                                      lambda B, T: (torch.randn(B, T, 16), torch.randn(16))),
+    "keepdim sum (a reshape adding a dim)": (lambda x, w: (x - x.sum(-1, keepdim=True)) * w,
+                                             lambda B, T: (torch.randn(B, T, 16), torch.randn(16))),
+    "bias gradient (summed over both)": (lambda g, y: ((g * y).sum((0, 1)), torch.tanh(g)),
+                                         lambda B, T: (torch.randn(B, T, 16), torch.randn(B, T, 16))),
+    "a table broadcast over the batch": (lambda x, c: x * c + x.exp(),
+                                         lambda B, T: (torch.randn(B, T, 6), torch.randn(T, 6))),
+}
+
+
+@pytest.mark.parametrize("case", list(_ANY_SIZE))
+def test_one_kernel_serves_every_size(case):
+    from thunder.lowering.linalg import COMPILE_LOG
+    from thunder.lowering.linalg.any_size import AnySizeKernel
+
+    fn, make = _ANY_SIZE[case]  # (no static size equal to a changing one at the three sizes)
+    kernel = AnySizeKernel([region(fn, *make(B, T)) for B, T in ((2, 5), (3, 8), (5, 11))], "computation")
+    compiled = None
+    for B, T in ((2, 5), (4, 37), (7, 3), (3, 130), (2, 2)):
+        args = make(B, T)
+        outs = kernel.call(args)
+        if compiled is None:
+            compiled = len(COMPILE_LOG)
+        ref = fn(*args)
+        ref = ref if isinstance(ref, tuple) else (ref,)
+        assert outs is not None and len(outs) == len(ref)
+        for o, r in zip(outs, ref):
+            assert o.dtype == r.dtype and o.shape == r.shape
+            torch.testing.assert_close(o, r, atol=1e-5, rtol=1e-5)
+    assert len(COMPILE_LOG) == compiled  # (compiled at the first call only)
+
+
+def test_a_region_needing_a_changing_size_as_a_number_has_no_kernel_for_every_size():
+    """A mean over the changing dim multiplies by 1/T, a number in its code: no code serves
+    every size (the family compiles per size then)."""
+    from thunder.lowering.linalg.any_size import AnySizeKernel
+
+    fn = lambda x: (x + 1).mean(1)  # noqa: E731
+    kernel = AnySizeKernel([region(fn, torch.randn(2, T, 16)) for T in (5, 8, 11)], "computation")
+    assert kernel.call((torch.randn(2, 9, 16),)) is None

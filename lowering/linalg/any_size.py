@@ -11,6 +11,7 @@ differ (a tiling chosen otherwise at another size, a constant computed from a si
 1/n) or the lowering needs a size as a number (a reshape across a changing size), `call`
 answers None and the family compiles per size, as before.
 """
+import re
 import threading
 
 import torch
@@ -24,12 +25,28 @@ from thunder.lowering.linalg.tiling import row_major_strides
 from thunder.lowering.linalg.to_linalg import lower_region
 
 _FRAMES_MAX = 64  # call frames kept per kernel and thread (a decode loop makes one per length)
+# the number literals of MLIR text (hex, float, int), as re.split pieces
+MLIR_NUMBER = re.compile(r"(0x[0-9A-Fa-f]+|\d+\.\d*(?:[eE][+-]?\d+)?|\d+)")
+
+
+def changing_sizes(texts):
+    """Per text, the integer literals that differ between the texts (which have the same
+    tokens but for numbers)."""
+    splits = [MLIR_NUMBER.split(t) for t in texts]
+    if len({len(s) for s in splits}) != 1:
+        raise ValueError("the texts differ in more than numbers")
+    found = [set() for _ in texts]
+    for parts in zip(*splits):
+        if len(set(parts)) > 1 and all(p.isdigit() for p in parts):
+            for sizes, p in zip(found, parts):
+                sizes.add(int(p))
+    return [tuple(sorted(s)) for s in found]
 
 
 class AnySizeKernel:
-    def __init__(self, texts, sizes, name="fusion"):
-        """texts: the region at three sizes; sizes: per text, the ints that differ between them."""
-        self.texts, self.sizes = texts, [tuple(sorted(s)) for s in sizes]
+    def __init__(self, texts, name="fusion"):
+        """texts: the region (func @name) at three sizes, the same text but for numbers."""
+        self.texts, self.sizes = texts, changing_sizes(texts)
         self.kernel = Kernel(texts[0], name, sizes=self.sizes[0])  # (the signature, strides keys)
         self.name, self.scalars = self.kernel.name, self.kernel.scalars
         self.variants = {}  # strides key -> (compiled function, Lowered), or None: no code for all sizes

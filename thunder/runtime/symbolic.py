@@ -42,7 +42,7 @@ import torch
 from thunder.dialects.emit import find_func, mismatch
 from thunder.dialects.mlir import LOCK
 from thunder.lowering import executors
-from thunder.lowering.linalg.any_size import AnySizeKernel
+from thunder.lowering.linalg.any_size import AnySizeKernel, MLIR_NUMBER as _MLIR_NUMBER
 from thunder.lowering.linalg.to_linalg import parse_region
 from thunder.runtime.autograd import _ThunderAutograd
 from thunder.runtime.codegen import compile_source, python_source
@@ -371,7 +371,6 @@ def _equal(a, b):
         return False
 
 
-_MLIR_NUMBER = re.compile(r"(0x[0-9A-Fa-f]+|\d+\.\d*(?:[eE][+-]?\d+)?|\d+)")
 
 
 def _mlir_float(v):
@@ -389,14 +388,10 @@ class _KernelFamily:
             raise _NoFit("a fused region differs between the calls")
         self.executor = executor
         self.pieces = []  # literal text or an expression of the symbols
-        changing = [set() for _ in texts]  # per text, the integers that differ between the texts
         for parts in zip(*splits):
             if len(set(parts)) == 1:
                 self.pieces.append(parts[0])
                 continue
-            if all(p.isdigit() for p in parts):
-                for found, p in zip(changing, parts):
-                    found.add(int(p))
             expr, is_float = _fit_number(parts, fit, _mlir_float, "fused regions of the calls")
             self.pieces.append((compile(expr, "<thunder symbolic>", "eval"), is_float))
         self.names = fit.plan.names
@@ -409,7 +404,7 @@ class _KernelFamily:
         self.torch_only = False
         self._texts, self._fit, self._torch = texts, fit, None
         # (linalg) one kernel for every size where the three texts lower to the same code
-        self.any_size = AnySizeKernel(texts, changing) if executor == "linalg" else None
+        self.any_size = AnySizeKernel(texts) if executor == "linalg" else None
 
     def at(self, *sizes):
         k = self.kernels.get(sizes)
