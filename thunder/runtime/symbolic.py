@@ -393,7 +393,7 @@ class _KernelFamily:
                 self.pieces.append(parts[0])
                 continue
             expr, is_float = _fit_number(parts, fit, _mlir_float, "fused regions of the calls")
-            self.pieces.append((compile(expr, "<thunder symbolic>", "eval"), is_float))
+            self.pieces.append((compile(expr, "<thunder symbolic>", "eval"), is_float, expr))
         self.names = fit.plan.names
         self.kernels = {}  # sizes -> what the program calls at them
         self.per_size = {}  # sizes -> the region compiled for them (_Member; or the executor's kernel)
@@ -403,8 +403,9 @@ class _KernelFamily:
         # writing, lowering or generating anything per size (a decode loop's every step is one)
         self.torch_only = False
         self._texts, self._fit, self._torch = texts, fit, None
-        # (linalg) one kernel for every size where the three texts lower to the same code
-        self.any_size = AnySizeKernel(texts) if executor == "linalg" else None
+        # (linalg) one kernel for every size where the region's texts lower to the same code
+        made_up = self._any_size_texts() if executor == "linalg" else None
+        self.any_size = AnySizeKernel(made_up) if made_up else None
 
     def at(self, *sizes):
         k = self.kernels.get(sizes)
@@ -437,13 +438,36 @@ class _KernelFamily:
                 self._torch = False
         return None if self._torch is False else functools.partial(self._torch, *sizes)
 
+    def _text_at(self, sizes):
+        """(the region's text at these values of the symbols, the values of its pieces)."""
+        env = dict(zip(self.names, sizes))
+        values = [p if isinstance(p, str) else eval(p[0], {}, env) for p in self.pieces]  # noqa: S307
+        return "".join(v if isinstance(v, str) else _mlir_float(float(v)) if p[1] else str(v)
+                       for v, p in zip(values, self.pieces)), values
+
+    def _any_size_texts(self):
+        """The region at three made-up values of the symbols (primes from 101 on) at which every
+        integer that changes takes a value of its own (none equal to another expression's or to a
+        fixed literal of the text, none below 2), so that the kernel for all sizes names each
+        changing size by what it is (AnySizeKernel groups sizes by value); None where a few tries
+        find none."""
+        fixed = {int(p) for p in self.pieces if isinstance(p, str) and p.isdigit()}
+        ints = {p[2]: p[0] for p in self.pieces if not isinstance(p, str) and not p[1]}
+        texts, primes = [], _primes_from(101)
+        for _ in range(12):
+            sizes = tuple(next(primes) for _ in self.names)
+            env = dict(zip(self.names, sizes))
+            values = [eval(code, {}, env) for code in ints.values()]  # noqa: S307
+            if len(set(values)) == len(values) and all(type(v) is int and v >= 2 and v not in fixed for v in values):
+                texts.append(self._text_at(sizes)[0])
+                if len(texts) == 3:
+                    return texts
+        return None
+
     def _compile_at(self, sizes):
         k = self.per_size.get(sizes)
         if k is None:
-            env = dict(zip(self.names, sizes))
-            values = [p if isinstance(p, str) else eval(p[0], {}, env) for p in self.pieces]  # noqa: S307
-            text = "".join(v if isinstance(v, str) else _mlir_float(float(v)) if p[1] else str(v)
-                           for v, p in zip(values, self.pieces))
+            text, values = self._text_at(sizes)
             compile_region = executors.get(self.executor).compile
             if self.executor != "linalg":
                 k = compile_region(text, "fusion")
@@ -454,6 +478,13 @@ class _KernelFamily:
             if self.any_size is None:
                 self.kernels[sizes] = k
         return k
+
+
+def _primes_from(n):
+    while True:
+        if n > 1 and all(n % d for d in range(2, int(n ** 0.5) + 1)):
+            yield n
+        n += 1
 
 
 class _AnySize:

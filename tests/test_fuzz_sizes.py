@@ -1,0 +1,104 @@
+"""A differential fuzzer for programs for all sizes: random float programs over a [B, T, C] input
+(and a second one broadcast against it), compiled once under cache="symbolic values" with every
+fusable region a kernel (fusion="always"), called at several sizes, must match eager PyTorch at
+each: results and the gradients of the inputs.
+
+It exercises what a program for all sizes adds to tests/test_fuzz.py's: the fit of the program
+and its fused regions' kernels for all sizes (lowering/linalg/any_size.py: sizes read at run
+time, reductions and softmaxes over changing dims, keepdim reshapes), in the forward and the
+backward. Derandomized; THUNDER_FUZZ_SIZES_EXAMPLES examples (default 40), THUNDER_FUZZ_SEED=random
+for new ones:
+
+    THUNDER_FUZZ_SIZES_EXAMPLES=300 THUNDER_FUZZ_SEED=random .venv/bin/python -m pytest tests/test_fuzz_sizes.py
+"""
+import os
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import HealthCheck, given, note, settings
+from hypothesis import strategies as st
+
+import thunder
+
+EXAMPLES = int(os.environ.get("THUNDER_FUZZ_SIZES_EXAMPLES", "40"))
+RANDOM = os.environ.get("THUNDER_FUZZ_SEED") == "random"
+
+UNARY = ["torch.tanh({})", "torch.exp({}.clamp(max=4))", "torch.sigmoid({})", "torch.relu({})", "F.gelu({})",
+         "F.silu({})", "torch.abs({})", "{} * 2", "torch.rsqrt({}.abs() + 1)", "torch.sin({})"]
+BINARY = ["{} + {}", "{} - {}", "{} * {}", "{} / ({}.abs() + 1)", "torch.maximum({}, {})"]
+# over dim 1 (T) or 2 (C), results that broadcast against [B, T, C]
+ROWWISE = ["torch.softmax({x}, {d})", "torch.log_softmax({x}, {d})", "{x}.sum({d}, keepdim=True)",
+           "{x}.amax({d}, keepdim=True)", "({x} - {x}.mean({d}, keepdim=True))", "{x}.cumsum({d})",
+           "F.layer_norm({x}, ({x}.shape[-1],))"]
+# the second input's shapes, against x0's [B, T, C]
+SECOND = {"[C]": lambda B, T, C: (C,), "[T, C]": lambda B, T, C: (T, C), "[B, T, 1]": lambda B, T, C: (B, T, 1),
+          "[B, 1, C]": lambda B, T, C: (B, 1, C), "[B, T, C]": lambda B, T, C: (B, T, C)}
+# (B, T, C) of the calls: the first makes every size a symbol; no size equal to another's in one call
+SIZES = [(2, 5, 6), (3, 9, 4), (4, 17, 6), (2, 33, 8), (5, 3, 7)]
+
+
+@st.composite
+def programs(draw):
+    second = draw(st.sampled_from([None] + list(SECOND)))
+    names = ["x0"] + (["x1"] if second else [])
+    lines = []
+    for step in range(draw(st.integers(2, 6))):
+        x = draw(st.sampled_from(names[-3:]))
+        kind = draw(st.sampled_from(["unary", "binary", "rowwise"]))
+        if kind == "unary":
+            line = draw(st.sampled_from(UNARY)).format(x)
+        elif kind == "binary":
+            y = draw(st.sampled_from(names + ["0.5", "3"]))
+            ops = BINARY if y in names else BINARY[:3]  # (a number: +, -, * only)
+            line = draw(st.sampled_from(ops)).format(*((x, y, y) if draw(st.booleans()) else (y, x, x)))
+        else:
+            line = draw(st.sampled_from(ROWWISE)).format(x=f"({x} + x0)", d=draw(st.sampled_from([1, 2])))
+        lines.append(f"v{step} = {line}")
+        names.append(f"v{step}")
+    outs = [f"{names[-1]} + x0"]  # ([B, T, C] whatever the last value broadcasts as)
+    if draw(st.booleans()):
+        outs.append(f"({names[-1]} * x0).sum((0, 1))")  # a bias gradient's shape of reduction
+    src = (["def f(x0, x1):" if second else "def f(x0):"] + [f"    {s}" for s in lines]
+           + [f"    return {', '.join(outs)}"])
+    return "\n".join(src), second, draw(st.integers(0, 1 << 16))
+
+
+def _inputs(second, sizes, seed):
+    g = torch.Generator().manual_seed(seed)
+    x0 = torch.randn(*sizes, generator=g).requires_grad_()
+    if second is None:
+        return [x0]
+    return [x0, torch.randn(*SECOND[second](*sizes), generator=g).requires_grad_()]
+
+
+def _run(fn, args):
+    out = fn(*args)
+    outs = out if isinstance(out, tuple) else (out,)
+    cotangents = [torch.linspace(-1, 1, o.numel()).reshape(o.shape) for o in outs]
+    return outs, torch.autograd.grad(outs, args, cotangents, allow_unused=True)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@settings(max_examples=EXAMPLES, derandomize=not RANDOM, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(programs())
+def test_programs_for_all_sizes_match_eager_at_every_size(program):
+    src, second, seed = program
+    note(src)
+    note(f"second input: {second}")
+    ns = {}
+    exec(src, {"torch": torch, "F": F}, ns)
+    fn = ns["f"]
+    jf = thunder.jit(fn, cache="symbolic values", fusion="always")
+    for sizes in SIZES:
+        args = _inputs(second, sizes, seed)
+        expected, expected_grads = _run(fn, args)
+        got, got_grads = _run(jf, args)
+        for label, g, e in [("result", got, expected), ("gradient", got_grads, expected_grads)]:
+            for i, (a, b) in enumerate(zip(g, e)):
+                assert (a is None) == (b is None), f"{label} {i} at {sizes}"
+                if b is not None:
+                    scale = max(1.0, b.abs().max().item()) if b.numel() else 1.0
+                    torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4 * scale,
+                                               msg=lambda m: f"{label} {i} at {sizes}: {m}")
