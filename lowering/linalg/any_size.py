@@ -1,11 +1,13 @@
 """One kernel for every size of a fused region whose sizes change (a kernel family of a program
 for all sizes: runtime/symbolic.py).
 
-The family holds the region's text at three sizes (the call's and two samples'). Each is lowered
-with its changing sizes dynamic (to_linalg.lower_region's `dynamic`: the kernel reads them from
-its arguments); where the three lowered texts are the same, that code serves every size: the
-lowering made no choice by those sizes that differs between them (the program for all sizes is
-fitted the same way: runtime/symbolic.py). A call then allocates the outputs at the shapes the
+The family writes its region at three made-up values of its symbols at which every changing
+size differs from the others and from the text's fixed numbers (the lowering tells sizes apart
+by value). Each is lowered with its changing sizes dynamic (to_linalg.lower_region's `dynamic`:
+the kernel reads them from its arguments); where the three lowered texts are the same, that
+code serves every size: the lowering wrote none of those sizes into it and made no choice by
+them that differs between the three (the program for all sizes is checked the same way:
+runtime/symbolic.py). A call then allocates the outputs at the shapes the
 arguments' sizes give and runs the code; nothing is lowered or compiled per size. Where the texts
 differ (a tiling chosen otherwise at another size, a constant computed from a size: a mean's
 1/n) or the lowering needs a size as a number (a reshape across a changing size), `call`
