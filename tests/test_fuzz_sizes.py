@@ -6,7 +6,7 @@ each: results and the gradients of the inputs.
 It exercises what a program for all sizes adds to tests/test_fuzz.py's: the fit of the program
 and its fused regions' kernels for all sizes (lowering/linalg/any_size.py: sizes read at run
 time, reductions and softmaxes over changing dims, keepdim reshapes), in the forward and the
-backward. Derandomized; THUNDER_FUZZ_SIZES_EXAMPLES examples (default 40), THUNDER_FUZZ_SEED=random
+backward, and a table of positions (an arange of T: sizes only an output has). Derandomized; THUNDER_FUZZ_SIZES_EXAMPLES examples (default 40), THUNDER_FUZZ_SEED=random
 for new ones:
 
     THUNDER_FUZZ_SIZES_EXAMPLES=300 THUNDER_FUZZ_SEED=random .venv/bin/python -m pytest tests/test_fuzz_sizes.py
@@ -59,6 +59,8 @@ def programs(draw):
     outs = [f"{names[-1]} + x0"]  # ([B, T, C] whatever the last value broadcasts as)
     if draw(st.booleans()):
         outs.append(f"({names[-1]} * x0).sum((0, 1))")  # a bias gradient's shape of reduction
+    if draw(st.integers(0, 3)) == 0:  # a table of positions (a rotary embedding's): sizes no input has
+        outs.append("torch.cos(torch.arange(x0.shape[1], dtype=torch.float32)[:, None] * x0.new_ones(x0.shape[2]))")
     src = (["def f(x0, x1):" if second else "def f(x0):"] + [f"    {s}" for s in lines]
            + [f"    return {', '.join(outs)}"])
     return "\n".join(src), second, draw(st.integers(0, 1 << 16))
@@ -75,8 +77,9 @@ def _inputs(second, sizes, seed):
 def _run(fn, args):
     out = fn(*args)
     outs = out if isinstance(out, tuple) else (out,)
-    cotangents = [torch.linspace(-1, 1, o.numel()).reshape(o.shape) for o in outs]
-    return outs, torch.autograd.grad(outs, args, cotangents, allow_unused=True)
+    diff = [o for o in outs if o.requires_grad]
+    cotangents = [torch.linspace(-1, 1, o.numel()).reshape(o.shape) for o in diff]
+    return outs, torch.autograd.grad(diff, args, cotangents, allow_unused=True)
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")

@@ -524,6 +524,8 @@ def test_cat_result_written_part_by_part_into_the_output():
 _ANY_SIZE = {
     "softmax over the changing dim": (lambda x, b: torch.softmax(x * 2 + b, 1),
                                       lambda B, T: (torch.randn(B, T, 16), torch.randn(16))),
+    "mean over the changing dim (a division by it)": (lambda x: (x + 1).mean(1),
+                                                       lambda B, T: (torch.randn(B, T, 16),)),
     "keepdim sum (a reshape adding a dim)": (lambda x, w: (x - x.sum(-1, keepdim=True)) * w,
                                              lambda B, T: (torch.randn(B, T, 16), torch.randn(16))),
     "bias gradient (summed over both)": (lambda g, y: ((g * y).sum((0, 1)), torch.tanh(g)),
@@ -538,8 +540,10 @@ def test_one_kernel_serves_every_size(case):
     from thunder.lowering.linalg import COMPILE_LOG
     from thunder.lowering.linalg.any_size import AnySizeKernel
 
-    fn, make = _ANY_SIZE[case]  # (no static size equal to a changing one at the three sizes)
-    kernel = AnySizeKernel([region(fn, *make(B, T)) for B, T in ((2, 5), (3, 8), (5, 11))], "computation")
+    # (at the three sizes, no changing size equal to another, to a fixed one or to a number of
+    # the program: the lowering tells sizes apart by value, as the family's made-up sizes do)
+    fn, make = _ANY_SIZE[case]
+    kernel = AnySizeKernel([region(fn, *make(B, T)) for B, T in ((3, 5), (4, 7), (5, 11))], "computation")
     compiled = None
     for B, T in ((2, 5), (4, 37), (7, 3), (3, 130), (2, 2)):
         args = make(B, T)
@@ -556,10 +560,41 @@ def test_one_kernel_serves_every_size(case):
 
 
 def test_a_region_needing_a_changing_size_as_a_number_has_no_kernel_for_every_size():
-    """A mean over the changing dim multiplies by 1/T, a number in its code: no code serves
-    every size (the family compiles per size then)."""
+    """A cumulative sum along the changing dim is a reshape across it here: no code serves every
+    size (the family compiles per size then)."""
     from thunder.lowering.linalg.any_size import AnySizeKernel
 
-    fn = lambda x: (x + 1).mean(1)  # noqa: E731
-    kernel = AnySizeKernel([region(fn, torch.randn(2, T, 16)) for T in (5, 8, 11)], "computation")
-    assert kernel.call((torch.randn(2, 9, 16),)) is None
+    fn = lambda x: (x + 1).reshape(-1) * 2  # noqa: E731
+    kernel = AnySizeKernel([region(fn, torch.randn(3, T, 16)) for T in (5, 7, 11)], "computation")
+    assert kernel.call((torch.randn(3, 9, 16),)) is None
+
+
+def test_one_kernel_serves_every_size_of_sizes_only_its_outputs_have():
+    """A rotary table from positions (an iota of T times the inverse frequencies: T in no input)
+    at each T: its outputs' sizes from the program's symbols (size_of), its call frames per
+    output shape (a frame kept for the first T wrote 16 rows of 20 at the next: garbage)."""
+    from thunder.lowering.linalg.any_size import AnySizeKernel
+
+    def table(T):
+        return lambda inv: torch.cat([torch.arange(T).float()[:, None] * inv] * 2, -1).cos()
+
+    inv = torch.rand(8)
+    kernel = AnySizeKernel([region(table(T), inv) for T in (5, 7, 11)], "computation",
+                           size_of=lambda value, symbols: symbols[0])  # (5 in the first text: T)
+    for T in (16, 20, 33, 7, 64):
+        outs = kernel.call((inv,), (T,))
+        assert outs is not None
+        torch.testing.assert_close(outs[0], table(T)(inv))
+
+
+def test_one_kernel_serves_every_size_of_a_size_used_as_a_number():
+    """x * T + T: the kernel takes T as the size it reads, not as the number it was."""
+    from thunder.lowering.linalg.any_size import AnySizeKernel
+
+    fn = lambda x: x * x.shape[1] + x.shape[1]  # noqa: E731
+    kernel = AnySizeKernel([region(fn, torch.randn(3, T, 6)) for T in (5, 7, 11)], "computation")
+    for T in (16, 2, 40):
+        x = torch.randn(3, T, 6)
+        outs = kernel.call((x,))
+        assert outs is not None
+        torch.testing.assert_close(outs[0], fn(x))

@@ -8,10 +8,10 @@ the kernel reads them from its arguments); where the three lowered texts are the
 code serves every size: the lowering wrote none of those sizes into it and made no choice by
 them that differs between the three (the program for all sizes is checked the same way:
 runtime/symbolic.py). A call then allocates the outputs at the shapes the
-arguments' sizes give and runs the code; nothing is lowered or compiled per size. Where the texts
-differ (a tiling chosen otherwise at another size, a constant computed from a size: a mean's
-1/n) or the lowering needs a size as a number (a reshape across a changing size), `call`
-answers None and the family compiles per size, as before.
+arguments' sizes give (sizes that only the outputs have, from the program's symbols: size_of)
+and runs the code; nothing is lowered or compiled per size. Where the texts differ (a float
+computed from a size: 1/sqrt(T)) or the lowering needs a size as a number (a reshape across a
+changing size), `call` answers None and the family compiles per size, as before.
 """
 import re
 import threading
@@ -46,9 +46,11 @@ def changing_sizes(texts):
 
 
 class AnySizeKernel:
-    def __init__(self, texts, name="fusion"):
-        """texts: the region (func @name) at three sizes, the same text but for numbers."""
-        self.texts, self.sizes = texts, changing_sizes(texts)
+    def __init__(self, texts, name="fusion", size_of=None):
+        """texts: the region (func @name) at three sizes, the same text but for numbers;
+        size_of(n, symbols): the size at the call's symbols that is n in texts[0] (for sizes
+        that only the outputs have: a table of positions computed from an iota), or None."""
+        self.texts, self.sizes, self.size_of = texts, changing_sizes(texts), size_of
         self.kernel = Kernel(texts[0], name, sizes=self.sizes[0])  # (the signature, strides keys)
         self.name, self.scalars = self.kernel.name, self.kernel.scalars
         self.variants = {}  # strides key -> (compiled function, Lowered), or None: no code for all sizes
@@ -76,15 +78,16 @@ class AnySizeKernel:
         needed = {s for shape in first.out_shapes for s in shape if isinstance(s, str)}
         if isinstance(first.rows_size, str):
             needed.add(first.rows_size)
-        if any(first.sizes_at[s][0] >= inputs for s in needed):  # (read from an output only)
+        if self.size_of is None and any(first.sizes_at[s][0] >= inputs for s in needed):  # (outputs' only)
             return None
         try:
             return engine(first, self.name, self.kernel.loops, self.kernel.opt_level), first
         except Exception:  # noqa: BLE001 - the code for all sizes did not compile: per size then
             return None
 
-    def call(self, args):
-        """The region's outputs for these arguments, or None where no code serves every size."""
+    def call(self, args, symbols=None):
+        """The region's outputs for these arguments (symbols: the program's symbols at this call,
+        for size_of), or None where no code serves every size."""
         kernel = self.kernel
         if len(args) != len(kernel.inputs):
             raise TypeError(f"{self.name}: expected {len(kernel.inputs)} arguments, got {len(args)}")
@@ -93,7 +96,8 @@ class AnySizeKernel:
         if v is None:
             return None
         fn, lowered = v
-        sizes = {name: args[i].shape[d] for name, (i, d) in lowered.sizes_at.items() if i < len(args)}
+        sizes = {name: args[i].shape[d] if i < len(args) else self.size_of(lowered.size_values[name], symbols)
+                 for name, (i, d) in lowered.sizes_at.items()}
         out_shapes = tuple(tuple(sizes[s] if isinstance(s, str) else s for s in shape) for shape in lowered.out_shapes)
         outs = tuple(fresh_memory.empty(shape, dtype) for shape, (_, dtype) in zip(out_shapes, kernel.outputs))
         frame = self._frame(fn, lowered, args, outs, strides, sizes)
@@ -105,17 +109,17 @@ class AnySizeKernel:
         if frames is None:
             frames = self.frames[threading.get_ident()] = {}
         shapes = tuple(() if i in self.scalars else tuple(a.shape) for i, a in enumerate(args))
-        key = (shapes, strides, torch.get_num_threads())
+        out_shapes = tuple(tuple(o.shape) for o in outs)  # (not always the inputs' sizes: an iota's)
+        key = (shapes, out_shapes, strides, torch.get_num_threads())
         frame = frames.get(key)
         if frame is None:
             if len(frames) >= _FRAMES_MAX:
                 frames.clear()
-            out_shapes = [tuple(o.shape) for o in outs]
             ranges, threads = None, 1
             if lowered.rows is not None:
                 rows = sizes[lowered.rows_size] if isinstance(lowered.rows_size, str) else lowered.rows_size
                 ranges, threads = _row_ranges(rows, args, outs)
-            frame = frames[key] = CallFrame(fn, list(shapes) + out_shapes,
+            frame = frames[key] = CallFrame(fn, list(shapes) + list(out_shapes),
                                             list(strides) + [tuple(row_major_strides(s)) for s in out_shapes],
                                             ranges, self.scalars, threads)
         return frame

@@ -550,7 +550,20 @@ def _reshape_tile(em, ssa, t: TensorT, out_t: TensorT):
     return em.generic(out_t, [(ssa, t, before + [f"d{d}"] + after)], lambda b, xs, acc: xs[0])
 
 
-def _constant(op):
+def _constant(op, syms=None):
+    """The operand of a number constant; where it is one of the sizes read at run time (syms:
+    {size: SSA name}, lower_region's `dynamic`) and only elementwise ops take it, that size's
+    value (a comparison with the sequence length: the code must not hold the number)."""
+    value = _literal_constant(op)
+    v, t = value[1], value[2]
+    if syms and t in ("i64", "f64") and type(v) in (int, float) and _pymath.isfinite(v) and v == int(v) \
+            and int(v) in syms and all(
+            u.owner.name.removeprefix("thunder.") in ELEMENTWISE for u in op.results[0].uses):
+        return ("scalar", f"{syms[int(v)]}_{t}", t)
+    return value
+
+
+def _literal_constant(op):
     attr = op.attributes["value"]
     t = str(op.results[0].type)
     if isinstance(attr, ir.FloatAttr):

@@ -99,11 +99,13 @@ class Lowered:
     tiles of `tile_rows` rows; input i is sliced along axes[i] (None: read whole). With dynamic
     sizes (lower_region's `dynamic`): sizes_at, {name: (argument, dim)} where the kernel reads
     each (arguments: inputs, then outputs); out_shapes, the outputs' shapes (ints and names);
-    rows_size, the tiled rows (an int or a name)."""
+    rows_size, the tiled rows (an int or a name); size_values, {name: the size it was here}."""
 
-    def __init__(self, text, rows=None, tile_rows=None, axes=None, sizes_at=None, out_shapes=None, rows_size=None):
+    def __init__(self, text, rows=None, tile_rows=None, axes=None, sizes_at=None, out_shapes=None, rows_size=None,
+                 size_values=None):
         self.text, self.rows, self.tile_rows, self.axes = text, rows, tile_rows, axes
         self.sizes_at, self.out_shapes, self.rows_size = sizes_at, out_shapes, rows_size
+        self.size_values = size_values
 
 
 def lower_region(text: str, name: str, input_strides=None, approx_math=True, tile=True,
@@ -205,6 +207,9 @@ def _read_sizes(syms, sources):
                 found[size] = (index, d)
                 lines.append(f"    {size}_at = arith.constant {d} : index")
                 lines.append(f"    {size} = {kind}.dim {ssa}, {size}_at : {type_text}")
+                # (as the numbers an op's body may take it as: _constant)
+                lines.append(f"    {size}_i64 = arith.index_cast {size} : index to i64")
+                lines.append(f"    {size}_f64 = arith.sitofp {size}_i64 : i64 to f64")
     if set(syms.values()) - set(found):
         raise UnsupportedOp("a dynamic size that no argument has")
     return lines, found
@@ -219,7 +224,7 @@ def _lower_ops(em, block, out_type, lines_for, axes=None, dual=(), merge_reducti
     for op in block.operations:
         op = op.operation
         if op.name == "arith.constant":
-            em.vals[op.results[0]] = _constant(op)
+            em.vals[op.results[0]] = _constant(op, em.syms)
         elif op.name == "func.return":
             results = list(op.operands)
         elif op.name.startswith("thunder."):
@@ -312,7 +317,8 @@ def _untiled(block, name, input_strides, approx_math, merge_reductions, syms=Non
     lines[:0] = reads
     if not em.syms:
         return Lowered(_func(name, params, lines))
-    return Lowered(_func(name, params, lines), sizes_at=sizes_at, out_shapes=out_shapes)
+    return Lowered(_func(name, params, lines), sizes_at=sizes_at, out_shapes=out_shapes,
+                   size_values={n: v for v, n in em.syms.items()})
 
 
 def _tiled(block, name, input_strides, approx_math, merge_reductions, rows, axes, dual, syms=None):
@@ -422,7 +428,8 @@ def _tiled(block, name, input_strides, approx_math, merge_reductions, rows, axes
     lines += ["    }", "    return"]
     if not em.syms:
         return Lowered(_func(name, params, lines), rows, tile_rows, input_axes)
-    return Lowered(_func(name, params, lines), rows, tile_rows, input_axes, sizes_at, out_shapes, first.shape[axis])
+    return Lowered(_func(name, params, lines), rows, tile_rows, input_axes, sizes_at, out_shapes, first.shape[axis],
+                   {n: v for v, n in em.syms.items()})
 
 
 def _tile_rows_at_run_time(row_terms, piece_term):

@@ -405,7 +405,7 @@ class _KernelFamily:
         self._texts, self._fit, self._torch = texts, fit, None
         # (linalg) one kernel for every size where the region's texts lower to the same code
         made_up = self._any_size_texts() if executor == "linalg" else None
-        self.any_size = AnySizeKernel(made_up) if made_up else None
+        self.any_size = AnySizeKernel(made_up, size_of=self._size_of) if made_up else None
 
     def at(self, *sizes):
         k = self.kernels.get(sizes)
@@ -459,10 +459,16 @@ class _KernelFamily:
             env = dict(zip(self.names, sizes))
             values = [eval(code, {}, env) for code in ints.values()]  # noqa: S307
             if len(set(values)) == len(values) and all(type(v) is int and v >= 2 and v not in fixed for v in values):
+                if not texts:  # (the first text's sizes, for _size_of)
+                    self._by_value = dict(zip(values, ints.values()))
                 texts.append(self._text_at(sizes)[0])
                 if len(texts) == 3:
                     return texts
         return None
+
+    def _size_of(self, value, symbols):
+        """The size at these values of the symbols that is `value` in the first made-up text."""
+        return eval(self._by_value[value], {}, dict(zip(self.names, symbols)))  # noqa: S307
 
     def _compile_at(self, sizes):
         k = self.per_size.get(sizes)
@@ -496,7 +502,7 @@ class _AnySize:
 
     def __call__(self, *args):
         if self.member is None:
-            outs = self.family.any_size.call(args)
+            outs = self.family.any_size.call(args, self.sizes)
             if outs is not None:
                 return outs
             self.member = self.family.per_size_at(self.sizes)
