@@ -11,7 +11,10 @@ A KV-cache decode loop (--decode): a small transformers GPT-2 (2 layers, width 6
 tokens greedily after an 8-token prompt, the DynamicCache it returns passed back each step:
 the loop's total time, the compiles, and the median of the last 10 steps against eager's.
 
-    .venv/bin/python benchmarks/symbolic_sweep.py [--threads 2] [--no-compile] [--decode]
+A transformers Llama's training step (--llama: width 256, 2 layers, vocab 1000, batch 2, the
+loss from labels and its backward) over the same 20 lengths, as the GPT block's sweep.
+
+    .venv/bin/python benchmarks/symbolic_sweep.py [--threads 2] [--no-compile] [--decode] [--llama]
 """
 import argparse
 import math
@@ -96,16 +99,55 @@ def decode(opts):
               f"{1e3 * step:23.2f}ms {eager_step / step:8.2f}x")
 
 
+def llama(opts):
+    import transformers  # (optional: only this part of the benchmark needs it)
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(transformers.LlamaConfig(
+        hidden_size=256, intermediate_size=688, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+        vocab_size=1000, max_position_embeddings=128))
+    ids = {T: torch.randint(0, 1000, (2, T), generator=torch.Generator().manual_seed(T)) for T in LENGTHS}
+
+    def step(fn, T):
+        out = fn(input_ids=ids[T], labels=ids[T])
+        out.loss.backward()
+        return out.loss.detach()
+
+    eager = [best_seconds(lambda: step(model, T), number=3, repeat=3, warmup=1) for T in LENGTHS]
+    rows = []
+    for name, make in (("thunder default", lambda: thunder.jit(model)),
+                       ("thunder no auto dynamic", lambda: thunder.jit(model, automatic_dynamic=False)),
+                       ("thunder symbolic values", lambda: thunder.jit(model, cache="symbolic values"))) + (
+            () if opts.no_compile else (("torch.compile", lambda: torch.compile(model)),)):
+        fn, first, ratios = make(), 0.0, []
+        for T, e in zip(LENGTHS, eager):
+            t = time.perf_counter()
+            loss = step(fn, T)
+            first += time.perf_counter() - t
+            torch.testing.assert_close(loss, step(model, T), atol=1e-4, rtol=1e-4)
+            ratios.append(e / best_seconds(lambda: step(fn, T), number=3, repeat=3, warmup=1))
+        compiles = thunder.cache_misses(fn) if name.startswith("thunder") else None
+        rows.append((name, first, compiles, math.exp(sum(map(math.log, ratios)) / len(ratios))))
+    model.zero_grad()
+    print(f"\nLlama (width 256, 2 layers, vocab 1000) training step, batch 2, T = {LENGTHS[0]}..{LENGTHS[-1]} "
+          f"({len(LENGTHS)} lengths), eager mean {1e3 * sum(eager) / len(eager):.2f} ms")
+    print(f"{'':26s} {'first calls, total':>19s} {'compiles':>9s} {'cached vs eager':>16s}")
+    for name, first, compiles, geo in rows:
+        print(f"{name:26s} {first:18.2f}s {compiles if compiles is not None else '-':>9} {geo:15.2f}x")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--no-compile", action="store_true", help="leave torch.compile out")
     parser.add_argument("--decode", action="store_true", help="the KV-cache decode loop only")
+    parser.add_argument("--llama", action="store_true", help="a transformers Llama's training sweep only")
     opts = parser.parse_args()
     if opts.threads:
         torch.set_num_threads(opts.threads)
     if opts.decode:
         return decode(opts)
+    if opts.llama:
+        return llama(opts)
     for train in (False, True):
         eager_times = []
         for T in LENGTHS:

@@ -14,7 +14,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import thunder
-from thunder.ops import onednn, packed_linear
+from thunder.ops import gemm_by_size, onednn, packed_linear
 
 BF16_TOL = dict(rtol=1.6e-2, atol=1e-2)
 
@@ -44,9 +44,12 @@ class Net(nn.Module):
 
 @pytest.fixture(autouse=True)
 def _no_packings_kept():
+    # (and no kernel choices of programs for all sizes: made with other tests' probes)
     packed_linear._CACHE.clear()
+    gemm_by_size._KERNELS.clear()
     yield
     packed_linear._CACHE.clear()
+    gemm_by_size._KERNELS.clear()
 
 
 def _switch_on(monkeypatch, dtype):

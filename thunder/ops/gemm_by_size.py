@@ -18,7 +18,8 @@ import torch.nn.functional as F
 from thunder.core import fresh_memory
 from thunder.ops import large_outputs, onednn, packed_linear
 
-# (rows, k, n, packing, THUNDER_CPU_MATMUL) -> packed_linear.f32_kernel's answer
+# (rows, k, n, packing, THUNDER_CPU_MATMUL, onednn.faster()) -> packed_linear.f32_kernel's answer
+# (the probes it reads are measured once per process too)
 _KERNELS = {}
 
 _LINEAR = {"mkl_packed": packed_linear.linear_f32, "onednn_packed": packed_linear.linear_onednn_f32,
@@ -28,7 +29,7 @@ _ADDMM = {"mkl_packed": packed_linear.addmm_f32, "onednn_packed": packed_linear.
 
 
 def _kernel(rows, k, n, packing):
-    key = (rows, k, n, packing, onednn.setting())
+    key = (rows, k, n, packing, onednn.setting(), onednn.faster())
     kernel = _KERNELS.get(key)
     if kernel is None:
         kernel = _KERNELS[key] = packed_linear.f32_kernel(rows, k, n, packing)
