@@ -70,6 +70,31 @@ def test_fused_regions_reducing_over_changing_sizes_run_one_kernel_at_every_size
     assert as_torch == [] and len(linalg.COMPILE_LOG) == compiled
 
 
+def _softmax_scaled(x, s):
+    return torch.softmax(x * s + 1, 1) * x.sum(1, keepdim=True)
+
+
+def test_a_transposed_input_generalizes_and_its_layout_is_checked():
+    """An input dense in memory in another order (x.transpose(1, 2) of a contiguous tensor), on
+    which the program's strides depend: one program for all sizes whose prologue checks that
+    layout (before: compiled at every size, "not contiguous"); a contiguous input of the same
+    sizes then misses and compiles for its own layout; one that is not dense stays per size."""
+    jf = thunder.jit(_softmax_scaled, cache="symbolic values", fusion="always")
+    for B, T in [(2, 5), (3, 9), (4, 17), (2, 40)]:
+        x = torch.randn(B, 6, T).transpose(1, 2).requires_grad_()
+        out, ref = jf(x, 0.5), _softmax_scaled(x, 0.5)
+        torch.testing.assert_close(out, ref)
+        (g,), (e,) = torch.autograd.grad(out.sum(), x), torch.autograd.grad(ref.sum(), x)
+        torch.testing.assert_close(g, e)
+    assert _misses(jf) == 1, thunder.compile_stats(jf).generalizations
+    x = torch.randn(3, 9, 6)
+    torch.testing.assert_close(jf(x, 0.5), _softmax_scaled(x, 0.5))
+    assert _misses(jf) == 2
+    for T in (7, 11):
+        x = torch.randn(3, 2 * T, 6)[:, ::2]  # (not dense: rows two apart)
+        torch.testing.assert_close(jf(x, 0.5), _softmax_scaled(x, 0.5))
+
+
 def test_sequence_sweep_with_reshapes_writes_the_sizes_as_expressions():
     def f(x):
         B, T, C = x.shape

@@ -65,6 +65,24 @@ def _non_overlapping_and_dense(shape, strides):
     return True
 
 
+def dense_order(shape, strides):
+    """The dims of a layout dense in memory, outermost first (a permutation of a contiguous one:
+    x.transpose(1, 2) of a contiguous x), or None where it is not dense."""
+    order = tuple(sorted(range(len(shape)), key=lambda d: (strides[d], shape[d]), reverse=True))
+    return order if dense_in_order(shape, strides, order) else None
+
+
+def dense_in_order(shape, strides, order):
+    """Whether strides lay a tensor of shape out densely with its dims in this order (outermost
+    first; dims of size 1 take any stride)."""
+    step = 1
+    for d in reversed(order):
+        if shape[d] != 1 and strides[d] != step:
+            return False
+        step *= shape[d]
+    return True
+
+
 def elementwise(shape, operands):
     """The result's strides for broadcast shape `shape`; operands: (shape, strides) of each tensor
     operand in argument order (numbers are not operands)."""

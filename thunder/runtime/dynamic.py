@@ -26,7 +26,7 @@ import random
 
 import torch
 
-from thunder.core.strides import contiguous
+from thunder.core.strides import contiguous, dense_order
 
 # the first sample's factors are distinct primes, one per symbol: no two products of up to
 # three symbols then change by the same factor, so a literal that is one of them is no other
@@ -147,12 +147,11 @@ def stand_in(t, shape):
     """An uninitialized tensor like t (dtype, device, requires_grad, layout order) of shape."""
     if type(t) not in (torch.Tensor, torch.nn.Parameter) or t.is_sparse or t.layout != torch.strided:
         raise NoSample(f"an input is a {type(t).__name__} with layout {t.layout}")
-    stride = t.stride()
     if t.is_contiguous():
         strides = contiguous(shape)
     else:  # a permutation of a dense layout keeps its order
-        order = sorted(range(t.dim()), key=lambda d: (stride[d], t.shape[d]), reverse=True)
-        if tuple(stride[d] for d in order) != tuple(contiguous([t.shape[d] for d in order])):
+        order = dense_order(t.shape, t.stride())
+        if order is None:
             raise NoSample("an input whose sizes change is not dense in memory")
         strides = [0] * t.dim()
         step = 1

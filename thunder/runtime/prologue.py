@@ -16,6 +16,7 @@ try:  # torch's C++ check of tensor metadata (dynamo's guards use it), part of t
 except ImportError:  # (a torch without it: each tensor checked in Python)
     TensorGuards = None
 
+from thunder.core.strides import dense_in_order, dense_order
 from thunder.runtime import code_objects
 from thunder.runtime.autocast_casts import outside_autocast
 from thunder.runtime import guards as guards_
@@ -66,6 +67,17 @@ class TensorsCheck:
         return True
 
 
+class DenseIn:
+    """Whether a tensor is dense in memory with its dims in this order (outermost first): the
+    layout a program for all sizes was compiled for (its strides then follow from its sizes)."""
+
+    def __init__(self, order):
+        self.order = order
+
+    def __call__(self, t):
+        return dense_in_order(t.shape, t.stride(), self.order)
+
+
 class _Gen:
     def __init__(self, check, example_tensors, consts, strided=(), sym_dims=None):
         self.sym_dims = sym_dims or {}  # tensor index -> a symbol name or None per dim
@@ -105,8 +117,13 @@ class _Gen:
                  f"{'not ' if t.requires_grad else ''}{var}.requires_grad"]
         if t.device.type not in ("cpu", "cuda"):
             conds.append(f"{var}.device != {self.const(t.device)}")
-        if index in self.strided:  # (a tensor with symbolic dims: contiguous, runtime/symbolic.py)
-            conds.append(f"{var}.stride() != {t.stride()!r}" if names is None else f"not {var}.is_contiguous()")
+        if index in self.strided:  # (a tensor with symbolic dims: its layout, runtime/symbolic.py)
+            if names is None:
+                conds.append(f"{var}.stride() != {t.stride()!r}")
+            elif t.is_contiguous():
+                conds.append(f"not {var}.is_contiguous()")
+            else:
+                conds.append(f"not {self.const(DenseIn(dense_order(t.shape, t.stride())))}({var})")
         self.miss_if(" or ".join(conds))
         if names is not None:  # symbolic dims: the first occurrence of a symbol reads it
             same = []

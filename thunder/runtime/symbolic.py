@@ -48,6 +48,7 @@ from thunder.runtime.autograd import _ThunderAutograd
 from thunder.runtime.codegen import compile_source, python_source
 from thunder.runtime.options import CacheEntry
 from thunder.runtime import outline, tiered
+from thunder.core.strides import dense_order
 from thunder.runtime.prologue import Prologue
 from thunder.runtime.traces import Trace
 
@@ -128,9 +129,9 @@ def _generalize(entries, plan):
     source = _render_python([p.source for p in parts], fit, "computation", names, constants, last=True)
     computation = compile_source(source, constants=constants)
     arg_specs, kw_specs, read, prologue_args = parts[2].prologue
-    for i in prologue_args["strided"]:
-        if any(plan.dims[i]) and not read[i].is_contiguous():
-            raise _NoFit(f"the program depends on the strides of {plan.input_name(i)}, which is not contiguous")
+    for i in prologue_args["strided"]:  # (a dense layout in another order: the prologue checks that order)
+        if any(plan.dims[i]) and not read[i].is_contiguous() and dense_order(read[i].shape, read[i].stride()) is None:
+            raise _NoFit(f"the program depends on the strides of {plan.input_name(i)}, which is not dense")
     if any(any(plan.dims[i]) for i in prologue_args["storages"]) or prologue_args["shared"]:
         raise _NoFit("inputs share memory")
     sym_dims = {i: d for i, d in enumerate(plan.dims[:len(read)]) if any(d)}
