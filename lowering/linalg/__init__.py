@@ -124,14 +124,8 @@ class Kernel:
         return v
 
     def row_ranges(self, lowered):
-        """(the row ranges of a tiled kernel's call, the threads that compute them): one range
-        for one thread, else RANGES_PER_THREAD per thread, whole tiles each."""
-        rows, tile = lowered.rows, lowered.tile_rows
-        tiles = -(-rows // tile)
-        threads = min(torch.get_num_threads(), tiles) if self.bytes >= PARALLEL_MIN_BYTES else 1
-        n = 1 if threads == 1 else min(tiles, threads * RANGES_PER_THREAD)
-        bounds = [min(rows, (tiles * k // n) * tile) for k in range(n + 1)]
-        return [(lo, hi) for lo, hi in zip(bounds, bounds[1:]) if hi > lo] or [(0, 0)], threads
+        """row_ranges of a call of this variant."""
+        return row_ranges(lowered.rows, lowered.tile_rows, self.bytes)
 
     def _key(self, strides):
         """The variant for inputs with these strides."""
@@ -208,6 +202,17 @@ class Kernel:
         if not self.scalars:  # (a call with the same tensors next takes call_as_last)
             self.last_call = LastCall.arm(args, strides, frame, self.outputs)
         return outs
+
+
+def row_ranges(rows, tile, nbytes):
+    """(the row ranges of a tiled kernel's call of `rows` rows in tiles of `tile` rows, whose
+    tensors hold nbytes, the threads that compute them): one range for one thread, else
+    RANGES_PER_THREAD per thread, whole tiles each."""
+    tiles = -(-rows // tile)
+    threads = max(1, min(torch.get_num_threads(), tiles)) if nbytes >= PARALLEL_MIN_BYTES else 1
+    n = 1 if threads == 1 else min(tiles, threads * RANGES_PER_THREAD)
+    bounds = [min(rows, (tiles * k // n) * tile) for k in range(n + 1)]
+    return [(lo, hi) for lo, hi in zip(bounds, bounds[1:]) if hi > lo] or [(0, 0)], threads
 
 
 def engine(lowered, name, loops, opt_level):

@@ -20,7 +20,7 @@ import torch
 
 from thunder.core import fresh_memory
 from thunder.dialects.mlir import LOCK
-from thunder.lowering.linalg import engine, Kernel, PARALLEL_MIN_BYTES, RANGES_PER_THREAD
+from thunder.lowering.linalg import engine, Kernel, row_ranges
 from thunder.lowering.linalg.runtime import CallFrame
 from thunder.lowering.linalg.scalar import UnsupportedOp
 from thunder.lowering.linalg.tiling import row_major_strides
@@ -118,21 +118,9 @@ class AnySizeKernel:
             ranges, threads = None, 1
             if lowered.rows is not None:
                 rows = sizes[lowered.rows_size] if isinstance(lowered.rows_size, str) else lowered.rows_size
-                ranges, threads = _row_ranges(rows, args, outs)
+                nbytes = sum(t.numel() * t.element_size() for t in (*args, *outs) if isinstance(t, torch.Tensor))
+                ranges, threads = row_ranges(rows, 1, nbytes)  # (tiles of the kernel's size at run time)
             frame = frames[key] = CallFrame(fn, list(shapes) + list(out_shapes),
                                             list(strides) + [tuple(row_major_strides(s)) for s in out_shapes],
                                             ranges, self.scalars, threads)
         return frame
-
-
-def _row_ranges(rows, args, outs):
-    """(the row ranges of a call, its threads): one range on one thread for small tensors, else
-    RANGES_PER_THREAD ranges per thread (the tiles inside are the kernel's, sized at run time)."""
-    nbytes = sum(t.numel() * t.element_size() for t in (*args, *outs) if isinstance(t, torch.Tensor))
-    threads = min(torch.get_num_threads(), rows) if nbytes >= PARALLEL_MIN_BYTES else 1
-    if threads <= 1:
-        return [(0, rows)], 1
-    n = min(rows, threads * RANGES_PER_THREAD)
-    bounds = [rows * k // n for k in range(n + 1)]
-    return [(lo, hi) for lo, hi in zip(bounds, bounds[1:]) if hi > lo], threads
-

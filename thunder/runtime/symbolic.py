@@ -39,6 +39,7 @@ import tokenize
 
 import torch
 
+from thunder.core.strides import dense_order
 from thunder.dialects.emit import find_func, mismatch
 from thunder.dialects.mlir import LOCK
 from thunder.lowering import executors
@@ -48,7 +49,6 @@ from thunder.runtime.autograd import _ThunderAutograd
 from thunder.runtime.codegen import compile_source, python_source
 from thunder.runtime.options import CacheEntry
 from thunder.runtime import outline, tiered
-from thunder.core.strides import dense_order
 from thunder.runtime.prologue import Prologue
 from thunder.runtime.traces import Trace
 
@@ -372,8 +372,6 @@ def _equal(a, b):
         return False
 
 
-
-
 def _mlir_float(v):
     return "%e" % v  # as MLIR prints an f32/f64 attribute that is exact in six digits
 
@@ -406,7 +404,10 @@ class _KernelFamily:
         self._texts, self._fit, self._torch = texts, fit, None
         # (linalg) one kernel for every size where the region's texts lower to the same code
         made_up = self._any_size_texts() if executor == "linalg" else None
-        self.any_size = AnySizeKernel(made_up, size_of=self._size_of) if made_up else None
+        self.any_size = None
+        if made_up is not None:
+            texts, self._by_value = made_up
+            self.any_size = AnySizeKernel(texts, size_of=self._size_of)
 
     def at(self, *sizes):
         k = self.kernels.get(sizes)
@@ -450,21 +451,20 @@ class _KernelFamily:
         """The region at three made-up values of the symbols (primes from 101 on) at which every
         integer that changes takes a value of its own (none equal to another expression's or to a
         fixed literal of the text, none below 2), so that the kernel for all sizes names each
-        changing size by what it is (AnySizeKernel groups sizes by value); None where a few tries
-        find none."""
+        changing size by what it is (AnySizeKernel groups sizes by value), with {value in the
+        first: its expression} (_size_of); None where a few tries find none."""
         fixed = {int(p) for p in self.pieces if isinstance(p, str) and p.isdigit()}
         ints = {p[2]: p[0] for p in self.pieces if not isinstance(p, str) and not p[1]}
-        texts, primes = [], _primes_from(101)
+        texts, by_value, primes = [], None, _primes_from(101)
         for _ in range(12):
             sizes = tuple(next(primes) for _ in self.names)
             env = dict(zip(self.names, sizes))
             values = [eval(code, {}, env) for code in ints.values()]  # noqa: S307
             if len(set(values)) == len(values) and all(type(v) is int and v >= 2 and v not in fixed for v in values):
-                if not texts:  # (the first text's sizes, for _size_of)
-                    self._by_value = dict(zip(values, ints.values()))
+                by_value = by_value or dict(zip(values, ints.values()))
                 texts.append(self._text_at(sizes)[0])
                 if len(texts) == 3:
-                    return texts
+                    return texts, by_value
         return None
 
     def _size_of(self, value, symbols):
