@@ -70,6 +70,37 @@ def test_fused_regions_reducing_over_changing_sizes_run_one_kernel_at_every_size
     assert as_torch == [] and len(linalg.COMPILE_LOG) == compiled
 
 
+def _size_numbers(x):
+    T = x.shape[1]
+    return torch.tanh(x) * T ** -0.5 - 1 / math.sqrt(T) + (T // 4) * torch.sigmoid(x) - min(T, 40)
+
+
+def test_numbers_computed_from_sizes_in_a_fused_region_are_arguments_of_its_kernel(monkeypatch):
+    """Floats and ints a fused region takes from the sizes (T ** -0.5, 1 / sqrt(T), T // 4,
+    min(T, 40)): one program for all sizes, and one kernel that takes them as arguments at every
+    size. Before, `T ** -0.5` and `1 / sqrt(T)` compiled at every size (the region's floats
+    were not recognised as the trace's: MLIR writes them with 17 digits), and where the region
+    did generalize, its kernel for every size was refused (its literals differ with the sizes):
+    the sizes after the first ran its ops as torch calls."""
+    from thunder.runtime import symbolic, tiered
+    as_torch = []
+    torch_region = tiered.torch_region
+    monkeypatch.setattr(symbolic._KernelFamily, "torch_at", lambda self, sizes: as_torch.append(sizes))
+    monkeypatch.setattr(tiered, "torch_region", lambda text: as_torch.append(text) or torch_region(text))
+    jf = thunder.jit(_size_numbers, cache="symbolic values", fusion="always")
+    compiled = None
+    for i, (B, T, C) in enumerate([(2, 5, 6), (3, 9, 4), (4, 17, 6), (2, 33, 8), (3, 12, 5)]):
+        x = torch.randn(B, T, C, requires_grad=True)
+        out, ref = jf(x), _size_numbers(x)
+        torch.testing.assert_close(out, ref)
+        g = torch.randn_like(ref)
+        torch.testing.assert_close(torch.autograd.grad(out, x, g)[0], torch.autograd.grad(ref, x, g)[0])
+        if i == 0:
+            compiled = len(linalg.COMPILE_LOG)
+    assert _misses(jf) == 1
+    assert as_torch == [] and len(linalg.COMPILE_LOG) == compiled
+
+
 def _softmax_scaled(x, s):
     return torch.softmax(x * s + 1, 1) * x.sum(1, keepdim=True)
 

@@ -9,9 +9,10 @@ code serves every size: the lowering wrote none of those sizes into it and made 
 them that differs between the three (the program for all sizes is checked the same way:
 runtime/symbolic.py). A call then allocates the outputs at the shapes the
 arguments' sizes give (sizes that only the outputs have, from the program's symbols: size_of)
-and runs the code; nothing is lowered or compiled per size. Where the texts differ (a float
-computed from a size: 1/sqrt(T)) or the lowering needs a size as a number (a reshape across a
-changing size), `call` answers None and the family compiles per size, as before.
+and runs the code; nothing is lowered or compiled per size. (The family makes the region's
+scalar constants that change with the sizes, 1/sqrt(T), arguments of its func first.) Where the
+texts differ or the lowering needs a size as a number (a reshape across a changing size), `call`
+answers None and the family compiles per size, as before.
 """
 import re
 import threading

@@ -19,6 +19,7 @@ gives it in all three. The fused kernels' regions are compared the same way. Wha
 - the program, with the symbols as parameters and the literals as expressions of them;
 - fused regions whose text depends on the symbols (a family): for linalg, one kernel for every
   size where the three texts lower to the same code with their changing sizes read at run time
+  and their scalar constants that change with the sizes as arguments computed at each call
   (lowering/linalg/any_size.py); else compiled per new size on first use (the executor's cache
   shares the code of sizes that lower alike);
 - a prologue that reads the symbols from the inputs' shapes, checks the static dims, equal
@@ -261,23 +262,23 @@ class _Fitter:
             out.append(f"({text})")
         return out
 
-    def float_expr(self, texts, float_format):
+    def float_expr(self, values):
         """The expression, among the floats the trace computed from sizes, whose values in the
-        three calls are written as texts; None if none is."""
+        three calls are values (exactly); None if none is."""
         for e in self.float_exprs:
             try:
-                values = [float(eval(e, {"math": math}, dict(p))) for p in self.plan.values]  # noqa: S307
+                if [float(eval(e, {"math": math}, dict(p))) for p in self.plan.values] == values:  # noqa: S307
+                    return f"({e})"
             except Exception:  # noqa: BLE001 - not defined at another call's sizes (a division by zero)
                 continue
-            if [float_format(v) for v in values] == list(texts):
-                return f"({e})"
         return None
 
 
-def _fit_number(texts, fit, float_format, what):
+def _fit_number(texts, fit, what):
     """(expression, whether a float) for a number that differs between the calls: an integer,
-    a float holding an integer (a size times a float tensor: `x * n`) written as float_format
-    writes it, or a float the trace computed from the sizes."""
+    a float holding an integer (a size times a float tensor: `x * n`), or a float the trace
+    computed from the sizes. The texts are compared as the numbers they are (Python and MLIR
+    write a float's shortest exact form, or MLIR six digits where those are exact)."""
     try:
         return fit.expr([int(x) for x in texts]), False
     except ValueError:
@@ -286,8 +287,8 @@ def _fit_number(texts, fit, float_format, what):
         values = [float(x) for x in texts]
     except ValueError:
         raise _NoFit(f"{what} differ ({' / '.join(texts)})") from None
-    if not all(v.is_integer() and abs(v) < 2 ** 53 and float_format(v) == t for v, t in zip(values, texts)):
-        expr = fit.float_expr(texts, float_format)  # a float computed from the sizes (T / 2)
+    if not all(v.is_integer() and abs(v) < 2 ** 53 for v in values):
+        expr = fit.float_expr(values)  # a float computed from the sizes (T / 2)
         if expr is not None:
             return expr, True
         raise _NoFit(f"{what} differ in a number that is not an integer ({' / '.join(texts)})")
@@ -318,7 +319,7 @@ def _render_python(sources, fit, fn_name, names, constants, last=False):
             continue
         if toks[0].type != tokenize.NUMBER or any(t.type != tokenize.NUMBER for t in toks):
             raise _NoFit(f"the {fn_name} programs of the three calls differ ({' / '.join(texts)})")
-        expr, is_float = _fit_number(texts, fit, repr, f"the {fn_name} programs")
+        expr, is_float = _fit_number(texts, fit, f"the {fn_name} programs")
         replace[toks[2].start] = (toks[2].end, f"float{expr}" if is_float else expr)
     lines = sources[2].splitlines(keepends=True)
     # drop comments, then substitute (right to left within a line, so columns stay valid)
@@ -373,7 +374,10 @@ def _equal(a, b):
 
 
 def _mlir_float(v):
-    return "%e" % v  # as MLIR prints an f32/f64 attribute that is exact in six digits
+    """v as an MLIR float literal that reads back as v (six digits where those are exact, as MLIR
+    prints it; else all seventeen)."""
+    short = "%e" % v
+    return short if float(short) == v else "%.16e" % v
 
 
 class _KernelFamily:
@@ -391,7 +395,7 @@ class _KernelFamily:
             if len(set(parts)) == 1:
                 self.pieces.append(parts[0])
                 continue
-            expr, is_float = _fit_number(parts, fit, _mlir_float, "fused regions of the calls")
+            expr, is_float = _fit_number(parts, fit, "fused regions of the calls")
             self.pieces.append((compile(expr, "<thunder symbolic>", "eval"), is_float, expr))
         self.names = fit.plan.names
         self.kernels = {}  # sizes -> what the program calls at them
@@ -402,12 +406,15 @@ class _KernelFamily:
         # writing, lowering or generating anything per size (a decode loop's every step is one)
         self.torch_only = False
         self._texts, self._fit, self._torch = texts, fit, None
-        # (linalg) one kernel for every size where the region's texts lower to the same code
-        made_up = self._any_size_texts() if executor == "linalg" else None
+        # (linalg) one kernel for every size where the region's texts lower to the same code; its
+        # scalar constants that change with the sizes (1 / sqrt(T), T - 6) are its arguments
         self.any_size = None
-        if made_up is not None:
-            texts, self._by_value = made_up
-            self.any_size = AnySizeKernel(texts, size_of=self._size_of)
+        if executor == "linalg":
+            self._lifted, self.lifted = _lift_constants(self.pieces)
+            made_up = self._any_size_texts()
+            if made_up is not None:
+                texts, self._by_value = made_up
+                self.any_size = AnySizeKernel(texts, size_of=self._size_of)
 
     def at(self, *sizes):
         k = self.kernels.get(sizes)
@@ -440,12 +447,19 @@ class _KernelFamily:
                 self._torch = False
         return None if self._torch is False else functools.partial(self._torch, *sizes)
 
-    def _text_at(self, sizes):
+    def _text_at(self, sizes, pieces=None):
         """(the region's text at these values of the symbols, the values of its pieces)."""
+        pieces = self.pieces if pieces is None else pieces
         env = dict(zip(self.names, sizes))
-        values = [p if isinstance(p, str) else eval(p[0], {}, env) for p in self.pieces]  # noqa: S307
+        values = [p if isinstance(p, str) else eval(p[0], {"math": math}, env) for p in pieces]  # noqa: S307
         return "".join(v if isinstance(v, str) else _mlir_float(float(v)) if p[1] else str(v)
-                       for v, p in zip(values, self.pieces)), values
+                       for v, p in zip(values, pieces)), values
+
+    def lifted_at(self, sizes):
+        """The values of the kernel for all sizes' lifted constants at these values of the symbols."""
+        env = dict(zip(self.names, sizes))
+        return tuple((float if kind == "f64" else int)(sign * eval(code, {"math": math}, env))  # noqa: S307
+                     for kind, sign, code in self.lifted)
 
     def _any_size_texts(self):
         """The region at three made-up values of the symbols (primes from 101 on) at which every
@@ -453,23 +467,23 @@ class _KernelFamily:
         fixed literal of the text, none below 2), so that the kernel for all sizes names each
         changing size by what it is (AnySizeKernel groups sizes by value), with {value in the
         first: its expression} (_size_of); None where a few tries find none."""
-        fixed = {int(p) for p in self.pieces if isinstance(p, str) and p.isdigit()}
-        ints = {p[2]: p[0] for p in self.pieces if not isinstance(p, str) and not p[1]}
+        fixed = {int(p) for p in self._lifted if isinstance(p, str) and p.isdigit()}
+        ints = {p[2]: p[0] for p in self._lifted if not isinstance(p, str) and not p[1]}
         texts, by_value, primes = [], None, _primes_from(101)
         for _ in range(12):
             sizes = tuple(next(primes) for _ in self.names)
             env = dict(zip(self.names, sizes))
-            values = [eval(code, {}, env) for code in ints.values()]  # noqa: S307
+            values = [eval(code, {"math": math}, env) for code in ints.values()]  # noqa: S307
             if len(set(values)) == len(values) and all(type(v) is int and v >= 2 and v not in fixed for v in values):
                 by_value = by_value or dict(zip(values, ints.values()))
-                texts.append(self._text_at(sizes)[0])
+                texts.append(self._text_at(sizes, self._lifted)[0])
                 if len(texts) == 3:
                     return texts, by_value
         return None
 
     def _size_of(self, value, symbols):
         """The size at these values of the symbols that is `value` in the first made-up text."""
-        return eval(self._by_value[value], {}, dict(zip(self.names, symbols)))  # noqa: S307
+        return eval(self._by_value[value], {"math": math}, dict(zip(self.names, symbols)))  # noqa: S307
 
     def _compile_at(self, sizes):
         k = self.per_size.get(sizes)
@@ -487,6 +501,36 @@ class _KernelFamily:
         return k
 
 
+_CONSTANT = re.compile(r"^ *(%[\w.$-]+) = arith\.constant (-?)\0(\d+)\0 : (f64|i64)\n", re.M)
+
+
+def _lift_constants(pieces):
+    """(pieces, lifted): the region's pieces with every scalar constant whose value changes with
+    the symbols made an argument of its func (after the others), and per such argument (its
+    type, its sign, its expression's code)."""
+    marks, text = [], []
+    for p in pieces:
+        if isinstance(p, str):
+            text.append(p)
+        else:
+            text.append(f"\0{len(marks)}\0")
+            marks.append(p)
+    lifted, args = [], []
+
+    def lift(m):
+        name, sign, mark, kind = m.groups()
+        lifted.append((kind, -1 if sign else 1, marks[int(mark)][0]))
+        args.append(f"{name}: {kind}")
+        return ""
+
+    text = _CONSTANT.sub(lift, "".join(text))
+    head, sep, rest = text.partition(") -> ")  # (the func's arguments end there)
+    if not lifted or "\n" in head or "(" not in head:
+        return pieces, ()
+    text = head + ("" if head.endswith("(") else ", ") + ", ".join(args) + sep + rest
+    return [part if i % 2 == 0 else marks[int(part)] for i, part in enumerate(text.split("\0"))], tuple(lifted)
+
+
 def _primes_from(n):
     while True:
         if n > 1 and all(n % d for d in range(2, int(n ** 0.5) + 1)):
@@ -499,11 +543,13 @@ class _AnySize:
     none for the arguments' strides, the family's region at this size (_Member)."""
 
     def __init__(self, family, sizes):
-        self.family, self.sizes, self.member = family, sizes, None
+        self.family, self.sizes, self.member, self.lifted = family, sizes, None, None
 
     def __call__(self, *args):
         if self.member is None:
-            outs = self.family.any_size.call(args, self.sizes)
+            if self.lifted is None:
+                self.lifted = self.family.lifted_at(self.sizes)
+            outs = self.family.any_size.call(args + self.lifted, self.sizes)
             if outs is not None:
                 return outs
             self.member = self.family.per_size_at(self.sizes)
