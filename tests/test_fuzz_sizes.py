@@ -31,6 +31,20 @@ BINARY = ["{} + {}", "{} - {}", "{} * {}", "{} / ({}.abs() + 1)", "torch.maximum
 ROWWISE = ["torch.softmax({x}, {d})", "torch.log_softmax({x}, {d})", "{x}.sum({d}, keepdim=True)",
            "{x}.amax({d}, keepdim=True)", "({x} - {x}.mean({d}, keepdim=True))", "{x}.cumsum({d})",
            "F.layer_norm({x}, ({x}.shape[-1],))"]
+# numbers computed from the sizes (Python ints and floats the program must compute per call)
+SIZED = ["{x} * x0.shape[1] ** -0.5", "{x} / x0.shape[2]", "{x} + x0.shape[1] // 4", "{x} * min(x0.shape[1], 8)",
+         "{x} - max(x0.shape[1] - 6, 0)", "{x} * (x0.shape[1] % 3 + 1)", "{x} * abs(x0.shape[2] - x0.shape[1])",
+         "({x} if x0.shape[1] > 8 else -{x})"]
+# [B, T, C] -> [B, T, C] through views, copies, slices and products whose sizes change with the call's
+SHAPED = ["{x}.reshape(-1, {x}.shape[-1]).reshape({x}.shape)", "{x}.transpose(1, 2).contiguous().transpose(1, 2)",
+          "torch.roll({x}, 1, 1)", "torch.cat([{x}[:, 1:], {x}[:, :1]], 1)",
+          "torch.cat([{x}[:, x0.shape[1] // 2:], {x}[:, :x0.shape[1] // 2]], 1)", "F.pad({x}[:, 1:], (0, 0, 0, 1))",
+          "{x}.flip(1)", "{x}[:, -1:] * {x}", "torch.tril(torch.ones(x0.shape[1], x0.shape[1], dtype=x0.dtype)) @ {x}",
+          # (attention's scores from tanh: large scores make eager's float32 gradients themselves inexact)
+          "torch.softmax(torch.tanh({x}) @ torch.tanh({x}).transpose(1, 2) * x0.shape[2] ** -0.5, -1) @ {x}",
+          "(torch.tanh({x}) @ torch.tanh({x}).transpose(1, 2)).masked_fill(torch.ones(x0.shape[1], x0.shape[1], "
+          "dtype=torch.bool).triu(1), float('-inf')).softmax(-1) @ {x}",
+          "F.scaled_dot_product_attention(torch.tanh({x}), torch.tanh({x}), {x}, is_causal=True)"]
 # the second input's shapes, against x0's [B, T, C]
 SECOND = {"[C]": lambda B, T, C: (C,), "[T, C]": lambda B, T, C: (T, C), "[B, T, 1]": lambda B, T, C: (B, T, 1),
           "[B, 1, C]": lambda B, T, C: (B, 1, C), "[B, T, C]": lambda B, T, C: (B, T, C)}
@@ -45,8 +59,12 @@ def programs(draw):
     lines = []
     for step in range(draw(st.integers(2, 6))):
         x = draw(st.sampled_from(names[-3:]))
-        kind = draw(st.sampled_from(["unary", "binary", "rowwise"]))
-        if kind == "unary":
+        kind = draw(st.sampled_from(["unary", "binary", "rowwise", "sized", "shaped"]))
+        if kind == "sized":
+            line = draw(st.sampled_from(SIZED)).format(x=x)
+        elif kind == "shaped":
+            line = draw(st.sampled_from(SHAPED)).format(x=f"({x} + x0)")
+        elif kind == "unary":
             line = draw(st.sampled_from(UNARY)).format(x)
         elif kind == "binary":
             y = draw(st.sampled_from(names + ["0.5", "3"]))
@@ -63,7 +81,9 @@ def programs(draw):
         outs.append("torch.cos(torch.arange(x0.shape[1], dtype=torch.float32)[:, None] * x0.new_ones(x0.shape[2]))")
     src = (["def f(x0, x1):" if second else "def f(x0):"] + [f"    {s}" for s in lines]
            + [f"    return {', '.join(outs)}"])
-    return "\n".join(src), second, draw(st.integers(0, 1 << 16))
+    # the default option makes a size a symbol at its second value (automatic dynamic)
+    cache = draw(st.sampled_from(["symbolic values", "constant values"]))
+    return "\n".join(src), second, draw(st.integers(0, 1 << 16)), cache
 
 
 def _inputs(second, sizes, seed):
@@ -78,7 +98,7 @@ def _run(fn, args):
     out = fn(*args)
     outs = out if isinstance(out, tuple) else (out,)
     diff = [o for o in outs if o.requires_grad]
-    cotangents = [torch.linspace(-1, 1, o.numel()).reshape(o.shape) for o in diff]
+    cotangents = [torch.linspace(-1, 1, o.numel(), dtype=o.dtype).reshape(o.shape) for o in diff]
     return outs, torch.autograd.grad(diff, args, cotangents, allow_unused=True)
 
 
@@ -87,21 +107,31 @@ def _run(fn, args):
           suppress_health_check=[HealthCheck.too_slow])
 @given(programs())
 def test_programs_for_all_sizes_match_eager_at_every_size(program):
-    src, second, seed = program
+    src, second, seed, cache = program
     note(src)
-    note(f"second input: {second}")
+    note(f"second input: {second}, cache={cache!r}")
     ns = {}
     exec(src, {"torch": torch, "F": F}, ns)
     fn = ns["f"]
-    jf = thunder.jit(fn, cache="symbolic values", fusion="always")
+    jf = thunder.jit(fn, cache=cache, fusion="always")
     for sizes in SIZES:
         args = _inputs(second, sizes, seed)
         expected, expected_grads = _run(fn, args)
         got, got_grads = _run(jf, args)
+        exact = None  # (float64's, computed where float32's results differ)
         for label, g, e in [("result", got, expected), ("gradient", got_grads, expected_grads)]:
             for i, (a, b) in enumerate(zip(g, e)):
                 assert (a is None) == (b is None), f"{label} {i} at {sizes}"
-                if b is not None:
-                    scale = max(1.0, b.abs().max().item()) if b.numel() else 1.0
-                    torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4 * scale,
-                                               msg=lambda m: f"{label} {i} at {sizes}: {m}")
+                if b is None:
+                    continue
+                scale = max(1.0, b.abs().max().item()) if b.numel() else 1.0
+                if torch.allclose(a, b, rtol=1e-4, atol=1e-4 * scale):
+                    continue
+                # a value that cancels (a gradient that is 0 in exact arithmetic) is rounding noise in
+                # eager as well: then thunder's error from float64's may be at most twice eager's
+                if exact is None:
+                    exact = _run(fn, [x.detach().double().requires_grad_() for x in args])
+                r = (exact[0] if label == "result" else exact[1])[i]
+                eager_error = (b.double() - r).abs().max().item()
+                assert (a.double() - r).abs().max().item() <= 2 * eager_error + 1e-6 * scale, (
+                    f"{label} {i} at {sizes}: thunder {a} eager {b} float64 {r}")
