@@ -1,13 +1,18 @@
 """A differential fuzzer for programs for all sizes: random float programs over a [B, T, C] input
-(and a second one broadcast against it), compiled once under cache="symbolic values" with every
-fusable region a kernel (fusion="always"), called at several sizes, must match eager PyTorch at
-each: results and the gradients of the inputs.
+(and a second one broadcast against it), compiled under cache="symbolic values" (symbols from
+the first call) or the default (a size becomes a symbol at its second value) with every fusable
+region a kernel (fusion="always"), called at several sizes, must match eager PyTorch at each:
+results and the gradients of the inputs (where a value cancels to rounding noise, thunder's
+error from float64 at most twice eager's).
 
 It exercises what a program for all sizes adds to tests/test_fuzz.py's: the fit of the program
 and its fused regions' kernels for all sizes (lowering/linalg/any_size.py: sizes read at run
-time, reductions and softmaxes over changing dims, keepdim reshapes), in the forward and the
-backward, and a table of positions (an arange of T: sizes only an output has). Derandomized; THUNDER_FUZZ_SIZES_EXAMPLES examples (default 40), THUNDER_FUZZ_SEED=random
-for new ones:
+time, reductions and softmaxes over changing dims, keepdim reshapes, numbers computed from the
+sizes as the kernel's arguments), the guards of Python's decisions on sizes (min, max, //, %,
+abs, a branch), views, cats, slices and products across the changing length (a causal mask,
+attention), in the forward and the backward, and a table of positions (an arange of T: sizes
+only an output has). Derandomized; THUNDER_FUZZ_SIZES_EXAMPLES examples (default 40),
+THUNDER_FUZZ_SEED=random for new ones:
 
     THUNDER_FUZZ_SIZES_EXAMPLES=300 THUNDER_FUZZ_SEED=random .venv/bin/python -m pytest tests/test_fuzz_sizes.py
 """
