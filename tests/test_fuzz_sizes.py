@@ -49,7 +49,11 @@ SHAPED = ["{x}.reshape(-1, {x}.shape[-1]).reshape({x}.shape)", "{x}.transpose(1,
           "torch.softmax(torch.tanh({x}) @ torch.tanh({x}).transpose(1, 2) * x0.shape[2] ** -0.5, -1) @ {x}",
           "(torch.tanh({x}) @ torch.tanh({x}).transpose(1, 2)).masked_fill(torch.ones(x0.shape[1], x0.shape[1], "
           "dtype=torch.bool).triu(1), float('-inf')).softmax(-1) @ {x}",
-          "F.scaled_dot_product_attention(torch.tanh({x}), torch.tanh({x}), {x}, is_causal=True)"]
+          "F.scaled_dot_product_attention(torch.tanh({x}), torch.tanh({x}), {x}, is_causal=True)",
+          # slices whose bounds are computed from the length (a sliding window), a mask from it
+          "{x}[:, max(x0.shape[1] - 4, 0):].sum(1, keepdim=True) + {x}", "{x}[:, :x0.shape[1] // 2].mean(1, keepdim=True) * {x}",
+          "{x}.narrow(1, x0.shape[1] // 3, 2).amax(1, keepdim=True) - {x}",
+          "{x}.masked_fill((torch.arange(x0.shape[1]) >= x0.shape[1] // 2)[:, None], 0.0)"]
 # the second input's shapes, against x0's [B, T, C]
 SECOND = {"[C]": lambda B, T, C: (C,), "[T, C]": lambda B, T, C: (T, C), "[B, T, 1]": lambda B, T, C: (B, T, 1),
           "[B, 1, C]": lambda B, T, C: (B, 1, C), "[B, T, C]": lambda B, T, C: (B, T, C)}

@@ -72,12 +72,13 @@ def test_fused_regions_reducing_over_changing_sizes_run_one_kernel_at_every_size
 
 def _size_numbers(x):
     T = x.shape[1]
-    return torch.tanh(x) * T ** -0.5 - 1 / math.sqrt(T) + (T // 4) * torch.sigmoid(x) - min(T, 40)
+    y = torch.tanh(x) * T ** -0.5 - 1 / math.sqrt(T) + (T // 4) * torch.sigmoid(x) - min(T, 40)
+    return y.masked_fill((torch.arange(T) >= T // 2)[:, None], 0.0)  # (an i64 constant: %c2_i64, named by value)
 
 
 def test_numbers_computed_from_sizes_in_a_fused_region_are_arguments_of_its_kernel(monkeypatch):
     """Floats and ints a fused region takes from the sizes (T ** -0.5, 1 / sqrt(T), T // 4,
-    min(T, 40)): one program for all sizes, and one kernel that takes them as arguments at every
+    min(T, 40), a mask's bound): one program for all sizes, and one kernel that takes them as arguments at every
     size. Before, `T ** -0.5` and `1 / sqrt(T)` compiled at every size (the region's floats
     were not recognised as the trace's: MLIR writes them with 17 digits), and where the region
     did generalize, its kernel for every size was refused (its literals differ with the sizes):

@@ -501,7 +501,8 @@ class _KernelFamily:
         return k
 
 
-_CONSTANT = re.compile(r"^ *(%[\w.$-]+) = arith\.constant (-?)\0(\d+)\0 : (f64|i64)\n", re.M)
+# (a constant's name may hold its value too: %c5_i64)
+_CONSTANT = re.compile(r"^ *(%(?:[\w.$-]|\0\d+\0)+) = arith\.constant (-?)\0(\d+)\0 : (f64|i64)\n", re.M)
 
 
 def _lift_constants(pieces):
