@@ -10,7 +10,7 @@ and its fused regions' kernels for all sizes (lowering/linalg/any_size.py: sizes
 time, reductions and softmaxes over changing dims, keepdim reshapes, numbers computed from the
 sizes as the kernel's arguments), the guards of Python's decisions on sizes (min, max, //, %,
 abs, a branch), views, cats, slices and products across the changing length (a causal mask,
-attention), in the forward and the backward, and a table of positions (an arange of T: sizes
+attention), an int argument k that changes too (a roll, slices of k), in the forward and the backward, and a table of positions (an arange of T: sizes
 only an output has). Derandomized; THUNDER_FUZZ_SIZES_EXAMPLES examples (default 40),
 THUNDER_FUZZ_SEED=random for new ones:
 
@@ -54,11 +54,15 @@ SHAPED = ["{x}.reshape(-1, {x}.shape[-1]).reshape({x}.shape)", "{x}.transpose(1,
           "{x}[:, max(x0.shape[1] - 4, 0):].sum(1, keepdim=True) + {x}", "{x}[:, :x0.shape[1] // 2].mean(1, keepdim=True) * {x}",
           "{x}.narrow(1, x0.shape[1] // 3, 2).amax(1, keepdim=True) - {x}",
           "{x}.masked_fill((torch.arange(x0.shape[1]) >= x0.shape[1] // 2)[:, None], 0.0)"]
+# with k, an int argument that changes between the calls (1 <= k <= T: KS)
+WITH_K = ["{x} * k", "{x} + k / 3", "torch.roll({x}, k, 1)", "{x}[:, :k].sum(1, keepdim=True) * {x}",
+          "{x}.narrow(1, k - 1, 1) + {x}", "{x}[:, -k:].amax(1, keepdim=True) - {x}"]
 # the second input's shapes, against x0's [B, T, C]
 SECOND = {"[C]": lambda B, T, C: (C,), "[T, C]": lambda B, T, C: (T, C), "[B, T, 1]": lambda B, T, C: (B, T, 1),
           "[B, 1, C]": lambda B, T, C: (B, 1, C), "[B, T, C]": lambda B, T, C: (B, T, C)}
 # (B, T, C) of the calls: the first makes every size a symbol; no size equal to another's in one call
 SIZES = [(2, 5, 6), (3, 9, 4), (4, 17, 6), (2, 33, 8), (5, 3, 7)]
+KS = [2, 3, 1, 3, 2]
 
 
 @st.composite
@@ -68,8 +72,10 @@ def programs(draw):
     lines = []
     for step in range(draw(st.integers(2, 6))):
         x = draw(st.sampled_from(names[-3:]))
-        kind = draw(st.sampled_from(["unary", "binary", "rowwise", "sized", "shaped"]))
-        if kind == "sized":
+        kind = draw(st.sampled_from(["unary", "binary", "rowwise", "sized", "shaped", "with k"]))
+        if kind == "with k":
+            line = draw(st.sampled_from(WITH_K)).format(x=f"({x} + x0)")
+        elif kind == "sized":
             line = draw(st.sampled_from(SIZED)).format(x=x)
         elif kind == "shaped":
             line = draw(st.sampled_from(SHAPED)).format(x=f"({x} + x0)")
@@ -88,7 +94,7 @@ def programs(draw):
         outs.append(f"({names[-1]} * x0).sum((0, 1))")  # a bias gradient's shape of reduction
     if draw(st.integers(0, 3)) == 0:  # a table of positions (a rotary embedding's): sizes no input has
         outs.append("torch.cos(torch.arange(x0.shape[1], dtype=torch.float32)[:, None] * x0.new_ones(x0.shape[2]))")
-    src = (["def f(x0, x1):" if second else "def f(x0):"] + [f"    {s}" for s in lines]
+    src = (["def f(x0, x1, k):" if second else "def f(x0, k):"] + [f"    {s}" for s in lines]
            + [f"    return {', '.join(outs)}"])
     # the default option makes a size a symbol at its second value (automatic dynamic)
     cache = draw(st.sampled_from(["symbolic values", "constant values"]))
@@ -103,8 +109,8 @@ def _inputs(second, sizes, seed):
     return [x0, torch.randn(*SECOND[second](*sizes), generator=g).requires_grad_()]
 
 
-def _run(fn, args):
-    out = fn(*args)
+def _run(fn, args, k):
+    out = fn(*args, k)
     outs = out if isinstance(out, tuple) else (out,)
     diff = [o for o in outs if o.requires_grad]
     cotangents = [torch.linspace(-1, 1, o.numel(), dtype=o.dtype).reshape(o.shape) for o in diff]
@@ -123,14 +129,14 @@ def test_programs_for_all_sizes_match_eager_at_every_size(program):
     exec(src, {"torch": torch, "F": F}, ns)
     fn = ns["f"]
     jf = thunder.jit(fn, cache=cache, fusion="always")
-    for sizes in SIZES:
+    for sizes, k in zip(SIZES, KS):
         args = _inputs(second, sizes, seed)
-        expected, expected_grads = _run(fn, args)
-        got, got_grads = _run(jf, args)
+        expected, expected_grads = _run(fn, args, k)
+        got, got_grads = _run(jf, args, k)
         exact = None  # (float64's, computed where float32's results differ)
         for label, g, e in [("result", got, expected), ("gradient", got_grads, expected_grads)]:
             for i, (a, b) in enumerate(zip(g, e)):
-                assert (a is None) == (b is None), f"{label} {i} at {sizes}"
+                assert (a is None) == (b is None), f"{label} {i} at {sizes}, k={k}"
                 if b is None:
                     continue
                 scale = max(1.0, b.abs().max().item()) if b.numel() else 1.0
@@ -139,8 +145,8 @@ def test_programs_for_all_sizes_match_eager_at_every_size(program):
                 # a value that cancels (a gradient that is 0 in exact arithmetic) is rounding noise in
                 # eager as well: then thunder's error from float64's may be at most twice eager's
                 if exact is None:
-                    exact = _run(fn, [x.detach().double().requires_grad_() for x in args])
+                    exact = _run(fn, [x.detach().double().requires_grad_() for x in args], k)
                 r = (exact[0] if label == "result" else exact[1])[i]
                 eager_error = (b.double() - r).abs().max().item()
                 assert (a.double() - r).abs().max().item() <= 2 * eager_error + 1e-6 * scale, (
-                    f"{label} {i} at {sizes}: thunder {a} eager {b} float64 {r}")
+                    f"{label} {i} at {sizes}, k={k}: thunder {a} eager {b} float64 {r}")
