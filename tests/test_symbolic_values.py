@@ -102,6 +102,46 @@ def test_numbers_computed_from_sizes_in_a_fused_region_are_arguments_of_its_kern
     assert as_torch == [] and len(linalg.COMPILE_LOG) == compiled
 
 
+class _Block(torch.nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.norm, self.proj = torch.nn.LayerNorm(c), torch.nn.Linear(c, c)
+
+    def forward(self, x):
+        h = torch.tanh(self.proj(self.norm(x)))
+        return x + torch.softmax(h @ h.transpose(1, 2) * x.shape[1] ** -0.5, -1) @ h
+
+
+def test_identical_layers_share_one_kernel_family(monkeypatch):
+    """Every layer's copy of a fused region is one kernel family: its numbers fitted once, one
+    kernel for all sizes. Before, each copy was a family of its own, so the generalizing compile
+    grew with the depth (a 24-layer Llama: 245 families, 17 texts; its second length 10.2 s ->
+    6.4 s, the numbers' fits 3.8 s -> 0.07 s)."""
+    from thunder.runtime import symbolic
+    made = []
+    init = symbolic._KernelFamily.__init__
+    monkeypatch.setattr(symbolic._KernelFamily, "__init__", lambda self, *a: made.append(a[0]) or init(self, *a))
+
+    def families(depth):
+        made.clear()
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(*[_Block(8) for _ in range(depth)])
+        jf = thunder.jit(model, cache="symbolic values")
+        for B, T in [(2, 5), (3, 9), (2, 12)]:
+            x = torch.randn(B, T, 8, requires_grad=True)
+            out, ref = jf(x), model(x)
+            torch.testing.assert_close(out, ref)
+            g = torch.randn_like(ref)
+            got = torch.autograd.grad(out, [x, *model.parameters()], g)
+            expected = torch.autograd.grad(ref, [x, *model.parameters()], g)
+            for a, b in zip(got, expected):
+                torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+        assert _misses(jf) == 1
+        return len(made)
+
+    assert 0 < families(1) == families(4)
+
+
 def _softmax_scaled(x, s):
     return torch.softmax(x * s + 1, 1) * x.sum(1, keepdim=True)
 

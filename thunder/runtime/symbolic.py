@@ -181,6 +181,8 @@ class _Fitter:
         self.int_exprs = int_exprs  # sizes the trace computed (`C // H`, `max(T - 3, 0)`): candidates first
         self.guards = guards or {}
         self._probes = None
+        self._exprs = {}  # values -> expr's answer (the same sizes recur in every region of a deep model)
+        self.families = {}  # (executor, texts) -> the _KernelFamily made for them (every layer's region)
         monomials = []
         for degree in (1, 2, 3):
             monomials += list(itertools.combinations_with_replacement(plan.names, degree))
@@ -190,6 +192,18 @@ class _Fitter:
         """Python source of an int matching values (one per call): a size the trace computed
         or an integer c * m + b; where several match, they must agree at other sizes that keep
         the recorded decisions (else the literal is ambiguous)."""
+        key = tuple(values)
+        if key not in self._exprs:
+            try:
+                self._exprs[key] = (True, self._expr(values))
+            except _NoFit as e:
+                self._exprs[key] = (False, str(e))
+        fits, answer = self._exprs[key]
+        if not fits:
+            raise _NoFit(answer)
+        return answer
+
+    def _expr(self, values):
         found = []
         for e in self.int_exprs:
             try:
@@ -355,7 +369,13 @@ def _constants(dicts, fit, names):
             out[name] = _SymbolicProgram(v)
         elif all(getattr(x, "region", None) is not None for x in vs):
             texts = [x.region[1] for x in vs]
-            out[name] = v if len(set(texts)) == 1 else _KernelFamily(v.region[0], texts, fit)
+            if len(set(texts)) == 1:
+                out[name] = v
+            else:
+                key = (v.region[0], tuple(texts))
+                if key not in fit.families:
+                    fit.families[key] = _KernelFamily(v.region[0], texts, fit)
+                out[name] = fit.families[key]
         elif all(isinstance(x, torch.Tensor) for x in vs) and all(
                 x.shape == v.shape and x.dtype == v.dtype and torch.equal(x, v) for x in vs):
             out[name] = v
