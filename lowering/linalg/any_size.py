@@ -21,7 +21,7 @@ import torch
 
 from thunder.core import fresh_memory
 from thunder.dialects.mlir import LOCK
-from thunder.lowering.linalg import engine, Kernel, row_ranges
+from thunder.lowering.linalg import background, engine, Kernel, row_ranges
 from thunder.lowering.linalg.runtime import CallFrame
 from thunder.lowering.linalg.scalar import UnsupportedOp
 from thunder.lowering.linalg.tiling import row_major_strides
@@ -46,27 +46,70 @@ def changing_sizes(texts):
     return [tuple(sorted(s)) for s in found]
 
 
+COMPILING = object()  # call's answer while the code for all sizes compiles in the background
+
+
 class AnySizeKernel:
-    def __init__(self, texts, name="fusion", size_of=None):
+    def __init__(self, texts, name="fusion", size_of=None, in_background=False):
         """texts: the region (func @name) at three sizes, the same text but for numbers;
         size_of(n, symbols): the size at the call's symbols that is n in texts[0] (for sizes
-        that only the outputs have: a table of positions computed from an iota), or None."""
+        that only the outputs have: a table of positions computed from an iota), or None.
+        in_background: the code compiles in the compile worker (background.py), `call` answering
+        COMPILING until it is ready; else in the call that needs it."""
         self.texts, self.sizes, self.size_of = texts, changing_sizes(texts), size_of
         self.kernel = Kernel(texts[0], name, sizes=self.sizes[0])  # (the signature, strides keys)
         self.name, self.scalars = self.kernel.name, self.kernel.scalars
-        self.variants = {}  # strides key -> (compiled function, Lowered), or None: no code for all sizes
+        self.loops, self.opt_level = self.kernel.loops, self.kernel.opt_level
+        self.in_background = in_background and background.available()
+        self.variants = {}  # strides key -> (compiled function, Lowered)
+        self.lowerings = {}  # strides key -> the Lowered code for all sizes, or None: none
+        self.jobs = {}  # strides key -> its background job
         self.frames = {}  # thread id -> {(shapes, strides, threads): CallFrame}
 
-    def _variant(self, key):
-        v = self.variants.get(key, False)
-        if v is False:
-            with LOCK:
-                v = self.variants.get(key, False)
-                if v is False:
-                    v = self.variants[key] = self._compile(key)
-        return v
+    def _key(self, strides):  # (background.submit's view of a kernel)
+        return self.kernel._key(strides)
 
-    def _compile(self, key):
+    def engine_key(self, key):
+        lowered = self._lowered(key)
+        return lowered, (lowered.text, self.loops, self.opt_level)
+
+    def _variant(self, strides):
+        """(compiled function, Lowered) for inputs of these strides; None where no code serves
+        every size; COMPILING."""
+        key = self._key(strides)
+        v = self.variants.get(key)
+        if v is not None:
+            return v
+        with LOCK:
+            v = self.variants.get(key)
+            if v is not None:
+                return v
+            lowered = self._lowered(key)
+            if lowered is None:
+                return None
+            if self.in_background:
+                job = self.jobs.get(key)
+                if job is None:
+                    job = self.jobs[key] = background.submit(self, strides)  # (None: its code is here now)
+                if key in self.variants:
+                    return self.variants[key]
+                if job is not None:
+                    if not job.failed:
+                        return COMPILING
+                    self.lowerings[key] = None
+                    return None
+            try:
+                v = self.variants[key] = (engine(lowered, self.name, self.loops, self.opt_level), lowered)
+            except Exception:  # noqa: BLE001 - the code for all sizes did not compile: per size then
+                self.lowerings[key] = None
+            return v
+
+    def _lowered(self, key):
+        if key not in self.lowerings:
+            self.lowerings[key] = self._lower(key)
+        return self.lowerings[key]
+
+    def _lower(self, key):
         try:
             lowered = [lower_region(t, self.name, key, out_name="kernel", prefer=s, dynamic=s)
                        for t, s in zip(self.texts, self.sizes)]
@@ -81,21 +124,18 @@ class AnySizeKernel:
             needed.add(first.rows_size)
         if self.size_of is None and any(first.sizes_at[s][0] >= inputs for s in needed):  # (outputs' only)
             return None
-        try:
-            return engine(first, self.name, self.kernel.loops, self.kernel.opt_level), first
-        except Exception:  # noqa: BLE001 - the code for all sizes did not compile: per size then
-            return None
+        return first
 
     def call(self, args, symbols=None):
         """The region's outputs for these arguments (symbols: the program's symbols at this call,
-        for size_of), or None where no code serves every size."""
+        for size_of), or None where no code serves every size, or COMPILING."""
         kernel = self.kernel
         if len(args) != len(kernel.inputs):
             raise TypeError(f"{self.name}: expected {len(kernel.inputs)} arguments, got {len(args)}")
         strides = kernel.strides(args)
-        v = self._variant(kernel._key(strides))
-        if v is None:
-            return None
+        v = self._variant(strides)
+        if v is None or v is COMPILING:
+            return v
         fn, lowered = v
         sizes = {name: args[i].shape[d] if i < len(args) else self.size_of(lowered.size_values[name], symbols)
                  for name, (i, d) in lowered.sizes_at.items()}

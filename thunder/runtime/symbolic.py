@@ -44,7 +44,7 @@ from thunder.core.strides import dense_order
 from thunder.dialects.emit import find_func, mismatch
 from thunder.dialects.mlir import LOCK
 from thunder.lowering import executors
-from thunder.lowering.linalg.any_size import AnySizeKernel, MLIR_NUMBER as _MLIR_NUMBER
+from thunder.lowering.linalg.any_size import AnySizeKernel, COMPILING, MLIR_NUMBER as _MLIR_NUMBER
 from thunder.lowering.linalg.to_linalg import parse_region
 from thunder.runtime.autograd import _ThunderAutograd
 from thunder.runtime.codegen import compile_source, python_source
@@ -434,7 +434,8 @@ class _KernelFamily:
             made_up = self._any_size_texts()
             if made_up is not None:
                 texts, self._by_value = made_up
-                self.any_size = AnySizeKernel(texts, size_of=self._size_of)
+                self.any_size = AnySizeKernel(texts, size_of=self._size_of,
+                                              in_background=tiered.mode() == "background")
 
     def at(self, *sizes):
         k = self.kernels.get(sizes)
@@ -466,6 +467,10 @@ class _KernelFamily:
             except _NoFit:
                 self._torch = False
         return None if self._torch is False else functools.partial(self._torch, *sizes)
+
+    def torch_now(self, sizes):
+        """The region's torch calls at sizes."""
+        return self.torch_at(sizes) or tiered.torch_region(self._text_at(sizes)[0])
 
     def _text_at(self, sizes, pieces=None):
         """(the region's text at these values of the symbols, the values of its pieces)."""
@@ -560,17 +565,22 @@ def _primes_from(n):
 
 
 class _AnySize:
-    """A kernel family's region at one size: the family's kernel for every size, or where it has
-    none for the arguments' strides, the family's region at this size (_Member)."""
+    """A kernel family's region at one size: the family's kernel for every size (its torch calls
+    while that compiles in the background), or where it has none for the arguments' strides, the
+    family's region at this size (_Member)."""
 
     def __init__(self, family, sizes):
-        self.family, self.sizes, self.member, self.lifted = family, sizes, None, None
+        self.family, self.sizes, self.member, self.lifted, self.torch = family, sizes, None, None, None
 
     def __call__(self, *args):
         if self.member is None:
             if self.lifted is None:
                 self.lifted = self.family.lifted_at(self.sizes)
             outs = self.family.any_size.call(args + self.lifted, self.sizes)
+            if outs is COMPILING:  # (its code for all sizes compiles in the background)
+                if self.torch is None:
+                    self.torch = self.family.torch_now(self.sizes)
+                return self.torch(*args)
             if outs is not None:
                 return outs
             self.member = self.family.per_size_at(self.sizes)
