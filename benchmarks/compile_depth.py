@@ -12,6 +12,10 @@ as torch calls in the first step, a second step right after it, when the kernels
     .venv/bin/python benchmarks/compile_depth.py [--layers 2 8 24] [--width 256] [--no-compile] [--sync]
                                                  [--no-sharing]
 
+--new-length: after the first step (64 tokens), a step at 40 tokens, where the default option
+makes the length a symbol (the one recompile: a program for all lengths fitted from three
+compiles), and one at 52 (none), with the compile count, thunder and torch.compile.
+
 --second-process: thunder only; each depth runs in two processes one after the other sharing one
 fresh cache folder, so the second's first call uses the program the first stored on disk
 (thunder/runtime/persist.py; the kernels from the kernel cache). Prints both first calls (the
@@ -89,6 +93,18 @@ def one_step(compiler, layers, width, threads, second_step=False):
         row["kernel_seconds"] = sum(s for _, s, how in linalg.COMPILE_LOG if how == "compiled")
         row["background_seconds"] = sum(s for _, s, how in linalg.COMPILE_LOG if how == "background")
         row["kernels_from_disk"] = sum(how == "disk" for _, _, how in linalg.COMPILE_LOG)
+    if os.environ.get("COMPILE_DEPTH_NEW_LENGTH"):  # (--new-length) steps at two other lengths
+        thunder_misses = (lambda: thunder.compile_stats(fn).cache_misses) if compiler == "thunder" else (lambda: None)
+        for key, T in (("new_length", 40), ("third_length", 52)):
+            short = ids[:, :T].contiguous()
+            expected = model(input_ids=short, labels=short, use_cache=False).loss.item()
+            model.zero_grad()
+            t = time.perf_counter()
+            loss = fn(input_ids=short, labels=short, use_cache=False).loss
+            loss.backward()
+            row[key] = time.perf_counter() - t
+            assert abs(loss.item() - expected) <= 1e-4 * max(1.0, abs(expected)), (loss.item(), expected)
+        row["misses"] = thunder_misses()
     if second_step:  # a step with everything compiled: the part of a first step that is computing
         model.zero_grad()
         t, c = time.perf_counter(), time.process_time()
@@ -134,6 +150,27 @@ def second_process(args):
               f"{two['warm_step']:.2f} | {stages} | {two['programs']['loaded']} |", flush=True)
 
 
+def new_length(args):
+    """Each depth in a fresh process: the first step at 64 tokens, then a step at 40 (the default
+    option makes the length a symbol: the one recompile, a program for all lengths fitted from
+    three compiles, runtime/generalize.py; torch.compile's automatic dynamic alike), then at 52
+    (no compile)."""
+    os.environ["COMPILE_DEPTH_NEW_LENGTH"] = "1"
+    print("| layers | thunder: first step s | 40 tokens s | 52 tokens s | compiles | torch.compile: first step s | "
+          "40 tokens s | 52 tokens s |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for layers in args.layers:
+        t = run_child("thunder", layers, args.width, args.threads)
+        c = {} if args.no_compile else run_child("inductor", layers, args.width, args.threads)
+        if "error" in t:
+            print(f"| {layers} | error: {t['error']} |")
+            continue
+        inductor = "- | - | -" if not c else (f"error: {c['error']} | |" if "error" in c else
+                                             f"{c['wall']:.2f} | {c['new_length']:.2f} | {c['third_length']:.2f}")
+        print(f"| {layers} | {t['wall']:.2f} | {t['new_length']:.2f} | {t['third_length']:.2f} | {t['misses']} | "
+              f"{inductor} |", flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--layers", type=int, nargs="+", default=[2, 8, 24])
@@ -147,6 +184,8 @@ def main():
     parser.add_argument("--no-sharing", action="store_true",
                         help="thunder: every VJP rule and decomposition run per op, none replayed from an identical "
                              "one (lowering/vjp_reuse.py, lowering/decompose_reuse.py): the time they save")
+    parser.add_argument("--new-length", action="store_true",
+                        help="after the first step, steps at two other lengths: the recompile for all lengths")
     parser.add_argument("--child", nargs=2, metavar=("COMPILER", "LAYERS"), help=argparse.SUPPRESS)
     parser.add_argument("--second-step", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -158,9 +197,9 @@ def main():
         print(json.dumps(one_step(args.child[0], int(args.child[1]), args.width, args.threads, args.second_step)))
         return
     print(f"CPU: {cpu_model()}, {os.cpu_count()} cores; load average before: {os.getloadavg()[0]:.1f}")
-    if args.second_process:
+    if args.second_process or args.new_length:
         print(f"Llama width {args.width}, batch 2 x 64 tokens, {args.threads} threads; wall s")
-        second_process(args)
+        (second_process if args.second_process else new_length)(args)
         print(f"load average after: {os.getloadavg()[0]:.1f}")
         return
     print(f"Llama width {args.width}, batch 2 x 64 tokens, {args.threads} threads, kernels compiled "
