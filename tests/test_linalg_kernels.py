@@ -532,6 +532,12 @@ _ANY_SIZE = {
                                          lambda B, T: (torch.randn(B, T, 16), torch.randn(B, T, 16))),
     "a table broadcast over the batch": (lambda x, c: x * c + x.exp(),
                                          lambda B, T: (torch.randn(B, T, 6), torch.randn(T, 6))),
+    "heads split from the width ([B, T, 48] -> [B, T, 6, 8])": (
+        lambda x, w: (x * w).reshape(x.shape[0], x.shape[1], 6, 8).transpose(1, 2) * 2,
+        lambda B, T: (torch.randn(B, T, 48), torch.randn(48))),
+    "grouped heads summed ([B, 18, T, 10] -> [B, 9, 2, T, 10])": (
+        lambda x: x.reshape(x.shape[0], 9, 2, x.shape[2], 10).sum(2) + 1,
+        lambda B, T: (torch.randn(B, 18, T, 10),)),
 }
 
 

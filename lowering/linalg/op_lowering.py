@@ -487,7 +487,7 @@ def _reshape(em, ssa, t: TensorT, out_t: TensorT):
     if t.shape == out_t.shape:
         return ssa
     if any(isinstance(s, str) for s in t.shape + out_t.shape):
-        return _reshape_unit_dims(em, ssa, t, out_t)
+        return _reshape_dynamic(em, ssa, t, out_t)
     if None in t.shape:
         return _reshape_tile(em, ssa, t, out_t)
     flat_t = TensorT((_pymath.prod(t.shape),), t.elt)
@@ -513,14 +513,42 @@ def _reshape(em, ssa, t: TensorT, out_t: TensorT):
     return r
 
 
-def _reshape_unit_dims(em, ssa, t: TensorT, out_t: TensorT):
-    """A reshape of dynamic sizes that only adds or drops dims of size 1 ([B, T] -> [B, T, 1]):
-    a linalg.generic reading each input dim at its output dim (0 for dropped ones)."""
-    kept = [d for d, s in enumerate(out_t.shape) if s != 1]
-    if [s for s in t.shape if s != 1] != [out_t.shape[d] for d in kept]:
+def _reshape_dynamic(em, ssa, t: TensorT, out_t: TensorT):
+    """A reshape of dynamic sizes that keeps each of them a dim of its own, in order, and
+    reshapes the static dims between them among themselves ([B, T, 256] -> [B, T, 4, 64],
+    [B, 4, T, 64] -> [B, 2, 2, T, 64], [B, T] -> [B, T, 1]): a linalg.generic reading each input
+    dim at the output's indices (a static run's row-major index, split by floordiv/mod)."""
+    def runs(shape):  # the dynamic dims (their index) and the runs of static dims between them
+        out, run = [], []
+        for d, s in enumerate(shape):
+            if s is None or isinstance(s, str):
+                out += [run, d]
+                run = []
+            else:
+                run.append(d)
+        return out + [run]
+
+    exprs = [None] * t.rank
+    ins, outs = runs(t.shape), runs(out_t.shape)
+    if len(ins) != len(outs):
         raise UnsupportedOp("reshape of a dynamic size")
-    at = iter(kept)
-    exprs = ["0" if s == 1 else f"d{next(at)}" for s in t.shape]
+    for a, b in zip(ins, outs):
+        if isinstance(a, int) or isinstance(b, int):
+            if not (isinstance(a, int) and isinstance(b, int) and t.shape[a] == out_t.shape[b]):
+                raise UnsupportedOp("reshape of a dynamic size")
+            exprs[a] = f"d{b}"
+            continue
+        if _pymath.prod(t.shape[i] for i in a) != _pymath.prod(out_t.shape[j] for j in b):
+            raise UnsupportedOp("reshape of a dynamic size")
+        terms = []
+        for k, j in enumerate(b):
+            step = _pymath.prod(out_t.shape[m] for m in b[k + 1:])
+            terms.append(f"d{j}" if step == 1 else f"d{j} * {step}")
+        index = " + ".join(terms) or "0"
+        for k, i in enumerate(a):
+            step = _pymath.prod(t.shape[m] for m in a[k + 1:])
+            e = f"({index})" if step == 1 else f"(({index}) floordiv {step})"
+            exprs[i] = "0" if t.shape[i] == 1 else e if k == 0 else f"{e} mod {t.shape[i]}"
     return em.generic(out_t, [(ssa, t, exprs)], lambda b, xs, acc: xs[0])
 
 

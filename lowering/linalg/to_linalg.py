@@ -13,7 +13,7 @@ the IRDL definitions; each prim is rewritten into text:
 - `thunder.sum/amax/amin/prod`: `linalg.fill` of the identity, then a `linalg.generic` with
   reduction iterators (f16/bf16 accumulate in f32);
 - `thunder.reshape`: `tensor.collapse_shape` / `tensor.expand_shape` (through rank 1), or in a
-  tile a gather through floordiv/mod maps;
+  tile (or with dynamic sizes, each kept a dim of its own) a gather through floordiv/mod maps;
 - `thunder.transpose`: a permuted input map; `thunder.slice`: `tensor.extract_slice`;
   `thunder.cat`: `tensor.insert_slice` of each input into a `tensor.empty`.
 
@@ -126,7 +126,7 @@ def lower_region(text: str, name: str, input_strides=None, approx_math=True, til
     wherever a dim has one of them, rather than writing them into its code (a kernel family's
     changing sizes: runtime/symbolic.py), so that its code serves every size; each is read from
     the first argument with such a dim (UnsupportedOp where none has it, or where an op needs it
-    as a number: a reshape, a cat or pad along it)."""
+    as a number: a reshape merging or splitting it, a cat or pad along it)."""
     key = _memo_key(text, name, out_name, input_strides, approx_math, tile, prefer, merge_reductions, dynamic)
     if key is None:
         return _lower_region(text, name, input_strides, approx_math, tile, out_name, prefer, merge_reductions,
