@@ -39,7 +39,8 @@ ROWWISE = ["torch.softmax({x}, {d})", "torch.log_softmax({x}, {d})", "{x}.sum({d
 # numbers computed from the sizes (Python ints and floats the program must compute per call)
 SIZED = ["{x} * x0.shape[1] ** -0.5", "{x} / x0.shape[2]", "{x} + x0.shape[1] // 4", "{x} * min(x0.shape[1], 8)",
          "{x} - max(x0.shape[1] - 6, 0)", "{x} * (x0.shape[1] % 3 + 1)", "{x} * abs(x0.shape[2] - x0.shape[1])",
-         "({x} if x0.shape[1] > 8 else -{x})"]
+         "({x} if x0.shape[1] > 8 else -{x})", "torch.full_like({x}, 1.0 / x0.shape[1]) * {x}",
+         "({x}.abs() + 1) ** (1 / x0.shape[1])"]
 # [B, T, C] -> [B, T, C] through views, copies, slices and products whose sizes change with the call's
 SHAPED = ["{x}.reshape(-1, {x}.shape[-1]).reshape({x}.shape)", "{x}.transpose(1, 2).contiguous().transpose(1, 2)",
           "torch.roll({x}, 1, 1)", "torch.cat([{x}[:, 1:], {x}[:, :1]], 1)",

@@ -73,12 +73,13 @@ def test_fused_regions_reducing_over_changing_sizes_run_one_kernel_at_every_size
 def _size_numbers(x):
     T = x.shape[1]
     y = torch.tanh(x) * T ** -0.5 - 1 / math.sqrt(T) + (T // 4) * torch.sigmoid(x) - min(T, 40)
+    y = y.clamp(max=3 / T + 1)  # (a fill of a runtime number)
     return y.masked_fill((torch.arange(T) >= T // 2)[:, None], 0.0)  # (an i64 constant: %c2_i64, named by value)
 
 
 def test_numbers_computed_from_sizes_in_a_fused_region_are_arguments_of_its_kernel(monkeypatch):
     """Floats and ints a fused region takes from the sizes (T ** -0.5, 1 / sqrt(T), T // 4,
-    min(T, 40), a mask's bound): one program for all sizes, and one kernel that takes them as arguments at every
+    min(T, 40), a clamp's bound, a mask's bound): one program for all sizes, and one kernel that takes them as arguments at every
     size. Before, `T ** -0.5` and `1 / sqrt(T)` compiled at every size (the region's floats
     were not recognised as the trace's: MLIR writes them with 17 digits), and where the region
     did generalize, its kernel for every size was refused (its literals differ with the sizes):
@@ -100,6 +101,26 @@ def test_numbers_computed_from_sizes_in_a_fused_region_are_arguments_of_its_kern
             compiled = len(linalg.COMPILE_LOG)
     assert _misses(jf) == 1
     assert as_torch == [] and len(linalg.COMPILE_LOG) == compiled
+
+
+def _fill_and_root(x):
+    T = x.shape[1]
+    return torch.full(x.shape, 3.0 / T) * torch.tanh(x) + torch.tanh(x).abs() ** (1 / T)
+
+
+def test_a_float_over_a_size_and_a_vjp_constant_from_it_generalize():
+    """`3.0 / T` (float's own division takes any int and drops the symbol: the interpreter asks
+    the symbol's reflected method) as a fill value, and `x ** (1 / T)`, whose VJP writes its
+    exponent minus one into the backward (a literal fitted as `1 - 1 / T`): one program for all
+    sizes, eager's values and gradients at each. Before, both compiled at every size."""
+    jf = thunder.jit(_fill_and_root, cache="symbolic values", fusion="always")
+    for B, T, C in [(2, 5, 6), (3, 9, 4), (4, 17, 6), (2, 33, 8)]:
+        x = torch.randn(B, T, C, requires_grad=True)
+        out, ref = jf(x), _fill_and_root(x)
+        torch.testing.assert_close(out, ref)
+        g = torch.randn_like(ref)
+        torch.testing.assert_close(torch.autograd.grad(out, x, g)[0], torch.autograd.grad(ref, x, g)[0])
+    assert _misses(jf) == 1
 
 
 class _Block(torch.nn.Module):

@@ -261,6 +261,9 @@ def _lower_op(em, op, out_t: TensorT):
             offset += t.shape[dim]
         return _Parts(dim, parts)
     if name == "full":
+        if operands[0][0] == "scalar":  # (a runtime number: a value computed from the sizes)
+            _, v, src = operands[0]
+            return em.generic(out_t, [], lambda b, xs, acc: convert_scalar(b, v, src, out_t.elt))
         return _filled(em, out_t, operands[0][1])
     if name == "unslice":
         return _unslice(em, operands[0], out_t, attrs)

@@ -277,15 +277,23 @@ class _Fitter:
         return out
 
     def float_expr(self, values):
-        """The expression, among the floats the trace computed from sizes, whose values in the
+        """The expression, among the floats the trace computed from sizes, or those plus or
+        minus a small number (a VJP's `y - 1` of an exponent y = 1 / T), whose values in the
         three calls are values (exactly); None if none is."""
         for e in self.float_exprs:
-            try:
-                if [float(eval(e, {"math": math}, dict(p))) for p in self.plan.values] == values:  # noqa: S307
-                    return f"({e})"
-            except Exception:  # noqa: BLE001 - not defined at another call's sizes (a division by zero)
-                continue
+            for form in _FLOAT_FORMS:
+                source = form.format(e)
+                try:
+                    if [float(eval(source, {"math": math}, dict(p))) for p in self.plan.values] == values:  # noqa: S307
+                        return f"({source})"
+                except Exception:  # noqa: BLE001 - not defined at another call's sizes (a division by zero)
+                    continue
         return None
+
+
+# the forms of a float from sizes, e, that a literal may hold (exactly, at all three calls)
+_FLOAT_FORMS = ("{}",) + tuple(f"({{}} {op} {b})" for b in (1, 2, 0.5) for op in "+-") + \
+    tuple(f"({b} - {{}})" for b in (1, 2, 0.5))
 
 
 def _fit_number(texts, fit, what):
