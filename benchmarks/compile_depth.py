@@ -150,6 +150,17 @@ def second_process(args):
               f"{two['warm_step']:.2f} | {stages} | {two['programs']['loaded']} |", flush=True)
 
 
+def both_rows(args, layers):
+    """(thunder's row, torch.compile's or {} under --no-compile) of one depth, each in a fresh
+    process; None, printed as an error row, where thunder's failed."""
+    t = run_child("thunder", layers, args.width, args.threads)
+    c = {} if args.no_compile else run_child("inductor", layers, args.width, args.threads)
+    if "error" in t:
+        print(f"| {layers} | error: {t['error']} |")
+        return None
+    return t, c
+
+
 def new_length(args):
     """Each depth in a fresh process: the first step at 64 tokens, then a step at 40 (the default
     option makes the length a symbol: the one recompile, a program for all lengths fitted from
@@ -160,11 +171,10 @@ def new_length(args):
           "40 tokens s | 52 tokens s |")
     print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for layers in args.layers:
-        t = run_child("thunder", layers, args.width, args.threads)
-        c = {} if args.no_compile else run_child("inductor", layers, args.width, args.threads)
-        if "error" in t:
-            print(f"| {layers} | error: {t['error']} |")
+        rows = both_rows(args, layers)
+        if rows is None:
             continue
+        t, c = rows
         inductor = "- | - | -" if not c else (f"error: {c['error']} | |" if "error" in c else
                                              f"{c['wall']:.2f} | {c['new_length']:.2f} | {c['third_length']:.2f}")
         print(f"| {layers} | {t['wall']:.2f} | {t['new_length']:.2f} | {t['third_length']:.2f} | {t['misses']} | "
@@ -210,11 +220,10 @@ def main():
     print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |")
     base = None
     for layers in args.layers:
-        t = run_child("thunder", layers, args.width, args.threads)
-        c = {} if args.no_compile else run_child("inductor", layers, args.width, args.threads)
-        if "error" in t:
-            print(f"| {layers} | error: {t['error']} |")
+        rows = both_rows(args, layers)
+        if rows is None:
             continue
+        t, c = rows
         base = base or t["wall"]
         stages = ", ".join(f"{k} {v:.2f}" for k, v in t["stages"].items())
         inductor = "-" if not c else (f"error: {c['error']}" if "error" in c else f"{c['wall']:.2f} ({c['cpu']:.2f})")

@@ -13,6 +13,16 @@ def _misses(jf):
     return thunder.compile_stats(jf).cache_misses
 
 
+def _assert_step_matches(jm, m, x):
+    """jm(x) equals m(x), and so do their gradients of x and of m's parameters."""
+    out, ref = jm(x), m(x)
+    torch.testing.assert_close(out, ref)
+    g = torch.randn_like(ref)
+    leaves = [x, *m.parameters()]
+    for a, b in zip(torch.autograd.grad(out, leaves, g), torch.autograd.grad(ref, leaves, g)):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+
+
 def test_batch_sweep_compiles_a_bounded_number_of_times_fused_kernels_included():
     def f(x, w, b):
         y = torch.nn.functional.layer_norm(x, (x.shape[-1],), w, b)
@@ -149,14 +159,7 @@ def test_identical_layers_share_one_kernel_family(monkeypatch):
         model = torch.nn.Sequential(*[_Block(8) for _ in range(depth)])
         jf = thunder.jit(model, cache="symbolic values")
         for B, T in [(2, 5), (3, 9), (2, 12)]:
-            x = torch.randn(B, T, 8, requires_grad=True)
-            out, ref = jf(x), model(x)
-            torch.testing.assert_close(out, ref)
-            g = torch.randn_like(ref)
-            got = torch.autograd.grad(out, [x, *model.parameters()], g)
-            expected = torch.autograd.grad(ref, [x, *model.parameters()], g)
-            for a, b in zip(got, expected):
-                torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+            _assert_step_matches(jf, model, torch.randn(B, T, 8, requires_grad=True))
         assert _misses(jf) == 1
         return len(made)
 
@@ -255,16 +258,7 @@ def test_training_sweep_gives_eager_gradients():
     m = Block()
     jm = thunder.jit(m, cache="symbolic values")
     for T in range(3, 15):
-        x = torch.randn(2, T, 32)
-        xa, xb = x.clone().requires_grad_(), x.clone().requires_grad_()
-        out = jm(xa)
-        ref = m(xb)
-        torch.testing.assert_close(out, ref)
-        g = torch.randn_like(ref)
-        grads = torch.autograd.grad(out, [xa, *m.parameters()], g)
-        ref_grads = torch.autograd.grad(ref, [xb, *m.parameters()], g)
-        for a, b in zip(grads, ref_grads):
-            torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+        _assert_step_matches(jm, m, torch.randn(2, T, 32, requires_grad=True))
     assert _misses(jm) == 1  # B and T symbols from the first call (C is the module's)
     assert "_program.at(_sym0, _sym1)" in str(thunder.last_traces(jm)[-1])
     assert "def backward(_sym0, _sym1," in str(thunder.last_backward_traces(jm)[-1])

@@ -613,7 +613,7 @@ class _Member:
                 run = self.kernel
             else:
                 self.family.torch_only = True
-                run = self.family.torch_at(self.sizes) or tiered.torch_region(self.text)
+                run = self.family.torch_now(self.sizes)
             self.runs[strides] = run
         return run(*args)
 

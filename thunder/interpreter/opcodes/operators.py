@@ -30,10 +30,6 @@ COMPARE_OPS = {
 }
 
 
-# (the NB_* names of BINARY_OPS' first 13, for a symbolic right operand's reflected method)
-_NAMES = ["add", "and", "floordiv", "lshift", "matmul", "mul", "mod", "or", "pow", "rshift", "sub", "truediv", "xor"]
-
-
 @op("BINARY_OP")
 def _binary_op(rt, f: Frame, i) -> None:
     rhs = f.stack.pop()
@@ -41,7 +37,8 @@ def _binary_op(rt, f: Frame, i) -> None:
     if type(lhs) is float and type(rhs) is symbols.SymInt:
         # float's own method takes any int and drops the symbol (1.0 / T: SymInt is no float
         # subclass, so Python does not try its reflected method first): the symbol's, then
-        reflected = getattr(symbols.SymInt, f"__r{_NAMES[i.arg % 13]}__", None)
+        name = BINARY_OPS[i.arg % 13].__name__.rstrip("_")  # (operator.and_: and; in-place: the binary one)
+        reflected = getattr(symbols.SymInt, f"__r{name}__", None)
         result = NotImplemented if reflected is None else reflected(rhs, lhs)
         if result is not NotImplemented:
             f.stack.append(result)
