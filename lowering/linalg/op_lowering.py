@@ -33,7 +33,9 @@ class _Emitter:
         self.tiled = False  # (a tiled kernel: values of static shape are computed before the loop)
         self.slices = {}  # (value, dim, offset, size) -> its slice (_slice_value)
         self.summed = False  # (the op being lowered) its values are only summed: see _lower_op
-        self.picks = True  # one-hot picks as one load a row (pick.py)
+        # the CPU kernel's forms (lower_region's merge_reductions): one-hot picks as one load a row
+        # (pick.py), a sum of everything by rows first (two_step_sum)
+        self.cpu_forms = True
         self.syms = {}  # size -> the SSA name of its index value: sizes read at run time (lower_region)
 
     def fresh(self, base="v"):
@@ -281,7 +283,7 @@ def _lower_op(em, op, out_t: TensorT):
                 v = b.op(f"arith.addi {v}, {b.const(start, 'i64')} : i64")
             return convert_scalar(b, v, "i64", out_t.elt)
         return em.generic(out_t, [], iota_body)
-    if name == "sum" and em.picks and op.results[0] not in em.reduced:  # a one-hot pick: one load a row
+    if name == "sum" and em.cpu_forms and op.results[0] not in em.reduced:  # a one-hot pick: one load a row
         picked = one_hot_pick(em, op, out_t)
         if picked is not None:
             return picked
@@ -296,21 +298,15 @@ def _lower_op(em, op, out_t: TensorT):
                               lambda b, xs, acc: convert_scalar(b, xs[0], t.elt, out_t.elt))
         if op.results[0] in em.reduced:  # computed with its operand (_generic_and_reduction)
             r, acc_t = em.reduced[op.results[0]]
+        elif em.cpu_forms and two_step_sum(name, t.elt, t.rank, dims):  # rows first, with the loop's partial sums
+            rows, rows_t = _reduce(em, name, ssa, t, [t.rank - 1], TensorT(t.shape[:-1], t.elt), wide=False)
+            r, acc_t = _reduce(em, name, rows, rows_t, dims[:-1], out_t, wide=True)
         else:
-            acc_t, filled = _reduction_init(em, name, out_t)
-            iters = ["reduction" if i in dims else "parallel" for i in range(t.rank)]
-            out_map = amap(t.rank, [f"d{i}" for i in range(t.rank) if i not in dims])
-            combine = reduce_combine(name)
-
-            def body(b, xs, acc):
-                x = convert_scalar(b, xs[0], t.elt, acc_t.elt)
-                return combine(b, [x, acc], acc_t.elt)
-            r = em.generic(acc_t, [(ssa, t, [f"d{i}" for i in range(t.rank)])], body,
-                           iterators=iters, init=filled, out_map=out_map)
+            r, acc_t = _reduce(em, name, ssa, t, dims, out_t, wide=wide_sum(name, t.rank, dims))
         if acc_t.elt == out_t.elt:
             return r
         return em.generic(out_t, [(r, acc_t, [f"d{i}" for i in range(out_t.rank)])],
-                          lambda b, xs, acc: convert_scalar(b, xs[0], "f32", out_t.elt))
+                          lambda b, xs, acc: convert_scalar(b, xs[0], acc_t.elt, out_t.elt))
     raise UnsupportedOp(f"no linalg lowering for {op.name}")
 
 
@@ -452,10 +448,41 @@ def _slice_value(em, v, e, offset, size):
     return result
 
 
-def _reduction_init(em, name, out_t):
+def wide_sum(name, rank, dims):
+    """Whether a sum over dims of a rank-`rank` f32 tensor accumulates in f64: one over other
+    dims than the last alone (a bias gradient over B*T rows), whose loops add a result's terms
+    one by one where eager's kernels keep partial sums (f32 was up to 6x further from the exact
+    sum than eager). Reducing the last dim, the vectorized loop keeps partial sums itself and
+    stays f32 (an f64 accumulator would halve the vector width of the math fused before it: LLVM
+    sizes vectors by the widest type)."""
+    return name == "sum" and rank - 1 not in dims
+
+
+def two_step_sum(name, elt, rank, dims):
+    """Whether an f32 sum over the last dim and others (a sum of everything) reduces the rows
+    first (f32, vector partial sums, the math before it fused in), then the rest in f64: in one
+    loop the rows' results were added one by one in f32, up to 100x further from the exact sum
+    than eager. (CPU kernels: the CUDA writer reduces a whole region's sum in a block's tree.)"""
+    return name == "sum" and elt == "f32" and rank - 1 in dims and len(dims) > 1
+
+
+def _reduce(em, name, ssa, t, dims, out_t, wide):
+    """The reduction of (ssa, t) over dims, unrounded: (its SSA name, the accumulator type)."""
+    acc_t, filled = _reduction_init(em, name, out_t, wide)
+    iters = ["reduction" if i in dims else "parallel" for i in range(t.rank)]
+    out_map = amap(t.rank, [f"d{i}" for i in range(t.rank) if i not in dims])
+    combine = reduce_combine(name)
+
+    def body(b, xs, acc):
+        return combine(b, [convert_scalar(b, xs[0], t.elt, acc_t.elt), acc], acc_t.elt)
+    return em.generic(acc_t, [(ssa, t, [f"d{i}" for i in range(t.rank)])], body,
+                      iterators=iters, init=filled, out_map=out_map), acc_t
+
+
+def _reduction_init(em, name, out_t, wide):
     """(accumulator type, its init filled with the reduction's identity): f16/bf16 accumulate in
-    f32, rounded once at the end (as torch's reductions)."""
-    acc_t = TensorT(out_t.shape, "f32") if out_t.elt in ("f16", "bf16") else out_t
+    f32, rounded once at the end (as torch's reductions); f32 in f64 where wide (wide_sum)."""
+    acc_t = TensorT(out_t.shape, {"f16": "f32", "bf16": "f32", "f32": "f64" if wide else "f32"}.get(out_t.elt, out_t.elt))
     init = em.empty(acc_t)
     c = em.fresh("c")
     em.emit(f"{c} = arith.constant {literal(reduction_identity(name, acc_t.elt), acc_t.elt)} : {acc_t.elt}")
@@ -482,6 +509,8 @@ def _reduction_with_operand(op, lines_for, dual):
         return None
     rank = len(_static_shape(r))
     dims = sorted(d % max(rank, 1) for d in ir.DenseI64ArrayAttr(first.attributes["dims"]))
+    if two_step_sum(name, str(ir.RankedTensorType(r.type).element_type), rank, dims):
+        return None  # (two loops)
     return (first, name, dims) if dims and rank else None
 
 

@@ -43,7 +43,7 @@ from thunder.dialects.mlir import ir
 from thunder.lowering.linalg import lowered_cache
 from thunder.lowering.linalg.bf16_intermediates import keep_bf16_in_f32
 from thunder.lowering.linalg.op_lowering import (_constant, _Emitter, _lower_op, _Parts, _reduction_init,
-                                                 _reduction_with_operand, _scalar_param, NUMBERS)
+                                                 _reduction_with_operand, _scalar_param, NUMBERS, wide_sum)
 from thunder.lowering.linalg.scalar import ELEMENTWISE, elt_bytes, UnsupportedOp
 from thunder.lowering.linalg.tiling import (_operand_axes, _static_shape, _subview, MIN_PIECE_BYTES,
                                             row_major_strides, TILE_BYTES, tiling, WHOLE)
@@ -119,9 +119,10 @@ def lower_region(text: str, name: str, input_strides=None, approx_math=True, til
     (`tiling`); the tiled axis has a dynamic size in the func's types, so the kernel does not
     depend on the number of rows. prefer: sizes to tile along first (see tiling).
     merge_reductions: an elementwise result used again after its first user, a reduction, is
-    computed in that reduction's pass (_generic_and_reduction), and one-hot picks read by one
-    load a row (pick.py; the CUDA kernel writer reads neither such multi-result generics nor
-    tensor.extract in a body).
+    computed in that reduction's pass (_generic_and_reduction), one-hot picks read by one
+    load a row (pick.py) and a sum of everything reduces rows first (two_step_sum): the CPU
+    kernel's forms (the CUDA kernel writer reads neither multi-result generics nor
+    tensor.extract in a body, and reduces a whole sum in a block's tree).
     dynamic: sizes (ints above 1) that the kernel reads from its arguments' sizes at run time
     wherever a dim has one of them, rather than writing them into its code (a kernel family's
     changing sizes: runtime/symbolic.py), so that its code serves every size; each is read from
@@ -220,7 +221,7 @@ def _lower_ops(em, block, out_type, lines_for, axes=None, dual=(), merge_reducti
     lines_for(value); the values in dual a second time, whole, into lines_for(None) (axes: the
     tiled kernel's, to know which operands an op reads whole). Returns the returned values."""
     results = None
-    em.picks = merge_reductions
+    em.cpu_forms = merge_reductions
     for op in block.operations:
         op = op.operation
         if op.name == "arith.constant":
@@ -242,7 +243,7 @@ def _lower_ops(em, block, out_type, lines_for, axes=None, dual=(), merge_reducti
                 if merge_reductions and op.name.removeprefix("thunder.") in ELEMENTWISE else None
             if red is not None:
                 first, name, dims = red
-                acc_t, filled = _reduction_init(em, name, out_type(first.results[0]))
+                acc_t, filled = _reduction_init(em, name, out_type(first.results[0]), wide_sum(name, out_t.rank, dims))
                 em.reduce_too = (name, acc_t, dims, filled)
             value = _lower_op(em, op, out_t)
             em.reduce_too = None
