@@ -4,6 +4,7 @@ import math
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 import thunder
 from thunder.lowering import linalg
@@ -104,6 +105,41 @@ def test_numbers_computed_from_sizes_in_a_fused_region_are_arguments_of_its_kern
     for i, (B, T, C) in enumerate([(2, 5, 6), (3, 9, 4), (4, 17, 6), (2, 33, 8), (3, 12, 5)]):
         x = torch.randn(B, T, C, requires_grad=True)
         out, ref = jf(x), _size_numbers(x)
+        torch.testing.assert_close(out, ref)
+        g = torch.randn_like(ref)
+        torch.testing.assert_close(torch.autograd.grad(out, x, g)[0], torch.autograd.grad(ref, x, g)[0])
+        if i == 0:
+            compiled = len(linalg.COMPILE_LOG)
+    assert _misses(jf) == 1
+    assert as_torch == [] and len(linalg.COMPILE_LOG) == compiled
+
+
+_ALONG_THE_SIZE = {
+    "the last position (x[:, -1], a slice from T - 1)": lambda x: torch.tanh(x)[:, -1] * 2,
+    "the last 3 positions": lambda x: torch.tanh(x)[:, -3:] * 2,
+    "a shifted difference (x[:, 1:] - x[:, :-1])": lambda x: torch.tanh(x)[:, 1:] - torch.tanh(x)[:, :-1],
+    "a cat along the changing dim": lambda x: torch.cat([torch.tanh(x), x * 2], 1) * 3,
+    "a pad along the changing dim": lambda x: F.pad(torch.tanh(x), (0, 0, 1, 2)) * 3,
+}
+
+
+@pytest.mark.parametrize("case", list(_ALONG_THE_SIZE))
+def test_slices_cats_and_pads_along_a_changing_size_have_one_kernel(case, monkeypatch):
+    """Slices at offsets from the changing size's end (start T - k), slices' gradients into it
+    (zeros with the part at T - k), a cat's parts at T, and pads: one program and one kernel for
+    every size, forward and backward. Before, their offsets were numbers in the kernel: a kernel
+    was compiled at every new size."""
+    from thunder.runtime import symbolic, tiered
+    fn = _ALONG_THE_SIZE[case]
+    as_torch = []
+    torch_region = tiered.torch_region
+    monkeypatch.setattr(symbolic._KernelFamily, "torch_at", lambda self, sizes: as_torch.append(sizes))
+    monkeypatch.setattr(tiered, "torch_region", lambda text: as_torch.append(text) or torch_region(text))
+    jf = thunder.jit(fn, cache="symbolic values", fusion="always")
+    compiled = None
+    for i, (B, T) in enumerate([(2, 5), (3, 9), (4, 17), (2, 33), (3, 12)]):
+        x = torch.randn(B, T, 6, requires_grad=True)
+        out, ref = jf(x), fn(x)
         torch.testing.assert_close(out, ref)
         g = torch.randn_like(ref)
         torch.testing.assert_close(torch.autograd.grad(out, x, g)[0], torch.autograd.grad(ref, x, g)[0])

@@ -246,8 +246,9 @@ def _lower_op(em, op, out_t: TensorT):
         ssa, t = operands[0]
         starts, steps = (list(ir.DenseI64ArrayAttr(attrs[k])) for k in ("start_indices", "strides"))
         sizes = ", ".join(size_text(s) for s in out_t.shape)
+        offsets = _offsets(em, starts, steps, t, out_t)
         r = em.fresh()
-        em.emit(f"{r} = tensor.extract_slice {ssa}[{', '.join(map(str, starts))}] [{sizes}] "
+        em.emit(f"{r} = tensor.extract_slice {ssa}[{', '.join(offsets)}] [{sizes}] "
                 f"[{', '.join(map(str, steps))}] : {t} to {out_t}")
         return r
     if name == "cat":  # its parts, written into one tensor when an op reads it whole (_Parts)
@@ -256,11 +257,11 @@ def _lower_op(em, op, out_t: TensorT):
         for ssa, t in operands:
             if t.elt != out_t.elt:
                 raise UnsupportedOp(f"cat of {t.elt} into {out_t.elt}")
-            if not isinstance(t.shape[dim], int):
-                raise UnsupportedOp("cat along a dynamic size")
             if t.shape[dim]:
                 parts.append((offset, t.shape[dim], (ssa, t)))
-            offset += t.shape[dim]
+            offset = _index_sum(em, offset, t.shape[dim])
+        if not isinstance(offset, int):  # along a size read at run time: written into one tensor
+            return _write_parts(em, _Parts(dim, parts), out_t)
         return _Parts(dim, parts)
     if name == "full":
         if operands[0][0] == "scalar":  # (a runtime number: a value computed from the sizes)
@@ -327,9 +328,8 @@ def _unslice(em, operand, out_t, attrs):
     ssa, t = operand
     starts, steps = (list(ir.DenseI64ArrayAttr(attrs[k])) for k in ("start_indices", "strides"))
     padded = [d for d in range(out_t.rank) if t.shape[d] != out_t.shape[d]]
-    if any(not isinstance(x.shape[d], int) for d in padded for x in (t, out_t)):
-        raise UnsupportedOp("unslice along a dynamic size")
-    if all(s == 1 for s in steps) and len(padded) == 1:
+    dynamic = any(not isinstance(x.shape[d], int) for d in padded for x in (t, out_t))
+    if all(s == 1 for s in steps) and len(padded) == 1 and not dynamic:
         d = padded[0]
         spans = [(0, starts[d]), (starts[d], t.shape[d]), (starts[d] + t.shape[d], out_t.shape[d] - starts[d] - t.shape[d])]
         parts = []
@@ -344,9 +344,49 @@ def _unslice(em, operand, out_t, attrs):
         return _Parts(d, parts)
     r = em.fresh()
     sizes = ", ".join(size_text(s) for s in t.shape)
-    em.emit(f"{r} = tensor.insert_slice {ssa} into {_filled(em, out_t, 0)}[{', '.join(map(str, starts))}] [{sizes}] "
+    offsets = _offsets(em, starts, steps, out_t, t)
+    em.emit(f"{r} = tensor.insert_slice {ssa} into {_filled(em, out_t, 0)}[{', '.join(offsets)}] [{sizes}] "
             f"[{', '.join(map(str, steps))}] : {t} into {out_t}")
     return r
+
+
+def _index_sum(em, a, b):
+    """a + b, each a number or the SSA name of an index value (a size read at run time)."""
+    if isinstance(a, int) and isinstance(b, int):
+        return a + b
+    if a == 0 or b == 0:
+        return b if a == 0 else a
+    names = []
+    for x in (a, b):
+        if isinstance(x, int):
+            names.append(em.fresh("k"))
+            em.emit(f"{names[-1]} = arith.constant {x} : index")
+        else:
+            names.append(x)
+    r = em.fresh("o")
+    em.emit(f"{r} = arith.addi {names[0]}, {names[1]} : index")
+    return r
+
+
+def _offsets(em, starts, steps, whole, part):
+    """The offsets (text) of a slice `part` of `whole` at starts: a slice of a dim whose size is
+    read at run time (kernels for every size), static in the part and reaching the whole's end
+    (`x[:, -k:]`: start T - k) starts at that size minus k, computed in the kernel; a start that
+    is such a size, at it; else the start as written (a start that changes with the sizes otherwise leaves the texts at the
+    family's sizes different: per-size kernels then)."""
+    size_at = {name: size for size, name in em.syms.items()}
+    offsets = []
+    for start, step, n, m in zip(starts, steps, whole.shape, part.shape):
+        if isinstance(n, str) and isinstance(m, int) and step == 1 and start + m == size_at[n] and start:
+            o = em.fresh("o")
+            em.emit(f"{o}_k = arith.constant {m} : index")
+            em.emit(f"{o} = arith.subi {n}, {o}_k : index")
+            offsets.append(o)
+        elif start in em.syms:  # (a cat's second part: it starts at the first's size)
+            offsets.append(em.syms[start])
+        else:
+            offsets.append(str(start))
+    return offsets
 
 
 class _Parts:

@@ -127,7 +127,7 @@ def lower_region(text: str, name: str, input_strides=None, approx_math=True, til
     wherever a dim has one of them, rather than writing them into its code (a kernel family's
     changing sizes: runtime/symbolic.py), so that its code serves every size; each is read from
     the first argument with such a dim (UnsupportedOp where none has it, or where an op needs it
-    as a number: a reshape merging or splitting it, a cat or pad along it)."""
+    as a number: a reshape merging or splitting it, a slice starting at a size it computes)."""
     key = _memo_key(text, name, out_name, input_strides, approx_math, tile, prefer, merge_reductions, dynamic)
     if key is None:
         return _lower_region(text, name, input_strides, approx_math, tile, out_name, prefer, merge_reductions,
