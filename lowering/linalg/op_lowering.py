@@ -257,6 +257,8 @@ def _lower_op(em, op, out_t: TensorT):
         for ssa, t in operands:
             if t.elt != out_t.elt:
                 raise UnsupportedOp(f"cat of {t.elt} into {out_t.elt}")
+            if t.shape[dim] is None:
+                raise UnsupportedOp("cat along a tile's rows")
             if t.shape[dim]:
                 parts.append((offset, t.shape[dim], (ssa, t)))
             offset = _index_sum(em, offset, t.shape[dim])
@@ -328,6 +330,8 @@ def _unslice(em, operand, out_t, attrs):
     ssa, t = operand
     starts, steps = (list(ir.DenseI64ArrayAttr(attrs[k])) for k in ("start_indices", "strides"))
     padded = [d for d in range(out_t.rank) if t.shape[d] != out_t.shape[d]]
+    if any(x.shape[d] is None for d in padded for x in (t, out_t)):
+        raise UnsupportedOp("unslice along a tile's rows")
     dynamic = any(not isinstance(x.shape[d], int) for d in padded for x in (t, out_t))
     if all(s == 1 for s in steps) and len(padded) == 1 and not dynamic:
         d = padded[0]
