@@ -88,23 +88,19 @@ def _size_numbers(x):
     return y.masked_fill((torch.arange(T) >= T // 2)[:, None], 0.0)  # (an i64 constant: %c2_i64, named by value)
 
 
-def test_numbers_computed_from_sizes_in_a_fused_region_are_arguments_of_its_kernel(monkeypatch):
-    """Floats and ints a fused region takes from the sizes (T ** -0.5, 1 / sqrt(T), T // 4,
-    min(T, 40), a clamp's bound, a mask's bound): one program for all sizes, and one kernel that takes them as arguments at every
-    size. Before, `T ** -0.5` and `1 / sqrt(T)` compiled at every size (the region's floats
-    were not recognised as the trace's: MLIR writes them with 17 digits), and where the region
-    did generalize, its kernel for every size was refused (its literals differ with the sizes):
-    the sizes after the first ran its ops as torch calls."""
+def _assert_one_kernel_at_every_size(fn, shapes, monkeypatch):
+    """fn under symbolic values at inputs of these shapes: eager's values and gradients, one
+    compile, no kernel compiled after the first call and no region run as torch calls."""
     from thunder.runtime import symbolic, tiered
     as_torch = []
     torch_region = tiered.torch_region
     monkeypatch.setattr(symbolic._KernelFamily, "torch_at", lambda self, sizes: as_torch.append(sizes))
     monkeypatch.setattr(tiered, "torch_region", lambda text: as_torch.append(text) or torch_region(text))
-    jf = thunder.jit(_size_numbers, cache="symbolic values", fusion="always")
+    jf = thunder.jit(fn, cache="symbolic values", fusion="always")
     compiled = None
-    for i, (B, T, C) in enumerate([(2, 5, 6), (3, 9, 4), (4, 17, 6), (2, 33, 8), (3, 12, 5)]):
-        x = torch.randn(B, T, C, requires_grad=True)
-        out, ref = jf(x), _size_numbers(x)
+    for i, shape in enumerate(shapes):
+        x = torch.randn(*shape, requires_grad=True)
+        out, ref = jf(x), fn(x)
         torch.testing.assert_close(out, ref)
         g = torch.randn_like(ref)
         torch.testing.assert_close(torch.autograd.grad(out, x, g)[0], torch.autograd.grad(ref, x, g)[0])
@@ -112,6 +108,17 @@ def test_numbers_computed_from_sizes_in_a_fused_region_are_arguments_of_its_kern
             compiled = len(linalg.COMPILE_LOG)
     assert _misses(jf) == 1
     assert as_torch == [] and len(linalg.COMPILE_LOG) == compiled
+
+
+def test_numbers_computed_from_sizes_in_a_fused_region_are_arguments_of_its_kernel(monkeypatch):
+    """Floats and ints a fused region takes from the sizes (T ** -0.5, 1 / sqrt(T), T // 4,
+    min(T, 40), a clamp's bound, a mask's bound): one program for all sizes, and one kernel that takes them as arguments at every
+    size. Before, `T ** -0.5` and `1 / sqrt(T)` compiled at every size (the region's floats
+    were not recognised as the trace's: MLIR writes them with 17 digits), and where the region
+    did generalize, its kernel for every size was refused (its literals differ with the sizes):
+    the sizes after the first ran its ops as torch calls."""
+    _assert_one_kernel_at_every_size(_size_numbers, [(2, 5, 6), (3, 9, 4), (4, 17, 6), (2, 33, 8), (3, 12, 5)],
+                                     monkeypatch)
 
 
 _ALONG_THE_SIZE = {
@@ -129,24 +136,8 @@ def test_slices_cats_and_pads_along_a_changing_size_have_one_kernel(case, monkey
     (zeros with the part at T - k), a cat's parts at T, and pads: one program and one kernel for
     every size, forward and backward. Before, their offsets were numbers in the kernel: a kernel
     was compiled at every new size."""
-    from thunder.runtime import symbolic, tiered
-    fn = _ALONG_THE_SIZE[case]
-    as_torch = []
-    torch_region = tiered.torch_region
-    monkeypatch.setattr(symbolic._KernelFamily, "torch_at", lambda self, sizes: as_torch.append(sizes))
-    monkeypatch.setattr(tiered, "torch_region", lambda text: as_torch.append(text) or torch_region(text))
-    jf = thunder.jit(fn, cache="symbolic values", fusion="always")
-    compiled = None
-    for i, (B, T) in enumerate([(2, 5), (3, 9), (4, 17), (2, 33), (3, 12)]):
-        x = torch.randn(B, T, 6, requires_grad=True)
-        out, ref = jf(x), fn(x)
-        torch.testing.assert_close(out, ref)
-        g = torch.randn_like(ref)
-        torch.testing.assert_close(torch.autograd.grad(out, x, g)[0], torch.autograd.grad(ref, x, g)[0])
-        if i == 0:
-            compiled = len(linalg.COMPILE_LOG)
-    assert _misses(jf) == 1
-    assert as_torch == [] and len(linalg.COMPILE_LOG) == compiled
+    _assert_one_kernel_at_every_size(_ALONG_THE_SIZE[case], [(2, 5, 6), (3, 9, 6), (4, 17, 6), (2, 33, 6), (3, 12, 6)],
+                                     monkeypatch)
 
 
 def _fill_and_root(x):

@@ -354,37 +354,38 @@ def _unslice(em, operand, out_t, attrs):
     return r
 
 
+def _index_value(em, x):
+    """The SSA name of an index value: x's own (a size read at run time), or a constant's."""
+    if isinstance(x, str):
+        return x
+    k = em.fresh("k")
+    em.emit(f"{k} = arith.constant {x} : index")
+    return k
+
+
 def _index_sum(em, a, b):
     """a + b, each a number or the SSA name of an index value (a size read at run time)."""
     if isinstance(a, int) and isinstance(b, int):
         return a + b
     if a == 0 or b == 0:
         return b if a == 0 else a
-    names = []
-    for x in (a, b):
-        if isinstance(x, int):
-            names.append(em.fresh("k"))
-            em.emit(f"{names[-1]} = arith.constant {x} : index")
-        else:
-            names.append(x)
     r = em.fresh("o")
-    em.emit(f"{r} = arith.addi {names[0]}, {names[1]} : index")
+    em.emit(f"{r} = arith.addi {_index_value(em, a)}, {_index_value(em, b)} : index")
     return r
 
 
 def _offsets(em, starts, steps, whole, part):
-    """The offsets (text) of a slice `part` of `whole` at starts: a slice of a dim whose size is
-    read at run time (kernels for every size), static in the part and reaching the whole's end
-    (`x[:, -k:]`: start T - k) starts at that size minus k, computed in the kernel; a start that
-    is such a size, at it; else the start as written (a start that changes with the sizes otherwise leaves the texts at the
-    family's sizes different: per-size kernels then)."""
+    """The offsets (text) of a slice `part` of `whole` at starts. Along a dim whose size is read
+    at run time (kernels for every size): a part of static size m reaching the whole's end
+    (`x[:, -k:]`: start T - k) starts at that size minus m, computed in the kernel; a start that
+    is such a size, at it. Else the start as written (a start that changes with the sizes
+    otherwise leaves the texts at the family's sizes different: per-size kernels then)."""
     size_at = {name: size for size, name in em.syms.items()}
     offsets = []
     for start, step, n, m in zip(starts, steps, whole.shape, part.shape):
         if isinstance(n, str) and isinstance(m, int) and step == 1 and start + m == size_at[n] and start:
             o = em.fresh("o")
-            em.emit(f"{o}_k = arith.constant {m} : index")
-            em.emit(f"{o} = arith.subi {n}, {o}_k : index")
+            em.emit(f"{o} = arith.subi {n}, {_index_value(em, m)} : index")
             offsets.append(o)
         elif start in em.syms:  # (a cat's second part: it starts at the first's size)
             offsets.append(em.syms[start])
@@ -526,7 +527,8 @@ def _reduce(em, name, ssa, t, dims, out_t, wide):
 def _reduction_init(em, name, out_t, wide):
     """(accumulator type, its init filled with the reduction's identity): f16/bf16 accumulate in
     f32, rounded once at the end (as torch's reductions); f32 in f64 where wide (wide_sum)."""
-    acc_t = TensorT(out_t.shape, {"f16": "f32", "bf16": "f32", "f32": "f64" if wide else "f32"}.get(out_t.elt, out_t.elt))
+    widened = {"f16": "f32", "bf16": "f32", "f32": "f64" if wide else "f32"}
+    acc_t = TensorT(out_t.shape, widened.get(out_t.elt, out_t.elt))
     init = em.empty(acc_t)
     c = em.fresh("c")
     em.emit(f"{c} = arith.constant {literal(reduction_identity(name, acc_t.elt), acc_t.elt)} : {acc_t.elt}")
