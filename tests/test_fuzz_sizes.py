@@ -7,7 +7,8 @@ error from float64 at most twice eager's).
 
 It exercises what a program for all sizes adds to tests/test_fuzz.py's: the fit of the program
 and its fused regions' kernels for all sizes (lowering/linalg/any_size.py: sizes read at run
-time, reductions and softmaxes over changing dims, keepdim reshapes, numbers computed from the
+time, reductions and softmaxes over changing dims, keepdim reshapes and reshapes merging or
+splitting changing sizes, numbers computed from the
 sizes as the kernel's arguments), the guards of Python's decisions on sizes (min, max, //, %,
 abs, a branch), views, cats, slices and products across the changing length (a causal mask,
 attention), an int argument k that changes too (a roll, slices of k), in the forward and the backward, and a table of positions (an arange of T: sizes
@@ -54,7 +55,10 @@ SHAPED = ["{x}.reshape(-1, {x}.shape[-1]).reshape({x}.shape)", "{x}.transpose(1,
           # slices whose bounds are computed from the length (a sliding window), a mask from it
           "{x}[:, max(x0.shape[1] - 4, 0):].sum(1, keepdim=True) + {x}", "{x}[:, :x0.shape[1] // 2].mean(1, keepdim=True) * {x}",
           "{x}.narrow(1, x0.shape[1] // 3, 2).amax(1, keepdim=True) - {x}",
-          "{x}.masked_fill((torch.arange(x0.shape[1]) >= x0.shape[1] // 2)[:, None], 0.0)"]
+          "{x}.masked_fill((torch.arange(x0.shape[1]) >= x0.shape[1] // 2)[:, None], 0.0)",
+          # reshapes merging or splitting changing sizes (B * T, T * C, a view's -1 that is T // 2)
+          "{x}.reshape({x}.shape[0], -1).softmax(-1).reshape({x}.shape)", "{x}.flatten(0, 1).amax(0) + {x}",
+          "{x}[:, :x0.shape[1] // 2 * 2].reshape(x0.shape[0], -1, 2, x0.shape[2]).mean(2).sum(1, keepdim=True) + {x}"]
 # with k, an int argument that changes between the calls (1 <= k <= T: KS)
 WITH_K = ["{x} * k", "{x} + k / 3", "torch.roll({x}, k, 1)", "{x}[:, :k].sum(1, keepdim=True) * {x}",
           "{x}.narrow(1, k - 1, 1) + {x}", "{x}[:, -k:].amax(1, keepdim=True) - {x}"]

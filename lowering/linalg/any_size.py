@@ -11,7 +11,7 @@ runtime/symbolic.py). A call then allocates the outputs at the shapes the
 arguments' sizes give (sizes that only the outputs have, from the program's symbols: size_of)
 and runs the code; nothing is lowered or compiled per size. (The family makes the region's
 scalar constants that change with the sizes, 1/sqrt(T), arguments of its func first.) Where the
-texts differ or the lowering needs a size as a number (a reshape across a changing size), `call`
+texts differ or the lowering needs a size as a number (a slice from `T // 4` to `T // 2`), `call`
 answers None and the family compiles per size, as before.
 """
 import re

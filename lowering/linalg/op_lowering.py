@@ -376,14 +376,16 @@ def _index_sum(em, a, b):
 
 def _offsets(em, starts, steps, whole, part):
     """The offsets (text) of a slice `part` of `whole` at starts. Along a dim whose size is read
-    at run time (kernels for every size): a part of static size m reaching the whole's end
-    (`x[:, -k:]`: start T - k) starts at that size minus m, computed in the kernel; a start that
-    is such a size, at it. Else the start as written (a start that changes with the sizes
-    otherwise leaves the texts at the family's sizes different: per-size kernels then)."""
+    at run time (kernels for every size): a part of size m (a number or such a size) reaching
+    the whole's end (`x[:, -k:]`: start T - k; `x[:, T // 2:]`: T - (T - T // 2)) starts at that
+    size minus m, computed in the kernel; a start that is such a size, at it. Else the start as
+    written (a start that changes with the sizes otherwise leaves the texts at the family's sizes
+    different: per-size kernels then)."""
     size_at = {name: size for size, name in em.syms.items()}
     offsets = []
     for start, step, n, m in zip(starts, steps, whole.shape, part.shape):
-        if isinstance(n, str) and isinstance(m, int) and step == 1 and start + m == size_at[n] and start:
+        m_value = size_at.get(m) if isinstance(m, str) else m
+        if isinstance(n, str) and m_value is not None and step == 1 and start + m_value == size_at[n] and start:
             o = em.fresh("o")
             em.emit(f"{o} = arith.subi {n}, {_index_value(em, m)} : index")
             offsets.append(o)
@@ -609,15 +611,15 @@ def _reshape_dynamic(em, ssa, t: TensorT, out_t: TensorT):
     exprs = [None] * t.rank
     ins, outs = runs(t.shape), runs(out_t.shape)
     if len(ins) != len(outs):
-        raise UnsupportedOp("reshape of a dynamic size")
+        return _reshape_across_sizes(em, ssa, t, out_t)
     for a, b in zip(ins, outs):
         if isinstance(a, int) or isinstance(b, int):
             if not (isinstance(a, int) and isinstance(b, int) and t.shape[a] == out_t.shape[b]):
-                raise UnsupportedOp("reshape of a dynamic size")
+                return _reshape_across_sizes(em, ssa, t, out_t)
             exprs[a] = f"d{b}"
             continue
         if _pymath.prod(t.shape[i] for i in a) != _pymath.prod(out_t.shape[j] for j in b):
-            raise UnsupportedOp("reshape of a dynamic size")
+            return _reshape_across_sizes(em, ssa, t, out_t)
         terms = []
         for k, j in enumerate(b):
             step = _pymath.prod(out_t.shape[m] for m in b[k + 1:])
@@ -628,6 +630,38 @@ def _reshape_dynamic(em, ssa, t: TensorT, out_t: TensorT):
             e = f"({index})" if step == 1 else f"(({index}) floordiv {step})"
             exprs[i] = "0" if t.shape[i] == 1 else e if k == 0 else f"{e} mod {t.shape[i]}"
     return em.generic(out_t, [(ssa, t, exprs)], lambda b, xs, acc: xs[0])
+
+
+def _reshape_across_sizes(em, ssa, t: TensorT, out_t: TensorT):
+    """A reshape that merges or splits dynamic sizes ([B, T, C] -> [B * T, C], [B, T, C] ->
+    [B, T * C] in a tile of rows of B): the dims that both shapes start and end with kept, those
+    between collapsed into one and expanded, the output's sizes given by their SSA values (a
+    size that no argument has is computed from those read: to_linalg._derived_size)."""
+    head = 0
+    while head < min(t.rank, out_t.rank) and t.shape[head] == out_t.shape[head]:
+        head += 1
+    tail = 0
+    while tail < min(t.rank, out_t.rank) - head and t.shape[-1 - tail] == out_t.shape[-1 - tail]:
+        tail += 1
+    mid_in, mid_out = t.shape[head:t.rank - tail], out_t.shape[head:out_t.rank - tail]
+    if not mid_in or not mid_out or None in mid_in + mid_out:
+        raise UnsupportedOp("reshape of a dynamic size")
+
+    def groups(rank, mid):  # reassociation: the kept dims alone, the middle ones as one group
+        kept = [[i] for i in range(head)] + [list(range(head, head + mid))]
+        return "[" + ", ".join(f"[{', '.join(map(str, g))}]" for g in kept + [[i] for i in range(head + mid, rank)]) + "]"
+
+    flat_t = TensorT(t.shape[:head] + ("?",) + t.shape[t.rank - tail:], t.elt)
+    flat = ssa
+    if len(mid_in) > 1:
+        flat = em.fresh()
+        em.emit(f"{flat} = tensor.collapse_shape {ssa} {groups(t.rank, len(mid_in))} : {t} into {flat_t}")
+    if len(mid_out) == 1:
+        return flat
+    r = em.fresh()
+    em.emit(f"{r} = tensor.expand_shape {flat} {groups(out_t.rank, len(mid_out))} "
+            f"output_shape [{', '.join(size_text(s) for s in out_t.shape)}] : {flat_t} into {out_t}")
+    return r
 
 
 def _reshape_tile(em, ssa, t: TensorT, out_t: TensorT):

@@ -14,6 +14,7 @@ the IRDL definitions; each prim is rewritten into text:
   reduction iterators (f16/bf16 accumulate in f32);
 - `thunder.reshape`: `tensor.collapse_shape` / `tensor.expand_shape` (through rank 1), or in a
   tile (or with dynamic sizes, each kept a dim of its own) a gather through floordiv/mod maps;
+  one merging or splitting dynamic sizes collapses and expands the dims between those kept;
 - `thunder.transpose`: a permuted input map; `thunder.slice`: `tensor.extract_slice`;
   `thunder.cat`: `tensor.insert_slice` of each input into a `tensor.empty`.
 
@@ -37,7 +38,9 @@ types_and_maps.py.
 """
 from __future__ import annotations
 
+import itertools
 import math as _pymath
+from fractions import Fraction
 
 from thunder.dialects.mlir import ir
 from thunder.lowering.linalg import lowered_cache
@@ -126,8 +129,8 @@ def lower_region(text: str, name: str, input_strides=None, approx_math=True, til
     dynamic: sizes (ints above 1) that the kernel reads from its arguments' sizes at run time
     wherever a dim has one of them, rather than writing them into its code (a kernel family's
     changing sizes: runtime/symbolic.py), so that its code serves every size; each is read from
-    the first argument with such a dim (UnsupportedOp where none has it, or where an op needs it
-    as a number: a reshape merging or splitting it, a slice starting at a size it computes)."""
+    the first argument with such a dim, or where none has it computed from those read
+    (_derived_size: a reshape's B * T); UnsupportedOp where an op needs it as a number."""
     key = _memo_key(text, name, out_name, input_strides, approx_math, tile, prefer, merge_reductions, dynamic)
     if key is None:
         return _lower_region(text, name, input_strides, approx_math, tile, out_name, prefer, merge_reductions,
@@ -211,9 +214,40 @@ def _read_sizes(syms, sources):
                 # (as the numbers an op's body may take it as: _constant)
                 lines.append(f"    {size}_i64 = arith.index_cast {size} : index to i64")
                 lines.append(f"    {size}_f64 = arith.sitofp {size}_i64 : i64 to f64")
-    if set(syms.values()) - set(found):
-        raise UnsupportedOp("a dynamic size that no argument has")
+    value_of = {n: v for v, n in syms.items()}
+    for name in [n for n in syms.values() if n not in found]:  # (a reshape's merged or split size)
+        lines += _derived_size(name, value_of[name], {value_of[n]: n for n in found})
     return lines, found
+
+
+def _derived_size(name, value, read):
+    """Lines computing a dynamic size that no argument has (a reshape's B * T or T / 2 inside
+    the region) from those read, {value: name}: the product of one to three of them times c / d
+    (small ints) that equals it here, the simplest first. The kernel family checks that the code
+    is the same at three sets of sizes, so a product that only holds at these is never used."""
+    found = []
+    for k in (1, 2, 3):
+        for factors in itertools.combinations_with_replacement(sorted(read), k):
+            ratio = Fraction(value, _pymath.prod(factors))
+            if ratio.numerator <= 4096 and ratio.denominator <= 64:
+                found.append((ratio.numerator * ratio.denominator, -k, factors, ratio))
+    if not found:
+        raise UnsupportedOp("a dynamic size that no argument has")
+    _, _, factors, ratio = min(found)
+    steps = [("muli", read[f]) for f in factors[1:]]  # (acc = acc op operand, from the first factor)
+    lines = []
+    for n, op in ((ratio.numerator, "muli"), (ratio.denominator, "divui")):
+        if n != 1:
+            lines.append(f"    {name}_{op} = arith.constant {n} : index")
+            steps.append((op, f"{name}_{op}"))
+    acc = read[factors[0]]
+    for i, (op, operand) in enumerate(steps):
+        out = name if i == len(steps) - 1 else f"{name}_{i}"
+        lines.append(f"    {out} = arith.{op} {acc}, {operand} : index")
+        acc = out
+    lines.append(f"    {name}_i64 = arith.index_cast {name} : index to i64")
+    lines.append(f"    {name}_f64 = arith.sitofp {name}_i64 : i64 to f64")
+    return lines
 
 
 def _lower_ops(em, block, out_type, lines_for, axes=None, dual=(), merge_reductions=True):

@@ -469,7 +469,7 @@ def leaks(value, writes):
 
 def float_exprs(bsyms, kind=symbols.SymFloat):
     """The expressions of the floats (kind=SymInt: ints) computed from symbolic sizes that these
-    ops take (the candidates for a literal that differs between the calls: `1 / math.sqrt(T)`)."""
+    ops take or their results' shapes hold (the candidates for a literal that differs between the calls: `1 / math.sqrt(T)`)."""
     found = {}
 
     def walk(v):
@@ -486,6 +486,8 @@ def float_exprs(bsyms, kind=symbols.SymFloat):
     for bsym in bsyms:
         for v in bsym.args.values():
             walk(v)
+        for ref in bsym.outputs:  # (sizes a meta function computed: a reshape's -1, `T // 2`)
+            walk(getattr(ref, "shape", ()))
     return tuple(found)
 
 

@@ -66,7 +66,8 @@ def even_divisions(exprs, env):
         except SyntaxError:
             continue
         for node in ast.walk(tree):
-            if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.FloorDiv, ast.Mod)):
+            if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.FloorDiv, ast.Mod)) and not (
+                    isinstance(node.right, ast.Constant) and node.right.value == 1):  # (a slice's step 1)
                 guard = f"(({ast.unparse(node.left)}) % ({ast.unparse(node.right)}) == 0)"
                 try:
                     if _eval(guard, env) is True:
