@@ -165,6 +165,45 @@ def test_reshapes_merging_or_splitting_a_changing_size_have_one_kernel(case, mon
                                      monkeypatch)
 
 
+class _PatchAttention(torch.nn.Module):
+    """A ViT's shape path: a patch grid from a strided conv ((H - 4) // 4 + 1 rows), its tokens
+    flattened (rows * columns) after a class token, attention over them, the class token out."""
+
+    def __init__(self, d=32, heads=4):
+        super().__init__()
+        self.heads = heads
+        self.patch = torch.nn.Conv2d(3, d, 4, stride=4)
+        self.cls = torch.nn.Parameter(torch.randn(1, 1, d) * 0.1)
+        self.norm, self.qkv, self.head = torch.nn.LayerNorm(d), torch.nn.Linear(d, 3 * d), torch.nn.Linear(d, 5)
+
+    def forward(self, img):
+        x = self.patch(img).flatten(2).transpose(1, 2)
+        x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], 1)
+        B, N, C = x.shape
+        q, k, v = self.qkv(self.norm(x)).reshape(B, N, 3, self.heads, C // self.heads).permute(2, 0, 3, 1, 4)
+        x = x + F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(B, N, C)
+        return self.head(F.gelu(x[:, 0]))
+
+
+_IMAGES = [(2, 3, 36, 44), (2, 3, 48, 28), (2, 3, 64, 56), (2, 3, 40, 24)]  # (no size a parameter has)
+
+
+def test_a_vit_over_changing_image_sizes_has_one_program_and_one_kernel_per_region(monkeypatch):
+    """The token count of a patch grid, ((H - 4) // 4 + 1) * ((W - 4) // 4 + 1) + 1 (and its
+    multiples) as a program's literal, is a term of sizes the trace computed (the conv's output rows and columns):
+    one compile under symbolic values (eager's values and input gradients, no kernel compiled
+    after the first call), two under the default option. Before, no term of the symbols
+    explained it (a polynomial of H and W has no floor division): a compile at every size."""
+    torch.manual_seed(0)
+    _assert_one_kernel_at_every_size(_PatchAttention(), _IMAGES, monkeypatch)
+    model = _PatchAttention()
+    jf = thunder.jit(model)
+    for shape in _IMAGES:
+        x = torch.randn(*shape)
+        torch.testing.assert_close(jf(x), model(x))
+    assert _misses(jf) == 2
+
+
 def _fill_and_root(x):
     T = x.shape[1]
     return torch.full(x.shape, 3.0 / T) * torch.tanh(x) + torch.tanh(x).abs() ** (1 / T)

@@ -11,8 +11,9 @@ before it, the symbols the dims that differ in the three (dims with the same siz
 three are one symbol, as torch.compile's duck sizing does); sizes 0 and 1 are never symbols.
 The three compiled programs are then compared token by token: they must be the same except
 for number literals, and each literal that differs must be a size the trace computed (`C //
-H`) or an integer polynomial term of the symbols (`c * m + b`, m a product of up to three
-symbols) found from two of the calls and checked on the third (where several fit, they must
+H`) or an integer polynomial term (`c * m + b`, m a product of up to three symbols or sizes the
+trace computed that are no polynomial of them, a conv's `(H - 4) // 4 + 1`; terms of the
+symbols alone first) found from two of the calls and checked on the third (where several fit, they must
 agree at other sizes), or a float the trace computed from the symbols (`math.sqrt(T)`) that
 gives it in all three. The fused kernels' regions are compared the same way. What comes out:
 
@@ -183,9 +184,24 @@ class _Fitter:
         self._probes = None
         self._exprs = {}  # values -> expr's answer (the same sizes recur in every region of a deep model)
         self.families = {}  # (executor, texts) -> the _KernelFamily made for them (every layer's region)
+        # the factors of the polynomial terms: the symbols, then the sizes the trace computed that
+        # are no polynomial of them (a conv's or patch grid's (H - 4) // 4 + 1: a ViT's token
+        # count 3 * (H // 4) ** 2 + 3), one per tuple of values at the three calls
+        self.values = {n: [p[n] for p in plan.values] for n in plan.names}
+        seen = {tuple(v) for v in self.values.values()}
+        for e in int_exprs:
+            if not any(op in e for op in ("//", "%", "abs", "max", "min", "math.")):
+                continue
+            try:
+                v = [eval(e, {"math": math}, dict(p)) for p in plan.values]  # noqa: S307 - our own expressions
+            except Exception:  # noqa: BLE001 - not defined at a call's sizes
+                continue
+            if tuple(v) not in seen and all(type(x) is int and x > 1 for x in v):
+                seen.add(tuple(v))
+                self.values[e] = v  # (its own parentheses: SymInt writes "(a // b)")
         monomials = []
         for degree in (1, 2, 3):
-            monomials += list(itertools.combinations_with_replacement(plan.names, degree))
+            monomials += list(itertools.combinations_with_replacement(self.values, degree))
         self.monomials = monomials
 
     def expr(self, values):
@@ -246,12 +262,12 @@ class _Fitter:
         return out
 
     def _polynomial(self, values):
-        """Python sources of the integer terms c * m + b matching values (one per call), the
-        simplest first."""
-        points = self.plan.values
+        """Python sources of the integer terms c * m + b matching values (one per call), m a
+        product of the symbols and computed sizes (self.values), the simplest first: terms of
+        the symbols alone, then without b, then of fewer factors."""
         found = []
         for m in self.monomials:
-            ms = [math.prod(p[n] for n in m) for p in points]
+            ms = [math.prod(self.values[n][k] for n in m) for k in range(3)]
             pair = next(((i, j) for i, j in ((0, 1), (0, 2), (1, 2)) if ms[i] != ms[j]), None)
             if pair is None:
                 continue
@@ -261,7 +277,7 @@ class _Fitter:
                 continue
             c, b = int(c), values[i] - int(c) * ms[i]
             if all(v == c * x + b for v, x in zip(values, ms)):
-                found.append(((b != 0, len(m)), m, c, b))
+                found.append(((sum(n not in self.plan.names for n in m), b != 0, len(m)), m, c, b))
         if not found:
             raise _NoFit(f"the program has a literal ({', '.join(map(str, values))} in the three calls) that no "
                          "term of the symbols explains")
