@@ -1,5 +1,6 @@
 """cache="symbolic values": sizes that keep changing become symbols (runtime/symbolic.py); one
 program for all of them, checked against eager at every size."""
+import copy
 import math
 
 import pytest
@@ -201,6 +202,46 @@ def test_a_vit_over_changing_image_sizes_has_one_program_and_one_kernel_per_regi
     for shape in _IMAGES:
         x = torch.randn(*shape)
         torch.testing.assert_close(jf(x), model(x))
+    assert _misses(jf) == 2
+
+
+class _Residual(torch.nn.Module):
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.c1, self.b1 = torch.nn.Conv2d(cin, cout, 3, stride, 1, bias=False), torch.nn.BatchNorm2d(cout)
+        self.c2, self.b2 = torch.nn.Conv2d(cout, cout, 3, 1, 1, bias=False), torch.nn.BatchNorm2d(cout)
+        self.down = torch.nn.Conv2d(cin, cout, 1, stride, bias=False)
+
+    def forward(self, x):
+        return F.relu(self.b2(self.c2(F.relu(self.b1(self.c1(x))))) + self.down(x))
+
+
+def _resnet():
+    """A ResNet's shape path: a stride-2 stem, a max pool, a strided residual block (batch norm
+    in training mode), global pooling."""
+    return torch.nn.Sequential(torch.nn.Conv2d(3, 8, 7, 2, 3, bias=False), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+                               torch.nn.MaxPool2d(3, 2, 1), _Residual(8, 12, 2), torch.nn.AdaptiveAvgPool2d(1),
+                               torch.nn.Flatten(), torch.nn.Linear(12, 5))
+
+
+def test_a_resnet_over_changing_image_sizes_has_one_program_and_one_kernel_per_region(monkeypatch):
+    """Each strided layer's output rows, (H + 2p - k) // s + 1, are sizes the trace computed, and
+    at multiples of the first call's sizes each is twice the next one's: the samples the program
+    is fitted from are then taken near the call's sizes, where the terms are told apart. One
+    compile under symbolic values (eager's values and input gradients, batch norm's running
+    statistics as eager's, no kernel compiled after the first call), two under the default
+    option. Before, a literal explained by two such terms refused the fit: four compiles."""
+    torch.manual_seed(0)
+    images = [(2, 3, 36, 44), (2, 3, 50, 28), (2, 3, 64, 57), (2, 3, 41, 24), (2, 3, 33, 70)]
+    _assert_one_kernel_at_every_size(_resnet(), images, monkeypatch)
+    model = _resnet()
+    reference = copy.deepcopy(model)
+    jf = thunder.jit(model)
+    for shape in images:
+        x = torch.randn(*shape)
+        torch.testing.assert_close(jf(x), reference(x))
+    torch.testing.assert_close(model[1].running_mean, reference[1].running_mean)
+    torch.testing.assert_close(model[4].b2.running_var, reference[4].b2.running_var)
     assert _misses(jf) == 2
 
 

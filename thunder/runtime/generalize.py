@@ -340,8 +340,12 @@ def _fit_sampled(cd, cs, args, kwargs, entry, tensors, shape_names, int_names, i
     near = False  # (after programs that differ: samples near the call's sizes, where passes decide alike)
     for k, (guards, uneven) in enumerate(attempts):
         try:
-            for seed in range(8):  # (sizes at which no size the trace computed is taken for another term)
-                pair = dynamic.choose_values(list(real), real, guards, exprs, uneven=uneven, seed=seed, near=near)
+            # (sizes at which no size the trace computed is taken for another term; after 8 tries
+            # at multiples of the call's sizes, sizes near them: at multiples of a CNN's input a
+            # strided conv's output rows stay twice the next one's)
+            for seed in range(16):
+                pair = dynamic.choose_values(list(real), real, guards, exprs, uneven=uneven, seed=seed,
+                                             near=near or seed >= 8)
                 if _telling(pair, real, guards, parts):
                     break
             samples = _compile_samples(cd, cs, args, kwargs, tensors, shape_names, int_names, parts, pair)
@@ -365,12 +369,12 @@ def _fit_sampled(cd, cs, args, kwargs, entry, tensors, shape_names, int_names, i
 
 
 def _telling(pair, real, guards, parts):
-    """Whether the sizes the trace computed are told apart at the sizes of pair and the call: each
-    that differs between them is the only term of the symbols with those three values (else a
+    """Whether the symbols and the sizes the trace computed are told apart at the sizes of pair
+    and the call: each that differs between them is the only term with those three values (else a
     literal from it is ambiguous and the fit refuses it: `n % 5` and `n - 5` at n = 7, 8, 9)."""
     plan = types.SimpleNamespace(names=list(real), values=[pair[0], pair[1], real])
     fit = _Fitter(plan, parts.float_exprs, parts.int_exprs, guards)
-    for e in parts.int_exprs:
+    for e in list(real) + list(parts.int_exprs):  # (a symbol too: H even in all three is twice H // 2)
         try:
             values = [eval(e, {"math": math}, dict(p)) for p in plan.values]  # noqa: S307 - our own expressions
         except Exception:  # noqa: BLE001 - undefined at one of the sizes

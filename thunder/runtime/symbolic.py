@@ -196,7 +196,7 @@ class _Fitter:
                 v = [eval(e, {"math": math}, dict(p)) for p in plan.values]  # noqa: S307 - our own expressions
             except Exception:  # noqa: BLE001 - not defined at a call's sizes
                 continue
-            if tuple(v) not in seen and all(type(x) is int and x > 1 for x in v):
+            if tuple(v) not in seen and all(type(x) is int for x in v):
                 seen.add(tuple(v))
                 self.values[e] = v  # (its own parentheses: SymInt writes "(a // b)")
         monomials = []
