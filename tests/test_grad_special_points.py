@@ -94,6 +94,9 @@ CASES = {
     "native_layer_norm": [(lambda x, w: F.layer_norm(x, (3,), w, w), [FLAT, vec(1., 0., -2.)])],
     "rms_norm": [(lambda x: F.rms_norm(x, (3,)), [FLAT * 0])],
     "batch_norm": [(lambda x: F.batch_norm(x, None, None, training=True), [FLAT.t().contiguous()])],
+    # (what an affine batch_norm with running stats runs as in training: torch's kernels)
+    "native_batch_norm": [(lambda x, w: F.batch_norm(x, x.new_zeros(3), x.new_ones(3), w, w, training=True),
+                           [FLAT.t().contiguous(), vec(1., 0., -2.)])],
     "group_norm": [(lambda x: F.group_norm(x, 1), [FLAT[None]])],
     "max_pool2d": [(lambda x: F.max_pool2d(x, 2), [torch.tensor([[[[1., 1.], [1., 0.]]]], dtype=torch.float64)])],
     "masked_fill": [(lambda x: x.masked_fill(x > 1, 0.), [SPECIAL])],

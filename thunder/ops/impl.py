@@ -186,6 +186,11 @@ def convolution_backward_input(grad_output, weight, input_shape, stride, padding
                                                transposed, output_padding, groups, [True, False, False])[0]
 
 
+def convolution_backward(grad_output, input, weight, stride, padding, dilation, transposed, output_padding, groups):
+    return torch.ops.aten.convolution_backward(grad_output, input, weight, None, stride, padding, dilation,
+                                               transposed, output_padding, groups, [True, True, False])[:2]
+
+
 def convolution_backward_weight(grad_output, input, weight_shape, stride, padding, dilation, transposed,
                                 output_padding, groups):
     weight = grad_output.new_empty(weight_shape)
@@ -212,6 +217,11 @@ def layer_norm_backward(grad_output, input, normalized_shape, weight=None, bias=
     # mean and rstd are recomputed (F.layer_norm does not return them)
     _, mean, rstd = torch.ops.aten.native_layer_norm(input, normalized_shape, weight, bias, eps)
     return native_layer_norm_backward(grad_output, input, normalized_shape, mean, rstd, weight, bias)
+
+
+def native_batch_norm_backward(grad_output, input, weight, save_mean, save_invstd, eps):
+    return torch.ops.aten.native_batch_norm_backward(grad_output, input, weight, None, None, save_mean, save_invstd,
+                                                     True, eps, [True, True, True])
 
 
 def native_layer_norm_backward(grad_output, input, normalized_shape, mean, rstd, weight=None, bias=None):

@@ -19,6 +19,7 @@ import math
 import torch
 import torch.nn.functional as F
 
+from thunder.core import trace as tracing
 from thunder.core.proxies import meta_of, TensorProxy
 from thunder.ops import prims
 from thunder.ops.decomp_utils import expand_to, opmath_dtype, to_dtype
@@ -217,19 +218,29 @@ def _conv_decomp(nd, input, weight, bias, stride, padding, dilation, groups, tra
     return out if input.ndim == nd + 2 else prims.reshape(out, tuple(out.shape[1:]))
 
 
+def conv_grads(g, input, weight, conf):
+    """(input's, weight's cotangents) of a convolution (conf: stride ... groups as the prim's),
+    in one torch call where the rule is asked for both (each alone where only one is needed or
+    it is not known: the other is then dropped unused)."""
+    needing = tracing.inputs_needing_grad() or {}
+    if needing.get("input") is True and needing.get("weight") is True:
+        return prims.convolution_backward(g, input, weight, *conf)
+    return (prims.convolution_backward_input(g, weight, tuple(input.shape), *conf),
+            prims.convolution_backward_weight(g, input, tuple(weight.shape), *conf))
+
+
 def _conv_vjp(nd, g, input, weight, bias, stride, padding, dilation, groups, transposed=False, output_padding=None):
     x, xp, pad = _conv_parts(input, padding, nd, transposed)
     gb = _batched(g, nd)
     conf = (tuple(stride), pad, tuple(dilation), transposed,
             tuple(output_padding) if transposed else (0,) * nd, groups)
-    gx = prims.convolution_backward_input(gb, weight, tuple(xp.shape), *conf)
+    gx, gw = conv_grads(gb, xp, weight, conf)
     if xp is not x:  # cut the padding off again
         pairs = _pad_pairs(padding, nd)
         start = (0, 0, *(lo for lo, _ in pairs))
         gx = prims.slice(gx, start, tuple(s + n for s, n in zip(start, x.shape)), (1,) * x.ndim)
     if gx.shape != input.shape:
         gx = prims.reshape(gx, tuple(input.shape))
-    gw = prims.convolution_backward_weight(gb, xp, tuple(weight.shape), *conf)
     gbias = prims.sum(gb, (0, *range(2, gb.ndim))) if bias is not None else None
     return {"input": gx, "weight": gw, "bias": gbias}
 
@@ -363,6 +374,16 @@ def _(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, r
     max_pool2d.meta(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
     out, _ = prims.max_pool2d_with_indices(_as_4d(input), kernel_size, stride, padding, dilation, ceil_mode)
     return _like(out, input)
+
+
+@max_pool2d.trains_as
+def _(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    # as eager: the forward keeps the indices its pass found for the backward (recomputing them
+    # there from the saved input was a second pass, as slow as the first)
+    if input.ndim != 4:
+        return None
+    return prims.max_pool2d_with_indices, dict(input=input, kernel_size=kernel_size, stride=stride, padding=padding,
+                                               dilation=dilation, ceil_mode=ceil_mode)
 
 
 def _tiles(input, kernel_size, stride, padding):

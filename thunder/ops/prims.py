@@ -298,6 +298,15 @@ def convolution_backward_weight(grad_output: Tensor, input: Tensor, weight_shape
     return TensorProxy(weight_shape, grad_output.dtype, grad_output.device)
 
 
+@prim("impl.convolution_backward", returns_sequence=True)
+def convolution_backward(grad_output: Tensor, input: Tensor, weight: Tensor, stride: Ints, padding: Ints,
+                         dilation: Ints, transposed: _Bool, output_padding: Ints, groups: Int):
+    """The cotangents of convolution's input and weight in one aten.convolution_backward call
+    (the backward of a layer whose input needs a gradient too: one pass where two were)."""
+    return (TensorProxy(input.shape, grad_output.dtype, grad_output.device),
+            TensorProxy(weight.shape, grad_output.dtype, grad_output.device))
+
+
 def _pool2d_out(size, k, s, p, d, ceil_mode):
     out = (size + 2 * p - d * (k - 1) - 1 + (s - 1 if ceil_mode else 0)) // s + 1
     if ceil_mode and (out - 1) * s >= size + p:

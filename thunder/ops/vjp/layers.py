@@ -5,7 +5,7 @@ from thunder.ops.layers import (_as_4d, _conv_vjp, _flat, _like, adaptive_avg_po
                                 conv_transpose2d, max_pool2d)
 from thunder.ops.normalization import (_batch_norm_check, _batch_norm_stats, _bcast, _group_norm_check,
                                        _group_norm_parts, _keep, _mean, _rms_parts, batch_norm, group_norm,
-                                       rms_norm)
+                                       native_batch_norm, native_batch_norm_backward, rms_norm)
 
 
 @conv_transpose2d.vjp
@@ -15,7 +15,8 @@ def _(g, out, input, weight, bias=None, stride=1, padding=0, output_padding=0, g
 
 @max_pool2d.vjp
 def _(g, out, input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
-    # the indices are recomputed from the saved input rather than kept from the forward
+    # (a 3-d input's: 4-d inputs train as max_pool2d_with_indices, whose backward reads the
+    # forward's indices) the indices recomputed from the saved input
     x = _as_4d(input)
     _, indices = prims.max_pool2d_with_indices(x, kernel_size, stride, padding, dilation, ceil_mode)
     gx = prims.max_pool2d_backward(_as_4d(g), x, kernel_size, stride, padding, dilation, ceil_mode, indices)
@@ -53,6 +54,14 @@ def _(g, out, input, running_mean, running_var, weight=None, bias=None, training
     return {"input": to_dtype(gx, input.dtype),
             "weight": to_dtype(prims.sum(prims.mul(g, xhat), dims), weight.dtype) if weight is not None else None,
             "bias": to_dtype(prims.sum(g, dims), bias.dtype) if bias is not None else None}
+
+
+@native_batch_norm.vjp
+def _(g, out, input, weight, bias, running_mean, running_var, training, momentum, eps):
+    if any(x is not None for x in g[1:]):
+        raise NotImplementedError("thunder: the batch statistics of native_batch_norm are not differentiable")
+    gx, gw, gb = native_batch_norm_backward(g[0], input, weight, out[1], out[2], eps)
+    return {"input": gx, "weight": gw, "bias": gb}
 
 
 @group_norm.vjp

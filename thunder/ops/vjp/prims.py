@@ -4,12 +4,12 @@ import math
 import torch
 
 from thunder.ops.elementwise import _div_floor  # (floor division built from prims)
+from thunder.ops.layers import conv_grads
 from thunder.ops.meta_utils import canonical_dims, is_tensor
 from thunder.ops.vjp import complex_numbers
 from thunder.ops.prims import (abs, adaptive_avg_pool2d, adaptive_avg_pool2d_backward, add, amax, amin, atan2,
                                avg_pool2d, avg_pool2d_backward, bitwise_and, broadcast_in_dim, cat, ceil,
-                               convert_element_type, convolution, convolution_backward_input,
-                               convolution_backward_weight, cos, div, eq, erf, exp, expm1, floor, full, ge, gt,
+                               convert_element_type, convolution, cos, div, eq, erf, exp, expm1, floor, full, ge, gt,
                                index_add, log, log10, log1p, log2, lt, matmul, max_pool2d_backward, max_pool2d_with_indices,
                                maximum, minimum, mul, neg, pow, prod, reciprocal, remainder, reshape, round, rsqrt,
                                sign, sin, slice, sqrt, sub, sum, take, tanh, transpose, trunc, unslice, where,
@@ -303,9 +303,8 @@ def _(g, out, a, dim, index):
 @convolution.vjp
 def _(g, out, input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
     conf = (stride, padding, dilation, transposed, output_padding, groups)
-    return {"input": convolution_backward_input(g, weight, tuple(input.shape), *conf),
-            "weight": convolution_backward_weight(g, input, tuple(weight.shape), *conf),
-            "bias": sum(g, (0, *range(2, g.ndim))) if bias is not None else None}
+    gx, gw = conv_grads(g, input, weight, conf)
+    return {"input": gx, "weight": gw, "bias": sum(g, (0, *range(2, g.ndim))) if bias is not None else None}
 
 
 @max_pool2d_with_indices.vjp
