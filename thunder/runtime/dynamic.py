@@ -50,7 +50,8 @@ def _code(source):
     return compile(source, "<thunder size>", "eval")
 
 
-def _eval(source, env):
+def evaluate(source, env):
+    """A size expression or decision (Python source over the symbols) at env, compiled once."""
     return eval(_code(source), _NAMESPACE, env)  # noqa: S307 - our own expressions
 
 
@@ -70,7 +71,7 @@ def even_divisions(exprs, env):
                     isinstance(node.right, ast.Constant) and node.right.value == 1):  # (a slice's step 1)
                 guard = f"(({ast.unparse(node.left)}) % ({ast.unparse(node.right)}) == 0)"
                 try:
-                    if _eval(guard, env) is True:
+                    if evaluate(guard, env) is True:
                         out[guard] = True
                 except Exception:  # noqa: BLE001 - not defined at these sizes: no guard
                     continue
@@ -92,7 +93,7 @@ def choose_values(names, real, guards, exprs, uneven=(), seed=0, near=False):
     varying = [" * ".join(m) for d in (1, 2, 3) for m in itertools.combinations_with_replacement(names, d)]
     for e in exprs:
         try:
-            if len({_eval(e, p) for p in probes + [real]}) > 1:
+            if len({evaluate(e, p) for p in probes + [real]}) > 1:
                 varying.append(e)
         except Exception:  # noqa: BLE001
             varying.append(e)
@@ -130,14 +131,14 @@ def _near(rng, v):
 
 def _fits(pair, real, guards, varying, distinct=3, uneven=()):
     try:
-        if not all(any(not _eval(g, env) for env in pair) for g in uneven):
+        if not all(any(not evaluate(g, env) for env in pair) for g in uneven):
             return False
         for env in pair:
             for source, outcome in guards.items():
-                if _eval(source, env) != outcome:
+                if evaluate(source, env) != outcome:
                     return False
         for e in varying:
-            if len({_eval(e, real), _eval(e, pair[0]), _eval(e, pair[1])}) < distinct:
+            if len({evaluate(e, real), evaluate(e, pair[0]), evaluate(e, pair[1])}) < distinct:
                 return False
     except Exception:  # noqa: BLE001 - an expression undefined at a candidate (a division by zero)
         return False

@@ -342,8 +342,9 @@ def _fit_sampled(cd, cs, args, kwargs, entry, tensors, shape_names, int_names, i
         try:
             # (sizes at which no size the trace computed is taken for another term; after 8 tries
             # at multiples of the call's sizes, sizes near them: at multiples of a CNN's input a
-            # strided conv's output rows stay twice the next one's)
-            for seed in range(16):
+            # strided conv's output rows stay twice the next one's; with three strided stages
+            # few random pairs tell every term apart)
+            for seed in range(40):
                 pair = dynamic.choose_values(list(real), real, guards, exprs, uneven=uneven, seed=seed,
                                              near=near or seed >= 8)
                 if _telling(pair, real, guards, parts):

@@ -49,6 +49,7 @@ from thunder.lowering.linalg.any_size import AnySizeKernel, COMPILING, MLIR_NUMB
 from thunder.lowering.linalg.to_linalg import parse_region
 from thunder.runtime.autograd import _ThunderAutograd
 from thunder.runtime.codegen import compile_source, python_source
+from thunder.runtime.dynamic import evaluate
 from thunder.runtime.options import CacheEntry
 from thunder.runtime import outline, tiered
 from thunder.runtime.prologue import Prologue
@@ -107,14 +108,14 @@ def _generalize(entries, plan):
     guards = parts[2].guards or {}
     for c in range(2):
         for source, outcome in guards.items():
-            if eval(source, {"math": math}, dict(plan.values[c])) != outcome:  # noqa: S307
+            if evaluate(source, plan.values[c]) != outcome:
                 raise _NoFit(f"the decision {source} == {outcome} went the other way in an earlier call")
     fit = _Fitter(plan, parts[2].float_exprs, parts[2].int_exprs, guards)
     for e in tuple(parts[2].int_exprs) + tuple(parts[2].float_exprs):
         # a size the trace computed that the three calls hold equal (`T // 3` at T = 3, 4, 5) but
         # other sizes not: a literal from it would look like a constant of the program
         try:
-            same = len({eval(e, {"math": math}, dict(p)) for p in plan.values}) == 1  # noqa: S307
+            same = len({evaluate(e, p) for p in plan.values}) == 1
         except Exception:  # noqa: BLE001 - undefined at a call's sizes
             continue
         if same and len(set(map(repr, fit._at(e)))) > 1:
@@ -193,7 +194,7 @@ class _Fitter:
             if not any(op in e for op in ("//", "%", "abs", "max", "min", "math.")):
                 continue
             try:
-                v = [eval(e, {"math": math}, dict(p)) for p in plan.values]  # noqa: S307 - our own expressions
+                v = [evaluate(e, p) for p in plan.values]
             except Exception:  # noqa: BLE001 - not defined at a call's sizes
                 continue
             if tuple(v) not in seen and all(type(x) is int for x in v):
@@ -223,7 +224,7 @@ class _Fitter:
         found = []
         for e in self.int_exprs:
             try:
-                if [eval(e, {"math": math}, dict(p)) for p in self.plan.values] == list(values):  # noqa: S307
+                if [evaluate(e, p) for p in self.plan.values] == list(values):
                     found.append(f"({e})")
             except Exception:  # noqa: BLE001 - not defined at another call's sizes
                 continue
@@ -247,7 +248,7 @@ class _Fitter:
             for _ in range(400):
                 p = {n: rng.randrange(2, 2 * top + 8) for n in self.plan.names}
                 try:
-                    if all(eval(g, {"math": math}, dict(p)) == o for g, o in self.guards.items()):  # noqa: S307
+                    if all(evaluate(g, p) == o for g, o in self.guards.items()):
                         self._probes.append(p)
                 except Exception:  # noqa: BLE001
                     continue
@@ -256,7 +257,7 @@ class _Fitter:
         out = []
         for p in self._probes:
             try:
-                out.append(eval(source, {"math": math}, dict(p)))  # noqa: S307
+                out.append(evaluate(source, p))
             except Exception as e:  # noqa: BLE001 - undefined there (a division by zero)
                 out.append(type(e).__name__)
         return out
@@ -300,7 +301,7 @@ class _Fitter:
             for form in _FLOAT_FORMS:
                 source = form.format(e)
                 try:
-                    if [float(eval(source, {"math": math}, dict(p))) for p in self.plan.values] == values:  # noqa: S307
+                    if [float(evaluate(source, p)) for p in self.plan.values] == values:
                         return f"({source})"
                 except Exception:  # noqa: BLE001 - not defined at another call's sizes (a division by zero)
                     continue
