@@ -14,7 +14,11 @@ the loop's total time, the compiles, and the median of the last 10 steps against
 A transformers Llama's training step (--llama: width 256, 2 layers, vocab 1000, batch 2, the
 loss from labels and its backward) over the same 20 lengths, as the GPT block's sweep.
 
-    .venv/bin/python benchmarks/symbolic_sweep.py [--threads 2] [--no-compile] [--decode] [--llama]
+Training steps over 10 image sizes (--vision): a ResNet-style CNN (batch norm in training mode,
+strided convs, a max pool) and a ViT-style model (a patch conv, a class token, attention over
+the tokens), batch 8, as the Llama's sweep.
+
+    .venv/bin/python benchmarks/symbolic_sweep.py [--threads 2] [--no-compile] [--decode] [--llama] [--vision]
 """
 import argparse
 import math
@@ -99,6 +103,43 @@ def decode(opts):
               f"{1e3 * step:23.2f}ms {eager_step / step:8.2f}x")
 
 
+def training_sweep(title, model, inputs, step, opts):
+    """step(fn, x) (a training step's loss, backward done) at each input of inputs {label: x}
+    under each cache option and torch.compile: first calls' total time, compiles, cached calls
+    against eager's (geometric mean over the inputs); each loss checked against eager's."""
+    eager = [best_seconds(lambda: step(model, x), number=3, repeat=3, warmup=1) for x in inputs.values()]
+    rows = []
+    for name, make in (("thunder default", lambda: thunder.jit(model)),
+                       ("thunder no auto dynamic", lambda: thunder.jit(model, automatic_dynamic=False)),
+                       ("thunder symbolic values", lambda: thunder.jit(model, cache="symbolic values"))) + (
+            () if opts.no_compile else (("torch.compile", lambda: torch.compile(model)),)):
+        fn, first, ratios = make(), 0.0, []
+        try:
+            for x, e in zip(inputs.values(), eager):
+                t = time.perf_counter()
+                loss = step(fn, x)
+                first += time.perf_counter() - t
+                torch.testing.assert_close(loss, step(model, x), atol=1e-4, rtol=1e-4)
+                ratios.append(e / best_seconds(lambda: step(fn, x), number=3, repeat=3, warmup=1))
+        except Exception as e:  # noqa: BLE001 - torch.compile's own failures, reported in the table
+            if name.startswith("thunder"):
+                raise
+            rows.append((name, f"failed at size {len(ratios) + 1}: {type(e).__name__}: {str(e).splitlines()[0][:120]}"))
+            continue
+        compiles = thunder.cache_misses(fn) if name.startswith("thunder") else None
+        rows.append((name, first, compiles, math.exp(sum(map(math.log, ratios)) / len(ratios))))
+    model.zero_grad()
+    print(f"\n{title}: {len(inputs)} sizes ({', '.join(map(str, inputs))}), eager mean "
+          f"{1e3 * sum(eager) / len(eager):.2f} ms")
+    print(f"{'':26s} {'first calls, total':>19s} {'compiles':>9s} {'cached vs eager':>16s}")
+    for name, *row in rows:
+        if len(row) == 1:
+            print(f"{name:26s} {row[0]}")
+            continue
+        first, compiles, geo = row
+        print(f"{name:26s} {first:18.2f}s {compiles if compiles is not None else '-':>9} {geo:15.2f}x")
+
+
 def llama(opts):
     import transformers  # (optional: only this part of the benchmark needs it)
     torch.manual_seed(0)
@@ -107,32 +148,81 @@ def llama(opts):
         vocab_size=1000, max_position_embeddings=128))
     ids = {T: torch.randint(0, 1000, (2, T), generator=torch.Generator().manual_seed(T)) for T in LENGTHS}
 
-    def step(fn, T):
-        out = fn(input_ids=ids[T], labels=ids[T])
+    def step(fn, x):
+        out = fn(input_ids=x, labels=x)
         out.loss.backward()
         return out.loss.detach()
 
-    eager = [best_seconds(lambda: step(model, T), number=3, repeat=3, warmup=1) for T in LENGTHS]
-    rows = []
-    for name, make in (("thunder default", lambda: thunder.jit(model)),
-                       ("thunder no auto dynamic", lambda: thunder.jit(model, automatic_dynamic=False)),
-                       ("thunder symbolic values", lambda: thunder.jit(model, cache="symbolic values"))) + (
-            () if opts.no_compile else (("torch.compile", lambda: torch.compile(model)),)):
-        fn, first, ratios = make(), 0.0, []
-        for T, e in zip(LENGTHS, eager):
-            t = time.perf_counter()
-            loss = step(fn, T)
-            first += time.perf_counter() - t
-            torch.testing.assert_close(loss, step(model, T), atol=1e-4, rtol=1e-4)
-            ratios.append(e / best_seconds(lambda: step(fn, T), number=3, repeat=3, warmup=1))
-        compiles = thunder.cache_misses(fn) if name.startswith("thunder") else None
-        rows.append((name, first, compiles, math.exp(sum(map(math.log, ratios)) / len(ratios))))
-    model.zero_grad()
-    print(f"\nLlama (width 256, 2 layers, vocab 1000) training step, batch 2, T = {LENGTHS[0]}..{LENGTHS[-1]} "
-          f"({len(LENGTHS)} lengths), eager mean {1e3 * sum(eager) / len(eager):.2f} ms")
-    print(f"{'':26s} {'first calls, total':>19s} {'compiles':>9s} {'cached vs eager':>16s}")
-    for name, first, compiles, geo in rows:
-        print(f"{name:26s} {first:18.2f}s {compiles if compiles is not None else '-':>9} {geo:15.2f}x")
+    training_sweep("Llama (width 256, 2 layers, vocab 1000) training step, batch 2, T", model, ids, step, opts)
+
+
+# image sizes (H, W) of the vision sweeps: none equal to another or to a parameter's size
+IMAGES = [(96, 80), (112, 72), (88, 120), (100, 100), (76, 92), (120, 104), (84, 68), (108, 116), (92, 84),
+          (70, 110)]
+
+
+def vision(opts):
+    """A ResNet-style CNN (batch norm in training mode, strided convs, a max pool) and a
+    ViT-style model (a patch conv, a class token, attention over the tokens), training steps
+    over 10 image sizes."""
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    class Basic(nn.Module):
+        def __init__(self, cin, cout, stride):
+            super().__init__()
+            self.c1, self.b1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False), nn.BatchNorm2d(cout)
+            self.c2, self.b2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False), nn.BatchNorm2d(cout)
+            self.down = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout)) \
+                if stride != 1 or cin != cout else nn.Identity()
+
+        def forward(self, x):
+            return F.relu(self.b2(self.c2(F.relu(self.b1(self.c1(x))))) + self.down(x))
+
+    class Block(nn.Module):
+        def __init__(self, d, heads):
+            super().__init__()
+            self.heads = heads
+            self.n1, self.n2 = nn.LayerNorm(d), nn.LayerNorm(d)
+            self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+            self.fc1, self.fc2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+        def forward(self, x):
+            B, N, C = x.shape
+            q, k, v = self.qkv(self.n1(x)).reshape(B, N, 3, self.heads, C // self.heads).permute(2, 0, 3, 1, 4)
+            x = x + self.proj(F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(B, N, C))
+            return x + self.fc2(F.gelu(self.fc1(self.n2(x))))
+
+    class ViT(nn.Module):
+        def __init__(self, d=128, patch=8, depth=4):
+            super().__init__()
+            self.patch = nn.Conv2d(3, d, patch, stride=patch)
+            self.cls = nn.Parameter(torch.zeros(1, 1, d))
+            self.blocks = nn.Sequential(*[Block(d, 4) for _ in range(depth)])
+            self.norm, self.head = nn.LayerNorm(d), nn.Linear(d, 10)
+
+        def forward(self, x):
+            x = self.patch(x).flatten(2).transpose(1, 2)
+            x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], 1)
+            return self.head(self.norm(self.blocks(x))[:, 0])
+
+    torch.manual_seed(0)
+    resnet = nn.Sequential(nn.Conv2d(3, 32, 7, 2, 3, bias=False), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(3, 2, 1),
+                           Basic(32, 32, 1), Basic(32, 64, 2), Basic(64, 128, 2), nn.AdaptiveAvgPool2d(1),
+                           nn.Flatten(), nn.Linear(128, 10))
+    images = {hw: torch.randn(8, 3, *hw, generator=torch.Generator().manual_seed(hw[0] * 1000 + hw[1]))
+              for hw in IMAGES}
+    labels = torch.arange(8) % 10
+
+    def step(fn, x):
+        loss = F.cross_entropy(fn(x), labels)
+        loss.backward()
+        return loss.detach()
+
+    training_sweep("ResNet-style CNN (stem, max pool, 3 basic blocks to width 128) training step, batch 8, "
+                   "(H, W)", resnet, images, step, opts)
+    training_sweep("ViT-style model (patch 8, width 128, 4 blocks) training step, batch 8, (H, W)", ViT(), images,
+                   step, opts)
 
 
 def main():
@@ -141,6 +231,7 @@ def main():
     parser.add_argument("--no-compile", action="store_true", help="leave torch.compile out")
     parser.add_argument("--decode", action="store_true", help="the KV-cache decode loop only")
     parser.add_argument("--llama", action="store_true", help="a transformers Llama's training sweep only")
+    parser.add_argument("--vision", action="store_true", help="a CNN's and a ViT's sweeps over image sizes only")
     opts = parser.parse_args()
     if opts.threads:
         torch.set_num_threads(opts.threads)
@@ -148,6 +239,8 @@ def main():
         return decode(opts)
     if opts.llama:
         return llama(opts)
+    if opts.vision:
+        return vision(opts)
     for train in (False, True):
         eager_times = []
         for T in LENGTHS:
