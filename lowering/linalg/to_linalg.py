@@ -211,9 +211,7 @@ def _read_sizes(syms, sources):
                 found[size] = (index, d)
                 lines.append(f"    {size}_at = arith.constant {d} : index")
                 lines.append(f"    {size} = {kind}.dim {ssa}, {size}_at : {type_text}")
-                # (as the numbers an op's body may take it as: _constant)
-                lines.append(f"    {size}_i64 = arith.index_cast {size} : index to i64")
-                lines.append(f"    {size}_f64 = arith.sitofp {size}_i64 : i64 to f64")
+                lines += _as_numbers(size)
     value_of = {n: v for v, n in syms.items()}
     for name in [n for n in syms.values() if n not in found]:  # (a reshape's merged or split size)
         lines += _derived_size(name, value_of[name], {value_of[n]: n for n in found})
@@ -245,9 +243,13 @@ def _derived_size(name, value, read):
         out = name if i == len(steps) - 1 else f"{name}_{i}"
         lines.append(f"    {out} = arith.{op} {acc}, {operand} : index")
         acc = out
-    lines.append(f"    {name}_i64 = arith.index_cast {name} : index to i64")
-    lines.append(f"    {name}_f64 = arith.sitofp {name}_i64 : i64 to f64")
-    return lines
+    return lines + _as_numbers(name)
+
+
+def _as_numbers(size):
+    """Lines giving a dynamic size as the numbers an op's body may take it as (_constant)."""
+    return [f"    {size}_i64 = arith.index_cast {size} : index to i64",
+            f"    {size}_f64 = arith.sitofp {size}_i64 : i64 to f64"]
 
 
 def _lower_ops(em, block, out_type, lines_for, axes=None, dual=(), merge_reductions=True):

@@ -57,8 +57,13 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
     """In training with running_mean/running_var, torch updates them in place: the op is not Pure
     (marked random so that CSE/DCE keep it) and has no decomposition."""
     _batch_norm_check(input, running_mean, running_var, weight, bias, training)
-    out = TensorProxy(input.shape, input.dtype, input.device)
-    # eager's layout (a random op is not run on meta tensors): the input's suggested memory format
+    return _in_input_format(input, input.dtype)
+
+
+def _in_input_format(input, dtype):
+    """A result of input's shape laid out in its suggested memory format, as eager's batch-norm
+    kernels write theirs (a random op is not run on meta tensors)."""
+    out = TensorProxy(input.shape, dtype, input.device)
     fmt = torch.channels_last if _channels_last(input) else torch.contiguous_format
     out.meta = torch.empty_like(meta_of(input), memory_format=fmt)
     return out
@@ -120,10 +125,7 @@ def native_batch_norm_backward(grad_output: Tensor, input: Tensor, weight: Tenso
                                save_invstd: Tensor, eps: Float):
     """native_batch_norm's VJP in training (input, weight, bias cotangents) from its saved batch
     statistics: torch's kernel."""
-    out = TensorProxy(input.shape, grad_output.dtype, input.device)
-    fmt = torch.channels_last if _channels_last(input) else torch.contiguous_format
-    out.meta = torch.empty_like(meta_of(input), memory_format=fmt)
-    return out, TensorProxy(weight.shape, weight.dtype, weight.device), TensorProxy(weight.shape, weight.dtype,
+    return _in_input_format(input, grad_output.dtype), TensorProxy(weight.shape, weight.dtype, weight.device), TensorProxy(weight.shape, weight.dtype,
                                                                                      weight.device)
 
 

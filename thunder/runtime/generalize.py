@@ -7,7 +7,6 @@ from the three (docs/api.md "Symbolic values")."""
 import contextlib
 from dataclasses import dataclass
 import itertools
-import math
 import re
 import time
 import types
@@ -377,7 +376,7 @@ def _telling(pair, real, guards, parts):
     fit = _Fitter(plan, parts.float_exprs, parts.int_exprs, guards)
     for e in list(real) + list(parts.int_exprs):  # (a symbol too: H even in all three is twice H // 2)
         try:
-            values = [eval(e, {"math": math}, dict(p)) for p in plan.values]  # noqa: S307 - our own expressions
+            values = [dynamic.evaluate(e, p) for p in plan.values]
         except Exception:  # noqa: BLE001 - undefined at one of the sizes
             continue
         try:
