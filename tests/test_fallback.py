@@ -222,6 +222,58 @@ def test_inplace_true_keyword_and_shape_changing_inplace():
     assert "torch.nn.functional.relu(" in program and "inplace=True" not in program
 
 
+@pytest.mark.parametrize("case", ["scalar", "tensor", "lists"])
+def test_foreach_inplace_updates_reach_the_inputs(case):
+    # an op writing a tensor list leaves _version as it was under a dispatch mode: the write was
+    # missed and the program dropped the call (the inputs stayed unchanged, silently)
+    def fn(a, b, t):
+        if case == "scalar":
+            torch._foreach_mul_([a, b], 3.0)
+        elif case == "tensor":
+            torch._foreach_mul_([a, b], t)
+        else:
+            torch._foreach_add_([a, b], [t, t], alpha=2)
+        return a.sum() + b.sum()
+
+    args = [torch.randn(3), torch.randn(2), torch.tensor(2.0)]
+    mine = [x.clone() for x in args]
+    torch.testing.assert_close(thunder.jit(fn)(*mine), fn(*args))
+    for a, e in zip(mine, args):
+        torch.testing.assert_close(a, e)
+
+
+def test_foreach_inplace_on_intermediates_grads():
+    def fn(x, y):
+        a, b = x * 1, y * 2
+        torch._foreach_mul_([a, b], 2.5)
+        torch._foreach_addcmul_([a, b], [x, y], [x, y], value=0.5)
+        return a, b
+
+    check_like_eager(fn, _t(3), _t(2, 2), name="torch._foreach_mul_")
+
+
+def test_clip_grad_norm_inside_the_jitted_function():
+    # clip_grad_norm_ groups the gradients by device and dtype (torch._C's own function, which
+    # refused the proxies with a TypeError), then scales them in place (torch._foreach_mul_)
+    def make():
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+        model[2].double()
+        x = torch.randn(5, 8)
+        model[2](model[1](model[0](x)).double()).pow(2).sum().backward()  # (grads of two dtypes)
+        return model
+
+    def clip(model, max_norm):
+        return torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+
+    for max_norm in (0.1, 1e6):  # (scaled, and left as they were)
+        model, reference = make(), make()
+        torch.testing.assert_close(thunder.jit(clip)(model, max_norm), clip(reference, max_norm))
+        for p, q in zip(model.parameters(), reference.parameters()):
+            assert p.grad.dtype == q.grad.dtype
+            torch.testing.assert_close(p.grad, q.grad)
+
+
 def test_out_variant():
     def fn(x, out):
         torch.cumprod(x, 0, out=out)

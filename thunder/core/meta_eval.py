@@ -82,6 +82,16 @@ class _Watch(TorchDispatchMode):
         self.ops = []
         self.random = False
         self.shape_env = shape_env
+        self.written = set()  # ids of the tensors an op's schema says it writes
+
+    def _writes(self, func, args, kwargs):
+        # (under a dispatch mode an op writing a tensor list, torch._foreach_mul_, leaves the
+        # tensors' _version as it was: the schema says what it writes)
+        for a, v in zip(func._schema.arguments, (*args, *(kwargs.get(a.name) for a in func._schema.arguments[len(args):]))):
+            if a.alias_info is not None and a.alias_info.is_write:
+                for t in v if isinstance(v, (list, tuple)) else (v,):
+                    if isinstance(t, torch.Tensor):
+                        self.written.add(id(t))
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if torch.Tag.data_dependent_output in func.tags:  # (item, equal, allclose: they read values)
@@ -95,6 +105,7 @@ class _Watch(TorchDispatchMode):
                 return make()
         self.random = self.random or torch.Tag.nondeterministic_seeded in func.tags
         self.ops.append(func)
+        self._writes(func, args, kwargs or {})
         if self.shape_env is not None and func in _FAKE_KERNELS:
             return _FAKE_KERNELS[func](self.shape_env, *args, **(kwargs or {}))
         return func(*args, **(kwargs or {}))
@@ -240,7 +251,13 @@ def build(template, results, operands):
     if isinstance(template, tuple):
         items = tuple(build(t, results, operands) for t in template)
         return type(template)(items) if _is_structseq(template) else items
+    if type(template) is dict:
+        return {k: build(t, results, operands) for k, t in template.items()}
     return template
+
+
+def _constant_key(k):
+    return isinstance(k, _CONSTANT_TYPES) or type(k) is tuple and all(_constant_key(x) for x in k)
 
 
 def _meta(p):
@@ -462,10 +479,14 @@ def _run_on(fn, name, source, operands, autocast, fake, grad, dynamic=False, rea
         if isinstance(v, tuple) and (type(v) is tuple or _is_structseq(v)):
             items = tuple(convert(x) for x in v)
             return type(v)(items) if _is_structseq(v) else items
+        if type(v) is dict and all(_constant_key(k) for k in v):  # (tensors grouped by device and dtype)
+            constants[0] = True  # (its keys may name the device)
+            return {k: convert(x) for k, x in v.items()}
         raise untraceable(name, f"its result is a {type(v).__name__}, not tensors, numbers or tuples/lists of them")
 
     template = convert(out)
-    mutated = tuple(j for j, t in enumerate(tensors) if (t._version, t.shape, t.dtype) != before[j])
+    mutated = tuple(j for j, t in enumerate(tensors)
+                    if (t._version, t.shape, t.dtype) != before[j] or id(t) in watch.written)
     for j in mutated:
         t = tensors[j]
         results.append((tuple(t.shape), t.dtype, operands[j][2]))

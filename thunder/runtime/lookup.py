@@ -272,12 +272,37 @@ def _lookup_op(fn):
         return _consulting(fn, query)
     if is_torch_op(fn):  # no registry entry: thunder's fallback records it (ops/fallback.py)
         return functools.partial(fallback.call, fn)
+    if type(fn) is types.BuiltinFunctionType and (getattr(fn, "__module__", None) or "").startswith("torch._C"):
+        return functools.partial(_native_unless_refused, fn)
     module = getattr(fn, "__module__", None) or ""
     if module.startswith("thunder.") and not module.startswith("thunder.tests"):
         return fn  # our own machinery (proxy methods, ops) runs natively
     if module == "linecache" or module == "traceback" and getattr(fn, "__name__", None) in _STACK_FUNCTIONS:
         return fn
     return None
+
+
+def _native_unless_refused(fn, *args, **kwargs):
+    """A function of torch._C that is no op (torch._C._group_tensors_by_device_and_dtype, which
+    clip_grad_norm_ calls): run natively, as it takes any object or none of the trace's; where
+    its argument check refuses a tensor proxy (TypeError before it runs), recorded as a torch
+    call (ops/fallback.py: computed on stand-in tensors, run on the real ones by the program)."""
+    try:
+        return fn(*args, **kwargs)
+    except TypeError:
+        if not _holds_tensor_proxy((args, kwargs)):
+            raise
+    return fallback.call(fn, *args, **kwargs)
+
+
+def _holds_tensor_proxy(v):
+    if isinstance(v, TensorProxy):
+        return True
+    if isinstance(v, (tuple, list)):
+        return any(_holds_tensor_proxy(x) for x in v)
+    if isinstance(v, dict):
+        return any(_holds_tensor_proxy(x) for x in v.values())
+    return False
 
 
 # run natively: linecache (source lines for tracebacks) and traceback's functions of the current
