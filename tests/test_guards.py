@@ -743,3 +743,32 @@ def test_a_library_call_running_the_users_code_keeps_its_guards(monkeypatch):
     monkeypatch.setitem(globals(), "NOTE_FLAG", True)
     torch.testing.assert_close(jf(x), x * 2)
     assert _COUNTER.n == 1 and thunder.compile_stats(jf).cache_misses == 2
+
+
+def test_dicts_and_sets_keyed_by_tensors_are_read_by_identity():
+    # eager hashes a tensor by identity: a parameter or argument used as a key finds its item
+    # (the proxy standing for it missed: the default, silently); which tensor it is is guarded
+    w, v = nn.Parameter(torch.randn(3)), nn.Parameter(torch.randn(3))
+    scales, frozen = {w: 2.0, v: 3.0}, {v}
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = w
+
+        def forward(self, x):
+            out = x * self.w * scales.get(self.w, -1.0) * scales[self.w]
+            return out if self.w in frozen else out + 1
+
+    def f(x, t):
+        return x * scales.get(t, -1.0) + (t in frozen)
+
+    m = M()
+    jm, jf = thunder.jit(m), thunder.jit(f)
+    x = torch.randn(3)
+    for t in (w, v, torch.randn(3), w):
+        assert_same(jf(x, t), f(x, t))
+    assert_same(jm(x), m(x))
+    m.w = v  # (another parameter: the other item)
+    assert_same(jm(x), m(x))
+    assert thunder.cache_misses(jm) == 2

@@ -134,8 +134,9 @@ class WithRuntime:
 class Runtime:
     def __init__(self, lookup: Callable | None, on_load: Callable | None, record: bool,
                  on_store: Callable | None = None, on_call: Callable | None = None,
-                 on_create: Callable | None = None):
+                 on_create: Callable | None = None, on_key: Callable | None = None):
         self.lookup = lookup
+        self.on_key = on_key  # the key a read of a dict or set looks up (interpret's doc)
         self.on_create = on_create  # told of each instance of a Python class the program makes
         self.on_load = on_load
         self.on_store = on_store
@@ -153,6 +154,12 @@ class Runtime:
     # ------------------------------------------------------------------------------------------
     # hooks
     # ------------------------------------------------------------------------------------------
+    def key(self, container: Any, key: Any) -> Any:
+        """The key a read of container (a dict or set) looks up: on_key's answer."""
+        if self.on_key is None or not isinstance(container, (dict, set, frozenset)):
+            return key
+        return self.on_key(container, key)
+
     def loaded(self, value: Any, kind: str, name: str, owner: Any, f: Frame) -> Any:
         """Passes a value read from a global / closure cell / attribute through on_load."""
         if self.on_load is None:
@@ -290,6 +297,8 @@ class Runtime:
             owner = getattr(fn, "__self__", None)
             if type(owner) in _CONTAINERS and fn.__name__ in _MUTATORS:  # lst.append(x), d.update(...)
                 self.stored((*args, *kwargs.values()), "mutator", fn.__name__, owner, caller)
+            elif args and fn.__name__ in _KEY_READS and isinstance(owner, (dict, set, frozenset)):
+                args = (self.key(owner, args[0]), *args[1:])
             return self.native(fn, args, kwargs, caller)
         call_attr = _mro_lookup(tp, "__call__")
         if type(call_attr) is types.FunctionType:  # callable object with a Python __call__
@@ -696,6 +705,8 @@ _CONTAINERS = frozenset({list, dict, set, collections.OrderedDict, collections.d
 _MUTATORS = frozenset({"append", "extend", "insert", "pop", "remove", "clear", "update", "setdefault", "popitem",
                        "add", "discard", "sort", "reverse", "appendleft", "extendleft", "popleft", "rotate",
                        "__setitem__", "__delitem__", "__iadd__", "move_to_end"})
+
+_KEY_READS = frozenset({"get", "__getitem__", "__contains__"})  # (methods of dicts and sets reading by key)
 
 _FRAME_BUILTINS = {
     sys.exc_info: _b_exc_info,

@@ -116,7 +116,8 @@ def _acquire(cd, args, kwargs, shared=None, sym_shapes=None, stand_ins=None):
         try:
             result = interpret(cd.fn, pargs, pkwargs, lookup=_make_lookup(cd), on_load=_on_load(state),
                                record=cd.debug_options.record_interpreter_history,
-                               on_store=_on_store(cd, state), on_call=state.called, on_create=state.created)
+                               on_store=_on_store(cd, state), on_call=state.called, on_create=state.created,
+                               on_key=state.key_of)
         finally:
             state.restore()
             ctx.reader = ctx.live = None  # (the values read are not needed any more)

@@ -448,6 +448,26 @@ class StateTracker:
             expr += f"._modules[{part!r}]"
         return expr
 
+    def key_of(self, container, key):
+        """on_key: a dict or set holding tensors is read with the tensor a proxy of the call's
+        inputs stands for (eager hashes tensors by identity: `scales[param]`, `p in no_decay`),
+        and which tensor that is gets a guard. Other keys (a dict the call made, keyed by its
+        proxies) are read as they are."""
+        if not isinstance(key, TensorProxy) or not any(isinstance(k, torch.Tensor) for k in container):
+            return key
+        k = next((i for i, p in enumerate(self.inputs.proxies) if p is key), None)
+        if k is None:
+            return key  # (a tensor the call computed: in no container that outlives the call)
+        expr = self.arg_paths.get(k) or next((e for e, i in self.reads if i == k), None)
+        real = self.inputs.tensors[k]
+        if expr is None:
+            raise NotImplementedError(
+                f"thunder: {key.input_name or key.name} is a key of a dict or set that holds tensors, and which "
+                "tensor it is cannot be checked at call time. Workaround: key the container by a name or an id "
+                "computed outside the jitted function")
+        self.guard(expr, "is", real, f"which tensor {key.input_name or key.name} is (a key of a dict or set)")
+        return real
+
     def read_grad(self, proxy):
         """x.grad of a tensor the trace reads (proxy): read at call time through the tensor's
         expression (args[0].grad, _s0._parameters['weight'].grad), an input of the trace; None

@@ -68,7 +68,8 @@ def _contains_op(rt, f: Frame, i) -> None:
     container = f.stack.pop()
     item = f.stack.pop()
     fn = rt.python_slot(container, "__contains__")
-    res = bool(rt.call(fn, (container, item), {}, f)) if fn is not None else operator.contains(container, item)
+    res = bool(rt.call(fn, (container, item), {}, f)) if fn is not None else \
+        operator.contains(container, rt.key(container, item))
     f.stack.append(not res if i.arg else res)
 
 
@@ -100,7 +101,10 @@ def subscript(rt, f: Frame, container: Any, key: Any) -> Any:
         return rt.call(fn, (container, key), {}, f)
     if isinstance(container, (list, tuple, str, range)):  # an item picked by a symbolic size: specialized
         key = _concrete_key(key)
-    if isinstance(container, collections.defaultdict) and key not in container:  # (its factory's value is stored)
+    looked_up = rt.key(container, key)
+    if not isinstance(container, collections.defaultdict) or looked_up in container:
+        key = looked_up  # (a missing key of a defaultdict is written, the key as given)
+    elif key not in container:  # (its factory's value is stored)
         rt.stored((key,), "item", key, container, f)
     value = container[key]
     if rt.on_load is not None and isinstance(container, (list, tuple, dict)) and type(key) is not slice:
