@@ -772,3 +772,40 @@ def test_dicts_and_sets_keyed_by_tensors_are_read_by_identity():
     m.w = v  # (another parameter: the other item)
     assert_same(jm(x), m(x))
     assert thunder.cache_misses(jm) == 2
+
+
+def test_is_between_input_tensors_is_eagers():
+    # an argument that is a parameter, or one tensor passed twice: two proxies, one tensor
+    # (`is` answered False, silently taking the other branch); which it is, is guarded
+    lin = nn.Linear(3, 3)
+
+    def f(t):
+        return t * 2 if t is lin.weight else t * 3
+
+    def g(t, u):
+        return t * 2 if t is not u else t * 3
+
+    jf, jg = thunder.jit(f), thunder.jit(g)
+    w = torch.randn(3, 3)
+    for t in (lin.weight, w, lin.weight):
+        assert_same(jf(t), f(t))
+    for t, u in ((w, w), (w, w.clone()), (w, w), (w, w.view(3, 3))):
+        assert_same(jg(t, u), g(t, u))
+    assert thunder.cache_misses(jg) == 2  # (w, w.view(3, 3): two tensors, as w and its clone)
+
+
+def test_id_of_a_parameter_is_its_tensors():
+    # a dict built outside by id(p) (optimizer and logging code): read with the parameter's id,
+    # not its proxy's (which missed, silently); the tensor is pinned
+    lin = nn.Linear(3, 3)
+    names = {id(p): n for n, p in lin.named_parameters()}
+
+    def f(x):
+        return x * len(names.get(id(lin.weight), "")) + x * len(names.get(id(lin.bias), "unnamed"))
+
+    jf = thunder.jit(f)
+    x = torch.randn(3)
+    assert_same(jf(x), f(x))
+    lin.bias = nn.Parameter(torch.randn(3))  # (not in names: the default, as in eager)
+    assert_same(jf(x), f(x))
+    assert thunder.cache_misses(jf) == 2

@@ -83,6 +83,7 @@ class TraceCtx:
         self.grad_ops = False  # an op of the user's program was recorded with grad mode on
         self.grad_leaf = False  # a tensor created inside requires grad (torch.ones(..., requires_grad=True))
         self.read_grad = None  # x.grad of a proxy while tracing (runtime/state.py), when the caller reads them
+        self.object_id = None  # id() of a proxy while tracing: its tensor's where it stands for one (runtime/state.py)
         self.stride_dependent = set()  # names of the inputs whose strides decided something
         # cache="symbolic values" (runtime/symbolic.py): id(input tensor) -> a symbol name or None
         # per dim, and the decisions taken on symbolic sizes (source -> outcome, core/symbols.py)

@@ -134,9 +134,11 @@ class WithRuntime:
 class Runtime:
     def __init__(self, lookup: Callable | None, on_load: Callable | None, record: bool,
                  on_store: Callable | None = None, on_call: Callable | None = None,
-                 on_create: Callable | None = None, on_key: Callable | None = None):
+                 on_create: Callable | None = None, on_key: Callable | None = None,
+                 on_is: Callable | None = None):
         self.lookup = lookup
         self.on_key = on_key  # the key a read of a dict or set looks up (interpret's doc)
+        self.on_is = on_is
         self.on_create = on_create  # told of each instance of a Python class the program makes
         self.on_load = on_load
         self.on_store = on_store
@@ -159,6 +161,12 @@ class Runtime:
         if self.on_key is None or not isinstance(container, (dict, set, frozenset)):
             return key
         return self.on_key(container, key)
+
+    def same(self, a: Any, b: Any) -> bool:
+        """`a is b`, as on_is answers it for stand-ins."""
+        if a is b or self.on_is is None:
+            return a is b
+        return self.on_is(a, b)
 
     def loaded(self, value: Any, kind: str, name: str, owner: Any, f: Frame) -> Any:
         """Passes a value read from a global / closure cell / attribute through on_load."""

@@ -103,6 +103,7 @@ def _acquire(cd, args, kwargs, shared=None, sym_shapes=None, stand_ins=None):
         state.stand_ins = stand_ins or {}
         state.arg_paths = structure.tensor_paths(arg_specs, kw_specs)
         ctx.read_grad = state.read_grad
+        ctx.object_id = state.object_id
         state.pin_root_function(cd.fn)
         for spec in structure.iter_specs(arg_specs + [s for _, s in kw_specs]):
             if spec[0] == "object":  # checked by identity: reached through its constant
@@ -117,7 +118,7 @@ def _acquire(cd, args, kwargs, shared=None, sym_shapes=None, stand_ins=None):
             result = interpret(cd.fn, pargs, pkwargs, lookup=_make_lookup(cd), on_load=_on_load(state),
                                record=cd.debug_options.record_interpreter_history,
                                on_store=_on_store(cd, state), on_call=state.called, on_create=state.created,
-                               on_key=state.key_of)
+                               on_key=state.key_of, on_is=state.same)
         finally:
             state.restore()
             ctx.reader = ctx.live = None  # (the values read are not needed any more)

@@ -170,6 +170,11 @@ def _runtime_number(cls):
 _NUMBER_CONVERSIONS = {int: _runtime_number(int), float: _runtime_number(float)}
 
 
+def _object_id(obj):
+    ctx = tracing.current()
+    return id(obj) if ctx is None or ctx.object_id is None else ctx.object_id(obj)
+
+
 def _refuse(exc_type, message):
     def refused(*args, **kwargs):
         loc = tracing.current_location()
@@ -211,6 +216,8 @@ def _lookup(fn):
         return _NUMBER_CONVERSIONS[fn]
     if fn is math.sqrt:
         return _sqrt
+    if fn is id:
+        return _object_id
     try:
         refused = _REFUSED.get(fn)
     except TypeError:  # unhashable

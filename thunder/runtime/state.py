@@ -448,6 +448,45 @@ class StateTracker:
             expr += f"._modules[{part!r}]"
         return expr
 
+    def _input_of(self, proxy):
+        """(the tensor of this call a proxy of its inputs stands for, the expression reading it at
+        call time or None), or None for other proxies (tensors the call computed)."""
+        k = next((i for i, p in enumerate(self.inputs.proxies) if p is proxy), None)
+        if k is None:
+            return None
+        return self.inputs.tensors[k], self.arg_paths.get(k) or next((e for e, i in self.reads if i == k), None)
+
+    def same(self, a, b):
+        """on_is: `a is b` of two proxies of the call's inputs is whether they stand for one
+        tensor (an argument that is a parameter: `t is self.weight`), guarded."""
+        if not (isinstance(a, TensorProxy) and isinstance(b, TensorProxy)):
+            return a is b
+        ins = self._input_of(a), self._input_of(b)
+        if None in ins:
+            return False  # (a tensor the call computed is no input)
+        (ta, ea), (tb, eb) = ins
+        if ea is None or eb is None:
+            raise NotImplementedError(
+                f"thunder: `{a.input_name or a.name} is {b.input_name or b.name}` asks whether two tensors are one, "
+                "which cannot be checked at call time for these. Workaround: compare them outside the jitted function")
+        self.guard(f"({ea} is {eb})", "is", ta is tb, f"whether {a.input_name or a.name} and "
+                   f"{b.input_name or b.name} are one tensor")
+        return ta is tb
+
+    def object_id(self, value):
+        """id() inside the jitted function: of a proxy of the call's inputs, the id of the tensor it
+        stands for (a dict built outside by id(p) is read with it), which pins that tensor."""
+        found = self._input_of(value) if isinstance(value, TensorProxy) else None
+        if found is None:
+            return id(value)
+        real, expr = found
+        if expr is None:
+            raise NotImplementedError(
+                f"thunder: id() of {value.input_name or value.name} cannot be checked at call time. Workaround: "
+                "compute it outside the jitted function")
+        self.guard(expr, "is", real, f"which tensor {value.input_name or value.name} is (its id() was read)")
+        return id(real)
+
     def key_of(self, container, key):
         """on_key: a dict or set holding tensors is read with the tensor a proxy of the call's
         inputs stands for (eager hashes tensors by identity: `scales[param]`, `p in no_decay`),
@@ -455,11 +494,10 @@ class StateTracker:
         proxies) are read as they are."""
         if not isinstance(key, TensorProxy) or not any(isinstance(k, torch.Tensor) for k in container):
             return key
-        k = next((i for i, p in enumerate(self.inputs.proxies) if p is key), None)
-        if k is None:
+        found = self._input_of(key)
+        if found is None:
             return key  # (a tensor the call computed: in no container that outlives the call)
-        expr = self.arg_paths.get(k) or next((e for e, i in self.reads if i == k), None)
-        real = self.inputs.tensors[k]
+        real, expr = found
         if expr is None:
             raise NotImplementedError(
                 f"thunder: {key.input_name or key.name} is a key of a dict or set that holds tensors, and which "

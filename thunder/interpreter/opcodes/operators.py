@@ -60,7 +60,8 @@ def _compare_op(rt, f: Frame, i) -> None:
 def _is_op(rt, f: Frame, i) -> None:
     rhs = f.stack.pop()
     lhs = f.stack.pop()
-    f.stack.append((lhs is not rhs) if i.arg else (lhs is rhs))
+    same = rt.same(lhs, rhs)
+    f.stack.append(not same if i.arg else same)
 
 
 @op("CONTAINS_OP")
