@@ -103,6 +103,11 @@ CASES = [
     ("atan2", lambda a, b: torch.atan2(a, b), lambda: (_t(3, 4), _t(4))),
     ("lerp_scalar", lambda a, b: torch.lerp(a, b, 0.3), lambda: (_t(3, 4), _t(3, 4))),
     ("lerp_tensor", lambda a, b, w: torch.lerp(a, b, w), lambda: (_t(3, 4), _t(3, 4), torch.rand(4, dtype=DT))),
+    ("addcmul", lambda a, b, c: torch.addcmul(a, b, c, value=0.3), lambda: (_t(3, 4), _t(4), _t(3, 1))),
+    ("addcdiv", lambda a, b, c: a.addcdiv(b, c, value=-2), lambda: (_t(3, 4), _t(3, 4), _t(4, positive=True))),
+    # (a tensor value is read as a number: no gradient reaches it)
+    ("addcdiv_tensor_value", lambda a, b, c, v: torch.addcdiv(a, b, c, value=v.detach() * 2),
+     lambda: (_t(3), _t(3), _t(3, positive=True), _t())),
     ("where", lambda a, b: torch.where(a > 0, a, b), lambda: (_t(3, 4), _t(4))),
     ("where_scalar", lambda a: torch.where(a > 0, a, 0.0), lambda: (_t(3, 4),)),
     # unary

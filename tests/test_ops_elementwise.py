@@ -355,6 +355,23 @@ def test_maximum_minimum():
         check(lambda x, y: getattr(x, fn.__name__)(y), a, b)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("name", ["addcmul", "addcdiv"])
+def test_addcmul_and_addcdiv_are_eagers_bits(name, dtype):
+    # Adam's updates (a tensor value when compiled: torch reads it as a number); in place too
+    x, a, b = make(4, 8, dtype=dtype), make(8, dtype=dtype), (torch.rand(4, 1) + 0.5).to(dtype)
+    fn = getattr(torch, name)
+    tol = {"rtol": 0, "atol": 0} if dtype is not F64 else {}  # (float64: no wider type for addcmul's fma)
+    for value in (1, 0.37, -2):
+        check(lambda x, a, b: fn(x, a, b, value=value), x, a, b, **tol)
+        check(lambda x, a, b: getattr(x.clone(), f"{name}_")(a, b, value=value), x, a, b, **tol)
+    for value in (torch.tensor(0.31), torch.tensor(-0.7, dtype=F64)):
+        check(lambda x, a, b, v: fn(x, a, b, value=v), x, a, b, value, **tol)
+        check(lambda x, a, b, v: getattr(x.clone(), f"{name}_")(a, b, value=v), x, a, b, value, **tol)
+    with pytest.raises(TypeError, match="must be Number, not Tensor"):  # (as eager's)
+        thunder.jit(lambda x, v: fn(x, x, x, value=v))(x, torch.tensor(2.0, requires_grad=True))
+
+
 def test_lerp_and_atan2():
     a, b = make(2, 3), make(3)
     check(torch.lerp, a, b, 0.3)

@@ -307,6 +307,9 @@ class Runtime:
                 self.stored((*args, *kwargs.values()), "mutator", fn.__name__, owner, caller)
             elif args and fn.__name__ in _KEY_READS and isinstance(owner, (dict, set, frozenset)):
                 args = (self.key(owner, args[0]), *args[1:])
+                if fn.__name__ != "__contains__" and isinstance(owner, dict) and not kwargs and args[0] in owner:
+                    # d.get(k) / d.__getitem__(k) of a key it holds: an item read, as d[k] (on_load)
+                    return self.loaded(owner[args[0]], "item", args[0], owner, caller)
             return self.native(fn, args, kwargs, caller)
         call_attr = _mro_lookup(tp, "__call__")
         if type(call_attr) is types.FunctionType:  # callable object with a Python __call__

@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from thunder.core import dtypes
 from thunder.core.proxies import TensorProxy
 from thunder.ops import prims
+from thunder.ops.grad import detach
 from thunder.ops.decomp_utils import as_tensor, expand_to, fma_dtype, opmath_dtype, to_dtype, widened
 from thunder.ops.meta_utils import broadcast_shapes, device_of, elementwise, is_tensor
 from thunder.ops import registry
@@ -575,6 +576,56 @@ def _(input, end, weight):
     # before the sum): float64 gives that for float types up to float32
     out = lerp.meta(input, end, weight)
     return _compute([input, end, weight], out, fn, dtype=fma_dtype(out.dtype))
+
+
+def _addc(name, input, tensor1, tensor2, value):
+    """The result of torch.addcmul/addcdiv: floating tensors only (torch's call decides the others,
+    and its errors: addcdiv of integers); `value` a number or a one-element tensor, whose value
+    torch reads as a number (Adam's step size while compiled)."""
+    out = elementwise(input, tensor1, tensor2)
+    if is_tensor(value) and value.requires_grad:  # (eager's parser takes no such tensor for a number)
+        raise TypeError(f"{name}(): argument 'value' must be Number, not Tensor")
+    if not out.dtype.is_floating_point or is_tensor(value) and (value.numel() != 1 or value.dtype.is_complex):
+        raise NotImplementedError(f"thunder: {name} of {out.dtype} tensors, value {value!r}, runs as torch's call")
+    return TensorProxy(out.shape, out.dtype, out.device)
+
+
+def _addc_value(value, dtype, shape):
+    """value as torch's kernel takes it: a number of the compute dtype (a tensor's value read as
+    a number: no gradient flows to it, as none does in eager), as a tensor of shape where it is one."""
+    if not is_tensor(value):
+        return value
+    return expand_to(to_dtype(prims.reshape(detach(value), ()), dtype), shape)
+
+
+@ltorch("torch.addcmul", methods=("addcmul",), aliases=_aliases("addcmul"), elementwise=True)
+def addcmul(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value: TensorOrNumber = 1):
+    return _addc("addcmul", input, tensor1, tensor2, value)
+
+
+@addcmul.decompose
+def _(input, tensor1, tensor2, *, value=1):
+    # as torch's kernel: t = value * tensor1 rounded in the compute dtype, then input + t * tensor2
+    # rounded once (a fused multiply-add: float64 gives it for float types up to float32)
+    out = addcmul.meta(input, tensor1, tensor2, value=value)
+    c, w = opmath_dtype(out.dtype), fma_dtype(out.dtype)
+    v = _addc_value(value, c, out.shape)
+    return _compute([input, tensor1, tensor2], out,
+                    lambda x, a, b: prims.add(x, prims.mul(to_dtype(prims.mul(to_dtype(a, c), v), w), b)), dtype=w)
+
+
+@ltorch("torch.addcdiv", methods=("addcdiv",), aliases=_aliases("addcdiv"), elementwise=True)
+def addcdiv(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value: TensorOrNumber = 1):
+    return _addc("addcdiv", input, tensor1, tensor2, value)
+
+
+@addcdiv.decompose
+def _(input, tensor1, tensor2, *, value=1):
+    # as torch's kernel: input + value * tensor1 / tensor2, op by op in the compute dtype
+    out = addcdiv.meta(input, tensor1, tensor2, value=value)
+    v = _addc_value(value, opmath_dtype(out.dtype), out.shape)
+    return _compute([input, tensor1, tensor2], out, lambda x, a, b: prims.add(x, prims.div(prims.mul(a, v), b)),
+                    upcast=True)
 
 
 # --------------------------------------------------------------------------------------------

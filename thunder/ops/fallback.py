@@ -356,7 +356,7 @@ def call(fn, *args, **kwargs):
             raise
         return _data_dependent(fn, name, args, kwargs, operands, source, autocast)
     if ev.mutated:
-        return _mutating(fn, name, args, kwargs, operands, source, autocast, ev)
+        return _mutating(fn, name, args, kwargs, operands, source, autocast, ev, strides)
     if not ev.results:
         return build(ev.template, [], operands)
     outs = None
@@ -486,7 +486,7 @@ def _device(operands, ev):
     return next((d for d in devices if d.type != "cpu"), torch.device("cpu"))
 
 
-def _mutating(fn, name, args, kwargs, operands, source, autocast, ev):
+def _mutating(fn, name, args, kwargs, operands, source, autocast, ev, strides=None):
     """An in-place call: the out-of-place form assigned to self where there is one and the update
     keeps self's shape and dtype; else the in-place call on clones, whose new values are assigned."""
     self = args[0] if args else None
@@ -498,7 +498,8 @@ def _mutating(fn, name, args, kwargs, operands, source, autocast, ev):
         base = _out_of_place(name)
         if base is not None:
             return inplace(lambda s, *a, **k: dispatch(base, s, *a, **k), name, self, *args[1:], **kwargs)
-    outs = _no_gradient_where_torch_has_none(_record(name, source, operands, autocast, ev), operands, ev)
+    outs = _no_gradient_where_torch_has_none(_record(name, source, operands, autocast, ev, strides=strides),
+                                             operands, ev)
     for k, j in enumerate(ev.mutated):
         target, new = operands[j], outs[ev.num_outputs + k]
         if (tuple(new.shape), new.dtype) != (tuple(target.shape), target.dtype) and (

@@ -1,0 +1,51 @@
+"""thunder.jit of a torch.optim optimizer's step: the parameters and optimizer state it reads and
+updates in place equal eager's step by step. torch.compiler.is_compiling() answers True inside
+thunder, so torch's optimizers take the path they take under torch.compile (Adam's bias
+corrections computed from its step as float32 tensors, not as Python floats): equal to eager
+within float32 rounding, as torch.compile's."""
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import thunder
+
+OPTIMIZERS = {
+    "adam": lambda p: torch.optim.Adam(p, lr=0.01),
+    "adamw": lambda p: torch.optim.AdamW(p, lr=0.01, weight_decay=0.1),
+    "adamw_foreach": lambda p: torch.optim.AdamW(p, lr=0.01, weight_decay=0.1, foreach=True),
+    "adam_amsgrad": lambda p: torch.optim.Adam(p, lr=0.01, amsgrad=True),
+}
+
+
+def _model():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+
+
+def _backward(model, step):
+    torch.manual_seed(step)
+    x, y = torch.randn(5, 8), torch.randint(0, 4, (5,))
+    F.cross_entropy(model(x), y).backward()
+
+
+def _assert_same(model, opt, reference, ref_opt):
+    for p, q in zip(model.parameters(), reference.parameters(), strict=True):
+        torch.testing.assert_close(p, q)
+        assert opt.state[p].keys() == ref_opt.state[q].keys()
+        for k in opt.state[p]:
+            torch.testing.assert_close(opt.state[p][k], ref_opt.state[q][k])
+
+
+@pytest.mark.parametrize("name", list(OPTIMIZERS))
+def test_a_jitted_step_after_eagers_first_equals_eager(name):
+    model, reference = _model(), _model()
+    opt, ref_opt = OPTIMIZERS[name](model.parameters()), OPTIMIZERS[name](reference.parameters())
+    step = thunder.jit(opt.step)
+    for i in range(4):
+        for m, o in ((model, opt), (reference, ref_opt)):
+            _backward(m, i)
+            (o.step if i == 0 or o is ref_opt else step)()  # (eager's first step fills the state)
+            o.zero_grad()
+        _assert_same(model, opt, reference, ref_opt)
+    assert thunder.cache_misses(step) == 1
