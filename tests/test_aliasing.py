@@ -434,3 +434,42 @@ def test_no_grad_view_returned_after_an_update_under_no_grad():
         with pytest.raises(RuntimeError, match="its base or another view of its base has been modified inplace"):
             v.grad_fn
     torch.testing.assert_close(x2, x, rtol=0, atol=0)
+
+
+class _Box:
+    pass
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_results_that_compute_the_same_are_distinct_tensors(grad):
+    # cse merges x * 2 computed twice: eager's two results are two tensors, and an update of one
+    # must not reach the other (it did: one tensor returned twice, written to two attributes)
+    box = _Box()
+
+    def fn(x):
+        box.u, box.v = x.sin(), x.sin()
+        return x * 2, x * 2, torch.zeros(3), torch.zeros(3)
+
+    x = torch.randn(3, requires_grad=grad)
+    out = thunder.jit(fn)(x)
+    results = [*out, box.u, box.v]
+    assert len({id(t) for t in results}) == 6
+    with torch.no_grad():
+        out[0].add_(1)
+        out[2].add_(1)
+        box.u.add_(1)
+    torch.testing.assert_close(out[1], x * 2)
+    torch.testing.assert_close(out[3], torch.zeros(3))
+    torch.testing.assert_close(box.v, x.sin())
+    if grad:
+        (out[0].sum() + 3 * out[1].sum()).backward()
+        torch.testing.assert_close(x.grad, torch.full((3,), 8.0))
+
+
+def test_one_tensor_returned_twice_stays_one():
+    def fn(x):
+        y = x * 2
+        return y, y
+
+    a, b = thunder.jit(fn)(torch.randn(3))
+    assert a is b

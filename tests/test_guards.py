@@ -809,3 +809,20 @@ def test_id_of_a_parameter_is_its_tensors():
     lin.bias = nn.Parameter(torch.randn(3))  # (not in names: the default, as in eager)
     assert_same(jf(x), f(x))
     assert thunder.cache_misses(jf) == 2
+
+
+def test_a_dict_subclass_reading_through_its_parent_method():
+    # transformers' ACT2FN: __getitem__ instantiates what dict.__getitem__ (called on super())
+    # holds; the parent's read is the item, not the subclass's answer
+    class Instantiating(dict):
+        def __getitem__(self, key):
+            cls, kwargs = super().__getitem__(key)
+            return cls(**kwargs)
+
+    acts = Instantiating(gelu=(nn.GELU, {"approximate": "tanh"}))
+
+    def f(x):
+        return acts["gelu"](x) + acts.get("gelu")[1]["approximate"].count("t")
+
+    x = torch.randn(4)
+    assert_same(thunder.jit(f)(x), f(x))

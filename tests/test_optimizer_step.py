@@ -11,6 +11,8 @@ import torch.nn.functional as F
 import thunder
 
 OPTIMIZERS = {
+    "sgd": lambda p: torch.optim.SGD(p, lr=0.1),
+    "sgd_momentum": lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, nesterov=True),
     "adam": lambda p: torch.optim.Adam(p, lr=0.01),
     "adamw": lambda p: torch.optim.AdamW(p, lr=0.01, weight_decay=0.1),
     "adamw_foreach": lambda p: torch.optim.AdamW(p, lr=0.01, weight_decay=0.1, foreach=True),
@@ -49,3 +51,38 @@ def test_a_jitted_step_after_eagers_first_equals_eager(name):
             o.zero_grad()
         _assert_same(model, opt, reference, ref_opt)
     assert thunder.cache_misses(step) == 1
+
+
+@pytest.mark.parametrize("name", list(OPTIMIZERS))
+def test_a_jitted_step_from_the_first_equals_eager(name):
+    # the first step fills the state (a defaultdict keyed by the parameters: the program writes
+    # each parameter's dict of new tensors, e.g. Adam's four step counters, each a tensor of its
+    # own as in eager), the second finds it: two programs
+    model, reference = _model(), _model()
+    opt, ref_opt = OPTIMIZERS[name](model.parameters()), OPTIMIZERS[name](reference.parameters())
+    step = thunder.jit(opt.step)
+    for i in range(4):
+        for m, o in ((model, opt), (reference, ref_opt)):
+            _backward(m, i)
+            (step if o is opt else o.step)()
+            o.zero_grad()
+        _assert_same(model, opt, reference, ref_opt)
+    counters = [s["step"] for s in opt.state.values() if "step" in s]
+    assert len({id(c) for c in counters}) == len(counters)
+    assert thunder.cache_misses(step) == (1 if name == "sgd" else 2)
+
+
+def test_a_jitted_training_step_with_the_optimizer_step_inside():
+    # forward and backward by the jitted model, the optimizer's step jitted too
+    model, reference = _model(), _model()
+    jm = thunder.jit(model)
+    opt, ref_opt = OPTIMIZERS["adamw"](model.parameters()), OPTIMIZERS["adamw"](reference.parameters())
+    step = thunder.jit(opt.step)
+    for i in range(3):
+        _backward(jm, i)
+        step()
+        opt.zero_grad()
+        _backward(reference, i)
+        ref_opt.step()
+        ref_opt.zero_grad()
+        _assert_same(model, opt, reference, ref_opt)

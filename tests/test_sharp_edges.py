@@ -682,26 +682,27 @@ COLLECTED, STATE = [], {}
 
 
 def test_changes_of_containers_that_outlive_the_call():
-    # storing a tensor of the trace in a list or dict from outside left the proxy standing for it
-    # there (a torch.optim step's state, keyed by the parameters, filled with proxies): refused
-    def collect(x):
-        COLLECTED.append(x * 2)
-        return x + 1
-
+    # a tensor of the trace stored in a dict from outside is written by the program on every call
+    # (it left the proxy standing for it there, then was refused: an optimizer's state); a
+    # change of a list other than an append still is refused
     def remember(x):
         STATE["last"] = x * 2
         return x + 1
 
-    with pytest.raises(NotImplementedError, match="an item of a dict.* outlives the call"):
-        thunder.jit(remember)(torch.randn(2))
-    assert STATE == {}
+    jf = thunder.jit(remember)
+    for k in range(3):
+        x = torch.randn(2)
+        torch.testing.assert_close(jf(x), x + 1)
+        torch.testing.assert_close(STATE.pop("last"), x * 2)  # (written again by each call)
 
-    model = torch.nn.Linear(3, 2)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-    model(torch.randn(4, 3)).sum().backward()
-    with pytest.raises(NotImplementedError, match="an item of a defaultdict .*optim"):
-        thunder.jit(optimizer.step)()
-    assert len(optimizer.state) == 0
+    def replace(x):
+        COLLECTED.append(x)
+        COLLECTED[0] = x * 2
+        return x
+
+    with pytest.raises(NotImplementedError, match="an item of a list.* outlives the call"):
+        thunder.jit(replace)(torch.randn(2))
+    assert COLLECTED == []
 
     def count(x):  # (plain values: a change made while tracing only, as a global write)
         STATE["calls"] = STATE.get("calls", 0) + 1

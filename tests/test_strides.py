@@ -77,7 +77,8 @@ def _args(op, rng, use_number, dtype):
     """Arguments for op's required parameters and its tensor ones (clamp's min and max): tensors
     of random layouts (of dtype; bool for a condition), a number for one TensorOrNumber when
     use_number; None when op has a parameter the test cannot fill."""
-    required = [p for p in op.params if not p.has_default or p.kind.name.rstrip("?") in ("Tensor", "TensorOrNumber")]
+    required = [p for p in op.params if not p.has_default or not p.kw_only and p.kind.name.rstrip("?") in
+                ("Tensor", "TensorOrNumber")]  # (keyword-only ones with defaults, addcmul's value: left out)
     tensors = [p for p in required if p.kind.name.rstrip("?") in ("Tensor", "TensorOrNumber")]
     shapes = _operand_shapes(rng, len(tensors))
     args = []

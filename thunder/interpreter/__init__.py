@@ -73,7 +73,7 @@ def interpret(fn: Callable, args: tuple | list = (), kwargs: dict | None = None,
               on_store: Callable[[Any, Provenance], None] | None = None,
               on_call: Callable[[Any], None] | None = None,
               on_create: Callable[[Any], None] | None = None,
-              on_key: Callable[[Any, Any], Any] | None = None,
+              on_key: Callable[[Any, Any, bool], Any] | None = None,
               on_is: Callable[[Any, Any], bool] | None = None) -> InterpretResult:
     """Runs ``fn(*args, **kwargs)`` in the interpreter and returns an InterpretResult.
 
@@ -82,9 +82,10 @@ def interpret(fn: Callable, args: tuple | list = (), kwargs: dict | None = None,
     function of a bound method / partial passed as ``fn``). ``on_store(value, provenance)`` is told
     of every STORE_ATTR / STORE_GLOBAL, and of STORE_DEREF into cells made outside the interpreted
     code (kind "closure", owner the cell), before the store happens. ``on_create(obj)`` is told of
-    each instance of a class (not a builtin type) that the program makes. ``on_key(container, key)``
-    gives the key a read of a dict or set looks up (``d[k]``, ``k in d``, ``d.get(k)``), for a
-    caller whose stand-ins hash unlike the objects they stand for; ``on_is(a, b)`` answers ``a is b``
+    each instance of a class (not a builtin type) that the program makes. ``on_key(container, key, write)``
+    gives the key a read of a dict or set looks up (``d[k]``, ``k in d``, ``d.get(k)``) or a write
+    stores (``d[k] = v``, a defaultdict filling a missing key), for a caller whose stand-ins hash
+    unlike the objects they stand for; ``on_is(a, b)`` answers ``a is b``
     for two such stand-ins."""
     rt = Runtime(lookup, on_load, record, on_store, on_call, on_create, on_key, on_is)
     try:

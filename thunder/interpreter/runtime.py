@@ -156,11 +156,11 @@ class Runtime:
     # ------------------------------------------------------------------------------------------
     # hooks
     # ------------------------------------------------------------------------------------------
-    def key(self, container: Any, key: Any) -> Any:
-        """The key a read of container (a dict or set) looks up: on_key's answer."""
+    def key(self, container: Any, key: Any, write: bool = False) -> Any:
+        """The key a read (or write) of container (a dict or set) uses: on_key's answer."""
         if self.on_key is None or not isinstance(container, (dict, set, frozenset)):
             return key
-        return self.on_key(container, key)
+        return self.on_key(container, key, write)
 
     def same(self, a: Any, b: Any) -> bool:
         """`a is b`, as on_is answers it for stand-ins."""
@@ -309,7 +309,7 @@ class Runtime:
                 args = (self.key(owner, args[0]), *args[1:])
                 if fn.__name__ != "__contains__" and isinstance(owner, dict) and not kwargs and args[0] in owner:
                     # d.get(k) / d.__getitem__(k) of a key it holds: an item read, as d[k] (on_load)
-                    return self.loaded(owner[args[0]], "item", args[0], owner, caller)
+                    return self.loaded(fn(*args), "item", args[0], owner, caller)  # (the dict's own method)
             return self.native(fn, args, kwargs, caller)
         call_attr = _mro_lookup(tp, "__call__")
         if type(call_attr) is types.FunctionType:  # callable object with a Python __call__

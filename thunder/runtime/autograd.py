@@ -23,6 +23,20 @@ from thunder.dialects.lift import lift
 from thunder.lowering import decompose_reuse
 
 
+def distinct_tensors(values):
+    """values with a tensor that repeats copied: the trace's outputs are distinct tensors, which
+    cse may have merged (codegen.distinct_results)."""
+    seen = set()
+    out = []
+    for v in values:
+        if isinstance(v, torch.Tensor):
+            if id(v) in seen:
+                v = v.clone()
+            seen.add(id(v))
+        out.append(v)
+    return tuple(out)
+
+
 class _ThunderAutograd(torch.autograd.Function):
     @staticmethod
     def forward(ctx, program, *inputs):
@@ -36,7 +50,7 @@ class _ThunderAutograd(torch.autograd.Function):
         if not isinstance(results, tuple):
             results = (results,)
         n = program.num_outputs
-        outputs, saved = results[:n], results[n:]
+        outputs, saved = distinct_tensors(results[:n]), results[n:]
         # (runtime numbers, core/numbers.py, are outputs and saved values too: kept on ctx)
         ctx.save_for_backward(*(v for v in saved if isinstance(v, torch.Tensor)))
         ctx.saved_numbers = [None if isinstance(v, torch.Tensor) else v for v in saved]

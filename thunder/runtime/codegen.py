@@ -408,8 +408,19 @@ def _describe(t):
 def _return_expr(flat, output_spec, constants, params):
     if output_spec is None:
         return "(" + ", ".join(flat) + ("," if len(flat) == 1 else "") + ")" if len(flat) != 1 else flat[0]
+    return rebuild_source(output_spec, distinct_results(flat), constants, params)
 
-    return rebuild_source(output_spec, flat, constants, params)
+
+def distinct_results(flat):
+    """The results of a program, each a tensor of its own: the trace's results are distinct
+    tensors (one returned twice is one result), as eager's objects are, but cse may have merged
+    two that compute the same (`return x + 1, x + 1`, four optimizer states' `torch.tensor(0.0)`):
+    the later ones are copies, so that an update of one does not reach the other."""
+    seen, out = set(), []
+    for name in flat:
+        out.append(f"{name}.clone()" if name in seen else name)
+        seen.add(name)
+    return out
 
 
 def compile_source(source, fn_name="computation", filename="<thunder>", constants=None):

@@ -48,7 +48,7 @@ from thunder.runtime.codegen import compile_source
 from thunder.runtime.options import CACHE_OPTIONS, CacheEntry
 from thunder.runtime.portable import Describer, Resolver, Unportable, code_hash
 from thunder.runtime.prologue import MISS, compile_prologue
-from thunder.runtime.state import Constant
+from thunder.runtime.state import Constant, Item
 from thunder.runtime.traces import Trace
 
 FORMAT = "thunder-mlir-program-2"
@@ -234,6 +234,8 @@ def _describer(cd, rec):
     for _, name, value in rec["writes"]:
         if isinstance(value, Constant) and value.fresh:  # (a per-call copy keeping objects by id)
             raise Unportable(f"a write of a new object to attribute {name}")
+        if isinstance(name, Item):  # (keyed by objects of this process: an optimizer's parameters)
+            raise Unportable("a write of a container's item")
     paths = {id(g.expected): g.expr for g in rec["guards"] if g.check == "is"}
     for g in rec["guards"]:  # (a bound method's object: no_grad() in the closure of its decorator)
         if g.check == "method":

@@ -20,7 +20,7 @@ from thunder.core.strides import dense_in_order, dense_order
 from thunder.runtime import code_objects
 from thunder.runtime.autocast_casts import outside_autocast
 from thunder.runtime import guards as guards_
-from thunder.runtime.state import APPEND, Constant
+from thunder.runtime.state import APPEND, Constant, Item
 from thunder.runtime.structure import storage_address, storage_view
 
 MISS = object()
@@ -299,7 +299,16 @@ class Prologue:
                 keep = {k: v for c in fresh for k, v in c.keep.items()}
                 g.lines.append(f"  memo = dict({g.const(keep)})")
             for expr, name, value in writes:
-                if isinstance(value, (bool, int, float, str, type(None))):
+                if isinstance(name, Item):  # container[key] = value
+                    target = f"{expr}[{repr(name.key) if guards_.has_literal(name.key) else g.const(name.key)}]"
+                    if isinstance(value, Constant):
+                        source = f"deepcopy({g.const(value.value)}, memo)" if value.fresh else g.const(value.value)
+                    elif isinstance(value, (bool, int, float, str, type(None))):
+                        source = repr(value) if guards_.has_literal(value) or isinstance(value, bool) else g.const(value)
+                    else:
+                        source, i = f"w{i}", i + 1
+                    g.lines.append(f"  {target} = {source}")
+                elif isinstance(value, (bool, int, float, str, type(None))):
                     g.lines.append(f"  {expr}.{name} = {value!r}" if guards_.has_literal(value) or
                                    isinstance(value, bool) else f"  {expr}.{name} = {g.const(value)}")
                 elif isinstance(value, Constant):  # (a fresh copy per call of what the call made)

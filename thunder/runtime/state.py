@@ -33,7 +33,7 @@ import os
 import re
 import sysconfig
 import types
-from collections import OrderedDict
+from collections import OrderedDict, defaultdict
 
 import torch
 
@@ -320,11 +320,25 @@ class StateTracker:
             return False
         if not appended and not holds_proxy(values):
             return True
+        if (not appended and provenance.kind == "item" and type(real) in (dict, OrderedDict, defaultdict)
+                and len(values) == 2 and not holds_proxy(values[0])):
+            self._item(real, values[0], values[1], provenance)  # (an optimizer's state: replayed)
+            return False
         raise NotImplementedError(
             f"thunder: {sharp_edges.described(provenance)} at {provenance.filename}:{provenance.lineno} stores a tensor of the jitted function (or "
             "a number read from one) in a container that outlives the call; thunder replays attribute writes and "
             "list appends, not other changes of lists, dicts or sets. Workaround: return the value, or make the "
             "change outside the jitted function")
+
+    def _item(self, real, key, value, provenance):
+        """d[key] = value of a dict that outlives the call, value holding tensors of the trace:
+        replayed by the program after the computation, as attribute writes are; tracing's own
+        write is undone (restore)."""
+        k = (id(real), Item(key))
+        if k not in self.originals:
+            self.originals[k] = (real, Item(key), real.get(key, _MISSING))
+        self.writes[k] = (real, Item(key), value)
+        self._write_sites[k] = provenance
 
     def _append(self, owner, real, value, provenance):
         """lst.append(value) of a list that outlives the call (real: the list, owner: it or the
@@ -487,12 +501,15 @@ class StateTracker:
         self.guard(expr, "is", real, f"which tensor {value.input_name or value.name} is (its id() was read)")
         return id(real)
 
-    def key_of(self, container, key):
+    def key_of(self, container, key, write=False):
         """on_key: a dict or set holding tensors is read with the tensor a proxy of the call's
         inputs stands for (eager hashes tensors by identity: `scales[param]`, `p in no_decay`),
-        and which tensor that is gets a guard. Other keys (a dict the call made, keyed by its
-        proxies) are read as they are."""
-        if not isinstance(key, TensorProxy) or not any(isinstance(k, torch.Tensor) for k in container):
+        and which tensor that is gets a guard; so is one that outlives the call written (an
+        optimizer's state keyed by its parameters). Other keys (a dict the call made, keyed by
+        its proxies) are used as they are."""
+        if not isinstance(key, TensorProxy):
+            return key
+        if not (write and self._outlives_call(container)) and not any(isinstance(k, torch.Tensor) for k in container):
             return key
         found = self._input_of(key)
         if found is None:
@@ -539,6 +556,12 @@ class StateTracker:
         for owner, name, value in self.originals.values():
             if name == APPEND:
                 continue
+            if isinstance(name, Item):
+                if value is _MISSING:
+                    owner.pop(name.key, None)
+                else:
+                    owner[name.key] = value
+                continue
             if value is _MISSING:
                 try:
                     delattr(owner, name)
@@ -559,6 +582,9 @@ class StateTracker:
             original = self.originals[key][2]
             if value is original or (is_plain_value(value) and type(value) is type(original) and value == original):
                 continue
+            found = self._input_of(value) if isinstance(value, TensorProxy) else None
+            if found is not None and found[0] is original:
+                continue  # (the tensor written back where it was read: its update is the input's)
             if not isinstance(value, (TensorProxy, NumberProxy, bool, int, float, str, type(None))) \
                     and not holds_proxy(value):
                 value = self._constant(value, self._write_sites[key])
@@ -649,6 +675,21 @@ def _is_container(value):
 
 _MODULE_FILE = torch.nn.Module.__setattr__.__code__.co_filename
 APPEND = "append()"  # the name of a replayed write that appends its value to a list (prologue.py)
+
+
+@dataclasses.dataclass(frozen=True)
+class Item:
+    """The name of a replayed write of a dict's item (prologue.py): `container[key] = value`."""
+    key: object
+
+    def _identity(self):  # (literal keys by value, objects such as parameters by identity)
+        return (type(self.key), self.key) if has_literal(self.key) else id(self.key)
+
+    def __hash__(self):
+        return hash(self._identity())
+
+    def __eq__(self, other):
+        return isinstance(other, Item) and self._identity() == other._identity()
 
 
 def _own_value(owner, name):

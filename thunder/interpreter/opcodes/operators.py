@@ -104,8 +104,9 @@ def subscript(rt, f: Frame, container: Any, key: Any) -> Any:
         key = _concrete_key(key)
     looked_up = rt.key(container, key)
     if not isinstance(container, collections.defaultdict) or looked_up in container:
-        key = looked_up  # (a missing key of a defaultdict is written, the key as given)
-    elif key not in container:  # (its factory's value is stored)
+        key = looked_up
+    elif key not in container:  # (a missing key of a defaultdict: its factory's value is stored)
+        key = rt.key(container, key, write=True)
         rt.stored((key,), "item", key, container, f)
     value = container[key]
     if rt.on_load is not None and isinstance(container, (list, tuple, dict)) and type(key) is not slice:
@@ -135,6 +136,7 @@ def _store_subscr(rt, f: Frame, i) -> None:
     if fn is not None:
         rt.call(fn, (container, key, value), {}, f)
     else:
+        key = rt.key(container, key, write=True)
         rt.stored((key, value), "item", key, container, f)
         container[key] = value
 
