@@ -21,3 +21,11 @@ def test_realistic_benchmark_quick_mode(capsys):
         assert all(vs_eager > 0 for vs_eager, _ in rows)
         for model in realistic.MODELS:
             assert f"| {model} | {workload}" in out
+
+
+def test_optimizer_step_benchmark_quick_mode(capsys):
+    import optimizer_step  # (the script checks thunder's parameters against eager's itself)
+
+    ratios = optimizer_step.main(["--quick", "--no-compile"])
+    assert set(ratios) == set(optimizer_step.OPTIMIZERS) and all(r > 0 for r in ratios.values())
+    assert "CPU: " in capsys.readouterr().out

@@ -9,7 +9,10 @@ What the counts show (issue 27, decoding): a one-token step's elementwise region
   given to torch: four `impl.slice_prim` calls a layer) and q's and k's are one kernel
   (fuse.input_siblings: siblings reading the rotary tables the first layer's region made);
 - GPT-2's eval dropouts record nothing (eager returns the input itself): 5 `F.dropout` calls
-  fewer.
+  fewer;
+- the caches' updates under no_grad pass their values on (`impl.no_grad_update`, which only
+  tells thunder-autograd that a tensor keeps its history, is left out of programs that record
+  none): 6 calls fewer.
 silu(gate) * up and GPT-2's residual add + layer_norm stay two torch calls each under the fixed
 cost model (a kernel call 5 us, a torch op 1.1 us); the calibrated model of a process may fuse
 them (docs/benchmarks.md).
@@ -77,7 +80,7 @@ EXPECTED = {
         "torch.nn.functional.embedding": 1, "torch.nn.functional.linear": 15, "fusion": 8,
         "torch.nn.functional.silu": 2, "torch.mul": 2,
         "torch.nn.functional.scaled_dot_product_attention": 2, "torch.Tensor.index_copy_": 4,
-        "impl.no_grad_update": 6, "torch.Tensor.add_": 2, "torch.add": 1, "torch.reshape": 6,
+        "torch.Tensor.add_": 2, "torch.add": 1, "torch.reshape": 6,
         "torch.transpose": 4, "torch.permute": 4, "torch.Tensor.expand": 1, "torch.cos": 1, "torch.sin": 1,
         "operator.getitem": 1,
     },
@@ -85,7 +88,7 @@ EXPECTED = {
         "torch.nn.functional.embedding": 2, "torch.addmm": 8, "torch.nn.functional.linear": 1, "fusion": 3,
         "torch.nn.functional.layer_norm": 5,
         "torch.nn.functional.scaled_dot_product_attention": 2, "torch.Tensor.index_copy_": 4,
-        "impl.no_grad_update": 6, "torch.Tensor.add_": 1, "torch.add": 6, "torch.reshape": 26,
+        "torch.Tensor.add_": 1, "torch.add": 6, "torch.reshape": 26,
         "torch.transpose": 8, "torch.split": 2, "torch.unsqueeze": 1, "torch.Tensor.expand": 1,
         "operator.getitem": 1, "cumulative_length.copy_": 1,
     },

@@ -35,11 +35,24 @@ def test_no_charge_where_the_program_records_no_history(detach_costs):
 
 
 def test_charged_where_the_program_records_history(detach_costs):
+    def g(x, out):
+        y = x * 2  # (with grad mode on: the program runs so, recording history; it returns nothing)
+        with torch.no_grad():
+            out.copy_(torch.relu(y) * 2 + 1)
+    x = torch.randn(4, 8, requires_grad=True)
+    got, expected = torch.empty(4, 8), torch.empty(4, 8)
+    thunder.jit(g)(x, got)
+    g(x, expected)
+    torch.testing.assert_close(got, expected)
+    assert detach_costs and all(s > 0.0 for s in detach_costs)
+
+
+def test_no_charge_where_every_op_ran_under_no_grad(detach_costs):
     def g(x):
-        with torch.no_grad():  # (no op records history, but the program runs with x requiring grad)
+        with torch.no_grad():  # (no op records history: the program runs with grad mode off)
             return torch.relu(x * 2) * 2 + 1
     x = torch.randn(4, 8, requires_grad=True)
     got, expected = thunder.jit(g)(x), g(x)
     torch.testing.assert_close(got, expected)
     assert got.requires_grad == expected.requires_grad
-    assert detach_costs and all(s > 0.0 for s in detach_costs)
+    assert detach_costs and all(s == 0.0 for s in detach_costs)

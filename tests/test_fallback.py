@@ -34,7 +34,8 @@ def _grads(fn, args, cotangents=None):
 
 def check_like_eager(fn, *args, name, rtol=1e-7, atol=1e-9):
     """Values, result structure and gradients of thunder.jit(fn) against eager; `name` (the
-    callable the fallback recorded) shows in the acquired MLIR and in the program that ran."""
+    callable the fallback recorded; None: none to check) shows in the acquired MLIR and in the
+    program that ran."""
     expected, expected_grads, cts = _grads(fn, args)
     jfn = thunder.jit(fn)
     out, grads, _ = _grads(jfn, args, cts)
@@ -49,8 +50,9 @@ def check_like_eager(fn, *args, name, rtol=1e-7, atol=1e-9):
         if e is not None:
             torch.testing.assert_close(g, e, rtol=rtol, atol=atol)
     traces = thunder.last_traces(jfn)
-    assert f'callable = "{name}"' in traces[0].to_mlir()
-    assert f"{name}(" in str(traces[-1])
+    if name is not None:
+        assert f'callable = "{name}"' in traces[0].to_mlir()
+        assert f"{name}(" in str(traces[-1])
     return jfn
 
 
@@ -222,12 +224,15 @@ def test_inplace_true_keyword_and_shape_changing_inplace():
     assert "torch.nn.functional.relu(" in program and "inplace=True" not in program
 
 
-@pytest.mark.parametrize("case", ["scalar", "tensor", "lists"])
+@pytest.mark.parametrize("case", ["copy", "scalar", "tensor", "lists"])
 def test_foreach_inplace_updates_reach_the_inputs(case):
-    # an op writing a tensor list leaves _version as it was under a dispatch mode: the write was
-    # missed and the program dropped the call (the inputs stayed unchanged, silently)
+    # an op writing a tensor list leaves _version as it was under a dispatch mode: the write of a
+    # fallback call was missed and the program dropped the call (the inputs stayed unchanged,
+    # silently); the others are per-tensor ops (ops/foreach.py)
     def fn(a, b, t):
-        if case == "scalar":
+        if case == "copy":
+            torch._foreach_copy_([a, b], [a.exp(), b * t])
+        elif case == "scalar":
             torch._foreach_mul_([a, b], 3.0)
         elif case == "tensor":
             torch._foreach_mul_([a, b], t)
@@ -242,14 +247,33 @@ def test_foreach_inplace_updates_reach_the_inputs(case):
         torch.testing.assert_close(a, e)
 
 
-def test_foreach_inplace_on_intermediates_grads():
-    def fn(x, y):
+@pytest.mark.parametrize("form", ["scalar", "scalars", "lists", "tensor", "value_tensor", "unary", "pow"])
+def test_foreach_calls_are_the_per_tensor_ops(form):
+    # (ops/foreach.py: an optimizer's foreach step fuses like its per-tensor form)
+    def fn(x, y, t):
         a, b = x * 1, y * 2
-        torch._foreach_mul_([a, b], 2.5)
-        torch._foreach_addcmul_([a, b], [x, y], [x, y], value=0.5)
-        return a, b
+        if form == "scalar":
+            torch._foreach_mul_([a, b], 2.5)
+            out = torch._foreach_add([a, b], [x, y], alpha=-0.5)
+        elif form == "scalars":
+            out = torch._foreach_div([a, b], [2.0, 3.0])
+        elif form == "lists":
+            torch._foreach_lerp_([a, b], [x, y], 0.3)
+            out = torch._foreach_maximum([a, b], [x, y])
+        elif form == "tensor":
+            out = torch._foreach_mul([a, b], t)
+        elif form == "value_tensor":  # (one value per tensor, read as a number: Adam's step sizes)
+            with torch.no_grad():  # (eager has no derivative for it)
+                torch._foreach_addcdiv_([a, b], [x, y], [x.exp(), y.exp()], torch.stack([t, t * 2]))
+            out = torch._foreach_addcmul([a, b], [x, y], [x, y], 0.5)
+        elif form == "unary":
+            out = torch._foreach_sqrt(torch._foreach_abs([a, b]))
+        else:
+            out = torch._foreach_pow(2.0, [a, b])
+        return out, a, b
 
-    check_like_eager(fn, _t(3), _t(2, 2), name="torch._foreach_mul_")
+    jfn = check_like_eager(fn, _t(3), _t(2, 2), torch.tensor(0.7, dtype=DT), name=None)
+    assert "_foreach" not in str(thunder.last_traces(jfn)[0].to_mlir())
 
 
 def test_clip_grad_norm_inside_the_jitted_function():

@@ -86,3 +86,19 @@ def test_a_jitted_training_step_with_the_optimizer_step_inside():
         ref_opt.step()
         ref_opt.zero_grad()
         _assert_same(model, opt, reference, ref_opt)
+
+
+@pytest.mark.parametrize("name", ["adamw", "adamw_foreach"])
+def test_the_step_fuses_each_parameters_update(name):
+    # every op of the step ran under no_grad: the program runs with grad mode off and records no
+    # history, its no_grad updates pass their values on (runtime/grad_free_rewrites.py), and the
+    # foreach ops are the per-tensor ones (ops/foreach.py): the updates fuse
+    model = _model()
+    opt = OPTIMIZERS[name](model.parameters())
+    step = thunder.jit(opt.step)
+    for i in range(2):
+        _backward(model, i)
+        step()
+    program = str(thunder.last_traces(step)[-1])
+    assert "fusion_" in program
+    assert "no_grad_update" not in program and "_foreach" not in program and ".clone()" not in program

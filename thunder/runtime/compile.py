@@ -29,7 +29,7 @@ from thunder.lowering.autograd import autograd_module, REQUIRES_GRAD
 from thunder.lowering.fuse import fuse_module, fusion_callees
 from thunder.lowering.remat import remat_module
 from thunder.runtime.autograd import AutogradProgram
-from thunder.runtime.grad_free_rewrites import rewrite_grad_free
+from thunder.runtime.grad_free_rewrites import drop_no_grad_updates, rewrite_grad_free
 from thunder.runtime.structure import rebuild_source
 
 
@@ -212,10 +212,14 @@ def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None, keep_parts
         if cd.debug_options.check_traces:
             _verify(module, producer)
         traces.append(Trace(producer, module, output_spec=out_spec))
-    # (no autograd history either where no tensor requires grad)
-    grad_free = cd.disable_torch_autograd or not grad_mode or not (
+    # (no autograd history either where no tensor requires grad, or where every op ran with grad
+    # mode off: an optimizer's step, whose program then runs with grad mode off)
+    no_grad_ops = grad_mode and not ctx.requires_grad and not ctx.grad_ops and any(x.requires_grad for x in tensors)
+    grad_free = cd.disable_torch_autograd or not grad_mode or no_grad_ops or not (
         ctx.requires_grad or any(x.requires_grad for x in tensors))
     region_texts = {}
+    if grad_free and not training:
+        drop_no_grad_updates(module)
     with detach_cost.recording_history(not training and not grad_free):  # (its detaches run)
         if fusion is not None and not training and _fuse(module, fusion, region_texts):
             traces.append(Trace("thunder-fuse", module, output_spec=out_spec))
@@ -247,7 +251,7 @@ def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None, keep_parts
             # requires_grad=True computed) is right with grad mode off only
             ctx.consulted.add("grad_enabled")
         computation = compile_source(source, constants=tiered.tier(constants))
-        if cd.disable_torch_autograd:
+        if cd.disable_torch_autograd or no_grad_ops and not training:
             computation = torch.no_grad()(computation)
         traces.append(Trace("torch executor (execution trace)", module, python=source, fn=computation))
     entry_guards = list(state.guards.values()) + guards.ambient_guards(ctx.consulted, ambient)

@@ -17,6 +17,18 @@ from thunder.runtime.autocast_casts import left_to_autocast
 from thunder.runtime.codegen import _fusion_callees, _GradLeaves, PASS_OPERAND
 
 
+def drop_no_grad_updates(module, fn_name="computation"):
+    """`ltorch.no_grad_update(input, value)` is value in a program that records no history (it
+    only tells thunder-autograd that input keeps its history): left out before fusion, so a chain
+    of updates made under no_grad (an optimizer's step) fuses into one region."""
+    with module.context:
+        f = find_func(module.operation, fn_name)
+        for o in list(f.regions[0].blocks[0].operations):
+            if o.operation.name == "ltorch.no_grad_update":
+                o.results[0].replace_all_uses_with(o.operands[1])
+                o.operation.erase()
+
+
 def rewrite_grad_free(module, fn_name="computation"):
     """Both rewrites of func @fn_name of module, in place (re-inplacing planned first, on the
     program as traced)."""

@@ -11,7 +11,7 @@ from thunder.core import ndarray, symbols, trace as tracing
 from thunder.core.callables import is_torch_op
 from thunder.core.numbers import NumberProxy
 from thunder.core.proxies import TensorProxy
-from thunder.ops import attention, checkpoint, custom_function, fallback, registry
+from thunder.ops import attention, checkpoint, custom_function, fallback, foreach, registry
 from thunder.runtime import calls, causal_masks, guards, module_calls, sharp_edges, torch_func
 
 
@@ -277,6 +277,9 @@ def _lookup_op(fn):
         query = None
     if query is not None:
         return _consulting(fn, query)
+    per_tensor = foreach.per_tensor(fn)
+    if per_tensor is not None:  # torch._foreach_*: the per-tensor ops (ops/foreach.py)
+        return functools.partial(_per_tensor, per_tensor, fn)
     if is_torch_op(fn):  # no registry entry: thunder's fallback records it (ops/fallback.py)
         return functools.partial(fallback.call, fn)
     if type(fn) is types.BuiltinFunctionType and (getattr(fn, "__module__", None) or "").startswith("torch._C"):
@@ -287,6 +290,11 @@ def _lookup_op(fn):
     if module == "linecache" or module == "traceback" and getattr(fn, "__name__", None) in _STACK_FUNCTIONS:
         return fn
     return None
+
+
+def _per_tensor(per_tensor, fn, *args, **kwargs):
+    result = per_tensor(*args, **kwargs)
+    return fallback.call(fn, *args, **kwargs) if result is foreach.NOT_HANDLED else result
 
 
 def _native_unless_refused(fn, *args, **kwargs):
