@@ -87,11 +87,13 @@ class _Watch(TorchDispatchMode):
     def _writes(self, func, args, kwargs):
         # (under a dispatch mode an op writing a tensor list, torch._foreach_mul_, leaves the
         # tensors' _version as it was: the schema says what it writes)
-        for a, v in zip(func._schema.arguments, (*args, *(kwargs.get(a.name) for a in func._schema.arguments[len(args):]))):
-            if a.alias_info is not None and a.alias_info.is_write:
-                for t in v if isinstance(v, (list, tuple)) else (v,):
-                    if isinstance(t, torch.Tensor):
-                        self.written.add(id(t))
+        for i, a in enumerate(func._schema.arguments):
+            if a.alias_info is None or not a.alias_info.is_write:
+                continue
+            v = args[i] if i < len(args) else kwargs.get(a.name)
+            for t in v if isinstance(v, (list, tuple)) else (v,):
+                if isinstance(t, torch.Tensor):
+                    self.written.add(id(t))
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if torch.Tag.data_dependent_output in func.tags:  # (item, equal, allclose: they read values)

@@ -214,9 +214,10 @@ def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None, keep_parts
         traces.append(Trace(producer, module, output_spec=out_spec))
     # (no autograd history either where no tensor requires grad, or where every op ran with grad
     # mode off: an optimizer's step, whose program then runs with grad mode off)
-    no_grad_ops = grad_mode and not ctx.requires_grad and not ctx.grad_ops and any(x.requires_grad for x in tensors)
+    inputs_require_grad = any(x.requires_grad for x in tensors)
+    no_grad_ops = grad_mode and not ctx.requires_grad and not ctx.grad_ops and inputs_require_grad
     grad_free = cd.disable_torch_autograd or not grad_mode or no_grad_ops or not (
-        ctx.requires_grad or any(x.requires_grad for x in tensors))
+        ctx.requires_grad or inputs_require_grad)
     region_texts = {}
     if grad_free and not training:
         drop_no_grad_updates(module)

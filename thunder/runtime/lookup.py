@@ -13,6 +13,7 @@ from thunder.core.numbers import NumberProxy
 from thunder.core.proxies import TensorProxy
 from thunder.ops import attention, checkpoint, custom_function, fallback, foreach, registry
 from thunder.runtime import calls, causal_masks, guards, module_calls, sharp_edges, torch_func
+from thunder.runtime.state import holds_proxy
 
 
 def _make_lookup(cd):
@@ -305,19 +306,9 @@ def _native_unless_refused(fn, *args, **kwargs):
     try:
         return fn(*args, **kwargs)
     except TypeError:
-        if not _holds_tensor_proxy((args, kwargs)):
+        if not holds_proxy((args, kwargs)):
             raise
     return fallback.call(fn, *args, **kwargs)
-
-
-def _holds_tensor_proxy(v):
-    if isinstance(v, TensorProxy):
-        return True
-    if isinstance(v, (tuple, list)):
-        return any(_holds_tensor_proxy(x) for x in v)
-    if isinstance(v, dict):
-        return any(_holds_tensor_proxy(x) for x in v.values())
-    return False
 
 
 # run natively: linecache (source lines for tracebacks) and traceback's functions of the current

@@ -289,7 +289,8 @@ class Prologue:
         if not writes:
             g.lines.append(f"  return computation({flat})")
         else:
-            # attribute writes of the jitted code, replayed: tensors come back after the output
+            # attribute writes, list appends and dict items of the jitted code, replayed: tensors come
+            # back after the output
             tensor_writes = [w for w in writes if not isinstance(w[2], (bool, int, float, str, type(None), Constant))]
             outs = ", ".join(["out"] + [f"w{i}" for i in range(len(tensor_writes))])
             g.lines.append(f"  {outs}, = computation({flat})" if tensor_writes else f"  out = computation({flat})")
@@ -299,24 +300,21 @@ class Prologue:
                 keep = {k: v for c in fresh for k, v in c.keep.items()}
                 g.lines.append(f"  memo = dict({g.const(keep)})")
             for expr, name, value in writes:
-                if isinstance(name, Item):  # container[key] = value
-                    target = f"{expr}[{repr(name.key) if guards_.has_literal(name.key) else g.const(name.key)}]"
-                    if isinstance(value, Constant):
-                        source = f"deepcopy({g.const(value.value)}, memo)" if value.fresh else g.const(value.value)
-                    elif isinstance(value, (bool, int, float, str, type(None))):
-                        source = repr(value) if guards_.has_literal(value) or isinstance(value, bool) else g.const(value)
-                    else:
-                        source, i = f"w{i}", i + 1
-                    g.lines.append(f"  {target} = {source}")
-                elif isinstance(value, (bool, int, float, str, type(None))):
-                    g.lines.append(f"  {expr}.{name} = {value!r}" if guards_.has_literal(value) or
-                                   isinstance(value, bool) else f"  {expr}.{name} = {g.const(value)}")
-                elif isinstance(value, Constant):  # (a fresh copy per call of what the call made)
+                if isinstance(value, Constant):  # (a fresh copy per call of what the call made)
                     source = f"deepcopy({g.const(value.value)}, memo)" if value.fresh else g.const(value.value)
+                elif isinstance(value, (bool, int, float, str, type(None))):
+                    source = repr(value) if guards_.has_literal(value) or isinstance(value, bool) else g.const(value)
+                else:
+                    source, i = f"w{i}", i + 1
+                if isinstance(name, Item):  # container[key] = value
+                    key = repr(name.key) if guards_.has_literal(name.key) else g.const(name.key)
+                    g.lines.append(f"  {expr}[{key}] = {source}")
+                elif name == APPEND:
+                    g.lines.append(f"  {expr}.append({source})")
+                elif isinstance(value, Constant):
                     g.lines.append(f"  setattr({expr}, {name!r}, {source})")
                 else:
-                    g.lines.append(f"  {expr}.append(w{i})" if name == APPEND else f"  {expr}.{name} = w{i}")
-                    i += 1
+                    g.lines.append(f"  {expr}.{name} = {source}")
             g.lines.append("  return out")
         return "\n".join(g.lines) + "\n"
 

@@ -326,8 +326,8 @@ class StateTracker:
             return False
         raise NotImplementedError(
             f"thunder: {sharp_edges.described(provenance)} at {provenance.filename}:{provenance.lineno} stores a tensor of the jitted function (or "
-            "a number read from one) in a container that outlives the call; thunder replays attribute writes and "
-            "list appends, not other changes of lists, dicts or sets. Workaround: return the value, or make the "
+            "a number read from one) in a container that outlives the call; thunder replays attribute writes, "
+            "list appends and dict items, not other changes of lists, dicts or sets. Workaround: return the value, or make the "
             "change outside the jitted function")
 
     def _item(self, real, key, value, provenance):
@@ -527,11 +527,10 @@ class StateTracker:
         """x.grad of a tensor the trace reads (proxy): read at call time through the tensor's
         expression (args[0].grad, _s0._parameters['weight'].grad), an input of the trace; None
         is guarded. None for other proxies (results of ops have no .grad in eager)."""
-        k = next((i for i, p in enumerate(self.inputs.proxies) if p is proxy), None)
-        if k is None:
+        found = self._input_of(proxy)
+        if found is None:
             return None
-        expr = self.arg_paths.get(k) or next((e for e, i in self.reads if i == k), None)
-        t = self.inputs.tensors[k]
+        t, expr = found
         name = proxy.input_name or proxy.name
         if expr is None:
             raise NotImplementedError(f"thunder: the .grad of {name} cannot be read at call time. Workaround: pass "
@@ -677,7 +676,7 @@ _MODULE_FILE = torch.nn.Module.__setattr__.__code__.co_filename
 APPEND = "append()"  # the name of a replayed write that appends its value to a list (prologue.py)
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class Item:
     """The name of a replayed write of a dict's item (prologue.py): `container[key] = value`."""
     key: object
