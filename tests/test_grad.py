@@ -549,6 +549,20 @@ def test_onednn_products_equal_torchs_for_strided_operands(onednn_matmuls):
                                    rtol=1e-5, atol=1e-5)
 
 
+def test_a_transposed_input_goes_to_torch_unless_onednn_pays_for_its_copy(onednn_matmuls, monkeypatch):
+    """A weight gradient g^T @ x (g^T the bigger operand, read transposed): oneDNN would copy g^T
+    (as large as the result), torch's BLAS reads it as it is; torch's product (its bits) unless
+    oneDNN's is fast enough to pay for the copy (ops/onednn.py COPY_MARGIN)."""
+    gen = torch.Generator().manual_seed(0)
+    g, x = torch.randn(64, 700, generator=gen), torch.randn(64, 48, generator=gen)
+    expected = g.double().t() @ x.double()
+    for pays in (False, True):
+        monkeypatch.setattr(onednn_matmuls, "copy_pays", lambda: pays)
+        got = onednn_matmuls.matmul(g.t(), x)
+        torch.testing.assert_close(got.double(), expected, rtol=1e-5, atol=1e-5)
+        assert torch.equal(got, torch.mm(g.t(), x)) or pays
+
+
 def test_gpt_block_float32_training_through_onednn(onednn_matmuls):
     torch.manual_seed(0)
     model = Block(d=128, heads=4)  # proj's products (2*64 x 128 x 128) stay below oneDNN's size

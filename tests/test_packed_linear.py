@@ -553,6 +553,32 @@ def test_the_probe_picks_by_time_not_by_cpu(monkeypatch):
     assert _probe_says(monkeypatch, zen5, True, packing="off") == ("onednn", "onednn", "torch")
 
 
+def test_the_matmul_probe_runs_at_the_thread_count_in_use(monkeypatch):
+    """The libraries scale differently with threads (a Zen 4: oneDNN ~0.9 of MKL's time at one
+    thread, ~0.75 at two): onednn.faster() measures at the thread count the programs run with,
+    once per count; the times here made up."""
+    if not onednn.available():
+        pytest.skip("torch is built without oneDNN (mkldnn)")
+    measured = []
+
+    def best_times(runs, threads, rounds=9):
+        measured.append(threads)
+        return {"torch": 1.0, "onednn": 0.95 if threads == 1 else 0.75}
+    monkeypatch.setenv("THUNDER_CPU_MATMUL", "auto")
+    monkeypatch.setattr(onednn, "best_times", best_times)
+    onednn.measured_ratio.cache_clear()
+    before = torch.get_num_threads()
+    try:
+        answers = []
+        for threads in (1, 2, 1, 2):
+            torch.set_num_threads(threads)
+            answers.append(onednn.faster())
+        assert answers == [False, True, False, True] and measured == [1, 2]
+    finally:
+        torch.set_num_threads(before)
+        onednn.measured_ratio.cache_clear()
+
+
 def test_the_settings_are_read_at_each_compilation(monkeypatch):
     """THUNDER_CPU_MATMUL overrides the measured answer whenever it is set (the measurement
     itself is made once); a wrong value is named."""

@@ -12,7 +12,8 @@ That op has no derivative formula (autograd would silently give no gradient thro
 generated programs call it only where no autograd history is recorded (codegen's `grad_free`:
 the forward and backward of thunder-autograd, which run under torch.no_grad, and programs compiled
 for grad mode off or where no tensor requires grad, inputs or results). Which library is faster
-is measured once per process on this machine (`measured_faster`); THUNDER_CPU_MATMUL=onednn|torch
+is measured once per process and thread count on this machine (`measured_faster`);
+THUNDER_CPU_MATMUL=onednn|torch
 overrides it (`faster`). That decides matmul and mm, and the linears of programs that pack no
 weights (a training step's forward); where weights may be packed, the kernel of a float32 linear
 or GPT-2 Conv1D product (`addmm`) is chosen among F.linear, MKL's packed, this module's and
@@ -31,8 +32,15 @@ from thunder.core import size_choices
 # below ~4M multiply-adds (a few tens of us) oneDNN's fixed cost per call (~15 us) eats the gain
 MIN_MACS = 1 << 22
 # oneDNN replaces torch's product only where it takes at most this fraction of torch's time: its
-# sums come in another order than torch's (other bits), so only for a clear gain
-MARGIN = 0.75
+# sums come in another order than torch's (other bits), so only for a clear gain (measured: ~0.45
+# on an AMD Zen 5, whose MKL skips AVX-512; ~0.75 on a Zen 4 at two threads, ~0.9 at one; ~1 on an
+# Intel Xeon)
+MARGIN = 0.9
+# oneDNN copies a 2-D input that is not contiguous (a weight gradient's g^T, as torch's BLAS reads
+# it transposed without a copy): a transposed copy from memory costs up to half the product's time
+# (the LM head's weight gradient: 45 ms on a 94 ms product), so oneDNN takes those only where it is
+# faster still
+COPY_MARGIN = 0.6
 
 
 def available():
@@ -58,11 +66,15 @@ def matmul(input, other):
     """input @ other for input of 2 or more dims and a matrix other, by oneDNN. oneDNN takes its
     weight (other^T here) with any strides but copies an input that is not contiguous (a weight
     gradient's g^T): where copying other and the result moves fewer elements than copying
-    input, it computes (other^T @ input^T)^T (measured: benchmarks/gpt_gemms.py)."""
+    input, it computes (other^T @ input^T)^T (measured: benchmarks/gpt_gemms.py); else torch's
+    product reads the input as it is, unless oneDNN's is fast enough to pay for the copy
+    (`copy_pays`)."""
     if input.dim() == 2 and not input.is_contiguous():
         m, n = input.shape[0], other.shape[1]
         if (0 if other.t().is_contiguous() else other.numel()) + m * n < input.numel():
             return torch.ops.mkldnn._linear_pointwise(other.t(), input, None, "none", [], "").t().contiguous()
+        if not copy_pays():
+            return torch.mm(input, other)
     return torch.ops.mkldnn._linear_pointwise(input, other.t(), None, "none", [], "")
 
 
@@ -83,30 +95,51 @@ def faster():
     return measured_faster()
 
 
-@functools.lru_cache(maxsize=None)
 def measured_faster():
-    """Whether oneDNN's float32 GEMM beats torch's on this machine: best of 5 interleaved runs
-    of a 256x256x256 product on one thread (the kernels' speed on this CPU; with two threads
-    on a shared machine, a thread waiting for a busy core decides the time), thread CPU time,
-    oneDNN in at most MARGIN of torch's time (measured once per process)."""
+    """Whether oneDNN's float32 GEMM beats torch's on this machine at the thread count in use:
+    oneDNN in at most MARGIN of torch's time (`measured_ratio`)."""
+    return measured_ratio(torch.get_num_threads()) < MARGIN
+
+
+def copy_pays():
+    """Whether oneDNN's GEMM is fast enough here to pay for copying an input it cannot read as it
+    is (`matmul`): under THUNDER_CPU_MATMUL=onednn always, else where it takes less than
+    COPY_MARGIN of torch's time."""
+    return setting() == "onednn" or measured_ratio(torch.get_num_threads()) < COPY_MARGIN
+
+
+@functools.lru_cache(maxsize=None)
+def measured_ratio(threads):
+    """oneDNN's time over torch's for a float32 [256, 512] x [512, 1536] product (a prefill's or
+    a training step's, as ops/packed_linear.py measures linears) at `threads` threads: the
+    programs run with the process's threads, and the libraries scale differently (an AMD EPYC
+    Zen 4: ~0.9 at one thread, ~0.75 at two, MKL's second thread gaining less). `best_times`;
+    measured once per process and thread count."""
     g = torch.Generator().manual_seed(0)
-    a, b = torch.randn(256, 256, generator=g), torch.randn(256, 256, generator=g)
-    runs = {"torch": lambda: torch.mm(a, b.t()), "onednn": lambda: linear(a, b)}
+    a, b = torch.randn(256, 512, generator=g), torch.randn(1536, 512, generator=g)
+    best = best_times({"torch": lambda: torch.mm(a, b.t()), "onednn": lambda: linear(a, b)}, threads)
+    return best["onednn"] / best["torch"]
+
+
+def best_times(runs, threads, rounds=9):
+    """{name: its best wall-clock time} of the callables in runs, called in turn `rounds` times
+    (after one call each: the libraries set up their kernels) with `threads` torch threads and
+    grad mode off. Interleaved and the best of each: a busy core slows some calls, not the best."""
     best = dict.fromkeys(runs, float("inf"))
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
     try:
         with torch.no_grad():
             for f in runs.values():
-                f()  # (oneDNN creates its primitive on the first call)
-            for _ in range(5):
+                f()
+            for _ in range(rounds):
                 for name, f in runs.items():
-                    t = time.thread_time()
+                    t = time.perf_counter()
                     f()
-                    best[name] = min(best[name], time.thread_time() - t)
+                    best[name] = min(best[name], time.perf_counter() - t)
     finally:
-        torch.set_num_threads(threads)
-    return best["onednn"] < MARGIN * best["torch"]
+        torch.set_num_threads(before)
+    return best
 
 
 def used_in(source):

@@ -21,11 +21,12 @@ none, input rank and contiguity, thread count) per packing, returns F.linear's r
 runs packed only where they were equal.
 
 float32, oneDNN: where MKL does not take its AVX-512 kernels (an AMD EPYC, Zen 5) oneDNN's GEMM
-is ~2x faster than MKL's, packed or not (ops/onednn.py), and oneDNN runs it 3-7% faster again from
+is ~2x faster than MKL's, packed or not (ops/onednn.py); on a Zen 4 ~1.3x at two threads (MKL's
+second thread gains less), and oneDNN runs it 3-7% faster again from
 a float32 weight reordered once as the bfloat16 ones are (`linear_onednn_f32`; its bits were
 plain oneDNN's at every shape measured: docs/benchmarks.md, "Branch f32pre"). `f32_kernel`
-picks the kernel of each float32 product in a grad-free program from one probe per process and
-row class (`_times`: all four kernels on the same product, one thread): oneDNN where it takes at
+picks the kernel of each float32 product in a grad-free program from one probe per process, row
+class and thread count (`_times`: all four kernels on the same product): oneDNN where it takes at
 most onednn.MARGIN of the MKL side's time (its sums come in another order: other bits, so only
 for a clear gain), MKL's packed path where it was F.linear's bits and no slower, else F.linear.
 Products under onednn.MIN_MACS (a decode step's, except the lm head) keep the MKL side.
@@ -68,7 +69,6 @@ import contextvars
 import functools
 import math
 import os
-import time
 import weakref
 
 import torch
@@ -289,13 +289,16 @@ def _no_slower(dtype, rows):
     return name in times and times[name] <= times["torch"]
 
 
-@functools.lru_cache(maxsize=None)
 def _times(dtype, rows, n, k=512):
     """({kernel: its time}, whether MKL's packed result was F.linear's bits) for a [rows, k] x
     [k, n] product in dtype by each kernel available here: 'torch' (F.linear), 'onednn_packed',
-    and for float32 'mkl_packed' and 'onednn' (onednn.linear). Best of 9 interleaved runs, thread
-    CPU time, one thread (the kernels' speed on this CPU: ops/onednn.py `measured_faster`);
-    measured once per process and shape."""
+    and for float32 'mkl_packed' and 'onednn' (onednn.linear), at the process's thread count
+    (`onednn.best_times`); measured once per process, shape and thread count."""
+    return _measured(dtype, rows, n, k, torch.get_num_threads())
+
+
+@functools.lru_cache(maxsize=None)
+def _measured(dtype, rows, n, k, threads):
     g = torch.Generator().manual_seed(0)
     w = torch.nn.Parameter(torch.empty(n, k, dtype=dtype).uniform_(-1, 1, generator=g), requires_grad=False)
     x = torch.randn(rows, k, generator=g).to(dtype)
@@ -306,21 +309,9 @@ def _times(dtype, rows, n, k=512):
             runs[library + "_packed"] = lambda p=entry[0], library=library: _product(x, p, w, None, rows, library)
     if dtype == torch.float32 and onednn.available():
         runs["onednn"] = lambda: onednn.linear(x, w)
-    best = dict.fromkeys(runs, float("inf"))
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        with torch.no_grad():
-            for f in runs.values():
-                f()  # (the library sets up its kernel)
-            for _ in range(9):
-                for name, f in runs.items():
-                    t = time.thread_time()
-                    f()
-                    best[name] = min(best[name], time.thread_time() - t)
-            exact = "mkl_packed" in runs and torch.equal(runs["mkl_packed"](), runs["torch"]())
-    finally:
-        torch.set_num_threads(threads)
+    best = onednn.best_times(runs, threads)
+    with torch.no_grad():
+        exact = "mkl_packed" in runs and torch.equal(runs["mkl_packed"](), runs["torch"]())
     return best, exact
 
 
