@@ -126,6 +126,23 @@ class TensorProxy:
         return self.is_input
 
     @property
+    def grad(self):
+        return _read_grad(self)
+
+    @grad.setter
+    def grad(self, value):
+        _write_grad(self, value)
+
+    @grad.deleter
+    def grad(self):
+        _write_grad(self, None)
+
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        """loss.backward() inside the jitted function: its gradients recorded in the trace and
+        accumulated into the .grad of the leaves (runtime/inner_autograd.py)."""
+        return _inner_autograd("backward").backward(self, gradient, retain_graph, create_graph, inputs=inputs)
+
+    @property
     def T(self):
         return self.permute(tuple(reversed(range(self.ndim))))
 
@@ -218,8 +235,6 @@ class TensorProxy:
         if name.endswith("_") and not name.startswith("_") and name[:-1] in dispatch.METHODS:
             update = functools.partial(inplace, dispatch.METHODS[name[:-1]], name)
             return functools.partial(dispatch.fallback_registered, update, attr, self)
-        if name == "grad":
-            return _read_grad(self)
         if name in _NOT_TRACED:
             raise NotImplementedError(f"thunder: torch.Tensor.{name}{where()} {_NOT_TRACED[name]}")
         if attr is None or name.startswith("__"):
@@ -260,7 +275,7 @@ _NOT_TRACED = {
     "storage_offset": _STRIDES, "dim_order": _STRIDES,
     "data_ptr": _MEMORY, "untyped_storage": _MEMORY, "storage": _MEMORY, "is_pinned": _MEMORY,
     "is_shared": _MEMORY, "is_set_to": _MEMORY, "share_memory_": _MEMORY, "pin_memory": _MEMORY,
-    "record_stream": _MEMORY, "grad": _AUTOGRAD, "backward": _AUTOGRAD, "register_hook": _AUTOGRAD,
+    "record_stream": _MEMORY, "register_hook": _AUTOGRAD,
     "retain_grad": _AUTOGRAD, "register_post_accumulate_grad_hook": _AUTOGRAD,
 }
 
@@ -273,6 +288,24 @@ def _read_grad(p):
     if reader is None:
         raise NotImplementedError(f"thunder: torch.Tensor.grad{where()} {_AUTOGRAD}")
     return reader(p)
+
+
+def _write_grad(p, value):
+    """x.grad = value (None: an optimizer's zero_grad) while tracing: replayed on the tensor the
+    proxy stands for (runtime/state.py write_grad)."""
+    writer = getattr(tracing.current(), "write_grad", None)
+    if writer is None:
+        raise NotImplementedError(f"thunder: setting torch.Tensor.grad{where()} {_AUTOGRAD}")
+    writer(p, value)
+
+
+def _inner_autograd(what):
+    """The trace's autograd inside the jitted function (runtime/inner_autograd.py), or eager's
+    refusal where the caller traces without one."""
+    autograd = getattr(tracing.current(), "autograd", None)
+    if autograd is None:
+        raise NotImplementedError(f"thunder: torch.Tensor.{what}{where()} {_AUTOGRAD}")
+    return autograd
 
 
 MODIFIED = "modified"  # TensorProxy.no_grad_view of a view made under no_grad, then updated in place

@@ -84,6 +84,8 @@ class TraceCtx:
         self.grad_leaf = False  # a tensor created inside requires grad (torch.ones(..., requires_grad=True))
         self.read_grad = None  # x.grad of a proxy while tracing (runtime/state.py), when the caller reads them
         self.object_id = None  # id() of a proxy while tracing: its tensor's where it stands for one (runtime/state.py)
+        self.write_grad = None  # x.grad = value of a proxy while tracing (runtime/state.py)
+        self.autograd = None  # backward() and autograd.grad while tracing (runtime/inner_autograd.py)
         self.stride_dependent = set()  # names of the inputs whose strides decided something
         # cache="symbolic values" (runtime/symbolic.py): id(input tensor) -> a symbol name or None
         # per dim, and the decisions taken on symbolic sizes (source -> outcome, core/symbols.py)

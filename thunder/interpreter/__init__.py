@@ -70,7 +70,7 @@ def interpret(fn: Callable, args: tuple | list = (), kwargs: dict | None = None,
               lookup: Callable[[Any], Callable | None] | None = None,
               on_load: Callable[[Any, Provenance], Any] | None = None,
               record: bool = False,
-              on_store: Callable[[Any, Provenance], None] | None = None,
+              on_store: Callable[[Any, Provenance], bool | None] | None = None,
               on_call: Callable[[Any], None] | None = None,
               on_create: Callable[[Any], None] | None = None,
               on_key: Callable[[Any, Any, bool], Any] | None = None,
@@ -81,7 +81,8 @@ def interpret(fn: Callable, args: tuple | list = (), kwargs: dict | None = None,
     (it is what the caller asked to interpret), only for the calls it makes (including the unwrapped
     function of a bound method / partial passed as ``fn``). ``on_store(value, provenance)`` is told
     of every STORE_ATTR / STORE_GLOBAL, and of STORE_DEREF into cells made outside the interpreted
-    code (kind "closure", owner the cell), before the store happens. ``on_create(obj)`` is told of
+    code (kind "closure", owner the cell), before the store happens; an attribute store is not
+    made where it returns true (it took the write over). ``on_create(obj)`` is told of
     each instance of a class (not a builtin type) that the program makes. ``on_key(container, key, write)``
     gives the key a read of a dict or set looks up (``d[k]``, ``k in d``, ``d.get(k)``) or a write
     stores (``d[k] = v``, a defaultdict filling a missing key), for a caller whose stand-ins hash

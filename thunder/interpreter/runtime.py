@@ -174,10 +174,13 @@ class Runtime:
             return value
         return self.on_load(value, Provenance(kind, name, owner, f.code.co_name, f.code.co_filename, f.lineno))
 
-    def stored(self, value: Any, kind: str, name: str, owner: Any, f: Frame) -> None:
-        """Tells on_store about a write to a global or an attribute (before it happens)."""
+    def stored(self, value: Any, kind: str, name: str, owner: Any, f: Frame) -> bool:
+        """Tells on_store about a write to a global or an attribute (before it happens); whether
+        on_store took the write over (an attribute store is then not made)."""
         if self.on_store is not None:
-            self.on_store(value, Provenance(kind, name, owner, f.code.co_name, f.code.co_filename, f.lineno))
+            return bool(self.on_store(value, Provenance(kind, name, owner, f.code.co_name, f.code.co_filename,
+                                                         f.lineno)))
+        return False
 
     def unsupported(self, f: Frame, what: str, hint: str | None = None) -> InterpreterError:
         return InterpreterError(what, f.code.co_name, f.code.co_filename, f.lineno, hint)
@@ -684,8 +687,8 @@ def _b_hasattr(rt, f, args, kwargs):
 def _b_setattr(rt, f, args, kwargs):
     if kwargs or len(args) != 3 or not isinstance(args[1], str):
         return False, None
-    rt.stored(args[2], "attr", args[1], args[0], f)
-    setattr(*args)
+    if not rt.stored(args[2], "attr", args[1], args[0], f):
+        setattr(*args)
     return True, None
 
 

@@ -14,7 +14,7 @@ from thunder.dialects.emit import emit, find_func
 from thunder.dialects.mlir import ir, module_of
 from thunder.lowering.passes import build_pass_manager, pass_name, pass_options
 from thunder.ops import onednn
-from thunder.runtime import calls, guards, regions, structure, tied_inputs, tiered
+from thunder.runtime import calls, guards, inner_autograd, regions, structure, tied_inputs, tiered
 from thunder.runtime.codegen import compile_source, python_source
 from thunder.runtime.lookup import _make_lookup, _on_load, _on_store
 from thunder.runtime.options import CACHE_OPTIONS, DEFAULT_PASSES, CacheEntry
@@ -104,6 +104,8 @@ def _acquire(cd, args, kwargs, shared=None, sym_shapes=None, stand_ins=None):
         state.arg_paths = structure.tensor_paths(arg_specs, kw_specs)
         ctx.read_grad = state.read_grad
         ctx.object_id = state.object_id
+        ctx.write_grad = state.write_grad
+        ctx.autograd = inner_autograd.InnerAutograd(state)
         state.pin_root_function(cd.fn)
         for spec in structure.iter_specs(arg_specs + [s for _, s in kw_specs]):
             if spec[0] == "object":  # checked by identity: reached through its constant

@@ -12,7 +12,7 @@ from thunder.core.callables import is_torch_op
 from thunder.core.numbers import NumberProxy
 from thunder.core.proxies import TensorProxy
 from thunder.ops import attention, checkpoint, custom_function, fallback, foreach, registry
-from thunder.runtime import calls, causal_masks, guards, module_calls, sharp_edges, torch_func
+from thunder.runtime import calls, causal_masks, guards, inner_autograd, module_calls, sharp_edges, torch_func
 from thunder.runtime.state import holds_proxy
 
 
@@ -224,7 +224,7 @@ def _lookup(fn):
     except TypeError:  # unhashable
         refused = None
     try:
-        transform = torch_func.REPLACEMENTS.get(fn)
+        transform = torch_func.REPLACEMENTS.get(fn) or inner_autograd.REPLACEMENTS.get(fn)
     except TypeError:  # unhashable
         transform = None
     if transform is not None:
@@ -233,6 +233,8 @@ def _lookup(fn):
         return custom_function.higher_order_apply
     if fn is checkpoint.CHECKPOINT:  # (wrapped by torch._dynamo.disable)
         return checkpoint.checkpoint
+    if type(fn).__name__ == "DisableContext" and type(fn).__module__ == "torch._dynamo.eval_frame":
+        return fn  # (torch._dynamo.disable(f) making its wrapper, as `@torch._disable_dynamo` does: native)
     if refused is None and _compiled_by_dynamo(fn):
         refused = (NotImplementedError, "thunder: calling a function compiled by torch.compile{where} inside a jitted "
                    "function is not supported. Workaround: call the original function (torch.compile's result has "
@@ -338,6 +340,7 @@ def _on_store(cd, state):
             if state.container_write(value, provenance):
                 sharp_edges.check_global_write(provenance, cd.sharp_edges, cd.warned_sharp_edges)
         else:
-            state.store(value, provenance)
+            return state.store(value, provenance)
+        return False
 
     return on_store

@@ -123,6 +123,7 @@ class StateTracker:
         self._guarded_reads = {}
         self.interpreted = {}  # code -> function, of the functions interpreted other than torch's and Python's
         self.stand_ins = {}  # id(tensor) -> the tensor read in its place (a sample at other sizes)
+        self.grads = {}  # id(tensor) -> its .grad as the traced code set it (a proxy or None): write_grad
         if root is not None:
             self.pin(root)
 
@@ -179,6 +180,8 @@ class StateTracker:
             # parameter): the same tensor, so its proxy
             return self.inputs.proxy_of(value) if type(value) is torch.nn.Parameter or \
                 type(value) is torch.Tensor else value
+        if kind == "attr" and name == "grad" and _is_real_tensor(owner):
+            return self.read_grad(self._proxy_of_real(owner))  # (a parameter native code handed over)
         if self.writes and (id(owner), "cell_contents" if kind == "closure" else name) in self.writes:
             return value  # written by the trace before: the program replays the write
         read = (kind, id(owner), name)
@@ -285,8 +288,13 @@ class StateTracker:
 
     def store(self, value, provenance):
         """An attribute write in the jitted code: replayed by the program on every call when the
-        object outlives the call (a module, an object the prologue can reach)."""
+        object outlives the call (a module, an object the prologue can reach). Returns whether it
+        took the write over (the interpreter then leaves the object as it is): `p.grad = v` of a
+        tensor native code handed over (`for p in model.parameters(): p.grad = None`)."""
         self.stores += 1
+        if provenance.kind == "attr" and provenance.name == "grad" and _is_real_tensor(provenance.owner):
+            self.write_grad(self._proxy_of_real(provenance.owner), value)
+            return True
         if provenance.kind == "closure":  # a variable captured from outside (nonlocal)
             owner, name = provenance.owner, "cell_contents"
         elif provenance.kind == "attr" and self._outlives_call(provenance.owner):
@@ -531,6 +539,8 @@ class StateTracker:
         if found is None:
             return None
         t, expr = found
+        if id(t) in self.grads:  # (set by the traced code: a backward, an optimizer's zero_grad)
+            return self.grads[id(t)]
         name = proxy.input_name or proxy.name
         if expr is None:
             raise NotImplementedError(f"thunder: the .grad of {name} cannot be read at call time. Workaround: pass "
@@ -540,6 +550,50 @@ class StateTracker:
             return None
 
         return self._tensor(t.grad, Provenance("attr", "grad", t, "", "", None), f"{expr}.grad")
+
+    def _proxy_of_real(self, t):
+        """The proxy of a tensor native code handed over (a parameter from `model.parameters()`):
+        the trace's where it read it, else read now (through its module, or as a constant)."""
+        p = self.inputs.proxy_of(t)
+        if p is t:
+            p = self.module_tensor(t)
+        if p is None:
+            p = self._tensor(t, Provenance("attr", "tensor", t, "", "", None), self.const(t))
+        return p
+
+    def write_grad(self, proxy, value):
+        """x.grad = value (a tensor of the trace or None) of a tensor the trace reads: the traced
+        code reads it back from here (read_grad), and the program sets it on that tensor after the
+        computation, as attribute writes are replayed. Eager's checks of the value; the .grad of
+        a tensor the call computed is refused (eager keeps it on a tensor that dies with the call,
+        unless returned)."""
+        if value is not None and not isinstance(value, (TensorProxy, torch.Tensor)):
+            raise TypeError(f"assigned grad expected to be a Tensor or None but got grad of type {type(value).__name__}")
+        if value is not None:
+            if value.dtype != proxy.dtype:
+                raise RuntimeError(f"attempting to assign a gradient with dtype '{value.dtype}' to a tensor with "
+                                   f"grad_dtype '{proxy.dtype}'. The gradient must match the tensor's grad_dtype "
+                                   "(defaults to the tensor's dtype).")
+            if value.device != proxy.device:
+                raise RuntimeError("assigned grad has data located on a different device")
+            if tuple(value.shape) != tuple(proxy.shape):
+                raise RuntimeError(f"attempting to assign a gradient of size '{list(value.shape)}' to a tensor of size "
+                                   f"'{list(proxy.shape)}'. Please ensure that the gradient and the tensor are the same "
+                                   "size")
+        found = self._input_of(proxy)
+        if found is None or found[1] is None:
+            raise NotImplementedError(
+                f"thunder: setting the .grad of {proxy.input_name or proxy.name}{tracing.where()}, a tensor "
+                "computed in the jitted function (or one that cannot be reached at call time), is not supported. "
+                "Workaround: return the tensor and set its .grad outside")
+        real, expr = found
+        self.pin(real, expr)
+        key = (id(real), "grad")
+        if key not in self.originals:
+            self.originals[key] = (real, "grad", real.grad)
+        self.grads[id(real)] = value
+        self.writes[key] = (real, "grad", value)
+        self._write_sites[key] = Provenance("attr", "grad", real, "", "", None)
 
     # -- writes
     def _outlives_call(self, owner):

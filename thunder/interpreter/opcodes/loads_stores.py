@@ -174,8 +174,8 @@ def _delete_global(rt, f: Frame, i) -> None:
 def _store_attr(rt, f: Frame, i) -> None:
     obj = f.stack.pop()
     value = f.stack.pop()
-    rt.stored(value, "attr", i.argval, obj, f)
-    setattr(obj, i.argval, value)
+    if not rt.stored(value, "attr", i.argval, obj, f):
+        setattr(obj, i.argval, value)
 
 
 @op("DELETE_ATTR")
