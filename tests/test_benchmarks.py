@@ -29,3 +29,12 @@ def test_optimizer_step_benchmark_quick_mode(capsys):
     ratios = optimizer_step.main(["--quick", "--no-compile"])
     assert set(ratios) == set(optimizer_step.OPTIMIZERS) and all(r > 0 for r in ratios.values())
     assert "CPU: " in capsys.readouterr().out
+
+
+def test_train_step_benchmark_quick_mode(capsys):
+    import train_step  # (the script checks every engine's losses against eager's itself)
+
+    result = train_step.main(["--quick", "--no-compile"])
+    assert set(result) == set(realistic.MODELS)
+    assert all(ms[k] > 0 for ms in result.values() for k in ("eager", "thunder step", "thunder model"))
+    assert "CPU: " in capsys.readouterr().out

@@ -1,6 +1,6 @@
 """A tied weight (one parameter read as an embedding and as the LM head's weight): one value of
-the trace (runtime/tied_inputs.py), its two gradients summed in the backward with the embedding
-rows added into the head's GEMM result (lowering/index_add_into.py); values and grads as eager's,
+the trace (runtime/state.py: the second path reads the first's proxy), its two gradients summed
+in the backward with the embedding rows added into the head's GEMM result (lowering/index_add_into.py); values and grads as eager's,
 and untying it later compiles again."""
 import copy
 

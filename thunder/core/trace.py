@@ -82,6 +82,7 @@ class TraceCtx:
         self.grad_names = set()  # names of the results that require grad (as eager's would)
         self.grad_ops = False  # an op of the user's program was recorded with grad mode on
         self.grad_leaf = False  # a tensor created inside requires grad (torch.ones(..., requires_grad=True))
+        self.grad_mutated = False  # an input that requires grad was updated in place with grad mode on
         self.read_grad = None  # x.grad of a proxy while tracing (runtime/state.py), when the caller reads them
         self.object_id = None  # id() of a proxy while tracing: its tensor's where it stands for one (runtime/state.py)
         self.write_grad = None  # x.grad = value of a proxy while tracing (runtime/state.py)
@@ -265,6 +266,7 @@ def rebind(proxy, new):
         new = dispatch.OPS["ltorch.no_grad_update"](proxy, new)
     if ctx is not None and proxy.input_name is not None:
         ctx.mutated[proxy.input_name] = proxy
+        ctx.grad_mutated |= proxy.requires_grad and torch.is_grad_enabled()
     proxy.name = new.name
     proxy.shape = new.shape
     proxy.dtype = new.dtype

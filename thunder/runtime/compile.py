@@ -1,6 +1,7 @@
 """Compilation on a cache miss: the function interpreted on proxies (acquisition), the trace's MLIR through
 the passes to a Python program with its prologue (a CacheEntry), its autograd program; what an entry keeps
 for cache="symbolic values" (Parts, runtime/symbolic.py)."""
+import contextlib
 from dataclasses import dataclass
 import inspect
 import time
@@ -13,8 +14,8 @@ from thunder.core.proxies import TensorProxy
 from thunder.dialects.emit import emit, find_func
 from thunder.dialects.mlir import ir, module_of
 from thunder.lowering.passes import build_pass_manager, pass_name, pass_options
-from thunder.ops import onednn
-from thunder.runtime import calls, guards, inner_autograd, regions, structure, tied_inputs, tiered
+from thunder.ops import onednn, packed_linear
+from thunder.runtime import calls, guards, inner_autograd, regions, structure, tiered
 from thunder.runtime.codegen import compile_source, python_source
 from thunder.runtime.lookup import _make_lookup, _on_load, _on_store
 from thunder.runtime.options import CACHE_OPTIONS, DEFAULT_PASSES, CacheEntry
@@ -25,7 +26,7 @@ from thunder.runtime.traces import Trace
 from thunder.dialects import sizes
 from thunder.interpreter import interpret
 from thunder.lowering import decompose_reuse, detach_cost
-from thunder.lowering.autograd import autograd_module, REQUIRES_GRAD
+from thunder.lowering.autograd import autograd_module, needing_grad, REQUIRES_GRAD
 from thunder.lowering.fuse import fuse_module, fusion_callees
 from thunder.lowering.remat import remat_module
 from thunder.runtime.autograd import AutogradProgram
@@ -135,6 +136,17 @@ def _acquire(cd, args, kwargs, shared=None, sym_shapes=None, stand_ins=None):
     return _Acquired(ctx, inputs, arg_specs, kw_specs, state, ambient, result, reader.splits)
 
 
+def _differentiable(ctx, inputs, out_refs):
+    """Whether a result (or a written tensor) depends on an input that requires grad through
+    differentiable ops (not cut by a detach: no_grad regions, gradients computed inside)."""
+    if not out_refs:
+        return False
+    seeds = {p.input_name or p.name for p in inputs.proxies if p.requires_grad}
+    seeds |= {p.input_name or p.name for p, t, _ in inputs.storages if t.requires_grad}
+    needs = needing_grad(ctx.symbols, seeds)
+    return any(r.name in needs for r in out_refs)
+
+
 def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None, keep_parts=False,
                   stand_ins=None) -> CacheEntry:
     """The cache entry for this call. fusion=False: no thunder-fuse (see ThunderFunction._miss);
@@ -176,9 +188,6 @@ def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None, keep_parts
     index = {p.input_name: i for i, p in enumerate(proxies)}
     mutated = [(index[name], tracing.ref(p)) for name, p in ctx.mutated.items()]
     module = emit(ctx, out_refs, mutated=mutated)
-    # one tensor read through two paths (a tied weight): one value of the trace, checked by the prologue
-    tied = {} if inputs.shared else tied_inputs.tied(tensors, [i for _, i in state.reads], {i for i, _ in mutated})
-    tied_inputs.join(module, tied)
     traces = [Trace("interpreter (acquisition)", module, output_spec=out_spec)]
     symbolic_trace = _symbolic_trace(ctx, out_refs, mutated, out_spec) if ctx.sym_shapes else None
     times["mlir emission"] = time.perf_counter() - t
@@ -191,8 +200,15 @@ def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None, keep_parts
     torch_autograd = ctx.grad_leaf and not cd.disable_torch_autograd
     # autograd where an op ran with grad mode on (outside, or under enable_grad inside the function)
     # on inputs that require grad, and something is returned
+    # (and something returned or written requires grad, or an input that requires grad was updated
+    # in place with grad mode on: a training step with its backward and optimizer inside returns
+    # none, so its program records no history)
+    # (eager's requires_grad flags, as recorded: a result computed from a view made under no_grad
+    # requires grad and sends none; the trace's structure: values the VJPs of torch.func record)
+    differentiable = (ctx.grad_mutated or any(r.name in ctx.grad_names for r in out_refs)
+                      or _differentiable(ctx, inputs, out_refs))
     training = (ctx.grad_ops and not cd.disable_torch_autograd and any(x.requires_grad for x in tensors)
-                and bool(out_refs) and not torch_autograd)
+                and bool(out_refs) and not torch_autograd and differentiable)
     fusion = _fusion_policy(cd) if fusion and not torch_autograd else None
     for element in (*DEFAULT_PASSES, *cd.transforms):
         if not callable(element) and pass_name(element) == "thunder-fuse":
@@ -217,7 +233,8 @@ def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None, keep_parts
     # (no autograd history either where no tensor requires grad, or where every op ran with grad
     # mode off: an optimizer's step, whose program then runs with grad mode off)
     inputs_require_grad = any(x.requires_grad for x in tensors)
-    no_grad_ops = grad_mode and not ctx.requires_grad and not ctx.grad_ops and inputs_require_grad
+    no_grad_ops = grad_mode and inputs_require_grad and not torch_autograd and (
+        not ctx.requires_grad and not ctx.grad_ops or not differentiable)
     grad_free = cd.disable_torch_autograd or not grad_mode or no_grad_ops or not (
         ctx.requires_grad or inputs_require_grad)
     region_texts = {}
@@ -245,10 +262,14 @@ def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None, keep_parts
     else:
         if grad_free:  # (in-place updates of inputs, casts left to autocast)
             rewrite_grad_free(module)
-        source = python_source(module, output_spec=out_spec, constants=constants,
-                               header="produced by: torch executor (execution trace)",
-                               no_grad_copies={i for i, x in enumerate(tensors) if x.requires_grad},
-                               grad_free=grad_free, region_texts=region_texts)
+        # (a program that updates parameters in place, an optimizer's step: packing their weights
+        # would copy and pack them again at every call, as in a training step's forward)
+        updates_parameters = any(tensors[i].requires_grad for i, _ in mutated)
+        with packed_linear.training_forward() if updates_parameters else contextlib.nullcontext():
+            source = python_source(module, output_spec=out_spec, constants=constants,
+                                   header="produced by: torch executor (execution trace)",
+                                   no_grad_copies={i for i, x in enumerate(tensors) if x.requires_grad},
+                                   grad_free=grad_free, region_texts=region_texts)
         if not grad_mode and not cd.disable_torch_autograd and (onednn.used_in(source) or ctx.requires_grad):
             # its grad-free code (oneDNN calls, no detach of what a tensor created with
             # requires_grad=True computed) is right with grad mode off only
@@ -265,7 +286,7 @@ def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None, keep_parts
     prologue_args = dict(guards=entry_guards, reads=state.reads, consts=state.consts,
                          writes=writes, check=cd.cache_option != "same input", strided=strided,
                          shared=inputs.shared, storages=[first for _, _, first in inputs.storages],
-                         mutated=sorted(mutated_reads), tied=sorted(tied.items()))
+                         mutated=sorted(mutated_reads))
     prologue = Prologue(arg_specs, kw_specs, read, **prologue_args)
     run, first_run = prologue.compile(computation)
     times["codegen"] = time.perf_counter() - t

@@ -231,9 +231,8 @@ class Prologue:
     input", and the call that compiled the entry)."""
 
     def __init__(self, args_spec, kwargs_spec, example_tensors, *, guards=(), reads=(), consts=None, writes=(),
-                 check=True, strided=(), shared=None, storages=(), mutated=(), symbols=None, tied=()):
+                 check=True, strided=(), shared=None, storages=(), mutated=(), symbols=None):
         self.consts = dict(consts or {})
-        self.tied = list(tied)  # (j, i): tensor j is read as tensor i (runtime/tied_inputs.py)
         self.strided = frozenset(strided)
         self.shared = dict(shared or {})  # see structure.Inputs
         self.storages = list(storages)  # index of the first tensor of each storage the program takes
@@ -266,8 +265,6 @@ class Prologue:
         for guard in sorted(guards, key=lambda x: guards_.CHECKS[x.check].rank):
             g.miss_if(guards_.CHECKS[guard.check].miss_source(guard.expr, guard.expected, g.const))
         g.tensors([(expr, index, f"s{i}") for i, (expr, index) in enumerate(reads)])
-        for j, i in self.tied:  # one tensor read through two paths: the program reads tensor i for both
-            g.miss_if(f"{g.tensor_vars[j]} is not {g.tensor_vars[i]}")
         for n in sym_names:  # sizes 0 and 1 are never symbols (broadcasting, empty tensors)
             g.miss_if(f"{n} < 2")
         for source, outcome in sym_guards.items():

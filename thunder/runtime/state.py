@@ -377,7 +377,7 @@ class StateTracker:
             return p, f"whether {type(owner).__name__} has attribute '{name}'"
         if kind == "item":
             key = repr(name) if has_literal(name) else self.const(name)
-            return f"{p}[{key}]", f"item {name!r} of {_describe_owner(owner)}"
+            return f"{p}[{key}]", f"item {_describe_key(name)} of {_describe_owner(owner)}"
         if kind == "default":
             code = owner.__code__
             positional = code.co_varnames[:code.co_argcount]
@@ -450,6 +450,15 @@ class StateTracker:
             return value  # not readable at call time: an op refuses it, naming it
         p = self._tensor_reads.get(expr)
         if p is not None:
+            return p
+        p = self.inputs._by_id.get(id(value))
+        first = None if p is None else next((e for e, i in self.reads if self.inputs.proxies[i] is p), None)
+        if first is not None:
+            # a tensor read from state before through another path (a parameter through its module,
+            # then through an optimizer's param_groups): the same proxy, so that an update through
+            # one path is seen through the other; the prologue checks both paths read one tensor
+            self.guard(f"(({expr}) is ({first}))", "is", True, f"whether {name!r} is the tensor read as {first}")
+            self._tensor_reads[expr] = p
             return p
         module_name = self._module_names.get(id(owner), "").replace(".", "_")
         hint = f"{module_name}_{name}" if module_name else str(name)
@@ -763,3 +772,11 @@ def _own_value(owner, name):
 
 def _describe_owner(owner):
     return f"a {type(owner).__name__}"
+
+
+def _describe_key(key):
+    """A key in a message: a tensor (an optimizer's state keyed by its parameters) by its kind
+    and shape, not its values."""
+    if isinstance(key, torch.Tensor):
+        return f"<{type(key).__name__} {tuple(key.shape)} {key.dtype}>"
+    return repr(key)
