@@ -249,3 +249,23 @@ def test_a_program_for_all_sizes_runs_torch_while_its_kernel_for_all_sizes_compi
         torch.testing.assert_close(jf(x, w), _scaled_softmax(x, w))
     assert answers and all(isinstance(a, tuple) for a in answers)  # (the kernel's outputs)
     assert thunder.compile_stats(jf).cache_misses == 1
+
+
+def test_the_gemm_probes_run_while_no_kernel_compiles(tiered):
+    # ops/onednn.py times its kernels inside background.quiet(): a compile on the other core would
+    # decide a two-thread GEMM's time (and so the library chosen); a compile running is waited for,
+    # none starts inside, and an outer paused() still holds after it
+    from thunder.ops import onednn
+
+    x, b, r = torch.randn(41, 59), torch.randn(59), torch.randn(41, 59)
+    jf = thunder.jit(f, fusion="always")
+    seen = []
+    jf(x, b, r)  # (its kernel starts compiling in the background now)
+    onednn.best_times({"probe": lambda: seen.append(background._RUNNING.locked())}, 1, rounds=3)
+    assert seen == [False] * 4
+    assert thunder.wait_for_kernels(120)
+    with background.paused():
+        jf(x + 0.5, b, r.t().contiguous().t())  # (another layout: another kernel, held back)
+        onednn.best_times({"probe": lambda: seen.append(background.pending())}, 1, rounds=1)
+        assert not background._GO.is_set()  # (quiet() restored the pause)
+    assert thunder.wait_for_kernels(120)

@@ -21,6 +21,7 @@ nothing runs in the background (submit returns None: the kernel compiles in the 
 At exit the worker is stopped and the thread ends (atexit); a forked child starts its own.
 """
 import atexit
+import contextlib
 import json
 import logging
 import os
@@ -37,6 +38,7 @@ from thunder.dialects import mlir
 from thunder.dialects.mlir import LOCK
 from thunder.lowering.linalg import COMPILE_LOG, _ENGINES, compile_worker, disk_cache
 from thunder.lowering.linalg.pipeline import lower_to_llvm
+from thunder.ops import onednn
 
 log = logs.logger("kernels")
 
@@ -44,6 +46,7 @@ _JOBS = {}  # engine key -> Job pending or failed (a failed one stays: no second
 _JOBS_LOCK = threading.Lock()  # (taken under mlir.LOCK, never the other way round)
 _SERVICE = None
 _GO = threading.Event()  # cleared by paused(): no job starts
+_RUNNING = threading.Lock()  # held while a job compiles
 _GO.set()
 
 
@@ -131,6 +134,25 @@ class paused:
         _GO.set()
 
 
+@contextlib.contextmanager
+def quiet():
+    """No kernel compiles in the background inside the block (none starts; one compiling is
+    waited for): what runs inside has the cores to itself (the GEMM probes of ops/onednn.py,
+    installed as its `quiet` below)."""
+    was = _GO.is_set()
+    _GO.clear()
+    with _RUNNING:  # (the job compiling now, if any, finishes first)
+        pass
+    try:
+        yield
+    finally:
+        if was:
+            _GO.set()
+
+
+onednn.quiet = quiet
+
+
 def pending():
     """How many kernels are compiling in the background now."""
     with _JOBS_LOCK:
@@ -155,16 +177,24 @@ class _Service:
             job = self.jobs.get()
             if job is None:
                 return
-            _GO.wait()
-            if self.stopping:  # (exiting: what is left is not compiled)
-                job.error = "the process exited"
-                job.finished.set()
-                continue
+            while True:  # (holding _RUNNING while it compiles, started only while _GO is set: quiet())
+                _GO.wait()
+                _RUNNING.acquire()
+                if _GO.is_set():
+                    break
+                _RUNNING.release()
             try:
-                self._compile(job)
-            except Exception as e:  # noqa: BLE001 - the job fails, its regions run as torch calls
-                job.error = f"{type(e).__name__}: {e}"
-            self._finish(job)
+                if self.stopping:  # (exiting: what is left is not compiled)
+                    job.error = "the process exited"
+                    job.finished.set()
+                    continue
+                try:
+                    self._compile(job)
+                except Exception as e:  # noqa: BLE001 - the job fails, its regions run as torch calls
+                    job.error = f"{type(e).__name__}: {e}"
+                self._finish(job)
+            finally:
+                _RUNNING.release()
 
     def _worker(self):
         """The running worker process (started when there is none)."""

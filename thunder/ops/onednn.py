@@ -20,6 +20,7 @@ or GPT-2 Conv1D product (`addmm`) is chosen among F.linear, MKL's packed, this m
 oneDNN's packed by one probe that times them all (ops/packed_linear.py `f32_kernel`), with the
 same MARGIN for oneDNN.
 """
+import contextlib
 import functools
 import math
 import os
@@ -121,15 +122,21 @@ def measured_ratio(threads):
     return best["onednn"] / best["torch"]
 
 
+# a context in which no kernel compiles in the background (lowering/linalg/background.py installs
+# its `quiet`): a compile on the other core would decide a two-thread GEMM's time
+quiet = contextlib.nullcontext
+
+
 def best_times(runs, threads, rounds=9):
     """{name: its best wall-clock time} of the callables in runs, called in turn `rounds` times
-    (after one call each: the libraries set up their kernels) with `threads` torch threads and
-    grad mode off. Interleaved and the best of each: a busy core slows some calls, not the best."""
+    (after one call each: the libraries set up their kernels) with `threads` torch threads, grad
+    mode off and no kernel compiling in the background (`quiet`). Interleaved and the best of
+    each: a busy core slows some calls, not the best."""
     best = dict.fromkeys(runs, float("inf"))
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        with torch.no_grad():
+        with torch.no_grad(), quiet():
             for f in runs.values():
                 f()
             for _ in range(rounds):

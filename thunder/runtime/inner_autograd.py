@@ -18,11 +18,13 @@ reaching an input that is not a leaf (its graph is outside the trace), a leaf wi
 (eager would run them; a hook registered later recompiles, guarded), backward(create_graph=True),
 a tensor created in the function with requires_grad=True, autograd.grad with is_grads_batched.
 """
+import dataclasses
+
 import torch
 
 from thunder.core import trace as tracing
 from thunder.core.proxies import TensorProxy
-from thunder.lowering.autograd import backpropagate, forward_proxies, needing_grad, use_training_forms
+from thunder.lowering.autograd import _proxies, backpropagate, forward_proxies, needing_grad, use_training_forms
 from thunder.ops.registry import OPS
 
 
@@ -61,6 +63,52 @@ def _cotangents(outputs, grad_outputs):
     return cotangents
 
 
+def _decompose_in_place(ctx, needs):
+    """Replace each op recorded so far that needs a gradient and has no VJP rule by its
+    decomposition, in place (as thunder-autograd decomposes a program before differentiating
+    it): differentiated otherwise, it would be computed twice, as itself for its value and as its
+    decomposition for the gradient (a cross-entropy's pass over the logits). Returns whether
+    anything changed."""
+    changed, i = False, 0
+    while i < len(ctx.symbols):
+        bsym = ctx.symbols[i]
+        op = bsym.op
+        if op.vjp_rule is None and op.decomposition is not None and any(o.name in needs for o in bsym.outputs):
+            new = _decomposition(ctx, bsym)
+            if new is not None:
+                ctx.symbols[i:i + 1] = new
+                changed = True
+                continue  # (its first op next: decomposed again where it has no rule either)
+        i += 1
+    return changed
+
+
+def _decomposition(ctx, bsym):
+    """The symbols of bsym's decomposition, its results named as bsym's, or None where it cannot
+    stand in place (no decomposition for these arguments, a result that is an argument, the op
+    itself again)."""
+    start = len(ctx.symbols)
+    try:
+        out = bsym.op.decomposition(**{k: _proxies(v) for k, v in bsym.args.items()})
+    except tracing.NotDecomposable:
+        out = None
+    new = ctx.symbols[start:]
+    del ctx.symbols[start:]
+    outs = list(out) if isinstance(out, (tuple, list)) else [out]
+    made = {o.name for b in new for o in b.outputs}
+    if (out is None or len(outs) != len(bsym.outputs) or any(b.op is bsym.op for b in new)
+            or not all(isinstance(o, TensorProxy) and o.name in made for o in outs)):
+        return None
+    names = {o.name: r.name for o, r in zip(outs, bsym.outputs)}
+
+    def renamed(v):
+        if isinstance(v, tuple):
+            return tuple(renamed(x) for x in v)
+        return dataclasses.replace(v, name=names[v.name]) if isinstance(v, tracing.Ref) and v.name in names else v
+    return [dataclasses.replace(b, args={k: renamed(v) for k, v in b.args.items()},
+                                outputs=[renamed(o) for o in b.outputs]) for b in new]
+
+
 class InnerAutograd:
     """ctx.autograd while one call is traced: the state (runtime/state.py) gives the trace's
     inputs and their .grad."""
@@ -88,6 +136,8 @@ class InnerAutograd:
         """{name: gradient} of the proxies wrt for the outputs' cotangents, recorded in the trace."""
         ctx = tracing.current()
         needs = needing_grad(ctx.symbols, {p.name for p in wrt})
+        if _decompose_in_place(ctx, needs):
+            needs = needing_grad(ctx.symbols, {p.name for p in wrt})
         use_training_forms(ctx.symbols, needs, ctx.new_name)
         grads = {}
         for out, g in zip(outputs, cotangents):
