@@ -257,3 +257,40 @@ def test_a_transformers_llama_training_step_with_its_optimizer():
         for p, q in zip(model.parameters(), reference.parameters(), strict=True):
             torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5)
             assert p.grad is None and q.grad is None
+
+
+def _backward_twice(model):
+    def step(x, y):
+        loss = (model(x) - y).square().mean()
+        loss.backward(retain_graph=True)
+        loss.backward()  # (the gradients added twice, as eager's)
+        return loss.detach()
+    return step
+
+
+def _first_layer_only(model):
+    def step(x, y):
+        loss = model[0](x).square().mean()  # (the last layer's .grad, set before, stays as it is)
+        loss.backward(gradient=torch.tensor(2.0))
+        return loss.detach()
+    return step
+
+
+def _frozen_first_layer(model):
+    for p in model[0].parameters():
+        p.requires_grad_(False)
+
+    def step(x, y):
+        loss = (model(x) - y).square().mean()
+        loss.backward(inputs=[model[2].weight])  # (only this leaf's .grad)
+        return loss.detach()
+    return step
+
+
+@pytest.mark.parametrize("make_step", [_backward_twice, _first_layer_only, _frozen_first_layer])
+def test_which_leaves_get_gradients_as_eager(make_step):
+    def with_grads(model):
+        for p in model[2].parameters():
+            p.grad = torch.ones_like(p)
+        return make_step(model)
+    _against_eager(with_grads)
