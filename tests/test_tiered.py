@@ -262,7 +262,7 @@ def test_the_gemm_probes_run_while_no_kernel_compiles(tiered):
     seen = []
     jf(x, b, r)  # (its kernel starts compiling in the background now)
     onednn.best_times({"probe": lambda: seen.append(background._RUNNING.locked())}, 1, rounds=3)
-    assert seen == [False] * 4
+    assert seen and not any(seen)
     assert thunder.wait_for_kernels(120)
     with background.paused():
         jf(x + 0.5, b, r.t().contiguous().t())  # (another layout: another kernel, held back)

@@ -111,25 +111,29 @@ def copy_pays():
 
 @functools.lru_cache(maxsize=None)
 def measured_ratio(threads):
-    """oneDNN's time over torch's for a float32 [256, 512] x [512, 1536] product (a prefill's or
-    a training step's, as ops/packed_linear.py measures linears) at `threads` threads: the
-    programs run with the process's threads, and the libraries scale differently (an AMD EPYC
-    Zen 4: ~0.9 at one thread, ~0.75 at two, MKL's second thread gaining less). `best_times`;
-    measured once per process and thread count."""
+    """oneDNN's time over torch's for a float32 PROBE product at `threads` threads: the programs
+    run with the process's threads, and the libraries scale differently (an AMD EPYC Zen 4: ~0.9
+    at one thread, 0.72-0.87 at two, MKL's second thread gaining less). `best_times`; measured
+    once per process and thread count."""
     g = torch.Generator().manual_seed(0)
-    a, b = torch.randn(256, 512, generator=g), torch.randn(1536, 512, generator=g)
+    rows, k, n = PROBE
+    a, b = torch.randn(rows, k, generator=g), torch.randn(n, k, generator=g)
     best = best_times({"torch": lambda: torch.mm(a, b.t()), "onednn": lambda: linear(a, b)}, threads)
     return best["onednn"] / best["torch"]
 
 
+# the product the library probes time (rows, K, N): a prefill's or a training step's MLP product
+# (batch 2 x 256 rows, width 512, 4x wider); the gain grows with the weight (MKL slows where it
+# leaves the caches: 0.63 on a 50257-wide LM head on a Zen 4), so a smaller probe undersells it
+PROBE = (512, 512, 2048)
 # a context in which no kernel compiles in the background (lowering/linalg/background.py installs
 # its `quiet`): a compile on the other core would decide a two-thread GEMM's time
 quiet = contextlib.nullcontext
 
 
-def best_times(runs, threads, rounds=9):
+def best_times(runs, threads, rounds=7):
     """{name: its best wall-clock time} of the callables in runs, called in turn `rounds` times
-    (after one call each: the libraries set up their kernels) with `threads` torch threads, grad
+    (after three calls each: the libraries set up their kernels and threads) with `threads` torch threads, grad
     mode off and no kernel compiling in the background (`quiet`). Interleaved and the best of
     each: a busy core slows some calls, not the best."""
     best = dict.fromkeys(runs, float("inf"))
@@ -137,8 +141,9 @@ def best_times(runs, threads, rounds=9):
     torch.set_num_threads(threads)
     try:
         with torch.no_grad(), quiet():
-            for f in runs.values():
-                f()
+            for _ in range(3):  # (the first calls of a library in a process run slower)
+                for f in runs.values():
+                    f()
             for _ in range(rounds):
                 for name, f in runs.items():
                     t = time.perf_counter()

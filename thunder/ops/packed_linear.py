@@ -341,8 +341,8 @@ def f32_kernel(rows, k, n, packing=None):
     forward under auto), `_times` compares all four: oneDNN (packed where no slower than plain)
     where it takes at most onednn.MARGIN of what the MKL side gives (its packed time where that
     was F.linear's bits, else F.linear's); where packing is not allowed, `onednn.faster()`
-    decides as for matmuls. Measured at 256 x 512 x 1536 for products of more rows than one (a
-    prefill's: oneDNN's gain was the same for all of them), at the product's own shape for one
+    decides as for matmuls. Measured at onednn.PROBE for products of more rows than one (a
+    prefill's or a training step's MLP product; larger ones gain more), at the product's own shape for one
     row (a decode step's lm head, the only one-row product this large: MKL's one-row product is
     ~1.6x slower than oneDNN's at K 512 and N 16k-50k here, about as fast at N 8192 or K 2048).
     packing: `_packing()`'s answer for the program (default: the program being generated now)."""
@@ -354,7 +354,7 @@ def f32_kernel(rows, k, n, packing=None):
         return "onednn" if onednn.faster() else mkl
     if packing == "on" and onednn.setting() == "onednn":  # (nothing left to measure)
         return "onednn_packed" if available(torch.float32, "onednn") else "onednn"
-    times, exact = _times(torch.float32, *((1, n, k) if rows == 1 else (256, 1536)))  # (cached per shape)
+    times, exact = _times(torch.float32, *((1, n, k) if rows == 1 else onednn.PROBE[::2]))  # (cached per shape)
     dnn = "onednn"
     if available(torch.float32, "onednn") and (packing == "on" or times["onednn_packed"] <= times["onednn"]):
         dnn = "onednn_packed"
