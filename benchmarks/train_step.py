@@ -30,11 +30,14 @@ from realistic import FULL, MODELS, QUICK, cpu_description, make_model
 WARMUP = 2
 
 
-def make_step(model):
+def make_step(model, forward=None):
+    """The training step of model; forward: what computes the loss (default the model itself;
+    its thunder.jit for the "thunder model" engine)."""
+    forward = forward or model
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01)
 
     def step(ids):
-        loss = model(input_ids=ids, labels=ids).loss
+        loss = forward(input_ids=ids, labels=ids).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
@@ -44,23 +47,10 @@ def make_step(model):
 
 
 def engines(model, compile_too):
-    made = {}
+    """Each engine's step, on its own copy of model."""
+    made = {"eager": make_step(copy.deepcopy(model)), "thunder step": thunder.jit(make_step(copy.deepcopy(model)))}
     m = copy.deepcopy(model)
-    made["eager"] = make_step(m)
-    m = copy.deepcopy(model)
-    made["thunder step"] = thunder.jit(make_step(m))
-    m = copy.deepcopy(model)
-    jm = thunder.jit(m)
-    opt = torch.optim.AdamW(m.parameters(), lr=1e-4, weight_decay=0.01)
-
-    def model_only(ids):
-        loss = jm(input_ids=ids, labels=ids).loss
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
-        opt.step()
-        opt.zero_grad()
-        return loss.detach()
-    made["thunder model"] = model_only
+    made["thunder model"] = make_step(m, thunder.jit(m))
     if compile_too:
         made["torch.compile"] = torch.compile(make_step(copy.deepcopy(model)))
     return made

@@ -13,8 +13,7 @@ generated programs call it only where no autograd history is recorded (codegen's
 the forward and backward of thunder-autograd, which run under torch.no_grad, and programs compiled
 for grad mode off or where no tensor requires grad, inputs or results). Which library is faster
 is measured once per process and thread count on this machine (`measured_faster`);
-THUNDER_CPU_MATMUL=onednn|torch
-overrides it (`faster`). That decides matmul and mm, and the linears of programs that pack no
+THUNDER_CPU_MATMUL=onednn|torch overrides it (`faster`). That decides matmul and mm, and the linears of programs that pack no
 weights (a training step's forward); where weights may be packed, the kernel of a float32 linear
 or GPT-2 Conv1D product (`addmm`) is chosen among F.linear, MKL's packed, this module's and
 oneDNN's packed by one probe that times them all (ops/packed_linear.py `f32_kernel`), with the
@@ -133,9 +132,9 @@ quiet = contextlib.nullcontext
 
 def best_times(runs, threads, rounds=7):
     """{name: its best wall-clock time} of the callables in runs, called in turn `rounds` times
-    (after three calls each: the libraries set up their kernels and threads) with `threads` torch threads, grad
-    mode off and no kernel compiling in the background (`quiet`). Interleaved and the best of
-    each: a busy core slows some calls, not the best."""
+    (after three calls each: the libraries set up their kernels and threads) with `threads` torch
+    threads, grad mode off and no kernel compiling in the background (`quiet`). Interleaved and
+    the best of each: a busy core slows some calls, not the best."""
     best = dict.fromkeys(runs, float("inf"))
     before = torch.get_num_threads()
     torch.set_num_threads(threads)

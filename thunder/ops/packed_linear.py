@@ -342,9 +342,10 @@ def f32_kernel(rows, k, n, packing=None):
     where it takes at most onednn.MARGIN of what the MKL side gives (its packed time where that
     was F.linear's bits, else F.linear's); where packing is not allowed, `onednn.faster()`
     decides as for matmuls. Measured at onednn.PROBE for products of more rows than one (a
-    prefill's or a training step's MLP product; larger ones gain more), at the product's own shape for one
-    row (a decode step's lm head, the only one-row product this large: MKL's one-row product is
-    ~1.6x slower than oneDNN's at K 512 and N 16k-50k here, about as fast at N 8192 or K 2048).
+    prefill's or a training step's MLP product; larger ones gain more), at the product's own
+    shape for one row (a decode step's lm head, the only one-row product this large: MKL's
+    one-row product is ~1.6x slower than oneDNN's at K 512 and N 16k-50k here, about as fast at
+    N 8192 or K 2048).
     packing: `_packing()`'s answer for the program (default: the program being generated now)."""
     packing = packing or _packing()
     mkl = "mkl_packed" if used(torch.float32, rows, packing) else "torch"
@@ -354,7 +355,8 @@ def f32_kernel(rows, k, n, packing=None):
         return "onednn" if onednn.faster() else mkl
     if packing == "on" and onednn.setting() == "onednn":  # (nothing left to measure)
         return "onednn_packed" if available(torch.float32, "onednn") else "onednn"
-    times, exact = _times(torch.float32, *((1, n, k) if rows == 1 else onednn.PROBE[::2]))  # (cached per shape)
+    probe_rows, probe_k, probe_n = onednn.PROBE
+    times, exact = _times(torch.float32, *((1, n, k) if rows == 1 else (probe_rows, probe_n, probe_k)))  # (cached)
     dnn = "onednn"
     if available(torch.float32, "onednn") and (packing == "on" or times["onednn_packed"] <= times["onednn"]):
         dnn = "onednn_packed"

@@ -198,17 +198,17 @@ def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None, keep_parts
     # (its .grad the user may read): the recorded torch calls then run as they are, recording
     # history (thunder-autograd differentiates for the inputs only; a kernel records nothing)
     torch_autograd = ctx.grad_leaf and not cd.disable_torch_autograd
+    inputs_require_grad = any(x.requires_grad for x in tensors)
+    # whether something returned or written requires grad (eager's flags as recorded: a result
+    # computed from a view made under no_grad requires grad and sends none; or the trace's
+    # structure: the values torch.func's VJPs record) or an input that requires grad was updated
+    # in place with grad mode on; a training step with its backward and optimizer inside has none
+    # (only asked where inputs require grad: a walk over the trace)
+    differentiable = inputs_require_grad and not torch_autograd and (
+        ctx.grad_mutated or any(r.name in ctx.grad_names for r in out_refs) or _differentiable(ctx, inputs, out_refs))
     # autograd where an op ran with grad mode on (outside, or under enable_grad inside the function)
-    # on inputs that require grad, and something is returned
-    # (and something returned or written requires grad, or an input that requires grad was updated
-    # in place with grad mode on: a training step with its backward and optimizer inside returns
-    # none, so its program records no history)
-    # (eager's requires_grad flags, as recorded: a result computed from a view made under no_grad
-    # requires grad and sends none; the trace's structure: values the VJPs of torch.func record)
-    differentiable = (ctx.grad_mutated or any(r.name in ctx.grad_names for r in out_refs)
-                      or _differentiable(ctx, inputs, out_refs))
-    training = (ctx.grad_ops and not cd.disable_torch_autograd and any(x.requires_grad for x in tensors)
-                and bool(out_refs) and not torch_autograd and differentiable)
+    # on inputs that require grad, and something differentiable is returned
+    training = ctx.grad_ops and not cd.disable_torch_autograd and bool(out_refs) and differentiable
     fusion = _fusion_policy(cd) if fusion and not torch_autograd else None
     for element in (*DEFAULT_PASSES, *cd.transforms):
         if not callable(element) and pass_name(element) == "thunder-fuse":
@@ -231,8 +231,8 @@ def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None, keep_parts
             _verify(module, producer)
         traces.append(Trace(producer, module, output_spec=out_spec))
     # (no autograd history either where no tensor requires grad, or where every op ran with grad
-    # mode off: an optimizer's step, whose program then runs with grad mode off)
-    inputs_require_grad = any(x.requires_grad for x in tensors)
+    # mode off, an optimizer's step, or nothing differentiable is returned: the program then runs
+    # with grad mode off)
     no_grad_ops = grad_mode and inputs_require_grad and not torch_autograd and (
         not ctx.requires_grad and not ctx.grad_ops or not differentiable)
     grad_free = cd.disable_torch_autograd or not grad_mode or no_grad_ops or not (

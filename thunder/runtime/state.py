@@ -301,9 +301,14 @@ class StateTracker:
             owner, name = provenance.owner, provenance.name
         else:
             return
+        self._replayed(owner, name, value, _own_value(owner, name), provenance)
+
+    def _replayed(self, owner, name, value, before, provenance):
+        """A write (an attribute's, an Item's) that the program replays after the computation;
+        `before`: what the place held, kept from the call's first write there for restore."""
         key = (id(owner), name)
-        if key not in self.originals:  # restored after tracing; the program replays the write
-            self.originals[key] = (owner, name, _own_value(owner, name))
+        if key not in self.originals:
+            self.originals[key] = (owner, name, before)
         self.writes[key] = (owner, name, value)
         self._write_sites[key] = provenance
 
@@ -342,11 +347,7 @@ class StateTracker:
         """d[key] = value of a dict that outlives the call, value holding tensors of the trace:
         replayed by the program after the computation, as attribute writes are; tracing's own
         write is undone (restore)."""
-        k = (id(real), Item(key))
-        if k not in self.originals:
-            self.originals[k] = (real, Item(key), real.get(key, _MISSING))
-        self.writes[k] = (real, Item(key), value)
-        self._write_sites[k] = provenance
+        self._replayed(real, Item(key), value, real.get(key, _MISSING), provenance)
 
     def _append(self, owner, real, value, provenance):
         """lst.append(value) of a list that outlives the call (real: the list, owner: it or the
@@ -597,12 +598,8 @@ class StateTracker:
                 "Workaround: return the tensor and set its .grad outside")
         real, expr = found
         self.pin(real, expr)
-        key = (id(real), "grad")
-        if key not in self.originals:
-            self.originals[key] = (real, "grad", real.grad)
         self.grads[id(real)] = value
-        self.writes[key] = (real, "grad", value)
-        self._write_sites[key] = Provenance("attr", "grad", real, "", "", None)
+        self._replayed(real, "grad", value, real.grad, Provenance("attr", "grad", real, "", "", None))
 
     # -- writes
     def _outlives_call(self, owner):
