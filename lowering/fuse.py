@@ -811,6 +811,12 @@ def _outline_region(f, graph, ops, name, policy, executor, heads=True, prologue=
         return _outline_region(f, graph, rest, name, policy, executor, heads=False, prologue=False,
                                decomposed=decomposed)
     if _split_tail(kept, executor):
+        # (the region was worth a kernel with its tail: without it, a cat whose bias-gradient sum
+        # went to torch, the kernel may save nothing and move the same bytes as torch's op)
+        if policy == "auto" and not size_choices.choose("fuse: split kernel worth it", _kernel_worth(kept, executor)):
+            kept.kernel.operation.erase()
+            kept.full.operation.erase()
+            return None
         return kept
     # an untiled kernel runs on one thread, pass after pass over whole tensors: only worth it
     # while they fit in cache
@@ -941,6 +947,13 @@ def _split_tail(kept, executor):
         return False
     kept.kernel, kept.kernel_args, kept.kernel_results, kept.head, kept.tail = kernel, args, results, head, tail
     return True
+
+
+def _kernel_worth(kept, executor):
+    """worth_fusing of kept's kernel alone (its prims against running them as torch calls)."""
+    block = kept.kernel.regions[0].blocks[0]
+    results = list(list(block.operations)[-1].operands)
+    return worth_fusing(_body_ops(kept.kernel), list(block.arguments), results, executor.cost)
 
 
 def _body_ops(func_op):

@@ -10,6 +10,7 @@ import torch.nn.functional as F
 
 import thunder
 from thunder.dialects.mlir import ir
+from thunder.lowering import fuse
 from thunder.lowering.fuse import claimed
 from thunder.lowering.linalg import supported
 
@@ -313,6 +314,33 @@ def test_on_by_default_where_the_cost_model_expects_a_gain():
     jf = thunder.jit(bias_gelu_tanh_residual, executors=["torch"])
     _close(jf(x, b, r), bias_gelu_tanh_residual(x, b, r))
     assert "fusion_" not in str(thunder.last_traces(jf)[-1])
+
+
+def _qkv_products(x, w, b):
+    q, k, v = F.linear(x, w, b).split(x.shape[-1], 2)
+    return (q @ k.transpose(-1, -2)) @ v
+
+
+def test_a_split_kernel_must_still_be_worth_one(monkeypatch):
+    # the backward's cat of the q, k, v gradients (products) with the bias gradient's row sum is
+    # worth a kernel; the row sum goes to torch so the rest tiles, and the cat left alone moves
+    # what torch's cat moves: both run as torch calls
+    g = torch.Generator().manual_seed(0)
+    args = [torch.randn(8, 128, 256, generator=g) * 0.1, torch.randn(768, 256, generator=g) * 0.02,
+            torch.randn(768, generator=g) * 0.1]
+    args = [a.requires_grad_() for a in args]
+
+    def backward():
+        jf = thunder.jit(_qkv_products)
+        got = jf(*args)
+        # (the weight's gradient sums 1024 products of products: float32 GEMMs of other orders)
+        torch.testing.assert_close(torch.autograd.grad(got.sum(), args),
+                                   torch.autograd.grad(_qkv_products(*args).sum(), args), rtol=1e-3, atol=1e-3)
+        return str(thunder.last_backward_traces(jf)[-1])
+    assert "torch.cat(" in backward() and "fusion_" not in backward()
+    # without the check the cat is a kernel of its own (the test can fail)
+    monkeypatch.setattr(fuse, "_kernel_worth", lambda kept, executor: True)
+    assert "torch.cat(" not in backward()
 
 
 def test_a_lone_tanh_gelu_fuses_as_torchs_kernel_computes_tanh_slowly():
