@@ -116,6 +116,138 @@ def write_over_last_reads(module):
                 break
 
 
+def merge_siblings(module):
+    """Two linalg.generics of one block that read a common input at every index of one iteration
+    space become one generic with the results of both, where one of them is elementwise (all
+    loops parallel, identity maps) and the other reads that input with the identity map too (it
+    may also reduce: a bias gradient's row sum). The merged generic is placed at the first; the
+    second's operands are all made before it. Linalg's elementwise fusion pulls a shared
+    producer into each consumer: a training region's two results computed from one tanh (GELU's
+    output recomputed for the next linear's weight gradient, and GELU's gradient) were two
+    loops, each computing the tanh; in one loop body LLVM computes it once and reads the input
+    once (tests/test_sibling_loops.py)."""
+    merged = True
+    while merged:
+        merged = False
+        ops = [op for op in _ops_named(module, "linalg.generic")
+               if all(len(o.regions) == 0 for o in op.regions[0].blocks[0].operations)]
+        for i, a in enumerate(ops):
+            for b in ops[i + 1:]:
+                if b.block == a.block and _mergeable(a, b):
+                    _merge(a, b)
+                    merged = True
+                    break
+            if merged:
+                break
+
+
+def _segments(op):
+    return list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
+
+
+def _maps(op):
+    return [ir.AffineMapAttr(m).value for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
+
+
+def _pointwise(op):
+    iterators = [str(a) for a in ir.ArrayAttr(op.attributes["iterator_types"])]
+    maps = _maps(op)
+    return all("parallel" in a for a in iterators) and all(m == ir.AffineMap.get_identity(len(iterators))
+                                                           for m in maps)
+
+
+def _before(v, anchor):
+    """Whether value v is available at op anchor (made before it in its block, or outside it)."""
+    owner = v.owner
+    if isinstance(owner, ir.Block):
+        return True  # (the block's own arguments, or an enclosing block's)
+    owner = owner.operation
+    return owner.block != anchor.block or owner.is_before_in_block(anchor)
+
+
+def _mergeable(a, b):
+    if not (_pointwise(a) or _pointwise(b)):
+        return False
+    (n_a, _), (n_b, _) = _segments(a), _segments(b)
+    maps_a, maps_b = _maps(a), _maps(b)
+    if maps_a[0].n_dims != maps_b[0].n_dims:
+        return False
+    identity = ir.AffineMap.get_identity(maps_a[0].n_dims)
+    # (a common input read with the identity map by both: the same iteration space)
+    if not any(v == w and maps_a[i] == identity and maps_b[j] == identity
+               for i, v in enumerate(list(a.operands)[:n_a]) for j, w in enumerate(list(b.operands)[:n_b])):
+        return False
+    return _hoisted(b, a) is not None
+
+
+INITS = ("tensor.empty", "linalg.fill")  # (what makes an init: moved before the first where made between)
+
+
+def _hoisted(b, a):
+    """The ops made between a and b that b's operands need, all inits (INITS) of values known
+    before a, in order; None where b needs another value made after a."""
+    moved = []
+
+    def need(v):
+        if _before(v, a):
+            return True
+        owner = v.owner.operation
+        if owner.name not in INITS or len(list(v.uses)) != 1:
+            return False
+        if not all(need(x) for x in owner.operands):
+            return False
+        moved.append(owner)
+        return True
+    return moved if all(need(v) for v in b.operands) else None
+
+
+def _merge(a, b):
+    for op in _hoisted(b, a):
+        op.move_before(a)
+    (n_a, _), (n_b, _) = _segments(a), _segments(b)
+    maps_a, maps_b = _maps(a), _maps(b)
+    blocks = [op.regions[0].blocks[0] for op in (a, b)]
+    args = [list(blk.arguments) for blk in blocks]
+    # the inputs (one block argument per distinct value and map), then the inits
+    ins, in_maps, in_args, alias = [], [], [], []
+    for v, m, arg in zip(list(a.operands)[:n_a] + list(b.operands)[:n_b], maps_a[:n_a] + maps_b[:n_b],
+                         args[0][:n_a] + args[1][:n_b]):
+        same = next((j for j, (w, k) in enumerate(zip(ins, in_maps)) if w == v and k == m), None)
+        if same is None:
+            ins.append(v)
+            in_maps.append(m)
+            in_args.append(arg)
+        else:
+            alias.append((arg, same))
+    outs = list(a.operands)[n_a:] + list(b.operands)[n_b:]
+    maps = in_maps + maps_a[n_a:] + maps_b[n_b:]
+    iterators = (b if _pointwise(a) else a).attributes["iterator_types"]
+    order = in_args + args[0][n_a:] + args[1][n_b:]
+    with ir.InsertionPoint(a), b.location:
+        new = ir.Operation.create(
+            "linalg.generic", results=[r.type for r in a.results] + [r.type for r in b.results],
+            operands=ins + outs, regions=1,
+            attributes={"indexing_maps": ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in maps]),
+                        "iterator_types": iterators,
+                        "operandSegmentSizes": ir.DenseI32ArrayAttr.get([len(ins), len(outs)])})
+    body = new.regions[0].blocks.append(*[x.type for x in order], arg_locs=[x.location for x in order])
+    for old, fresh in zip(order, body.arguments):
+        old.replace_all_uses_with(fresh)
+    for old, j in alias:
+        old.replace_all_uses_with(body.arguments[j])
+    yields = [list(blk.operations)[-1] for blk in blocks]
+    with ir.InsertionPoint(body), b.location:
+        end = ir.Operation.create("linalg.yield", operands=[v for y in yields for v in y.operands])
+    for blk, y in zip(blocks, yields):
+        for o in list(blk.operations):
+            if o.operation != y.operation:
+                o.operation.move_before(end)
+    for old, fresh in zip(list(a.results) + list(b.results), list(new.results)):
+        old.replace_all_uses_with(fresh)
+    a.erase()
+    b.erase()
+
+
 def _ops_named(module, name):
     """The ops of module named name, in walk order (collected first: the callers rewrite them)."""
     ops = []
@@ -158,6 +290,7 @@ def lower_to_llvm(module, loops="loops", dump=None):
             passmanager.PassManager.parse("builtin.module(" + ",".join(passes) + ")").run(module.operation)
             if stage == "fuse":
                 write_over_last_reads(module)
+                merge_siblings(module)
             if stage == "tensor":
                 copies_to_linalg(module)
             if stage == "low-floats":
