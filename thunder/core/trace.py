@@ -245,6 +245,13 @@ def where():
     return f" at {loc[0]}:{loc[1]}" if loc else ""
 
 
+def refuse_inside(what, workaround="call it outside the jitted function"):
+    """Raise NotImplementedError for a construct the jitted function cannot trace, naming it, the
+    user's line and what to do instead."""
+    raise NotImplementedError(f"thunder: {what}{where()} inside a jitted function is not supported. "
+                              f"Workaround: {workaround}")
+
+
 def ref(p):
     """The Ref of a proxy; a NumberProxy's has shape (), its dtype (float64, int64, bool) and
     device None (a scalar SSA value in MLIR)."""

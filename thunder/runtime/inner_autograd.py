@@ -28,11 +28,6 @@ from thunder.lowering.autograd import _proxies, backpropagate, forward_proxies, 
 from thunder.ops.registry import OPS
 
 
-def _refuse(what, workaround="call it outside the jitted function"):
-    raise NotImplementedError(f"thunder: {what}{tracing.where()} inside a jitted function is not supported. "
-                              f"Workaround: {workaround}")
-
-
 def _as_list(x, what):
     if isinstance(x, (tuple, list)):
         return list(x)
@@ -121,14 +116,14 @@ class InnerAutograd:
         requires grad and is not a leaf (computed with autograd history before the call) that
         the outputs depend on; a tensor created in the function with requires_grad=True."""
         if ctx.grad_leaf:
-            _refuse("a backward over a tensor created with requires_grad=True in the function",
+            tracing.refuse_inside("a backward over a tensor created with requires_grad=True in the function",
                     "create it outside and pass it as an argument")
         outside = [p for p in self.state.inputs.proxies if p.requires_grad and not p.leaf]
         if outside:
             reached = needing_grad(ctx.symbols, {p.name for p in outside})
             for p in outside:
                 if any(o.name in reached for o in outputs) and p.name in reached:
-                    _refuse(f"a backward reaching {p.input_name or p.name}, an input that is not a leaf (its "
+                    tracing.refuse_inside(f"a backward reaching {p.input_name or p.name}, an input that is not a leaf (its "
                             "autograd graph is outside the call)",
                             "pass it detached (x.detach().requires_grad_()), or call backward outside")
 
@@ -156,14 +151,14 @@ class InnerAutograd:
         outputs = _as_list(tensors, "tensors")
         cotangents = _cotangents(outputs, grad_tensors)
         if create_graph:
-            _refuse("backward(create_graph=True)", "use torch.autograd.grad(..., create_graph=True)")
+            tracing.refuse_inside("backward(create_graph=True)", "use torch.autograd.grad(..., create_graph=True)")
         self._outside_graphs(outputs, ctx)
         leaves = [p for p in self.state.inputs.proxies if p.requires_grad and p.leaf]
         if inputs is not None:
             chosen = _as_list(inputs, "inputs")
             for p in chosen:
                 if not any(p is q for q in leaves):
-                    _refuse("backward(inputs=...) with a tensor that is not a leaf the function reads")
+                    tracing.refuse_inside("backward(inputs=...) with a tensor that is not a leaf the function reads")
             leaves = chosen
         grads = self._gradients(outputs, cotangents, leaves, create_graph=False)
         for p in leaves:
@@ -186,7 +181,7 @@ class InnerAutograd:
         real, expr = self.state._input_of(p)
         for attr in ("_backward_hooks", "_post_accumulate_grad_hooks"):
             if getattr(real, attr, None):
-                _refuse(f"a backward into {p.input_name or p.name}, which has tensor hooks ({attr})",
+                tracing.refuse_inside(f"a backward into {p.input_name or p.name}, which has tensor hooks ({attr})",
                         "call backward outside the jitted function")
             if expr is not None:
                 self.state.guard(f"{expr}.{attr}", "is", None, f"the hooks of {p.input_name or p.name}")
@@ -195,14 +190,14 @@ class InnerAutograd:
              allow_unused=None, is_grads_batched=False, materialize_grads=False):
         ctx = tracing.current()
         if is_grads_batched:
-            _refuse("torch.autograd.grad(is_grads_batched=True)")
+            tracing.refuse_inside("torch.autograd.grad(is_grads_batched=True)")
         outs = _as_list(outputs, "outputs")
         # (a tensor native code handed over, `list(model.parameters())`: its proxy where the trace
         # read it; one it never read is in no graph of the trace)
         wrt = [self.state.inputs.proxy_of(p) for p in _as_list(inputs, "inputs")]
         for p in wrt:
             if not isinstance(p, (TensorProxy, torch.Tensor)):
-                _refuse(f"torch.autograd.grad with respect to a {type(p).__name__}")
+                tracing.refuse_inside(f"torch.autograd.grad with respect to a {type(p).__name__}")
             if not p.requires_grad:
                 raise RuntimeError("One of the differentiated Tensors does not require grad")
         cotangents = _cotangents(outs, grad_outputs)
@@ -225,7 +220,7 @@ def _autograd():
     ctx = tracing.current()
     autograd = getattr(ctx, "autograd", None)
     if autograd is None:
-        _refuse("torch.autograd.backward/grad outside a trace")
+        tracing.refuse_inside("torch.autograd.backward/grad outside a trace")
     return autograd
 
 

@@ -35,11 +35,6 @@ from thunder.ops.registry import OPS
 from thunder.runtime import batching
 
 
-def _refuse(what):
-    raise NotImplementedError(f"thunder: {what} inside a jitted function is not supported. Workaround: call it "
-                              "outside the jitted function")
-
-
 def _op(name, *args, **kwargs):
     return OPS[f"ltorch.{name}"](*args, **kwargs)
 
@@ -100,7 +95,7 @@ def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, 
 
 def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
     if randomness == "different":
-        _refuse('torch.vmap(..., randomness="different")')
+        tracing.refuse_inside('torch.vmap(..., randomness="different")')
 
     def batched(*args, **kwargs):
         # in_dims as torch reads it: a prefix of the arguments' structure (an int or None for a
@@ -112,7 +107,7 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
                              f"({len(args)} arguments): in_dims must be an int, None, or a prefix of the arguments' "
                              "structure")
         if any(not (d is None or isinstance(d, int)) for d in dims):
-            _refuse(f"torch.vmap with in_dims={in_dims!r} (an int or None per tensor is supported)")
+            tracing.refuse_inside(f"torch.vmap with in_dims={in_dims!r} (an int or None per tensor is supported)")
         mapped = [(t, d) for t, d in zip(leaves, dims) if d is not None and isinstance(t, TensorProxy)]
         sizes = {t.shape[d] for t, d in mapped}
         if len(sizes) != 1:
@@ -143,7 +138,7 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
                                    "'same' or 'different' randomness flags on vmap or perform the randomness operation "
                                    "out of vmap")
             # (unrolled, each example would draw its own numbers: randomness="different", not "same")
-            _refuse('torch.vmap(..., randomness="same") of a function that draws random numbers')
+            tracing.refuse_inside('torch.vmap(..., randomness="same") of a function that draws random numbers')
         # the body as batched ops where every op it recorded has a batching rule
         examples = [t for t, d in zip(pytree.tree_flatten(tuple(first))[0], dims)
                     if d is not None and isinstance(t, TensorProxy)]
@@ -172,7 +167,7 @@ def _stack(results, out_dims):
     leaves = []
     for j, leaf in enumerate(flat[0]):
         if not isinstance(leaf, TensorProxy):
-            _refuse(f"torch.vmap of a function returning a {type(leaf).__name__}")
+            tracing.refuse_inside(f"torch.vmap of a function returning a {type(leaf).__name__}")
         leaves.append(_op("stack", tuple(f[j] for f in flat), out_dims))
     return pytree.tree_unflatten(leaves, pytree.tree_flatten(results[0])[1])
 
@@ -188,7 +183,7 @@ def _argnums(argnums, args):
     for i in nums:
         leaves, spec = pytree.tree_flatten(args[i])
         if not leaves or any(not isinstance(t, TensorProxy) for t in leaves):
-            _refuse(f"torch.func differentiation with respect to a {type(args[i]).__name__} that is not a tensor or a "
+            tracing.refuse_inside(f"torch.func differentiation with respect to a {type(args[i]).__name__} that is not a tensor or a "
                     f"structure of tensors (argument {i})")
         result.append((i, leaves, spec))
     return result
@@ -200,7 +195,7 @@ class _Recorded:
     def __init__(self, func, args, nums, has_aux):
         ctx = tracing.current()
         if ctx is None:
-            _refuse("torch.func transforms outside a trace")
+            tracing.refuse_inside("torch.func transforms outside a trace")
         self.ctx, self.nums, self.args = ctx, nums, args
         start = len(ctx.symbols)
         with torch.enable_grad():
@@ -212,7 +207,7 @@ class _Recorded:
                                    "if has_aux is True")
             out, self.aux = out
         if not isinstance(out, TensorProxy):
-            _refuse(f"torch.func differentiation of a function returning a {type(out).__name__}")
+            tracing.refuse_inside(f"torch.func differentiation of a function returning a {type(out).__name__}")
         self.out = out
         self.symbols = ctx.symbols[start:]
         self.needs = needing_grad(self.symbols, {t.name for _, leaves, _ in nums for t in leaves})
@@ -266,13 +261,13 @@ def vjp(func, *primals, has_aux=False):
 
 def _refused(name):
     def refused(*args, **kwargs):
-        _refuse(f"torch.func.{name}")
+        tracing.refuse_inside(f"torch.func.{name}")
     return refused
 
 
 def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, _preallocate_and_copy=False):
     if has_aux:
-        _refuse("torch.func.jacrev/jacfwd with has_aux=True")
+        tracing.refuse_inside("torch.func.jacrev/jacfwd with has_aux=True")
 
     def run(*args):
         nums = _argnums(argnums, args)
