@@ -327,3 +327,49 @@ def test_a_gpt_block_training_sweep_with_fused_kernels_generalizes(cache):
             torch.testing.assert_close(a, b, atol=1e-3, rtol=1e-3)
     assert thunder.cache_misses(jf) == (1 if cache == "symbolic values" else 2), \
         thunder.compile_stats(jf).generalizations
+
+
+COUNTS = {"n": 0}
+CALLS = 0
+
+
+def _counted(x):  # changes a dict and a global of plain values while tracing
+    global CALLS
+    CALLS += 1
+    COUNTS["n"] += 1
+    return x * COUNTS["n"] + CALLS
+
+
+@pytest.mark.parametrize("cache", ["symbolic values", "constant values"])
+def test_changes_of_state_happen_once_per_call(cache):
+    # the compile that makes sizes symbols traced the function three times (the call and two
+    # samples at other sizes), each making the changes: the counter went up by three at the
+    # first call, and every later call computed with it (silently wrong)
+    global CALLS
+    COUNTS["n"], CALLS = 0, 0
+    jf = thunder.jit(_counted, cache=cache)
+    for i, n in enumerate([4, 6, 8, 6]):  # (the default makes the size a symbol at the second)
+        x = torch.ones(n)
+        torch.testing.assert_close(jf(x), x * (i + 1) + (i + 1))
+        assert COUNTS["n"] == CALLS == i + 1
+    # changed in every call, so every call compiles, and no program for all sizes is fitted
+    assert thunder.cache_misses(jf) == 4
+    assert any("changes state while tracing (writing" in g for g in thunder.compile_stats(jf).generalizations)
+
+
+def test_probe_traces_change_nothing():
+    # traces that only learn something (whether the function traces at other sizes) put back
+    # what they changed
+    from thunder.runtime.state import before_write, changes_undone
+    d, lst, s = {"a": 1}, [1, 2], {1}
+    g = {"G": 1}
+    with changes_undone():
+        for obj in (d, lst, s):
+            before_write(obj)
+        before_write(g, "G")
+        before_write(g, "H")
+        d["a"], d["b"] = 2, 3
+        lst.append(3)
+        s.add(2)
+        g["G"], g["H"] = 5, 6
+    assert d == {"a": 1} and lst == [1, 2] and s == {1} and g == {"G": 1}

@@ -17,6 +17,7 @@ import re
 import torch
 
 from thunder.runtime.compile import _acquire
+from thunder.runtime.state import changes_undone
 
 _ROOT = re.compile(r"^(_s\d+)(.*)$", re.S)
 
@@ -44,7 +45,8 @@ def read_state(cd, args, kwargs, previous):
     is fresh: not read by the call before (previous: its (consts, expressions)), not a parameter
     or buffer), or None where tracing fails (the compile that follows says why)."""
     try:
-        acq = _acquire(cd, args, kwargs)
+        with changes_undone():  # (the compile that follows traces the call)
+            acq = _acquire(cd, args, kwargs)
     except Exception:  # noqa: BLE001 - the compile that follows raises it where it matters
         return None
     reads = acq.state.reads

@@ -168,6 +168,7 @@ def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None, keep_parts
     ctx, inputs, state, ambient = acq.ctx, acq.inputs, acq.state, acq.ambient
     arg_specs, kw_specs, result = acq.arg_specs, acq.kw_specs, acq.result
     cs.last_splits = acq.splits
+    cs.last_state_change = acq.state.changed_state
     logs.splits(cd.fn, acq.splits)
     calls.acquired(acq.ctx)
     record = cd.debug_options.record_interpreter_history

@@ -18,6 +18,7 @@ from thunder.lowering import fuse
 from thunder.runtime import carried, dynamic
 from thunder.runtime.autograd import AutogradProgram
 from thunder.runtime.compile import _acquire, _flatten_call, compile_entry
+from thunder.runtime.state import changes_undone
 from thunder.runtime.symbolic import Plan, _Fitter, _NoFit, _generalize
 
 THREE_CALLS = "three calls"
@@ -274,6 +275,8 @@ def _sampled_entry(cd, cs, args, kwargs, entry, tensors, shape_names, int_names,
     parts = entry.parts
     if cs.last_splits:
         raise _NoFit("the trace read tensor values (its samples at other sizes would hold none)")
+    if cs.last_state_change:  # (traced again, it would make the change again, from another start)
+        raise _NoFit(f"the function changes state while tracing ({cs.last_state_change})")
     read = parts.prologue[2]
     if parts.read_ids[:len(tensors)] != [id(t) for t in tensors]:
         raise _NoFit("the call read its tensor arguments in another order")
@@ -318,7 +321,8 @@ def _traces_with(cd, args, kwargs, tensors, shape_names, int_names, values):
         shapes = [tuple(values[n] if n else v for n, v in zip(d, t.shape)) for t, d in zip(tensors, shape_names)]
         s_args, s_kwargs, swap = dynamic.stand_in_call(args, kwargs, tensors, shapes,
                                                        {w: values[n] for w, n in int_names.items()})
-        _acquire(cd, s_args, s_kwargs, stand_ins=swap)
+        with changes_undone():
+            _acquire(cd, s_args, s_kwargs, stand_ins=swap)
     except Exception:  # noqa: BLE001 - the function refuses these sizes
         return False
     return True
@@ -400,7 +404,7 @@ def _compile_samples(cd, cs, args, kwargs, tensors, shape_names, int_names, part
             s_args, s_kwargs, swap = dynamic.stand_in_call(args, kwargs, tensors, shapes,
                                                            {w: values[n] for w, n in int_names.items()})
             try:  # (tensors read from state too: stand-ins read in their place)
-                with size_choices.recording(replay=parts.size_choices):
+                with size_choices.recording(replay=parts.size_choices), changes_undone():
                     sample = compile_entry(cd, cs, s_args, s_kwargs, keep_parts=True, stand_ins=swap)
                 with size_choices.recording(replay=backward_choices):
                     _backward_of(sample.parts)
@@ -409,6 +413,8 @@ def _compile_samples(cd, cs, args, kwargs, tensors, shape_names, int_names, part
                                     values) from None
             if cs.last_splits:
                 raise _NoFit("the trace at other sizes read tensor values")
+            if cs.last_state_change:
+                raise _NoFit(f"the trace at other sizes changes state ({cs.last_state_change})")
             real_ids = {id(v): k for k, v in swap.items()}
             if [real_ids.get(i, i) for i in sample.parts.read_ids] != parts.read_ids:
                 raise _NoFit("the call at other sizes read other tensors from state")
@@ -466,6 +472,8 @@ def _compile_fitted(jf, cd, cs, args, kwargs, family, arg_tensors, ints):
     try:
         if entry.parts.read_ids != [id(t) for t in tensors]:
             raise _NoFit("the call read other tensors than the calls before")
+        if cs.last_state_change:  # (the calls' literals may come from the state, not the sizes)
+            raise _NoFit(f"the function changes state while tracing ({cs.last_state_change})")
         general = _generalize([s.entry for s in older] + [entry], plan)
         jf._add(general)
         cs.last_generalization = f"generalized (three calls): {plan.describe()}"

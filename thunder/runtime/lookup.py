@@ -13,7 +13,7 @@ from thunder.core.numbers import NumberProxy
 from thunder.core.proxies import TensorProxy
 from thunder.ops import attention, checkpoint, custom_function, fallback, foreach, registry
 from thunder.runtime import calls, causal_masks, guards, inner_autograd, module_calls, sharp_edges, torch_func
-from thunder.runtime.state import holds_proxy
+from thunder.runtime.state import before_write, holds_proxy
 
 
 def _make_lookup(cd):
@@ -335,9 +335,12 @@ def _on_store(cd, state):
     def on_store(value, provenance):
         if provenance.kind == "global":
             state.stores += 1  # (not bookkeeping: runtime/state.py)
+            before_write(provenance.owner, provenance.name)
+            state.plain_change(provenance)
             sharp_edges.check_global_write(provenance, cd.sharp_edges, cd.warned_sharp_edges)
         elif provenance.kind in ("item", "mutator"):
             if state.container_write(value, provenance):
+                state.plain_change(provenance)
                 sharp_edges.check_global_write(provenance, cd.sharp_edges, cd.warned_sharp_edges)
         else:
             return state.store(value, provenance)

@@ -57,6 +57,9 @@ class CompileStats:
     # where the last compiled program was split on a value read from a tensor (runtime/reads.py):
     # Split(location "file:line", what was read, the value)
     last_splits: list = field(default_factory=list)
+    # the first change the last compile's trace made to state for real (a global's, a container's
+    # plain values: runtime/state.py), in words, or None
+    last_state_change: str | None = None
     # cache="symbolic values": the outcome of the last attempt to make one program for changing
     # sizes ("generalized: _sym0: tensor argument 0 dim 0" or "not generalized: <why>")
     last_generalization: str | None = None

@@ -26,6 +26,8 @@ GenerationTracker.tag in its patch of nn.Module.__init__ (a module made in forwa
 enabled-level cache, a warnings registry are such calls: their state changes between calls
 (torch.compile bumps dynamo's generation on each of its calls) without deciding anything about
 the result. A call whose reads may matter keeps them all (one that returns a value, or raises)."""
+import contextlib
+import contextvars
 import copy
 import dataclasses
 import enum
@@ -33,7 +35,7 @@ import os
 import re
 import sysconfig
 import types
-from collections import OrderedDict, defaultdict
+from collections import OrderedDict, defaultdict, deque
 
 import torch
 
@@ -124,8 +126,18 @@ class StateTracker:
         self.interpreted = {}  # code -> function, of the functions interpreted other than torch's and Python's
         self.stand_ins = {}  # id(tensor) -> the tensor read in its place (a sample at other sizes)
         self.grads = {}  # id(tensor) -> its .grad as the traced code set it (a proxy or None): write_grad
+        # the first change the trace made for real (a global's, plain values of a container that
+        # outlives the call: made while tracing only), in words, or None
+        self.changed_state = None
         if root is not None:
             self.pin(root)
+
+    def plain_change(self, provenance):
+        """A change made while tracing only (runtime/sharp_edges.py check_global_write): the first
+        is remembered (a function that makes one is not traced again at other sizes:
+        runtime/generalize.py)."""
+        if self.changed_state is None:
+            self.changed_state = f"{sharp_edges.described(provenance)} at {provenance.filename}:{provenance.lineno}"
 
     # -- constants and paths
     def const(self, obj):
@@ -323,6 +335,7 @@ class StateTracker:
         is replayed.) Returns whether it is a change of plain values (made while tracing only: a
         sharp edge)."""
         owner = provenance.owner
+        before_write(owner)
         real = self._stand_ins.get(id(owner), (None, owner))[1]  # (a list of tensors read: the list itself)
         if provenance.filename == _MODULE_FILE or not self._outlives_call(real):
             return False
@@ -680,6 +693,58 @@ class StateTracker:
         if id(value) in self._created and type(getattr(value, "__dict__", None)) is dict:
             return [o for v in vars(value).values() for o in self._not_made(v, seen)]
         return [value]
+
+
+# {(id(object), global name or None): (object, name, what it held)} of the traces under
+# changes_undone, or None
+_UNDONE = contextvars.ContextVar("thunder_changes_undone", default=None)
+
+
+@contextlib.contextmanager
+def changes_undone():
+    """Around traces made only to learn something of the function (whether it traces at other
+    sizes, which tensors it reads), before or after the trace of the call itself: what they
+    change for real (globals, containers that outlive the call; made while tracing only) is put
+    back as it was before their first write, so the call's effects happen once."""
+    saved = {}
+    token = _UNDONE.set(saved)
+    try:
+        yield
+    finally:
+        _UNDONE.reset(token)
+        for obj, name, value in reversed(list(saved.values())):
+            if name is not None:  # (a global)
+                if value is _MISSING:
+                    obj.pop(name, None)
+                else:
+                    obj[name] = value
+            elif isinstance(obj, (dict, set)):
+                obj.clear()
+                obj.update(value)
+            elif isinstance(obj, deque):
+                obj.clear()
+                obj.extend(value)
+            else:
+                obj[:] = value
+
+
+def before_write(obj, name=None):
+    """Under changes_undone: what obj (a container; with name: the globals dict) holds, kept
+    before the traces' first write to it."""
+    saved = _UNDONE.get()
+    if saved is None or (id(obj), name) in saved:
+        return
+    if name is not None:
+        value = obj.get(name, _MISSING)
+    elif isinstance(obj, dict):
+        value = list(obj.items())
+    elif isinstance(obj, set):
+        value = set(obj)
+    elif isinstance(obj, (list, deque)):
+        value = list(obj)
+    else:
+        return
+    saved[(id(obj), name)] = (obj, name, value)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
