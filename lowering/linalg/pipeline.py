@@ -126,19 +126,15 @@ def merge_siblings(module):
     output recomputed for the next linear's weight gradient, and GELU's gradient) were two
     loops, each computing the tanh; in one loop body LLVM computes it once and reads the input
     once (tests/test_sibling_loops.py)."""
-    merged = True
-    while merged:
-        merged = False
-        ops = [op for op in _ops_named(module, "linalg.generic")
-               if all(len(o.regions) == 0 for o in op.regions[0].blocks[0].operations)]
-        for i, a in enumerate(ops):
-            for b in ops[i + 1:]:
-                if b.block == a.block and _mergeable(a, b):
-                    _merge(a, b)
-                    merged = True
-                    break
-            if merged:
-                break
+    ops = [op for op in _ops_named(module, "linalg.generic")
+           if all(len(o.regions) == 0 for o in op.regions[0].blocks[0].operations)]
+    for i in range(len(ops)):
+        j = i + 1
+        while j < len(ops):  # (the merged generic may take later ones too)
+            if ops[j].block == ops[i].block and _mergeable(ops[i], ops[j]):
+                ops[i] = _merge(ops[i], ops.pop(j))
+            else:
+                j += 1
 
 
 def _segments(op):
@@ -246,6 +242,7 @@ def _merge(a, b):
         old.replace_all_uses_with(fresh)
     a.erase()
     b.erase()
+    return new
 
 
 def _ops_named(module, name):

@@ -21,7 +21,7 @@ from thunder.runtime.lookup import _make_lookup, _on_load, _on_store
 from thunder.runtime.options import CACHE_OPTIONS, DEFAULT_PASSES, CacheEntry
 from thunder.runtime.prologue import Prologue
 from thunder.runtime.reads import Reader
-from thunder.runtime.state import Constant, StateTracker
+from thunder.runtime.state import Constant, StateTracker, changes_undone
 from thunder.runtime.traces import Trace
 from thunder.dialects import sizes
 from thunder.interpreter import interpret
@@ -154,13 +154,15 @@ def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None, keep_parts
     under cache="symbolic values")."""
     times = {}
     t_start = t = time.perf_counter()
-    acq = _acquire(cd, args, kwargs, sym_shapes=sym_shapes, stand_ins=stand_ins)
+    with changes_undone(undo=False) as journal:
+        acq = _acquire(cd, args, kwargs, sym_shapes=sym_shapes, stand_ins=stand_ins)
     mutated = [i for i, p in enumerate(acq.inputs.proxies) if p.input_name in acq.ctx.mutated]
     shared = structure.alias_groups(acq.inputs.tensors, mutated) if mutated else {}
     if shared:
         # inputs that share memory, one updated in place: traced again with them as views of their
-        # storage (side effects of the function's Python code happen twice in this case)
+        # storage, from the state the first trace started from
         first = acq.inputs.tensors
+        journal.rewind()
         acq = _acquire(cd, args, kwargs, shared, sym_shapes, stand_ins)
         if [id(x) for x in acq.inputs.tensors] != [id(x) for x in first]:
             raise NotImplementedError("thunder: the function read other tensors when traced again for its inputs "

@@ -100,18 +100,20 @@ def _compile_call(jf, cd, cs, args, kwargs, auto):
     except _NoFit as e:
         chosen = None
         cs.last_generalization = f"not generalized: {e}"
-    if chosen is THREE_CALLS or chosen is None and not auto:
-        try:
+    with changes_undone(undo=False) as attempt:  # (rewound where the call is traced again below)
+        if chosen is THREE_CALLS or chosen is None and not auto:
+            try:
+                with fuse.sizes_fitted():
+                    entry = run = _compile_fitted(jf, cd, cs, args, kwargs, family, arg_tensors, ints)
+            except Exception as e:  # noqa: BLE001 - tracing with symbols failed: the default compiles without
+                if not auto:
+                    raise
+                cs.last_generalization = f"not generalized: tracing with symbols failed ({type(e).__name__}: {e})"
+        elif chosen is not None:
             with fuse.sizes_fitted():
-                entry = run = _compile_fitted(jf, cd, cs, args, kwargs, family, arg_tensors, ints)
-        except Exception as e:  # noqa: BLE001 - tracing with symbols failed: the default compiles without
-            if not auto:
-                raise
-            cs.last_generalization = f"not generalized: tracing with symbols failed ({type(e).__name__}: {e})"
-    elif chosen is not None:
-        with fuse.sizes_fitted():
-            entry, run = _compile_sampled(jf, cd, cs, args, kwargs, chosen, ints, auto)
+                entry, run = _compile_sampled(jf, cd, cs, args, kwargs, chosen, ints, auto)
     if entry is None:
+        attempt.rewind()
         entry = run = jf._add(compile_entry(cd, cs, args, kwargs, keep_parts=True))
     # older samples keep no tensors (only the newest builds a prologue)
     for s in family[-2:]:

@@ -14,6 +14,7 @@ from thunder.runtime.gc_pause import full_collections_deferred
 from thunder.runtime.compile import _flatten_call, _fusion_policy, _meta, compile_entry
 from thunder.runtime.options import CACHE_OPTIONS, CacheEntry, CompileData, CompileStats, MAX_ENTRIES
 from thunder.runtime.prologue import MISS
+from thunder.runtime.state import changes_undone
 
 
 class ThunderFunction:
@@ -92,12 +93,13 @@ class ThunderFunction:
                 if cd.cache_option == CACHE_OPTIONS.SYMBOLIC_VALUES or cd.automatic_dynamic:
                     generalize.remember(self, found[0], args=args, kwargs=kwargs)  # (its sizes, for the next call)
                 return found[1]
-        if cd.cache_option == CACHE_OPTIONS.SYMBOLIC_VALUES:
-            entry = generalize.compile_call(self, cd, cs, args, kwargs)
-        elif cd.cache_option == CACHE_OPTIONS.CONSTANT_VALUES and cd.automatic_dynamic:
-            entry = generalize.compile_call(self, cd, cs, args, kwargs, auto=True)
-        else:
-            entry = self._add(compile_entry(cd, cs, args, kwargs))
+        with changes_undone(undo=False) as journal:  # (rewound where the call is traced again)
+            if cd.cache_option == CACHE_OPTIONS.SYMBOLIC_VALUES:
+                entry = generalize.compile_call(self, cd, cs, args, kwargs)
+            elif cd.cache_option == CACHE_OPTIONS.CONSTANT_VALUES and cd.automatic_dynamic:
+                entry = generalize.compile_call(self, cd, cs, args, kwargs, auto=True)
+            else:
+                entry = self._add(compile_entry(cd, cs, args, kwargs))
         # the call that traced runs the program without the guards: they hold for the state the
         # trace started from, which the trace itself may have changed (a global counter, a list
         # appended to), as the function does when called eagerly
@@ -111,6 +113,7 @@ class ThunderFunction:
             if _fusion_policy(cd) is None:
                 raise RuntimeError(f"thunder: the compiled program computes a value that Python read while tracing "
                                    f"differently from eager PyTorch: {guards.value_changed_reason(e)}") from None
+            journal.rewind()  # (traced again from the state the first trace started from)
             entry = self._add(compile_entry(cd, cs, args, kwargs, fusion=False))
             result = entry.first_run(args, kwargs)
         persist.store(cd, entry)

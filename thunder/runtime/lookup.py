@@ -335,7 +335,6 @@ def _on_store(cd, state):
     def on_store(value, provenance):
         if provenance.kind == "global":
             state.stores += 1  # (not bookkeeping: runtime/state.py)
-            before_write(provenance.owner, provenance.name)
             state.plain_change(provenance)
             sharp_edges.check_global_write(provenance, cd.sharp_edges, cd.warned_sharp_edges)
         elif provenance.kind in ("item", "mutator"):

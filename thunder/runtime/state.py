@@ -32,7 +32,9 @@ import copy
 import dataclasses
 import enum
 import os
+import random
 import re
+import sys
 import sysconfig
 import types
 from collections import OrderedDict, defaultdict, deque
@@ -133,9 +135,14 @@ class StateTracker:
             self.pin(root)
 
     def plain_change(self, provenance):
-        """A change made while tracing only (runtime/sharp_edges.py check_global_write): the first
-        is remembered (a function that makes one is not traced again at other sizes:
-        runtime/generalize.py)."""
+        """A change made while tracing only (runtime/sharp_edges.py check_global_write) by the
+        user's code: the first is remembered (a function that makes one is not traced again at
+        other sizes: runtime/generalize.py). torch's and Python's own bookkeeping (a registry of
+        the modules made, a cache) is not the function's effect."""
+        if is_library_code(provenance.filename):
+            return
+        if provenance.kind == "global":
+            before_write(provenance.owner, provenance.name)
         if self.changed_state is None:
             self.changed_state = f"{sharp_edges.described(provenance)} at {provenance.filename}:{provenance.lineno}"
 
@@ -335,7 +342,8 @@ class StateTracker:
         is replayed.) Returns whether it is a change of plain values (made while tracing only: a
         sharp edge)."""
         owner = provenance.owner
-        before_write(owner)
+        if not is_library_code(provenance.filename):
+            before_write(owner)
         real = self._stand_ins.get(id(owner), (None, owner))[1]  # (a list of tensors read: the list itself)
         if provenance.filename == _MODULE_FILE or not self._outlives_call(real):
             return False
@@ -695,24 +703,23 @@ class StateTracker:
         return [value]
 
 
-# {(id(object), global name or None): (object, name, what it held)} of the traces under
-# changes_undone, or None
-_UNDONE = contextvars.ContextVar("thunder_changes_undone", default=None)
+# the Journals of the changes_undone blocks around the trace under way (innermost last)
+_JOURNALS = contextvars.ContextVar("thunder_change_journals", default=())
 
 
-@contextlib.contextmanager
-def changes_undone():
-    """Around traces made only to learn something of the function (whether it traces at other
-    sizes, which tensors it reads), before or after the trace of the call itself: what they
-    change for real (globals, containers that outlive the call; made while tracing only) is put
-    back as it was before their first write, so the call's effects happen once."""
-    saved = {}
-    token = _UNDONE.set(saved)
-    try:
-        yield
-    finally:
-        _UNDONE.reset(token)
-        for obj, name, value in reversed(list(saved.values())):
+class Journal:
+    """What the objects a trace changed for real (globals, containers that outlive the call: made
+    while tracing only) held before its first write to each, and the state of Python's and
+    numpy's global random generators (their draws while tracing are constants of the program)."""
+
+    def __init__(self):
+        self.saved = {}  # (id(object), global name or None) -> (object, name, what it held)
+        self.generators = _generator_states()
+
+    def rewind(self):
+        """Put every object and generator back as it was; the journal starts anew."""
+        _set_generator_states(self.generators)
+        for obj, name, value in reversed(list(self.saved.values())):
             if name is not None:  # (a global)
                 if value is _MISSING:
                     obj.pop(name, None)
@@ -726,25 +733,54 @@ def changes_undone():
                 obj.extend(value)
             else:
                 obj[:] = value
+        self.saved = {}
+
+
+def _generator_states():
+    numpy = sys.modules.get("numpy")  # (imported by torch where installed)
+    return random.getstate(), numpy.random.get_state() if numpy is not None else None
+
+
+def _set_generator_states(states):
+    random.setstate(states[0])
+    if states[1] is not None:
+        sys.modules["numpy"].random.set_state(states[1])
+
+
+@contextlib.contextmanager
+def changes_undone(undo=True):
+    """Around traces made only to learn something of the function (whether it traces at other
+    sizes, which tensors it reads), before or after the trace of the call itself: what they
+    change for real is put back as it was before their first write (undo=False: only where the
+    caller rewinds the Journal yielded, to trace the call again: its effects happen once)."""
+    journal = Journal()
+    token = _JOURNALS.set(_JOURNALS.get() + (journal,))
+    try:
+        yield journal
+    finally:
+        _JOURNALS.reset(token)
+        if undo:
+            journal.rewind()
 
 
 def before_write(obj, name=None):
     """Under changes_undone: what obj (a container; with name: the globals dict) holds, kept
     before the traces' first write to it."""
-    saved = _UNDONE.get()
-    if saved is None or (id(obj), name) in saved:
+    journals = [j for j in _JOURNALS.get() if (id(obj), name) not in j.saved]
+    if not journals:
         return
     if name is not None:
         value = obj.get(name, _MISSING)
     elif isinstance(obj, dict):
-        value = list(obj.items())
+        value = list(dict.copy(obj).items())  # (a copy in one step: weakref callbacks may change it)
     elif isinstance(obj, set):
-        value = set(obj)
+        value = set.copy(obj)
     elif isinstance(obj, (list, deque)):
-        value = list(obj)
+        value = list(obj.copy())
     else:
         return
-    saved[(id(obj), name)] = (obj, name, value)
+    for j in journals:
+        j.saved[(id(obj), name)] = (obj, name, value)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
