@@ -410,3 +410,13 @@ def test_traces_made_again_leave_pythons_random_as_eager():
     jf = thunder.jit(f, cache="symbolic values")
     torch.testing.assert_close(jf(torch.ones(4)), expected)
     assert random.random() == after
+
+
+def test_a_print_while_tracing_prints_once(capsys):
+    def f(x):
+        print("tracing", x.shape[0] > 0)
+        return x * 2
+
+    jf = thunder.jit(f, cache="symbolic values")
+    torch.testing.assert_close(jf(torch.ones(4)), torch.ones(4) * 2)
+    assert capsys.readouterr().out == "tracing True\n"

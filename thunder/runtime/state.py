@@ -712,7 +712,8 @@ class Journal:
     while tracing only) held before its first write to each, and the state of Python's and
     numpy's global random generators (their draws while tracing are constants of the program)."""
 
-    def __init__(self):
+    def __init__(self, undo):
+        self.undo = undo  # (put back when its block ends: the traces only learn something)
         self.saved = {}  # (id(object), global name or None) -> (object, name, what it held)
         self.generators = _generator_states()
 
@@ -753,7 +754,7 @@ def changes_undone(undo=True):
     sizes, which tensors it reads), before or after the trace of the call itself: what they
     change for real is put back as it was before their first write (undo=False: only where the
     caller rewinds the Journal yielded, to trace the call again: its effects happen once)."""
-    journal = Journal()
+    journal = Journal(undo)
     token = _JOURNALS.set(_JOURNALS.get() + (journal,))
     try:
         yield journal
@@ -761,6 +762,11 @@ def changes_undone(undo=True):
         _JOURNALS.reset(token)
         if undo:
             journal.rewind()
+
+
+def learning_only():
+    """Whether the trace under way is one made only to learn something (changes_undone)."""
+    return any(j.undo for j in _JOURNALS.get())
 
 
 def before_write(obj, name=None):
