@@ -729,3 +729,23 @@ def test_complex32_as_eager():
                                torch.view_as_real(want.to(torch.complex64)) if want.is_complex() else want)
     with pytest.raises(NotImplementedError, match="ComplexHalf"):
         thunder.jit(lambda x: x.chalf().sum())(x)
+
+
+@pytest.mark.parametrize("fusion", ["always", None])
+def test_an_integer_tensor_meets_float16_in_float16_first(fusion):
+    # torch converts the int64 operand to the result's dtype before its kernel computes in
+    # float32: 2049 rounds to 2048, and inf's int64 (the lowest) to -inf, so -inf + inf is nan;
+    # the widened decomposition (a + alpha * b rounded once) converted it to float64 directly,
+    # and in a kernel LLVM's fptosi of inf (poison) came out positive
+    def f(a, b):
+        return torch.add(a, b, alpha=2)
+
+    a = torch.tensor([2049, 4097, -2049, 70000], dtype=torch.int64)
+    b = torch.tensor([0.5, 0.25, 1.0, 2.0], dtype=torch.float16)
+    jf = thunder.jit(f, fusion=fusion) if fusion else thunder.jit(f)
+    assert torch.equal(jf(a, b), f(a, b))
+    x = torch.tensor([float("inf"), 1.0], dtype=torch.float16)
+    jg = thunder.jit(lambda x: torch.add(x.long(), x, alpha=2), fusion=fusion) if fusion else \
+        thunder.jit(lambda x: torch.add(x.long(), x, alpha=2))
+    torch.testing.assert_close(jg(x), torch.add(x.long(), x, alpha=2), equal_nan=True)
+

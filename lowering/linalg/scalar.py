@@ -116,7 +116,16 @@ def convert_scalar(b, v, src, dst, once=False):
         zero = b.op(f"arith.constant 0.0 : {src}")
         return b.op(f"arith.cmpf une, {v}, {zero} : {src}")
     if is_float(src):
-        return b.op(f"arith.fptosi {v} : {src} to {dst}")
+        r = b.op(f"arith.fptosi {v} : {src} to {dst}")
+        if dst not in ("i32", "i64"):
+            return r
+        # nan, infinities and values out of range: x86's conversion, as eager's (the lowest int),
+        # where LLVM's fptosi gives poison (inf.long() came out positive)
+        edge = 2.0 ** (int_width(dst) - 1)
+        lo, hi = (b.op(f"arith.constant {c!r} : {src}") for c in (-edge, edge))
+        inside = b.op(f"arith.andi {b.op(f'arith.cmpf oge, {v}, {lo} : {src}')}, "
+                      f"{b.op(f'arith.cmpf olt, {v}, {hi} : {src}')} : i1")
+        return b.op(f"arith.select {inside}, {r}, {b.op(f'arith.constant {-int(edge)} : {dst}')} : {dst}")
     if dst == "i1":
         zero = b.op(f"arith.constant 0 : {src}")
         return b.op(f"arith.cmpi ne, {v}, {zero} : {src}")

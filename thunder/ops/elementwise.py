@@ -50,12 +50,17 @@ def _compute(operands, out, fn, *, upcast=False, dtype=None, widen=False):
     widen: a composite torch computes op by op, each rounded (F.softplus's log1p(exp(x))),
     computed in float64 for float types up to float32 and rounded once (decomp_utils.widened:
     never less accurate than torch's)."""
+    common = out.dtype if out.dtype is not torch.bool else dtypes.promote(*operands)
     if dtype is None:
-        dtype = out.dtype if out.dtype is not torch.bool else dtypes.promote(*operands)
+        dtype = common
     if upcast:
         dtype = opmath_dtype(dtype)
     if widen:
         dtype = fma_dtype(out.dtype)
+    # (a tensor of another dtype is converted to the common one first, as torch's TensorIterator
+    # does before its kernel widens: an int64 tensor added to float16 rounds to float16, inf included)
+    operands = [to_dtype(a, common) if is_tensor(a) and dtype is not common and common.is_floating_point
+                else a for a in operands]
     with widened(out.dtype) if widen else contextlib.nullcontext():
         args = [expand_to(to_dtype(a, dtype), out.shape) for a in operands]
         return to_dtype(fn(*args), out.dtype)
