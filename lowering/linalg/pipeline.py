@@ -131,8 +131,9 @@ def merge_siblings(module):
     for i in range(len(ops)):
         j = i + 1
         while j < len(ops):  # (the merged generic may take later ones too)
-            if ops[j].block == ops[i].block and _mergeable(ops[i], ops[j]):
-                ops[i] = _merge(ops[i], ops.pop(j))
+            moved = _mergeable(ops[i], ops[j]) if ops[j].block == ops[i].block else None
+            if moved is not None:
+                ops[i] = _merge(ops[i], ops.pop(j), moved)
             else:
                 j += 1
 
@@ -162,18 +163,19 @@ def _before(v, anchor):
 
 
 def _mergeable(a, b):
+    """The inits to move before a (_hoisted) where a and b can be one generic, else None."""
     if not (_pointwise(a) or _pointwise(b)):
-        return False
+        return None
     (n_a, _), (n_b, _) = _segments(a), _segments(b)
     maps_a, maps_b = _maps(a), _maps(b)
     if maps_a[0].n_dims != maps_b[0].n_dims:
-        return False
+        return None
     identity = ir.AffineMap.get_identity(maps_a[0].n_dims)
     # (a common input read with the identity map by both: the same iteration space)
     if not any(v == w and maps_a[i] == identity and maps_b[j] == identity
                for i, v in enumerate(list(a.operands)[:n_a]) for j, w in enumerate(list(b.operands)[:n_b])):
-        return False
-    return _hoisted(b, a) is not None
+        return None
+    return _hoisted(b, a)
 
 
 INITS = ("tensor.empty", "linalg.fill")  # (what makes an init: moved before the first where made between)
@@ -197,8 +199,8 @@ def _hoisted(b, a):
     return moved if all(need(v) for v in b.operands) else None
 
 
-def _merge(a, b):
-    for op in _hoisted(b, a):
+def _merge(a, b, moved):
+    for op in moved:
         op.move_before(a)
     (n_a, _), (n_b, _) = _segments(a), _segments(b)
     maps_a, maps_b = _maps(a), _maps(b)

@@ -117,15 +117,15 @@ class InnerAutograd:
         the outputs depend on; a tensor created in the function with requires_grad=True."""
         if ctx.grad_leaf:
             tracing.refuse_inside("a backward over a tensor created with requires_grad=True in the function",
-                    "create it outside and pass it as an argument")
+                                  "create it outside and pass it as an argument")
         outside = [p for p in self.state.inputs.proxies if p.requires_grad and not p.leaf]
         if outside:
             reached = needing_grad(ctx.symbols, {p.name for p in outside})
             for p in outside:
                 if any(o.name in reached for o in outputs) and p.name in reached:
-                    tracing.refuse_inside(f"a backward reaching {p.input_name or p.name}, an input that is not a leaf (its "
-                            "autograd graph is outside the call)",
-                            "pass it detached (x.detach().requires_grad_()), or call backward outside")
+                    tracing.refuse_inside(f"a backward reaching {p.input_name or p.name}, an input that is not a "
+                                          "leaf (its autograd graph is outside the call)",
+                                          "pass it detached (x.detach().requires_grad_()), or call backward outside")
 
     def _gradients(self, outputs, cotangents, wrt, create_graph):
         """{name: gradient} of the proxies wrt for the outputs' cotangents, recorded in the trace."""
@@ -182,7 +182,7 @@ class InnerAutograd:
         for attr in ("_backward_hooks", "_post_accumulate_grad_hooks"):
             if getattr(real, attr, None):
                 tracing.refuse_inside(f"a backward into {p.input_name or p.name}, which has tensor hooks ({attr})",
-                        "call backward outside the jitted function")
+                                      "call backward outside the jitted function")
             if expr is not None:
                 self.state.guard(f"{expr}.{attr}", "is", None, f"the hooks of {p.input_name or p.name}")
 

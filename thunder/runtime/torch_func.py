@@ -183,8 +183,8 @@ def _argnums(argnums, args):
     for i in nums:
         leaves, spec = pytree.tree_flatten(args[i])
         if not leaves or any(not isinstance(t, TensorProxy) for t in leaves):
-            tracing.refuse_inside(f"torch.func differentiation with respect to a {type(args[i]).__name__} that is not a tensor or a "
-                    f"structure of tensors (argument {i})")
+            tracing.refuse_inside(f"torch.func differentiation with respect to a {type(args[i]).__name__} that is not "
+                                  f"a tensor or a structure of tensors (argument {i})")
         result.append((i, leaves, spec))
     return result
 
