@@ -106,8 +106,40 @@ def test_out_arguments():
         return c * 1
 
     same(f, torch.randn(3), torch.randn(3), torch.empty(3).zero_())
-    with pytest.raises(NotImplementedError, match="out="):
+    with pytest.raises(NotImplementedError, match="out=.*an input of the function"):
         thunder.jit(lambda a, c: torch.add(a, a, out=c))(torch.randn(3), torch.empty(2))
+
+
+def test_out_tensor_made_inside_is_resized_as_eager():
+    def f(a, b):
+        c = torch.empty(0)  # the usual form: eager resizes it silently
+        torch.add(a, b, out=c)
+        d = torch.empty(2, dtype=torch.float64)  # with elements: eager warns, resizes, keeps its dtype
+        torch.mul(c, 2, out=d)
+        return c, d * 3, c.shape[0] * d.shape[1]
+
+    a, b = torch.randn(3, 4), torch.randn(3, 4)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        got = thunder.jit(f)(a, b)
+    expected = f(a, b)
+    assert [str(w.message)[:60] for w in seen] == ["An output with one or more elements was resized since it had"]
+    assert "shape [2], which does not match the required output shape [3, 4]" in str(seen[0].message)
+    assert seen[0].filename == __file__
+    for g, e in zip(got[:2], expected[:2]):
+        assert g.dtype == e.dtype and torch.equal(g, e)
+    assert got[2] == expected[2] == 12
+
+
+def test_out_tensor_with_views_is_not_resized():
+    def f(a):
+        c = torch.empty(2)
+        v = c[:1]
+        torch.add(a, a, out=c)
+        return v
+
+    with pytest.raises(NotImplementedError, match="out=.*a tensor that has views"):
+        thunder.jit(f)(torch.randn(3))
 
 
 def test_setitem_gradients():

@@ -1,6 +1,8 @@
 """Proxies: what the interpreter passes around in place of tensors while it records a trace."""
 import functools
+import math
 import types
+import warnings
 
 import torch
 
@@ -344,8 +346,9 @@ def inplace(op, method_name, self, *args, **kwargs):
     return update_inplace(self, lambda: op(self, *args, **kwargs), method_name, op)
 
 
-def update_inplace(self, compute, method_name="an in-place update", op=None):
-    """self updated in place with compute() (which records the functional op): see inplace."""
+def update_inplace(self, compute, method_name="an in-place update", op=None, resizes=False):
+    """self updated in place with compute() (which records the functional op): see inplace.
+    resizes: self takes the result's shape (an out= tensor eager resizes: write_out)."""
     check_inplace_allowed(self)
     out = compute()
     if out.dtype != self.dtype:
@@ -353,7 +356,7 @@ def update_inplace(self, compute, method_name="an in-place update", op=None):
             raise RuntimeError(f"result type {_dtype_name(out.dtype)} can't be cast to the desired output "
                                f"type {_dtype_name(self.dtype)}")
         out = out.to(self.dtype)
-    if out.shape != self.shape:
+    if out.shape != self.shape and not resizes:
         if getattr(op, "is_view", False):  # x.unsqueeze_(0), x.t_(): the fallback records torch's own call
             raise NotImplementedError(f"thunder: {method_name} changes the shape of a tensor in place")
         raise RuntimeError(f"output with shape {list(self.shape)} doesn't match the broadcast shape {list(out.shape)}")
@@ -393,12 +396,29 @@ def write_out(name, out, result):
     for o, r in zip(outs, results):
         if not isinstance(o, TensorProxy):
             raise TypeError(f"{name}(): argument 'out' must be Tensor, not {type(o).__name__}")
-        if o.shape != r.shape:
-            raise NotImplementedError(f"thunder: {name}(out=...){where()} with an out tensor of "
-                                      f"shape {list(o.shape)} for a result of shape {list(r.shape)} (eager resizes "
-                                      "it) is not supported. Workaround: use the result instead of out=.")
-        inplace(lambda self, value: value, f"{name}(out=)", o, r)
+        resize = o.shape != r.shape
+        if resize:
+            _check_resizable(name, o, r)
+        update_inplace(o, lambda r=r: r, f"{name}(out=)", resizes=resize)
     return out
+
+
+def _check_resizable(name, o, r):
+    """Eager resizes an out= tensor of another shape (warning where it had elements). Here that
+    is a tensor the function made, with no views: nothing else holds its old shape, so it
+    stands for the result from then on. An input's or a view's resize is refused."""
+    if o.input_name is not None or o.base is not None or o.views:
+        what = "an input of the function" if o.input_name is not None else "a tensor that has views"
+        raise NotImplementedError(f"thunder: {name}(out=...){where()} with an out tensor of shape {list(o.shape)} "
+                                  f"for a result of shape {list(r.shape)} (eager resizes it) is not supported where "
+                                  f"out is {what}. Workaround: use the result instead of out=.")
+    if math.prod(o.shape):  # (eager's warning, at the user's line)
+        loc = tracing.current_location() or ("<thunder>", 0)
+        warnings.warn_explicit(f"An output with one or more elements was resized since it had shape {list(o.shape)}, which "
+                      f"does not match the required output shape {list(r.shape)}. This behavior is deprecated, and "
+                      "in a future PyTorch release outputs will not be resized unless they have zero elements. You "
+                      "can explicitly reuse an out tensor t by resizing it, inplace, to zero elements with "
+                      "t.resize_(0).", UserWarning, *loc)
 
 
 def _dtype_name(dtype):
