@@ -48,7 +48,7 @@ import torch.nn.functional as F
 import thunder
 from thunder.lowering.linalg import COMPILE_LOG
 from gpt_block import gpt_block, make_inputs
-from timing import best_seconds
+from timing import interleaved_best_seconds
 
 GEN = torch.Generator().manual_seed(0)
 DEVICE = "cpu"
@@ -165,8 +165,8 @@ def bench(name, quick):
     torch._dynamo.reset()  # torch.compile's first call compiles from scratch in every case
     compiled_run = runner(torch.compile(fn), args, training)
     _, compile_first = first_call(compiled_run)
-    reps = dict(number=2, repeat=1, warmup=1) if quick else {}
-    times = [best_seconds(r, **reps) for r in (eager, compiled_run, thunder_run)]
+    reps = dict(number=2, rounds=1, warmup=1) if quick else {}
+    times = interleaved_best_seconds([eager, compiled_run, thunder_run], **reps)
     return dict(times=times, thunder_first=thunder_first, kernels=kernels, compile_first=compile_first,
                 trace_compile=thunder.compile_stats(jfn).last_compile_time)
 
