@@ -4,7 +4,7 @@ measurement on the machine, never by vendor).
 thunder-fuse's policy "auto" (fuse.worth_fusing) weighs a torch op's fixed cost, a kernel call's
 fixed cost, the bytes per second memory-bound ops move and torch's math per element. The first
 use in a process runs a short probe (~0.1-0.3 s) of those quantities with torch's thread count at
-that time, and stores the result next to the kernel cache (disk_cache.cache_dir()), keyed by
+that time, and stores the result next to the kernel cache (core/machine.py measured_here), keyed by
 the CPU (model name, family, model, ISA flags), the thread count and torch's version: the next
 process on that CPU reads the file instead of probing. The process then keeps that cost model
 for good, so its fusion decisions do not change between compiles.
@@ -29,8 +29,6 @@ foreign file is ignored, measured again and replaced; writes go to a temporary f
 place (os.replace), so concurrent processes are safe (each writes a whole file). Without a disk
 cache (THUNDER_KERNEL_CACHE=off) each process probes once.
 """
-import hashlib
-import json
 import logging
 import math
 import os
@@ -40,7 +38,8 @@ import timeit
 
 import torch
 
-from thunder.lowering.linalg import compile_region, disk_cache
+from thunder.core import machine
+from thunder.lowering.linalg import compile_region
 
 FORMAT = "thunder-mlir-cost-model-1"
 ENV = "THUNDER_COST_MODEL"
@@ -97,15 +96,9 @@ def _calibrated_or_fixed(fixed):
 
 def calibrated(fixed, directory=None, quick=False):
     """fixed with the constants of this CPU: read from its file in `directory` (default: the
-    kernel cache's), or measured (and stored there)."""
-    directory = disk_cache.cache_dir() if directory is None else directory
-    path = None if directory is None else os.path.join(directory, f"cost-model-{key()[:32]}.json")
-    measured = _read(path) if path is not None else None
-    if measured is None:
-        measured = measure(quick=quick)
-        stats["probed"] += 1
-        if path is not None:
-            _write(path, measured)
+    kernel cache's), or measured (and stored there): core/machine.py measured_here."""
+    measured = machine.measured_here("cost-model", key_parts(), lambda: measure(quick=quick), _valid,
+                                     directory=directory, counts=stats)
     return apply(fixed, measured)
 
 
@@ -127,20 +120,14 @@ def apply(fixed, measured):
 
 # ------------------------------------------------------------------------------------------------
 # the key and the file
+def key_parts():
+    """What the constants depend on besides the CPU and torch (core/machine.py key)."""
+    return FORMAT, f"threads={torch.get_num_threads()}"
+
+
 def key():
     """The hex digest naming this CPU's, thread count's and torch version's file."""
-    h = hashlib.sha256()
-    # (disk_cache._cpu: the machine, model name and ISA flags; the kernel cache's key)
-    family = disk_cache.cpuinfo(("cpu family", "model"))
-    for part in (FORMAT, disk_cache._cpu(), " ".join(f"{k}={v}" for k, v in sorted(family.items())),
-                 f"threads={torch.get_num_threads()}", torch.__version__):
-        h.update(part.encode())
-        h.update(b"\0")
-    return h.hexdigest()
-
-
-def _checksum(body):
-    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+    return machine.key("cost-model", key_parts())
 
 
 def _valid(measured):
@@ -150,35 +137,6 @@ def _valid(measured):
     except (KeyError, TypeError, AttributeError):
         return False
     return all(type(v) is float and math.isfinite(v) and v >= 0 for v in scalars) and min(scalars[:3]) > 0
-
-
-def _read(path):
-    """The measured constants of an intact file of this key, else None."""
-    try:
-        with open(path) as f:
-            data = json.load(f)
-        body, check = data["body"], data["checksum"]
-        ok = (check == _checksum(body) and body["format"] == FORMAT and body["key"] == key()
-              and _valid(body["measured"]))
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError, KeyError, TypeError):
-        ok = False
-    if not ok:
-        stats["rejected"] += 1
-        return None
-    stats["read"] += 1
-    return body["measured"]
-
-
-def _write(path, measured):
-    """Atomically (a temporary file renamed into place); any failure just skips storing."""
-    body = {"format": FORMAT, "key": key(), "measured": measured}
-    try:
-        text = json.dumps({"body": body, "checksum": _checksum(body)}, sort_keys=True)
-        disk_cache.write_atomically(path, text.encode())
-    except OSError:
-        pass
 
 
 # ------------------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ import os
 import pytest
 import torch
 
+from thunder.core import machine
 from thunder.lowering import cost_calibration as cc
 from thunder.lowering import executors
 
@@ -69,7 +70,7 @@ def test_bad_file_is_ignored_and_rewritten(tmp_path, probe, damage):
         path.write_text(json.dumps(data))
     else:  # another CPU's or torch's file under this name, with a matching checksum
         data["body"]["key"] = "0" * 64
-        data["checksum"] = cc._checksum(data["body"])
+        data["checksum"] = machine.checksum(data["body"])
         path.write_text(json.dumps(data))
     rejected = cc.stats["rejected"]
     again = cc.calibrated(FIXED, directory=str(tmp_path), quick=True)

@@ -20,8 +20,8 @@ the key. Loading checks both against the key asked for, so an entry is only ever
 kernel it was stored for: a corrupt, truncated, foreign, renamed, swapped or unloadable entry is
 ignored, compiled again and replaced.
 
-Directory: $THUNDER_KERNEL_CACHE if set ("", "0", "off", "false", "no": no disk cache), else
-${XDG_CACHE_HOME:-~/.cache}/thunder-mlir/kernels. Writes go to a temporary file renamed into
+Directory: core/machine.py's cache_dir(): $THUNDER_KERNEL_CACHE if set ("", "0", "off", "false",
+"no": no disk cache), else ${XDG_CACHE_HOME:-~/.cache}/thunder-mlir/kernels. Writes go to a temporary file renamed into
 place (os.replace), so concurrent processes are safe. Storing is skipped silently when the
 directory is not writable, no linker is found or the platform is not Linux; the kernel is then
 just compiled as without the cache. Entries are never evicted: delete the directory to clear it.
@@ -33,12 +33,12 @@ import hashlib
 import importlib.metadata
 import logging
 import os
-import platform
 import shutil
 import subprocess
 import sys
 import tempfile
 
+from thunder.core.machine import cache_dir, cpu as _cpu, cpuinfo, write_atomically  # noqa: F401 (used here and by importers)
 from thunder.lowering.linalg.pipeline import OPT_LEVEL
 from thunder.dialects.mlir import ExecutionEngine
 from thunder.lowering.linalg.pipeline import pipeline
@@ -47,60 +47,12 @@ from thunder.lowering.linalg.runtime import CompiledFunction
 FORMAT = "thunder-mlir-kernel-2"
 _MAGIC = b"THKCACHE"
 _TRAILER = len(_MAGIC) + 32 + 32  # magic, key, sha256(library + key)
-_OFF = {"", "0", "off", "false", "no", "none"}
 
 log = logging.getLogger(__name__)
 
 # counters for tests and benchmarks: loads from disk, compiles, stores, entries rejected
 stats = {"disk": 0, "compiled": 0, "stored": 0, "rejected": 0}
 _store_broken = False  # a verified entry failed to load here: stop storing in this process
-
-
-def write_atomically(path, data):
-    """Writes bytes to path through a temporary file in its folder renamed into place (os.replace
-    is atomic: concurrent readers and writers see a whole file or none); raises OSError."""
-    directory = os.path.dirname(path)
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-
-
-def cache_dir():
-    """The cache directory, or None when the disk cache is disabled."""
-    env = os.environ.get("THUNDER_KERNEL_CACHE")
-    if env is not None:
-        return None if env.strip().lower() in _OFF else os.path.abspath(os.path.expanduser(env))
-    if not sys.platform.startswith("linux"):
-        return None
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "thunder-mlir", "kernels")
-
-
-def cpuinfo(names):
-    """{name: value} of the first CPU's /proc/cpuinfo fields among names (those it has)."""
-    fields = {}
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                k, _, v = line.partition(":")
-                k = k.strip()
-                if k in names and k not in fields:
-                    fields[k] = " ".join(v.split())
-    except OSError:
-        pass
-    return fields
-
-
-@functools.lru_cache(maxsize=None)
-def _cpu():
-    fields = cpuinfo(("model name", "flags", "Features", "CPU part"))
-    return "|".join([platform.machine()] + [f"{k}={v}" for k, v in sorted(fields.items())])
 
 
 @functools.lru_cache(maxsize=None)
