@@ -11,7 +11,14 @@ from thunder.lowering.linalg.types_and_maps import _dim, size_text, TensorT
 
 # ---- tiling: the region runs as a loop over tiles of rows of its outputs' first dim
 WHOLE = "whole"  # a value every tile reads in full (computed once, before the loop)
-TILE_BYTES = 64 * 1024  # inputs + outputs of one tile: about L2-sized, so a tile's values stay in cache
+# inputs + outputs of one tile: L1-sized, so the passes a row reduction makes over a tile (a layer
+# norm's mean, variance and output; a softmax's max, exps and sum) read it from the L1 data cache
+# (32-48 KiB on current x86). 64 KiB tiles, in L2, made the norms 1.2-1.5x slower on a Zen 4
+# (docs/benchmarks.md, "Tile size"); elementwise kernels, one pass, do not care
+TILE_BYTES = 8 * 1024
+# the most bytes of a tile made of pieces along an inner axis (to_linalg._tiled: pieces of at least
+# MIN_PIECE_BYTES, each a stream the hardware prefetches)
+PIECES_TILE_BYTES = 512 * 1024
 # the largest row (of results, along the tiled dim) preferred: tiles of whole rows of an outer
 # dim read contiguous memory; tiles along an inner dim are strided (a 64x128x128 softmax tiled
 # along its second dim reads 64 pieces 64 KiB apart, which share cache sets)
@@ -77,7 +84,7 @@ def _operand_axes(op, a):
 def tiling(block, prefer=(), by_size=True):
     """(rows, {value: axis or WHOLE}, {values also read whole}: see _propagate) when every region result can be computed tile by tile
     along one of its dims of a common size `rows` (the first result's first such dim that works,
-    dims whose rows hold at most TILE_BYTES / 2 of results first,
+    dims whose rows hold at most ROW_BYTES of results first,
     each other result's too; no op reduces over or reshapes across it; not the last dim of a
     result of rank 2 or more), else None."""
     ops = [o.operation for o in block.operations if o.operation.name != "arith.constant"]

@@ -26,7 +26,7 @@ Tiling (`tiling`): when all results share their first dim and every op can be co
 slice of rows of it (no op reduces over it or reshapes across it; operands without it, such as a
 broadcast weight, are read whole), the func takes memrefs whose tiled dim is dynamic plus a row
 range (lo, hi), and loops over tiles of `tile_rows` rows (inputs + outputs of a tile are about
-TILE_BYTES, so a tile's intermediates stay in cache): each tile is a `memref.subview` of the
+TILE_BYTES, so a tile's intermediates stay in the L1 cache): each tile is a `memref.subview` of the
 inputs, read as tensors, computed, and written into a subview of the outputs. Values read whole
 are computed once before the loop. A runtime can give each thread its own row range. Otherwise
 the func takes tensors (with a `bufferization.buffer_layout` describing the torch strides they
@@ -49,7 +49,8 @@ from thunder.lowering.linalg.op_lowering import (_constant, _Emitter, _lower_op,
                                                  _reduction_with_operand, _scalar_param, NUMBERS, wide_sum)
 from thunder.lowering.linalg.scalar import ELEMENTWISE, elt_bytes, UnsupportedOp
 from thunder.lowering.linalg.tiling import (_operand_axes, _static_shape, _subview, MIN_PIECE_BYTES,
-                                            row_major_strides, TILE_BYTES, tiling, WHOLE)
+                                            PIECES_TILE_BYTES, row_major_strides, TILE_BYTES, tiling,
+                                            WHOLE)
 from thunder.lowering.linalg.types_and_maps import _dim, tensor_t
 
 
@@ -441,13 +442,13 @@ def _tiled(block, name, input_strides, approx_math, merge_reductions, rows, axes
     # along an inner axis a tile is one piece per index of the dims before it: pieces of at least
     # MIN_PIECE_BYTES, so that each is a stream the hardware prefetches (a 4x16x512x64 rotary
     # embedding tiled along its positions: 1 position a tile, 64 pieces of 256 bytes, 0.76 ms;
-    # 8 positions, 0.54 ms), in tiles of at most 8 * TILE_BYTES
+    # 8 positions, 0.54 ms), in tiles of at most PIECES_TILE_BYTES
     first, first_shape = em.t(results[0].type), _static_shape(results[0])
     axis = axes[results[0]]
     pieces = axis not in (0, WHOLE) and _pymath.prod(first_shape[:axis]) > 1
     if pieces:
         piece_row = elt_bytes(first.elt) * _pymath.prod(first_shape[axis + 1:])
-        longer = min(rows, -(-MIN_PIECE_BYTES // max(piece_row, 1)), 8 * TILE_BYTES // max(row_bytes, 1))
+        longer = min(rows, -(-MIN_PIECE_BYTES // max(piece_row, 1)), PIECES_TILE_BYTES // max(row_bytes, 1))
         tile_rows = max(tile_rows, longer)
     piece_term = (elt_bytes(first.elt), first.shape[axis + 1:]) if pieces else None
     if any(isinstance(s, str) for _, sizes in row_terms + [piece_term or (0, ())] for s in sizes):
@@ -495,10 +496,10 @@ def _tile_rows_at_run_time(row_terms, piece_term):
     row = value(f"arith.maxui {row}, %tr_1 : index")
     tiles = value(f"arith.divui {value(f'arith.constant {TILE_BYTES} : index')}, {row} : index")
     tile = value(f"arith.maxui {tiles}, %tr_1 : index")
-    if piece_term is not None:  # max(tile, min(ceil(MIN_PIECE_BYTES / piece row), 8 * TILE_BYTES / row))
+    if piece_term is not None:  # max(tile, min(ceil(MIN_PIECE_BYTES / piece row), PIECES_TILE_BYTES / row))
         piece = value(f"arith.maxui {product(*piece_term)}, %tr_1 : index")
         need = value(f"arith.ceildivui {value(f'arith.constant {MIN_PIECE_BYTES} : index')}, {piece} : index")
-        most = value(f"arith.divui {value(f'arith.constant {8 * TILE_BYTES} : index')}, {row} : index")
+        most = value(f"arith.divui {value(f'arith.constant {PIECES_TILE_BYTES} : index')}, {row} : index")
         tile = value(f"arith.maxui {tile}, {value(f'arith.minui {need}, {most} : index')} : index")
     lines.append(f"    %T = arith.maxui {tile}, %tr_1 : index")
     return lines
