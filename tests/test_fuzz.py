@@ -428,15 +428,19 @@ def check_lowp_program(src, specs, seeds):
 
 
 class _RoundEachOp(torch.overrides.TorchFunctionMode):
-    """Each torch call on float64 tensors rounds its float64 results to `dtype`: a program run
-    so computes each op exactly and rounds it once, as the low-precision ops are specified."""
+    """Each torch call on float64 tensors rounds its float64 results to `dtype`, its Python float
+    arguments too (as eager's kernels take a number operand and alpha: 0.3 is 0.300048828125 in
+    float16): a program run so computes each op exactly and rounds it once, as the low-precision
+    ops are specified."""
 
     def __init__(self, dtype):
         super().__init__()
         self.dtype = dtype
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
+        def rounded(v):
+            return torch.tensor(v, dtype=self.dtype).item() if type(v) is float else v
+        out = func(*map(rounded, args), **{k: rounded(v) for k, v in (kwargs or {}).items()})
         if isinstance(out, torch.Tensor) and out.dtype == torch.float64:
             return out.to(self.dtype).double()
         return out
