@@ -6,7 +6,10 @@ chain of bf16 elementwise ops (GPT-2's gelu_new under autocast: 8 ops) rounds 8 
 pass itself. In a region, an elementwise prim with a bf16 result is rewritten to compute its
 f32 result from the f32 values of its bf16 operands (the unrounded result of an op rewritten
 before it, else its operand extended); the bf16 value is made (one rounding) only where
-something other than such a prim reads it: a region output, a reduction, a shape op. This is
+something other than such a prim reads it: a region output, a reduction, a shape op, a
+conversion to a wider type; then every reader reads that rounded value (a value is used at one
+precision: `rsqrt(|x|) / x` from f32 and `+ 2 rsqrt(|x|)` computed in f64 from the rounded
+value made errors up to 16x eager's where the sum cancels). This is
 what torch.compile's inductor does by default: results differ from eager's by the roundings
 skipped (within bf16 tolerance: each is at most half a bf16 ulp of an intermediate), and are
 closer to the exact value. Only bf16: its range is f32's, so no intermediate overflows where
@@ -77,7 +80,9 @@ def keep_bf16_in_f32(block):
         if readers:  # rounded once, after the op, for what reads the bf16 value
             with ir.InsertionPoint(op), op.location:
                 rounded = _convert(new.results[0], ir.BF16Type.get(), op.location)
+            # (the ops rewritten next read it rounded too, extended as an operand: one value at
+            # one precision; read in f32 by them and rounded by an op computing wider, add with
+            # alpha's f64, its error where the two met and cancelled was up to 16x eager's)
             old.replace_all_uses_with(rounded)
-            unrounded[rounded] = new.results[0]  # (the ops rewritten next read that)
     for op in reversed([o for o in ops if _widened(o) and o not in eager]):
         op.erase()  # (the rewritten ops: last first, each then unused)
