@@ -428,10 +428,11 @@ def check_lowp_program(src, specs, seeds):
 
 
 class _RoundEachOp(torch.overrides.TorchFunctionMode):
-    """Each torch call on float64 tensors rounds its float64 results to `dtype`, its Python float
+    """Each torch call on float32 tensors rounds its float32 results to `dtype`, its Python float
     arguments too (as eager's kernels take a number operand and alpha: 0.3 is 0.300048828125 in
-    float16): a program run so computes each op exactly and rounds it once, as the low-precision
-    ops are specified."""
+    float16): a program run so computes each op in float32 and rounds it once, as the
+    low-precision ops are specified (a truncating division's quotient is float32's before it is
+    truncated)."""
 
     def __init__(self, dtype):
         super().__init__()
@@ -441,16 +442,16 @@ class _RoundEachOp(torch.overrides.TorchFunctionMode):
         def rounded(v):
             return torch.tensor(v, dtype=self.dtype).item() if type(v) is float else v
         out = func(*map(rounded, args), **{k: rounded(v) for k, v in (kwargs or {}).items()})
-        if isinstance(out, torch.Tensor) and out.dtype == torch.float64:
-            return out.to(self.dtype).double()
+        if isinstance(out, torch.Tensor) and out.dtype == torch.float32:
+            return out.to(self.dtype).float()
         return out
 
 
 def _lowp_references(fn, specs, seeds):
     """A low-precision program's results and gradients where eager's are not the only right
-    ones: (1) each op computed exactly and rounded once (eager's bfloat16 and float16 rsqrt are off
-    by an ulp for a few values: 1.0078125 -> 1.0 where the rounded value is 0.99609375; a floor
-    after it makes that a difference of 1); (2) computed in float32 throughout, rounded at the end,
+    ones: (1) each op computed in float32 and rounded once (eager's bfloat16 and float16 rsqrt
+    are off by an ulp for a few values: 1.0078125 -> 1.0 where the rounded value is 0.99609375; a
+    floor after it makes that a difference of 1); (2) computed in float32 throughout, rounded at the end,
     the gradients too (thunder's bfloat16 intermediates stay in float32 inside a kernel,
     docs/fusion.md; a gradient whose terms cancel, x / x's, is eager's rounding noise)."""
     dtype = specs[0][1]
@@ -460,7 +461,7 @@ def _lowp_references(fn, specs, seeds):
             return type(value)(rounded(v) for v in value)
         return value.detach().to(dtype) if isinstance(value, torch.Tensor) else value
     with torch.no_grad(), _RoundEachOp(dtype):
-        exact = fn(*[make_input(s, seed, torch.float64)[0] for s, seed in zip(specs, seeds)])
+        exact = fn(*[make_input(s, seed, torch.float32)[0] for s, seed in zip(specs, seeds)])
     f32, _, f32_grads = _run(fn, specs, seeds, torch.float32)
     results = [rounded(r) for r in (exact, f32) if not isinstance(r, Exception)]
     return results, [rounded(f32_grads)] if isinstance(f32_grads, tuple) else []
