@@ -75,7 +75,6 @@ def keep_bf16_in_f32(block):
                                       operands=operands, attributes={k: op.attributes[k] for k in op.attributes},
                                       loc=op.location)
         old = op.results[0]
-        unrounded[old] = new.results[0]
         readers = [u.owner for u in old.uses if not _widened(u.owner) or u.owner.operation in eager]
         if readers:  # rounded once, after the op, for what reads the bf16 value
             with ir.InsertionPoint(op), op.location:
@@ -84,5 +83,7 @@ def keep_bf16_in_f32(block):
             # one precision; read in f32 by them and rounded by an op computing wider, add with
             # alpha's f64, its error where the two met and cancelled was up to 16x eager's)
             old.replace_all_uses_with(rounded)
+        else:
+            unrounded[old] = new.results[0]  # (the ops rewritten next read that)
     for op in reversed([o for o in ops if _widened(o) and o not in eager]):
         op.erase()  # (the rewritten ops: last first, each then unused)

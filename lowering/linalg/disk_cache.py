@@ -38,7 +38,7 @@ import subprocess
 import sys
 import tempfile
 
-from thunder.core.machine import cache_dir, cpu as _cpu, cpuinfo, write_atomically  # noqa: F401 (used here and by importers)
+from thunder.core.machine import cache_dir, cpu as _cpu, write_atomically
 from thunder.lowering.linalg.pipeline import OPT_LEVEL
 from thunder.dialects.mlir import ExecutionEngine
 from thunder.lowering.linalg.pipeline import pipeline

@@ -79,12 +79,16 @@ def cpu():
     return "|".join([platform.machine()] + [f"{k}={v}" for k, v in sorted(fields.items())])
 
 
+@functools.lru_cache(maxsize=None)
+def _family():
+    """The CPU's family and model numbers (two CPUs of one model name may differ in these)."""
+    return " ".join(f"{k}={v}" for k, v in sorted(cpuinfo(("cpu family", "model")).items()))
+
+
 def key(name, parts):
     """The hex digest naming the file of the value `name` measured with `parts` on this CPU."""
     h = hashlib.sha256()
-    family = cpuinfo(("cpu family", "model"))  # (two CPUs of one model name may differ in these)
-    for part in (FORMAT, name, *map(str, parts), cpu(), " ".join(f"{k}={v}" for k, v in sorted(family.items())),
-                 torch.__version__):
+    for part in (FORMAT, name, *map(str, parts), cpu(), _family(), torch.__version__):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()
@@ -92,10 +96,6 @@ def key(name, parts):
 
 def checksum(body):
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
-
-
-def path(directory, name, parts):
-    return os.path.join(directory, f"{name}-{key(name, parts)[:32]}.json")
 
 
 def measured_here(name, parts, measure, valid, directory=None, counts=stats, samples=1, merge=None):
@@ -107,7 +107,7 @@ def measured_here(name, parts, measure, valid, directory=None, counts=stats, sam
     (besides `stats`)."""
     directory = cache_dir() if directory is None else directory
     the_key = key(name, parts)
-    where = None if directory is None else path(directory, name, parts)
+    where = None if directory is None else os.path.join(directory, f"{name}-{the_key[:32]}.json")
     stored, n = _read(where, the_key, valid, counts) if where is not None else (None, 0)
     if stored is not None and n >= samples:
         return stored

@@ -408,17 +408,18 @@ def _check_resizable(name, o, r):
     is a tensor the function made, with no views: nothing else holds its old shape, so it
     stands for the result from then on. An input's or a view's resize is refused."""
     if o.input_name is not None or o.base is not None or o.views:
-        what = "an input of the function" if o.input_name is not None else "a tensor that has views"
+        what = ("an input of the function" if o.input_name is not None else
+                "a view" if o.base is not None else "a tensor that has views")
         raise NotImplementedError(f"thunder: {name}(out=...){where()} with an out tensor of shape {list(o.shape)} "
                                   f"for a result of shape {list(r.shape)} (eager resizes it) is not supported where "
                                   f"out is {what}. Workaround: use the result instead of out=.")
     if math.prod(o.shape):  # (eager's warning, at the user's line)
         loc = tracing.current_location() or ("<thunder>", 0)
-        warnings.warn_explicit(f"An output with one or more elements was resized since it had shape {list(o.shape)}, which "
-                      f"does not match the required output shape {list(r.shape)}. This behavior is deprecated, and "
-                      "in a future PyTorch release outputs will not be resized unless they have zero elements. You "
-                      "can explicitly reuse an out tensor t by resizing it, inplace, to zero elements with "
-                      "t.resize_(0).", UserWarning, *loc)
+        warnings.warn_explicit(
+            f"An output with one or more elements was resized since it had shape {list(o.shape)}, which does not "
+            f"match the required output shape {list(r.shape)}. This behavior is deprecated, and in a future PyTorch "
+            "release outputs will not be resized unless they have zero elements. You can explicitly reuse an out "
+            "tensor t by resizing it, inplace, to zero elements with t.resize_(0).", UserWarning, *loc)
 
 
 def _dtype_name(dtype):
