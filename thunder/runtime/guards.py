@@ -90,7 +90,10 @@ def snapshot(value, pin, _open=()):
         if tp in (list, tuple, torch.Size) or tp is not tuple and isinstance(value, tuple) and hasattr(tp, "_fields"):
             return ("seq", tp, tuple(snapshot(v, pin, inner) for v in value))
         if tp in (dict, OrderedDict):
-            return ("map", tp, list(value), tuple(snapshot(v, pin, inner) for v in value.values()))
+            # (a copy first: a dict that weak references' callbacks shrink, dynamo's registry of
+            # the modules made, can lose entries while the snapshot's allocations run the GC)
+            items = value.copy()
+            return ("map", tp, list(items), tuple(snapshot(v, pin, inner) for v in items.values()))
         if tp in (set, frozenset):
             return ("set", tp, frozenset(value))
     pin(value)
