@@ -294,3 +294,95 @@ def test_which_leaves_get_gradients_as_eager(make_step):
             p.grad = torch.ones_like(p)
         return make_step(model)
     _against_eager(with_grads)
+
+
+def _critic():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(4, 8), nn.LeakyReLU(0.2), nn.Linear(8, 1))
+
+
+def test_a_wgan_gp_critic_loss_with_requires_grad_on_its_samples():
+    """WGAN-GP: the interpolated samples, computed without history, made leaves with
+    requires_grad_() and differentiated with autograd.grad(create_graph=True) inside the jitted
+    loss; the critic's gradients (second order through the penalty) equal eager's."""
+    def critic_loss(critic, real, fake, eps):
+        interp = (eps * real + (1 - eps) * fake).requires_grad_(True)
+        assert interp.is_leaf and interp.requires_grad
+        out = critic(interp)
+        assert not out.is_leaf
+        g, = torch.autograd.grad(out.sum(), interp, create_graph=True)
+        penalty = ((g.norm(2, dim=1) - 1) ** 2).mean()
+        return critic(fake).mean() - critic(real).mean() + 10 * penalty
+
+    model, reference = _critic(), _critic()
+    jitted = thunder.jit(critic_loss)
+    for i in range(2):
+        gen = torch.Generator().manual_seed(i)
+        real, fake, eps = torch.randn(6, 4, generator=gen), torch.randn(6, 4, generator=gen), torch.rand(6, 1,
+                                                                                                         generator=gen)
+        got, expected = jitted(model, real, fake, eps), critic_loss(reference, real, fake, eps)
+        torch.testing.assert_close(got, expected)
+        got.backward()
+        expected.backward()
+        _same_models(model, reference)
+
+
+def test_requires_grad_on_a_result_as_eager():
+    """A physics-informed loss (du/dx of a clone of the input); eager's errors for a leaf
+    updated in place, a computed tensor's flag turned off, an integer tensor; a made leaf
+    returned or backpropagated into (eager fills its .grad) refused by name."""
+    def pinn(net, x):
+        xr = x.clone().requires_grad_()
+        u = net(xr)
+        du, = torch.autograd.grad(u.sum(), xr, create_graph=True)
+        return du.square().mean() + u.mean()
+
+    model, reference = _model(), _model()
+    x = torch.randn(5, 4, generator=torch.Generator().manual_seed(0))
+    got, expected = thunder.jit(pinn)(model, x), pinn(reference, x)
+    torch.testing.assert_close(got, expected)
+    got.backward()
+    expected.backward()
+    _same_models(model, reference)
+
+    def in_place(x):
+        z = (x * 2).requires_grad_()
+        z.add_(1)
+        return z * 2
+
+    def flag_off(w):
+        y = w * 2
+        y.requires_grad_(False)
+        return y
+
+    def integer(x):
+        return (x > 0).long().requires_grad_()
+
+    def off_again(x):  # (a made leaf may turn its flag off again)
+        z = (x * 2).requires_grad_()
+        z.requires_grad_(False)
+        return z * 3
+    w = torch.randn(3, requires_grad=True)
+    for f, arg, error in [(in_place, x, "leaf Variable that requires grad is being used in an in-place"),
+                          (flag_off, w, "only change requires_grad flags of leaf variables"),
+                          (integer, x, "only Tensors of floating point dtype can require gradients")]:
+        with pytest.raises(RuntimeError, match=error):
+            f(arg)
+        with pytest.raises(RuntimeError, match=error):
+            thunder.jit(f)(arg)
+    got = thunder.jit(off_again)(x)
+    torch.testing.assert_close(got, off_again(x))
+    assert not got.requires_grad
+
+    def returned(x):
+        z = (x * 2).requires_grad_()
+        return z * 3, z
+
+    def backward_into(x):
+        z = (x * 2).requires_grad_()
+        (z * 3).sum().backward()
+        return z.grad
+    for f, error in [(returned, r"made a leaf with requires_grad_\(\) at .*test_inner_autograd.py:\d+ leaves"),
+                     (backward_into, r"a backward into a tensor made a leaf with requires_grad_\(\)")]:
+        with pytest.raises(NotImplementedError, match=error):
+            thunder.jit(f)(x)

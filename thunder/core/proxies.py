@@ -125,7 +125,10 @@ class TensorProxy:
 
     @property
     def is_leaf(self):
-        return self.is_input
+        # (eager: a tensor without history; an input that requires grad: as the tensor was)
+        if self.is_input:
+            return self.leaf or not self.requires_grad
+        return not self.requires_grad or self.no_grad_view or id(self) in _made_leaves()
 
     @property
     def grad(self):
@@ -217,11 +220,30 @@ class TensorProxy:
     def requires_grad_(self, requires_grad=True):
         """A no-op where the tensor already is as asked (Hugging Face's enable_input_require_grads
         hook on an embedding's result), and only a flag under grad mode off, where no op after it
-        records history (that hook in an evaluation loop under torch.no_grad()); other changes are
-        eager autograd state (refused)."""
-        if bool(requires_grad) == self.requires_grad:
+        records history (that hook in an evaluation loop under torch.no_grad()). A tensor the
+        function computed without history becomes a leaf that requires grad, as in eager (a
+        gradient penalty's interpolated samples, differentiated with torch.autograd.grad):
+        ops on it record history; it may not be returned (its .grad, which eager's backward
+        would fill, is not kept). Changing an input's flag is eager autograd state (refused)."""
+        requires_grad = bool(requires_grad)
+        if requires_grad == self.requires_grad:
             return self
-        if requires_grad and not torch.is_grad_enabled() and (self.dtype.is_floating_point or self.dtype.is_complex):
+        floating = self.dtype.is_floating_point or self.dtype.is_complex
+        if requires_grad and not floating:
+            raise RuntimeError("only Tensors of floating point dtype can require gradients")
+        if not self.is_input and self.base is None:
+            made = _made_leaves()
+            if requires_grad:  # (computed without history, as it does not require grad: a leaf)
+                made[id(self)] = (self, where())
+            elif id(self) in made:
+                del made[id(self)]
+            else:
+                raise RuntimeError("you can only change requires_grad flags of leaf variables. If you want to use a "
+                                   "computed variable in a subgraph that doesn't require differentiation use "
+                                   "var_no_grad = var.detach().")
+            self.requires_grad = requires_grad
+            return self
+        if requires_grad and not torch.is_grad_enabled():
             self.requires_grad = True
             return self
         raise NotImplementedError(f"thunder: torch.Tensor.requires_grad_{where()} {_AUTOGRAD}")
@@ -282,6 +304,12 @@ _NOT_TRACED = {
 }
 
 
+def _made_leaves():
+    """The trace's results made leaves by requires_grad_() (id -> (proxy, where)), {} outside a trace."""
+    ctx = tracing.current()
+    return ctx.made_leaves if ctx is not None else {}
+
+
 def _read_grad(p):
     """x.grad while tracing: for a tensor the trace reads (argument, parameter), its .grad at call
     time, an input of the trace (None is guarded); None for a tensor the trace computed, as eager
@@ -329,8 +357,9 @@ def check_inplace_allowed(self):
                                 "A view of a view which was created in no_grad mode")
                                + _NO_GRAD_VIEW_INPLACE)
         root = root.base
-    if root.is_input and root.requires_grad and tracing.grad_enabled():
-        if not root.leaf:
+    made = id(root) in _made_leaves()
+    if (root.is_input or made) and root.requires_grad and tracing.grad_enabled():
+        if not root.leaf and not made:
             raise NotImplementedError(
                 f"thunder: an in-place update{where()} of an input that requires grad and is not a leaf (the "
                 "result of other ops) is not supported. Workaround: update a clone, or make the update "

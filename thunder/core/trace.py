@@ -82,6 +82,7 @@ class TraceCtx:
         self.grad_names = set()  # names of the results that require grad (as eager's would)
         self.grad_ops = False  # an op of the user's program was recorded with grad mode on
         self.grad_leaf = False  # a tensor created inside requires grad (torch.ones(..., requires_grad=True))
+        self.made_leaves = {}  # id(proxy) -> (proxy, where()): results made leaves that require grad by requires_grad_()
         self.grad_mutated = False  # an input that requires grad was updated in place with grad mode on
         self.read_grad = None  # x.grad of a proxy while tracing (runtime/state.py), when the caller reads them
         self.object_id = None  # id() of a proxy while tracing: its tensor's where it stands for one (runtime/state.py)

@@ -147,6 +147,18 @@ def _differentiable(ctx, inputs, out_refs):
     return any(r.name in needs for r in out_refs)
 
 
+def _no_made_leaf_out(ctx, out_refs, writes):
+    """Refuse a tensor made a leaf by requires_grad_() inside that leaves the call (returned or
+    stored): eager's is a leaf whose .grad its backward fills, the program's would not be."""
+    out = {r.name for r in out_refs} | {getattr(v, "name", None) for _, _, v in writes}
+    for p, line in ctx.made_leaves.values():
+        if p.requires_grad and p.name in out:
+            raise NotImplementedError(
+                f"thunder: a tensor made a leaf with requires_grad_(){line} leaves the jitted function (returned "
+                "or stored): eager's backward would fill its .grad, the compiled program's does not. Workaround: "
+                "call requires_grad_() on it outside the function")
+
+
 def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None, keep_parts=False,
                   stand_ins=None) -> CacheEntry:
     """The cache entry for this call. fusion=False: no thunder-fuse (see ThunderFunction._miss);
@@ -180,6 +192,7 @@ def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None, keep_parts
     with tracing.tracing(ctx):  # (results' layouts: tracing.strides_decide)
         out_spec = structure.flatten_outputs(result.value, out_refs, inputs, resolve=state.module_tensor)
     writes = state.finish_writes()
+    _no_made_leaf_out(ctx, out_refs, writes)
     tensor_writes = [v for _, _, v in writes if not isinstance(v, (bool, int, float, str, type(None), Constant))]
     if tensor_writes:  # written tensors are returned after the output, for the prologue to store
         out_spec = ("tuple", [out_spec] + [structure.flatten_outputs(v, out_refs, inputs) for v in tensor_writes])

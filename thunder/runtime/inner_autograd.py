@@ -153,6 +153,11 @@ class InnerAutograd:
         if create_graph:
             tracing.refuse_inside("backward(create_graph=True)", "use torch.autograd.grad(..., create_graph=True)")
         self._outside_graphs(outputs, ctx)
+        made = [p for p, _ in ctx.made_leaves.values() if p.requires_grad]
+        if made and needing_grad(ctx.symbols, {p.name for p in made}) & {o.name for o in outputs}:
+            tracing.refuse_inside("a backward into a tensor made a leaf with requires_grad_() (eager accumulates its "
+                                  ".grad)",
+                                  "take its gradient with torch.autograd.grad(outputs, tensor)")
         leaves = [p for p in self.state.inputs.proxies if p.requires_grad and p.leaf]
         if inputs is not None:
             chosen = _as_list(inputs, "inputs")
