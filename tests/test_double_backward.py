@@ -102,6 +102,34 @@ def test_second_order_gradients_as_eager(name):
         torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4 * expected.abs().max().item())
 
 
+@pytest.mark.parametrize("act", [nn.ReLU(), nn.LeakyReLU(0.2), nn.Hardtanh(), nn.ReLU6(), nn.Threshold(0.1, 0.)],
+                         ids=lambda a: type(a).__name__)
+@pytest.mark.parametrize("whole", [False, True], ids=["module_jitted", "penalty_jitted"])
+def test_a_penalty_alone_gives_a_bias_before_a_relu_zeros_as_eager(act, whole):
+    """The penalty alone backpropagated (R1 regularization's separate step): the first layer's
+    bias reaches it only through the activation's mask, and eager's formulas give it zeros (its
+    backward op's `self: zeros_like(grad)`), not None, so Adam steps it (momentum, weight
+    decay): the same here, the module jitted (the outer autograd) or the whole penalty (the
+    trace's own second-order gradient). Was None: a silently different optimizer step."""
+    torch.manual_seed(0)
+    critic = nn.Sequential(nn.Linear(4, 8), act, nn.Linear(8, 1))
+    reference = copy.deepcopy(critic)
+
+    def penalty(model, x):
+        x = x.clone().requires_grad_(True)
+        (g,) = torch.autograd.grad(model(x).sum(), x, create_graph=True)
+        return ((g.norm(2, dim=1) - 1) ** 2).mean()
+    x = torch.randn(5, 4)
+    got = thunder.jit(penalty)(critic, x) if whole else penalty(thunder.jit(critic), x)
+    got.backward()
+    penalty(reference, x).backward()
+    for (name, p), q in zip(critic.named_parameters(), reference.parameters()):
+        assert (p.grad is None) == (q.grad is None), name
+        if q.grad is not None:
+            torch.testing.assert_close(p.grad, q.grad)
+    assert reference[0].bias.grad is not None and not reference[0].bias.grad.any()
+
+
 def test_hessian_vector_product_as_eager():
     w, v = r(8).requires_grad_(), r(3, 3)[0].repeat(3)[:8]
 

@@ -60,6 +60,12 @@ CASES = {
     "clamp_max": [(lambda x: x.clamp(max=0.), [SPECIAL]), (torch.clamp_max, [A, B])],
     "relu": [(torch.relu, [SPECIAL]), (lambda x: F.relu(x.sum(0)), [TIES])],
     "hardtanh": [(lambda x: F.hardtanh(x, -1., 1.), [SPECIAL])],
+    "leaky_relu": [(lambda x: F.leaky_relu(x, 0.2), [SPECIAL])],
+    "threshold": [(lambda x: F.threshold(x, 0.5, -1.), [SPECIAL])],
+    # the activations' backward ops (a gradient of their gradient): zeros for the input, as eager's
+    "threshold_backward": [(lambda g, x: torch.ops.aten.threshold_backward(g, x, 0.5), [B, SPECIAL[:9]])],
+    "leaky_relu_backward": [(lambda g, x: torch.ops.aten.leaky_relu_backward(g, x, 0.2, False), [B, SPECIAL[:9]])],
+    "hardtanh_backward": [(lambda g, x: torch.ops.aten.hardtanh_backward(g, x, -1., 1.), [B, SPECIAL[:9]])],
     # no +-inf for the erf form: eager's vectorized f32 gelu gives NaN there (its scalar path and
     # f64 give +-inf and 0, as the fused kernel does)
     "gelu": [(F.gelu, [SPECIAL[SPECIAL.isfinite() | SPECIAL.isnan()]]),

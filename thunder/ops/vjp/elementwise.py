@@ -7,10 +7,11 @@ import torch
 from thunder.ops import fallback, vjp_utils as _vjp
 from thunder.ops.vjp import complex_numbers
 from thunder.ops.elementwise import (abs_, add, clamp, clamp_max, clamp_min, div, eq, exp, ge, gelu, gt,
-                                     hardsigmoid, hardswish, hardtanh, le, log, logical_and, logical_or, lt,
-                                     maximum, minimum, mish, mul, neg, pow_, reciprocal, relu, relu6, rpow,
-                                     rsqrt, rsub, rtruediv, sigmoid, sign, silu, softplus, sqrt, square, sub,
-                                     tanh, threshold, true_divide, where)
+                                     hardsigmoid, hardswish, hardtanh, hardtanh_backward, le, leaky_relu,
+                                     leaky_relu_backward, log, logical_and, logical_or, lt, maximum, minimum,
+                                     mish, mul, neg, pow_, reciprocal, relu, relu6, rpow, rsqrt, rsub,
+                                     rtruediv, sigmoid, sign, silu, softplus, sqrt, square, sub, tanh,
+                                     threshold, threshold_backward, true_divide, where)
 from thunder.ops.meta_utils import is_tensor
 from thunder.ops.nn import gelu_backward
 from thunder.ops.vjp_utils import differentiable as _diff, grad_for as _grad
@@ -220,8 +221,16 @@ def _sigmoid_grad(g, out, x):
 _unary_rule(sigmoid, _sigmoid_grad)
 
 
-# as torch's threshold_backward: zero where out <= 0, so a NaN result passes g on (NaN > 0 would not)
-_unary_rule(relu, lambda g, out, x, inplace=False: where(le(out, 0), 0.0, g))
+# torch's threshold_backward of the result: zero where out <= 0, so a NaN result passes g on
+# (NaN > 0 would not)
+_unary_rule(relu, lambda g, out, x, inplace=False: threshold_backward(g, out, 0.0))
+
+
+_unary_rule(threshold, lambda g, out, x, threshold, value, inplace=False: threshold_backward(g, x, threshold))
+
+
+_unary_rule(leaky_relu, lambda g, out, x, negative_slope=0.01, inplace=False:
+            leaky_relu_backward(g, x, negative_slope, False))
 
 
 _unary_rule(square, lambda g, out, x: mul(g, mul(x, 2.0)))
@@ -248,11 +257,6 @@ _unary_rule(silu, _silu_grad)
 _unary_rule(softplus, _softplus_grad)
 
 
-def _hardtanh_grad(g, out, x, min_val=-1.0, max_val=1.0, inplace=False):
-    # zero at the bounds too (as torch's hardtanh_backward; maximum/minimum would split ties)
-    return where(logical_or(le(x, min_val), ge(x, max_val)), 0.0, g)
-
-
 def _hardswish_grad(g, out, x, inplace=False):
     x, g32 = _vjp.upcast(x), _vjp.upcast(g)  # as torch: 0 up to -3, g from 3, g * (x / 3 + 0.5) between
     return where(le(x, -3.0), 0.0, where(lt(x, 3.0), mul(g32, add(div(x, 3.0), 0.5)), g32))
@@ -269,10 +273,25 @@ def _mish_grad(g, out, x, inplace=False):
     return mul(g32, add(t, mul(mul(x, sigmoid(x)), rsub(mul(t, t), 1.0))))
 
 
-_unary_rule(hardtanh, _hardtanh_grad)
+# (zero at the bounds too, as torch's hardtanh_backward: maximum/minimum would split ties)
+_unary_rule(hardtanh, lambda g, out, x, min_val=-1.0, max_val=1.0, inplace=False:
+            hardtanh_backward(g, x, min_val, max_val))
 
 
-_unary_rule(relu6, lambda g, out, x, inplace=False: _hardtanh_grad(g, out, x, 0.0, 6.0))
+_unary_rule(relu6, lambda g, out, x, inplace=False: hardtanh_backward(g, x, 0.0, 6.0))
+
+
+def _backward_op_rule(op):
+    """The rule of a piecewise-linear activation's backward op: the same op of the cotangent for
+    grad_output, zeros for input (torch's `self: zeros_like(grad)`)."""
+    @op.vjp
+    def _(g, out, grad_output, input, **kw):
+        return {"grad_output": _grad(grad_output, op(g, input, **kw)) if _diff(grad_output) else None,
+                "input": _vjp.zeros_like(input) if _diff(input) else None}
+
+
+for _op in (threshold_backward, leaky_relu_backward, hardtanh_backward):
+    _backward_op_rule(_op)
 
 
 _unary_rule(hardswish, _hardswish_grad)
