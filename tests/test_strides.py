@@ -95,6 +95,8 @@ def _args(op, rng, use_number, dtype):
             args.append(t > 0 if p.name == "condition" or dtype is torch.bool else (t.abs() + 0.5).to(dtype))
         elif p.kind.name in ("Number", "float"):
             args.append(0.25)
+        elif p.kind.name == "bool":  # (leaky_relu_backward's self_is_result)
+            args.append(False)
         else:
             return None
     return args
