@@ -231,6 +231,9 @@ class TensorProxy:
         floating = self.dtype.is_floating_point or self.dtype.is_complex
         if requires_grad and not floating:
             raise RuntimeError("only Tensors of floating point dtype can require gradients")
+        if requires_grad and not torch.is_grad_enabled():
+            self.requires_grad = True
+            return self
         if not self.is_input and self.base is None:
             made = _made_leaves()
             if requires_grad:  # (computed without history, as it does not require grad: a leaf)
@@ -242,9 +245,6 @@ class TensorProxy:
                                    "computed variable in a subgraph that doesn't require differentiation use "
                                    "var_no_grad = var.detach().")
             self.requires_grad = requires_grad
-            return self
-        if requires_grad and not torch.is_grad_enabled():
-            self.requires_grad = True
             return self
         raise NotImplementedError(f"thunder: torch.Tensor.requires_grad_{where()} {_AUTOGRAD}")
 
