@@ -32,9 +32,10 @@ def _loss(out):
     return out if isinstance(out, torch.Tensor) else out[0]
 
 
-def check_model(model, kwargs, loss_fn=_loss, compile=thunder.jit):
+def check_model(model, kwargs, loss_fn=_loss, compile=thunder.jit, grad_atol=ATOL):
     """compile(model) (thunder.jit; tests/test_dynamo_backend.py: torch.compile with thunder's
-    backend) against eager: eval forward under no_grad, then one training step."""
+    backend) against eager: eval forward under no_grad, then one training step. grad_atol: for
+    gradients whose float32 rounding (eager's own, against float64) exceeds ATOL."""
     torch.manual_seed(0)
     reference = copy.deepcopy(model)
     jitted = compile(model)
@@ -55,7 +56,7 @@ def check_model(model, kwargs, loss_fn=_loss, compile=thunder.jit):
     for (name, p), (_, q) in zip(model.named_parameters(), reference.named_parameters(), strict=True):
         assert (p.grad is None) == (q.grad is None), name
         if q.grad is not None:
-            torch.testing.assert_close(p.grad, q.grad, rtol=RTOL, atol=ATOL, msg=lambda m: f"{name}: {m}")
+            torch.testing.assert_close(p.grad, q.grad, rtol=RTOL, atol=grad_atol, msg=lambda m: f"{name}: {m}")
     for (name, b), (_, c) in zip(model.named_buffers(), reference.named_buffers(), strict=True):
         torch.testing.assert_close(b, c, rtol=RTOL, atol=ATOL, msg=lambda m: f"buffer {name}: {m}")
     return jitted
@@ -183,7 +184,9 @@ def test_wav2vec2_for_ctc_with_labels():
                 mask_time_prob=0.0, final_dropout=0.0, pad_token_id=0)
     audio = torch.randn(2, 400, generator=torch.Generator().manual_seed(2))
     labels = torch.tensor([[3, 4, 5, 2, -100], [6, 7, 8, 9, 10]])
-    check_model(model, dict(input_values=audio, labels=labels))
+    # (a CTC loss of 155 summed over frames: eager's own lm_head gradients are 7e-5 from float64's
+    # at a scale of 18, more than ATOL; thunder's, its weight-norm convolution traced, 4e-5)
+    check_model(model, dict(input_values=audio, labels=labels), grad_atol=2e-4)
 
 
 # --------------------------------------------------------------------------------------------

@@ -220,9 +220,20 @@ class Runtime:
         if not issubclass(tp, type):
             attr = _mro_lookup(tp, name)
             if (type(attr) is property and isinstance(attr.fget, types.FunctionType)
-                    and _mro_lookup(tp, "__getattribute__") is _OBJECT_GETATTRIBUTE
-                    and _mro_lookup(tp, "__getattr__") is None):
-                return self.call(attr.fget, (obj,), {}, f)
+                    and _mro_lookup(tp, "__getattribute__") is _OBJECT_GETATTRIBUTE):
+                fallback = _mro_lookup(tp, "__getattr__")
+                if fallback is None:
+                    return self.call(attr.fget, (obj,), {}, f)
+                # (nn.Module's __getattr__: a getter that raises AttributeError falls back to it, as
+                # CPython's slot does; a getter run natively instead would run its side effects at
+                # tracing and again in the prologue: a spectral norm's power iteration twice)
+                try:
+                    return self.call(attr.fget, (obj,), {}, f)
+                except AttributeError:
+                    if isinstance(fallback, types.FunctionType):
+                        return self.call(fallback, (obj, name), {}, f)
+                    value = fallback(obj, name)
+                    return self.loaded(value, "attr", name, obj, f) if report else value
         value = getattr(obj, name)
         return self.loaded(value, "attr", name, obj, f) if report else value
 
@@ -376,10 +387,19 @@ class Runtime:
             raise TypeError(f"__init__() should return None, not '{type(res).__name__}'")
         return obj
 
+    def _reported(self, gen, fn):
+        """A native generator whose items pass on_load (kind "native", name "<generator>"), as a
+        native call's result does: a caller standing proxies for objects can map them."""
+        code = fn.__code__
+        for item in gen:
+            yield self.on_load(item, Provenance("native", "<generator>", fn, code.co_name, code.co_filename,
+                                                code.co_firstlineno))
+
     def interpret_function(self, fn: types.FunctionType, args: tuple, kwargs: dict) -> Any:
         code = fn.__code__
         if code.co_flags & _CO_GENERATOR and code.co_name != "<genexpr>" and _native_generator(code):
-            return fn(*args, **kwargs)
+            gen = fn(*args, **kwargs)
+            return gen if self.on_load is None else self._reported(gen, fn)
         done = self.on_call(fn) if self.on_call is not None else None
         load_default = None
         if self.on_load is not None:

@@ -118,6 +118,8 @@ class StateTracker:
         self._stand_ins = {}  # id(list of proxies the trace reads) -> (it, the list of tensors it stands for)
         self._module_names = {id(m): p for p, m in root.named_modules(remove_duplicate=False)} if root is not None else {}
         self._owners = None  # id(tensor) -> (module, name) of the root's parameters and buffers
+        self._other_owners = {}  # the same for the other modules the prologue reaches (_reached_owner)
+        self._scanned_modules = set()  # ids of the modules _reached_owner went through
         self.arg_paths = {}  # tensor index -> the prologue's expression for an argument tensor (args[0])
         self.stores = 0  # attribute, global and closure writes seen (bookkeeping calls make none)
         self.user_calls = 0  # calls of code that is not library code (bookkeeping calls make none)
@@ -195,6 +197,8 @@ class StateTracker:
             return value
         kind, name, owner = provenance.kind, provenance.name, provenance.owner
         if kind == "native":
+            if provenance.name == "<generator>":  # (an item of torch's Module.parameters() and the like)
+                return self._module_items(value)
             # native code handing back a tensor the trace reads as an input (a weakref to a
             # parameter): the same tensor, so its proxy
             return self.inputs.proxy_of(value) if type(value) is torch.nn.Parameter or \
@@ -248,6 +252,40 @@ class StateTracker:
                 id(t): (m, n) for m in self.root.modules()
                 for n, t in [*m._parameters.items(), *m._buffers.items()] if t is not None}
         return self._owners.get(id(t))
+
+    def _module_items(self, value):
+        """An item a native generator of torch's modules yields (`for p in m.parameters()`,
+        `m.named_buffers()`), for a module the prologue reaches (the jitted one, an argument, a
+        global): its tensors as the proxies of those parameters and buffers, read through
+        their modules (iterated natively, ops on the tensors themselves would run while
+        tracing, and a parameter updated earlier in the call would be read as it was)."""
+        if _is_real_tensor(value):
+            p = self.inputs.proxy_of(value)
+            if p is value:
+                owner = self._owner_of(value) or self._reached_owner(value)
+                if owner is not None:
+                    p = self.load(value, Provenance("attr", owner[1], owner[0], "<generator>", "<generator>", None))
+            return p
+        if type(value) is tuple and any(_is_real_tensor(v) for v in value):  # (name, tensor)
+            return tuple(self._module_items(v) for v in value)
+        return value
+
+    def _reached_owner(self, t):
+        """(module, name) of t among the parameters and buffers of the modules the prologue
+        reaches other than the jitted one (their submodules given paths through _modules)."""
+        for obj, expr in list(self._paths.values()):
+            if not isinstance(obj, torch.nn.Module) or id(obj) in self._scanned_modules:
+                continue
+            self._scanned_modules.add(id(obj))
+            for name, sub in obj.named_modules(remove_duplicate=False):
+                if name:
+                    sub_expr = expr + "".join(f"._modules[{part!r}]" for part in name.split("."))
+                    self.pin(sub, sub_expr)
+                    self._scanned_modules.add(id(sub))
+                for n, x in [*sub._parameters.items(), *sub._buffers.items()]:
+                    if x is not None:
+                        self._other_owners.setdefault(id(x), (sub, n))
+        return self._other_owners.get(id(t))
 
     def module_tensor(self, t):
         """A parameter or buffer of the jitted module that native code handed to the result
