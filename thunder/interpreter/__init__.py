@@ -30,7 +30,8 @@ Generator functions and generator expressions: the call returns a real generator
 frame is interpreted each time it is resumed (``next``/``send``/``throw``/``close``, by interpreted
 or native code: ``sum(isinstance(x, T) for x in xs)`` sees what interpreted code sees), ``yield
 from`` included; the generator functions of torch's own modules (``Module.parameters()``) run
-natively, their generator expressions are interpreted (torch's ``associative_scan`` checks its
+natively, each item they yield passing ``on_load`` (kind "native", name "<generator>"), their
+generator expressions are interpreted (torch's ``associative_scan`` checks its
 inputs with ``any(not isinstance(x, torch.Tensor) for x in leaves)``).
 
 Python functions passed to natives that call them (``map``, ``filter``, ``sorted``/``min``/``max``/
@@ -38,7 +39,9 @@ Python functions passed to natives that call them (``map``, ``filter``, ``sorted
 
 Not interpreted (run natively): class bodies (``__build_class__``), callbacks invoked by other native
 code (hooks, ``torch`` functions taking functions),
-property getters with a custom ``__getattribute__``/``__getattr__`` and other descriptors.
+property getters with a custom ``__getattribute__`` and other descriptors (a getter with a Python
+``__getattr__`` beside it, ``nn.Module``'s, is interpreted, ``__getattr__`` called where it raises
+AttributeError, as CPython does).
 Unsupported (raises InterpreterError): coroutines / async generators / await, ``except*``.
 Known difference: native code calling ``sys.exc_info()`` does not see exceptions being handled by
 interpreted ``except`` blocks (interpreted code itself does: bare ``raise``, chaining,
