@@ -386,3 +386,63 @@ def test_requires_grad_on_a_result_as_eager():
                      (backward_into, r"a backward into a tensor made a leaf with requires_grad_\(\)")]:
         with pytest.raises(NotImplementedError, match=error):
             thunder.jit(f)(x)
+
+
+def test_detached_views_of_parameters_update_in_place_as_eager():
+    """WGAN's weight clipping (`p.data.clamp_()` after the step) and SWA's AveragedModel
+    (`p_avg.detach().copy_()`): a detached view requires no grad, so eager updates it in place
+    with grad mode on; it was refused with eager's error for a view of a leaf that requires grad."""
+    def make():
+        torch.manual_seed(0)
+        critic = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+        opt = torch.optim.RMSprop(critic.parameters(), lr=0.05)
+        average = torch.optim.swa_utils.AveragedModel(critic)
+
+        def step(x):
+            loss = -critic(x).mean()
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            for p in critic.parameters():
+                p.data.clamp_(-0.1, 0.1)
+            average.update_parameters(critic)
+            return loss.detach()
+        return step, [*critic.parameters(), *average.parameters(), *average.buffers()]
+
+    (step, state), (reference, expected) = make(), make()
+    jitted = thunder.jit(step)
+    for i in range(3):
+        x = torch.randn(6, 4, generator=torch.Generator().manual_seed(i))
+        torch.testing.assert_close(jitted(x), reference(x))
+        for a, b in zip(state, expected, strict=True):
+            torch.testing.assert_close(a, b)
+    with pytest.raises(RuntimeError, match="a view of a leaf Variable that requires grad"):
+        thunder.jit(lambda w: w[:2].add_(1))(torch.randn(3, requires_grad=True))
+
+
+def test_an_lr_scheduler_stepped_inside_with_an_int_argument_changing():
+    """StepLR.step() inside the jitted step sets param_groups' lr (a write by torch's code to
+    the user's optimizer): the traces at other sizes that generalize the changing int argument
+    set it again, so the lr was halved three times in one call; such a write now counts as the
+    function changing state (no traces at other sizes), as a write by the user's code does."""
+    def make():
+        torch.manual_seed(0)
+        model = nn.Linear(4, 2)
+        opt = torch.optim.Adam(model.parameters(), lr=0.1)
+        scheduler = torch.optim.lr_scheduler.StepLR(opt, 1, 0.5)
+
+        def step(x, i):
+            (model(x) * i).sum().backward()
+            opt.step()
+            opt.zero_grad()
+            scheduler.step()
+            return model.weight.detach().clone()
+        return step, model, opt
+
+    (step, model, opt), (reference, model_ref, opt_ref) = make(), make()
+    jitted = thunder.jit(step)
+    for i in range(1, 5):
+        x = torch.randn(3, 4, generator=torch.Generator().manual_seed(i))
+        torch.testing.assert_close(jitted(x, i), reference(x, i))
+        assert opt.param_groups[0]["lr"] == opt_ref.param_groups[0]["lr"] == 0.1 * 0.5 ** i
+        _same_models(model, model_ref)

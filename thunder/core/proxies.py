@@ -358,7 +358,8 @@ def check_inplace_allowed(self):
                                + _NO_GRAD_VIEW_INPLACE)
         root = root.base
     made = id(root) in _made_leaves()
-    if (root.is_input or made) and root.requires_grad and tracing.grad_enabled():
+    # (a detached view, x.data or x.detach(), requires no grad: eager updates it freely)
+    if (root.is_input or made) and root.requires_grad and self.requires_grad and tracing.grad_enabled():
         if not root.leaf and not made:
             raise NotImplementedError(
                 f"thunder: an in-place update{where()} of an input that requires grad and is not a leaf (the "

@@ -141,12 +141,21 @@ class StateTracker:
         user's code: the first is remembered (a function that makes one is not traced again at
         other sizes: runtime/generalize.py). torch's and Python's own bookkeeping (a registry of
         the modules made, a cache) is not the function's effect."""
-        if is_library_code(provenance.filename):
+        if is_library_code(provenance.filename) and not self._reached_container(provenance):
             return
         if provenance.kind == "global":
             before_write(provenance.owner, provenance.name)
         if self.changed_state is None:
             self.changed_state = f"{sharp_edges.described(provenance)} at {provenance.filename}:{provenance.lineno}"
+
+    def _reached_container(self, provenance):
+        """A container write by library code to a container of the user's objects (the prologue
+        reaches it: an optimizer's param_groups entry that an lr scheduler sets), not its own
+        bookkeeping (a registry, a cache): the function's effect."""
+        if provenance.kind not in ("item", "mutator"):
+            return False
+        owner = provenance.owner
+        return self.path(self._stand_ins.get(id(owner), (None, owner))[1]) is not None
 
     # -- constants and paths
     def const(self, obj):
@@ -380,7 +389,7 @@ class StateTracker:
         is replayed.) Returns whether it is a change of plain values (made while tracing only: a
         sharp edge)."""
         owner = provenance.owner
-        if not is_library_code(provenance.filename):
+        if not is_library_code(provenance.filename) or self._reached_container(provenance):
             before_write(owner)
         real = self._stand_ins.get(id(owner), (None, owner))[1]  # (a list of tensors read: the list itself)
         if provenance.filename == _MODULE_FILE or not self._outlives_call(real):
