@@ -373,6 +373,17 @@ def test_python_random_and_print_are_sharp_edges():
     assert len([x for x in w if "random.random()" in str(x.message)]) == 1
     jf = thunder.jit(lambda x: (print("tracing"), x + 1)[1], sharp_edges="allow")
     torch.testing.assert_close(jf(torch.ones(1)), torch.full((1,), 2.0))
+    # without sharp_edges given, a random draw warns (its value, the same on every call, would
+    # silently differ from eager's new draws: a mixup's np.random.beta); "allow" keeps it quiet
+    np = pytest.importorskip("numpy")
+
+    def mixup(x):
+        return x * float(np.random.beta(0.4, 0.4))
+    for option, warns in [({}, 1), ({"sharp_edges": "allow"}, 0)]:
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            thunder.jit(mixup, **option)(torch.randn(2))
+        assert len([x for x in w if "numpy.random.beta()" in str(x.message)]) == warns
 
 
 def test_autocast_cpu_bfloat16_inside_and_around():

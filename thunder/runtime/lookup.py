@@ -29,7 +29,7 @@ def _make_lookup(cd):
         if fn is module_calls.MODULE_CALL:  # nn.Module.__call__: forward directly when no hook runs
             return module_calls.CALL
         if _side_effect(fn):  # (the user's line is found only where a warning or error names it)
-            sharp_edges.check(fn, cd.sharp_edges, tracing.current_location(), warned)
+            sharp_edges.check(fn, cd.sharp_edges, tracing.current_location(), warned, cd.draws_warn)
             if fn is print and learning_only():  # (a trace made again at other sizes prints nothing)
                 return _no_print
         tp = type(fn)

@@ -98,6 +98,7 @@ class CompileData:
     warned_sharp_edges: set = field(default_factory=set)
     fusion: str = "auto"  # thunder-fuse's policy when the linalg executor is on
     recompile_limit: int | None = 8  # more recompiles than this warn once (None: never)
+    draws_warn: bool = False  # sharp_edges not given: Python's and numpy's random draws warn (sharp_edges.DRAWS)
     # cache="constant values": sizes and ints that change between calls become symbols (runtime/symbolic.py)
     automatic_dynamic: bool = True
     persist: bool = True  # the program cache on disk (runtime/persist.py)
@@ -169,6 +170,7 @@ def make_compile_data(fn, *, executors=None, cache=None, sharp_edges=None, disab
             require = executor_registry.get(name).require
             if require is not None:
                 require()
+    draws_warn = sharp_edges is None
     sharp_edges = sharp_edges or "allow"
     _check_option("sharp_edges option", sharp_edges, SHARP_EDGES)
     fusion = fusion or "auto"
@@ -189,4 +191,4 @@ def make_compile_data(fn, *, executors=None, cache=None, sharp_edges=None, disab
                             debug_options=debug_options, fusion=fusion, **compile_options),
                        fn if isinstance(fn, torch.nn.Module) else None, fusion=fusion,
                        recompile_limit=recompile_limit, automatic_dynamic=bool(automatic_dynamic),
-                       persist=persist)
+                       persist=persist, draws_warn=draws_warn)

@@ -16,27 +16,40 @@ class JITSharpEdgeError(RuntimeError):
 def _side_effects():
     fns = {builtins.print: "print()", builtins.input: "input()"}
     for name in ("random", "randint", "randrange", "uniform", "gauss", "normalvariate", "choice",
-                 "choices", "shuffle", "sample", "getrandbits", "seed"):
-        fns[getattr(random, name)] = f"random.{name}()"
+                 "choices", "shuffle", "sample", "getrandbits", "seed", "betavariate", "expovariate",
+                 "gammavariate", "lognormvariate", "triangular", "vonmisesvariate", "paretovariate",
+                 "weibullvariate", "binomialvariate", "randbytes"):
+        if hasattr(random, name):
+            fns[getattr(random, name)] = f"random.{name}()"
     for name in ("time", "perf_counter", "monotonic", "process_time", "time_ns", "perf_counter_ns", "sleep"):
         fns[getattr(time, name)] = f"time.{name}()"
     numpy = sys.modules.get("numpy")  # (imported by torch where installed; none without it)
     if numpy is not None:  # numpy's global generator, as Python's (BigBird draws its random blocks so)
         for name in ("rand", "randn", "randint", "random", "random_sample", "permutation", "shuffle", "choice",
-                     "uniform", "normal", "binomial", "seed"):
-            fns[getattr(numpy.random, name)] = f"numpy.random.{name}()"
+                     "uniform", "normal", "binomial", "seed", "beta", "gamma", "exponential", "poisson",
+                     "standard_normal", "lognormal", "laplace", "dirichlet", "multinomial", "geometric",
+                     "random_integers", "sample", "ranf", "bytes"):
+            if hasattr(numpy.random, name):
+                fns[getattr(numpy.random, name)] = f"numpy.random.{name}()"
     return fns
 
 
 SIDE_EFFECTS = _side_effects()
+# the random draws (not the seeding, clocks or printing): their value baked into the program is a
+# silently different number from eager's on every later call, so they warn unless sharp_edges is
+# given (draws_warn)
+DRAWS = frozenset(fn for fn, what in SIDE_EFFECTS.items() if "random." in what and not what.endswith(".seed()"))
 
 
-def check(fn, mode, where, warned):
-    """Called by the interpreter's lookup for every call; returns nothing, may warn or raise."""
+def check(fn, mode, where, warned, draws_warn=False):
+    """Called by the interpreter's lookup for every call; returns nothing, may warn or raise.
+    draws_warn: under "allow" (sharp_edges not given), the random draws warn."""
     try:
         what = SIDE_EFFECTS.get(fn)
     except TypeError:
         return
+    if what is not None and mode == "allow" and draws_warn and fn in DRAWS:
+        mode = "warn"
     if what is None or mode == "allow":
         return
     loc = f"{where[0]}:{where[1]}" if where else "unknown line"
