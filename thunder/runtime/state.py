@@ -75,6 +75,9 @@ def is_library_code(filename):
             (filename.startswith(_LIBRARY_DIRS[0]) or "-packages" + os.sep not in filename))
 
 
+_ROOT_NAME = re.compile(r"[A-Za-z_]\w*")
+
+
 def _is_real_tensor(v):
     return isinstance(v, torch.Tensor) and not isinstance(v, TensorProxy)
 
@@ -155,7 +158,14 @@ class StateTracker:
         if provenance.kind not in ("item", "mutator"):
             return False
         owner = provenance.owner
-        return self.path(self._stand_ins.get(id(owner), (None, owner))[1]) is not None
+        expr = self.path(self._stand_ins.get(id(owner), (None, owner))[1])
+        if expr is None:
+            return False
+        # (reached from a library's own globals or module: its bookkeeping, dynamo's counters)
+        root = self.consts.get(_ROOT_NAME.match(expr).group(0)) if _ROOT_NAME.match(expr) else None
+        file = getattr(root, "__file__", None) if isinstance(root, types.ModuleType) else \
+            root.get("__file__") if isinstance(root, dict) else None
+        return not (isinstance(file, str) and is_library_code(file))
 
     # -- constants and paths
     def const(self, obj):
