@@ -162,7 +162,8 @@ class StateTracker:
         if expr is None:
             return False
         # (reached from a library's own globals or module: its bookkeeping, dynamo's counters)
-        root = self.consts.get(_ROOT_NAME.match(expr).group(0)) if _ROOT_NAME.match(expr) else None
+        head = _ROOT_NAME.match(expr)
+        root = self.consts.get(head.group(0)) if head else None
         file = getattr(root, "__file__", None) if isinstance(root, types.ModuleType) else \
             root.get("__file__") if isinstance(root, dict) else None
         return not (isinstance(file, str) and is_library_code(file))
