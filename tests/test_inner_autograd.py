@@ -423,8 +423,9 @@ def test_detached_views_of_parameters_update_in_place_as_eager():
 def test_an_lr_scheduler_stepped_inside_with_an_int_argument_changing():
     """StepLR.step() inside the jitted step sets param_groups' lr (a write by torch's code to
     the user's optimizer): the traces at other sizes that generalize the changing int argument
-    set it again, so the lr was halved three times in one call; such a write now counts as the
-    function changing state (no traces at other sizes), as a write by the user's code does."""
+    set it again, so the lr was halved three times in one call; a write into an optimizer's
+    param_groups now counts as the function changing state (no traces at other sizes), as a write
+    by the user's code does."""
     def make():
         torch.manual_seed(0)
         model = nn.Linear(4, 2)

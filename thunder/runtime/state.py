@@ -75,9 +75,6 @@ def is_library_code(filename):
             (filename.startswith(_LIBRARY_DIRS[0]) or "-packages" + os.sep not in filename))
 
 
-_ROOT_NAME = re.compile(r"[A-Za-z_]\w*")
-
-
 def _is_real_tensor(v):
     return isinstance(v, torch.Tensor) and not isinstance(v, TensorProxy)
 
@@ -152,21 +149,13 @@ class StateTracker:
             self.changed_state = f"{sharp_edges.described(provenance)} at {provenance.filename}:{provenance.lineno}"
 
     def _reached_container(self, provenance):
-        """A container write by library code to a container of the user's objects (the prologue
-        reaches it: an optimizer's param_groups entry that an lr scheduler sets), not its own
-        bookkeeping (a registry, a cache): the function's effect."""
-        if provenance.kind not in ("item", "mutator"):
+        """A write by torch's code into an optimizer's param_groups entry (an lr scheduler setting
+        the lr): the user's hyperparameters, so the function's effect, not torch's bookkeeping
+        (a registry, a cache, which the other library writes are)."""
+        if provenance.kind not in ("item", "mutator") or not isinstance(provenance.owner, dict):
             return False
-        owner = provenance.owner
-        expr = self.path(self._stand_ins.get(id(owner), (None, owner))[1])
-        if expr is None:
-            return False
-        # (reached from a library's own globals or module: its bookkeeping, dynamo's counters)
-        head = _ROOT_NAME.match(expr)
-        root = self.consts.get(head.group(0)) if head else None
-        file = getattr(root, "__file__", None) if isinstance(root, types.ModuleType) else \
-            root.get("__file__") if isinstance(root, dict) else None
-        return not (isinstance(file, str) and is_library_code(file))
+        return any(isinstance(obj, torch.optim.Optimizer) and any(g is provenance.owner for g in obj.param_groups)
+                   for obj, _ in list(self._paths.values()))
 
     # -- constants and paths
     def const(self, obj):
