@@ -401,13 +401,18 @@ NAMES = {
 }
 
 
-def test_interpolate_antialias_runs_as_torch():
-    """antialias=True has no decomposition: torch runs it (no gradient through thunder)."""
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+def test_interpolate_antialias_runs_as_torch_with_its_gradient(mode):
+    """antialias=True has no decomposition: torch's own call runs it (the fallback), and its
+    gradient is torch's (it was refused in training)."""
+    f = lambda x: F.interpolate(x * 2, size=(3, 5), mode=mode, antialias=True).square()  # noqa: E731
     x = r(1, 2, 8, 8)
-    f = lambda x: F.interpolate(x, size=(3, 5), mode="bilinear", antialias=True)  # noqa: E731
     torch.testing.assert_close(thunder.jit(f)(x), f(x))
-    with pytest.raises(NotImplementedError, match="antialias"):
-        thunder.jit(f)(x.requires_grad_())
+    xe, xt = x.clone().requires_grad_(), x.clone().requires_grad_()
+    g = r(1, 2, 3, 5)
+    f(xe).backward(g)
+    thunder.jit(f)(xt).backward(g)
+    torch.testing.assert_close(xt.grad, xe.grad)
 
 
 @pytest.mark.parametrize("name", list(NAMES))

@@ -88,6 +88,10 @@ def interpolate(input: Tensor, size: Ints | None = None, scale_factor: Floats | 
                            + ", ".join(f"{n}: {s}" for n, s in zip(names, size)) + ")")
     if not input.dtype.is_floating_point:
         raise NotImplementedError(f'"upsample_{mode}{dim}d" not implemented for \'{_dtype_word(input.dtype)}\'')
+    if antialias or mode == "lanczos" or mode == "area" and input.ndim == 5:
+        # (a thunder limitation: the fallback records torch's own call, whose gradient is torch's)
+        raise NotImplementedError(f"thunder: F.interpolate(mode={mode!r}, antialias={antialias}) has no "
+                                  "decomposition: recorded as torch's call")
     return TensorProxy((*input.shape[:2], *size), input.dtype, input.device)
 
 
@@ -161,9 +165,6 @@ def _cubic_taps(n, m, scale, align_corners, dtype, device):
 def _(input, size=None, scale_factor=None, mode="nearest", align_corners=None, recompute_scale_factor=None,
       antialias=False):
     interpolate.meta(input, size, scale_factor, mode, align_corners, recompute_scale_factor, antialias)
-    if antialias or mode == "lanczos" or mode == "area" and input.ndim == 5:
-        raise NotImplementedError(f"thunder: F.interpolate(mode={mode!r}, antialias={antialias}) has no "
-                                  "decomposition (torch runs it; its gradient is not supported)")
     if mode == "area":
         x = input if input.ndim == 4 else prims.reshape(input, (*input.shape[:2], 1, input.shape[2]))
         out = adaptive_avg_pool2d(x, tuple(size) if input.ndim == 4 else (1, size[0]))
