@@ -802,21 +802,16 @@ def _(input, threshold, value, inplace=False):
 # gets zeros from a gradient penalty alone (an optimizer steps it, as eager's).
 
 
-def _backward_meta(grad_output, input):
-    return TensorProxy(broadcast_shapes(grad_output.shape, input.shape), dtypes.promote(grad_output, input),
-                       device_of(grad_output, input))
-
-
 @ltorch("torch.ops.aten.threshold_backward",
         aliases=(torch.ops.aten.threshold_backward, torch.ops.aten.threshold_backward.default), elementwise=True)
 def threshold_backward(grad_output: Tensor, input: Tensor, threshold: Float):
     """grad_output where input > threshold, else 0 (relu's with its result as input)."""
-    return _backward_meta(grad_output, input)
+    return elementwise(grad_output, input)
 
 
 @threshold_backward.decompose
 def _(grad_output, input, threshold):
-    return _compute([grad_output, input], _backward_meta(grad_output, input),
+    return _compute([grad_output, input], elementwise(grad_output, input),
                     lambda g, x: prims.where(prims.le(x, to_dtype(threshold, x.dtype)), as_tensor(0.0, g), g))
 
 
@@ -824,12 +819,12 @@ def _(grad_output, input, threshold):
         aliases=(torch.ops.aten.leaky_relu_backward, torch.ops.aten.leaky_relu_backward.default), elementwise=True)
 def leaky_relu_backward(grad_output: Tensor, input: Tensor, negative_slope: Float, self_is_result: Bool):
     """grad_output where input > 0, else grad_output * negative_slope."""
-    return _backward_meta(grad_output, input)
+    return elementwise(grad_output, input)
 
 
 @leaky_relu_backward.decompose
 def _(grad_output, input, negative_slope, self_is_result):
-    return _compute([grad_output, input], _backward_meta(grad_output, input),
+    return _compute([grad_output, input], elementwise(grad_output, input),
                     lambda g, x: prims.where(prims.gt(x, 0.0), g, prims.mul(g, float(negative_slope))), upcast=True)
 
 
@@ -837,7 +832,7 @@ def _(grad_output, input, negative_slope, self_is_result):
         aliases=(torch.ops.aten.hardtanh_backward, torch.ops.aten.hardtanh_backward.default), elementwise=True)
 def hardtanh_backward(grad_output: Tensor, input: Tensor, min_val: Float, max_val: Float):
     """0 where input <= min_val or input >= max_val (the bounds too), else grad_output."""
-    return _backward_meta(grad_output, input)
+    return elementwise(grad_output, input)
 
 
 @hardtanh_backward.decompose
@@ -845,4 +840,4 @@ def _(grad_output, input, min_val, max_val):
     def fn(g, x):
         out = prims.bitwise_or(prims.le(x, to_dtype(min_val, x.dtype)), prims.ge(x, to_dtype(max_val, x.dtype)))
         return prims.where(out, as_tensor(0.0, g), g)
-    return _compute([grad_output, input], _backward_meta(grad_output, input), fn)
+    return _compute([grad_output, input], elementwise(grad_output, input), fn)

@@ -119,6 +119,7 @@ class StateTracker:
         self._module_names = {id(m): p for p, m in root.named_modules(remove_duplicate=False)} if root is not None else {}
         self._owners = None  # id(tensor) -> (module, name) of the root's parameters and buffers
         self._other_owners = {}  # the same for the other modules the prologue reaches (_reached_owner)
+        self._optimizers = []  # the torch.optim optimizers the prologue reaches (_sets_hyperparameter)
         self._scanned_modules = set()  # ids of the modules _reached_owner went through
         self.arg_paths = {}  # tensor index -> the prologue's expression for an argument tensor (args[0])
         self.stores = 0  # attribute, global and closure writes seen (bookkeeping calls make none)
@@ -141,21 +142,20 @@ class StateTracker:
         user's code: the first is remembered (a function that makes one is not traced again at
         other sizes: runtime/generalize.py). torch's and Python's own bookkeeping (a registry of
         the modules made, a cache) is not the function's effect."""
-        if is_library_code(provenance.filename) and not self._reached_container(provenance):
+        if is_library_code(provenance.filename) and not self._sets_hyperparameter(provenance):
             return
         if provenance.kind == "global":
             before_write(provenance.owner, provenance.name)
         if self.changed_state is None:
             self.changed_state = f"{sharp_edges.described(provenance)} at {provenance.filename}:{provenance.lineno}"
 
-    def _reached_container(self, provenance):
+    def _sets_hyperparameter(self, provenance):
         """A write by torch's code into an optimizer's param_groups entry (an lr scheduler setting
         the lr): the user's hyperparameters, so the function's effect, not torch's bookkeeping
         (a registry, a cache, which the other library writes are)."""
         if provenance.kind not in ("item", "mutator") or not isinstance(provenance.owner, dict):
             return False
-        return any(isinstance(obj, torch.optim.Optimizer) and any(g is provenance.owner for g in obj.param_groups)
-                   for obj, _ in list(self._paths.values()))
+        return any(g is provenance.owner for opt in self._optimizers for g in opt.param_groups)
 
     # -- constants and paths
     def const(self, obj):
@@ -170,6 +170,8 @@ class StateTracker:
         entry = self._paths.get(id(obj))
         if entry is None:
             entry = self._paths[id(obj)] = (obj, expr if expr is not None else self.const(obj))
+            if isinstance(obj, torch.optim.Optimizer):
+                self._optimizers.append(obj)
         return entry[1]
 
     def path(self, obj):
@@ -282,6 +284,9 @@ class StateTracker:
     def _reached_owner(self, t):
         """(module, name) of t among the parameters and buffers of the modules the prologue
         reaches other than the jitted one (their submodules given paths through _modules)."""
+        found = self._other_owners.get(id(t))
+        if found is not None:
+            return found
         for obj, expr in list(self._paths.values()):
             if not isinstance(obj, torch.nn.Module) or id(obj) in self._scanned_modules:
                 continue
@@ -389,7 +394,7 @@ class StateTracker:
         is replayed.) Returns whether it is a change of plain values (made while tracing only: a
         sharp edge)."""
         owner = provenance.owner
-        if not is_library_code(provenance.filename) or self._reached_container(provenance):
+        if not is_library_code(provenance.filename) or self._sets_hyperparameter(provenance):
             before_write(owner)
         real = self._stand_ins.get(id(owner), (None, owner))[1]  # (a list of tensors read: the list itself)
         if provenance.filename == _MODULE_FILE or not self._outlives_call(real):
