@@ -68,6 +68,23 @@ def test_large_cast_and_zeros_index_add_as_torch(small_threshold):
     assert _on_fresh_pages(got) == fresh_memory.enabled()
 
 
+def test_logits_sized_bf16_tensors_are_large():
+    """At the default threshold a tensor below glibc's largest mmap threshold but large enough
+    for its heap to trim (a Llama's [512, 32000] bf16 logits, 31.25 MiB) is on the reused
+    mappings: the next step's equal tensor gets the same pages."""
+    if not fresh_memory.enabled():
+        pytest.skip("no transparent huge pages on this system")
+    x = torch.randn(512, 32000)
+    first = impl.to(x, torch.bfloat16)
+    assert torch.equal(first, x.to(torch.bfloat16)) and _on_fresh_pages(first)
+    at = first.data_ptr()
+    del first
+    again = impl.to(x, torch.bfloat16)
+    assert again.data_ptr() == at and torch.equal(again, x.to(torch.bfloat16))
+    small = impl.to(torch.randn(512, 2048), torch.bfloat16)  # 2 MiB: glibc's heap
+    assert not _on_fresh_pages(small)
+
+
 def test_large_products_bitwise_as_torch(small_threshold):
     torch.manual_seed(0)
     x = torch.randn(2, 40, 64, dtype=torch.bfloat16)
