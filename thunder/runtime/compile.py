@@ -15,7 +15,7 @@ from thunder.dialects.emit import emit, find_func
 from thunder.dialects.mlir import ir, module_of
 from thunder.lowering.passes import build_pass_manager, pass_name, pass_options
 from thunder.ops import onednn, packed_linear
-from thunder.runtime import calls, guards, inner_autograd, regions, structure, tiered
+from thunder.runtime import calls, guards, inner_autograd, regions, same_trace, structure, tiered
 from thunder.runtime.codegen import compile_source, python_source
 from thunder.runtime.lookup import _make_lookup, _on_load, _on_store
 from thunder.runtime.options import CACHE_OPTIONS, DEFAULT_PASSES, CacheEntry
@@ -226,74 +226,89 @@ def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None, keep_parts
     # on inputs that require grad, and something differentiable is returned
     training = ctx.grad_ops and not cd.disable_torch_autograd and bool(out_refs) and differentiable
     fusion = _fusion_policy(cd) if fusion and not torch_autograd else None
-    for element in (*DEFAULT_PASSES, *cd.transforms):
-        if not callable(element) and pass_name(element) == "thunder-fuse":
-            continue  # run below (inference) or after thunder-autograd and thunder-remat (training)
-        if callable(element):
-            with module.context:
-                element(module)
-            producer = getattr(element, "__name__", repr(element))
-        else:
-            with module.context:
-                pm = build_pass_manager(f"builtin.module({element})")
-                if training and element in DEFAULT_PASSES:
-                    # (its result is verified with the rest after thunder-remat, _cleanup: each op
-                    # it keeps or makes is checked there once instead of here too, as after
-                    # thunder-autograd; DebugOptions(check_traces=True) verifies after each pass)
-                    pm.enable_verifier(False)
-                pm.run(module.operation)
-            producer = pass_name(element)
-        if cd.debug_options.check_traces:
-            _verify(module, producer)
-        traces.append(Trace(producer, module, output_spec=out_spec))
-    # (no autograd history either where no tensor requires grad, or where every op ran with grad
-    # mode off, an optimizer's step, or nothing differentiable is returned: the program then runs
-    # with grad mode off)
-    no_grad_ops = grad_mode and inputs_require_grad and not torch_autograd and (
-        not ctx.requires_grad and not ctx.grad_ops or not differentiable)
-    grad_free = cd.disable_torch_autograd or not grad_mode or no_grad_ops or not (
-        ctx.requires_grad or inputs_require_grad)
-    region_texts = {}
-    if grad_free and not training:
-        drop_no_grad_updates(module)
-    with detach_cost.recording_history(not training and not grad_free):  # (its detaches run)
-        if fusion is not None and not training and _fuse(module, fusion, region_texts):
-            traces.append(Trace("thunder-fuse", module, output_spec=out_spec))
-    times["passes"] = time.perf_counter() - t
-
-    t = time.perf_counter()
-    constants = {}
-    backward_traces = []
-    if training:
-        numbers, number_proxies = [v for _, v in inputs.numbers], [p for p, _ in inputs.numbers]
-        # (runtime numbers: the program's parameters after the tensors)
-        source, computation, backward_traces = _autograd_program(cs, module, tensors + numbers,
-                                                                 proxies + number_proxies, out_spec, traces,
-                                                                 constants, fusion=fusion, grad_mode=grad_mode,
-                                                                 decompose=_requested(cd, "thunder-decompose"),
-                                                                 grad_outputs=[i for i, r in enumerate(out_refs)
-                                                                               if r.name in ctx.grad_names])
-        times["autograd"] = time.perf_counter() - t
-        t = time.perf_counter()
+    # a miss that traced the program of an earlier compile again (a guard on Python state that
+    # decided nothing about the tensors): that compile's program, kernels and autograd program
+    kept = None
+    if not (sym_shapes or stand_ins or ctx.sym_shapes or shared or inputs.storages):
+        kept = (same_trace.key(fusion, grad_mode, ctx, tensors, state.reads, ambient), out_spec, traces[0])
+    reused = same_trace.find(cd.compiled, *kept) if kept is not None and cd.compiled else None
+    if reused is not None:
+        source, computation, constants, traces, backward_traces = reused
+        if not training and not grad_mode and not cd.disable_torch_autograd and (
+                onednn.used_in(source) or ctx.requires_grad):
+            ctx.consulted.add("grad_enabled")  # (as below)
+        times["reused"] = time.perf_counter() - t
     else:
-        if grad_free:  # (in-place updates of inputs, casts left to autocast)
-            rewrite_grad_free(module)
-        # (a program that updates parameters in place, an optimizer's step: packing their weights
-        # would copy and pack them again at every call, as in a training step's forward)
-        updates_parameters = any(tensors[i].requires_grad for i, _ in mutated)
-        with packed_linear.training_forward() if updates_parameters else contextlib.nullcontext():
-            source = python_source(module, output_spec=out_spec, constants=constants,
-                                   header="produced by: torch executor (execution trace)",
-                                   no_grad_copies={i for i, x in enumerate(tensors) if x.requires_grad},
-                                   grad_free=grad_free, region_texts=region_texts)
-        if not grad_mode and not cd.disable_torch_autograd and (onednn.used_in(source) or ctx.requires_grad):
-            # its grad-free code (oneDNN calls, no detach of what a tensor created with
-            # requires_grad=True computed) is right with grad mode off only
-            ctx.consulted.add("grad_enabled")
-        computation = compile_source(source, constants=tiered.tier(constants))
-        if cd.disable_torch_autograd or no_grad_ops and not training:
-            computation = torch.no_grad()(computation)
-        traces.append(Trace("torch executor (execution trace)", module, python=source, fn=computation))
+        for element in (*DEFAULT_PASSES, *cd.transforms):
+            if not callable(element) and pass_name(element) == "thunder-fuse":
+                continue  # run below (inference) or after thunder-autograd and thunder-remat (training)
+            if callable(element):
+                with module.context:
+                    element(module)
+                producer = getattr(element, "__name__", repr(element))
+            else:
+                with module.context:
+                    pm = build_pass_manager(f"builtin.module({element})")
+                    if training and element in DEFAULT_PASSES:
+                        # (its result is verified with the rest after thunder-remat, _cleanup: each op
+                        # it keeps or makes is checked there once instead of here too, as after
+                        # thunder-autograd; DebugOptions(check_traces=True) verifies after each pass)
+                        pm.enable_verifier(False)
+                    pm.run(module.operation)
+                producer = pass_name(element)
+            if cd.debug_options.check_traces:
+                _verify(module, producer)
+            traces.append(Trace(producer, module, output_spec=out_spec))
+        # (no autograd history either where no tensor requires grad, or where every op ran with grad
+        # mode off, an optimizer's step, or nothing differentiable is returned: the program then runs
+        # with grad mode off)
+        no_grad_ops = grad_mode and inputs_require_grad and not torch_autograd and (
+            not ctx.requires_grad and not ctx.grad_ops or not differentiable)
+        grad_free = cd.disable_torch_autograd or not grad_mode or no_grad_ops or not (
+            ctx.requires_grad or inputs_require_grad)
+        region_texts = {}
+        if grad_free and not training:
+            drop_no_grad_updates(module)
+        with detach_cost.recording_history(not training and not grad_free):  # (its detaches run)
+            if fusion is not None and not training and _fuse(module, fusion, region_texts):
+                traces.append(Trace("thunder-fuse", module, output_spec=out_spec))
+        times["passes"] = time.perf_counter() - t
+
+        t = time.perf_counter()
+        constants = {}
+        backward_traces = []
+        if training:
+            numbers, number_proxies = [v for _, v in inputs.numbers], [p for p, _ in inputs.numbers]
+            # (runtime numbers: the program's parameters after the tensors)
+            source, computation, backward_traces = _autograd_program(cs, module, tensors + numbers,
+                                                                     proxies + number_proxies, out_spec, traces,
+                                                                     constants, fusion=fusion, grad_mode=grad_mode,
+                                                                     decompose=_requested(cd, "thunder-decompose"),
+                                                                     grad_outputs=[i for i, r in enumerate(out_refs)
+                                                                                   if r.name in ctx.grad_names])
+            times["autograd"] = time.perf_counter() - t
+            t = time.perf_counter()
+        else:
+            if grad_free:  # (in-place updates of inputs, casts left to autocast)
+                rewrite_grad_free(module)
+            # (a program that updates parameters in place, an optimizer's step: packing their weights
+            # would copy and pack them again at every call, as in a training step's forward)
+            updates_parameters = any(tensors[i].requires_grad for i, _ in mutated)
+            with packed_linear.training_forward() if updates_parameters else contextlib.nullcontext():
+                source = python_source(module, output_spec=out_spec, constants=constants,
+                                       header="produced by: torch executor (execution trace)",
+                                       no_grad_copies={i for i, x in enumerate(tensors) if x.requires_grad},
+                                       grad_free=grad_free, region_texts=region_texts)
+            if not grad_mode and not cd.disable_torch_autograd and (onednn.used_in(source) or ctx.requires_grad):
+                # its grad-free code (oneDNN calls, no detach of what a tensor created with
+                # requires_grad=True computed) is right with grad mode off only
+                ctx.consulted.add("grad_enabled")
+            computation = compile_source(source, constants=tiered.tier(constants))
+            if cd.disable_torch_autograd or no_grad_ops and not training:
+                computation = torch.no_grad()(computation)
+            traces.append(Trace("torch executor (execution trace)", module, python=source, fn=computation))
+        if kept is not None:
+            same_trace.remember(cd.compiled, *kept, (source, computation, constants, traces, backward_traces))
     entry_guards = list(state.guards.values()) + guards.ambient_guards(ctx.consulted, ambient)
     read = inputs.tensors
     strided = [i for i, p in enumerate(inputs.proxies) if p.input_name in ctx.stride_dependent]

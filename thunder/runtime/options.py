@@ -102,6 +102,8 @@ class CompileData:
     # cache="constant values": sizes and ints that change between calls become symbols (runtime/symbolic.py)
     automatic_dynamic: bool = True
     persist: bool = True  # the program cache on disk (runtime/persist.py)
+    # recent compiles, for a miss that traces the same program again (runtime/same_trace.py)
+    compiled: list = field(default_factory=list)
 
 
 @dataclass
