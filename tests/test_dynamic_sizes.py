@@ -396,8 +396,8 @@ def test_a_call_traced_again_changes_state_once():
 
 
 def test_traces_made_again_leave_pythons_random_as_eager():
-    # a draw of Python's random while tracing is a constant of the program (a sharp edge); the
-    # samples at other sizes drew again, moving the generator on for the code after the call
+    # the program draws from Python's random on each call (ops/python_draws.py); the traces at
+    # other sizes draw nothing, so the generator after the call is where eager leaves it
     import random
 
     def f(x):

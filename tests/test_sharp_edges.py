@@ -360,25 +360,28 @@ def test_closure_tensor_is_read_at_call_time():
 
 # ---- sharp edges
 def test_python_random_and_print_are_sharp_edges():
+    # (scalar draws are drawn by the program on every call: tests/test_python_draws.py; a draw of
+    # a sequence's element runs while tracing)
     def f(x):
-        return x * random.random()
+        return x * random.choice([2.0, 3.0])
 
-    with pytest.raises(thunder.JITSharpEdgeError, match=r"random.random\(\) at .*test_sharp_edges.py"):
+    with pytest.raises(thunder.JITSharpEdgeError, match=r"random.choice\(\) at .*test_sharp_edges.py"):
         thunder.jit(f, sharp_edges="error")(torch.randn(2))
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
         jf = thunder.jit(f, sharp_edges="warn")
         jf(torch.randn(2))
         jf(torch.randn(3))
-    assert len([x for x in w if "random.random()" in str(x.message)]) == 1
+    assert len([x for x in w if "random.choice()" in str(x.message)]) == 1
     jf = thunder.jit(lambda x: (print("tracing"), x + 1)[1], sharp_edges="allow")
     torch.testing.assert_close(jf(torch.ones(1)), torch.full((1,), 2.0))
-    # without sharp_edges given, a random draw warns (its value, the same on every call, would
-    # silently differ from eager's new draws: a mixup's np.random.beta); "allow" keeps it quiet
+    # without sharp_edges given, a random draw that runs while tracing warns (its value, the same
+    # on every call, would silently differ from eager's new draws: a mixup's weights drawn with a
+    # size); "allow" keeps it quiet
     np = pytest.importorskip("numpy")
 
     def mixup(x):
-        return x * float(np.random.beta(0.4, 0.4))
+        return x * float(np.random.beta(0.4, 0.4, size=1)[0])
     for option, warns in [({}, 1), ({"sharp_edges": "allow"}, 0)]:
         with warnings.catch_warnings(record=True) as w:
             warnings.simplefilter("always")

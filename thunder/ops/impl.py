@@ -2,6 +2,8 @@
 import torch
 import contextlib
 import math
+import random
+import sys
 
 from thunder.core import fresh_memory
 
@@ -370,17 +372,38 @@ def float_differs(got, expected):
     return got != expected or math.copysign(1.0, got) != math.copysign(1.0, expected)
 
 
-def rng_snapshot():
-    """The states of the random generators (CPU, and CUDA devices once initialized)."""
+def rng_snapshot(python=False):
+    """The states of the random generators (CPU, and CUDA devices once initialized); python: also
+    Python's random module's and numpy's global generator's (a program that draws from them:
+    ops/python_draws.py; ~40 us, so only there)."""
     cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
-    return torch.get_rng_state(), cuda
+    if not python:
+        return torch.get_rng_state(), cuda, None
+    np_random = _numpy_random()
+    return torch.get_rng_state(), cuda, (random.getstate(), np_random.get_state() if np_random else None)
 
 
 def rng_restore(snapshot):
-    cpu, cuda = snapshot
+    cpu, cuda, python = snapshot
     torch.set_rng_state(cpu)
     if cuda is not None:
         torch.cuda.set_rng_state_all(cuda)
+    if python is not None:
+        random.setstate(python[0])
+        if python[1] is not None:
+            _numpy_random().set_state(python[1])
+
+
+def _numpy_random():
+    numpy = sys.modules.get("numpy")
+    return numpy.random if numpy is not None else None
+
+
+def python_draw(name, *args):
+    """A draw of Python's random module or numpy's global generator by its name
+    ("numpy.random.beta"; ops/python_draws.py), as the function called it."""
+    module, _, attr = name.rpartition(".")
+    return getattr(random if module == "random" else _numpy_random(), attr)(*args)
 
 
 def inference_tensor(t):

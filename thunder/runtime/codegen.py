@@ -332,16 +332,17 @@ def _rng_line(block):
     """`_rng = ...` for a function with checks of values (ltorch.check): the random generators'
     state at its start when a random op runs before a check (a failing check restores it, so
     the next cache entry draws the same numbers), else None."""
-    random = checks = snapshot = False
+    random = checks = snapshot = python = False
     for operation in block.operations:
         name = operation.operation.name
         if name == "ltorch.check":
             checks, snapshot = True, snapshot or random
         op = registry.OPS.get(name)
         random = random or (op is not None and op.random and name != "ltorch.rng_state")
+        python = python or name == "ltorch.python_draw"  # (Python's and numpy's generators too)
     if not checks:
         return None
-    return "_rng = impl.rng_snapshot()" if snapshot else "_rng = None"
+    return f"_rng = impl.rng_snapshot({'python=True' if python else ''})" if snapshot else "_rng = None"
 
 
 def _fusion_callees(module):

@@ -11,7 +11,7 @@ from thunder.core import ndarray, symbols, trace as tracing
 from thunder.core.callables import is_torch_op
 from thunder.core.numbers import NumberProxy
 from thunder.core.proxies import TensorProxy
-from thunder.ops import attention, checkpoint, custom_function, fallback, foreach, registry
+from thunder.ops import attention, checkpoint, custom_function, fallback, foreach, python_draws, registry
 from thunder.runtime import calls, causal_masks, guards, inner_autograd, module_calls, sharp_edges, torch_func
 from thunder.runtime.state import holds_proxy, learning_only
 
@@ -28,6 +28,9 @@ def _make_lookup(cd):
     def lookup(fn):
         if fn is module_calls.MODULE_CALL:  # nn.Module.__call__: forward directly when no hook runs
             return module_calls.CALL
+        draw = _python_draw(fn, cd)
+        if draw is not None:
+            return draw
         if _side_effect(fn):  # (the user's line is found only where a warning or error names it)
             sharp_edges.check(fn, cd.sharp_edges, tracing.current_location(), warned, cd.draws_warn)
             if fn is print and learning_only():  # (a trace made again at other sizes prints nothing)
@@ -55,6 +58,28 @@ def _make_lookup(cd):
         return calls.observe(fn, impl)  # (thunder.examine's record of torch calls)
 
     return lookup
+
+
+def _python_draw(fn, cd):
+    """For Python's and numpy's scalar random draws: a callable recording the draw as a runtime
+    number the program draws on every call (ops/python_draws.py); other calls of those functions
+    (a size, keyword arguments, arrays) run while tracing as sharp edges. None for other fns."""
+    try:
+        if fn not in python_draws.DRAWS:
+            return None
+    except TypeError:  # unhashable
+        return None
+
+    def draw(*args, **kwargs):
+        spec = python_draws.scalar_draw(fn, args, kwargs)
+        # (inside torch.func.vmap's body, whose ops are batched or unrolled per example, a draw eager
+        # makes once a call runs while tracing, as the other draws)
+        if spec is not None and tracing.current().on_record is None:
+            return python_draws.record(*spec, args)
+        sharp_edges.check(fn, cd.sharp_edges, tracing.current_location(), cd.warned_sharp_edges, cd.draws_warn)
+        return fn(*args, **kwargs)
+
+    return draw
 
 
 def _side_effect(fn):

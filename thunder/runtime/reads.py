@@ -67,7 +67,7 @@ class Reader:
         self.sharp_edges, self.warned = sharp_edges, warned if warned is not None else set()
         self.scope = {**NAMESPACE, "_rng": None}  # the values computed so far, by variable name
         self.ran = []  # the symbols run so far: a prefix of ctx.symbols
-        self.rng = impl.rng_snapshot()  # the generators' state the next op runs from
+        self.rng = impl.rng_snapshot(python=True)  # the generators' state the next op runs from
         self.autocast = [(d, torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in ("cpu", "cuda")]
         self.splits = []
         self._kept = 0  # values kept after the last pruning
@@ -182,7 +182,7 @@ class Reader:
     def _bubble(self):
         """Runs from the reader's generator state, in the call's autocast state, without grad;
         the global state is as before afterwards."""
-        saved_rng = impl.rng_snapshot()
+        saved_rng = impl.rng_snapshot(python=True)
         saved_autocast = [(d, torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in ("cpu", "cuda")]
         impl.rng_restore(self.rng)
         for d, enabled, dtype in self.autocast:
@@ -192,7 +192,7 @@ class Reader:
             with torch.no_grad():
                 yield
         finally:
-            self.rng = impl.rng_snapshot()
+            self.rng = impl.rng_snapshot(python=True)
             impl.rng_restore(saved_rng)
             for d, enabled, dtype in saved_autocast:
                 torch.set_autocast_enabled(d, enabled)

@@ -1,6 +1,7 @@
 """Sharp edges: Python calls whose effect or result does not belong in a trace (random numbers
-from Python's `random` and numpy's global generator, clocks, printing). They run once, while
-tracing, and their results are constants of the compiled program. sharp_edges="allow" does that silently, "warn" warns once
+from Python's `random` and numpy's global generator other than the scalar draws the program makes
+itself (ops/python_draws.py), clocks, printing). They run once, while tracing, and their results
+are constants of the compiled program. sharp_edges="allow" does that silently, "warn" warns once
 per source line, "error" raises JITSharpEdgeError naming the call and the line."""
 import builtins
 import random
@@ -35,9 +36,9 @@ def _side_effects():
 
 
 SIDE_EFFECTS = _side_effects()
-# the random draws (not the seeding, clocks or printing): their value baked into the program is a
-# silently different number from eager's on every later call, so they warn unless sharp_edges is
-# given (draws_warn)
+# the random draws (not the seeding, clocks or printing) that run while tracing (a size, a
+# sequence's elements): their values baked into the program are silently different from eager's
+# on every later call, so they warn unless sharp_edges is given (draws_warn)
 DRAWS = frozenset(fn for fn, what in SIDE_EFFECTS.items() if "random." in what and not what.endswith(".seed()"))
 
 
