@@ -145,3 +145,83 @@ def test_arrays_made_inside_the_function_and_numpy_random_as_a_sharp_edge():
     assert torch.tensor(np.arange(3.0)).dtype == torch.float64
     with pytest.raises(thunder.JITSharpEdgeError, match="numpy.random.permutation"):
         thunder.jit(fn, sharp_edges="error")(x)
+
+
+def _table(n, d):
+    """A sinusoidal position table made with numpy (models build these inside forward too)."""
+    pos, i = np.arange(n)[:, None], np.arange(d)[None, :]
+    angle = pos / np.power(10000, (2 * (i // 2)) / d)
+    angle[:, 0::2], angle[:, 1::2] = np.sin(angle[:, 0::2]), np.cos(angle[:, 1::2])
+    return angle
+
+
+@pytest.mark.parametrize("convert", [torch.from_numpy, torch.as_tensor, torch.asarray,
+                                     lambda a: torch.as_tensor(a, dtype=torch.float32)])
+def test_torch_of_an_array_made_inside_the_function(convert):
+    # (torch.from_numpy of such an array was refused: "an argument has no literal form in a trace")
+    def fn(x):
+        return x + convert(_table(x.shape[1], x.shape[2]))
+
+    x = torch.randn(2, 16, 8)
+    out, expected = thunder.jit(fn)(x), fn(x)
+    assert out.dtype == expected.dtype
+    torch.testing.assert_close(out, expected)
+
+
+class _WithTable(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.table = np.arange(4.0)
+
+    def forward(self, x):
+        return x + torch.tensor(self.table) + torch.from_numpy(self.table) * 2
+
+
+TABLE = np.arange(3.0)
+
+
+def test_an_array_read_from_state_is_read_at_call_time():
+    # an array attribute or global is an input, as an array argument: updating its values between
+    # calls was silently missed (the values of the first call were constants of the program)
+    m = _WithTable()
+    jm = thunder.jit(m)
+    x = torch.zeros(4, dtype=torch.float64)
+    torch.testing.assert_close(jm(x), m(x))
+    m.table[0] = 100.0
+    torch.testing.assert_close(jm(x), m(x))
+    m.table = np.ones(4)
+    torch.testing.assert_close(jm(x), m(x))
+
+    def bump(x):
+        t = torch.from_numpy(TABLE)
+        t.add_(1)  # (the array's memory, as in eager)
+        return x * t
+
+    jb = thunder.jit(bump)
+    x = torch.ones(3, dtype=torch.float64)
+    torch.testing.assert_close(jb(x), torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64))
+    assert TABLE.tolist() == [1.0, 2.0, 3.0]
+    TABLE[:] = 10.0
+    torch.testing.assert_close(jb(x), torch.full((3,), 11.0, dtype=torch.float64))
+    assert TABLE.tolist() == [11.0, 11.0, 11.0]
+
+
+class _WithFreqs(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.freqs = np.arange(4.0)
+
+    def forward(self, x):
+        return x + torch.tensor(np.sin(self.freqs))  # numpy computes with the array natively
+
+
+def test_values_computed_natively_from_a_state_array_follow_its_updates():
+    m = _WithFreqs()
+    jm = thunder.jit(m)
+    x = torch.zeros(4, dtype=torch.float64)
+    torch.testing.assert_close(jm(x), m(x))
+    m.freqs[0] = 1.0  # (in place: the constants computed from it are stale; the prologue compares its bytes)
+    torch.testing.assert_close(jm(x), m(x))
+    torch.testing.assert_close(jm(x), m(x))
+    assert thunder.compile_stats(jm).miss_reasons == ["first call", "the numpy array 'freqs': the values of the "
+                                                                   "array changed"]

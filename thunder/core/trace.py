@@ -85,6 +85,8 @@ class TraceCtx:
         self.made_leaves = {}  # id(proxy) -> (proxy, where()): results made leaves that require grad by requires_grad_()
         self.grad_mutated = False  # an input that requires grad was updated in place with grad mode on
         self.read_grad = None  # x.grad of a proxy while tracing (runtime/state.py), when the caller reads them
+        self.array_input = None  # a numpy array read from state as an input (runtime/state.py), for torch.from_numpy
+        self.made_array = None  # whether a numpy array was made while tracing (runtime/state.py)
         self.object_id = None  # id() of a proxy while tracing: its tensor's where it stands for one (runtime/state.py)
         self.write_grad = None  # x.grad = value of a proxy while tracing (runtime/state.py)
         self.autograd = None  # backward() and autograd.grad while tracing (runtime/inner_autograd.py)

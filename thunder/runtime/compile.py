@@ -8,7 +8,7 @@ import time
 
 import torch
 
-from thunder.core import logs, symbols, trace as tracing
+from thunder.core import logs, ndarray, symbols, trace as tracing
 from thunder.core.numbers import NumberProxy
 from thunder.core.proxies import TensorProxy
 from thunder.dialects.emit import emit, find_func
@@ -104,6 +104,8 @@ def _acquire(cd, args, kwargs, shared=None, sym_shapes=None, stand_ins=None):
         state.stand_ins = stand_ins or {}
         state.arg_paths = structure.tensor_paths(arg_specs, kw_specs)
         ctx.read_grad = state.read_grad
+        ctx.array_input, ctx.made_array = state.array_input, state.made_array
+        state.argument_arrays = {id(a) for a in _leaves((args, kwargs)) if ndarray.is_array(a)}
         ctx.object_id = state.object_id
         ctx.write_grad = state.write_grad
         ctx.autograd = inner_autograd.InnerAutograd(state)
@@ -134,6 +136,18 @@ def _acquire(cd, args, kwargs, shared=None, sym_shapes=None, stand_ins=None):
         ctx.inputs = [tracing.Ref(p.input_name or p.name, tuple(p.shape), p.dtype, p.device) for p, _ in inputs.params()]
         ctx.inputs += [tracing.ref(p) for p, _ in inputs.numbers]  # (float arguments: runtime numbers)
     return _Acquired(ctx, inputs, arg_specs, kw_specs, state, ambient, result, reader.splits)
+
+
+def _leaves(value):
+    """The values inside tuples, lists and dict values (the call's arguments)."""
+    if isinstance(value, (tuple, list)):
+        for v in value:
+            yield from _leaves(v)
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _leaves(v)
+    else:
+        yield value
 
 
 def _differentiable(ctx, inputs, out_refs):
@@ -191,6 +205,7 @@ def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None, keep_parts
     out_refs = []
     with tracing.tracing(ctx):  # (results' layouts: tracing.strides_decide)
         out_spec = structure.flatten_outputs(result.value, out_refs, inputs, resolve=state.module_tensor)
+    state.array_guards()
     writes = state.finish_writes()
     _no_made_leaf_out(ctx, out_refs, writes)
     tensor_writes = [v for _, _, v in writes if not isinstance(v, (bool, int, float, str, type(None), Constant))]

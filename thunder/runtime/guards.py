@@ -124,6 +124,13 @@ def same(value, snap):
     return value == snap[2]  # sets of hashable values
 
 
+def same_array(value, copy):
+    """Whether value is a numpy array of copy's type, dtype and shape with the same bytes (nan
+    equal to the same nan): an array read from state whose values the trace computed with."""
+    return type(value) is type(copy) and value.dtype == copy.dtype and value.shape == copy.shape and \
+        value.tobytes() == copy.tobytes()
+
+
 def is_plain_value(v):
     """Numbers, strings and the other values compared by type and value."""
     return type(v) in (int, float, complex, str, bytes, torch.device) or is_numpy_scalar(v)
@@ -151,6 +158,8 @@ CHECKS = {
                     lambda x, v: getattr(x, "__func__", None) is v[0] and getattr(x, "__self__", None) is v[1]),
     "type": Check(3, lambda e, t, const: f"type({e}) is not {const(t)}", lambda x, t: type(x) is t),
     "same": Check(4, _same_miss, same),
+    "array": Check(5, lambda e, v, const: f"not same_array({e}, {const(v)})", same_array,
+                   lambda what, v, x: f"{what}: the values of the array changed"),
 }
 
 
@@ -162,7 +171,7 @@ def value_changed_reason(e):
 
 
 # names the prologue's conditions use
-NAMESPACE = {"same": same, "same_value": same_value}
+NAMESPACE = {"same": same, "same_value": same_value, "same_array": same_array}
 
 
 # ------------------------------------------------------------------------------------------------

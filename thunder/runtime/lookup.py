@@ -290,6 +290,16 @@ _ARRAY_CONVERSIONS = {torch.from_numpy: ndarray.from_numpy, torch.as_tensor: nda
 
 
 def _array_conversion(fn, conversion, *args, **kwargs):
+    if args and ndarray.is_array(args[0]):
+        ctx = tracing.current()
+        proxy = ctx.array_input(args[0]) if ctx.array_input is not None else None
+        if proxy is not None:  # an array read from state: an input, as an array argument
+            args = (proxy, *args[1:])
+        elif fn is not torch.tensor and ctx.made_array is not None and ctx.made_array(args[0]):
+            # an array made while tracing (numpy's own operations run natively): its values are a
+            # constant of the trace, as torch.tensor(array) makes them; torch would share the
+            # array's memory, which nothing outside the call holds
+            return _lookup_op(torch.tensor)(args[0], **{k: v for k, v in kwargs.items() if k in ("dtype", "device")})
     if args and isinstance(args[0], ndarray.ArrayProxy):
         return conversion(*args, **kwargs)
     return _lookup_op(fn)(*args, **kwargs)

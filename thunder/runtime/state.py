@@ -41,7 +41,7 @@ from collections import OrderedDict, defaultdict, deque
 
 import torch
 
-from thunder.core import trace as tracing
+from thunder.core import ndarray, trace as tracing
 from thunder.core.numbers import NumberProxy
 from thunder.core.proxies import TensorProxy
 from thunder.interpreter import Provenance
@@ -97,6 +97,9 @@ def _class_attr(cls, name):
     return _MISSING
 
 
+ARRAY_GUARD_BYTES = 1 << 20  # larger arrays read from state are guarded by identity only (a copy compared per call)
+
+
 class StateTracker:
     def __init__(self, root, inputs, *, strict=False):
         self.root = root  # the jitted nn.Module, or None
@@ -116,6 +119,9 @@ class StateTracker:
         self._appended = {}  # id(list) -> (the list, its length before the call's first append)
         self._appends = {}  # id(list that outlives the call) -> the number of its appends replayed
         self._stand_ins = {}  # id(list of proxies the trace reads) -> (it, the list of tensors it stands for)
+        self._arrays = {}  # id(numpy array read from state) -> (it, its expression, where it was read)
+        self.argument_arrays = set()  # ids of the numpy arrays among the call's arguments
+        self._array_inputs = set()  # ids of the arrays read from state that became inputs (array_input)
         self._module_names = {id(m): p for p, m in root.named_modules(remove_duplicate=False)} if root is not None else {}
         self._owners = None  # id(tensor) -> (module, name) of the root's parameters and buffers
         self._other_owners = {}  # the same for the other modules the prologue reaches (_reached_owner)
@@ -234,6 +240,8 @@ class StateTracker:
             self.guard(expr, "hasattr", (name, value), what)
         else:
             self._guard_value(expr, value, what, kind, name, owner)
+        if ndarray.is_array(value):  # (its memory is read at call time where torch gets it: array_input)
+            self._arrays[id(value)] = (value, expr, provenance)
         if type(value) in (list, tuple) and any(_is_real_tensor(v) for v in value):
             # a list of tensors handed to native code (nn.LSTM's _flat_weights): each is read where
             # it lives, a module's parameter or buffer through its module, another through the list
@@ -541,6 +549,33 @@ class StateTracker:
         self.reads.append((expr, i))
         self._tensor_reads[expr] = p
         return p
+
+    def array_input(self, a):
+        """A numpy array read from state (a module's or a global's) that torch.from_numpy,
+        torch.as_tensor or torch.tensor gets: an input of the program like an array argument
+        (core/ndarray.py ArrayProxy; the prologue's torch.from_numpy of it at each call), so an
+        update of its values between calls is read as eager reads it; None for other arrays."""
+        found = self._arrays.get(id(a))
+        t = ndarray.as_input_tensor(a) if found is not None else None
+        if t is None:
+            return None
+        _, expr, provenance = found
+        self._array_inputs.add(id(a))
+        return ndarray.ArrayProxy(self._tensor(t, provenance, f"{self.const(torch.from_numpy)}({expr})"), a)
+
+    def array_guards(self):
+        """After tracing: an array read from state that numpy's own operations used (none turned it
+        into an input) gave the trace constants computed from its values; up to ARRAY_GUARD_BYTES,
+        the prologue compares its bytes with a copy (a value updated in place misses), larger
+        ones only its identity (docs/sharp_edges.md)."""
+        for a, expr, provenance in self._arrays.values():
+            if id(a) not in self._array_inputs and a.nbytes <= ARRAY_GUARD_BYTES:
+                self.guard(expr, "array", a.copy(), f"the numpy array {provenance.name!r}")
+
+    def made_array(self, a):
+        """Whether numpy array a was made while tracing (not read from state, not an argument: an
+        argument torch cannot share stays an opaque object), so its values are the trace's."""
+        return id(a) not in self._arrays and id(a) not in self.argument_arrays
 
     def _module_expr(self, obj):
         """A submodule of the jitted module reached by native code: through its path from the
