@@ -11,6 +11,12 @@ import sys
 import torch
 
 
+def numpy_random():
+    """numpy.random where numpy is imported (torch imports it where installed), else None."""
+    np = sys.modules.get("numpy")
+    return np.random if np is not None else None
+
+
 def is_array(v):
     """A numpy.ndarray (numpy need not be installed: then nothing is one)."""
     np = sys.modules.get("numpy")

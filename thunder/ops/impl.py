@@ -3,9 +3,8 @@ import torch
 import contextlib
 import math
 import random
-import sys
 
-from thunder.core import fresh_memory
+from thunder.core import fresh_memory, ndarray
 
 from thunder.ops.gemm_by_size import (addmm as by_size_addmm, linear as by_size_linear,  # noqa: F401 (generated code)
                                       matmul as by_size_matmul)
@@ -379,7 +378,7 @@ def rng_snapshot(python=False):
     cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
     if not python:
         return torch.get_rng_state(), cuda, None
-    np_random = _numpy_random()
+    np_random = ndarray.numpy_random()
     return torch.get_rng_state(), cuda, (random.getstate(), np_random.get_state() if np_random else None)
 
 
@@ -391,19 +390,14 @@ def rng_restore(snapshot):
     if python is not None:
         random.setstate(python[0])
         if python[1] is not None:
-            _numpy_random().set_state(python[1])
-
-
-def _numpy_random():
-    numpy = sys.modules.get("numpy")
-    return numpy.random if numpy is not None else None
+            ndarray.numpy_random().set_state(python[1])
 
 
 def python_draw(name, *args):
     """A draw of Python's random module or numpy's global generator by its name
     ("numpy.random.beta"; ops/python_draws.py), as the function called it."""
     module, _, attr = name.rpartition(".")
-    return getattr(random if module == "random" else _numpy_random(), attr)(*args)
+    return getattr(random if module == "random" else ndarray.numpy_random(), attr)(*args)
 
 
 def inference_tensor(t):

@@ -14,16 +14,11 @@ python=True: Python's and numpy's states too). The op is not Pure, so it is neve
 dropped and keeps its order among the draws. Draws with a size, of a sequence (choice, shuffle,
 sample) or with array arguments still run once while tracing (runtime/sharp_edges.py)."""
 import random
-import sys
 
+from thunder.core import ndarray
 from thunder.core.numbers import NumberProxy
 from thunder.core.pysource import py_repr
 from thunder.ops.registry import Number, Str, ltorch
-
-
-def _numpy_random():
-    numpy = sys.modules.get("numpy")  # (imported by torch where installed; none without it)
-    return numpy.random if numpy is not None else None
 
 
 def _draws():
@@ -36,7 +31,7 @@ def _draws():
                                 ("paretovariate", float, 1), ("weibullvariate", float, 2),
                                 ("randint", int, 2), ("randrange", int, 3), ("getrandbits", int, 1)):
         table[getattr(random, name)] = (f"random.{name}", returns, most)
-    np_random = _numpy_random()
+    np_random = ndarray.numpy_random()
     if np_random is not None:
         for name, returns, most in (("rand", float, 0), ("random", float, 0), ("random_sample", float, 0),
                                     ("uniform", float, 2), ("normal", float, 2), ("standard_normal", float, 0),

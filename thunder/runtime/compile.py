@@ -249,9 +249,6 @@ def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None, keep_parts
     reused = same_trace.find(cd.compiled, *kept) if kept is not None and cd.compiled else None
     if reused is not None:
         source, computation, constants, traces, backward_traces = reused
-        if not training and not grad_mode and not cd.disable_torch_autograd and (
-                onednn.used_in(source) or ctx.requires_grad):
-            ctx.consulted.add("grad_enabled")  # (as below)
         times["reused"] = time.perf_counter() - t
     else:
         for element in (*DEFAULT_PASSES, *cd.transforms):
@@ -314,16 +311,17 @@ def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None, keep_parts
                                        header="produced by: torch executor (execution trace)",
                                        no_grad_copies={i for i, x in enumerate(tensors) if x.requires_grad},
                                        grad_free=grad_free, region_texts=region_texts)
-            if not grad_mode and not cd.disable_torch_autograd and (onednn.used_in(source) or ctx.requires_grad):
-                # its grad-free code (oneDNN calls, no detach of what a tensor created with
-                # requires_grad=True computed) is right with grad mode off only
-                ctx.consulted.add("grad_enabled")
             computation = compile_source(source, constants=tiered.tier(constants))
             if cd.disable_torch_autograd or no_grad_ops and not training:
                 computation = torch.no_grad()(computation)
             traces.append(Trace("torch executor (execution trace)", module, python=source, fn=computation))
         if kept is not None:
             same_trace.remember(cd.compiled, *kept, (source, computation, constants, traces, backward_traces))
+    if not training and not grad_mode and not cd.disable_torch_autograd and (
+            onednn.used_in(source) or ctx.requires_grad):
+        # its grad-free code (oneDNN calls, no detach of what a tensor created with
+        # requires_grad=True computed) is right with grad mode off only
+        ctx.consulted.add("grad_enabled")
     entry_guards = list(state.guards.values()) + guards.ambient_guards(ctx.consulted, ambient)
     read = inputs.tensors
     strided = [i for i, p in enumerate(inputs.proxies) if p.input_name in ctx.stride_dependent]

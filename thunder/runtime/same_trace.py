@@ -51,7 +51,7 @@ def find(kept, k, spec, trace):
     """The earlier compile (its `payload`) with this key, output spec and acquired trace, or None.
     The traces are printed only where the rest matches (a recompile of this kind)."""
     for k0, spec0, trace0, payload in kept:
-        if k0 == k and same_spec(spec0, spec) and trace0._debug_text() == trace._debug_text():
+        if k0 == k and same_spec(spec0, spec) and trace0.to_mlir(debug_info=True) == trace.to_mlir(debug_info=True):
             return payload
     return None
 
