@@ -136,6 +136,10 @@ def emit_into(trace, outputs, fn_name, arg_attrs=None, attributes=None, bsyms=No
     arg_types += [i64] * len(int_symbols or ())
     out_types = [attrs.tensor_type(r.shape, r.dtype, r.device, dynamic) for r in outputs]
     f = func.FuncOp(fn_name, (arg_types, out_types))
+    if dynamic:
+        arg_attrs, values = sizes.signature_attributes(
+            trace.inputs, int_symbols, _numbers_in(trace.symbols if bsyms is None else bsyms), arg_attrs)
+        attributes = {**values, **(attributes or {})}
     if arg_attrs is not None:
         f.attributes["arg_attrs"] = ir.ArrayAttr.get(arg_attrs)
     for k, v in (attributes or {}).items():
@@ -148,6 +152,13 @@ def emit_into(trace, outputs, fn_name, arg_attrs=None, attributes=None, bsyms=No
             emit_symbol(bsym.op, bsym.args, bsym.outputs, values, bsym.location, emitter)
         func.ReturnOp([values[r.name] for r in outputs])
     return f
+
+
+def _numbers_in(bsyms):
+    """The numbers among the ops' arguments (the values of int symbols, where they appear)."""
+    for b in bsyms:
+        for v in b.args.values():
+            yield from v if isinstance(v, (tuple, list)) else (v,)
 
 
 def emit_symbol(op, args, outputs, values, where=None, emitter=None):

@@ -35,6 +35,11 @@ PYTHON = {
 }
 
 
+DIMS = "thunder.dims"  # argument attribute: each dim's size, an expression of the symbols where it is `?`
+VALUES = "thunder.symbol_values"  # func attribute: each symbol's value in the call traced
+GUARDS = "thunder.size_guards"  # func attribute: conditions on the symbols the func holds under
+
+
 class Inexpressible(NotImplementedError):
     """A symbolic value where a trace cannot hold one (a float attribute, an unknown function)."""
 
@@ -106,6 +111,71 @@ def _has_symbolic(v):
     if isinstance(v, slice):
         return any(_has_symbolic(x) for x in (v.start, v.stop, v.step))
     return False
+
+
+# ---- what a func with dynamic sizes says of them (dialects/symbolic_lift.py reads it)
+def signature_attributes(inputs, int_symbols, symbols_in, arg_attrs=None):
+    """(arg_attrs, {VALUES: ...}) of a func with dynamic sizes: each input with symbolic dims gets
+    DIMS (every dim's size as text: `["_sym0", "8"]`), so which `?` dims are one symbol survives
+    in MLIR; VALUES gives the symbols' values in the call traced (from the inputs' dims and
+    symbols_in: the values the trace's ops hold, where int symbols appear)."""
+    given = list(arg_attrs) if arg_attrs is not None else [None] * (len(inputs) + len(int_symbols))
+    out, values = [], {}
+    for i, entry in enumerate(given):
+        d = {n.name: n.attr for n in ir.DictAttr(entry)} if entry is not None else {}
+        shape = getattr(inputs[i], "shape", ()) if i < len(inputs) else ()
+        if any(symbols.is_symbolic(x) for x in shape):
+            d[DIMS] = ir.ArrayAttr.get([ir.StringAttr.get(symbols.expr_of(x)) for x in shape])
+            for x in shape:
+                if symbols.is_symbolic(x) and x.expr.isidentifier():
+                    values.setdefault(x.expr, int(x))
+        out.append(ir.DictAttr.get(d))
+    for v in symbols_in:
+        if isinstance(v, symbols.SymInt) and v.expr in int_symbols:
+            values.setdefault(v.expr, int(v))
+    i64 = ir.IntegerType.get_signless(64)
+    return out, {VALUES: ir.DictAttr.get({k: ir.IntegerAttr.get(i64, v) for k, v in values.items()})}
+
+
+def argument_dims(func_op, n):
+    """Each of the func's n arguments' DIMS entries (texts), None where it has none."""
+    out = [None] * n
+    if "arg_attrs" in func_op.attributes:
+        for i, entry in enumerate(ir.ArrayAttr(func_op.attributes["arg_attrs"])):
+            d = ir.DictAttr(entry)
+            if DIMS in d:
+                out[i] = [ir.StringAttr(s).value for s in ir.ArrayAttr(d[DIMS])]
+    return out
+
+
+def guards(func_op):
+    """The func's GUARDS: Python conditions on its symbols."""
+    if GUARDS not in func_op.attributes:
+        return []
+    return [ir.StringAttr(a).value for a in ir.ArrayAttr(func_op.attributes[GUARDS])]
+
+
+def guard_lines(func_op, params):
+    """(names assigned, Python lines) that check the func's GUARDS (params: its parameters'
+    names): each symbol read from the first argument dim DIMS names it by (or the parameter of
+    that name), then one check per condition."""
+    conditions = guards(func_op)
+    if not conditions:
+        return [], []
+    names = sorted({n.id for c in conditions for n in ast.walk(ast.parse(c, mode="eval")) if isinstance(n, ast.Name)})
+    lines, found = [], set(params)
+    for i, dims in enumerate(argument_dims(func_op, len(params))):
+        for k, d in enumerate(dims or ()):
+            if d in names and d not in found:
+                lines.append(f"{d} = {params[i]}.shape[{k}]")
+                found.add(d)
+    missing = [n for n in names if n not in found]
+    if missing:
+        raise Inexpressible(f"the symbols {', '.join(missing)} of the func's {GUARDS} (no argument dim is one)")
+    for c in conditions:
+        lines.append(f"if not ({c}): raise ValueError(\"thunder: this program holds only where {c}; the arguments' "
+                     f"sizes make it false\")")
+    return sorted(found - set(params)), lines
 
 
 # ---- emission of size computations
@@ -256,4 +326,12 @@ def evaluate(value, leaf):
     if any(x is None for x in args):
         return None
     names = [f"_{i}" for i in range(len(args))]
-    return eval(template.format(*names), {"math": math}, dict(zip(names, args)))  # noqa: S307
+    return eval(template.format(*names), _EVAL_GLOBALS, dict(zip(names, args)))  # noqa: S307
+
+
+class _SymbolicMath:
+    """math's functions of PYTHON's templates, keeping symbolic numbers' expressions."""
+    floor, ceil, sqrt = staticmethod(math.floor), staticmethod(math.ceil), staticmethod(symbols.sqrt)
+
+
+_EVAL_GLOBALS = {"math": _SymbolicMath, "float": symbols.to_float, "int": symbols.to_int}

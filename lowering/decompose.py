@@ -10,6 +10,7 @@ from thunder.core.trace import NotDecomposable
 from thunder.dialects import attrs, sizes
 from thunder.dialects.definitions import decode_op
 from thunder.dialects.emit import WIDENED, emit_symbol, loc_file_line, loc_names
+from thunder.dialects.symbolic_lift import SymbolicFunc
 from thunder.dialects.mlir import ir
 from thunder.ops import registry
 from thunder.lowering import decompose_reuse
@@ -28,11 +29,15 @@ def _makes_leaf(operation):
     return isinstance(flag, ir.BoolAttr) and ir.BoolAttr(flag).value
 
 
-def decompose_op(operation):
+def decompose_op(operation, symbolic=None):
     """Replace one ltorch operation by its decomposition (inside decompose_reuse.shared(): run
-    once per signature, the others emitted from it renamed)."""
+    once per signature, the others emitted from it renamed). symbolic: {func: SymbolicFunc} for
+    ops on dynamic sizes (dialects/symbolic_lift.py; None: such an op is refused)."""
     if any(sizes.is_dynamic_type(v.type) for v in [*operation.operands, *operation.results]):
-        sizes.refuse_dynamic(operation.name)
+        if symbolic is None:
+            sizes.refuse_dynamic(operation.name)
+        _decompose_dynamic(operation, symbolic)
+        return
     base = (loc_names(operation.location) or ["d"])[0]
     key, template = decompose_reuse.lookup(operation)
     if template is not None and not decompose_reuse.refused(template):
@@ -56,13 +61,51 @@ def decompose_op(operation):
     _emit(operation, op, [(b.op, b.args, b.outputs, b.widened) for b in ctx.symbols], [o.name for o in outs], values)
 
 
-def _emit(operation, op, symbols, outs, values):
+def _decompose_dynamic(operation, symbolic):
+    """decompose_op of an op on dynamic sizes: its decomposition runs on proxies whose `?` dims
+    are the func's symbols (SymInts), computes its sizes from them, and they are emitted as size
+    computations; the decisions it takes on them become the func's guards. (Not shared by
+    signature: two ops of one type may differ in what their `?` dims are.)"""
+    func_op = operation.parent
+    found = symbolic.get(func_op)
+    if found is None:
+        found = symbolic[func_op] = SymbolicFunc(func_op)
+    base = (loc_names(operation.location) or ["d"])[0]
+    ctx = tracing.TraceCtx(prefix=f"{base}_")
+    ctx.sym_guards, ctx.sym_strict = found.guards, True
+    values = {}
+
+    def proxy_of(v):
+        p = found.value(v, ctx.new_name())
+        if hasattr(p, "name"):
+            values[p.name] = v
+        return p
+
+    before = dict(found.guards)
+    try:
+        with tracing.tracing(ctx):
+            op, args = decode_op(operation, proxy_of)
+            out = op.decomposition(**args)
+    except Exception:
+        found.restore(before)
+        raise
+    outs = list(out) if isinstance(out, (tuple, list)) else [out]
+    _emit(operation, op, [(b.op, b.args, b.outputs, b.widened) for b in ctx.symbols], [o.name for o in outs], values,
+          found.emitter(), found)
+    found.write_guards()
+
+
+def _emit(operation, op, symbols, outs, values, emitter=None, symbolic=None):
     """Emit the decomposition's ops (op, args, outputs, widened) before operation, its results
-    (names) in place of operation's."""
+    (names) in place of operation's. emitter, symbolic: for an op on dynamic sizes, the
+    sizes.Emitter and SymbolicFunc of its func (which learns the new values' sizes)."""
     where = loc_file_line(operation.location)
     with ir.InsertionPoint(operation), operation.location:
         for bop, args, outputs, widened in symbols:
-            emitted = emit_symbol(bop, args, outputs, values, where)
+            emitted = emit_symbol(bop, args, outputs, values, where, emitter)
+            if symbolic is not None:
+                for r in outputs:
+                    symbolic.note(values[r.name], (r.shape, r.dtype, r.device))
             if widened or WIDENED in operation.attributes:  # (an ltorch op of a widened decomposition too)
                 emitted.attributes[WIDENED] = ir.UnitAttr.get()
     if len(outs) != len(operation.results):
@@ -89,11 +132,17 @@ def decompose_module(module_op, keep=()):
             return ir.WalkResult.ADVANCE
 
         module_op.walk(collect)
+        symbolic = {}  # func -> its SymbolicFunc, for ops on dynamic sizes (this round's)
         for o in todo:
             try:
-                decompose_op(o)
+                decompose_op(o, symbolic)
             except (DataDependentError, NotDecomposable):  # (x * t.item() in an integer dtype: int(n) is Python's)
                 kept.add(o)
+                continue
+            except Exception:
+                if not any(sizes.is_dynamic_type(v.type) for v in [*o.operands, *o.results]):
+                    raise
+                kept.add(o)  # (its rule failed at the symbols' values: `?` dims not known equal)
                 continue
             changed = True
 

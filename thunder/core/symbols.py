@@ -42,13 +42,13 @@ def _binary(fn, sym):
     def method(self, other):
         if not isinstance(other, (int, float)):
             return NotImplemented
-        value = fn(self.value_type(self), other.value_type(other) if is_symbolic(other) else other)
+        value = fn(self.plain(), other.plain() if is_symbolic(other) else other)
         return _make(value, f"({self.expr} {sym} {expr_of(other)})")
 
     def rmethod(self, other):
         if not isinstance(other, (int, float)):
             return NotImplemented
-        value = fn(other, self.value_type(self))
+        value = fn(other, self.plain())
         return _make(value, f"({expr_of(other)} {sym} {self.expr})")
 
     return method, rmethod
@@ -63,27 +63,33 @@ class _Symbolic:
     __slots__ = ()
 
     def __neg__(self):
-        return _make(-self.value_type(self), f"(-{self.expr})")
+        return _make(-self.plain(), f"(-{self.expr})")
 
     def __pos__(self):
         return self
 
+    def __bool__(self):
+        result = self.plain() != 0
+        if _strict():
+            decided(f"({self.expr} != 0)", result)
+        return result
+
     def __abs__(self):  # (the sign is a decision: the program's sizes may hold `abs` unseen)
-        value = self.value_type(self)
+        value = self.plain()
         decided(f"({self.expr} >= 0)", value >= 0)
         return _make(abs(value), f"abs({self.expr})")
 
     def __floor__(self):
-        return SymInt(math.floor(self.value_type(self)), f"math.floor({self.expr})")
+        return SymInt(math.floor(self.plain()), f"math.floor({self.expr})")
 
     def __ceil__(self):
-        return SymInt(math.ceil(self.value_type(self)), f"math.ceil({self.expr})")
+        return SymInt(math.ceil(self.plain()), f"math.ceil({self.expr})")
 
     def __trunc__(self):
-        return SymInt(math.trunc(self.value_type(self)), f"int({self.expr})")
+        return SymInt(math.trunc(self.plain()), f"int({self.expr})")
 
     def __reduce__(self):  # a copy or a pickle is the plain number
-        return self.value_type, (self.value_type(self),)
+        return self.value_type, (self.plain(),)
 
     def __copy__(self):
         return self
@@ -93,8 +99,8 @@ class _Symbolic:
 
     def __round__(self, ndigits=None):
         if ndigits is not None:
-            return round(self.value_type(self), ndigits)
-        return SymInt(round(self.value_type(self)), f"round({self.expr})")
+            return round(self.plain(), ndigits)
+        return SymInt(round(self.plain()), f"round({self.expr})")
 
 
 def _ordering(op):
@@ -104,7 +110,7 @@ def _ordering(op):
     def method(self, other):
         if not isinstance(other, (int, float)):
             return NotImplemented
-        result = COMPARISONS[op](self.value_type(self), other.value_type(other) if is_symbolic(other) else other)
+        result = COMPARISONS[op](self.plain(), other.plain() if is_symbolic(other) else other)
         compared(self, op, other, result)
         return result
 
@@ -114,14 +120,47 @@ def _ordering(op):
 for _name, _op in (("lt", "<"), ("le", "<="), ("gt", ">"), ("ge", ">=")):
     setattr(_Symbolic, f"__{_name}__", _ordering(_op))
 
+
+def _equality(op):
+    """== and != record their outcome only where the trace being made asks for it (_strict)."""
+    def method(self, other):
+        if not isinstance(other, (int, float)):
+            return NotImplemented
+        result = COMPARISONS[op](self.plain(), other.plain() if is_symbolic(other) else other)
+        if _strict():
+            compared(self, op, other, result)
+        return result
+
+    return method
+
+
+for _name, _op in (("eq", "=="), ("ne", "!=")):
+    setattr(_Symbolic, f"__{_name}__", _equality(_op))
+
 for _name, (_fn, _sym) in _OPS.items():
     _m, _r = _binary(_fn, _sym)
     setattr(_Symbolic, f"__{_name}__", _m)
     setattr(_Symbolic, f"__r{_name}__", _r)
 
 
+def _strict():
+    """Whether the trace being made records every use of a symbolic number that keeps no
+    expression (`sym_strict`: a pass running native rules on symbolic sizes,
+    dialects/symbolic_lift.py, where nothing else would see such a use; the interpreter
+    intercepts int(), float(), == and != in the function's own code itself)."""
+    return getattr(tracing.current(), "sym_strict", False)
+
+
+def _lost(v, value):
+    """A use of v as a plain number: under _strict, the trace holds only where v has this value."""
+    if _strict():
+        decided(v.expr, value)
+    return value
+
+
 class SymInt(_Symbolic, int):
     value_type = int
+    plain = int.__int__
 
     def __new__(cls, value, expr):
         self = int.__new__(cls, value)
@@ -129,21 +168,31 @@ class SymInt(_Symbolic, int):
         return self
 
     def __int__(self):
-        return int.__int__(self)
+        return _lost(self, int.__int__(self))
+
+    def __index__(self):
+        return _lost(self, int.__index__(self))
 
     def __float__(self):
-        return int.__float__(self)
+        return float(_lost(self, int.__int__(self)))
 
     __hash__ = int.__hash__
 
 
 class SymFloat(_Symbolic, float):
     value_type = float
+    plain = float.__float__
 
     def __new__(cls, value, expr):
         self = float.__new__(cls, value)
         self.expr = expr
         return self
+
+    def __float__(self):
+        return _lost(self, float.__float__(self))
+
+    def __int__(self):
+        return int(_lost(self, float.__float__(self)))
 
     __hash__ = float.__hash__
 
@@ -172,7 +221,7 @@ def compared(lhs, op, rhs, result):
 
 def truth(v):
     """bool(v) for a symbolic v, recorded."""
-    result = bool(v.value_type(v))
+    result = bool(v.plain())
     decided(f"({v.expr} != 0)", result)
     return result
 
@@ -180,7 +229,7 @@ def truth(v):
 def concrete(v):
     """v's value for a use that keeps no expression (range(n), indexing a list): specialized."""
     if is_symbolic(v):
-        value = v.value_type(v)
+        value = v.plain()
         decided(v.expr, value)
         return value
     return v
@@ -188,8 +237,26 @@ def concrete(v):
 
 def convert(v, cls):
     """int(v) / float(v) of a symbolic v, still symbolic."""
-    value = cls(v.value_type(v))
+    value = cls(v.plain())
     return _make(value, v.expr if type(value) is v.value_type else f"{cls.__name__}({v.expr})")
+
+
+def to_float(v):
+    """float(v), keeping a symbolic number's expression (Python's float() must return a plain
+    float: native rules that divide by a count use this)."""
+    return convert(v, float) if is_symbolic(v) else float(v)
+
+
+def to_int(v):
+    """int(v), keeping a symbolic number's expression."""
+    return convert(v, int) if is_symbolic(v) else int(v)
+
+
+def sqrt(v):
+    """math.sqrt(v); of a symbolic number, a SymFloat (a scale such as 1 / math.sqrt(T))."""
+    if is_symbolic(v):
+        return SymFloat(math.sqrt(v.plain()), f"math.sqrt({v.expr})")
+    return math.sqrt(v)
 
 
 def symbolic_range(*args):

@@ -1,12 +1,11 @@
 """Attention ltorch ops: scaled_dot_product_attention (torch's flash kernel where it applies), the
 attention probabilities' gradients, nn.MultiheadAttention's native fast path. Split from nn.py;
 their VJP rules: thunder/ops/vjp/attention.py."""
-import math
 
 import torch
 import torch.nn.functional as F
 
-from thunder.core import trace as tracing
+from thunder.core import symbols, trace as tracing
 from thunder.core.proxies import TensorProxy
 from thunder.ops import prims, vjp_utils as _vjp
 from thunder.ops.decomp_utils import expand_to, to_dtype
@@ -89,8 +88,8 @@ def _sdpa_scores(query, key, value, attn_mask, is_causal, scale, batch, groups):
     q, k, v = (expand_to(x, (*batch, *x.shape[-2:])) for x in (q, k, v))
     n = len(batch)
     scores = prims.matmul(q, prims.transpose(k, (*range(n), n + 1, n)))
-    scale = 1.0 / math.sqrt(E) if scale is None else scale
-    scores = prims.mul(scores, float(scale))
+    scale = 1.0 / symbols.sqrt(E) if scale is None else scale
+    scores = prims.mul(scores, symbols.to_float(scale))
     shape = tuple(scores.shape)
     if is_causal:
         attn_mask = _causal_mask(L, S, q.device)
@@ -237,7 +236,7 @@ def _(query, key, value, embed_dim, num_head, qkv_weight, qkv_bias, proj_weight,
 
     q = heads(query, wq, bq, l)
     k, v = heads(key, wk, bk, s), heads(value, wv, bv, s)
-    scores = matmul(mul(q, 1.0 / math.sqrt(hd)), transpose(k, -2, -1))
+    scores = matmul(mul(q, 1.0 / symbols.sqrt(hd)), transpose(k, -2, -1))
     if mask is not None:
         m = mask if mask.dtype is torch.bool else ne(mask, 0)
         if mask_type == 0:
@@ -262,7 +261,7 @@ def _sdpa_grads(g, query, key, value, attn_mask, is_causal, scale, enable_gqa):
     k_heads, v_heads = tuple(k.shape), tuple(v.shape)  # after repeating heads, before broadcasting
     L, S, E = q.shape[-2], k.shape[-2], q.shape[-1]
     q, k, v = (x if tuple(x.shape[:-2]) == tuple(batch) else expand(x, (*batch, *x.shape[-2:])) for x in (q, k, v))
-    scale = 1.0 / math.sqrt(E) if scale is None else float(scale)
+    scale = 1.0 / symbols.sqrt(E) if scale is None else symbols.to_float(scale)
     scores = mul(matmul(q, _vjp.mT(k)), scale)
     if is_causal:
         attn_mask = _causal_mask(L, S, q.device)

@@ -3,7 +3,7 @@ import contextlib
 
 import torch
 
-from thunder.core import dtypes
+from thunder.core import dtypes, symbols
 from thunder.core import trace as tracing
 from thunder.core.numbers import NumberProxy
 from thunder.ops import prims
@@ -17,11 +17,11 @@ def to_dtype(a, dtype):
     if isinstance(a, NumberProxy) and dtype is not None and not dtype.is_complex and a.python_type in (
             (bool, int, float) if dtype.is_floating_point else (bool,) if dtype is torch.bool else (bool, int)):
         return a  # a runtime number of the dtype's kind or a lower one: the prim converts it
-    if dtype is not None and dtype.is_floating_point:
-        return float(a)
-    if dtype is not None and dtype is not torch.bool and not dtype.is_complex:
-        return int(a)
-    return a
+    kind = float if dtype is not None and dtype.is_floating_point else int if (
+        dtype is not None and dtype is not torch.bool and not dtype.is_complex) else None
+    if kind is not None and symbols.is_symbolic(a):
+        return symbols.convert(a, kind)  # (a size keeps its expression: dialects/symbolic_lift.py)
+    return kind(a) if kind is not None else a
 
 
 def expand_to(a, shape):

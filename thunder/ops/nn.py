@@ -8,7 +8,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from thunder.core import dtypes, trace as tracing
+from thunder.core import dtypes, symbols, trace as tracing
 from thunder.core.proxies import TensorProxy
 from thunder.ops import large_outputs, onednn, packed_linear, prims, vjp_utils as _vjp
 from thunder.ops.decomp_utils import expand_to, to_dtype
@@ -497,7 +497,7 @@ def _(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     dims = _layer_norm_check(input, normalized_shape, weight, bias)
     cdt = _compute_dtype(input.dtype)
     x = to_dtype(input, cdt)
-    n = float(math.prod(input.shape[d] for d in dims))
+    n = symbols.to_float(math.prod(input.shape[d] for d in dims))
     mean = _keep(prims.div(prims.sum(x, dims), n), x.shape, dims)
     centered = prims.sub(x, mean)
     var = prims.div(prims.sum(prims.mul(centered, centered), dims), n)
@@ -664,7 +664,7 @@ def native_layer_norm(input: Tensor, normalized_shape: Ints, weight: Tensor | No
 
 def _layer_norm_stats(x, dims, eps):
     """mean and rstd of x over dims (prims, x in its compute dtype), kept as size-1 dims."""
-    n = float(math.prod(x.shape[d] for d in dims))
+    n = symbols.to_float(math.prod(x.shape[d] for d in dims))
     keep = tuple(1 if i in dims else s for i, s in enumerate(x.shape))
     mean = prims.div(prims.sum(x, dims), n)
     centered = prims.sub(x, _keep(mean, x.shape, dims))

@@ -7,7 +7,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from thunder.core import dtypes
+from thunder.core import dtypes, symbols
 from thunder.core.proxies import meta_of, TensorProxy
 from thunder.ops import prims
 from thunder.ops.decomp_utils import expand_to, opmath_dtype, to_dtype
@@ -26,7 +26,7 @@ def _bcast(v, shape, dim):
 
 def _mean(x, dims):
     n = math.prod(x.shape[d] for d in dims)
-    return prims.div(prims.sum(x, dims), float(n))
+    return prims.div(prims.sum(x, dims), symbols.to_float(n))
 
 
 def _keep(r, shape, dims):

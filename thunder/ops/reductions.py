@@ -3,7 +3,7 @@ import math
 
 import torch
 
-from thunder.core import dtypes
+from thunder.core import dtypes, symbols
 from thunder.core.proxies import TensorProxy
 from thunder.ops import prims
 from thunder.ops.decomp_utils import keep_dims, opmath_dtype, reduction_dims, to_dtype
@@ -116,7 +116,7 @@ def _(input, dim=None, keepdim=False, *, dtype=None):
     out = dtype or input.dtype
     x = to_dtype(to_dtype(input, out), opmath_dtype(out))
     s = _reduce(prims.sum, x, dim, keepdim)
-    return to_dtype(prims.div(s, float(_count(x, dim))), out)
+    return to_dtype(prims.div(s, symbols.to_float(_count(x, dim))), out)
 
 
 # --------------------------------------------------------------------------------------------
@@ -314,10 +314,10 @@ def _var_std(name, sqrt):
         x = to_dtype(input, torch.float64)
         dims = reduction_dims(dim, x.ndim)
         n = _count(x, dim)
-        m = prims.div(prims.sum(x, dims), float(n))
+        m = prims.div(prims.sum(x, dims), symbols.to_float(n))
         m = prims.broadcast_in_dim(m, tuple(x.shape), tuple(i for i in range(x.ndim) if i not in dims))
         d = prims.sub(x, m)
-        v = prims.div(prims.sum(prims.mul(d, d), dims), float(max(n - c, 0)))
+        v = prims.div(prims.sum(prims.mul(d, d), dims), symbols.to_float(max(n - c, 0)))
         v = prims.sqrt(v) if sqrt else v
         v = keep_dims(v, x.shape, dims) if keepdim else v
         return to_dtype(v, input.dtype)

@@ -87,6 +87,9 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
         if comments:
             for p, a in zip(params, block.arguments):
                 lines.append(f"  # {p}: {_describe(a.type)}")
+        assigned, checks = sizes.guard_lines(f, params)  # (a func a pass ran rules on with symbolic sizes)
+        namer.used.update(assigned)
+        lines += [f"  {line}" for line in checks]
         rng = _rng_line(block)
         if rng:
             lines.append(f"  {rng}")

@@ -173,14 +173,6 @@ def _on_load(state):
     return load
 
 
-def _sqrt(x):
-    """math.sqrt in the jitted code: of a size computed from symbols, a symbolic float (a scale
-    such as 1 / math.sqrt(T): the program writes it as an expression of the symbols)."""
-    if symbols.is_symbolic(x):
-        return symbols.SymFloat(math.sqrt(x.value_type(x)), f"math.sqrt({x.expr})")
-    return math.sqrt(x)
-
-
 def _runtime_number(cls):
     """int(x) / float(x) inside the interpreter: for a tensor or a runtime number, a runtime
     number (core/numbers.py; Python's own int()/float() must return a real one, which would
@@ -247,7 +239,7 @@ def _lookup(fn):
     if fn is int or fn is float:
         return _NUMBER_CONVERSIONS[fn]
     if fn is math.sqrt:
-        return _sqrt
+        return symbols.sqrt
     if fn is id:
         return _object_id
     try:

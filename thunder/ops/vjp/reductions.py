@@ -1,6 +1,7 @@
 """The VJP rules of the ops of thunder/ops/reductions.py (registered on them with OpDef.vjp)."""
 import math
 
+from thunder.core import symbols
 from thunder.ops import prims, vjp_utils as _vjp
 from thunder.ops.decomp_utils import reduction_dims
 from thunder.ops.elementwise import div, eq, exp, isnan, mul, sub, where
@@ -33,7 +34,7 @@ def _(g, out, input, dim=None, keepdim=False, *, dtype=None):
 @mean.vjp
 def _(g, out, input, dim=None, keepdim=False, *, dtype=None):
     n = _vjp.reduction_count(input, dim)
-    return {"input": _vjp.grad_for(input, div(_vjp.unreduce(g, input, dim, keepdim), float(n)))}
+    return {"input": _vjp.grad_for(input, div(_vjp.unreduce(g, input, dim, keepdim), symbols.to_float(n)))}
 
 
 def _var_std_vjp(is_std):

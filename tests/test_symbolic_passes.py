@@ -1,0 +1,139 @@
+"""Passes that run Python rules on traces with dynamic sizes (dialects/symbolic_lift.py):
+thunder-decompose on the trace cache="symbolic values" records. What they emit computes its
+sizes from the symbols, and holds where the decisions its rules took hold (thunder.size_guards,
+checked by the program): run at sizes never traced, it gives eager's values or refuses."""
+import inspect
+import math
+import re
+
+import pytest
+import torch
+
+import thunder
+from thunder.dialects.definitions import context
+from thunder.dialects.mlir import ir
+from thunder.lowering.decompose import decompose_module
+from thunder.lowering.passes import build_pass_manager
+from thunder.runtime.codegen import compile_source, python_source
+
+
+def _symbolic_module(f, make, sizes):
+    jf = thunder.jit(f, cache="symbolic values")
+    for n in sizes:
+        jf(*make(n))
+    trace = thunder.last_traces(jf)[0]
+    assert trace.producer == "interpreter (acquisition, symbolic sizes)"
+    return trace.module()
+
+
+def _decomposed_program(module):
+    with module.context:
+        decompose_module(module.operation)
+        module.operation.verify()
+        build_pass_manager("builtin.module(cse,canonicalize)").run(module.operation)
+    return str(module), compile_source(python_source(module))
+
+
+def _attention(x, w, mask, n):
+    B, T, C = x.shape
+    h = torch.nn.functional.layer_norm(x, (C,))
+    a = (h @ w).view(B, T, 4, C // 4).transpose(1, 2)
+    s = (a @ a.transpose(-1, -2)) / math.sqrt(C // 4) + mask[:T, :T]
+    o = (s.softmax(-1) @ a).transpose(1, 2).reshape(B, T, C)
+    return torch.nn.functional.gelu(o).mean(1) * n + x[:, -1]
+
+
+def test_decompose_computes_sizes_from_the_symbols():
+    w, mask = torch.randn(16, 16), torch.randn(32, 32)
+    module = _symbolic_module(_attention, lambda T: (torch.randn(2, T, 16), w, mask, T + 1), (3, 4, 5))
+    text, program = _decomposed_program(module)
+    for name in ("ltorch.layer_norm", "ltorch.softmax", "ltorch.gelu", "ltorch.mean", "ltorch.mul"):
+        assert f'"{name}"' not in text  # (decomposed into prims)
+    assert '"thunder.exp"' in text and "tensor<?x?x?xf32>" in text
+    # sizes and the int argument n stay computed from the symbols: any batch, length and n
+    for B, T, n in ((2, 3, 4), (3, 9, -2), (5, 2, 7), (2, 20, 3)):
+        x = torch.randn(B, T, 16)
+        torch.testing.assert_close(program(x, w, mask, n), _attention(x, w, mask, n))
+
+
+def test_a_decision_the_rules_took_is_checked_by_the_program():
+    def f(x):
+        return torch.nn.functional.silu(x[:, :10]).sum(1)
+
+    module = _symbolic_module(f, lambda T: (torch.randn(3, T),), (12, 14, 16))
+    text, program = _decomposed_program(module)
+    assert '"ltorch.silu"' not in text and "thunder.size_guards" in text
+    for T in (11, 13, 40):
+        x = torch.randn(3, T)
+        torch.testing.assert_close(program(x), f(x))
+    with pytest.raises(ValueError, match="this program holds only where"):
+        program(torch.randn(3, 7))  # (eager's result has 7 columns: the trace's 10 do not hold)
+
+
+def test_dims_not_known_equal_leave_the_ops_that_need_them():
+    def f(x, y):
+        return torch.nn.functional.gelu(x) + y * 2
+
+    module = _symbolic_module(f, lambda T: (torch.randn(T, 8), torch.randn(T, 8)), (3, 4, 5))
+    text = str(module)
+    assert text.count('thunder.dims = ["_sym0", "_sym1"]') == 2  # the same symbols for both (duck sizing)
+    # without the argument attributes (MLIR written by hand), each `?` is a symbol of its own:
+    # the add needs them equal and stays; what needs no such fact decomposes
+    bare = re.sub(r" \{thunder.dims = \[[^]]*\]\}", "", text)
+    with context():
+        module = ir.Module.parse(bare)
+        decomposed, program = _decomposed_program(module)
+    assert '"ltorch.gelu"' not in decomposed and '"ltorch.add"' in decomposed
+    for T in (2, 6, 11):
+        x, y = torch.randn(T, 8), torch.randn(T, 8)
+        torch.testing.assert_close(program(x, y), f(x, y))
+
+
+def _with_requires_grad(module, flags):
+    """The module's @computation with thunder.requires_grad on the arguments flagged."""
+    with module.context:
+        func = module.body.operations[0]
+        entries = list(ir.ArrayAttr(func.attributes["arg_attrs"]))
+        for i, flag in enumerate(flags):
+            d = {n.name: n.attr for n in ir.DictAttr(entries[i])}
+            if flag:
+                d["thunder.requires_grad"] = ir.UnitAttr.get()
+            entries[i] = ir.DictAttr.get(d)
+        func.attributes["arg_attrs"] = ir.ArrayAttr.get(entries)
+    return module
+
+
+def _mlp(x, w1, w2, n):
+    B, T, C = x.shape
+    h = torch.nn.functional.layer_norm(x, (C,))
+    s = (h @ w1).view(B, T, 2, -1).softmax(-1).reshape(B, T, -1)
+    return (torch.nn.functional.gelu(s) @ w2).mean(1) * n + x[:, -1]
+
+
+def test_autograd_differentiates_with_the_symbols():
+    from thunder.lowering.autograd import autograd_module
+
+    w1, w2 = torch.randn(16, 32), torch.randn(32, 16)
+    module = _symbolic_module(_mlp, lambda T: (torch.randn(2, T, 16), w1, w2, T + 1), (3, 4, 5))
+    module = _with_requires_grad(module, (True, True, False))
+    with module.context:
+        autograd_module(module.operation)
+        module.operation.verify()
+    text = str(module)
+    assert "func.func @forward" in text and "func.func @backward" in text and "tensor<?x?x" in text
+    forward = compile_source(python_source(module, "forward"))
+    backward = compile_source(python_source(module, "backward"))
+    n_symbol = list(inspect.signature(forward).parameters)[-1]  # (the int argument's symbol)
+    unread = [p for p in inspect.signature(backward).parameters if p.startswith("_sym")]
+    assert unread == [n_symbol]  # (the sizes the backward needs are its inputs' dims; n is not one)
+    for B, T, n in ((2, 3, 4), (3, 9, -2), (4, 20, 3)):
+        x = torch.randn(B, T, 16, requires_grad=True)
+        w = w1.clone().requires_grad_()
+        expected = _mlp(x, w, w2, n)
+        g = torch.randn_like(expected)
+        gx, gw = torch.autograd.grad(expected, (x, w), g)
+        out = forward(x.detach(), w.detach(), w2, n)
+        grads = backward(*out[1:], g, n)
+        torch.testing.assert_close(out[0], expected.detach())
+        torch.testing.assert_close(grads[0], gx)
+        torch.testing.assert_close(grads[1], gw)
