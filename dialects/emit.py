@@ -127,9 +127,11 @@ def emit(trace, outputs, fn_name="computation", mutated=(), int_symbols=None) ->
     return module
 
 
-def emit_into(trace, outputs, fn_name, arg_attrs=None, attributes=None, bsyms=None, int_symbols=None):
+def emit_into(trace, outputs, fn_name, arg_attrs=None, attributes=None, bsyms=None, int_symbols=None,
+              symbol_values=None):
     """Emit func @fn_name at the current insertion point (inside a module): the trace's bound
-    symbols (or bsyms); int_symbols: see emit."""
+    symbols (or bsyms); int_symbols: see emit; symbol_values: the symbols' values (a pass's
+    func: sizes.VALUES, else found in the trace)."""
     dynamic = int_symbols is not None
     i64 = ir.IntegerType.get_signless(64)
     arg_types = [attrs.tensor_type(r.shape, r.dtype, r.device, dynamic) for r in trace.inputs]
@@ -138,7 +140,8 @@ def emit_into(trace, outputs, fn_name, arg_attrs=None, attributes=None, bsyms=No
     f = func.FuncOp(fn_name, (arg_types, out_types))
     if dynamic:
         arg_attrs, values = sizes.signature_attributes(
-            trace.inputs, int_symbols, _numbers_in(trace.symbols if bsyms is None else bsyms), arg_attrs)
+            trace.inputs, int_symbols, _numbers_in(trace.symbols if bsyms is None else bsyms), arg_attrs,
+            known=symbol_values)
         attributes = {**values, **(attributes or {})}
     if arg_attrs is not None:
         f.attributes["arg_attrs"] = ir.ArrayAttr.get(arg_attrs)

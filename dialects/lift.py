@@ -7,6 +7,7 @@ from thunder.dialects import attrs, sizes
 from thunder.dialects.definitions import LIST_OP, UNLIST_OP, decode_op, results_of
 from thunder.dialects.emit import loc_file_line, loc_names
 from thunder.dialects.mlir import ir
+from thunder.dialects.symbolic_lift import SymbolicFunc
 
 
 @dataclass
@@ -14,39 +15,46 @@ class Lifted:
     ctx: TraceCtx  # inputs and symbols, tensors as Refs
     outputs: list  # Refs returned by the func
     values: dict  # name -> ir.Value of the original func
+    symbolic: object = None  # for a func with dynamic sizes, its SymbolicFunc (dialects/symbolic_lift.py)
 
 
-def lift(func_op) -> Lifted:
+def lift(func_op, values=None) -> Lifted:
+    """A func with dynamic sizes lifts with SymInt dims (dialects/symbolic_lift.py): its size
+    computations are the SymInts in the ops' arguments, its int symbols' parameters are no
+    inputs (Lifted.symbolic.int_symbols); values: the symbols' values (else the func's)."""
     ctx = TraceCtx()
     refs, values = {}, {}
+    block = func_op.regions[0].blocks[0]
+    dynamic = any(sizes.is_dynamic_type(a.type) for a in block.arguments) or any(
+        o.operation.name in sizes.PYTHON for o in block.operations)
+    symbolic = SymbolicFunc(func_op, values) if dynamic else None
 
     def new_ref(value, wanted):
         name = ctx.new_name(wanted) if wanted and wanted.isidentifier() else ctx.new_name()
-        r = Ref(name, *attrs.tensor_meta(value.type))
+        r = Ref(name, *(symbolic.meta(value) if symbolic is not None else attrs.tensor_meta(value.type)))
         refs[value] = r
         values[name] = value
         return r
 
-    block = func_op.regions[0].blocks[0]
-    for a in block.arguments:
-        if sizes.is_dynamic_type(a.type):
-            sizes.refuse_dynamic(f"@{ir.StringAttr(func_op.attributes['sym_name']).value}'s argument of type {a.type}")
-    ctx.inputs = [new_ref(a, (loc_names(a.location) or [None])[0]) for a in block.arguments]
+    def lookup(v):
+        r = refs.get(v)
+        return r if r is not None or symbolic is None else symbolic.value(v)
+
+    ints = symbolic.int_symbol_arguments() if symbolic is not None else ()
+    ctx.inputs = [new_ref(a, (loc_names(a.location) or [None])[0]) for a in block.arguments if a not in ints]
     outputs = []
     for operation in block.operations:
         name = operation.operation.name
-        if name in attrs.CONSTANT_OPS:
-            continue
-        if name in sizes.PYTHON:
-            sizes.refuse_dynamic(f"{name} (a size computation)")
+        if name in attrs.CONSTANT_OPS or name in sizes.PYTHON:
+            continue  # (numbers and sizes: read where ops use them)
         if name in (LIST_OP, UNLIST_OP):
             continue  # (read as the operands and results of the op they pack for: decode_op, results_of)
         if name == "func.return":
-            outputs = [refs[v] for v in operation.operands]
+            outputs = [lookup(v) for v in operation.operands]
             continue
-        op, args = decode_op(operation.operation, refs.__getitem__)
+        op, args = decode_op(operation.operation, lookup)
         loc = operation.location
         wanted = loc_names(loc)
         outs = [new_ref(r, wanted[i] if i < len(wanted) else None) for i, r in enumerate(results_of(operation))]
         ctx.symbols.append(BoundSymbol(op, args, outs, loc_file_line(loc)))
-    return Lifted(ctx, outputs, values)
+    return Lifted(ctx, outputs, values, symbolic)

@@ -40,6 +40,11 @@ VALUES = "thunder.symbol_values"  # func attribute: each symbol's value in the c
 GUARDS = "thunder.size_guards"  # func attribute: conditions on the symbols the func holds under
 
 
+def _names(source):
+    """The names an expression reads."""
+    return {n.id for n in ast.walk(ast.parse(source, mode="eval")) if isinstance(n, ast.Name)}
+
+
 class Inexpressible(NotImplementedError):
     """A symbolic value where a trace cannot hold one (a float attribute, an unknown function)."""
 
@@ -114,13 +119,24 @@ def _has_symbolic(v):
 
 
 # ---- what a func with dynamic sizes says of them (dialects/symbolic_lift.py reads it)
-def signature_attributes(inputs, int_symbols, symbols_in, arg_attrs=None):
+def unread_symbols(inputs, names):
+    """The symbols among names (in order) that no dim of the inputs (Refs) is: a func with these
+    inputs that computes sizes from them takes them as int parameters."""
+    read = {d.expr for r in inputs for d in getattr(r, "shape", ()) if symbols.is_symbolic(d)}
+    return [n for n in names if n not in read]
+
+
+def signature_attributes(inputs, int_symbols, symbols_in, arg_attrs=None, known=None):
     """(arg_attrs, {VALUES: ...}) of a func with dynamic sizes: each input with symbolic dims gets
     DIMS (every dim's size as text: `["_sym0", "8"]`), so which `?` dims are one symbol survives
-    in MLIR; VALUES gives the symbols' values in the call traced (from the inputs' dims and
-    symbols_in: the values the trace's ops hold, where int symbols appear)."""
+    in MLIR; VALUES gives the symbols' values in the call traced (known: by name, else from the
+    inputs' dims and symbols_in: the values the trace's ops hold, where int symbols appear)."""
     given = list(arg_attrs) if arg_attrs is not None else [None] * (len(inputs) + len(int_symbols))
     out, values = [], {}
+    for name in (known or {}):
+        if name in int_symbols or any(symbols.is_symbolic(x) and name in _names(x.expr)
+                                      for r in inputs for x in getattr(r, "shape", ())):
+            values[name] = known[name]
     for i, entry in enumerate(given):
         d = {n.name: n.attr for n in ir.DictAttr(entry)} if entry is not None else {}
         shape = getattr(inputs[i], "shape", ()) if i < len(inputs) else ()
@@ -162,7 +178,7 @@ def guard_lines(func_op, params):
     conditions = guards(func_op)
     if not conditions:
         return [], []
-    names = sorted({n.id for c in conditions for n in ast.walk(ast.parse(c, mode="eval")) if isinstance(n, ast.Name)})
+    names = sorted(set().union(*(_names(c) for c in conditions)))
     lines, found = [], set(params)
     for i, dims in enumerate(argument_dims(func_op, len(params))):
         for k, d in enumerate(dims or ()):

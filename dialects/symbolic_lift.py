@@ -12,9 +12,11 @@ rules take on the symbols (a comparison, `==` and `!=` in native code included) 
 `guards`: what is emitted from them holds where those hold (sizes.GUARDS on the func; code
 generation checks them)."""
 import ast
+import math
 
 from thunder.core import symbols
 from thunder.core import trace as tracing
+from thunder.core.trace import BoundSymbol, Ref
 from thunder.core.proxies import proxy_of_meta
 from thunder.dialects import attrs, sizes
 from thunder.dialects.definitions import LIST_OP, UNLIST_OP, decode_op, results_of
@@ -28,7 +30,59 @@ from thunder.ops.record import run_meta
 _MADE_UP = [sizes.PLACEHOLDER * p for p in (17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67, 71, 73, 79)]
 
 
+_OTHER = [sizes.PLACEHOLDER * p + 1 for p in (83, 89, 97, 101, 103, 107, 109, 113, 127, 131, 137, 139, 149, 151, 157, 163)]
 _UNKNOWN = object()  # the meta of a value whose op's meta function failed
+
+
+class LostExpression(NotImplementedError):
+    """A rule made a size from the symbols a plain number where no decision says why (Python's
+    C code reads an int subclass's value: `range(T)`, `slice.indices`): what it emits would hold
+    at this size only."""
+
+
+def revalued(x, values):
+    """x (a meta, a shape, a number) with each symbolic number at the symbols' values given, its
+    expression the same."""
+    if symbols.is_symbolic(x):
+        try:
+            v = eval(x.expr, _PLAIN, dict(values))  # noqa: S307
+        except (ArithmeticError, ValueError, NameError) as e:
+            raise LostExpression(f"{x.expr} at other sizes: {e}") from None
+        return symbols.SymInt(int(v), x.expr) if isinstance(x, int) else symbols.SymFloat(float(v), x.expr)
+    if isinstance(x, tuple):
+        return tuple(revalued(v, values) for v in x)
+    return x
+
+
+_PLAIN = {"math": math, "abs": abs, "int": int, "float": float, "round": round}
+
+
+def same_recording(a, b):
+    """Whether two recordings of one rule (lists of BoundSymbols, or any values in them), run
+    at different values of the symbols, are the same program: the same ops, names and plain
+    values, the same expressions where sizes are symbolic. Where they differ, a size lost its
+    expression (or a decision went another way)."""
+    if symbols.is_symbolic(a) or symbols.is_symbolic(b):
+        return symbols.is_symbolic(a) and symbols.is_symbolic(b) and a.expr == b.expr
+    if isinstance(a, BoundSymbol) and isinstance(b, BoundSymbol):
+        return a.op is b.op and same_recording(a.args, b.args) and same_recording(a.outputs, b.outputs)
+    if isinstance(a, Ref) and isinstance(b, Ref):
+        return a.name == b.name and a.dtype == b.dtype and a.device == b.device and same_recording(
+            tuple(a.shape), tuple(b.shape))
+    if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
+        return type(a) is type(b) and len(a) == len(b) and all(same_recording(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same_recording(a[k], b[k]) for k in a)
+    if isinstance(a, slice) and isinstance(b, slice):
+        return same_recording((a.start, a.stop, a.step), (b.start, b.stop, b.step))
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, float):
+        return repr(a) == repr(b)
+    names = (getattr(a, "name", None), getattr(b, "name", None))
+    if names[0] is not None or names[1] is not None:  # (proxies of runtime numbers)
+        return names[0] == names[1]
+    return a == b
 
 
 class UnknownSizes(NotImplementedError):
@@ -39,7 +93,8 @@ class SymbolicFunc:
     """The Python values of a func's arguments and of its ops' results (`meta`), computed once in
     program order; `note` adds those of ops a pass inserts."""
 
-    def __init__(self, func_op):
+    def __init__(self, func_op, values=None):
+        """values: the symbols' values to use instead of the func's (a second run, `checked`)."""
         self.func = func_op
         self.guards = {}  # decision (Python source over the symbols) -> outcome
         self.ctx = tracing.TraceCtx()
@@ -47,8 +102,10 @@ class SymbolicFunc:
         self._metas = {}  # ir.Value -> (shape, dtype, device) with SymInt dims, or a SymInt size
         self.symbols = {}  # name -> SymInt
         self._emitter = None
-        values = ir.DictAttr(func_op.attributes[sizes.VALUES]) if sizes.VALUES in func_op.attributes else None
-        self.hints = {n.name: ir.IntegerAttr(n.attr).value for n in values} if values is not None else {}
+        given = ir.DictAttr(func_op.attributes[sizes.VALUES]) if sizes.VALUES in func_op.attributes else None
+        self.hints = {n.name: ir.IntegerAttr(n.attr).value for n in given} if given is not None else {}
+        self._int_names = set(self.hints)  # (an i64 argument named here is an int symbol)
+        self.hints.update(values or {})
         block = func_op.regions[0].blocks[0]
         self.block = block
         self.int_symbols = []  # names of the i64 arguments that are symbols, in order
@@ -56,7 +113,7 @@ class SymbolicFunc:
         dims = sizes.argument_dims(func_op, len(block.arguments))
         for i, a in enumerate(block.arguments):
             name = (loc_names(a.location) or [None])[0]
-            if str(a.type) == "i64" and name in self.hints:
+            if str(a.type) == "i64" and name in self._int_names:
                 self.int_symbols.append(name)
                 self._metas[a] = self._symbol(name)
                 continue
@@ -71,6 +128,11 @@ class SymbolicFunc:
         with tracing.tracing(self.ctx):
             for operation in block.operations:
                 self._infer(operation.operation)
+
+    def int_symbol_arguments(self):
+        """The block arguments that are int symbols (i64 parameters named in sizes.VALUES)."""
+        return [a for a in self.block.arguments if (loc_names(a.location) or [None])[0] in self.int_symbols
+                and str(a.type) == "i64"]
 
     # ---- symbols
     def _symbol(self, name):
@@ -115,12 +177,20 @@ class SymbolicFunc:
         m = self.meta(value)
         return proxy_of_meta(*m) if isinstance(m, tuple) and m[2] is not None else m if not isinstance(m, tuple) else None
 
-    def value(self, v, name=None):
-        """What a rule gets for v: a proxy with SymInt dims, a NumberProxy, or a SymInt/SymFloat."""
+    def value(self, v, name=None, values=None):
+        """What a rule gets for v: a proxy with SymInt dims, a NumberProxy, or a SymInt/SymFloat;
+        values: the symbols at other values (their expressions the same)."""
         m = self.meta(v)
+        if values is not None:
+            m = revalued(m, values)
         if isinstance(m, tuple):
             return proxy_of_meta(*m, name=name)
         return m
+
+    def other_values(self):
+        """Other values of the symbols, for a second run of a rule (`same_recording`): made-up,
+        distinct from these and each other."""
+        return {name: _OTHER[i % len(_OTHER)] + i // len(_OTHER) for i, name in enumerate(self.symbols)}
 
     def restore(self, guards):
         """Forget the decisions recorded since guards (a copy of them) was taken: a rule that
@@ -194,9 +264,15 @@ class SymbolicFunc:
         with ir.InsertionPoint(first) if first is not None else ir.InsertionPoint(block), ir.Location.unknown():
             return sizes.Emitter([r for r, _ in tensors], [a for _, a in tensors] + ints, self.int_symbols)
 
-    def write_guards(self):
-        """The decisions recorded, as the func's sizes.GUARDS (with those it had); arguments
-        whose `?` dims had no sizes.DIMS get theirs (the symbols the guards name)."""
+    def write_guards(self, func_op=None):
+        """The decisions recorded, as the sizes.GUARDS of the func (or of func_op, one a pass
+        made from it), with those it had; arguments of the func whose `?` dims had no
+        sizes.DIMS get theirs (the symbols the guards name)."""
+        if func_op is not None:
+            conditions = [_condition(s, o) for s, o in self.guards.items()]
+            old = sizes.guards(self.func)
+            _set_guards(func_op, old + [c for c in conditions if c not in old])
+            return
         block = self.block
         given = sizes.argument_dims(self.func, len(block.arguments))
         if any(g is None and _has_dynamic(a.type) for g, a in zip(given, block.arguments)):
@@ -209,9 +285,12 @@ class SymbolicFunc:
                     entries[i] = ir.DictAttr.get(d)
             self.func.attributes["arg_attrs"] = ir.ArrayAttr.get(entries)
         old = sizes.guards(self.func)
-        conditions = old + [c for c in (_condition(s, o) for s, o in self.guards.items()) if c not in old]
-        if conditions:
-            self.func.attributes[sizes.GUARDS] = ir.ArrayAttr.get([ir.StringAttr.get(c) for c in conditions])
+        _set_guards(self.func, old + [c for c in (_condition(s, o) for s, o in self.guards.items()) if c not in old])
+
+
+def _set_guards(func_op, conditions):
+    if conditions:
+        func_op.attributes[sizes.GUARDS] = ir.ArrayAttr.get([ir.StringAttr.get(c) for c in conditions])
 
 
 def _has_dynamic(t):

@@ -18,6 +18,8 @@ from thunder.core.trace import BoundSymbol, Ref, TraceCtx
 from thunder.dialects import attrs
 from thunder.dialects.definitions import context, decode_op
 from thunder.dialects.emit import emit_into, emit_symbol, find_func, mutated_inputs
+from thunder.dialects.sizes import unread_symbols
+from thunder.dialects.symbolic_lift import LostExpression, same_recording
 from thunder.dialects.lift import lift
 from thunder.dialects.mlir import func, ir
 from thunder.ops import elementwise, fallback, registry
@@ -46,9 +48,10 @@ class Split:
     lifted_forward: object = None  # where @forward was made in place: what lifting it gives (a Lifted)
 
 
-def split_forward_backward(lifted, requires_grad, n_mutated=0) -> Split:
+def split_forward_backward(lifted, requires_grad, n_mutated=0, guards=None) -> Split:
     """n_mutated: the last results are new values of inputs updated in place (copied back by
-    the forward program, not differentiated)."""
+    the forward program, not differentiated). guards: for a trace with dynamic sizes, where the
+    decisions the rules take on its symbols are recorded (dialects/symbolic_lift.py)."""
     ctx = lifted.ctx
     outputs = lifted.outputs[:len(lifted.outputs) - n_mutated]
     mutated = lifted.outputs[len(outputs):]
@@ -57,6 +60,8 @@ def split_forward_backward(lifted, requires_grad, n_mutated=0) -> Split:
     use_training_forms(ctx.symbols, needs, ctx.new_name)
     forward_names = {r.name for r in ctx.inputs} | {o.name for b in ctx.symbols for o in b.outputs}
     bctx = TraceCtx(prefix="b")
+    if guards is not None:
+        bctx.sym_guards, bctx.sym_strict = guards, True
     for n in forward_names:
         bctx.new_name(n)  # reserve: backward proxies of forward values keep their names
     fwd = forward_proxies()
@@ -290,12 +295,19 @@ def autograd_module(module_op):
         raise ValueError("thunder-autograd needs a func @computation")
     flags = requires_grad_flags(comp)
     n_mutated = len(mutated_inputs(comp))
+    lifted = lift(comp)
+    symbolic = lifted.symbolic  # (dynamic sizes: the rules compute with the func's symbols)
+    if symbolic is not None:
+        ints = symbolic.int_symbol_arguments()
+        flags = [f for f, a in zip(flags, comp.regions[0].blocks[0].arguments) if a not in ints]
     # (where lifting keeps every name, @computation becomes @forward in place, as emitting it
     # again would give it: lowering/remat_inplace.py)
-    in_place = IN_PLACE and kept_names(comp) is not None
-    lifted = lift(comp)
+    in_place = IN_PLACE and symbolic is None and kept_names(comp) is not None
     lifted_symbols = list(lifted.ctx.symbols)
-    split = split_forward_backward(lifted, flags, n_mutated)
+    with tracing.tracing(_guarding(symbolic)):
+        split = split_forward_backward(lifted, flags, n_mutated, symbolic.guards if symbolic is not None else None)
+    if symbolic is not None:
+        _check_symbolic(comp, split, symbolic, flags, n_mutated)
     # (a training form keeps the op's results: the first, and the others after it)
     in_place = in_place and all(new is old or old.outputs and [o.name for o in old.outputs] == [
         o.name for o in new.outputs[:len(old.outputs)]] for old, new in zip(lifted_symbols, split.forward.symbols))
@@ -309,18 +321,58 @@ def autograd_module(module_op):
         if in_place:
             _forward_in_place(comp, lifted, lifted_symbols, split, _arg_attrs(flags), fwd_attrs)
         else:
-            emit_into(split.forward, split.forward_outputs, "forward", arg_attrs=_arg_attrs(flags),
-                      attributes=fwd_attrs)
+            forward = emit_into(split.forward, split.forward_outputs, "forward",
+                                arg_attrs=_arg_attrs(flags + [False] * len(symbolic.int_symbols))
+                                if symbolic is not None else _arg_attrs(flags),
+                                attributes=fwd_attrs, **_symbolic_emission(symbolic, symbolic and symbolic.int_symbols))
     after = [o.operation for o in block.operations]
     at = after.index(comp.operation) + 1 if in_place else 1
     with (ir.InsertionPoint(after[at]) if at < len(after) else ir.InsertionPoint(block)), comp.location:
         grad_of = [i for i, r in enumerate(split.backward_outputs) if r is not None]
-        emit_into(split.backward, [r for r in split.backward_outputs if r is not None], "backward",
-                  attributes={"thunder.grad_of": ir.DenseI64ArrayAttr.get(grad_of),
-                              "thunder.cotangent_for": ir.DenseI64ArrayAttr.get(split.cotangent_for)})
+        backward = emit_into(split.backward, [r for r in split.backward_outputs if r is not None], "backward",
+                             attributes={"thunder.grad_of": ir.DenseI64ArrayAttr.get(grad_of),
+                                         "thunder.cotangent_for": ir.DenseI64ArrayAttr.get(split.cotangent_for)},
+                             **_symbolic_emission(symbolic, symbolic and unread_symbols(split.backward.inputs,
+                                                                                         symbolic.symbols)))
+    if symbolic is not None:
+        for f in (forward, backward):
+            symbolic.write_guards(f)
     if not in_place:
         comp.erase()
     return split
+
+
+def _check_symbolic(comp, split, symbolic, flags, n_mutated):
+    """The split run again with the symbols at other values must record the same program: a
+    size a rule made a plain number (Python's C code reads an int's value: `range(T)`) shows as
+    a difference, and the pass refuses rather than emit a program that holds at one size."""
+    other = lift(comp, symbolic.other_values())
+    with tracing.tracing(_guarding(other.symbolic, {})):
+        again = split_forward_backward(other, flags, n_mutated, {})
+
+    def parts(s):
+        return (s.forward.symbols, s.forward_outputs, s.backward.symbols, s.backward.inputs, s.backward_outputs)
+
+    if not same_recording(parts(split), parts(again)):
+        raise LostExpression("thunder-autograd: a VJP rule or decomposition computes a size of this trace as a "
+                             "plain number (the backward recorded at other sizes differs)")
+
+
+def _guarding(symbolic, guards=None):
+    """The trace in which training forms are chosen: for dynamic sizes, one that records the
+    decisions taken on the symbols (a form's conditions on the shapes)."""
+    ctx = TraceCtx(prefix="_")
+    if symbolic is not None:
+        ctx.sym_guards, ctx.sym_strict = symbolic.guards if guards is None else guards, True
+    return ctx
+
+
+def _symbolic_emission(symbolic, int_symbols):
+    """emit_into's arguments for a func with dynamic sizes: its int symbols' parameters and the
+    symbols' values (none for a static one)."""
+    if symbolic is None:
+        return {}
+    return {"int_symbols": list(int_symbols), "symbol_values": dict(symbolic.hints)}
 
 
 def _forward_in_place(comp, lifted, lifted_symbols, split, arg_attrs, attributes):

@@ -10,7 +10,7 @@ from thunder.core.trace import NotDecomposable
 from thunder.dialects import attrs, sizes
 from thunder.dialects.definitions import decode_op
 from thunder.dialects.emit import WIDENED, emit_symbol, loc_file_line, loc_names
-from thunder.dialects.symbolic_lift import SymbolicFunc
+from thunder.dialects.symbolic_lift import LostExpression, SymbolicFunc, same_recording
 from thunder.dialects.mlir import ir
 from thunder.ops import registry
 from thunder.lowering import decompose_reuse
@@ -71,26 +71,34 @@ def _decompose_dynamic(operation, symbolic):
     if found is None:
         found = symbolic[func_op] = SymbolicFunc(func_op)
     base = (loc_names(operation.location) or ["d"])[0]
-    ctx = tracing.TraceCtx(prefix=f"{base}_")
-    ctx.sym_guards, ctx.sym_strict = found.guards, True
     values = {}
 
-    def proxy_of(v):
-        p = found.value(v, ctx.new_name())
-        if hasattr(p, "name"):
-            values[p.name] = v
-        return p
+    def run(guards, at=None):
+        ctx = tracing.TraceCtx(prefix=f"{base}_")
+        ctx.sym_guards, ctx.sym_strict = guards, True
 
-    before = dict(found.guards)
-    try:
+        def proxy_of(v):
+            p = found.value(v, ctx.new_name(), at)
+            if hasattr(p, "name"):
+                values[p.name] = v
+            return p
+
         with tracing.tracing(ctx):
             op, args = decode_op(operation, proxy_of)
             out = op.decomposition(**args)
+        return op, ctx.symbols, list(out) if isinstance(out, (tuple, list)) else [out]
+
+    before = dict(found.guards)
+    try:
+        op, recorded, outs = run(found.guards)
+        # run again with the symbols at other values: a size that lost its expression on the
+        # way (`len(range(T))`) differs there (the op is left as it is)
+        if not same_recording((recorded, outs), run({}, found.other_values())[1:]):
+            raise LostExpression(f"{operation.name}'s decomposition computes a size as a plain number")
     except Exception:
         found.restore(before)
         raise
-    outs = list(out) if isinstance(out, (tuple, list)) else [out]
-    _emit(operation, op, [(b.op, b.args, b.outputs, b.widened) for b in ctx.symbols], [o.name for o in outs], values,
+    _emit(operation, op, [(b.op, b.args, b.outputs, b.widened) for b in recorded], [o.name for o in outs], values,
           found.emitter(), found)
     found.write_guards()
 

@@ -14,7 +14,7 @@ runs each time. The backward is thus the same, name for name, with reuse on or o
 (tests/test_repeated_structure.py compares them)."""
 import torch
 
-from thunder.core import trace as tracing
+from thunder.core import symbols, trace as tracing
 from thunder.core.proxies import TensorProxy, to_refs
 from thunder.core.trace import BoundSymbol, Ref
 
@@ -39,17 +39,24 @@ class _Key:
         if isinstance(v, TensorProxy):
             slot = self.first.setdefault(v.name, len(self.slots))
             self.slots.append(v)
-            self.parts.append(("T", tuple(v.shape), v.dtype, v.device, v.requires_grad, v.is_view, slot))
+            self.parts.append(("T", tuple(map(_size_key, v.shape)), v.dtype, v.device, v.requires_grad, v.is_view, slot))
         elif isinstance(v, tuple):
             self.parts.append(("(", len(v)))
             for x in v:
                 self.add(x)
+        elif symbols.is_symbolic(v):  # (a size of a trace with dynamic sizes: its expression)
+            self.parts.append(("sym", v.expr))
         elif isinstance(v, _PLAIN) or (isinstance(v, slice) and all(
                 type(x) in (int, type(None)) for x in (v.start, v.stop, v.step))):
             # (type and repr: 1, 1.0 and True hash alike; -0.0 and 0.0 too)
             self.parts.append((type(v).__name__, repr(v)))
         else:
             self.ok = False  # (runtime numbers, lists, anything else: the rule runs)
+
+
+def _size_key(d):
+    """A dim in a key: a symbolic size by its expression (two of one value may differ)."""
+    return ("sym", d.expr) if symbols.is_symbolic(d) else d
 
 
 class VjpReuse:

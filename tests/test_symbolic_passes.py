@@ -121,8 +121,8 @@ def test_autograd_differentiates_with_the_symbols():
         module.operation.verify()
     text = str(module)
     assert "func.func @forward" in text and "func.func @backward" in text and "tensor<?x?x" in text
-    forward = compile_source(python_source(module, "forward"))
-    backward = compile_source(python_source(module, "backward"))
+    forward = compile_source(python_source(module, "forward"), "forward")
+    backward = compile_source(python_source(module, "backward"), "backward")
     n_symbol = list(inspect.signature(forward).parameters)[-1]  # (the int argument's symbol)
     unread = [p for p in inspect.signature(backward).parameters if p.startswith("_sym")]
     assert unread == [n_symbol]  # (the sizes the backward needs are its inputs' dims; n is not one)

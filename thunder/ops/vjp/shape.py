@@ -60,7 +60,8 @@ for _op in (expand, broadcast_to, expand_as):
 def _unslice(g, input, ranges):
     """Zeros of input's shape with g (of the slice's shape, up to size-1 dims) where the slice
     `ranges` (start, stop, step per dim) reads."""
-    sliced = tuple(len(range(*r)) for r in ranges)
+    # (len(range(...)) by arithmetic: range() reads a symbolic size as a plain number)
+    sliced = tuple(max((stop - start + step - 1) // step, 0) for start, stop, step in ranges)
     if math.prod(sliced) == 0:
         return _vjp.zeros_like(input)
     g = _reshape(g, sliced)
