@@ -119,11 +119,27 @@ def _has_symbolic(v):
 
 
 # ---- what a func with dynamic sizes says of them (dialects/symbolic_lift.py reads it)
-def unread_symbols(inputs, names):
-    """The symbols among names (in order) that no dim of the inputs (Refs) is: a func with these
-    inputs that computes sizes from them takes them as int parameters."""
-    read = {d.expr for r in inputs for d in getattr(r, "shape", ()) if symbols.is_symbolic(d)}
-    return [n for n in names if n not in read]
+def unread_symbols(trace, outputs, names):
+    """The symbols among names (in order) that the trace's ops or outputs use and no dim of its
+    inputs is: its func takes them as int parameters."""
+    read = {d.expr for r in trace.inputs for d in getattr(r, "shape", ()) if symbols.is_symbolic(d)}
+    used = set()
+    for b in trace.symbols:
+        _collect_names([*b.args.values(), *b.outputs], used)
+    _collect_names(outputs, used)
+    return [n for n in names if n in used and n not in read]
+
+
+def _collect_names(values, found):
+    for v in values:
+        if symbols.is_symbolic(v):
+            found.update(_names(v.expr))
+        elif isinstance(v, (tuple, list)):
+            _collect_names(v, found)
+        elif isinstance(v, slice):
+            _collect_names((v.start, v.stop, v.step), found)
+        elif hasattr(v, "shape") and isinstance(getattr(v, "shape"), tuple):
+            _collect_names(v.shape, found)
 
 
 def signature_attributes(inputs, int_symbols, symbols_in, arg_attrs=None, known=None):

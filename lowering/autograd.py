@@ -332,8 +332,9 @@ def autograd_module(module_op):
         backward = emit_into(split.backward, [r for r in split.backward_outputs if r is not None], "backward",
                              attributes={"thunder.grad_of": ir.DenseI64ArrayAttr.get(grad_of),
                                          "thunder.cotangent_for": ir.DenseI64ArrayAttr.get(split.cotangent_for)},
-                             **_symbolic_emission(symbolic, symbolic and unread_symbols(split.backward.inputs,
-                                                                                         symbolic.symbols)))
+                             **_symbolic_emission(symbolic, symbolic and unread_symbols(
+                                 split.backward, [r for r in split.backward_outputs if r is not None],
+                                 list(symbolic.symbols))))
     if symbolic is not None:
         for f in (forward, backward):
             symbolic.write_guards(f)

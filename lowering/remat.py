@@ -15,7 +15,9 @@ location says so, dialects/emit.py) is recomputed however expensive, and its val
 saved (no capacity limit), so the cut falls on the region's inputs as in eager; random ops keep
 their results saved (the backward must see the numbers the forward drew).
 """
+from thunder.core import symbols
 from thunder.core.trace import BoundSymbol, Ref, TraceCtx
+from thunder.dialects import sizes
 from thunder.dialects.attrs import CONSTANT_OPS
 from thunder.dialects.emit import emit_into, find_func, mutated_inputs
 from thunder.dialects.lift import lift
@@ -35,9 +37,10 @@ INPUT_COST = 1  # inputs are alive anyway: saving one costs (almost) nothing
 
 
 def nbytes(ref):
+    """Its size in bytes (of a symbolic size: at the symbols' values, the call's where known)."""
     n = ref.dtype.itemsize
     for s in ref.shape:
-        n *= s
+        n *= symbols.hint(s)
     return n
 
 
@@ -122,8 +125,9 @@ def remat_module(module_op, lifted_forward=None):
     # (a forward made in place kept every name)
     bwd_names = kept_names(bwd_op, skip=n_saved) if handed or kept_names(fwd_op) is not None else None
     in_place = bwd_names is not None and not bwd_names & taken
+    backward_symbolic = None
     if not in_place:
-        bsyms, bouts, cotangents = _lift_backward(bwd_op, old_saved, taken)
+        bsyms, bouts, cotangents, backward_symbolic = _lift_backward(bwd_op, old_saved, taken)
 
     needed = [r.name for r in old_saved]
     # an input forward updates in place holds its new value once forward returns: backward gets
@@ -157,14 +161,16 @@ def remat_module(module_op, lifted_forward=None):
     new_bwd = TraceCtx()
     new_bwd.inputs = saved + cotangents
     new_bwd.symbols = _just_in_time(recompute, bsyms, bouts)
-    attrs_f = {k: fwd_op.attributes[k] for k in ("thunder.num_outputs", "thunder.mutated_inputs")
+    attrs_f = {k: fwd_op.attributes[k] for k in ("thunder.num_outputs", "thunder.mutated_inputs", sizes.GUARDS)
                if k in fwd_op.attributes}
-    attrs_b = {k: bwd_op.attributes[k] for k in ("thunder.grad_of", "thunder.cotangent_for")}
+    attrs_b = {k: bwd_op.attributes[k] for k in ("thunder.grad_of", "thunder.cotangent_for", sizes.GUARDS)
+               if k in bwd_op.attributes}
     arg_attrs = fwd_op.attributes["arg_attrs"] if "arg_attrs" in fwd_op.attributes else None
+    dynamic_f, dynamic_b = _symbolic_emission(fwd, backward_symbolic, new_bwd, bouts)
     with ir.InsertionPoint(fwd_op), fwd_op.location:
         emit_into(fwd.ctx, outputs, "forward",
-                  arg_attrs=list(arg_attrs) if arg_attrs is not None else None, attributes=attrs_f)
-        emit_into(new_bwd, bouts, "backward", attributes=attrs_b)
+                  arg_attrs=list(arg_attrs) if arg_attrs is not None else None, attributes=attrs_f, **dynamic_f)
+        emit_into(new_bwd, bouts, "backward", attributes=attrs_b, **dynamic_b)
     fwd_op.erase()
     bwd_op.erase()
     return result
@@ -199,7 +205,19 @@ def _lift_backward(bwd_op, old_saved, taken):
             cotangents[cotangents.index(r)] = new
     bsyms = [type(b)(b.op, {k: _rename(v, mapping) for k, v in b.args.items()},
                      [_rename(o, mapping) for o in b.outputs], b.location) for b in bwd.ctx.symbols]
-    return bsyms, [_rename(r, mapping) for r in bwd.outputs], cotangents
+    return bsyms, [_rename(r, mapping) for r in bwd.outputs], cotangents, bwd.symbolic
+
+
+def _symbolic_emission(fwd, backward_symbolic, new_bwd, bouts):
+    """emit_into's arguments for @forward and @backward with dynamic sizes: their int symbols'
+    parameters (@backward's: the symbols no dim of its new inputs is) and the symbols' values."""
+    if fwd.symbolic is None and backward_symbolic is None:
+        return {}, {}
+    values = {**(backward_symbolic.hints if backward_symbolic is not None else {}),
+              **(fwd.symbolic.hints if fwd.symbolic is not None else {})}
+    forward = {"int_symbols": fwd.symbolic.int_symbols if fwd.symbolic is not None else [], "symbol_values": values}
+    backward = {"int_symbols": sizes.unread_symbols(new_bwd, bouts, list(values)), "symbol_values": values}
+    return forward, backward
 
 
 def _just_in_time(recompute, bsyms, outputs):

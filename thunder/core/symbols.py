@@ -241,6 +241,11 @@ def convert(v, cls):
     return _make(value, v.expr if type(value) is v.value_type else f"{cls.__name__}({v.expr})")
 
 
+def hint(v):
+    """v's value, symbolic or not, for a choice that is no decision of the program (a cost)."""
+    return v.plain() if is_symbolic(v) else v
+
+
 def to_float(v):
     """float(v), keeping a symbolic number's expression (Python's float() must return a plain
     float: native rules that divide by a count use this)."""
