@@ -187,27 +187,200 @@ def guards(func_op):
     return [ir.StringAttr(a).value for a in ir.ArrayAttr(func_op.attributes[GUARDS])]
 
 
+_NEGATED = {ast.Eq: "!=", ast.NotEq: "==", ast.Lt: ">=", ast.GtE: "<", ast.Gt: "<=", ast.LtE: ">"}
+
+
+def conditions(decisions):
+    """Recorded decisions ({source: outcome}, core/symbols.py `decided`) as Python conditions
+    that hold where they go the same way (a comparison that went False written negated)."""
+    out = []
+    for source, outcome in decisions.items():
+        if outcome is True:
+            out.append(source)
+            continue
+        if outcome is not False:
+            out.append(f"({source} == {outcome!r})")
+            continue
+        node = ast.parse(source, mode="eval").body
+        if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _NEGATED:
+            out.append(f"({ast.unparse(node.left)} {_NEGATED[type(node.ops[0])]} {ast.unparse(node.comparators[0])})")
+        else:
+            out.append(f"not {source}")
+    return out
+
+
+def set_guards(func_op, conditions_):
+    """The func's GUARDS: the conditions (in order, once each), but those that the bounds the
+    others give the symbols imply (`(_sym0 >= 2)` implies `(_sym0 * 2 != -1)`)."""
+    unique = list(dict.fromkeys(conditions_))
+    sizes_ = _bounds([], func_op)
+    bounds = _bounds(unique, func_op)
+    kept, stated = [], set()
+    for c in unique:
+        b = _bound_of(c)
+        if b is not None:  # (the strongest bound of a symbol, once, where a size's >= 0 is not it)
+            if b[1] == bounds[b[0]] and b[0] not in stated and b[1] > sizes_.get(b[0], b[1] - 1):
+                stated.add(b[0])
+                kept.append(c)
+        elif not _implied(c, bounds):
+            kept.append(c)
+    if kept:
+        func_op.attributes[GUARDS] = ir.ArrayAttr.get([ir.StringAttr.get(c) for c in kept])
+
+
+def _bound_of(condition):
+    """(name, lower bound) of a condition `(name >= k)` / `(name > k)`, else None."""
+    node = ast.parse(condition, mode="eval").body
+    if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.left, ast.Name) and \
+            isinstance(node.comparators[0], ast.Constant) and type(node.comparators[0].value) is int:
+        k = node.comparators[0].value
+        if isinstance(node.ops[0], ast.GtE):
+            return node.left.id, k
+        if isinstance(node.ops[0], ast.Gt):
+            return node.left.id, k + 1
+    return None
+
+
+def _bounds(conditions_, func_op):
+    """Lower bounds of the symbols: a dim is >= 0, and the conditions' own `(name >= k)`."""
+    found = {}
+    for dims in argument_dims(func_op, len(func_op.regions[0].blocks[0].arguments)):
+        for d in dims or ():
+            if d.isidentifier():
+                found[d] = 0
+    for c in conditions_:
+        b = _bound_of(c)
+        if b is not None:
+            found[b[0]] = max(found.get(b[0], b[1]), b[1])
+    return found
+
+
+_INF = float("inf")
+
+
+def _implied(condition, bounds):
+    """Whether the condition holds for all symbol values within the bounds: its two sides'
+    difference as a polynomial (`(T - 0 + 1 - 1) // 1 == T` holds), each term's range by
+    interval arithmetic; False where it cannot tell."""
+    node = ast.parse(condition, mode="eval").body
+    if not (isinstance(node, ast.Compare) and len(node.ops) == 1):
+        return False
+    a, b = _polynomial(node.left), _polynomial(node.comparators[0])
+    if a is None or b is None:
+        return False
+    lo = hi = 0
+    for term, c in _sum(a, b, -1).items():
+        r = (1, 1)
+        for atom in term:
+            x = _interval(atom, bounds)
+            if x is None or x[0] < 0:
+                return False
+            r = (r[0] * x[0], 0 if 0 in (r[1], x[1]) else r[1] * x[1])
+        lo, hi = (lo + c * r[0], hi + c * r[1]) if c > 0 else (lo + c * r[1], hi + c * r[0])
+    op = type(node.ops[0])
+    return {ast.GtE: lo >= 0, ast.Gt: lo > 0, ast.LtE: hi <= 0, ast.Lt: hi < 0, ast.NotEq: lo > 0 or hi < 0,
+            ast.Eq: lo == hi == 0}.get(op, False)
+
+
+def _polynomial(node):
+    """{term: coefficient} of an integer expression, a term a sorted tuple of atoms (names, and
+    the subexpressions other than +, -, * and `// 1`, by their text); None where not an int."""
+    if isinstance(node, ast.Constant):
+        return {(): node.value} if type(node.value) is int else None
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        x = _polynomial(node.operand)
+        return None if x is None else {t: -c for t, c in x.items()}
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult)):
+        a, b = _polynomial(node.left), _polynomial(node.right)
+        if a is None or b is None:
+            return None
+        if isinstance(node.op, ast.Mult):
+            out = {}
+            for ta, ca in a.items():
+                for tb, cb in b.items():
+                    out = _sum(out, {tuple(sorted(ta + tb, key=lambda x: x.text)): ca * cb})
+            return out
+        return _sum(a, b, 1 if isinstance(node.op, ast.Add) else -1)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.FloorDiv) and \
+            isinstance(node.right, ast.Constant) and node.right.value == 1:
+        return _polynomial(node.left)
+    return {(_Atom(node),): 1}
+
+
+class _Atom:
+    """A subexpression in a polynomial's term: equal where its text is."""
+
+    def __init__(self, node):
+        self.node, self.text = node, ast.unparse(node)
+
+    def __eq__(self, other):
+        return isinstance(other, _Atom) and other.text == self.text
+
+    def __hash__(self):
+        return hash(self.text)
+
+
+def _sum(a, b, sign=1):
+    out = dict(a)
+    for t, c in b.items():
+        out[t] = out.get(t, 0) + sign * c
+        if out[t] == 0:
+            del out[t]
+    return out
+
+
+def _interval(node, bounds):
+    """(lo, hi) of an integer expression over the symbols, None where not known."""
+    if isinstance(node, _Atom):
+        node = node.node
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value, node.value
+    if isinstance(node, ast.Name):
+        return (bounds[node.id], _INF) if node.id in bounds else None
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        x = _interval(node.operand, bounds)
+        return None if x is None else (-x[1], -x[0])
+    if not isinstance(node, ast.BinOp):
+        return None
+    a, b = _interval(node.left, bounds), _interval(node.right, bounds)
+    if a is None or b is None:
+        return None
+    if isinstance(node.op, ast.Add):
+        return a[0] + b[0], a[1] + b[1]
+    if isinstance(node.op, ast.Sub):
+        return a[0] - b[1], a[1] - b[0]
+    if isinstance(node.op, ast.Mult) and a[0] >= 0 and b[0] >= 0:
+        return a[0] * b[0], 0 if 0 in (a[1], b[1]) else a[1] * b[1]  # (inf * 0 is no number)
+    if isinstance(node.op, ast.FloorDiv) and a[0] >= 0 and b[0] == b[1] and b[0] > 0:
+        return a[0] // b[0], a[1] // b[0] if a[1] != _INF else _INF
+    if isinstance(node.op, ast.Mod) and b[0] == b[1] and b[0] > 0:
+        return 0, b[0] - 1
+    return None
+
+
 def guard_lines(func_op, params):
-    """(names assigned, Python lines) that check the func's GUARDS (params: its parameters'
-    names): each symbol read from the first argument dim DIMS names it by (or the parameter of
-    that name), then one check per condition."""
+    """({(argument index, dim): name read}, Python lines) that check the func's GUARDS (params:
+    its parameters' names): each symbol read from the first argument dim DIMS names it by (or
+    the parameter of that name), then one check per condition."""
     conditions = guards(func_op)
     if not conditions:
-        return [], []
+        return {}, []
     names = sorted(set().union(*(_names(c) for c in conditions)))
-    lines, found = [], set(params)
+    lines, found, reads = [], set(params), {}
     for i, dims in enumerate(argument_dims(func_op, len(params))):
         for k, d in enumerate(dims or ()):
             if d in names and d not in found:
                 lines.append(f"{d} = {params[i]}.shape[{k}]")
                 found.add(d)
+                reads[(i, k)] = d
     missing = [n for n in names if n not in found]
     if missing:
         raise Inexpressible(f"the symbols {', '.join(missing)} of the func's {GUARDS} (no argument dim is one)")
     for c in conditions:
+        c = ast.unparse(ast.parse(c, mode="eval"))
         lines.append(f"if not ({c}): raise ValueError(\"thunder: this program holds only where {c}; the arguments' "
                      f"sizes make it false\")")
-    return sorted(found - set(params)), lines
+    return reads, lines
 
 
 # ---- emission of size computations

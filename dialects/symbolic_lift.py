@@ -269,9 +269,7 @@ class SymbolicFunc:
         made from it), with those it had; arguments of the func whose `?` dims had no
         sizes.DIMS get theirs (the symbols the guards name)."""
         if func_op is not None:
-            conditions = [_condition(s, o) for s, o in self.guards.items()]
-            old = sizes.guards(self.func)
-            _set_guards(func_op, old + [c for c in conditions if c not in old])
+            sizes.set_guards(func_op, sizes.guards(self.func) + sizes.conditions(self.guards))
             return
         block = self.block
         given = sizes.argument_dims(self.func, len(block.arguments))
@@ -284,13 +282,7 @@ class SymbolicFunc:
                     d[sizes.DIMS] = ir.ArrayAttr.get([ir.StringAttr.get(symbols.expr_of(x)) for x in self.meta(a)[0]])
                     entries[i] = ir.DictAttr.get(d)
             self.func.attributes["arg_attrs"] = ir.ArrayAttr.get(entries)
-        old = sizes.guards(self.func)
-        _set_guards(self.func, old + [c for c in (_condition(s, o) for s, o in self.guards.items()) if c not in old])
-
-
-def _set_guards(func_op, conditions):
-    if conditions:
-        func_op.attributes[sizes.GUARDS] = ir.ArrayAttr.get([ir.StringAttr.get(c) for c in conditions])
+        sizes.set_guards(self.func, sizes.guards(self.func) + sizes.conditions(self.guards))
 
 
 def _has_dynamic(t):
@@ -300,25 +292,6 @@ def _has_dynamic(t):
 class _Shaped:
     def __init__(self, shape):
         self.shape = shape
-
-
-_NEGATED = {"==": "!=", "!=": "==", "<": ">=", ">=": "<", ">": "<=", "<=": ">"}
-
-
-def _condition(source, outcome):
-    """A decision as a Python condition that holds where it goes the same way (a comparison
-    that went False written as its negation)."""
-    if outcome is True:
-        return source
-    if outcome is False:
-        node = ast.parse(source, mode="eval").body
-        if isinstance(node, ast.Compare) and len(node.ops) == 1:
-            symbol = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.GtE: ">=", ast.Gt: ">", ast.LtE: "<="}.get(
-                type(node.ops[0]))
-            if symbol is not None:
-                return f"({ast.unparse(node.left)} {_NEGATED[symbol]} {ast.unparse(node.comparators[0])})"
-        return f"not {source}"
-    return f"({source} == {outcome!r})"
 
 
 def _names(source):

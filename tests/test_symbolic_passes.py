@@ -51,7 +51,7 @@ def test_decompose_computes_sizes_from_the_symbols():
         assert f'"{name}"' not in text  # (decomposed into prims)
     assert '"thunder.exp"' in text and "tensor<?x?x?xf32>" in text
     # sizes and the int argument n stay computed from the symbols: any batch, length and n
-    for B, T, n in ((2, 3, 4), (3, 9, -2), (5, 2, 7), (2, 20, 3)):
+    for B, T, n in ((2, 3, 4), (3, 9, 12), (5, 2, 7), (2, 20, 3)):
         x = torch.randn(B, T, 16)
         torch.testing.assert_close(program(x, w, mask, n), _attention(x, w, mask, n))
 
@@ -79,7 +79,7 @@ def test_dims_not_known_equal_leave_the_ops_that_need_them():
     assert text.count('thunder.dims = ["_sym0", "_sym1"]') == 2  # the same symbols for both (duck sizing)
     # without the argument attributes (MLIR written by hand), each `?` is a symbol of its own:
     # the add needs them equal and stays; what needs no such fact decomposes
-    bare = re.sub(r" \{thunder.dims = \[[^]]*\]\}", "", text)
+    bare = re.sub(r" \{thunder.dims = \[[^]]*\]\}|thunder.size_guards = \[[^]]*\], ", "", text)
     with context():
         module = ir.Module.parse(bare)
         decomposed, program = _decomposed_program(module)
@@ -126,7 +126,7 @@ def test_autograd_differentiates_with_the_symbols():
     n_symbol = list(inspect.signature(forward).parameters)[-1]  # (the int argument's symbol)
     unread = [p for p in inspect.signature(backward).parameters if p.startswith("_sym")]
     assert unread == [n_symbol]  # (the sizes the backward needs are its inputs' dims; n is not one)
-    for B, T, n in ((2, 3, 4), (3, 9, -2), (4, 20, 3)):
+    for B, T, n in ((2, 3, 4), (3, 9, 12), (4, 20, 3)):
         x = torch.randn(B, T, 16, requires_grad=True)
         w = w1.clone().requires_grad_()
         expected = _mlp(x, w, w2, n)
@@ -158,7 +158,7 @@ def test_remat_chooses_what_to_save_with_the_symbols():
     forward = compile_source(python_source(module, "forward"), "forward")
     backward = compile_source(python_source(module, "backward"), "backward")
     unread = [p for p in inspect.signature(backward).parameters if p.startswith("_sym")]
-    for B, T, n in ((2, 3, 4), (3, 9, -2), (4, 20, 3)):
+    for B, T, n in ((2, 3, 4), (3, 9, 12), (4, 20, 3)):
         x = torch.randn(B, T, 16, requires_grad=True)
         w = w1.clone().requires_grad_()
         expected = _mlp(x, w, w2, n)
@@ -170,3 +170,20 @@ def test_remat_chooses_what_to_save_with_the_symbols():
         torch.testing.assert_close(out[0], expected.detach())
         torch.testing.assert_close(grads[0], gx)
         torch.testing.assert_close(grads[1], gw)
+
+
+def test_the_recorded_trace_checks_the_decisions_it_holds_under():
+    # the acquisition's own decisions (a branch on the length) are the trace's size guards:
+    # its Python form at a length on the other side refuses instead of taking the branch taken
+    def f(x):
+        return x * 2 if x.shape[0] > 4 else x * 3
+
+    module = _symbolic_module(f, lambda T: (torch.randn(T, 3),), (6, 7, 8))
+    with module.context:
+        program = compile_source(python_source(module))
+    assert "thunder.size_guards = [" in str(module) and "(_sym0 > 4)" in str(module)
+    for T in (5, 9, 30):
+        x = torch.randn(T, 3)
+        torch.testing.assert_close(program(x), f(x))
+    with pytest.raises(ValueError, match="this program holds only where _sym0 > 4"):
+        program(torch.randn(3, 3))

@@ -358,7 +358,7 @@ def test_sequence_sweep_with_reshapes_writes_the_sizes_as_expressions():
     # the recorded trace in MLIR: the reshapes' sizes are index values computed from the symbols
     mlir = thunder.last_traces(fused)[0].to_mlir()
     assert ('func.func @computation(%arg0: tensor<?x?x?xf32> {thunder.dims = ["_sym0", "_sym1", "_sym2"]}) -> '
-            'tensor<?x?x?xf32> attributes {thunder.symbol_values = {') in mlir
+            'tensor<?x?x?xf32> attributes {thunder.size_guards = ["(_sym0 >= 2)", "(_sym1 >= 2)", "(_sym2 >= 2)"') in mlir
     assert "arith.muli %dim, %dim_0 : index" in mlir and "arith.subi %dim_0, %c1 : index" in mlir
 
 
@@ -631,7 +631,7 @@ def test_the_recorded_trace_has_dynamic_dims_and_its_sizes_as_values():
     dyn = "-9223372036854775808"
     assert trace.to_mlir() == f"""\
 module {{
-  func.func @computation(%arg0: tensor<?x?x?xf32> {{thunder.dims = ["_sym0", "_sym1", "_sym2"]}}, %arg1: tensor<?xf32> {{thunder.dims = ["_sym3"]}}) -> (tensor<?x?x?xf32>, tensor<?x?xf32>) attributes {{thunder.symbol_values = {{_sym0 = 2 : i64, _sym1 = 3 : i64, _sym2 = 8 : i64, _sym3 = 16 : i64}}}} {{
+  func.func @computation(%arg0: tensor<?x?x?xf32> {{thunder.dims = ["_sym0", "_sym1", "_sym2"]}}, %arg1: tensor<?xf32> {{thunder.dims = ["_sym3"]}}) -> (tensor<?x?x?xf32>, tensor<?x?xf32>) attributes {{thunder.size_guards = ["(_sym0 >= 2)", "(_sym1 >= 2)", "(_sym2 >= 2)", "(_sym3 >= 2)", "(_sym1 <= _sym3)"], thunder.symbol_values = {{_sym0 = 2 : i64, _sym1 = 3 : i64, _sym2 = 8 : i64, _sym3 = 16 : i64}}}} {{
     %c0 = arith.constant 0 : index
     %dim = tensor.dim %arg0, %c0 : tensor<?x?x?xf32>
     %c1 = arith.constant 1 : index
@@ -658,7 +658,9 @@ module {{
 """
     src = str(trace)
     assert ("  # x: cpu float32[?, ?, ?]\n  # mask: cpu float32[?]\n  _sym0 = x.shape[0]\n  _sym1 = x.shape[1]\n"
-            "  _sym2 = x.shape[2]\n  _sym3 = mask.shape[0]\n  s = _sym2 // 2\n") in src
+            "  _sym2 = x.shape[2]\n  _sym3 = mask.shape[0]\n") in src
+    assert ("  if not (_sym1 <= _sym3): raise ValueError(\"thunder: this program holds only where _sym1 <= _sym3; "
+            "the arguments' sizes make it false\")\n  s = _sym2 // 2\n") in src
     assert "torch.reshape(x, (_sym0, _sym1, 2, s))" in src and "torch.zeros((_sym0, _sym1))" in src
     # C // 2 divided evenly when traced: the prologue keeps it so (an odd C is another program)
     assert "if not ((_sym2) % (2) == 0): return MISS" in str(thunder.last_prologue_traces(jf)[-1])
@@ -681,7 +683,8 @@ def test_an_int_argument_symbol_is_an_i64_parameter_of_the_trace():
     mlir = trace.to_mlir()
     # (x's sizes are symbols too: the reshape's -1, a size its meta function computes, is fitted)
     assert ('func.func @computation(%arg0: tensor<?x?xf32> {thunder.dims = ["_sym0", "_sym1"]}, %arg1: i64) -> '
-            'tensor<2xf32> attributes {thunder.symbol_values = {_sym0 = 40 : i64, _sym1 = 4 : i64, _sym2 = 3 : i64}}') in mlir
+            'tensor<2xf32> attributes {thunder.size_guards = ["(_sym0 >= 2)", "(_sym1 >= 2)", "(_sym2 >= 2)", "(_sym2 <= _sym0)"], '
+            'thunder.symbol_values = {_sym0 = 40 : i64, _sym1 = 4 : i64, _sym2 = 3 : i64}}') in mlir
     assert "%0 = arith.index_cast %arg1 : i64 to index" in mlir
     assert "def computation(x, _sym2):" in str(trace) and "impl.arange(_sym2, None, 1)" in str(trace)
     for n in (2, 9, 40):

@@ -87,9 +87,10 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
         if comments:
             for p, a in zip(params, block.arguments):
                 lines.append(f"  # {p}: {_describe(a.type)}")
-        assigned, checks = sizes.guard_lines(f, params)  # (a func a pass ran rules on with symbolic sizes)
-        namer.used.update(assigned)
+        reads, checks = sizes.guard_lines(f, params)  # (a func with dynamic sizes: the conditions it holds under)
+        namer.used.update(reads.values())
         lines += [f"  {line}" for line in checks]
+        arg_index = {a: i for i, a in enumerate(block.arguments)}
         rng = _rng_line(block)
         if rng:
             lines.append(f"  {rng}")
@@ -139,6 +140,11 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
                 if leaves is not None:
                     leaves.update(operation)
                 continue
+            if name == "tensor.dim" and (arg_index.get(operation.operands[0]), attrs.constant_value(
+                    operation.operands[1]) if attrs.is_constant(operation.operands[1]) else None) in reads:
+                namer.names[operation.result] = reads[(arg_index[operation.operands[0]],
+                                                       attrs.constant_value(operation.operands[1]))]
+                continue  # (read by the size checks already)
             if name in sizes.PYTHON and len(operation.results) == 1 and \
                     not attrs.is_tensor_type(operation.results[0].type):  # a size computed from the symbols
                 args = [py_repr(attrs.constant_value(v)) if attrs.is_constant(v) else namer.names[v]
