@@ -40,9 +40,18 @@ VALUES = "thunder.symbol_values"  # func attribute: each symbol's value in the c
 GUARDS = "thunder.size_guards"  # func attribute: conditions on the symbols the func holds under
 
 
-def _names(source):
-    """The names an expression reads."""
-    return {n.id for n in ast.walk(ast.parse(source, mode="eval")) if isinstance(n, ast.Name)}
+_FUNCTIONS = {"math", "abs", "int", "float", "round"}  # (what size expressions call: no symbols)
+
+
+def symbol_names(source):
+    """The symbols an expression reads."""
+    return {n.id for n in ast.walk(ast.parse(source, mode="eval")) if isinstance(n, ast.Name)} - _FUNCTIONS
+
+
+def symbolic_value(source, symbols_):
+    """The value of a size expression at the symbols given (SymInts: the result keeps its
+    expression), as sizes.evaluate computes PYTHON's templates."""
+    return eval(source, {**_EVAL_GLOBALS, "abs": abs, "round": round}, {n: symbols_[n] for n in symbol_names(source)})  # noqa: S307
 
 
 class Inexpressible(NotImplementedError):
@@ -133,7 +142,7 @@ def unread_symbols(trace, outputs, names):
 def _collect_names(values, found):
     for v in values:
         if symbols.is_symbolic(v):
-            found.update(_names(v.expr))
+            found.update(symbol_names(v.expr))
         elif isinstance(v, (tuple, list)):
             _collect_names(v, found)
         elif isinstance(v, slice):
@@ -150,7 +159,7 @@ def signature_attributes(inputs, int_symbols, symbols_in, arg_attrs=None, known=
     given = list(arg_attrs) if arg_attrs is not None else [None] * (len(inputs) + len(int_symbols))
     out, values = [], {}
     for name in (known or {}):
-        if name in int_symbols or any(symbols.is_symbolic(x) and name in _names(x.expr)
+        if name in int_symbols or any(symbols.is_symbolic(x) and name in symbol_names(x.expr)
                                       for r in inputs for x in getattr(r, "shape", ())):
             values[name] = known[name]
     for i, entry in enumerate(given):
@@ -359,28 +368,52 @@ def _interval(node, bounds):
 
 
 def guard_lines(func_op, params):
-    """({(argument index, dim): name read}, Python lines) that check the func's GUARDS (params:
-    its parameters' names): each symbol read from the first argument dim DIMS names it by (or
-    the parameter of that name), then one check per condition."""
+    """(names assigned, {(argument index, dim): symbol read}, Python lines) that check what a
+    func with dynamic sizes holds under (params: its parameters' Python names): each symbol is
+    read from the first argument dim DIMS names it by (an int symbol is its parameter), every
+    other dim of an argument with DIMS is checked against its size there (a symbol read before:
+    two dims of one symbol hold only where they are equal; an expression; a static size), then
+    each of GUARDS. Nothing for a func without either."""
     conditions = guards(func_op)
-    if not conditions:
-        return {}, []
-    names = sorted(set().union(*(_names(c) for c in conditions)))
-    lines, found, reads = [], set(params), {}
-    for i, dims in enumerate(argument_dims(func_op, len(params))):
-        for k, d in enumerate(dims or ()):
-            if d in names and d not in found:
+    dims = argument_dims(func_op, len(params))
+    if not conditions and not any(dims):
+        return set(), {}, []
+    block = func_op.regions[0].blocks[0]
+    values = {n.name for n in ir.DictAttr(func_op.attributes[VALUES])} if VALUES in func_op.attributes else set()
+    lines, found, reads = [], set(), {}
+
+    def check(c):
+        lines.append(f"if not ({c}): raise ValueError(\"thunder: this program holds only where {c}; the arguments' "
+                     f"sizes make it false\")")
+
+    for p, a in zip(params, block.arguments):
+        name = _location_name(a)
+        if str(a.type) == "i64" and name in values:
+            found.add(name)
+            if p != name:
+                lines.append(f"{name} = {p}")
+    checks = []
+    for i, entries in enumerate(dims):
+        for k, d in enumerate(entries or ()):
+            if d.isidentifier() and d not in found:
                 lines.append(f"{d} = {params[i]}.shape[{k}]")
                 found.add(d)
                 reads[(i, k)] = d
-    missing = [n for n in names if n not in found]
+            else:
+                checks.append(f"{params[i]}.shape[{k}] == {d}")
+    names = set().union(*(symbol_names(c) for c in conditions + checks))
+    missing = sorted(n for n in names - found if n not in params)
     if missing:
         raise Inexpressible(f"the symbols {', '.join(missing)} of the func's {GUARDS} (no argument dim is one)")
-    for c in conditions:
-        c = ast.unparse(ast.parse(c, mode="eval"))
-        lines.append(f"if not ({c}): raise ValueError(\"thunder: this program holds only where {c}; the arguments' "
-                     f"sizes make it false\")")
-    return reads, lines
+    for c in checks + conditions:
+        check(ast.unparse(ast.parse(c, mode="eval")))
+    return found, reads, lines
+
+
+def _location_name(v):
+    """The name a block argument's location gives it (emit.py `location`), None where unnamed."""
+    loc = v.location
+    return ir.NameLoc(loc).name_str.split(",")[0] if loc.typeid == ir.NameLoc.static_typeid else None
 
 
 # ---- emission of size computations

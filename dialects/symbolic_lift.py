@@ -149,8 +149,7 @@ class SymbolicFunc:
             source = f"_d{where[0]}_{where[1]}"
         if source.isidentifier():
             return self._symbol(source)
-        names = {n: self._symbol(n) for n in _names(source)}
-        value = eval(source, {"abs": abs, "int": int, "float": float, "round": round}, names)  # noqa: S307
+        value = sizes.symbolic_value(source, {n: self._symbol(n) for n in sizes.symbol_names(source)})
         if not isinstance(value, symbols.SymInt):
             raise ValueError(f"{sizes.DIMS} entry {source!r} is not a size computed from symbols")
         return value
@@ -292,10 +291,6 @@ def _has_dynamic(t):
 class _Shaped:
     def __init__(self, shape):
         self.shape = shape
-
-
-def _names(source):
-    return sorted({n.id for n in ast.walk(ast.parse(source, mode="eval")) if isinstance(n, ast.Name)} - {"abs", "int", "float", "round"})
 
 
 def _dim_reads(block):

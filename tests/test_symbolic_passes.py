@@ -4,10 +4,14 @@ sizes from the symbols, and holds where the decisions its rules took hold (thund
 checked by the program): run at sizes never traced, it gives eager's values or refuses."""
 import inspect
 import math
+import os
 import re
 
 import pytest
 import torch
+from hypothesis import HealthCheck, given, note, settings
+
+import test_fuzz_sizes as fuzz_sizes
 
 import thunder
 from thunder.dialects.definitions import context
@@ -187,3 +191,97 @@ def test_the_recorded_trace_checks_the_decisions_it_holds_under():
         torch.testing.assert_close(program(x), f(x))
     with pytest.raises(ValueError, match="this program holds only where _sym0 > 4"):
         program(torch.randn(3, 3))
+
+
+
+def test_a_symbol_an_argument_and_a_dim_share_is_checked_equal():
+    # k == B at the first call: duck sizing made them one symbol, which the program reads from
+    # k; at a call where they differ it refuses (before, it computed B's sizes with k)
+    def f(x, k):
+        return (x * k).sum(0)
+
+    module = _symbolic_module(f, lambda _: (torch.randn(3, 5), 3), [0])
+    with module.context:
+        program = compile_source(python_source(module))
+    x = torch.randn(4, 5)
+    torch.testing.assert_close(program(x, 4), f(x, 4))
+    with pytest.raises(ValueError, match=r"holds only where x.shape\[0\] == _sym0"):
+        program(x, 3)
+
+# ---- a differential fuzzer for the passes on symbolic sizes: tests/test_fuzz_sizes.py's random
+# programs, their trace with dynamic sizes differentiated by thunder-autograd and thunder-remat
+# directly (no fit), the generated forward and backward called at the fuzzer's other sizes
+FUZZ_EXAMPLES = int(os.environ.get("THUNDER_FUZZ_SIZES_EXAMPLES", "25"))
+# sizes near the first call's (B and k 2, as traced: duck sizing made them one symbol), where
+# decisions taken at the first call (T < 8) more often hold than at the fuzzer's own sizes
+NEAR = [((2, 6, 6), 2), ((2, 7, 9), 2), ((2, 4, 3), 2), ((2, 5, 11), 2)]
+
+
+def _symbolic_training_program(module, n_tensors):
+    from thunder.dialects.emit import find_func
+    from thunder.dialects.sizes import argument_dims
+    from thunder.lowering.autograd import autograd_module
+    from thunder.lowering.remat import remat_module
+
+    _with_requires_grad(module, [True] * n_tensors)
+    with module.context:
+        autograd_module(module.operation)
+        build_pass_manager("builtin.module(cse,canonicalize)").run(module.operation)
+        remat_module(module.operation)
+        build_pass_manager("builtin.module(cse,canonicalize)").run(module.operation)
+        module.operation.verify()
+        fwd, bwd = find_func(module.operation, "forward"), find_func(module.operation, "backward")
+        num_outputs = ir.IntegerAttr(fwd.attributes["thunder.num_outputs"]).value
+        cotangent_for = list(ir.DenseI64ArrayAttr(bwd.attributes["thunder.cotangent_for"]))
+        grad_of = list(ir.DenseI64ArrayAttr(bwd.attributes["thunder.grad_of"]))
+        dims = argument_dims(fwd, len(fwd.regions[0].blocks[0].arguments))
+    forward = compile_source(python_source(module, "forward"), "forward")
+    backward = compile_source(python_source(module, "backward"), "backward")
+    return forward, backward, num_outputs, cotangent_for, grad_of, dims
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@settings(max_examples=FUZZ_EXAMPLES, derandomize=os.environ.get("THUNDER_FUZZ_SEED") != "random", deadline=None,
+          database=None, suppress_health_check=[HealthCheck.too_slow])
+@given(fuzz_sizes.programs())
+def test_random_programs_differentiated_on_symbolic_sizes_match_eager(program):
+    src, second, seed, _ = program
+    note(src)
+    ns = {}
+    exec(src, {"torch": torch, "F": torch.nn.functional}, ns)
+    fn = ns["f"]
+    first = fuzz_sizes._inputs(second, fuzz_sizes.SIZES[0], seed)
+    jf = thunder.jit(fn, cache="symbolic values")
+    jf(*first, fuzz_sizes.KS[0])
+    trace = thunder.last_traces(jf)[0]
+    if trace.producer != "interpreter (acquisition, symbolic sizes)":
+        return  # (a trace MLIR cannot hold with its symbols: docs/api.md)
+    module = trace.module()
+    try:
+        forward, backward, num_outputs, cotangent_for, grad_of, dims = _symbolic_training_program(module, len(first))
+    except NotImplementedError as e:  # a refusal (a size a rule made a plain number), never a wrong program
+        note(f"refused: {e}")
+        return
+    params = list(inspect.signature(backward).parameters)
+    ran = 0
+    for sizes_, k in [*zip(fuzz_sizes.SIZES, fuzz_sizes.KS), *NEAR]:
+        args = fuzz_sizes._inputs(second, sizes_, seed)
+        env = {d: a.shape[i] for a, ds in zip(args, dims) for i, d in enumerate(ds or ()) if d.isidentifier()}
+        env[list(inspect.signature(forward).parameters)[-1]] = k
+        expected = fn(*args, k)
+        expected = expected if isinstance(expected, tuple) else (expected,)
+        try:
+            out = forward(*[a.detach() for a in args], k)
+        except ValueError as e:  # (sizes outside the trace's guards: k = 1, k not B as when traced, ...)
+            assert "this program holds only where" in str(e)
+            continue
+        out = out if isinstance(out, tuple) else (out,)
+        ran += 1
+        cotangents = [torch.linspace(-1, 1, expected[i].numel()).reshape(expected[i].shape) for i in cotangent_for]
+        grads = backward(*out[num_outputs:], *cotangents, *[env[p] for p in params if p.startswith("_sym")])
+        grads = grads if isinstance(grads, tuple) else (grads,)
+        wanted = torch.autograd.grad([expected[i] for i in cotangent_for], [args[i] for i in grad_of], cotangents)
+        for got, want in [*zip(out[:num_outputs], expected), *zip(grads, wanted)]:
+            scale = max(1.0, want.abs().max().item()) if want.numel() else 1.0
+            torch.testing.assert_close(got, want.detach(), rtol=1e-3, atol=1e-3 * scale)
+    assert ran >= 2  # (the traced sizes and at least one other)

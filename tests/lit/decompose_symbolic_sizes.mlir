@@ -38,3 +38,13 @@ func.func @unnamed(%x: tensor<?x8xf32>, %y: tensor<?x8xf32>) -> tensor<8xf32> {
   %2 = "ltorch.mean"(%1) {dim = 0 : i64, keepdim = false, dtype} : (tensor<?x8xf32>) -> tensor<8xf32>
   return %2 : tensor<8xf32>
 }
+
+// -----
+
+// A dim given by an expression of the symbols (math.ceil of a SymFloat keeps its expression).
+// CHECK-LABEL: func.func @expression
+// CHECK: "thunder.erf"
+func.func @expression(%x: tensor<?x?xf32> {thunder.dims = ["T", "math.ceil(T / 2)"]}) -> tensor<?x?xf32> {
+  %0 = "ltorch.gelu"(%x) {approximate = "none"} : (tensor<?x?xf32>) -> tensor<?x?xf32>
+  return %0 : tensor<?x?xf32>
+}

@@ -87,8 +87,8 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
         if comments:
             for p, a in zip(params, block.arguments):
                 lines.append(f"  # {p}: {_describe(a.type)}")
-        reads, checks = sizes.guard_lines(f, params)  # (a func with dynamic sizes: the conditions it holds under)
-        namer.used.update(reads.values())
+        assigned, reads, checks = sizes.guard_lines(f, params)  # (a func with dynamic sizes: what it holds under)
+        namer.used.update(assigned)
         lines += [f"  {line}" for line in checks]
         arg_index = {a: i for i, a in enumerate(block.arguments)}
         rng = _rng_line(block)
