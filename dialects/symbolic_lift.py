@@ -8,10 +8,11 @@ them), else the name of a `tensor.dim` reading it, else a symbol of its own. An 
 in `thunder.symbol_values` is an int symbol (others are runtime numbers). A symbol's value, what
 the rules see as the interpreter saw the call's sizes, is its entry there, else a made-up one
 (large, distinct). The results' sizes are their ops' meta functions on these. Each decision the
-rules take on the symbols (a comparison, `==` and `!=` in native code included) is recorded in
-`guards`: what is emitted from them holds where those hold (sizes.GUARDS on the func; code
-generation checks them)."""
-import ast
+rules take on the symbols (a comparison, `==` and `!=` in native code included, and a size used
+as a plain number: core/symbols.py `sym_strict`) is recorded in `guards`: what is emitted from
+them holds where those hold (sizes.GUARDS on the func; code generation checks them). What
+Python's C code does with an int (`range(T)`) reads a SymInt's value unseen: the passes record
+each rule twice, at other values the second time, and compare (`same_recording`)."""
 import math
 
 from thunder.core import symbols
@@ -94,7 +95,8 @@ class SymbolicFunc:
     program order; `note` adds those of ops a pass inserts."""
 
     def __init__(self, func_op, values=None):
-        """values: the symbols' values to use instead of the func's (a second run, `checked`)."""
+        """values: the symbols' values to use instead of the func's (a rule's second run at
+        other values: `same_recording`)."""
         self.func = func_op
         self.guards = {}  # decision (Python source over the symbols) -> outcome
         self.ctx = tracing.TraceCtx()
@@ -173,8 +175,11 @@ class SymbolicFunc:
         return found if found is not None else attrs.tensor_meta(value.type)
 
     def _leaf(self, value):
+        """sizes.evaluate's leaf: a tensor's proxy, a symbol's SymInt; None for a runtime number."""
         m = self.meta(value)
-        return proxy_of_meta(*m) if isinstance(m, tuple) and m[2] is not None else m if not isinstance(m, tuple) else None
+        if not isinstance(m, tuple):
+            return m
+        return proxy_of_meta(*m) if m[2] is not None else None
 
     def value(self, v, name=None, values=None):
         """What a rule gets for v: a proxy with SymInt dims, a NumberProxy, or a SymInt/SymFloat;
