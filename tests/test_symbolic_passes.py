@@ -251,7 +251,8 @@ def test_random_programs_differentiated_on_symbolic_sizes_match_eager(program):
     exec(src, {"torch": torch, "F": torch.nn.functional}, ns)
     fn = ns["f"]
     first = fuzz_sizes._inputs(second, fuzz_sizes.SIZES[0], seed)
-    jf = thunder.jit(fn, cache="symbolic values")
+    # (its trace with dynamic sizes is shown where the fit generalized: without fusion more often)
+    jf = thunder.jit(fn, cache="symbolic values", executors=["torch"])
     jf(*first, fuzz_sizes.KS[0])
     trace = thunder.last_traces(jf)[0]
     if trace.producer != "interpreter (acquisition, symbolic sizes)":
