@@ -12,6 +12,7 @@ tensor.extract_slice). A number operand computed from symbols is an i64/f64 valu
 PYTHON gives each op such a value uses as a Python expression: code generation writes them
 (`_sym0 = x.shape[0]`), and the verifier evaluates them on placeholder sizes."""
 import ast
+import functools
 import math
 
 from thunder.core import symbols
@@ -43,6 +44,7 @@ GUARDS = "thunder.size_guards"  # func attribute: conditions on the symbols the 
 _FUNCTIONS = {"math", "abs", "int", "float", "round"}  # (what size expressions call: no symbols)
 
 
+@functools.lru_cache(maxsize=4096)
 def symbol_names(source):
     """The symbols an expression reads."""
     return {n.id for n in ast.walk(ast.parse(source, mode="eval")) if isinstance(n, ast.Name)} - _FUNCTIONS
@@ -196,26 +198,33 @@ def guards(func_op):
     return [ir.StringAttr(a).value for a in ir.ArrayAttr(func_op.attributes[GUARDS])]
 
 
-_NEGATED = {ast.Eq: "!=", ast.NotEq: "==", ast.Lt: ">=", ast.GtE: "<", ast.Gt: "<=", ast.LtE: ">"}
-
-
 def conditions(decisions):
     """Recorded decisions ({source: outcome}, core/symbols.py `decided`) as Python conditions
     that hold where they go the same way (a comparison that went False written negated)."""
-    out = []
-    for source, outcome in decisions.items():
-        if outcome is True:
-            out.append(source)
-            continue
-        if outcome is not False:
-            out.append(f"({source} == {outcome!r})")
-            continue
-        node = ast.parse(source, mode="eval").body
-        if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _NEGATED:
-            out.append(f"({ast.unparse(node.left)} {_NEGATED[type(node.ops[0])]} {ast.unparse(node.comparators[0])})")
-        else:
-            out.append(f"not {source}")
-    return out
+    return [source if outcome is True else _negated(source) if outcome is False else f"({source} == {outcome!r})"
+            for source, outcome in decisions.items()]
+
+
+_NEGATED_TEXT = {" == ": " != ", " != ": " == ", " < ": " >= ", " >= ": " < ", " > ": " <= ", " <= ": " > "}
+
+
+@functools.lru_cache(maxsize=4096)
+def _negated(source):
+    """The condition that a decision went False: a comparison `(a op b)` (as core/symbols.py
+    writes them) negated, else `not`. (Found by scanning: printing a long expression's AST back
+    costs more than the passes that recorded it.)"""
+    if source.startswith("(") and source.endswith(")"):
+        depth = 0
+        for i, ch in enumerate(source[1:-1], 1):
+            depth += ch == "("
+            depth -= ch == ")"
+            if depth < 0:
+                break  # ("(a) < (b)": the first parenthesis closes before the end)
+            if depth == 0:
+                for op, negated in _NEGATED_TEXT.items():
+                    if source.startswith(op, i):
+                        return f"{source[:i]}{negated}{source[i + len(op):]}"
+    return f"not {source}"
 
 
 def set_guards(func_op, conditions_):
@@ -224,6 +233,7 @@ def set_guards(func_op, conditions_):
     unique = list(dict.fromkeys(conditions_))
     sizes_ = _bounds([], func_op)
     bounds = _bounds(unique, func_op)
+    frozen = frozenset(bounds.items())
     kept, stated = [], set()
     for c in unique:
         b = _bound_of(c)
@@ -231,7 +241,7 @@ def set_guards(func_op, conditions_):
             if b[1] == bounds[b[0]] and b[0] not in stated and b[1] > sizes_.get(b[0], b[1] - 1):
                 stated.add(b[0])
                 kept.append(c)
-        elif not _implied(c, bounds):
+        elif not _implied(c, frozen):
             kept.append(c)
     if kept:
         func_op.attributes[GUARDS] = ir.ArrayAttr.get([ir.StringAttr.get(c) for c in kept])
@@ -267,16 +277,23 @@ def _bounds(conditions_, func_op):
 _INF = float("inf")
 
 
+_PROVABLE_LENGTH = 400  # (longer conditions are kept unproven: the proof's cost grows with them)
+
+
+@functools.lru_cache(maxsize=8192)
 def _implied(condition, bounds):
     """Whether the condition holds for all symbol values within the bounds: its two sides'
     difference as a polynomial (`(T - 0 + 1 - 1) // 1 == T` holds), each term's range by
     interval arithmetic; False where it cannot tell."""
+    if len(condition) > _PROVABLE_LENGTH:
+        return False
     node = ast.parse(condition, mode="eval").body
     if not (isinstance(node, ast.Compare) and len(node.ops) == 1):
         return False
     a, b = _polynomial(node.left), _polynomial(node.comparators[0])
     if a is None or b is None:
         return False
+    bounds = dict(bounds)
     lo = hi = 0
     for term, c in _sum(a, b, -1).items():
         r = (1, 1)
@@ -320,7 +337,7 @@ class _Atom:
     """A subexpression in a polynomial's term: equal where its text is."""
 
     def __init__(self, node):
-        self.node, self.text = node, ast.unparse(node)
+        self.node, self.text = node, ast.dump(node)  # (ast.unparse costs far more)
 
     def __eq__(self, other):
         return isinstance(other, _Atom) and other.text == self.text

@@ -100,7 +100,6 @@ def _decompose_dynamic(operation, symbolic):
         raise
     _emit(operation, op, [(b.op, b.args, b.outputs, b.widened) for b in recorded], [o.name for o in outs], values,
           found.emitter(), found)
-    found.write_guards()
 
 
 def _emit(operation, op, symbols, outs, values, emitter=None, symbolic=None):
@@ -153,6 +152,8 @@ def decompose_module(module_op, keep=()):
                 kept.add(o)  # (its rule failed at the symbols' values: `?` dims not known equal)
                 continue
             changed = True
+        for found in symbolic.values():  # (the decisions of this round's rules: the funcs' guards)
+            found.write_guards()
 
 
 def decompose_pass(op, pass_):
