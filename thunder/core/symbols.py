@@ -38,16 +38,26 @@ def _make(value, expr):
     return value
 
 
+# x op n that is x itself (for an int n): its expression stays x's, so expressions do not grow
+# with `1 * x`, `x + 0`, `x // 1` through layers of meta functions
+_IDENTITY_RIGHT = {"+": 0, "-": 0, "*": 1, "//": 1}
+_IDENTITY_LEFT = {"+": 0, "*": 1}
+
+
 def _binary(fn, sym):
     def method(self, other):
         if not isinstance(other, (int, float)):
             return NotImplemented
+        if type(other) is int and _IDENTITY_RIGHT.get(sym) == other and isinstance(self, SymInt):
+            return self
         value = fn(self.plain(), other.plain() if is_symbolic(other) else other)
         return _make(value, f"({self.expr} {sym} {expr_of(other)})")
 
     def rmethod(self, other):
         if not isinstance(other, (int, float)):
             return NotImplemented
+        if type(other) is int and _IDENTITY_LEFT.get(sym) == other and isinstance(self, SymInt):
+            return self
         value = fn(other, self.plain())
         return _make(value, f"({expr_of(other)} {sym} {self.expr})")
 
