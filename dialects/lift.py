@@ -18,16 +18,16 @@ class Lifted:
     symbolic: object = None  # for a func with dynamic sizes, its SymbolicFunc (dialects/symbolic_lift.py)
 
 
-def lift(func_op, values=None) -> Lifted:
+def lift(func_op, symbol_values=None) -> Lifted:
     """A func with dynamic sizes lifts with SymInt dims (dialects/symbolic_lift.py): its size
     computations are the SymInts in the ops' arguments, its int symbols' parameters are no
-    inputs (Lifted.symbolic.int_symbols); values: the symbols' values (else the func's)."""
+    inputs (Lifted.symbolic.int_symbols); symbol_values: the symbols' values (else the func's)."""
     ctx = TraceCtx()
     refs, values = {}, {}
     block = func_op.regions[0].blocks[0]
     dynamic = any(sizes.is_dynamic_type(a.type) for a in block.arguments) or any(
         o.operation.name in sizes.PYTHON for o in block.operations)
-    symbolic = SymbolicFunc(func_op, values) if dynamic else None
+    symbolic = SymbolicFunc(func_op, symbol_values) if dynamic else None
 
     def new_ref(value, wanted):
         name = ctx.new_name(wanted) if wanted and wanted.isidentifier() else ctx.new_name()

@@ -31,7 +31,8 @@ from thunder.ops.record import run_meta
 _MADE_UP = [sizes.PLACEHOLDER * p for p in (17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67, 71, 73, 79)]
 
 
-_OTHER = [sizes.PLACEHOLDER * p + 1 for p in (83, 89, 97, 101, 103, 107, 109, 113, 127, 131, 137, 139, 149, 151, 157, 163)]
+# (other primes than _MADE_UP's: divisible by 1..16 too, as a view's -1 often needs)
+_OTHER = [sizes.PLACEHOLDER * p for p in (83, 89, 97, 101, 103, 107, 109, 113, 127, 131, 137, 139, 149, 151, 157, 163)]
 _UNKNOWN = object()  # the meta of a value whose op's meta function failed
 
 

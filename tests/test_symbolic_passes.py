@@ -176,6 +176,27 @@ def test_remat_chooses_what_to_save_with_the_symbols():
         torch.testing.assert_close(grads[1], gw)
 
 
+
+def test_a_rule_that_makes_a_size_a_plain_number_is_refused(monkeypatch):
+    # range() reads a SymInt's value without a trace of it: the split recorded again at other
+    # values of the symbols differs (a reshape to the first call's rows), and autograd refuses
+    from thunder.dialects.symbolic_lift import LostExpression
+    from thunder.lowering.autograd import autograd_module
+    from thunder.ops import prims, registry
+
+    op = registry.OPS["ltorch.tanh"]
+    rule = op.vjp_rule
+
+    def losing(g, out, **kwargs):
+        rows = len(range(g.shape[0]))
+        return {k: prims.reshape(v, (rows, *v.shape[1:])) for k, v in rule(g, out, **kwargs).items()}
+
+    module = _symbolic_module(torch.tanh, lambda T: (torch.randn(T, 4),), (3, 4, 5))
+    module = _with_requires_grad(module, (True,))
+    monkeypatch.setattr(op, "vjp_rule", losing)
+    with module.context, pytest.raises(LostExpression, match="the backward recorded at other sizes differs"):
+        autograd_module(module.operation)
+
 def test_the_recorded_trace_checks_the_decisions_it_holds_under():
     # the acquisition's own decisions (a branch on the length) are the trace's size guards:
     # its Python form at a length on the other side refuses instead of taking the branch taken
