@@ -290,7 +290,7 @@ def _implied(condition, bounds):
     node = ast.parse(condition, mode="eval").body
     if not (isinstance(node, ast.Compare) and len(node.ops) == 1):
         return False
-    a, b = _polynomial(node.left), _polynomial(node.comparators[0])
+    a, b = _polynomial(node.left, condition), _polynomial(node.comparators[0], condition)
     if a is None or b is None:
         return False
     bounds = dict(bounds)
@@ -308,16 +308,17 @@ def _implied(condition, bounds):
             ast.Eq: lo == hi == 0}.get(op, False)
 
 
-def _polynomial(node):
-    """{term: coefficient} of an integer expression, a term a sorted tuple of atoms (names, and
-    the subexpressions other than +, -, * and `// 1`, by their text); None where not an int."""
+def _polynomial(node, source):
+    """{term: coefficient} of an integer expression (parsed from source, one line), a term a
+    sorted tuple of atoms (names, and the subexpressions other than +, -, * and `// 1`, by their
+    text); None where not an int."""
     if isinstance(node, ast.Constant):
         return {(): node.value} if type(node.value) is int else None
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        x = _polynomial(node.operand)
+        x = _polynomial(node.operand, source)
         return None if x is None else {t: -c for t, c in x.items()}
     if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult)):
-        a, b = _polynomial(node.left), _polynomial(node.right)
+        a, b = _polynomial(node.left, source), _polynomial(node.right, source)
         if a is None or b is None:
             return None
         if isinstance(node.op, ast.Mult):
@@ -329,15 +330,16 @@ def _polynomial(node):
         return _sum(a, b, 1 if isinstance(node.op, ast.Add) else -1)
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.FloorDiv) and \
             isinstance(node.right, ast.Constant) and node.right.value == 1:
-        return _polynomial(node.left)
-    return {(_Atom(node),): 1}
+        return _polynomial(node.left, source)
+    return {(_Atom(node, source),): 1}
 
 
 class _Atom:
     """A subexpression in a polynomial's term: equal where its text is."""
 
-    def __init__(self, node):
-        self.node, self.text = node, ast.dump(node)  # (ast.unparse costs far more)
+    def __init__(self, node, source):
+        # (its text in the condition: one printer wrote them all; ast.dump costs far more)
+        self.node, self.text = node, source[node.col_offset:node.end_col_offset]
 
     def __eq__(self, other):
         return isinstance(other, _Atom) and other.text == self.text
@@ -580,8 +582,14 @@ def evaluate(value, leaf):
     args = [evaluate(v, leaf) for v in value.owner.operands]
     if any(x is None for x in args):
         return None
-    names = [f"_{i}" for i in range(len(args))]
-    return eval(template.format(*names), _EVAL_GLOBALS, dict(zip(names, args)))  # noqa: S307
+    return eval(_template_code(template, len(args)), _EVAL_GLOBALS,  # noqa: S307
+                {f"_{i}": a for i, a in enumerate(args)})
+
+
+@functools.lru_cache(maxsize=256)
+def _template_code(template, n):
+    """A PYTHON template compiled, its operands named _0.._n-1 (a verifier evaluates thousands)."""
+    return compile(template.format(*(f"_{i}" for i in range(n))), "<size>", "eval")
 
 
 class _SymbolicMath:
