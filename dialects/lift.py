@@ -4,8 +4,8 @@ from dataclasses import dataclass
 
 from thunder.core.trace import BoundSymbol, Ref, TraceCtx
 from thunder.dialects import attrs, sizes
-from thunder.dialects.definitions import LIST_OP, UNLIST_OP, decode_op, results_of
-from thunder.dialects.emit import loc_file_line, loc_names
+from thunder.dialects.definitions import LIST_OP, UNLIST_OP, context, decode_op, results_of
+from thunder.dialects.emit import emit_into, loc_file_line, loc_names
 from thunder.dialects.mlir import ir
 from thunder.dialects.symbolic_lift import SymbolicFunc
 
@@ -58,3 +58,18 @@ def lift(func_op, symbol_values=None) -> Lifted:
         outs = [new_ref(r, wanted[i] if i < len(wanted) else None) for i, r in enumerate(results_of(operation))]
         ctx.symbols.append(BoundSymbol(op, args, outs, loc_file_line(loc)))
     return Lifted(ctx, outputs, values, symbolic)
+
+
+def static_text(func_op, values, name=None):
+    """The func at these values of its symbols ({name: int}), as text: every `?` dim and every
+    size computation the number it is there (what a kernel compiles for one size: a fused
+    region's code for all sizes is checked against it, and falls back to it)."""
+    lifted = lift(func_op, symbol_values=values)
+    if lifted.symbolic is not None and lifted.symbolic.int_symbols:
+        raise ValueError("static_text: a func whose int symbols are parameters")
+    name = name or ir.StringAttr(func_op.attributes["sym_name"]).value
+    with context(), ir.Location.unknown():
+        module = ir.Module.create()
+        with ir.InsertionPoint(module.body):
+            f = emit_into(lifted.ctx, lifted.outputs, name)
+        return f.operation.get_asm(enable_debug_info=False, use_local_scope=True)

@@ -21,9 +21,9 @@ every op of the region reading it left too (`from_tail`). The rules, each with w
   decomposed region body (the rows to sum reshaped (b, s, n) -> (b * s, n): torch views the
   kernel's contiguous result with the strides the kernel would have written).
 """
-import math
 
 from thunder.dialects.mlir import ir
+from thunder.lowering import symbolic_sizes
 from thunder.lowering.layout import reshape_copies
 from thunder.ops import registry
 
@@ -41,7 +41,7 @@ def is_view(operation):
 
 
 def elements(v):
-    return math.prod(ir.RankedTensorType(v.type).shape) if isinstance(v.type, ir.ShapedType) else 1
+    return symbolic_sizes.numel(v)
 
 
 def from_head(ops, leaves):

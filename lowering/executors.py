@@ -24,6 +24,7 @@ from thunder.lowering.linalg.scalar import POW_SPECIAL, supported, widened_math
 from thunder.lowering.gpu import nvfuser, region_kernels
 from thunder.lowering import cost_calibration
 from thunder.lowering.linalg import compile_region
+from thunder.lowering.linalg.dynamic_region import DynamicRegion, has_dynamic_sizes
 from thunder.lowering.linalg.to_linalg import lower_region, to_linalg
 
 
@@ -54,6 +55,7 @@ class Executor:
     runs_well: Callable = None  # (region text, name) -> whether policy auto keeps it as it is
     require: Callable = None  # () -> None, or raise ImportError naming what is missing
     takes_numbers: bool = False  # whether its regions take runtime numbers (scalar f64/i64 inputs)
+    dynamic_sizes: bool = False  # whether it compiles regions with `?` dims (its compile's own kernel for all sizes)
     calibrate: Callable = None  # (fixed_cost) -> the cost model measured on this machine, or None: fixed_cost
     # whether runs_well is only about tiling by rows, so that a kernel moving fewer bytes than a
     # torch op's fixed cost takes (`tiny`) runs as well untiled (linalg; not cuda, whose
@@ -181,7 +183,15 @@ def _cuda_runs_well(text, name):
                for launch in k.launches)
 
 
+_DYNAMIC_REGIONS = {}  # (text, name) -> DynamicRegion
+
+
 def _compile_linalg(text, name, sizes=()):
+    if has_dynamic_sizes(text):  # (thunder-fuse on a trace with dynamic sizes)
+        key = (text, name)
+        if key not in _DYNAMIC_REGIONS:
+            _DYNAMIC_REGIONS[key] = DynamicRegion(text, name)
+        return _DYNAMIC_REGIONS[key]
     return compile_region(text, name, sizes=sizes)
 
 
@@ -236,7 +246,7 @@ _LINALG_OP_MATH = (("ltorch.gelu", (("approximate", "tanh"),), 1.2e-9),
 register(Executor("linalg", "cpu", CostModel(1.1e-6, 5e-6, 5e10, _LINALG_MATH, _LINALG_OP_MATH), _compile_linalg,
                   kernel_prim,
                   _linalg_accepts,
-                  _linalg_tiles, takes_numbers=True, calibrate=cost_calibration.cost_model, tiny_untiled=True))
+                  _linalg_tiles, takes_numbers=True, dynamic_sizes=True, calibrate=cost_calibration.cost_model, tiny_untiled=True))
 # a CUDA torch op costs its launch (~5 us of CPU time; GPU time hides behind it for small
 # tensors), one of our kernels a Python-level launch (~8 us); an H100 moves ~2.5 TB/s
 register(Executor("cuda", "cuda", CostModel(5e-6, 8e-6, 2.5e12), _compile_cuda, kernel_prim, _cuda_accepts,

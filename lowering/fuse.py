@@ -19,13 +19,14 @@ where it can and the order of ops with side effects (random ops) as it was. Code
 `fusion_N` to the executor's `compile(<callee>, "fusion_N")`."""
 import contextvars
 import heapq
-import math
 import re
 
 from thunder.dialects.emit import loc_names
 from thunder.dialects.mlir import func, ir
 from thunder.dialects.texts import text as text_of
-from thunder.lowering import detach_cost, edge_ops, executors as executor_registry, region_reuse
+from thunder.dialects import sizes
+from thunder.dialects.lift import static_text
+from thunder.lowering import detach_cost, edge_ops, executors as executor_registry, region_reuse, symbolic_sizes
 from thunder.lowering.executors import is_number
 from thunder.lowering.decompose import decompose_module, decompose_op
 from thunder.lowering.edge_ops import is_view as _is_view
@@ -34,7 +35,7 @@ from thunder.lowering.layout import move_reshapes_across_conversions, sink_resha
 from thunder.lowering.layout.values import TRANSPOSES, ranked, shape as _shape
 from thunder.lowering.linalg.types_and_maps import SCALAR_TYPES
 from thunder.ops import registry
-from thunder.core import size_choices
+from thunder.core import size_choices, symbols
 from thunder.core.scoped import scoped
 
 POLICIES = ("auto", "always")
@@ -58,8 +59,9 @@ def is_fusion(func_op):
     return EXECUTOR_ATTR in func_op.attributes
 
 
-def _static(t, device="cpu"):
-    """A tensor type of static shape and a kernel element type on this device type."""
+def _static(t, device="cpu", dynamic=False):
+    """A tensor type of static shape (or, where dynamic, `?` dims too) and a kernel element type
+    on this device type."""
     if not isinstance(t, ir.RankedTensorType):
         try:
             t = ir.RankedTensorType(t)
@@ -72,7 +74,26 @@ def _static(t, device="cpu"):
             on = ir.StringAttr(t.encoding).value.split(":")[0]
         except ValueError:
             return False
-    return on == device and t.has_static_shape and text_of(t.element_type) in ELEMENT_TYPES
+    return on == device and (dynamic or t.has_static_shape) and text_of(t.element_type) in ELEMENT_TYPES
+
+
+def _dynamic(executor):
+    """Whether the executor may claim values with `?` dims now: it compiles regions of dynamic
+    sizes and the func fused has them (symbolic_sizes.over)."""
+    return executor.dynamic_sizes and symbolic_sizes.current() is not None
+
+
+def _tensor_ok(v, executor):
+    """A tensor value the executor can hold: static, or with `?` dims whose sizes are known."""
+    dynamic = _dynamic(executor)
+    return _static(v.type, executor.device, dynamic) and (not dynamic or symbolic_sizes.known(v))
+
+
+def _size_value(v):
+    """A size (index) a size computation made: a reshape's shape, a layer norm's normalized
+    shape. A region computes its own from its arguments' sizes (_build_func), so it takes none."""
+    return isinstance(v.type, ir.IndexType) and isinstance(v.owner, ir.OpView) and \
+        v.owner.operation.name in sizes.PYTHON
 
 
 def _runtime_number(v):
@@ -82,9 +103,9 @@ def _runtime_number(v):
 
 
 def _operand_ok(operation, v, executor):
-    """A number, a tensor the executor can hold, or a runtime number of an elementwise prim
-    (ltorch ops: checked again on their prims) for an executor that takes them."""
-    if is_number(v) or _static(v.type, executor.device):
+    """A number, a tensor the executor can hold, a size (dynamic sizes), or a runtime number of an
+    elementwise prim (ltorch ops: checked again on their prims) for an executor that takes them."""
+    if is_number(v) or _tensor_ok(v, executor) or (_dynamic(executor) and _size_value(v)):
         return True
     name = operation.name
     return executor.takes_numbers and _runtime_number(v) and (
@@ -96,7 +117,7 @@ def claimed(operation, executor=None) -> bool:
     executor = executor or executor_registry.get("linalg")
     if not operation.name.startswith("thunder."):
         return False
-    if len(operation.results) != 1 or not _static(operation.results[0].type, executor.device):
+    if len(operation.results) != 1 or not _tensor_ok(operation.results[0], executor):
         return False
     if not list(operation.results[0].uses):  # dead: a region of dead ops would have no outputs
         return False
@@ -126,14 +147,13 @@ def claimable(operation, executor=None, signature=None) -> bool:
         return claimed(operation, executor)
     if not _may_be_claimable(operation.name):
         return False
-    device = executor.device
     # (results nothing uses are fine while one is used: training's native_layer_norm whose
     # mean and rstd the backward recomputes; the region does not return them)
-    if not all(_static(r.type, device) for r in operation.results) or not any(list(r.uses) for r in operation.results):
+    if not all(_tensor_ok(r, executor) for r in operation.results) or not any(list(r.uses) for r in operation.results):
         return False
     if not all(_operand_ok(operation, v, executor) for v in operation.operands):
         return False
-    key = (executor.name, (signature or _signature)(operation))
+    key = (executor.name, (signature or _signature)(operation), _dims_key([*operation.operands, *operation.results]))
     if key not in _DECOMPOSES_TO_CLAIMED:
         _DECOMPOSES_TO_CLAIMED[key] = _decomposes_to_claimed(operation, executor)
     return _DECOMPOSES_TO_CLAIMED[key]
@@ -149,23 +169,38 @@ def _signature(operation, numbers=None):
                    else text_of(v.type) for v in operation.operands]))
 
 
+def _dims_key(values):
+    """Which `?` dims of values are one size, in a func with dynamic sizes (what decides, with
+    their types, what a decomposition of them makes): each dim numbered by its expression's
+    first appearance, so that ops of the same pattern share what is decided by it; () otherwise."""
+    if symbolic_sizes.current() is None:
+        return ()
+    numbers = {}
+    return tuple(tuple(numbers.setdefault(d, len(numbers)) for d in symbolic_sizes.dims_attr(v))
+                 if isinstance(v.type, ir.RankedTensorType) and not ir.RankedTensorType(v.type).has_static_shape
+                 and symbolic_sizes.known(v) else None for v in values)
+
+
 def _scratch(operation):
     """(module, func): a copy of the op alone in a func of a module of its own."""
     scratch = ir.Module.create()
-    tensors = [v for v in operation.operands if not is_number(v)]
+    tensors = [v for v in operation.operands if not is_number(v) and not _size_value(v)]
     numbers = [v for v in operation.operands if is_number(v)]
     return scratch, _build_func(scratch.body, "scratch", [operation], tensors, numbers, list(operation.results))
 
 
 def _decomposes_to_claimed(operation, executor):
+    if not _sizes_readable([operation], [v for v in operation.operands if not _size_value(v)]):
+        return False
     scratch, f = _scratch(operation)
     try:
         decompose_module(scratch.operation)
     except Exception:  # a decomposition that does not take these types
         return False
     body = f.regions[0].blocks[0].operations
-    return all(o.operation.name in ("arith.constant", "func.return") or claimed(o.operation, executor) or
-               _is_input_check(o.operation) for o in body)
+    with symbolic_sizes.over(f):
+        return all(o.operation.name in ("arith.constant", "func.return") or claimed(o.operation, executor) or
+                   _is_input_check(o.operation) or o.operation.name in sizes.PYTHON for o in body)
 
 
 def _is_check(operation):
@@ -302,7 +337,8 @@ class _Graph:
             for v in self.operands[i]:
                 if v not in seen and self.index.get(v) not in inside:
                     seen.add(v)
-                    (numbers if v in self.numbers else inputs).append(v)
+                    if not _size_value(v):
+                        (numbers if v in self.numbers else inputs).append(v)
         for i in ops:
             for r in self.results[i]:
                 if r in self.returned or not inside.issuperset(self.readers.get(r, ())):
@@ -323,7 +359,8 @@ class _Graph:
         key = self._keys.get(i)
         if key is None:
             o = self.ops[i]
-            key = self._keys[i] = (self.signature(o), tuple([text_of(r.type) for r in self.results[i]]))
+            key = self._keys[i] = (self.signature(o), tuple([text_of(r.type) for r in self.results[i]]),
+                                   _dims_key(self.operands[i] + self.results[i]))
         return key
 
     def region_key(self, ops, inputs, numbers, outputs):
@@ -354,7 +391,7 @@ class _Graph:
                 outside = detach_cost.dropped(o)
             parts.append((self.op_key(i), tuple(refs), tuple([r in out for r in self.results[i]]), outside))
         first = ops[0]
-        return tuple(parts), tuple([self.index.get(v, -1) < first for v in inputs])
+        return tuple(parts), tuple([self.index.get(v, -1) < first for v in inputs]), _dims_key(inputs)
 
     def find(self, i):
         while self.parent[i] != i:
@@ -542,7 +579,7 @@ def _region_values(members):
     inputs, numbers = [], []
     for o in members:
         for v in o.operands:
-            if v in produced:
+            if v in produced or _size_value(v):
                 continue
             if is_number(v):
                 if v not in numbers:
@@ -565,7 +602,16 @@ def _build_func(where, name, members, inputs, numbers, outputs):
     f.attributes["sym_visibility"] = ir.StringAttr.get("private")
     block = f.add_entry_block(_arg_locations(inputs))
     mapping = dict(zip(inputs, block.arguments))
+    symbolic = symbolic_sizes.current()
+    if symbolic is not None:
+        _dims_of_arguments(f, inputs)
     with ir.InsertionPoint(block):
+        if symbolic is not None:  # (the sizes its ops take, computed from its arguments' sizes)
+            emitter = sizes.Emitter([_Sizes(v) for v in inputs], list(block.arguments), [])
+            for o in members:
+                for v in o.operands:
+                    if v not in mapping and _size_value(v):
+                        mapping[v] = emitter.size(symbolic.meta(v))
         for c in numbers:
             new = ir.Operation.create("arith.constant", results=[c.type],
                                       attributes={"value": c.owner.attributes["value"]}, loc=c.owner.location)
@@ -578,6 +624,50 @@ def _build_func(where, name, members, inputs, numbers, outputs):
                 mapping[r] = nr
         func.ReturnOp([mapping[r] for r in outputs])
     return f
+
+
+class _Sizes:
+    """A value as sizes.Emitter reads its symbols: its dims (at the symbols' values)."""
+
+    def __init__(self, v):
+        self.shape = symbolic_sizes.shape(v) if isinstance(v.type, ir.RankedTensorType) else ()
+
+
+def _sizes_readable(members, inputs):
+    """Whether the sizes members take from outside (a reshape's shape) are expressions of
+    symbols that are dims of inputs (a region computes them from those: _build_func)."""
+    symbolic = symbolic_sizes.current()
+    taken = [v for o in members for v in o.operands if _size_value(v)]
+    if symbolic is None or not taken:
+        return True
+    bare = {symbols.expr_of(d) for v in inputs if isinstance(v.type, ir.RankedTensorType)
+            for d in symbolic_sizes.shape(v)}
+    try:
+        return all(sizes.symbol_names(symbols.expr_of(symbolic.meta(v))) <= bare for v in taken)
+    except (KeyError, ValueError):
+        return False
+
+
+def _dims_of_arguments(f, inputs):
+    """A func made of a func with dynamic sizes (its inputs: values there, symbolic_sizes.over
+    it) takes them with their sizes: sizes.DIMS on its `?` arguments, the symbols' values there
+    as its sizes.VALUES (what its decomposition sees, as the caller's did). An int argument
+    named like a symbol is renamed (it would be read as that symbol)."""
+    dims = [symbolic_sizes.dims_attr(v) if isinstance(v.type, ir.RankedTensorType) and
+            not ir.RankedTensorType(v.type).has_static_shape else None for v in inputs]
+    if not any(dims):
+        return
+    names = set().union(*(sizes.symbol_names(d) for ds in dims if ds for d in ds))
+    f.attributes["arg_attrs"] = ir.ArrayAttr.get([
+        ir.DictAttr.get({} if ds is None else {sizes.DIMS: ir.ArrayAttr.get([ir.StringAttr.get(d) for d in ds])})
+        for ds in dims])
+    hints = symbolic_sizes.current().hints
+    i64 = ir.IntegerType.get_signless(64)
+    f.attributes[sizes.VALUES] = ir.DictAttr.get({n: ir.IntegerAttr.get(i64, hints[n]) for n in sorted(names)})
+    for a in f.regions[0].blocks[0].arguments:
+        found = loc_names(a.location)
+        if found and found[0] in names:
+            a.set_location(ir.Location.name(f"{found[0]}_value"))
 
 
 def _arg_locations(inputs, name=_value_name):
@@ -604,7 +694,7 @@ def worth_fusing(members, inputs, outputs, cost=None):
         torch_seconds += on_torch * sum(counts.get(prim, 0) for name, counts in elements if name == prim)
     # ... plus the math of torch's own kernels where measured (F.gelu's tanh form: 1.2 ns/element)
     for name, attributes, on_torch in cost.op_element_seconds:
-        torch_seconds += on_torch * sum(math.prod(ir.RankedTensorType(o.results[0].type).shape) for o in members
+        torch_seconds += on_torch * sum(symbolic_sizes.numel(o.results[0]) for o in members
                                         if o.name == name and _has_attributes(o, attributes))
     return kernel_seconds < torch_seconds
 
@@ -622,9 +712,9 @@ _PRIM_ELEMENTS = {}  # op signature -> {prim name: elements it computes}
 def _prim_elements(operation):
     """{prim: result elements} of an op, a prim or the prims of an ltorch op's decomposition."""
     if operation.name.startswith("thunder."):
-        return {operation.name: math.prod(ir.RankedTensorType(operation.results[0].type).shape)} \
+        return {operation.name: symbolic_sizes.numel(operation.results[0])} \
             if len(operation.results) == 1 and isinstance(operation.results[0].type, ir.RankedTensorType) else {}
-    key = _signature(operation)
+    key = (_signature(operation), _sizes_key(operation))
     if key not in _PRIM_ELEMENTS:
         counts = {}
         scratch, f = _scratch(operation)
@@ -632,10 +722,11 @@ def _prim_elements(operation):
             decompose_module(scratch.operation)
         except Exception:  # (not claimable then; no count)
             pass
-        for o in f.regions[0].blocks[0].operations:
-            if o.operation.name.startswith("thunder."):
-                for prim, n in _prim_elements(o.operation).items():
-                    counts[prim] = counts.get(prim, 0) + n
+        with symbolic_sizes.over(f):
+            for o in f.regions[0].blocks[0].operations:
+                if o.operation.name.startswith("thunder."):
+                    for prim, n in _prim_elements(o.operation).items():
+                        counts[prim] = counts.get(prim, 0) + n
         _PRIM_ELEMENTS[key] = counts
     return _PRIM_ELEMENTS[key]
 
@@ -653,24 +744,35 @@ def _torch_seconds(operation, cost):
             return cost.op_seconds
         moved = sum(_bytes(v) for v in operation.operands if not is_number(v)) + sum(_bytes(r) for r in operation.results)
         return cost.op_seconds + moved / cost.bytes_per_second
-    key = (cost, _signature(operation))
+    key = (cost, _signature(operation), _sizes_key(operation))
     if key not in _COMPOSITE_SECONDS:  # the ops of its decomposition (one level), costed alike
         scratch, f = _scratch(operation)
         block = f.regions[0].blocks[0]
         decompose_op(list(o.operation for o in block.operations if o.operation.name == operation.name)[0])
-        _COMPOSITE_SECONDS[key] = sum(_torch_seconds(o.operation, cost) for o in block.operations
-                                      if o.operation.name not in ("arith.constant", "func.return"))
+        with symbolic_sizes.over(f):
+            _COMPOSITE_SECONDS[key] = sum(_torch_seconds(o.operation, cost) for o in block.operations
+                                          if o.operation.name not in ("arith.constant", "func.return")
+                                          and o.operation.name not in sizes.PYTHON)
     return _COMPOSITE_SECONDS[key]
 
 
 REDUCTION_PRIMS = {"thunder.sum", "thunder.amax", "thunder.amin", "thunder.prod"}
 
 
+def _sizes_key(operation):
+    """What an op's cost depends on beyond its signature: where its sizes are `?`, their dims
+    and their values now."""
+    dims = _dims_key(operation.operands)
+    if not any(dims):
+        return ()
+    return dims, tuple(symbolic_sizes.numel(v) for v in operation.operands)
+
+
 def _bytes(v):
     if not isinstance(v.type, ir.ShapedType):  # a runtime number
         return 8
     t = ir.RankedTensorType(v.type)
-    return math.prod(t.shape) * elt_bytes(text_of(t.element_type))
+    return symbolic_sizes.numel(v) * elt_bytes(text_of(t.element_type))
 
 
 _SIZES_FITTED = contextvars.ContextVar("thunder_fuse_sizes_fitted", default=False)
@@ -706,6 +808,18 @@ def _tiny(executor, values, types=None):
         tiny = _TINY[key] = not any(ranked(v) and not ir.RankedTensorType(v.type).has_static_shape for v in values) \
             and executor.tiny(sum(_bytes(v) for v in values))
     return tiny
+
+
+def _symbols_read(callee):
+    """Whether a region func with dynamic sizes can read each symbol its arguments' sizes.DIMS
+    name from an argument dim that is that symbol alone (its kernel reads them so:
+    linalg/dynamic_region.py); True for a static one."""
+    block = callee.regions[0].blocks[0]
+    bare, needed = set(), set()
+    for dims in sizes.argument_dims(callee, len(block.arguments)):
+        for d in dims or ():
+            (bare.add(d) if d.isidentifier() else needed.update(sizes.symbol_names(d)))
+    return needed <= bare
 
 
 def _inside(user, produced):
@@ -767,6 +881,8 @@ def _outline_region(f, graph, ops, name, policy, executor, heads=True, prologue=
         return None
     members = [graph.ops[i] for i in ops]
     inputs, numbers, outputs = _region_values(members)
+    if not _sizes_readable(members, inputs):
+        return None
     if policy == "auto" and not size_choices.choose("fuse: worth a kernel",
                                                     worth_fusing(members, inputs, outputs, executor.cost)):
         return None
@@ -779,12 +895,12 @@ def _outline_region(f, graph, ops, name, policy, executor, heads=True, prologue=
     checks = _take_input_checks(callee)
     _erase_dead(callee.regions[0].blocks[0])
     text = region_text(callee)
-    if not _ask("accepts", executor, text, name):
+    if not _symbols_read(callee) or not _ask("accepts", executor, text, name, callee):
         callee.operation.erase()
         return None
     kept = _Kept(ops, callee, inputs, outputs, name, checks)
     if policy == "always" or executor.runs_well is None or size_choices.choose(
-            "fuse: runs well", _ask("runs_well", executor, text, name)):
+            "fuse: runs well", _ask("runs_well", executor, text, name, callee)):
         return kept
     first = min(ops)  # (head views read values made before the region's first op)
     tiny = _tiny(executor, inputs + outputs)  # (its edge ops stay in it but copies)
@@ -831,6 +947,8 @@ def _outline(f, graph, ops, name, policy, executor, decomposed):
     """_outline_region, done once per region key (_Graph.region_key, region_reuse.Outcome): a
     region of a key outlined before is outlined as that one was (not kept; or kept with the
     same ops, a renamed copy of its decomposed func, the same split)."""
+    if symbolic_sizes.current() is not None:  # (dynamic sizes: each region outlined anew, for now)
+        return _outline_region(f, graph, ops, name, policy, executor)
     if decomposed is None or not region_reuse.OUTCOMES:
         return _outline_region(f, graph, ops, name, policy, executor, decomposed=decomposed)
     values = graph.region_values(ops)
@@ -940,8 +1058,8 @@ def _split_tail(kept, executor):
         return False
     kernel, args, results = split
     text = region_text(kernel)
-    if not size_choices.choose("fuse: split tail runs well", _ask("accepts", executor, text, kept.name) and
-                               _ask("runs_well", executor, text, kept.name)):  # (by size: replayed)
+    if not size_choices.choose("fuse: split tail runs well", _ask("accepts", executor, text, kept.name, kernel) and
+                               _ask("runs_well", executor, text, kept.name, kernel)):  # (by size: replayed)
         kernel.operation.erase()
         kept.full.attributes["sym_name"] = ir.StringAttr.get(kept.name)
         return False
@@ -953,7 +1071,9 @@ def _kernel_worth(kept, executor):
     """worth_fusing of kept's kernel alone (its prims against running them as torch calls)."""
     block = kept.kernel.regions[0].blocks[0]
     results = list(list(block.operations)[-1].operands)
-    return worth_fusing(_body_ops(kept.kernel), list(block.arguments), results, executor.cost)
+    with symbolic_sizes.over(kept.kernel):
+        return worth_fusing([o for o in _body_ops(kept.kernel) if o.name not in sizes.PYTHON],
+                            list(block.arguments), results, executor.cost)
 
 
 def _body_ops(func_op):
@@ -977,7 +1097,8 @@ def _split(kept, body, tail, head):
     if not results or len(tail) == len(body):
         return None
     full.attributes["sym_name"] = ir.StringAttr.get(kept.name + "_unsplit")
-    kernel = _build_func(full, kept.name, rest, args, numbers, results)
+    with symbolic_sizes.over(full):
+        kernel = _build_func(full, kept.name, rest, args, numbers, results)
     kernel.attributes[EXECUTOR_ATTR] = full.attributes[EXECUTOR_ATTR]
     return kernel, args, results
 
@@ -1048,9 +1169,15 @@ def fuse_func(f, module_block, counter, policy="auto", executors=DEFAULT_EXECUTO
     def fusable(o):  # (whether an op could be in a region)
         return any(claimable(o.operation, e) for e in candidates)
 
-    move_reshapes_across_conversions(block, fusable)
-    sink_reshapes(block, fusable)
-    sink_transposes(f, fusable)
+    if not symbolic_sizes.is_dynamic(f):  # (the layout rules build ops of static shapes)
+        move_reshapes_across_conversions(block, fusable)
+        sink_reshapes(block, fusable)
+        sink_transposes(f, fusable)
+    with symbolic_sizes.over(f):
+        return _fuse_block(f, block, counter, policy, candidates, decomposed, texts)
+
+
+def _fuse_block(f, block, counter, policy, candidates, decomposed, texts):
     graph = _Graph(block)
     claimed_ops = {}
     # (once per claim key: an executor's `supports` reads the prim's name, attributes, types and
@@ -1088,11 +1215,13 @@ def fuse_func(f, module_block, counter, policy="auto", executors=DEFAULT_EXECUTO
     by_first = {o.ops[0]: o for o in outlined}
     terminator = list(block.operations)[-1]
     replaced = {}  # region output -> call result
+    guards = []  # (the regions' decompositions' decisions on the symbols: the caller's now)
     for item in order:
         if isinstance(item, int):
             graph.ops[item].move_before(terminator)
             continue
         kept = by_first[item[0]]
+        guards += _take_guards(kept)
         results = _call_region(kept, replaced, terminator, _child_loc(graph.ops[kept.ops[-1]].location),
                                graph.ops[kept.ops[0]].location)
         for v, nv in zip(kept.outputs, results):
@@ -1102,9 +1231,23 @@ def fuse_func(f, module_block, counter, policy="auto", executors=DEFAULT_EXECUTO
         for i in reversed(kept.ops):
             graph.ops[i].erase()
     _erase_unused_numbers(block)  # numbers only the regions used
+    if guards:
+        sizes.set_guards(f, sizes.guards(f) + guards)
     if texts is not None:
         _kernel_texts(outlined, texts)
     return counter
+
+
+def _take_guards(kept):
+    """The sizes.GUARDS of kept's funcs (its decomposition's decisions on the symbols), taken
+    off them with their sizes.VALUES: the kernel's text holds for all values of the symbols."""
+    found = []
+    for f in dict.fromkeys([kept.full, kept.kernel]):
+        found += sizes.guards(f)
+        for name in (sizes.GUARDS, sizes.VALUES):
+            if name in f.attributes:
+                del f.attributes[name]
+    return found
 
 
 def _kernel_texts(outlined, texts):
@@ -1171,12 +1314,19 @@ _ANSWERS = {}  # (question, executor, region text with its name replaced) -> ans
 _ANSWERS_MAX = 4096
 
 
-def _ask(question, executor, text, name):
-    """executor.accepts / executor.runs_well of a region, asked once per text (each answer lowers
-    the region to linalg or GPU kernels): a model's N identical layers make N regions of one text."""
+def _ask(question, executor, text, name, func_op):
+    """executor.accepts / executor.runs_well of a region (func_op, text: its text), asked once per
+    text (each answer lowers the region to linalg or GPU kernels): a model's N identical layers
+    make N regions of one text. A region with dynamic sizes is asked about at the symbols'
+    values (sizes.VALUES: the call traced)."""
     key = (question, executor, text.replace(f"@{name}(", "@region(", 1))
     answer = _ANSWERS.get(key)
     if answer is None:
+        if symbolic_sizes.is_dynamic(func_op):
+            try:
+                text = static_text(func_op, None)
+            except Exception:  # noqa: BLE001 - sizes its ops' rules refuse at those values
+                return False
         answer = bool(getattr(executor, question)(text, name))
         if len(_ANSWERS) >= _ANSWERS_MAX:
             _ANSWERS.clear()

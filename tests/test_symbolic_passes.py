@@ -17,6 +17,7 @@ import thunder
 from thunder.dialects.definitions import context
 from thunder.dialects.mlir import ir
 from thunder.lowering.decompose import decompose_module
+from thunder.lowering.fuse import fuse_module, fusion_callees
 from thunder.lowering.passes import build_pass_manager
 from thunder.runtime.codegen import compile_source, python_source
 
@@ -138,10 +139,16 @@ def test_autograd_differentiates_with_the_symbols():
     _check_mlp_training(forward, backward, unread, w1, w2)
 
 
-def _training_program(module):
-    """(forward, backward, the symbols backward takes as parameters) of the module's programs."""
-    forward = compile_source(python_source(module, "forward"), "forward")
-    backward = compile_source(python_source(module, "backward"), "backward")
+def _training_program(module, fused=False):
+    """(forward, backward, the symbols backward takes as parameters) of the module's programs;
+    fused: after thunder-fuse (policy always: every region it can outline)."""
+    if fused:
+        with module.context:
+            fuse_module(module.operation, "always")
+            module.operation.verify()
+    constants = {}
+    forward = compile_source(python_source(module, "forward", constants=constants), "forward", constants=constants)
+    backward = compile_source(python_source(module, "backward", constants=constants), "backward", constants=constants)
     return forward, backward, [p for p in inspect.signature(backward).parameters if p.startswith("_sym")]
 
 
@@ -179,6 +186,34 @@ def test_remat_chooses_what_to_save_with_the_symbols():
     assert saved["saved_after"] < saved["saved_before"]  # (at the call's sizes: the cut saves less)
     assert before == 4
     _check_mlp_training(*_training_program(module), w1, w2)
+    # fused: the regions of the forward and the backward (softmax, gelu and their gradients)
+    # are kernels for every size
+    _check_mlp_training(*_training_program(module, fused=True), w1, w2)
+    assert len(_dynamic_regions(module)) >= 2
+
+
+def _dynamic_regions(module):
+    """The fusion callees of the module with `?` dims."""
+    return [name for name, f in fusion_callees(module.operation).items()
+            if "?" in str(f.attributes["function_type"])]
+
+
+def test_fused_regions_with_dynamic_sizes_run_one_kernel_for_every_size():
+    w, mask = torch.randn(16, 16), torch.randn(32, 32)
+    module = _symbolic_module(_attention, lambda T: (torch.randn(2, T, 16), w, mask, T + 1), (3, 4, 5))
+    with module.context:
+        fuse_module(module.operation, "always")
+        module.operation.verify()
+    regions = _dynamic_regions(module)
+    assert len(regions) == 3  # (layer norm; the scores' scale, mask and softmax; gelu, mean and the rest)
+    constants = {}
+    program = compile_source(python_source(module, constants=constants), constants=constants)
+    for B, T, n in ((2, 3, 4), (3, 9, 12), (5, 2, 7), (2, 20, 3)):
+        x = torch.randn(B, T, 16)
+        torch.testing.assert_close(program(x, w, mask, n), _attention(x, w, mask, n))
+    for name in regions:  # one compiled code each, no kernel per size
+        kernel = constants[name]
+        assert kernel.any_size and not kernel.per_size and len(kernel.any_size[0].variants) == 1
 
 
 
@@ -236,7 +271,8 @@ def test_a_symbol_an_argument_and_a_dim_share_is_checked_equal():
 
 # ---- a differential fuzzer for the passes on symbolic sizes: tests/test_fuzz_sizes.py's random
 # programs, their trace with dynamic sizes differentiated by thunder-autograd and thunder-remat
-# directly (no fit), the generated forward and backward called at the fuzzer's other sizes
+# and fused by thunder-fuse directly (no fit), the generated forward and backward (their kernels
+# for every size) called at the fuzzer's other sizes
 FUZZ_EXAMPLES = int(os.environ.get("THUNDER_FUZZ_SIZES_EXAMPLES", "25"))
 # sizes near the first call's (B and k 2, as traced: duck sizing made them one symbol), where
 # decisions taken at the first call (T < 8) more often hold than at the fuzzer's own sizes
@@ -257,11 +293,11 @@ def _symbolic_training_program(module, n_tensors):
         build_pass_manager("builtin.module(cse,canonicalize)").run(module.operation)
         module.operation.verify()
         fwd, bwd = find_func(module.operation, "forward"), find_func(module.operation, "backward")
+        dims = argument_dims(fwd, len(fwd.regions[0].blocks[0].arguments))
         num_outputs = ir.IntegerAttr(fwd.attributes["thunder.num_outputs"]).value
         cotangent_for = list(ir.DenseI64ArrayAttr(bwd.attributes["thunder.cotangent_for"]))
         grad_of = list(ir.DenseI64ArrayAttr(bwd.attributes["thunder.grad_of"]))
-        dims = argument_dims(fwd, len(fwd.regions[0].blocks[0].arguments))
-    forward, backward, _ = _training_program(module)
+    forward, backward, _ = _training_program(module, fused=True)
     return forward, backward, num_outputs, cotangent_for, grad_of, dims
 
 

@@ -269,3 +269,33 @@ def test_the_gemm_probes_run_while_no_kernel_compiles(tiered):
         onednn.best_times({"probe": lambda: seen.append(background.pending())}, 1, rounds=1)
         assert not background._GO.is_set()  # (quiet() restored the pause)
     assert thunder.wait_for_kernels(120)
+
+
+def test_a_region_with_dynamic_sizes_runs_torch_while_its_kernel_for_every_size_compiles(tiered):
+    # thunder-fuse on a trace with `?` dims (linalg/dynamic_region.py): the region's kernel for
+    # every size compiles in the background, its torch calls at the call's sizes meanwhile; then
+    # every size runs that one kernel
+    from test_symbolic_passes import _symbolic_module
+    from thunder.lowering.fuse import fuse_module
+    from thunder.lowering.linalg.dynamic_region import DynamicRegion
+    from thunder.runtime.codegen import compile_source, python_source
+    from thunder.runtime.tiered import tier
+
+    def g(x):
+        return F.gelu(x * 1.5, approximate="tanh").sum(1) / x.shape[1]
+
+    module = _symbolic_module(g, lambda T: (torch.randn(T, 31),), (3, 4, 5))
+    with module.context:
+        fuse_module(module.operation, "always")
+    constants = {}
+    program = compile_source(python_source(module, constants=constants), constants=tier(constants))
+    (region,) = [v for v in constants.values() if isinstance(v, DynamicRegion)]
+    with background.paused():
+        x = torch.randn(13, 31)
+        torch.testing.assert_close(program(x), g(x))  # (torch calls: the kernel is compiling)
+        assert region.in_background and not region.any_size[0].variants
+    assert thunder.wait_for_kernels(120)
+    for T in (13, 17, 40):
+        x = torch.randn(T, 31)
+        torch.testing.assert_close(program(x), g(x))
+    assert len(region.any_size[0].variants) == 1 and not region.per_size

@@ -5,7 +5,8 @@ a view (thunder-fuse keeps such a transpose in the region: edge_ops.tail_views; 
 lowering/layout/rule.py seen from the region's tail)."""
 import torch
 
-from thunder.lowering.layout.values import RESHAPES, TRANSPOSES, permutation, ranked, shape
+from thunder.lowering.layout.values import RESHAPES, TRANSPOSES, permutation, ranked
+from thunder.lowering.symbolic_sizes import hint_shape, known
 
 
 def reshape_copies(operation):
@@ -16,12 +17,17 @@ def reshape_copies(operation):
     perm = permutation(operation)
     if perm is None:
         return False
-    view = torch.empty(shape(operation.operands[0]), device="meta").permute(perm)
+    if not known(operation.operands[0]):
+        return True
+    # (dynamic sizes: at the symbols' values, the call traced)
+    view = torch.empty(hint_shape(operation.operands[0]), device="meta").permute(perm)
     for use in operation.results[0].uses:
         user = use.owner
         if user.name in RESHAPES and ranked(user.results[0]):
+            if not known(user.results[0]):
+                return True
             try:
-                view.view(shape(user.results[0]))
+                view.view(hint_shape(user.results[0]))
             except RuntimeError:  # (not expressible as a view of those strides)
                 return True
     return False

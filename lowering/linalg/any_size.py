@@ -46,6 +46,14 @@ def changing_sizes(texts):
     return [tuple(sorted(s)) for s in found]
 
 
+def primes_from(n):
+    """The primes from n on (made-up sizes: a product of a few never equals another's)."""
+    while True:
+        if n > 1 and all(n % d for d in range(2, int(n ** 0.5) + 1)):
+            yield n
+        n += 1
+
+
 COMPILING = object()  # call's answer while the code for all sizes compiles in the background
 
 

@@ -45,7 +45,7 @@ from thunder.core.strides import dense_order
 from thunder.dialects.emit import find_func, mismatch
 from thunder.dialects.mlir import LOCK
 from thunder.lowering import executors
-from thunder.lowering.linalg.any_size import AnySizeKernel, COMPILING, MLIR_NUMBER as _MLIR_NUMBER
+from thunder.lowering.linalg.any_size import AnySizeKernel, COMPILING, MLIR_NUMBER as _MLIR_NUMBER, primes_from
 from thunder.lowering.linalg.to_linalg import parse_region
 from thunder.runtime.autograd import _ThunderAutograd
 from thunder.runtime.codegen import compile_source, python_source
@@ -519,7 +519,7 @@ class _KernelFamily:
         first: its expression} (_size_of); None where a few tries find none."""
         fixed = {int(p) for p in self._lifted if isinstance(p, str) and p.isdigit()}
         ints = {p[2]: p[0] for p in self._lifted if not isinstance(p, str) and not p[1]}
-        texts, by_value, primes = [], None, _primes_from(101)
+        texts, by_value, primes = [], None, primes_from(101)
         for _ in range(12):
             sizes = tuple(next(primes) for _ in self.names)
             env = dict(zip(self.names, sizes))
@@ -580,13 +580,6 @@ def _lift_constants(pieces):
         return pieces, ()
     text = head + ("" if head.endswith("(") else ", ") + ", ".join(args) + sep + rest
     return [part if i % 2 == 0 else marks[int(part)] for i, part in enumerate(text.split("\0"))], tuple(lifted)
-
-
-def _primes_from(n):
-    while True:
-        if n > 1 and all(n % d for d in range(2, int(n ** 0.5) + 1)):
-            yield n
-        n += 1
 
 
 class _AnySize:

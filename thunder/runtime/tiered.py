@@ -24,6 +24,7 @@ import torch
 from thunder.core import logs
 from thunder.dialects.mlir import LOCK
 from thunder.lowering.linalg import Kernel, background
+from thunder.lowering.linalg.dynamic_region import DynamicRegion
 from thunder.lowering.linalg.to_linalg import parse_region
 from thunder.ops import registry
 from thunder.runtime.codegen import compile_source, python_source
@@ -63,11 +64,18 @@ def reporting_target():
 
 def tier(constants):
     """Replace, in a generated program's constants (codegen: fusion_N -> the executor's
-    compiled region), the linalg regions by TieredRegions (see the module doc)."""
+    compiled region), the linalg regions by TieredRegions (see the module doc). A region with
+    dynamic sizes (linalg/dynamic_region.py) tiers its own kernels: its kernel for every size
+    compiles in the background (its torch calls at the call's sizes meanwhile), as do those it
+    compiles per size."""
     for name, v in list(constants.items()):
         region = getattr(v, "region", None)
         if isinstance(v, Kernel) and isinstance(region, tuple) and len(region) == 2:
             constants[name] = _tiered(v, region[0], region[1], name)
+        elif isinstance(v, DynamicRegion) and v.any_size is None and mode() == "background" and \
+                not _random(v.text) and background.available():
+            v.in_background, v.torch_region = True, torch_region
+            v.wrap_per_size = lambda kernel, text, name=name: _tiered(kernel, "linalg", text, name)
     return constants
 
 

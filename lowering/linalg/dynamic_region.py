@@ -1,0 +1,191 @@
+"""A fused region with dynamic sizes (thunder-fuse on a trace with `?` dims): one kernel for
+every size where it has one, else compiled per size on first use.
+
+The region func's arguments carry sizes.DIMS (each `?` dim's expression of the symbols); a call
+reads each symbol from the first argument dim that is that symbol alone. The floats its size
+computations give its prims (a mean's 1 / count, attention's 1 / sqrt(D)) become arguments of
+the func, computed at each call from the symbols, so the region's text at three made-up values
+of the symbols differs in sizes only: any_size.AnySizeKernel lowers the three with those sizes
+read at run time and, where the code is the same, runs it for every size. Else (or for strides
+whose code for all sizes did not compile) the region at the call's sizes (dialects/lift.py
+static_text) compiles as a kernel of its own, tiled along the sizes that change (its code shared
+by the sizes that lower alike)."""
+from thunder.core import symbols
+from thunder.dialects import sizes
+from thunder.dialects.emit import find_func
+from thunder.dialects.lift import static_text
+from thunder.dialects.mlir import LOCK, ir
+from thunder.dialects.symbolic_lift import SymbolicFunc
+from thunder.lowering.linalg import compile_region
+from thunder.lowering.linalg.any_size import AnySizeKernel, COMPILING, MLIR_NUMBER, primes_from
+from thunder.dialects.definitions import context
+
+_FIRST_PRIME = 101  # made-up values of the symbols: primes from here (every size tells apart)
+
+
+def has_dynamic_sizes(text):
+    """Whether a region's text has `?` dims in its signature."""
+    head = text.split("{", 1)[0]
+    return "<?" in head or "x?" in head
+
+
+class DynamicRegion:
+    def __init__(self, text, name):
+        """text: the region func @name, its `?` arguments with sizes.DIMS."""
+        self.text, self.name = text, name
+        with LOCK, context():
+            self._module = ir.Module.parse(text)
+            func = find_func(self._module.operation, name)
+            n = len(func.regions[0].blocks[0].arguments)
+            self.reads = {}  # symbol -> (argument, dim) it is read from
+            needed = set()
+            for i, dims in enumerate(sizes.argument_dims(func, n)):
+                for k, d in enumerate(dims or ()):
+                    if d.isidentifier():
+                        self.reads.setdefault(d, (i, k))
+                    elif not d.lstrip("-").isdigit():
+                        needed |= sizes.symbol_names(d)
+            if needed - set(self.reads):
+                raise ValueError(f"{name}: the symbols {sorted(needed - set(self.reads))} are no argument's dim")
+            self.names = sorted(self.reads)
+            self._func = func
+            self._lifted_func, self.lifted = _lift_floats(func)
+        self.in_background = False  # (runtime/tiered.py sets it: the code compiles in the compile worker)
+        self.torch_region = None  # text -> callable running it as torch calls (runtime/tiered.py)
+        self.wrap_per_size = None  # (kernel, text) -> what runs it (runtime/tiered.py)
+        self.any_size = None  # (AnySizeKernel, {value in its first text: expression}) or False
+        self.per_size = {}  # symbols' values -> what runs the region at them
+
+    def symbol_values(self, args):
+        return {s: args[i].shape[k] for s, (i, k) in self.reads.items()}
+
+    def __call__(self, *args):
+        values = self.symbol_values(args)
+        kernel = self._any_size()
+        if kernel is not None:
+            outs = kernel.call(args + tuple(float(sizes.symbolic_value(e, values)) for e in self.lifted), values)
+            if outs is COMPILING and self.torch_region is not None:
+                return self.torch_region(self.text_at(values))(*args)
+            if outs is not None and outs is not COMPILING:
+                return outs
+        return self._at(values)(*args)
+
+    def text_at(self, values):
+        with LOCK, context():
+            return static_text(self._func, values, self.name)
+
+    def _at(self, values):
+        """The region compiled at these values of the symbols."""
+        key = tuple(values[n] for n in self.names)
+        run = self.per_size.get(key)
+        if run is None:
+            text = self.text_at(values)
+            with LOCK, context():
+                changing = SymbolicFunc(self._func, values)
+                tiled = tuple(sorted({int(d) for a in self._func.regions[0].blocks[0].arguments
+                                      if isinstance(a.type, ir.RankedTensorType)
+                                      for d in changing.meta(a)[0] if symbols.is_symbolic(d)}))
+            kernel = compile_region(text, self.name, sizes=tiled)
+            run = self.per_size[key] = kernel if self.wrap_per_size is None else self.wrap_per_size(kernel, text)
+        return run
+
+    def _any_size(self):
+        if self.any_size is None:
+            with LOCK, context():
+                made_up = _made_up_texts(self._lifted_func, self.names, self.name)
+            if made_up is None:
+                self.any_size = False
+            else:
+                texts, by_value = made_up
+                self.any_size = (AnySizeKernel(texts, self.name, in_background=self.in_background,
+                                               size_of=lambda v, values: sizes.symbolic_value(by_value[v], values)),
+                                 by_value)
+        return self.any_size[0] if self.any_size else None
+
+
+def _lift_floats(func):
+    """(a copy of func whose prims read the floats its size computations give as arguments after
+    the others, [each one's expression of the symbols])."""
+    copy = func.clone()
+    block = copy.regions[0].blocks[0]
+    symbolic = SymbolicFunc(copy)
+    exprs = []
+    for o in list(block.operations):
+        o = o.operation
+        if o.name not in sizes.PYTHON or str(o.results[0].type) != "f64":
+            continue
+        r = o.results[0]
+        uses = [u for u in r.uses if u.owner.name not in sizes.PYTHON]
+        if not uses:
+            continue
+        value = symbolic.meta(r)
+        if not symbols.is_symbolic(value):
+            continue
+        arg = block.add_argument(r.type, ir.Location.unknown())
+        for u in uses:
+            u.owner.operands[u.operand_number] = arg
+        exprs.append(value.expr)
+    if exprs:
+        ftype = ir.FunctionType(ir.TypeAttr(copy.attributes["function_type"]).value)
+        copy.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(
+            [a.type for a in block.arguments], list(ftype.results)))
+        if "arg_attrs" in copy.attributes:
+            entries = list(ir.ArrayAttr(copy.attributes["arg_attrs"]))
+            copy.attributes["arg_attrs"] = ir.ArrayAttr.get(entries + [ir.DictAttr.get({})] * len(exprs))
+    return copy, exprs
+
+
+def _made_up_texts(func, names, name):
+    """(the func's text at three made-up values of the symbols at which every size that changes
+    has a value of its own, none a number the texts share; {a size's value in the first: its
+    expression}), or None where a few tries find none."""
+    primes = primes_from(_FIRST_PRIME)
+    texts, founds = [], []
+    for _ in range(12):
+        values = {n: next(primes) for n in names}
+        try:
+            symbolic = SymbolicFunc(func, values)
+            found = {}
+            for v in _tensor_values(func):
+                for d in symbolic.meta(v)[0]:
+                    if symbols.is_symbolic(d) and int(d) >= 2:  # (`(-1 % T + 1) - -1 % T` is 1)
+                        found[d.expr] = int(d)
+            text = static_text(func, values, name)
+        except Exception:  # noqa: BLE001 - sizes the func refuses (a decision the made-up values break)
+            continue
+        # (two expressions of one value are one size, `(T + 1) - 1` and T, where they are so at
+        # every made-up value; else the value tells nothing apart)
+        if founds and {frozenset(g) for g in _groups(found).values()} != {
+                frozenset(g) for g in _groups(founds[0]).values()}:
+            continue
+        texts.append(text)
+        founds.append(found)
+        if len(texts) == 3:
+            break
+    if len(texts) < 3:
+        return None
+    splits = [MLIR_NUMBER.split(t) for t in texts]
+    if len({len(s) for s in splits}) != 1:
+        return None
+    fixed = {p[0] for p in zip(*splits) if len(set(p)) == 1 and p[0].isdigit()}
+    if any(str(v) in fixed for found in founds for v in found.values()):
+        return None
+    return texts, {v: e for e, v in founds[0].items()}
+
+
+def _groups(found):
+    groups = {}
+    for e, v in found.items():
+        groups.setdefault(v, set()).add(e)
+    return groups
+
+
+def _tensor_values(func):
+    block = func.regions[0].blocks[0]
+    for a in block.arguments:
+        if isinstance(a.type, ir.RankedTensorType):
+            yield a
+    for o in block.operations:
+        for r in o.results:
+            if isinstance(r.type, ir.RankedTensorType):
+                yield r
