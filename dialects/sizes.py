@@ -386,13 +386,14 @@ def _interval(node, bounds):
     return None
 
 
-def guard_lines(func_op, params):
+def guard_lines(func_op, params, checks=True):
     """(names assigned, {(argument index, dim): symbol read}, Python lines) that check what a
     func with dynamic sizes holds under (params: its parameters' Python names): each symbol is
     read from the first argument dim DIMS names it by (an int symbol is its parameter), every
     other dim of an argument with DIMS is checked against its size there (a symbol read before:
     two dims of one symbol hold only where they are equal; an expression; a static size), then
-    each of GUARDS. Nothing for a func without either."""
+    each of GUARDS (checks=False: the symbols read only, where a prologue checked the rest).
+    Nothing for a func without either."""
     conditions = guards(func_op)
     dims = argument_dims(func_op, len(params))
     if not conditions and not any(dims):
@@ -411,7 +412,7 @@ def guard_lines(func_op, params):
             found.add(name)
             if p != name:
                 lines.append(f"{name} = {p}")
-    checks = []
+    dim_checks = []
     for i, entries in enumerate(dims):
         for k, d in enumerate(entries or ()):
             if d.isidentifier() and d not in found:
@@ -419,12 +420,12 @@ def guard_lines(func_op, params):
                 found.add(d)
                 reads[(i, k)] = d
             else:
-                checks.append(f"{params[i]}.shape[{k}] == {d}")
-    names = set().union(*(symbol_names(c) for c in conditions + checks))
+                dim_checks.append(f"{params[i]}.shape[{k}] == {d}")
+    names = set().union(*(symbol_names(c) for c in conditions + dim_checks))
     missing = sorted(n for n in names - found if n not in params)
     if missing:
         raise Inexpressible(f"the symbols {', '.join(missing)} of the func's {GUARDS} (no argument dim is one)")
-    for c in checks + conditions:
+    for c in (dim_checks + conditions) if checks else ():
         check(ast.unparse(ast.parse(c, mode="eval")))
     return found, reads, lines
 

@@ -21,6 +21,7 @@ from thunder.lowering.linalg.any_size import AnySizeKernel, COMPILING, MLIR_NUMB
 from thunder.dialects.definitions import context
 
 _FIRST_PRIME = 101  # made-up values of the symbols: primes from here (every size tells apart)
+_CHECK_MAGNITUDES = (1009, 10007, 100003, 1000003)  # where what looks constant at them is checked
 
 
 def has_dynamic_sizes(text):
@@ -144,25 +145,30 @@ def _made_up_texts(func, names, name):
     for _ in range(12):
         values = {n: next(primes) for n in names}
         try:
-            symbolic = SymbolicFunc(func, values)
-            found = {}
-            for v in _tensor_values(func):
-                for d in symbolic.meta(v)[0]:
-                    if symbols.is_symbolic(d) and int(d) >= 2:  # (`(-1 % T + 1) - -1 % T` is 1)
-                        found[d.expr] = int(d)
+            found = _sizes_at(func, values)
             text = static_text(func, values, name)
         except Exception:  # noqa: BLE001 - sizes the func refuses (a decision the made-up values break)
-            continue
-        # (two expressions of one value are one size, `(T + 1) - 1` and T, where they are so at
-        # every made-up value; else the value tells nothing apart)
-        if founds and {frozenset(g) for g in _groups(found).values()} != {
-                frozenset(g) for g in _groups(founds[0]).values()}:
             continue
         texts.append(text)
         founds.append(found)
         if len(texts) == 3:
             break
     if len(texts) < 3:
+        return None
+    # an expression of one value at every made-up value is a constant (`(B * T * 256) // (B * T
+    # * 64)`), two of one value at each are one size (`(T + 1) - 1` and T): told at the texts'
+    # values and at values of other magnitudes, so that no size that changes is taken for either
+    # (`T // 50` is 2 at 101 to 149)
+    checks = founds[:]
+    for start in _CHECK_MAGNITUDES:
+        primes = primes_from(start)
+        try:
+            checks.append(_sizes_at(func, {n: next(primes) for n in names}))
+        except Exception:  # noqa: BLE001 - sizes the func refuses: no kernel for every size then
+            return None
+    founds = [{e: v for e, v in found.items() if len({f.get(e) for f in checks}) > 1} for found in founds]
+    checks = [{e: v for e, v in found.items() if e in founds[0]} for found in checks]
+    if len({frozenset(frozenset(g) for g in _groups(found).values()) for found in checks}) != 1:
         return None
     splits = [MLIR_NUMBER.split(t) for t in texts]
     if len({len(s) for s in splits}) != 1:
@@ -171,6 +177,18 @@ def _made_up_texts(func, names, name):
     if any(str(v) in fixed for found in founds for v in found.values()):
         return None
     return texts, {v: e for e, v in founds[0].items()}
+
+
+def _sizes_at(func, values):
+    """{expression: value} of the sizes >= 2 of the func's tensors that the symbols give (`(-1 %
+    T + 1) - -1 % T` is 1), at these values of them."""
+    symbolic = SymbolicFunc(func, values)
+    found = {}
+    for v in _tensor_values(func):
+        for d in symbolic.meta(v)[0]:
+            if symbols.is_symbolic(d) and int(d) >= 2:
+                found[d.expr] = int(d)
+    return found
 
 
 def _groups(found):

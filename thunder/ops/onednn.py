@@ -176,10 +176,11 @@ def used_in(source):
     return "impl.onednn_" in source or "impl.packed_" in source or "impl.by_size_" in source
 
 
-def _float32_cpu(*names):
-    """Whether these tensors (Names) are float32 CPU tensors of static shapes."""
+def _float32_cpu(*names, dynamic=False):
+    """Whether these tensors (Names) are float32 CPU tensors of static shapes (dynamic: or of
+    `?` dims, in a program for all sizes that chooses at every call)."""
     return all(n.device is not None and n.device.type == "cpu" and n.dtype == torch.float32
-               and all(s >= 0 for s in n.shape) for n in names if n is not None)
+               and (dynamic or all(s >= 0 for s in n.shape)) for n in names if n is not None)
 
 
 def matmul_source(a_param, b_param):
@@ -190,7 +191,7 @@ def matmul_source(a_param, b_param):
         a, b = values[a_param], values[b_param]
         if not (hasattr(a, "shape") and hasattr(b, "shape")) or len(a.shape) < 2 or len(b.shape) != 2:
             return None
-        if not (_float32_cpu(a, b) and faster()):
+        if not (_float32_cpu(a, b, dynamic=size_choices.fitting()) and faster()):
             return None
         if size_choices.fitting():
             return [f"{outs[0]} = impl.by_size_matmul({a.name}, {b.name})"]

@@ -398,8 +398,10 @@ def _eligible(x, w, b, out_features):
     dtype = x.dtype
     for n in (x, w, b):
         if n is not None and (n.device is None or n.device.type != "cpu" or n.dtype != dtype
-                              or any(s < 0 for s in n.shape)):
+                              or any(s < 0 for s in (n.shape if n is not x else n.shape[-1:]))):
             return None
+    if any(s < 0 for s in x.shape):  # (rows of a program for all sizes, `?`: chosen at every call)
+        return _BY_SIZE if dtype == torch.float32 and size_choices.fitting() else None
     rows = math.prod(x.shape[:-1])
     if dtype == torch.bfloat16:  # (choices by size: recorded and replayed, core/size_choices.py)
         return "impl.packed_" if size_choices.choose("packed weights: used", used(dtype, rows)) else None

@@ -57,7 +57,7 @@ class _Namer:
 
 
 def python_source(module, fn_name="computation", output_spec=None, comments=True, header=None, constants=None,
-                  no_grad_copies=(), grad_free=False, region_texts=None):
+                  no_grad_copies=(), grad_free=False, region_texts=None, size_checks=True):
     """Python source of func @fn_name. output_spec, when given, rebuilds the user's output
     structure from the flat results (see thunder.runtime.structure). no_grad_copies: the inputs
     (indices) whose in-place updates are written back outside autograd (tensors that require
@@ -67,7 +67,9 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
     (runtime/grad_free_rewrites.py, before code generation) are printed in their in-place form
     (runtime/reinplace.py), and the inputs they update are not copied back; ops marked
     PASS_OPERAND are not printed (their uses read their first operand). region_texts: {fusion
-    callee: its kernel text}, where known (fuse_module's texts: not printed again here)."""
+    callee: its kernel text}, where known (fuse_module's texts: not printed again here).
+    size_checks=False: a func with dynamic sizes reads its symbols without checking its
+    arguments' sizes and size guards (a prologue checked them: runtime/symbolic_program.py)."""
     with module.context:
         f = find_func(module.operation, fn_name)
         if f is None:
@@ -87,7 +89,7 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
         if comments:
             for p, a in zip(params, block.arguments):
                 lines.append(f"  # {p}: {_describe(a.type)}")
-        assigned, reads, checks = sizes.guard_lines(f, params)  # (a func with dynamic sizes: what it holds under)
+        assigned, reads, checks = sizes.guard_lines(f, params, size_checks)  # (dynamic sizes: what it holds under)
         namer.used.update(assigned)
         lines += [f"  {line}" for line in checks]
         arg_index = {a: i for i, a in enumerate(block.arguments)}

@@ -16,6 +16,7 @@ from thunder.dialects.mlir import ir, module_of
 from thunder.lowering.passes import build_pass_manager, pass_name, pass_options
 from thunder.ops import onednn, packed_linear
 from thunder.runtime import calls, guards, inner_autograd, regions, same_trace, structure, tiered
+from thunder.runtime import symbolic_program as symbolic_program_
 from thunder.runtime.codegen import compile_source, python_source
 from thunder.runtime.lookup import _make_lookup, _on_load, _on_store
 from thunder.runtime.options import CACHE_OPTIONS, DEFAULT_PASSES, CacheEntry
@@ -174,10 +175,12 @@ def _no_made_leaf_out(ctx, out_refs, writes):
 
 
 def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None, keep_parts=False,
-                  stand_ins=None) -> CacheEntry:
+                  stand_ins=None, symbolic_program=False) -> CacheEntry:
     """The cache entry for this call. fusion=False: no thunder-fuse (see ThunderFunction._miss);
     sym_shapes, stand_ins: see _acquire; keep_parts: keep what runtime/symbolic.py generalizes (always
-    under cache="symbolic values")."""
+    under cache="symbolic values"). symbolic_program: with sym_shapes, the passes run on the trace
+    with symbolic sizes and the entry holds for all sizes its guards allow (symbolic_program.py;
+    NotSymbolic where it cannot be made so)."""
     times = {}
     t_start = t = time.perf_counter()
     with changes_undone(undo=False) as journal:
@@ -218,9 +221,13 @@ def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None, keep_parts
     tensors, proxies = [t for _, t in params], [p for p, _ in params]
     index = {p.input_name: i for i, p in enumerate(proxies)}
     mutated = [(index[name], tracing.ref(p)) for name, p in ctx.mutated.items()]
-    module = emit(ctx, out_refs, mutated=mutated)
-    traces = [Trace("interpreter (acquisition)", module, output_spec=out_spec)]
     symbolic_trace = _symbolic_trace(ctx, out_refs, mutated, out_spec) if ctx.sym_shapes else None
+    if symbolic_program:  # (the passes run on the trace with symbolic sizes)
+        module = symbolic_program_.module_of(symbolic_trace, cs, leaks(result.value, writes), inputs)
+        traces = [symbolic_trace]
+    else:
+        module = emit(ctx, out_refs, mutated=mutated)
+        traces = [Trace("interpreter (acquisition)", module, output_spec=out_spec)]
     times["mlir emission"] = time.perf_counter() - t
 
     t = time.perf_counter()
@@ -240,6 +247,8 @@ def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None, keep_parts
     # autograd where an op ran with grad mode on (outside, or under enable_grad inside the function)
     # on inputs that require grad, and something differentiable is returned
     training = ctx.grad_ops and not cd.disable_torch_autograd and bool(out_refs) and differentiable
+    if symbolic_program and training:
+        raise symbolic_program_.NotSymbolic("a training program (its backward takes the symbols: not yet)")
     fusion = _fusion_policy(cd) if fusion and not torch_autograd else None
     # a miss that traced the program of an earlier compile again (a guard on Python state that
     # decided nothing about the tensors): that compile's program, kernels and autograd program
@@ -310,7 +319,8 @@ def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None, keep_parts
                 source = python_source(module, output_spec=out_spec, constants=constants,
                                        header="produced by: torch executor (execution trace)",
                                        no_grad_copies={i for i, x in enumerate(tensors) if x.requires_grad},
-                                       grad_free=grad_free, region_texts=region_texts)
+                                       grad_free=grad_free, region_texts=region_texts,
+                                       size_checks=not symbolic_program)  # (the prologue checks them)
             computation = compile_source(source, constants=tiered.tier(constants))
             if cd.disable_torch_autograd or no_grad_ops and not training:
                 computation = torch.no_grad()(computation)
@@ -331,7 +341,12 @@ def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None, keep_parts
                          writes=writes, check=cd.cache_option != "same input", strided=strided,
                          shared=inputs.shared, storages=[first for _, _, first in inputs.storages],
                          mutated=sorted(mutated_reads))
-    prologue = Prologue(arg_specs, kw_specs, read, **prologue_args)
+    if symbolic_program:
+        computation, program_symbols = symbolic_program_.computation_for_prologue(
+            computation, module, read, ctx.sym_shapes, prologue_args)
+        prologue = Prologue(arg_specs, kw_specs, read, **prologue_args, symbols=program_symbols)
+    else:
+        prologue = Prologue(arg_specs, kw_specs, read, **prologue_args)
     run, first_run = prologue.compile(computation)
     times["codegen"] = time.perf_counter() - t
     cs.last_stage_times = times
@@ -347,7 +362,7 @@ def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None, keep_parts
         entry.persist = dict(source=source, constants=constants, prologue=prologue, writes=writes,
                              guards=entry_guards, interpreted=list(state.interpreted.values()),
                              trace=traces[-1])
-    if keep_parts or cd.cache_option == CACHE_OPTIONS.SYMBOLIC_VALUES:
+    if (keep_parts or cd.cache_option == CACHE_OPTIONS.SYMBOLIC_VALUES) and not symbolic_program:
         metas = [TensorMeta(x) for x in read]
         entry.parts = Parts(source, constants, (arg_specs, kw_specs, metas, prologue_args),
                                      ctx.sym_guards, leaks(result.value, writes), [id(x) for x in read],

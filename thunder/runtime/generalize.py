@@ -18,6 +18,7 @@ from thunder.lowering import fuse
 from thunder.runtime import carried, dynamic
 from thunder.runtime.autograd import AutogradProgram
 from thunder.runtime.compile import _acquire, _flatten_call, compile_entry
+from thunder.runtime.symbolic_program import NotSymbolic
 from thunder.runtime.state import changes_undone
 from thunder.runtime.symbolic import Plan, _Fitter, _NoFit, _generalize
 
@@ -223,6 +224,20 @@ def _compile_sampled(jf, cd, cs, args, kwargs, chosen, ints, auto):
         cs.last_generalization = "not generalized: no size or int argument to make a symbol"
         return None, None
     sym_shapes = {id(t): d for t, d in zip(tensors, shape_names) if any(d)}
+    with changes_undone(undo=False) as attempt:
+        try:  # one compile with the symbols (runtime/symbolic_program.py)
+            with size_choices.recording():  # (a program for all sizes: ops choosing by size choose per call)
+                entry = compile_entry(cd, cs, args, kwargs, sym_shapes={**sym_shapes, **int_names},
+                                      symbolic_program=True)
+        except Exception as e:  # noqa: BLE001 - NotSymbolic, or a pass refused the symbolic sizes: fitted then
+            attempt.rewind()
+            why_not = str(e) if isinstance(e, NotSymbolic) else f"{type(e).__name__}: {e}"
+            cs.last_symbolic_compile = f"fitted from three compiles (one compile with symbolic sizes refused: {why_not})"
+        else:
+            cs.last_generalization = f"generalized ({why}): {_describe(entry, shape_names, int_names, ints)}"
+            cs.last_symbolic_compile = "compiled once with symbolic sizes"
+            cs.generalizations.append(cs.last_generalization)
+            return entry, jf._add(entry)
     try:
         with size_choices.recording() as choices:  # (the samples replay them: core/size_choices.py)
             entry = compile_entry(cd, cs, args, kwargs, sym_shapes={**sym_shapes, **int_names}, keep_parts=True)
@@ -246,6 +261,21 @@ def _compile_sampled(jf, cd, cs, args, kwargs, chosen, ints, auto):
         jf._sample_failures[key] = jf._sample_failures.get(key, 0) + 1
     cs.generalizations.append(cs.last_generalization)
     return entry, jf._add(run)
+
+
+def _describe(entry, shape_names, int_names, ints):
+    """`_sym0: tensor argument 0 dim 0 = ...; ...`: what each symbol stands for."""
+    state = entry.description[3][2]
+    where = _input_names(len(entry.description[2]), [e for e, _ in state], [w for w, _ in ints])
+    found = {}
+    for i, names in enumerate(shape_names):
+        for k, n in enumerate(names):
+            if n:
+                found.setdefault(n, []).append(f"{where(i)} dim {k}")
+    for j, (w, _) in enumerate(ints):
+        if w in int_names:
+            found.setdefault(int_names[w], []).append(where(len(entry.description[2]) + len(state) + j))
+    return "; ".join(f"{n}: {' = '.join(w)}" for n, w in found.items())
 
 
 def _fix_symbols(parts, shape_names, int_names, real, fixed):

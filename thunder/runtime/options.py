@@ -66,6 +66,10 @@ class CompileStats:
     # every such attempt's outcome, in order: what became a symbol and why ("generalized
     # (automatic dynamic: the sizes that changed since the call before): _sym0: tensor argument 0 dim 1")
     generalizations: list = field(default_factory=list)
+    # how the last program for changing sizes was made: "compiled once with symbolic sizes"
+    # (runtime/symbolic_program.py), or "fitted from three compiles (one compile with symbolic
+    # sizes refused: <why>)" (runtime/symbolic.py)
+    last_symbolic_compile: str | None = None
     # calls that used a program from the program cache on disk instead of compiling (runtime/persist.py)
     disk_loads: int = 0
     # fused regions run as torch calls while their kernel compiled in the background

@@ -1,0 +1,56 @@
+"""One compile for all sizes: under cache="symbolic values" the trace recorded with symbolic
+sizes is compiled as it is (runtime/compile.py compile_entry's symbolic_program): the passes run
+on its `?` dims (docs/passes.md "Traces with dynamic sizes"), its fused regions become kernels
+for every size (lowering/linalg/dynamic_region.py), the generated program reads its symbols from
+its arguments' sizes, and the prologue checks the decisions the interpreter and the passes took
+on them (the func's thunder.size_guards). Where it cannot be (NotSymbolic, or a pass refuses),
+the call is compiled with concrete sizes and at two sampled sizes, and the three are fitted into
+one program (runtime/generalize.py, runtime/symbolic.py)."""
+from thunder.core.strides import dense_order
+from thunder.dialects import sizes
+from thunder.dialects.emit import find_func, loc_names
+from thunder.runtime.codegen import compile_source
+from thunder.runtime.traces import Trace
+
+
+class NotSymbolic(Exception):
+    """The call's trace cannot be compiled with its symbolic sizes (why)."""
+
+
+def module_of(symbolic_trace, cs, leaks, inputs):
+    """A fresh module of the trace with symbolic sizes, for the passes to change."""
+    if not isinstance(symbolic_trace, Trace):
+        raise NotSymbolic(symbolic_trace or "no trace with symbolic sizes")
+    if cs.last_splits:
+        raise NotSymbolic("the trace read tensor values")
+    if cs.last_state_change:
+        raise NotSymbolic(f"the function changes state while tracing ({cs.last_state_change})")
+    if leaks:
+        raise NotSymbolic("a size computed from the symbols is returned or stored as a Python number")
+    if inputs.shared or inputs.storages:
+        raise NotSymbolic("inputs share memory")
+    return symbolic_trace.module()
+
+
+def computation_for_prologue(computation, module, read, sym_shapes, prologue_args):
+    """(the program as the prologue calls it: its tensors and numbers, then every symbol; the
+    prologue's `symbols`: each tensor's symbol per dim, the symbols, the decisions on them, the
+    int arguments that are symbols)."""
+    f = find_func(module.operation, "computation")
+    sym_dims = {i: sym_shapes[id(t)] for i, t in enumerate(read) if any(sym_shapes.get(id(t), ()))}
+    for i in prologue_args["strided"]:  # (a dense layout in another order: the prologue checks that order)
+        t = read[i]
+        if i in sym_dims and not t.is_contiguous() and dense_order(t.shape, t.stride()) is None:
+            raise NotSymbolic(f"the program depends on the strides of tensor {i}, which is not dense")
+    ints = {w: n for w, n in sym_shapes.items() if isinstance(w, tuple)}
+    names = list(dict.fromkeys(n for v in sym_shapes.values() for n in ([v] if isinstance(v, str) else v) if n))
+    # (the interpreter's decisions and the passes': what they emitted holds where these do)
+    guards = {condition: True for condition in sizes.guards(f)}
+    arguments = list(f.regions[0].blocks[0].arguments)
+    int_params = [(loc_names(a.location) or [None])[0] for a in arguments[len(arguments) - len(ints):]]
+    if sorted(int_params) != sorted(ints.values()):
+        raise NotSymbolic("the program's int symbols are not its last parameters")
+    params = [f"a{i}" for i in range(len(arguments) - len(ints))]
+    source = (f"def computation({', '.join(params + names)}):\n"
+              f"  return program({', '.join(params + int_params)})\n")
+    return compile_source(source, constants={"program": computation}), (sym_dims, names, guards, ints)
