@@ -434,3 +434,26 @@ def test_a_print_while_tracing_prints_once(capsys):
     jf = thunder.jit(f, cache="symbolic values")
     torch.testing.assert_close(jf(torch.ones(4)), torch.ones(4) * 2)
     assert capsys.readouterr().out == "tracing True\n"
+
+
+def test_a_fused_region_holds_where_its_decomposition_decided_the_program_does():
+    # compiled once with its symbols, the view inside the fused kernel was decomposed with the
+    # width a symbol: its decision (B * T * 2 * (C // 2) == B * T * C) is a prologue check, so an
+    # odd width compiles for its sizes and raises eager's error instead of running the kernel
+    def f(x):
+        B, T, Cx = x.shape
+        return (x * 2).view(B, T, 2, Cx // 2).exp().sum(2)
+
+    jf = thunder.jit(f, cache="symbolic values", fusion="always")
+    for T in (3, 4, 9):
+        x = torch.randn(2, T, 8)
+        torch.testing.assert_close(jf(x), f(x))
+    assert thunder.compile_stats(jf).last_symbolic_compile == "compiled once with symbolic sizes"
+    prologue = str(thunder.last_prologue_traces(jf)[-1])
+    assert "if not ((((_sym0 * _sym1) * 2) * (_sym2 // 2)) == ((_sym0 * _sym1) * _sym2)): return MISS" in prologue
+    x = torch.randn(2, 5, 7)
+    with pytest.raises(RuntimeError) as eager:
+        f(x)
+    with pytest.raises(RuntimeError, match=re.escape(str(eager.value))):
+        jf(x)
+    assert thunder.cache_misses(jf) == 2

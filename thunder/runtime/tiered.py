@@ -67,15 +67,16 @@ def tier(constants):
     compiled region), the linalg regions by TieredRegions (see the module doc). A region with
     dynamic sizes (linalg/dynamic_region.py) tiers its own kernels: its kernel for every size
     compiles in the background (its torch calls at the call's sizes meanwhile), as do those it
-    compiles per size."""
+    compiles per size; where none compiles for a call's sizes it runs its torch calls."""
     for name, v in list(constants.items()):
         region = getattr(v, "region", None)
         if isinstance(v, Kernel) and isinstance(region, tuple) and len(region) == 2:
             constants[name] = _tiered(v, region[0], region[1], name)
-        elif isinstance(v, DynamicRegion) and v.any_size is None and mode() == "background" and \
-                not _random(v.text) and background.available():
-            v.in_background, v.torch_region = True, torch_region
-            v.wrap_per_size = lambda kernel, text, name=name: _tiered(kernel, "linalg", text, name)
+        elif isinstance(v, DynamicRegion):
+            v.torch_region = torch_region  # (where the region at a call's sizes compiles no kernel)
+            if v.any_size is None and mode() == "background" and not _random(v.text) and background.available():
+                v.in_background = True
+                v.wrap_per_size = lambda kernel, text, name=name: _tiered(kernel, "linalg", text, name)
     return constants
 
 
