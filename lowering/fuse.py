@@ -48,6 +48,9 @@ DEFAULT_EXECUTORS = ("linalg", "cuda")
 SIBLING_WINDOW = 16
 
 EXECUTOR_ATTR = "thunder.executor"
+# a region func's (with dynamic sizes, while thunder-fuse runs): [position, count] of the size
+# computations it begins with (after its numbers), which are no ops of the region
+COMPUTED_SIZES = "thunder.computed_sizes"
 ELEMENT_TYPES = {"f16", "bf16", "f32", "f64", "i1", "i8", "i16", "i32", "i64"}
 # prims whose lowering is a scalar libm call (no polynomial in linalg/approx.py): they stop
 # LLVM's loop vectorizer, and such a kernel is many times slower than torch's vectorized
@@ -381,8 +384,9 @@ class _Graph:
             refs = []
             for v in self.operands[i]:
                 k = at.get(self.index.get(v))
-                refs.append(("n", nums[v]) if k is None and v in nums else ("a", args[v]) if k is None
-                            else (k, self.result_number.get(v, 0)))
+                refs.append(("n", nums[v]) if k is None and v in nums else ("a", args[v]) if k is None and v in args
+                            else ("s", symbols.expr_of(symbolic_sizes.current().meta(v))) if k is None
+                            else (k, self.result_number.get(v, 0)))  # (a size from outside: its expression)
             outside = ()  # (what the rules read outside the region)
             if o.name in TRANSPOSES:
                 outside = tuple(sorted((u.owner.name, tuple(text_of(t.type) for t in u.owner.results))
@@ -391,7 +395,10 @@ class _Graph:
                 outside = detach_cost.dropped(o)
             parts.append((self.op_key(i), tuple(refs), tuple([r in out for r in self.results[i]]), outside))
         first = ops[0]
-        return tuple(parts), tuple([self.index.get(v, -1) < first for v in inputs]), _dims_key(inputs)
+        # (dynamic sizes: the inputs' sizes as expressions of the symbols, its funcs' thunder.dims)
+        dims = tuple(tuple(symbolic_sizes.dims_attr(v)) if _dims_key([v]) not in ((), (None,)) else None
+                     for v in inputs)
+        return tuple(parts), tuple([self.index.get(v, -1) < first for v in inputs]), dims
 
     def find(self, i):
         while self.parent[i] != i:
@@ -606,16 +613,20 @@ def _build_func(where, name, members, inputs, numbers, outputs):
     if symbolic is not None:
         _dims_of_arguments(f, inputs)
     with ir.InsertionPoint(block):
-        if symbolic is not None:  # (the sizes its ops take, computed from its arguments' sizes)
-            emitter = sizes.Emitter([_Sizes(v) for v in inputs], list(block.arguments), [])
-            for o in members:
-                for v in o.operands:
-                    if v not in mapping and _size_value(v):
-                        mapping[v] = emitter.size(symbolic.meta(v))
         for c in numbers:
             new = ir.Operation.create("arith.constant", results=[c.type],
                                       attributes={"value": c.owner.attributes["value"]}, loc=c.owner.location)
             mapping[c] = new.results[0]
+        if symbolic is not None:  # (the sizes its ops take from outside, computed from its arguments' sizes)
+            emitter = sizes.Emitter([_Sizes(v) for v in inputs], list(block.arguments), [])
+            produced = {r for o in members for r in o.results}
+            for o in members:
+                for v in o.operands:
+                    if v not in mapping and v not in produced and _size_value(v):
+                        mapping[v] = emitter.size(symbolic.meta(v))
+            computed = len(list(block.operations)) - len(numbers)
+            if computed:  # (where they are among its ops: region_reuse.Decomposed.sized)
+                f.attributes[COMPUTED_SIZES] = ir.DenseI64ArrayAttr.get([len(numbers), computed])
         for o in members:
             attrs = {k: o.attributes[k] for k in o.attributes}
             new = ir.Operation.create(o.name, results=[r.type for r in o.results],
@@ -947,8 +958,6 @@ def _outline(f, graph, ops, name, policy, executor, decomposed):
     """_outline_region, done once per region key (_Graph.region_key, region_reuse.Outcome): a
     region of a key outlined before is outlined as that one was (not kept; or kept with the
     same ops, a renamed copy of its decomposed func, the same split)."""
-    if symbolic_sizes.current() is not None:  # (dynamic sizes: each region outlined anew, for now)
-        return _outline_region(f, graph, ops, name, policy, executor)
     if decomposed is None or not region_reuse.OUTCOMES:
         return _outline_region(f, graph, ops, name, policy, executor, decomposed=decomposed)
     values = graph.region_values(ops)
@@ -1006,7 +1015,8 @@ def _replay(f, graph, ops, name, outcome, decomposed, values=None):
     kept_ops = [ops[k] for k in outcome.positions]
     members = [graph.ops[i] for i in kept_ops]
     inputs, numbers, outputs = values or graph.region_values(kept_ops)
-    locations = decomposed.locations(outcome.text, [c.owner.location for c in numbers] + [o.location for o in members])
+    locations = decomposed.locations(outcome.text, [c.owner.location for c in numbers] +
+                                     decomposed.sized.get(outcome.text, []) + [o.location for o in members])
     if locations is None:
         return None
     region_reuse.STATS["hits"] += 1
@@ -1244,7 +1254,7 @@ def _take_guards(kept):
     found = []
     for f in dict.fromkeys([kept.full, kept.kernel]):
         found += sizes.guards(f)
-        for name in (sizes.GUARDS, sizes.VALUES):
+        for name in (sizes.GUARDS, sizes.VALUES, COMPUTED_SIZES):
             if name in f.attributes:
                 del f.attributes[name]
     return found

@@ -38,6 +38,9 @@ class Decomposed:
         self.last = None  # the text of the last region decomposed
         self.recipes = {}  # text -> _Recipe of its decomposed func's locations
         self.numbers = {}  # text -> how many numbers its func copies
+        # text -> the locations of the size computations its func begins with after the numbers
+        # (dynamic sizes: fuse._build_func's, computed from its arguments' sizes)
+        self.sized = {}
         with context:
             self.module = ir.Module.create()
 
@@ -59,10 +62,15 @@ class Decomposed:
         ops = _body(callee)
         names = [loc_names(o.location) for o in ops]
         k = _leading_numbers(ops)
+        sized = []
+        if "thunder.computed_sizes" in callee.attributes:
+            start, count = ir.DenseI64ArrayAttr(callee.attributes["thunder.computed_sizes"])
+            sized = [o.location for o in ops[start:start + count]]
         decompose_module(callee.operation)
         if found is None:
             self.funcs[text] = (callee.operation.clone(ip=ir.InsertionPoint(self.module.body)), names)
             self.numbers[text] = k
+            self.sized[text] = sized
         return callee
 
     def locations(self, text, ops_locations):

@@ -347,3 +347,42 @@ def test_random_programs_differentiated_on_symbolic_sizes_match_eager(program):
             scale = max(1.0, want.abs().max().item()) if want.numel() else 1.0
             torch.testing.assert_close(got, want.detach(), rtol=1e-3, atol=1e-3 * scale)
     assert ran >= 2  # (the traced sizes and at least one other)
+
+
+def test_fusing_dynamic_sizes_outlines_each_region_signature_once(monkeypatch):
+    # a Llama's layers make regions of one signature on `?` dims too: the later ones are copies
+    # of the first's outlining and decomposition (lowering/region_reuse.py), and the forward and
+    # backward fuse to the same module as with every region outlined and decomposed anew
+    transformers = pytest.importorskip("transformers")
+    from thunder.dialects.emit import find_func
+    from thunder.lowering import region_reuse
+    from thunder.lowering.autograd import autograd_module
+    from thunder.lowering.remat import remat_module
+
+    config = transformers.LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    model = transformers.LlamaForCausalLM(config)
+    jm = thunder.jit(model, cache="symbolic values", executors=["torch"])
+    ids = torch.randint(0, 128, (2, 24))
+    jm(input_ids=ids, labels=ids, use_cache=False).loss.backward()
+    module = thunder.last_traces(jm)[0].module()
+    with module.context:
+        types = [str(a.type) for a in find_func(module.operation, "computation").regions[0].blocks[0].arguments]
+    _with_requires_grad(module, ["f32" in t and "tensor" in t for t in types])
+    with module.context:
+        autograd_module(module.operation)
+        build_pass_manager("builtin.module(cse,canonicalize)").run(module.operation)
+        remat_module(module.operation)
+        build_pass_manager("builtin.module(cse,canonicalize)").run(module.operation)
+    text = module.operation.get_asm(enable_debug_info=True)
+    fused = []
+    for reuse in (True, False):
+        monkeypatch.setattr(region_reuse, "OUTCOMES", reuse)
+        hits = region_reuse.OUTCOME_STATS["hits"]
+        with context():
+            m = ir.Module.parse(text)
+            fuse_module(m.operation, "auto")
+            m.operation.verify()
+            fused.append(m.operation.get_asm())
+        assert (region_reuse.OUTCOME_STATS["hits"] > hits) == reuse
+    assert fused[0] == fused[1] and "tensor<?x" in fused[0] and "call @fusion_" in fused[0]
