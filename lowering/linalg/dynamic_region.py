@@ -12,13 +12,13 @@ static_text) compiles as a kernel of its own, tiled along the sizes that change 
 by the sizes that lower alike)."""
 from thunder.core import symbols
 from thunder.dialects import sizes
+from thunder.dialects.definitions import context
 from thunder.dialects.emit import find_func
 from thunder.dialects.lift import static_text
 from thunder.dialects.mlir import LOCK, ir
 from thunder.dialects.symbolic_lift import SymbolicFunc
 from thunder.lowering.linalg import compile_region
 from thunder.lowering.linalg.any_size import AnySizeKernel, COMPILING, MLIR_NUMBER, primes_from
-from thunder.dialects.definitions import context
 
 _FIRST_PRIME = 101  # made-up values of the symbols: primes from here (every size tells apart)
 _CHECK_MAGNITUDES = (1009, 10007, 100003, 1000003)  # where what looks constant at them is checked
@@ -31,6 +31,9 @@ def has_dynamic_sizes(text):
 
 
 class DynamicRegion:
+    """What the linalg executor's compile gives for a region text with `?` dims: called with the
+    region's arguments, its results (see the module doc)."""
+
     def __init__(self, text, name):
         """text: the region func @name, its `?` arguments with sizes.DIMS."""
         self.text, self.name = text, name
@@ -56,6 +59,7 @@ class DynamicRegion:
         self.wrap_per_size = None  # (kernel, text) -> what runs it (runtime/tiered.py)
         self.any_size = None  # (AnySizeKernel, {value in its first text: expression}) or False
         self.per_size = {}  # symbols' values -> what runs the region at them
+        self._floats = {}  # symbols' values -> the lifted floats there (a decode loop's steps: a few)
 
     def symbol_values(self, args):
         return {s: args[i].shape[k] for s, (i, k) in self.reads.items()}
@@ -64,7 +68,7 @@ class DynamicRegion:
         values = self.symbol_values(args)
         kernel = self._any_size()
         if kernel is not None:
-            outs = kernel.call(args + tuple(float(sizes.symbolic_value(e, values)) for e in self.lifted), values)
+            outs = kernel.call(args + self._lifted_at(values), values)
             if outs is COMPILING and self.torch_region is not None:
                 return self.torch_region(self.text_at(values))(*args)
             if outs is not None and outs is not COMPILING:
@@ -76,6 +80,15 @@ class DynamicRegion:
                 raise
             run = self.torch_region(self.text)  # (its torch calls for every size)
         return run(*args)
+
+    def _lifted_at(self, values):
+        key = tuple(values.values())
+        found = self._floats.get(key)
+        if found is None:
+            if len(self._floats) >= 64:
+                self._floats.clear()
+            found = self._floats[key] = tuple(float(sizes.symbolic_value(e, values)) for e in self.lifted)
+        return found
 
     def text_at(self, values):
         with LOCK, context():
