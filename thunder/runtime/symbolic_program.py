@@ -9,6 +9,7 @@ one program (runtime/generalize.py, runtime/symbolic.py)."""
 from thunder.core.strides import dense_order
 from thunder.dialects import sizes
 from thunder.dialects.emit import find_func, loc_names
+from thunder.dialects.mlir import ir
 from thunder.runtime.codegen import compile_source
 from thunder.runtime.traces import Trace
 
@@ -32,10 +33,11 @@ def module_of(symbolic_trace, cs, leaks, inputs):
     return symbolic_trace.module()
 
 
-def computation_for_prologue(computation, module, read, sym_shapes, prologue_args):
+def computation_for_prologue(computation, module, read, sym_shapes, prologue_args, program_guards=()):
     """(the program as the prologue calls it: its tensors and numbers, then every symbol; the
     prologue's `symbols`: each tensor's symbol per dim, the symbols, the decisions on them, the
-    int arguments that are symbols)."""
+    int arguments that are symbols). program_guards: those of a training program's forward and
+    backward (thunder-autograd's and thunder-fuse's decisions)."""
     f = find_func(module.operation, "computation")
     sym_dims = {i: sym_shapes[id(t)] for i, t in enumerate(read) if any(sym_shapes.get(id(t), ()))}
     for i in prologue_args["strided"]:  # (a dense layout in another order: the prologue checks that order)
@@ -45,7 +47,7 @@ def computation_for_prologue(computation, module, read, sym_shapes, prologue_arg
     ints = {w: n for w, n in sym_shapes.items() if isinstance(w, tuple)}
     names = list(dict.fromkeys(n for v in sym_shapes.values() for n in ([v] if isinstance(v, str) else v) if n))
     # (the interpreter's decisions and the passes': what they emitted holds where these do)
-    guards = {condition: True for condition in sizes.guards(f)}
+    guards = {condition: True for condition in [*sizes.guards(f), *program_guards]}
     arguments = list(f.regions[0].blocks[0].arguments)
     int_params = [(loc_names(a.location) or [None])[0] for a in arguments[len(arguments) - len(ints):]]
     if sorted(int_params) != sorted(ints.values()):
@@ -54,3 +56,40 @@ def computation_for_prologue(computation, module, read, sym_shapes, prologue_arg
     source = (f"def computation({', '.join(params + names)}):\n"
               f"  return program({', '.join(params + int_params)})\n")
     return compile_source(source, constants={"program": computation}), (sym_dims, names, guards, ints)
+
+
+def int_symbols(sym_shapes):
+    """The names of the int arguments that are symbols, in the order the trace's func takes them."""
+    return [name for key, name in sym_shapes.items() if isinstance(key, tuple)]
+
+
+class BackwardSymbols:
+    """A training program for all sizes: the values of the symbols its @backward takes as
+    parameters after the cotangents (those no dim of its inputs gives: thunder-autograd), read
+    from the forward's inputs (a dim's size, an int argument's value) when the backward runs."""
+
+    def __init__(self, module):
+        with module.context:
+            fwd, bwd = find_func(module.operation, "forward"), find_func(module.operation, "backward")
+            ints = {n.name for n in ir.DictAttr(fwd.attributes[sizes.VALUES])} if sizes.VALUES in fwd.attributes \
+                else set()
+            args = list(fwd.regions[0].blocks[0].arguments)
+            where = {}  # symbol -> ("int", input) or ("dim", input, dim)
+            for i, a in enumerate(args):
+                name = (loc_names(a.location) or [None])[0]
+                if str(a.type) == "i64" and name in ints:
+                    where.setdefault(name, ("int", i))
+            for i, dims in enumerate(sizes.argument_dims(fwd, len(args))):
+                for k, d in enumerate(dims or ()):
+                    if d.isidentifier():
+                        where.setdefault(d, ("dim", i, k))
+            taken = []
+            for a in reversed(list(bwd.regions[0].blocks[0].arguments)):
+                name = (loc_names(a.location) or [None])[0]
+                if str(a.type) != "i64" or name not in where:
+                    break
+                taken.append(where[name])
+        self.reads = taken[::-1]
+
+    def __call__(self, inputs):
+        return tuple(inputs[r[1]] if r[0] == "int" else inputs[r[1]].shape[r[2]] for r in self.reads)
