@@ -386,3 +386,32 @@ def test_fusing_dynamic_sizes_outlines_each_region_signature_once(monkeypatch):
             fused.append(m.operation.get_asm())
         assert (region_reuse.OUTCOME_STATS["hits"] > hits) == reuse
     assert fused[0] == fused[1] and "tensor<?x" in fused[0] and "call @fusion_" in fused[0]
+
+
+def test_a_bias_gradient_takes_no_decision_between_rows_and_features():
+    # sum_to_shape compared (rows, features) with (features,) size by size, a decision
+    # rows != features the backward then held under: its program refused rows == features
+    from thunder.dialects.emit import find_func
+    from thunder.dialects.sizes import guards
+    from thunder.lowering.autograd import autograd_module
+
+    def f(x, w, b):
+        return torch.nn.functional.linear(x, w, b).tanh()
+
+    w, b = torch.randn(8, 8), torch.randn(8)
+    module = _symbolic_module(f, lambda n: (torch.randn(n, 8), w, b), (3, 4, 5))
+    module = _with_requires_grad(module, (True, True, True))
+    with module.context:
+        autograd_module(module.operation)
+        conditions = guards(find_func(module.operation, "forward")) + guards(find_func(module.operation, "backward"))
+    assert not [c for c in conditions if "_sym0" in c and "_sym1" in c], conditions
+    forward, backward, unread = _training_program(module)
+    for rows in (8, 5):  # (rows == features too)
+        x, wr, br = (t.clone().requires_grad_() for t in (torch.randn(rows, 8), w, b))
+        expected = f(x, wr, br)
+        g = torch.randn_like(expected)
+        out = forward(x.detach(), w, b)
+        grads = backward(*out[1:], g, *[{"_sym0": rows, "_sym1": 8}[p] for p in unread])
+        torch.testing.assert_close(out[0], expected.detach())
+        for got, want in zip(grads, torch.autograd.grad(expected, (x, wr, br), g)):
+            torch.testing.assert_close(got, want)

@@ -21,7 +21,9 @@ def sum_to_shape(g, shape):
     """Undo broadcasting: sum g over its leading dims and over the dims where `shape` has size 1
     and g does not, so that the result has `shape`."""
     shape = tuple(shape)
-    if tuple(g.shape) == shape:
+    # (ranks first: a tuple comparison compares sizes until one differs, and symbolic sizes
+    # record each comparison as a decision the program holds under: B != C for a bias)
+    if len(g.shape) == len(shape) and tuple(g.shape) == shape:
         return g
     lead = g.ndim - len(shape)
     if lead < 0:
