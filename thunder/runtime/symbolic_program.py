@@ -6,6 +6,8 @@ its arguments' sizes, and the prologue checks the decisions the interpreter and 
 on them (the func's thunder.size_guards). Where it cannot be (NotSymbolic, or a pass refuses),
 the call is compiled with concrete sizes and at two sampled sizes, and the three are fitted into
 one program (runtime/generalize.py, runtime/symbolic.py)."""
+import ast
+
 from thunder.core.strides import dense_order
 from thunder.dialects import sizes
 from thunder.dialects.emit import find_func, loc_names
@@ -33,6 +35,17 @@ def module_of(symbolic_trace, cs, leaks, inputs):
     return symbolic_trace.module()
 
 
+def _pins(condition):
+    """Whether a condition holds at one value of an expression of the symbols only (`(H - 7) //
+    2 + 1 == 17`: a size the trace or a pass made a plain number; compiled so, every new size
+    would compile again)."""
+    node = ast.parse(condition, mode="eval").body
+    if not (isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.Eq)):
+        return False
+    sides = (node.left, node.comparators[0])
+    return any(isinstance(a, ast.Constant) and not isinstance(b, ast.Constant) for a, b in (sides, sides[::-1]))
+
+
 def computation_for_prologue(computation, module, read, sym_shapes, prologue_args, program_guards=()):
     """(the program as the prologue calls it: its tensors and numbers, then every symbol; the
     prologue's `symbols`: each tensor's symbol per dim, the symbols, the decisions on them, the
@@ -48,6 +61,9 @@ def computation_for_prologue(computation, module, read, sym_shapes, prologue_arg
     names = list(dict.fromkeys(n for v in sym_shapes.values() for n in ([v] if isinstance(v, str) else v) if n))
     # (the interpreter's decisions and the passes': what they emitted holds where these do)
     guards = {condition: True for condition in [*sizes.guards(f), *program_guards]}
+    pinned = next((c for c in guards if _pins(c)), None)
+    if pinned is not None:  # (a size lost its expression: the fit tells what the literal is)
+        raise NotSymbolic(f"the program holds at one value of a size only ({pinned})")
     arguments = list(f.regions[0].blocks[0].arguments)
     int_params = [(loc_names(a.location) or [None])[0] for a in arguments[len(arguments) - len(ints):]]
     if sorted(int_params) != sorted(ints.values()):
