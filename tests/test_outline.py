@@ -407,3 +407,19 @@ def test_symbolic_values_llama_with_blocks():
     assert thunder.compile_stats(jf).cache_misses == 1, thunder.compile_stats(jf).last_generalization
     backward = str(thunder.last_backward_traces(jf)[-1])
     assert len(re.findall(r"= _block_0\(_args, _sym0, _sym1\)$", backward, re.M)) >= 3, backward
+
+
+def test_a_program_compiled_once_with_its_symbols_has_blocks():
+    # (runtime/symbolic_program.py: the program reads its symbols from the arguments' sizes
+    # before its body; the outliner took them for names used before bound and outlined nothing)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(*[_Attention() for _ in range(4)])
+    jm = thunder.jit(model, cache="symbolic values")
+    with torch.no_grad():
+        for T in (5, 9, 12):
+            x = torch.randn(2, T, 16)
+            torch.testing.assert_close(jm(x), model(x))
+    stats = thunder.compile_stats(jm)
+    assert stats.cache_misses == 1 and stats.last_symbolic_compile == "compiled once with symbolic sizes"
+    program = str(thunder.last_traces(jm)[-1])
+    assert "  _sym1 = input.shape[1]\n" in program and min(_blocks(program).values()) >= 3, program

@@ -191,7 +191,9 @@ def python_source(module, fn_name="computation", output_spec=None, comments=True
                 if comment and len(body) > before:  # (on the op's last statement, before autocast's toggle)
                     body[-2 if autocast else -1].comment = comment
             outline.add_dels(body, dels(results, operands_of[index], index))
-        bound = params + (["_rng"] if rng else [])  # (a block gets _rng as an argument: value checks read it)
+        # (a block gets _rng as an argument: value checks read it; and the symbols read from the
+        # arguments' sizes, which are bound before the body as the parameters are)
+        bound = params + sorted(assigned) + (["_rng"] if rng else [])
         local_names = set(namer.names.values()) | set(bound)
         outlined = outline.outline(body, bound, local_names,
                                    lambda c: _kernel_id(c, callees, kernels), namer.used | set(callees))
