@@ -379,13 +379,13 @@ def _symbolic_trace(ctx, out_refs, mutated, out_spec):
     why it could not be (a size where the dialect holds no SSA value, a meta function that made
     a size concrete)."""
     int_symbols = [name for key, name in ctx.sym_shapes.items() if isinstance(key, tuple)]
-    names = [n for v in ctx.sym_shapes.values() for n in ([v] if isinstance(v, str) else v) if n]
+    names = symbolic_program_.symbol_names(ctx.sym_shapes)
     try:
         module = emit(ctx, out_refs, mutated=mutated, int_symbols=int_symbols)
         with module.context:
             # (it holds where the prologue's checks do: symbols >= 2 and the decisions recorded)
             sizes.set_guards(find_func(module.operation, "computation"),
-                             [f"({n} >= 2)" for n in dict.fromkeys(names)] + sizes.conditions(ctx.sym_guards))
+                             [f"({n} >= 2)" for n in names] + sizes.conditions(ctx.sym_guards))
             module.operation.verify()
     except (sizes.Inexpressible, ir.MLIRError) as e:  # (what MLIR cannot hold, or does not verify)
         return f"the trace with symbolic sizes is not expressible in MLIR: {e}"

@@ -16,6 +16,12 @@ from thunder.runtime.codegen import compile_source
 from thunder.runtime.traces import Trace
 
 
+def symbol_names(sym_shapes):
+    """The symbols of a call traced with sym_shapes (compile_entry's: tensor id -> a name or None
+    per dim, an int argument -> its name), once each, in order."""
+    return list(dict.fromkeys(n for v in sym_shapes.values() for n in ([v] if isinstance(v, str) else v) if n))
+
+
 class NotSymbolic(Exception):
     """The call's trace cannot be compiled with its symbolic sizes (why)."""
 
@@ -58,7 +64,7 @@ def computation_for_prologue(computation, module, read, sym_shapes, prologue_arg
         if i in sym_dims and not t.is_contiguous() and dense_order(t.shape, t.stride()) is None:
             raise NotSymbolic(f"the program depends on the strides of tensor {i}, which is not dense")
     ints = {w: n for w, n in sym_shapes.items() if isinstance(w, tuple)}
-    names = list(dict.fromkeys(n for v in sym_shapes.values() for n in ([v] if isinstance(v, str) else v) if n))
+    names = symbol_names(sym_shapes)
     # (the interpreter's decisions and the passes': what they emitted holds where these do)
     guards = {condition: True for condition in [*sizes.guards(f), *program_guards]}
     pinned = next((c for c in guards if _pins(c)), None)
