@@ -172,7 +172,9 @@ class AutogradProgram:
     first_fusion = 0
     reporting = None
     # a program for all sizes compiled with its symbols (runtime/symbolic_program.py): the
-    # symbols its backward takes, read from the forward's inputs (BackwardSymbols)
+    # symbols its backward takes, read from the forward's inputs (BackwardSymbols). Its forward
+    # and backward check no sizes: the prologue checks the inputs' and both programs' guards,
+    # the saved tensors are the forward's and autograd gives cotangents the outputs' sizes
     symbolic = None
     on_compiled = None  # called after each backward compiled (runtime/persist.py store_backwards)
 
@@ -206,7 +208,7 @@ class AutogradProgram:
         with packed_linear.training_forward():  # (auto packs no weights there: ops/packed_linear.py)
             self.forward_source = python_source(module, "forward", header=f"produced by: {producer} (forward)",
                                                 grad_free=True, constants=names if constants is not None else None,
-                                                region_texts=region_texts)
+                                                region_texts=region_texts, size_checks=self.symbolic is None)
         self.constants["forward"] = names
         self.forward = compile_source(self.forward_source, "forward", constants=tier(names) if tier else names)
 
@@ -276,7 +278,7 @@ class AutogradProgram:
             # (a program from the program cache has only the text: runtime/portable.py)
             start = self.__dict__.get("_backward_module") or self.backward_mlir
             variant = specialize_backward(start, present, lambda i: bool(self.reaches[i] & key),
-                                          self.fusion, self.first_fusion)
+                                          self.fusion, self.first_fusion, size_checks=self.symbolic is None)
         if full:
             self.backward, self.backward_source = variant.backward, variant.source
             self.constants["backward"] = variant.constants
