@@ -417,6 +417,31 @@ def test_training_sweep_gives_eager_gradients():
     assert "  _sym1 = " in str(thunder.last_backward_traces(jm)[-1])
 
 
+def test_a_view_with_minus_one_heads_is_trained_with_one_compile():
+    # (transformers' attention: view(B, T, -1, head_dim). The -1's size, numel // (B * T * 16),
+    # is 4 at every size: its decisions, `((B * T) * 64) % ((B * T) * 16) == 0` and sizes
+    # computed from that quotient == 64, were taken for a size pinned to one value and the
+    # program fitted from three compiles)
+    class Attention(torch.nn.Module):
+        def __init__(self, C=64, D=16):
+            super().__init__()
+            self.qkv, self.proj, self.D = torch.nn.Linear(C, 3 * C), torch.nn.Linear(C, C), D
+
+        def forward(self, x):
+            B, T, C = x.shape
+            q, k, v = (t.view(B, T, -1, self.D).transpose(1, 2) for t in self.qkv(x).split(C, dim=2))
+            y = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+            return x + self.proj(y.transpose(1, 2).reshape(B, T, -1))
+
+    torch.manual_seed(0)
+    m = Attention()
+    jm = thunder.jit(m, cache="symbolic values")
+    for B, T in ((2, 5), (3, 7), (2, 11)):
+        _assert_step_matches(jm, m, torch.randn(B, T, 64, requires_grad=True))
+    cs = thunder.compile_stats(jm)
+    assert (cs.cache_misses, cs.last_symbolic_compile) == (1, "compiled once with symbolic sizes")
+
+
 def test_kv_cache_decode_loop_does_not_recompile_per_step():
     torch.manual_seed(0)
     C, H = 16, 2

@@ -44,12 +44,14 @@ def module_of(symbolic_trace, cs, leaks, inputs):
 def _pins(condition):
     """Whether a condition holds at one value of an expression of the symbols only (`(H - 7) //
     2 + 1 == 17`: a size the trace or a pass made a plain number; compiled so, every new size
-    would compile again)."""
+    would compile again). A remainder equal to a number is a divisibility, which holds at many
+    values (`((B * T) * 256) % ((B * T) * 64) == 0`, a view's)."""
     node = ast.parse(condition, mode="eval").body
     if not (isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.Eq)):
         return False
     sides = (node.left, node.comparators[0])
-    return any(isinstance(a, ast.Constant) and not isinstance(b, ast.Constant) for a, b in (sides, sides[::-1]))
+    return any(isinstance(a, ast.Constant) and not isinstance(b, ast.Constant) and
+               not (isinstance(b, ast.BinOp) and isinstance(b.op, ast.Mod)) for a, b in (sides, sides[::-1]))
 
 
 def computation_for_prologue(computation, module, read, sym_shapes, prologue_args, program_guards=()):
