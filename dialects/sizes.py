@@ -192,6 +192,13 @@ def argument_dims(func_op, n):
     return out
 
 
+def symbol_values(func_op):
+    """The func's VALUES: {symbol: its value in the call traced}."""
+    if VALUES not in func_op.attributes:
+        return {}
+    return {n.name: ir.IntegerAttr(n.attr).value for n in ir.DictAttr(func_op.attributes[VALUES])}
+
+
 def guards(func_op):
     """The func's GUARDS: Python conditions on its symbols."""
     if GUARDS not in func_op.attributes:
@@ -423,7 +430,7 @@ def guard_lines(func_op, params, checks=True):
     if not conditions and not any(dims):
         return set(), {}, []
     block = func_op.regions[0].blocks[0]
-    values = {n.name for n in ir.DictAttr(func_op.attributes[VALUES])} if VALUES in func_op.attributes else set()
+    values = set(symbol_values(func_op))
     lines, found, reads = [], set(), {}
 
     def check(c):

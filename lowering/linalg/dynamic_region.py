@@ -5,7 +5,8 @@ The region func's arguments carry sizes.DIMS (each `?` dim's expression of the s
 reads each symbol from the first argument dim that is that symbol alone. The floats its size
 computations give its prims (a mean's 1 / count, attention's 1 / sqrt(D)) become arguments of
 the func, computed at each call from the symbols, so the region's text at three made-up values
-of the symbols differs in sizes only: any_size.AnySizeKernel lowers the three with those sizes
+of the symbols (primes, or the first call's values times primes where its decisions need a
+divisibility that primes break) differs in sizes only: any_size.AnySizeKernel lowers the three with those sizes
 read at run time and, where the code is the same, runs it for every size. Else (or for strides
 whose code for all sizes did not compile) the region at the call's sizes (dialects/lift.py
 static_text) compiles as a kernel of its own, tiled along the sizes that change (its code shared
@@ -66,7 +67,7 @@ class DynamicRegion:
 
     def __call__(self, *args):
         values = self.symbol_values(args)
-        kernel = self._any_size()
+        kernel = self._any_size(values)
         if kernel is not None:
             outs = kernel.call(args + self._lifted_at(values), values)
             if outs is COMPILING and self.torch_region is not None:
@@ -109,10 +110,12 @@ class DynamicRegion:
             run = self.per_size[key] = kernel if self.wrap_per_size is None else self.wrap_per_size(kernel, text)
         return run
 
-    def _any_size(self):
+    def _any_size(self, values):
+        """The kernel for every size (None where there is none); values: the first call's
+        symbols (their multiples are made-up values where primes are refused)."""
         if self.any_size is None:
             with LOCK, context():
-                made_up = _made_up_texts(self._lifted_func, self.names, self.name)
+                made_up = _made_up_texts(self._lifted_func, self.names, self.name, values)
             if made_up is None:
                 self.any_size = False
             else:
@@ -155,18 +158,21 @@ def _lift_floats(func):
     return copy, exprs
 
 
-def _made_up_texts(func, names, name):
+def _made_up_texts(func, names, name, call_values):
     """(the func's text at three made-up values of the symbols at which every size that changes
     has a value of its own, none a number the texts share; {a size's value in the first: its
-    expression}), or None where a few tries find none."""
+    expression}), or None where a few tries find none. The values are primes, or where the func
+    refuses those (a divisibility its decisions hold: a view's -1 that is T // 2), the call's
+    values times primes, which keep it."""
     primes = primes_from(_FIRST_PRIME)
-    texts, founds = [], []
+    texts, founds, scale = [], [], {}
     for _ in range(12):
-        values = {n: next(primes) for n in names}
+        values = {n: scale.get(n, 1) * next(primes) for n in names}
         try:
             found = _sizes_at(func, values)
             text = static_text(func, values, name)
         except Exception:  # noqa: BLE001 - sizes the func refuses (a decision the made-up values break)
+            scale = call_values
             continue
         texts.append(text)
         founds.append(found)
@@ -182,7 +188,7 @@ def _made_up_texts(func, names, name):
     for start in _CHECK_MAGNITUDES:
         primes = primes_from(start)
         try:
-            checks.append(_sizes_at(func, {n: next(primes) for n in names}))
+            checks.append(_sizes_at(func, {n: scale.get(n, 1) * next(primes) for n in names}))
         except Exception:  # noqa: BLE001 - sizes the func refuses: no kernel for every size then
             return None
     founds = [{e: v for e, v in found.items() if len({f.get(e) for f in checks}) > 1} for found in founds]

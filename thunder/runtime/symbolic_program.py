@@ -11,7 +11,6 @@ import ast
 from thunder.core.strides import dense_order
 from thunder.dialects import sizes
 from thunder.dialects.emit import find_func, loc_names
-from thunder.dialects.mlir import ir
 from thunder.runtime.codegen import compile_source
 from thunder.runtime.traces import Trace
 
@@ -95,8 +94,7 @@ class BackwardSymbols:
     def __init__(self, module):
         with module.context:
             fwd, bwd = find_func(module.operation, "forward"), find_func(module.operation, "backward")
-            ints = {n.name for n in ir.DictAttr(fwd.attributes[sizes.VALUES])} if sizes.VALUES in fwd.attributes \
-                else set()
+            ints = set(sizes.symbol_values(fwd))
             args = list(fwd.regions[0].blocks[0].arguments)
             where = {}  # symbol -> ("int", input) or ("dim", input, dim)
             for i, a in enumerate(args):
@@ -108,10 +106,12 @@ class BackwardSymbols:
                     if d.isidentifier():
                         where.setdefault(d, ("dim", i, k))
             taken = []
-            for a in reversed(list(bwd.regions[0].blocks[0].arguments)):
-                name = (loc_names(a.location) or [None])[0]
-                if str(a.type) != "i64" or name not in where:
+            for a in reversed(list(bwd.regions[0].blocks[0].arguments)):  # (after the last tensor: symbols)
+                if str(a.type) != "i64":
                     break
+                name = (loc_names(a.location) or [None])[0]
+                if name not in where:  # (only in an expression of an input's dim: not read alone)
+                    raise NotSymbolic(f"the backward takes symbol {name}, which no input gives alone")
                 taken.append(where[name])
         self.reads = taken[::-1]
 
