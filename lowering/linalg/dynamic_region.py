@@ -165,11 +165,12 @@ def _made_up_texts(func, names, name, call_values):
     refuses those (a divisibility its decisions hold: a view's -1 that is T // 2), the call's
     values times primes, which keep it."""
     primes = primes_from(_FIRST_PRIME)
-    texts, founds, scale = [], [], {}
+    texts, founds, scale, exprs = [], [], {}, None
     for _ in range(12):
         values = {n: scale.get(n, 1) * next(primes) for n in names}
         try:
-            found = _sizes_at(func, values)
+            exprs = _size_expressions(func, values) if exprs is None else exprs
+            found = _sizes_at(exprs, values)
             text = static_text(func, values, name)
         except Exception:  # noqa: BLE001 - sizes the func refuses (a decision the made-up values break)
             scale = call_values
@@ -188,7 +189,7 @@ def _made_up_texts(func, names, name, call_values):
     for start in _CHECK_MAGNITUDES:
         primes = primes_from(start)
         try:
-            checks.append(_sizes_at(func, {n: scale.get(n, 1) * next(primes) for n in names}))
+            checks.append(_sizes_at(exprs, {n: scale.get(n, 1) * next(primes) for n in names}))
         except Exception:  # noqa: BLE001 - sizes the func refuses: no kernel for every size then
             return None
     founds = [{e: v for e, v in found.items() if len({f.get(e) for f in checks}) > 1} for found in founds]
@@ -204,15 +205,22 @@ def _made_up_texts(func, names, name, call_values):
     return texts, {v: e for e, v in founds[0].items()}
 
 
-def _sizes_at(func, values):
-    """{expression: value} of the sizes >= 2 of the func's tensors that the symbols give (`(-1 %
-    T + 1) - -1 % T` is 1), at these values of them."""
+def _size_expressions(func, values):
+    """The expressions of the symbols that the sizes of the func's tensors are, from its ops'
+    rules at these values of the symbols (once: their values elsewhere are the expressions',
+    as the kernel for every size computes them)."""
     symbolic = SymbolicFunc(func, values)
+    return {d.expr for v in _tensor_values(func) for d in symbolic.meta(v)[0] if symbols.is_symbolic(d)}
+
+
+def _sizes_at(exprs, values):
+    """{expression: value} of the sizes >= 2 among exprs at these values of the symbols (`(-1 %
+    T + 1) - -1 % T` is 1)."""
     found = {}
-    for v in _tensor_values(func):
-        for d in symbolic.meta(v)[0]:
-            if symbols.is_symbolic(d) and int(d) >= 2:
-                found[d.expr] = int(d)
+    for e in exprs:
+        v = int(sizes.symbolic_value(e, values))
+        if v >= 2:
+            found[e] = v
     return found
 
 
