@@ -169,6 +169,27 @@ def test_reshapes_merging_or_splitting_a_changing_size_have_one_kernel(case, mon
                                      monkeypatch)
 
 
+def _shift_and_half(x):
+    return torch.cat([torch.tanh(x)[:, 1:] * 2, torch.sigmoid(x)[:, :x.shape[1] // 2]], 1) + 1
+
+
+@pytest.mark.parametrize("first", [(2, 7, 3), (2, 6, 3)])
+def test_a_kernel_for_every_size_is_right_at_both_parities(first):
+    """A region whose sizes hold T - 1 and T // 2: at the three made-up sizes a kernel for every
+    size is lowered at, all odd primes, the lowering derived T - 1 as (T // 2) * 2 (the same code
+    at all three): at every even T the kernel computed a wrong result and wrote out of bounds.
+    The third made-up text's sizes are even now (any_size.made_up_factor). Values and gradients
+    as eager's at odd and even lengths, from a first call of either parity."""
+    jf = thunder.jit(_shift_and_half, cache="symbolic values", fusion="always")
+    for shape in (first, (3, 8, 4), (2, 5, 3), (2, 10, 3), (2, 11, 3)):
+        x = torch.randn(*shape, requires_grad=True)
+        out, ref = jf(x), _shift_and_half(x)
+        torch.testing.assert_close(out, ref)
+        g = torch.randn_like(ref)
+        torch.testing.assert_close(torch.autograd.grad(out, x, g)[0], torch.autograd.grad(ref, x, g)[0])
+    assert _misses(jf) == 1
+
+
 class _PatchAttention(torch.nn.Module):
     """A ViT's shape path: a patch grid from a strided conv ((H - 4) // 4 + 1 rows), its tokens
     flattened (rows * columns) after a class token, attention over them, the class token out."""

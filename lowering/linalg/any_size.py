@@ -54,6 +54,15 @@ def primes_from(n):
         n += 1
 
 
+def made_up_factor(nth, odd_only=False):
+    """What the primes are multiplied by in the nth (0, 1, 2) of the three made-up texts of a
+    kernel for every size: 2 in the third, so that the three do not share a parity (at odd
+    sizes only, the lowering may derive T - 1 as (T // 2) * 2, the same code at all three; at
+    an even T the kernel would then write out of bounds). odd_only: the region refuses even
+    values (its decisions hold at odd ones only: such a size is then always right)."""
+    return 2 if nth == 2 and not odd_only else 1
+
+
 COMPILING = object()  # call's answer while the code for all sizes compiles in the background
 
 
