@@ -767,6 +767,18 @@ def test_a_training_sweep_records_its_trace_with_dynamic_dims():
     torch.testing.assert_close(trace.python_callable()(x, w), f(x, w))
 
 
+def test_an_offset_taken_back_or_a_factor_divided_out_gives_the_size_itself():
+    import math
+    from thunder.core import symbols
+    B, T = symbols.SymInt(2, "B"), symbols.SymInt(5, "T")
+    assert ((T + 1) - 1).expr == "T" and ((1 + T) - 1).expr == "T" and ((T - 1) + 3).expr == "(T + 2)"
+    assert (((B * T) * 256) // 256).expr == "(B * T)" and ((T * 6) // 3).expr == "(T * 2)"
+    assert ((T * 6) // 4).expr == "((T * 6) // 4)" and ((T * 6) // 4) == 7  # (not exact: kept)
+    assert (3 - T).expr == "(3 - T)" and ((3 - T) + 1).expr == "((3 - T) + 1)"  # (no offset of T)
+    assert symbols.to_int(symbols.to_float(T)).expr == "T" and math.ceil(symbols.to_float(T)).expr == "T"
+    assert symbols.to_int(symbols.to_float(T) * 2.0).expr == "int((float(T) * 2.0))"
+
+
 def test_sizes_computed_in_python_are_ops_of_the_trace():
     from thunder.core import symbols
     from thunder.core import trace as tracing
