@@ -411,9 +411,6 @@ def test_symbolic_values_llama_with_blocks():
     backward = str(thunder.last_backward_traces(jf)[-1])
     assert len(re.findall(r"= _block_0\(_args\)$", backward, re.M)) >= 3, backward
     assert len(re.findall(r"^  _args = \[.*, _sym0, _sym1, .*\]$", backward, re.M)) >= 3, backward
-    # (the RMSNorms recomputed in the backward are fused: their sizes were ((T + 1) - 1) and
-    # ((B * T * 256) // 256), no symbol a region could read, before expressions were folded)
-    assert "torch.pow(" not in backward and "torch.rsqrt(" not in backward, backward
 
 
 def test_a_program_compiled_once_with_its_symbols_has_blocks():

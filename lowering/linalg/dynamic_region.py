@@ -5,9 +5,9 @@ The region func's arguments carry sizes.DIMS (each `?` dim's expression of the s
 reads each symbol from the first argument dim that is that symbol alone. The floats its size
 computations give its prims (a mean's 1 / count, attention's 1 / sqrt(D)) become arguments of
 the func, computed at each call from the symbols, so the region's text at three made-up values
-of the symbols (primes, twice primes in the third: any_size.made_up_factor; or the first call's
-values times those where its decisions need a divisibility that primes break) differs in sizes
-only: any_size.AnySizeKernel lowers the three with those sizes
+of the symbols (primes of other residues, twice primes in the third: any_size.made_up_values;
+or the first call's values times those where its decisions need a divisibility that primes
+break) differs in sizes only: any_size.AnySizeKernel lowers the three with those sizes
 read at run time and, where the code is the same, runs it for every size. Else (or for strides
 whose code for all sizes did not compile) the region at the call's sizes (dialects/lift.py
 static_text) compiles as a kernel of its own, tiled along the sizes that change (its code shared
@@ -20,9 +20,8 @@ from thunder.dialects.lift import static_text
 from thunder.dialects.mlir import LOCK, ir
 from thunder.dialects.symbolic_lift import SymbolicFunc
 from thunder.lowering.linalg import compile_region
-from thunder.lowering.linalg.any_size import AnySizeKernel, COMPILING, made_up_factor, MLIR_NUMBER, primes_from
+from thunder.lowering.linalg.any_size import AnySizeKernel, COMPILING, made_up_values, MLIR_NUMBER, primes_from
 
-_FIRST_PRIME = 101  # made-up values of the symbols: primes from here (every size tells apart)
 _CHECK_MAGNITUDES = (1009, 10007, 100003, 1000003)  # where what looks constant at them is checked
 
 
@@ -165,18 +164,18 @@ def _made_up_texts(func, names, name, call_values):
     expression}), or None where a few tries find none. The values are primes, or where the func
     refuses those (a divisibility its decisions hold: a view's -1 that is T // 2), the call's
     values times primes, which keep it."""
-    primes = primes_from(_FIRST_PRIME)
-    texts, founds, scale, exprs, odd_only = [], [], {}, None, False
+    supplies = [made_up_values(i) for i in range(3)]
+    texts, founds, scale, exprs = [], [], {}, None
     for _ in range(12):
-        factor = made_up_factor(len(texts), odd_only)
-        values = {n: scale.get(n, 1) * factor * next(primes) for n in names}
+        nth = len(texts)
+        values = {n: scale.get(n, 1) * next(supplies[nth]) for n in names}
         try:
             exprs = _size_expressions(func, values) if exprs is None else exprs
             found = _sizes_at(exprs, values)
             text = static_text(func, values, name)
         except Exception:  # noqa: BLE001 - sizes the func refuses (a decision the made-up values break)
-            if factor == 2:
-                odd_only = True
+            if nth == 2:  # (even values refused)
+                supplies[2] = made_up_values(2, odd_only=True)
             else:
                 scale = call_values
             continue
