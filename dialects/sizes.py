@@ -12,6 +12,7 @@ tensor.extract_slice). A number operand computed from symbols is an i64/f64 valu
 PYTHON gives each op such a value uses as a Python expression: code generation writes them
 (`_sym0 = x.shape[0]`), and the verifier evaluates them on placeholder sizes."""
 import ast
+import collections
 import functools
 import math
 
@@ -191,6 +192,13 @@ def argument_dims(func_op, n):
     return out
 
 
+def symbol_values(func_op):
+    """The func's VALUES: {symbol: its value in the call traced}."""
+    if VALUES not in func_op.attributes:
+        return {}
+    return {n.name: ir.IntegerAttr(n.attr).value for n in ir.DictAttr(func_op.attributes[VALUES])}
+
+
 def guards(func_op):
     """The func's GUARDS: Python conditions on its symbols."""
     if GUARDS not in func_op.attributes:
@@ -290,10 +298,10 @@ def _implied(condition, bounds):
     node = ast.parse(condition, mode="eval").body
     if not (isinstance(node, ast.Compare) and len(node.ops) == 1):
         return False
-    a, b = _polynomial(node.left, condition), _polynomial(node.comparators[0], condition)
+    bounds = dict(bounds)
+    a, b = _polynomial(node.left, condition, bounds), _polynomial(node.comparators[0], condition, bounds)
     if a is None or b is None:
         return False
-    bounds = dict(bounds)
     lo = hi = 0
     for term, c in _sum(a, b, -1).items():
         r = (1, 1)
@@ -308,17 +316,19 @@ def _implied(condition, bounds):
             ast.Eq: lo == hi == 0}.get(op, False)
 
 
-def _polynomial(node, source):
+def _polynomial(node, source, bounds=None):
     """{term: coefficient} of an integer expression (parsed from source, one line), a term a
-    sorted tuple of atoms (names, and the subexpressions other than +, -, * and `// 1`, by their
-    text); None where not an int."""
+    sorted tuple of atoms (names, and the subexpressions other than +, -, * and an exact `//` or
+    `%` by a term that bounds (symbol -> lower bound) keep from 0, by their text); None where not
+    an int. (`((B * T) * 256) // ((B * T) * 64)` is 4: expressions of sizes computed through
+    reshapes grow so.)"""
     if isinstance(node, ast.Constant):
         return {(): node.value} if type(node.value) is int else None
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        x = _polynomial(node.operand, source)
+        x = _polynomial(node.operand, source, bounds)
         return None if x is None else {t: -c for t, c in x.items()}
     if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult)):
-        a, b = _polynomial(node.left, source), _polynomial(node.right, source)
+        a, b = _polynomial(node.left, source, bounds), _polynomial(node.right, source, bounds)
         if a is None or b is None:
             return None
         if isinstance(node.op, ast.Mult):
@@ -328,10 +338,31 @@ def _polynomial(node, source):
                     out = _sum(out, {tuple(sorted(ta + tb, key=lambda x: x.text)): ca * cb})
             return out
         return _sum(a, b, 1 if isinstance(node.op, ast.Add) else -1)
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.FloorDiv) and \
-            isinstance(node.right, ast.Constant) and node.right.value == 1:
-        return _polynomial(node.left, source)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.FloorDiv, ast.Mod)):
+        a, b = _polynomial(node.left, source, bounds), _polynomial(node.right, source, bounds)
+        quotient = _exact_quotient(a, b, bounds) if a is not None and b is not None else None
+        if quotient is not None:
+            return quotient if isinstance(node.op, ast.FloorDiv) else {}
     return {(_Atom(node, source),): 1}
+
+
+def _exact_quotient(a, b, bounds):
+    """a / b for polynomials where b is one term, never 0 within bounds, that divides each of
+    a's terms; else None."""
+    if len(b) != 1:
+        return None
+    ((term, c),) = b.items()
+    if c == 0 or any((_interval(atom, bounds or {}) or (0,))[0] < 1 for atom in term):
+        return None
+    divisor = collections.Counter(term)
+    out = {}
+    for t, k in a.items():
+        left = collections.Counter(t)
+        left.subtract(divisor)
+        if k % c or any(n < 0 for n in left.values()):
+            return None
+        out[tuple(sorted(left.elements(), key=lambda x: x.text))] = k // c
+    return out
 
 
 class _Atom:
@@ -399,7 +430,7 @@ def guard_lines(func_op, params, checks=True):
     if not conditions and not any(dims):
         return set(), {}, []
     block = func_op.regions[0].blocks[0]
-    values = {n.name for n in ir.DictAttr(func_op.attributes[VALUES])} if VALUES in func_op.attributes else set()
+    values = set(symbol_values(func_op))
     lines, found, reads = [], set(), {}
 
     def check(c):

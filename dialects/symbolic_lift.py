@@ -105,8 +105,7 @@ class SymbolicFunc:
         self._metas = {}  # ir.Value -> (shape, dtype, device) with SymInt dims, or a SymInt size
         self.symbols = {}  # name -> SymInt
         self._emitter = None
-        given = ir.DictAttr(func_op.attributes[sizes.VALUES]) if sizes.VALUES in func_op.attributes else None
-        self.hints = {n.name: ir.IntegerAttr(n.attr).value for n in given} if given is not None else {}
+        self.hints = sizes.symbol_values(func_op)
         self._int_names = set(self.hints)  # (an i64 argument named here is an int symbol)
         self.hints.update(values or {})
         block = func_op.regions[0].blocks[0]

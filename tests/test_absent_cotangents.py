@@ -242,9 +242,9 @@ def test_backward_specialized_in_place_is_the_lifted_one(monkeypatch, fn, which)
     calls, paths = [], []
     real_specialize, real_in_place = backward_variants.specialize_backward, absent_cotangents.specialize_func
 
-    def spy(*args):
-        calls.append(args)
-        return real_specialize(*args)
+    def spy(*args, **kwargs):
+        calls.append((args, kwargs))
+        return real_specialize(*args, **kwargs)
 
     def in_place(*args):
         kept = real_in_place(*args)
@@ -264,11 +264,11 @@ def test_backward_specialized_in_place_is_the_lifted_one(monkeypatch, fn, which)
         assert (g is None) == (e is None)
         if e is not None:
             torch.testing.assert_close(g, e)
-    (args,) = calls
+    ((args, kwargs),) = calls
     assert paths == [fn is not _attended or which == [1]]
-    in_place_variant = real_specialize(*args)
+    in_place_variant = real_specialize(*args, **kwargs)
     monkeypatch.setattr(backward_variants, "specialize_func", lambda *a: None)
-    lifted = real_specialize(*args)
+    lifted = real_specialize(*args, **kwargs)
     assert in_place_variant.source == lifted.source and in_place_variant.grad_of == lifted.grad_of
     texts = []
     for v in (in_place_variant, lifted):

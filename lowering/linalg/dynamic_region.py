@@ -5,7 +5,9 @@ The region func's arguments carry sizes.DIMS (each `?` dim's expression of the s
 reads each symbol from the first argument dim that is that symbol alone. The floats its size
 computations give its prims (a mean's 1 / count, attention's 1 / sqrt(D)) become arguments of
 the func, computed at each call from the symbols, so the region's text at three made-up values
-of the symbols differs in sizes only: any_size.AnySizeKernel lowers the three with those sizes
+of the symbols (primes of other residues, twice primes in the third: any_size.made_up_values;
+or the first call's values times those where its decisions need a divisibility that primes
+break) differs in sizes only: any_size.AnySizeKernel lowers the three with those sizes
 read at run time and, where the code is the same, runs it for every size. Else (or for strides
 whose code for all sizes did not compile) the region at the call's sizes (dialects/lift.py
 static_text) compiles as a kernel of its own, tiled along the sizes that change (its code shared
@@ -18,9 +20,8 @@ from thunder.dialects.lift import static_text
 from thunder.dialects.mlir import LOCK, ir
 from thunder.dialects.symbolic_lift import SymbolicFunc
 from thunder.lowering.linalg import compile_region
-from thunder.lowering.linalg.any_size import AnySizeKernel, COMPILING, MLIR_NUMBER, primes_from
+from thunder.lowering.linalg.any_size import AnySizeKernel, COMPILING, made_up_values, MLIR_NUMBER, primes_from
 
-_FIRST_PRIME = 101  # made-up values of the symbols: primes from here (every size tells apart)
 _CHECK_MAGNITUDES = (1009, 10007, 100003, 1000003)  # where what looks constant at them is checked
 
 
@@ -66,7 +67,7 @@ class DynamicRegion:
 
     def __call__(self, *args):
         values = self.symbol_values(args)
-        kernel = self._any_size()
+        kernel = self._any_size(values)
         if kernel is not None:
             outs = kernel.call(args + self._lifted_at(values), values)
             if outs is COMPILING and self.torch_region is not None:
@@ -109,10 +110,12 @@ class DynamicRegion:
             run = self.per_size[key] = kernel if self.wrap_per_size is None else self.wrap_per_size(kernel, text)
         return run
 
-    def _any_size(self):
+    def _any_size(self, values):
+        """The kernel for every size (None where there is none); values: the first call's
+        symbols (their multiples are made-up values where primes are refused)."""
         if self.any_size is None:
             with LOCK, context():
-                made_up = _made_up_texts(self._lifted_func, self.names, self.name)
+                made_up = _made_up_texts(self._lifted_func, self.names, self.name, values)
             if made_up is None:
                 self.any_size = False
             else:
@@ -155,18 +158,26 @@ def _lift_floats(func):
     return copy, exprs
 
 
-def _made_up_texts(func, names, name):
+def _made_up_texts(func, names, name, call_values):
     """(the func's text at three made-up values of the symbols at which every size that changes
     has a value of its own, none a number the texts share; {a size's value in the first: its
-    expression}), or None where a few tries find none."""
-    primes = primes_from(_FIRST_PRIME)
-    texts, founds = [], []
+    expression}), or None where a few tries find none. The values are primes, or where the func
+    refuses those (a divisibility its decisions hold: a view's -1 that is T // 2), the call's
+    values times primes, which keep it."""
+    supplies = [made_up_values(i) for i in range(3)]
+    texts, founds, scale, exprs = [], [], {}, None
     for _ in range(12):
-        values = {n: next(primes) for n in names}
+        nth = len(texts)
+        values = {n: scale.get(n, 1) * next(supplies[nth]) for n in names}
         try:
-            found = _sizes_at(func, values)
+            exprs = _size_expressions(func, values) if exprs is None else exprs
+            found = _sizes_at(exprs, values)
             text = static_text(func, values, name)
         except Exception:  # noqa: BLE001 - sizes the func refuses (a decision the made-up values break)
+            if nth == 2:  # (even values refused)
+                supplies[2] = made_up_values(2, odd_only=True)
+            else:
+                scale = call_values
             continue
         texts.append(text)
         founds.append(found)
@@ -182,7 +193,7 @@ def _made_up_texts(func, names, name):
     for start in _CHECK_MAGNITUDES:
         primes = primes_from(start)
         try:
-            checks.append(_sizes_at(func, {n: next(primes) for n in names}))
+            checks.append(_sizes_at(exprs, {n: scale.get(n, 1) * next(primes) for n in names}))
         except Exception:  # noqa: BLE001 - sizes the func refuses: no kernel for every size then
             return None
     founds = [{e: v for e, v in found.items() if len({f.get(e) for f in checks}) > 1} for found in founds]
@@ -198,15 +209,22 @@ def _made_up_texts(func, names, name):
     return texts, {v: e for e, v in founds[0].items()}
 
 
-def _sizes_at(func, values):
-    """{expression: value} of the sizes >= 2 of the func's tensors that the symbols give (`(-1 %
-    T + 1) - -1 % T` is 1), at these values of them."""
+def _size_expressions(func, values):
+    """The expressions of the symbols that the sizes of the func's tensors are, from its ops'
+    rules at these values of the symbols (once: their values elsewhere are the expressions',
+    as the kernel for every size computes them)."""
     symbolic = SymbolicFunc(func, values)
+    return {d.expr for v in _tensor_values(func) for d in symbolic.meta(v)[0] if symbols.is_symbolic(d)}
+
+
+def _sizes_at(exprs, values):
+    """{expression: value} of the sizes >= 2 among exprs at these values of the symbols (`(-1 %
+    T + 1) - -1 % T` is 1)."""
     found = {}
-    for v in _tensor_values(func):
-        for d in symbolic.meta(v)[0]:
-            if symbols.is_symbolic(d) and int(d) >= 2:
-                found[d.expr] = int(d)
+    for e in exprs:
+        v = int(sizes.symbolic_value(e, values))
+        if v >= 2:
+            found[e] = v
     return found
 
 

@@ -602,6 +602,14 @@ def to_refs(v):
 
 def meta_of(p):
     """A meta tensor with p's shape, dtype and eager's strides (contiguous when unknown)."""
-    if p.meta is None or p.meta.shape != p.shape or p.meta.dtype != p.dtype:
+    if strided_meta(p) is None:
         p.meta = torch.empty(p.shape, dtype=p.dtype, device="meta")
     return p.meta
+
+
+def strided_meta(p):
+    """p's meta tensor where one holds its strides, else None: p is contiguous (ops that only
+    ask whether it is laid out otherwise make none: at a symbolic rule's made-up sizes, e.g.
+    three dims of 10^7, its storage size would overflow)."""
+    m = p.meta
+    return None if m is None or m.shape != p.shape or m.dtype != p.dtype else m

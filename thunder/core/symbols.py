@@ -48,10 +48,14 @@ def _binary(fn, sym):
     def method(self, other):
         if not isinstance(other, (int, float)):
             return NotImplemented
-        if type(other) is int and _IDENTITY_RIGHT.get(sym) == other and isinstance(self, SymInt):
-            return self
+        if type(other) is int and isinstance(self, SymInt):
+            if _IDENTITY_RIGHT.get(sym) == other:
+                return self
+            folded = _folded(self, sym, other)
+            if folded is not None:
+                return folded
         value = fn(self.plain(), other.plain() if is_symbolic(other) else other)
-        return _make(value, f"({self.expr} {sym} {expr_of(other)})")
+        return _noted(_make(value, f"({self.expr} {sym} {expr_of(other)})"), self, sym, other)
 
     def rmethod(self, other):
         if not isinstance(other, (int, float)):
@@ -59,9 +63,37 @@ def _binary(fn, sym):
         if type(other) is int and _IDENTITY_LEFT.get(sym) == other and isinstance(self, SymInt):
             return self
         value = fn(other, self.plain())
-        return _make(value, f"({expr_of(other)} {sym} {self.expr})")
+        return _noted(_make(value, f"({expr_of(other)} {sym} {self.expr})"), self, sym, other, reflected=True)
 
     return method, rmethod
+
+
+# A SymInt made as `base + k` or `base * k` (k an int) keeps (base, k), so that an offset taken
+# back or a factor divided out again gives base itself: `(T + 1) - 1` is T, `((B * T) * 64) //
+# 64` is B * T (a slice's, a view's sizes; else expressions grow layer by layer, and a size
+# equal to a symbol is not read as that symbol)
+_OFFSET, _FACTOR = "_offset", "_factor"
+
+
+def _noted(result, base, sym, k, reflected=False):
+    if isinstance(result, SymInt) and type(k) is int and isinstance(base, SymInt):
+        if sym == "+" or sym == "-" and not reflected:
+            result._offset = (base, k if sym == "+" else -k)
+        elif sym == "*":
+            result._factor = (base, k)
+    return result
+
+
+def _folded(x, sym, k):
+    """x sym k for an int k where x is base + j or base * j: in terms of base, else None."""
+    offset, factor = getattr(x, _OFFSET, None), getattr(x, _FACTOR, None)
+    if offset is not None and sym in ("+", "-"):
+        base, j = offset
+        total = j + (k if sym == "+" else -k)
+        return base if total == 0 else base + total if total > 0 else base - -total
+    if factor is not None and sym == "//" and k > 0 and factor[1] % k == 0:
+        return factor[0] * (factor[1] // k)
+    return None
 
 
 _OPS = {"add": (operator.add, "+"), "sub": (operator.sub, "-"), "mul": (operator.mul, "*"),
@@ -90,13 +122,13 @@ class _Symbolic:
         return _make(abs(value), f"abs({self.expr})")
 
     def __floor__(self):
-        return SymInt(math.floor(self.plain()), f"math.floor({self.expr})")
+        return _int_of(self) or SymInt(math.floor(self.plain()), f"math.floor({self.expr})")
 
     def __ceil__(self):
-        return SymInt(math.ceil(self.plain()), f"math.ceil({self.expr})")
+        return _int_of(self) or SymInt(math.ceil(self.plain()), f"math.ceil({self.expr})")
 
     def __trunc__(self):
-        return SymInt(math.trunc(self.plain()), f"int({self.expr})")
+        return _int_of(self) or SymInt(math.trunc(self.plain()), f"int({self.expr})")
 
     def __reduce__(self):  # a copy or a pickle is the plain number
         return self.value_type, (self.plain(),)
@@ -110,7 +142,12 @@ class _Symbolic:
     def __round__(self, ndigits=None):
         if ndigits is not None:
             return round(self.plain(), ndigits)
-        return SymInt(round(self.plain()), f"round({self.expr})")
+        return _int_of(self) or SymInt(round(self.plain()), f"round({self.expr})")
+
+
+def _int_of(v):
+    """The SymInt whose float v is (float(T): its floor, ceil, int and round are T), else None."""
+    return v if isinstance(v, SymInt) else getattr(v, "_int", None)
 
 
 def _ordering(op):
@@ -246,9 +283,14 @@ def concrete(v):
 
 
 def convert(v, cls):
-    """int(v) / float(v) of a symbolic v, still symbolic."""
+    """int(v) / float(v) of a symbolic v, still symbolic (int(float(T)) is T)."""
+    if cls is int and _int_of(v) is not None:
+        return _int_of(v)
     value = cls(v.plain())
-    return _make(value, v.expr if type(value) is v.value_type else f"{cls.__name__}({v.expr})")
+    out = _make(value, v.expr if type(value) is v.value_type else f"{cls.__name__}({v.expr})")
+    if isinstance(out, SymFloat) and isinstance(v, SymInt):
+        out._int = v
+    return out
 
 
 def hint(v):

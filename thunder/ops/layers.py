@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from thunder.core import trace as tracing
-from thunder.core.proxies import meta_of, TensorProxy
+from thunder.core.proxies import meta_of, strided_meta, TensorProxy
 from thunder.ops import prims
 from thunder.ops.decomp_utils import expand_to, opmath_dtype, to_dtype
 from thunder.ops.meta_utils import is_tensor
@@ -248,8 +248,9 @@ def _conv_vjp(nd, g, input, weight, bias, stride, padding, dilation, groups, tra
 def _channels_last(t):
     """Whether t's suggested memory format is channels-last (4-d, laid out so, not also
     contiguous), as ATen's suggest_memory_format decides it."""
-    m = meta_of(t)
-    return t.ndim == 4 and m.is_contiguous(memory_format=torch.channels_last) and not m.is_contiguous()
+    m = strided_meta(t)
+    return t.ndim == 4 and m is not None and m.is_contiguous(memory_format=torch.channels_last) and \
+        not m.is_contiguous()
 
 
 def _conv_op(nd):

@@ -64,8 +64,8 @@ def _in_input_format(input, dtype):
     """A result of input's shape laid out in its suggested memory format, as eager's batch-norm
     kernels write theirs (a random op is not run on meta tensors)."""
     out = TensorProxy(input.shape, dtype, input.device)
-    fmt = torch.channels_last if _channels_last(input) else torch.contiguous_format
-    out.meta = torch.empty_like(meta_of(input), memory_format=fmt)
+    if _channels_last(input):  # (else contiguous: no meta tensor)
+        out.meta = torch.empty_like(meta_of(input), memory_format=torch.channels_last)
     return out
 
 

@@ -16,7 +16,7 @@ import math
 import torch
 
 from thunder.core import dtypes
-from thunder.core.proxies import TensorProxy, meta_of
+from thunder.core.proxies import TensorProxy, meta_of, strided_meta
 from thunder.ops import prims
 from thunder.ops.decomp_utils import as_tensor, expand_to, opmath_dtype, to_dtype
 from thunder.ops.meta_utils import broadcast_shapes, device_of, is_tensor
@@ -168,8 +168,10 @@ def _like_out(input, dtype, device, requires_grad, memory_format=None):
     out = TensorProxy(input.shape, dtype or input.dtype, _device(device) if device is not None else input.device,
                       requires_grad)
     # eager's strides (preserve_format's rule by default): random ops are not run on meta tensors
-    out.meta = torch.empty_like(meta_of(input), dtype=out.dtype, device="meta",
-                                memory_format=memory_format or torch.preserve_format)
+    # (a contiguous input's: contiguous, no meta tensor)
+    fmt = memory_format or torch.preserve_format
+    if fmt is not torch.contiguous_format and (fmt is not torch.preserve_format or strided_meta(input) is not None):
+        out.meta = torch.empty_like(meta_of(input), dtype=out.dtype, device="meta", memory_format=fmt)
     return out
 
 

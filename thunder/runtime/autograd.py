@@ -89,8 +89,14 @@ class _ThunderAutograd(torch.autograd.Function):
             backward, grad_of = program.backward, program.grad_of
             cts = _with_zeros(ctx, cotangents)
         with torch.no_grad():  # (loss.backward() inside the autocast region: its casts are in the trace)
-            grads = outside_autocast(backward)(*saved, *cts)
+            grads = outside_autocast(backward)(*saved, *cts, *_backward_symbols(ctx))
         return (None, *_gradients(program, grad_of, grads, used))
+
+
+def _backward_symbols(ctx):
+    """The symbols a program for all sizes' backward takes after the cotangents (none elsewhere)."""
+    symbolic = getattr(ctx.program, "symbolic", None)
+    return symbolic(ctx.inputs) if symbolic is not None else ()
 
 
 def _with_zeros(ctx, cotangents):
@@ -144,7 +150,8 @@ def _gradients_with_history(ctx, used, cotangents):
                                       "draws others)")
     if not isinstance(results, tuple):
         results = (results,)
-    grads = outside_autocast(bwd)(*results[program.num_outputs:], *_with_zeros(ctx, cotangents))
+    grads = outside_autocast(bwd)(*results[program.num_outputs:], *_with_zeros(ctx, cotangents),
+                                  *_backward_symbols(ctx))
     return _gradients(program, program.grad_of, grads, used)
 
 
@@ -164,6 +171,11 @@ class AutogradProgram:
     grad_outputs = frozenset()  # the outputs that require grad in eager (set by runtime/compile.py)
     first_fusion = 0
     reporting = None
+    # a program for all sizes compiled with its symbols (runtime/symbolic_program.py): the
+    # symbols its backward takes, read from the forward's inputs (BackwardSymbols). Its forward
+    # and backward check no sizes: the prologue checks the inputs' and both programs' guards,
+    # the saved tensors are the forward's and autograd gives cotangents the outputs' sizes
+    symbolic = None
     on_compiled = None  # called after each backward compiled (runtime/persist.py store_backwards)
 
     def __init__(self, module, num_inputs, fusion=None):
@@ -196,7 +208,7 @@ class AutogradProgram:
         with packed_linear.training_forward():  # (auto packs no weights there: ops/packed_linear.py)
             self.forward_source = python_source(module, "forward", header=f"produced by: {producer} (forward)",
                                                 grad_free=True, constants=names if constants is not None else None,
-                                                region_texts=region_texts)
+                                                region_texts=region_texts, size_checks=self.symbolic is None)
         self.constants["forward"] = names
         self.forward = compile_source(self.forward_source, "forward", constants=tier(names) if tier else names)
 
@@ -251,6 +263,8 @@ class AutogradProgram:
 
     def _compile_backward(self, key):
         full = key >= set(self.cotangent_for)
+        if not full and self.symbolic is not None:  # (the backward for all: zeros for the absent cotangents)
+            return None
         if full and "backward" in self.__dict__:  # (compiled in another process: the program cache)
             return Variant(self.grad_of, self.backward, self.backward_source, self.constants["backward"], None,
                            "backward")
@@ -264,7 +278,7 @@ class AutogradProgram:
             # (a program from the program cache has only the text: runtime/portable.py)
             start = self.__dict__.get("_backward_module") or self.backward_mlir
             variant = specialize_backward(start, present, lambda i: bool(self.reaches[i] & key),
-                                          self.fusion, self.first_fusion)
+                                          self.fusion, self.first_fusion, size_checks=self.symbolic is None)
         if full:
             self.backward, self.backward_source = variant.backward, variant.source
             self.constants["backward"] = variant.constants

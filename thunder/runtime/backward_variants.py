@@ -51,12 +51,13 @@ def _parsed_location():
     return ir.Location.file("-", 0, 0)  # (the location a parsed module gets)
 
 
-def specialize_backward(backward, present, keep, fusion, first_fusion=0):
+def specialize_backward(backward, present, keep, fusion, first_fusion=0, size_checks=True):
     """The Variant of @backward (backward: unfused_backward's module, or its text) for the cotangents
     present (bools, one per cotangent input; all True: the backward as it is); keep(i): whether
     the gradient of forward input i must be returned even where it is zero; fusion:
     thunder-fuse's (policy, executors) or None; first_fusion: the number of its first fusion
-    region (after the forward's, so that names stay unique across the pair)."""
+    region (after the forward's, so that names stay unique across the pair); size_checks:
+    python_source's."""
     with LOCK, context():
         module = _start(backward)
         old = find_func(module.operation, "backward")
@@ -83,7 +84,7 @@ def specialize_backward(backward, present, keep, fusion, first_fusion=0):
             f"; no cotangent for outputs {absent})" if absent else ")")
         kernels = {}
         source = python_source(module, "backward", constants=kernels, grad_free=True, header=f"produced by: {producer}",
-                               region_texts=texts)
+                               region_texts=texts, size_checks=size_checks)
         # (its kernels tiered as the other programs': runtime/tiered.py)
         return Variant(grad_of, compile_source(source, "backward", constants=tiered.tier(kernels)),
                        source, kernels, module, producer, fused)

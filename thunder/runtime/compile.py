@@ -247,8 +247,6 @@ def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None, keep_parts
     # autograd where an op ran with grad mode on (outside, or under enable_grad inside the function)
     # on inputs that require grad, and something differentiable is returned
     training = ctx.grad_ops and not cd.disable_torch_autograd and bool(out_refs) and differentiable
-    if symbolic_program and training:
-        raise symbolic_program_.NotSymbolic("a training program (its backward takes the symbols: not yet)")
     fusion = _fusion_policy(cd) if fusion and not torch_autograd else None
     # a miss that traced the program of an earlier compile again (a guard on Python state that
     # decided nothing about the tensors): that compile's program, kernels and autograd program
@@ -306,7 +304,10 @@ def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None, keep_parts
                                                                      constants, fusion=fusion, grad_mode=grad_mode,
                                                                      decompose=_requested(cd, "thunder-decompose"),
                                                                      grad_outputs=[i for i, r in enumerate(out_refs)
-                                                                                   if r.name in ctx.grad_names])
+                                                                                   if r.name in ctx.grad_names],
+                                                                     int_symbols=symbolic_program_.int_symbols(
+                                                                         ctx.sym_shapes) if symbolic_program
+                                                                     else None)
             times["autograd"] = time.perf_counter() - t
             t = time.perf_counter()
         else:
@@ -343,7 +344,8 @@ def compile_entry(cd, cs, args, kwargs, fusion=True, sym_shapes=None, keep_parts
                          mutated=sorted(mutated_reads))
     if symbolic_program:
         computation, program_symbols = symbolic_program_.computation_for_prologue(
-            computation, module, read, ctx.sym_shapes, prologue_args)
+            computation, module, read, ctx.sym_shapes, prologue_args,
+            getattr(constants.get("_program"), "size_guards", ()))
         prologue = Prologue(arg_specs, kw_specs, read, **prologue_args, symbols=program_symbols)
     else:
         prologue = Prologue(arg_specs, kw_specs, read, **prologue_args)
@@ -430,7 +432,7 @@ def _fuse(module, fusion, texts):
 
 
 def _autograd_program(cs, module, tensors, proxies, out_spec, traces, constants, fusion=None, decompose=False,
-                      grad_mode=True, grad_outputs=()):
+                      grad_mode=True, grad_outputs=(), int_symbols=None):
     """thunder-autograd on the trace (tensors, proxies: its parameters' values and proxies, runtime
     numbers after the tensors); returns (source, computation, backward traces); constants
     (a dict) gets the names the computation's source refers to.
@@ -442,9 +444,15 @@ def _autograd_program(cs, module, tensors, proxies, out_spec, traces, constants,
         # (cloned: printing and parsing it again verified every op once more, as the compile before had)
         m = module_of(module.body.operations, module.operation.location, module.operation.attributes)
         comp = m.body.operations[0]
-        comp.attributes["arg_attrs"] = ir.ArrayAttr.get([
-            ir.DictAttr.get({REQUIRES_GRAD: ir.UnitAttr.get()} if isinstance(x, torch.Tensor) and x.requires_grad
-                            else {}) for x in tensors])
+        # (with those it has: a trace with symbolic sizes' thunder.dims)
+        old = list(ir.ArrayAttr(comp.attributes["arg_attrs"])) if "arg_attrs" in comp.attributes else []
+        entries = []
+        for i in range(len(comp.regions[0].blocks[0].arguments)):
+            d = {a.name: a.attr for a in ir.DictAttr(old[i])} if i < len(old) else {}
+            if i < len(tensors) and isinstance(tensors[i], torch.Tensor) and tensors[i].requires_grad:
+                d[REQUIRES_GRAD] = ir.UnitAttr.get()
+            entries.append(ir.DictAttr.get(d))
+        comp.attributes["arg_attrs"] = ir.ArrayAttr.get(entries)
         split = autograd_module(m.operation)
         _cleanup(m, verify=False)  # (verified after thunder-remat: every op left, once)
         traces.append(Trace("thunder-autograd", m, fn_name="forward"))
@@ -454,7 +462,9 @@ def _autograd_program(cs, module, tensors, proxies, out_spec, traces, constants,
             build_pass_manager("builtin.module(thunder-decompose,cse,canonicalize)").run(m.operation)
     # the backward is compiled on the first backward call, per set of cotangents present
     # (runtime/autograd.py backward_for): here only the forward is fused and generated
-    program = AutogradProgram(m, len(tensors), fusion=fusion)
+    program = AutogradProgram(m, len(tensors) + len(int_symbols or ()), fusion=fusion)
+    if int_symbols is not None:  # (a program for all sizes: its backward takes the symbols its inputs do not give)
+        program.symbolic = symbolic_program_.BackwardSymbols(m)
     program.grad_outputs = frozenset(grad_outputs)
     backward = [Trace.from_mlir("thunder-autograd (backward)", program.backward_mlir, "backward",
                                 codegen=dict(header="produced by: thunder-autograd (backward)", grad_free=True))]
@@ -475,7 +485,14 @@ def _autograd_program(cs, module, tensors, proxies, out_spec, traces, constants,
         else:
             program.set_forward(m, "thunder-autograd")
     program.backward_traces = backward  # (and each backward's, compiled on its first call)
-    names = [p.name for p in proxies]
+    if int_symbols is not None:
+        # (the prologue checks what both hold under: the backward compiled now, its fusion's decisions too)
+        variant = program.backward_for(program.cotangent_for)
+        with m.context:
+            program.size_guards = sizes.guards(find_func(m.operation, "forward"))
+        with variant.module.context:
+            program.size_guards += sizes.guards(find_func(variant.module.operation, "backward"))
+    names = [p.name for p in proxies] + list(int_symbols or ())
     n = program.num_outputs
     flat = ["outs"] if n == 1 else [f"outs[{i}]" for i in range(n)]
     constants["_program"] = program

@@ -45,7 +45,7 @@ from thunder.core.strides import dense_order
 from thunder.dialects.emit import find_func, mismatch
 from thunder.dialects.mlir import LOCK
 from thunder.lowering import executors
-from thunder.lowering.linalg.any_size import AnySizeKernel, COMPILING, MLIR_NUMBER as _MLIR_NUMBER, primes_from
+from thunder.lowering.linalg.any_size import AnySizeKernel, COMPILING, made_up_values, MLIR_NUMBER as _MLIR_NUMBER
 from thunder.lowering.linalg.to_linalg import parse_region
 from thunder.runtime.autograd import _ThunderAutograd
 from thunder.runtime.codegen import compile_source, python_source
@@ -512,16 +512,17 @@ class _KernelFamily:
                      for kind, sign, code in self.lifted)
 
     def _any_size_texts(self):
-        """The region at three made-up values of the symbols (primes from 101 on) at which every
+        """The region at three made-up values of the symbols (any_size.made_up_values: primes of
+        other residues, twice primes in the third) at which every
         integer that changes takes a value of its own (none equal to another expression's or to a
         fixed literal of the text, none below 2), so that the kernel for all sizes names each
         changing size by what it is (AnySizeKernel groups sizes by value), with {value in the
         first: its expression} (_size_of); None where a few tries find none."""
         fixed = {int(p) for p in self._lifted if isinstance(p, str) and p.isdigit()}
         ints = {p[2]: p[0] for p in self._lifted if not isinstance(p, str) and not p[1]}
-        texts, by_value, primes = [], None, primes_from(101)
+        texts, by_value, supplies = [], None, [made_up_values(i) for i in range(3)]
         for _ in range(12):
-            sizes = tuple(next(primes) for _ in self.names)
+            sizes = tuple(next(supplies[len(texts)]) for _ in self.names)
             env = dict(zip(self.names, sizes))
             values = [eval(code, {"math": math}, env) for code in ints.values()]  # noqa: S307
             if len(set(values)) == len(values) and all(type(v) is int and v >= 2 and v not in fixed for v in values):
