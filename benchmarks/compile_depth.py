@@ -13,8 +13,9 @@ as torch calls in the first step, a second step right after it, when the kernels
                                                  [--no-sharing]
 
 --new-length: after the first step (64 tokens), a step at 40 tokens, where the default option
-makes the length a symbol (the one recompile: a program for all lengths fitted from three
-compiles), and one at 52 (none), with the compile count, thunder and torch.compile.
+makes the length a symbol (the one recompile: a program for all lengths, compiled once with
+its symbols, runtime/symbolic_program.py), and one at 52 (none), with the compile count, thunder
+and torch.compile.
 
 --second-process: thunder only; each depth runs in two processes one after the other sharing one
 fresh cache folder, so the second's first call uses the program the first stored on disk

@@ -71,7 +71,9 @@ class DynamicRegion:
         if kernel is not None:
             outs = kernel.call(args + self._lifted_at(values), values)
             if outs is COMPILING and self.torch_region is not None:
-                return self.torch_region(self.text_at(values))(*args)
+                # (its torch calls for every size, made once: its text at each new size would
+                # be written and generated again at every size met while the kernel compiles)
+                return self.torch_region(self.text)(*args)
             if outs is not None and outs is not COMPILING:
                 return outs
         try:
