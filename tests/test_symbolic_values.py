@@ -178,7 +178,7 @@ def test_a_kernel_for_every_size_is_right_at_both_parities(first):
     """A region whose sizes hold T - 1 and T // 2: at the three made-up sizes a kernel for every
     size is lowered at, all odd primes, the lowering derived T - 1 as (T // 2) * 2 (the same code
     at all three): at every even T the kernel computed a wrong result and wrote out of bounds.
-    The third made-up text's sizes are even now (any_size.made_up_factor). Values and gradients
+    The made-up texts' sizes now differ in parity (any_size.made_up_values). Values and gradients
     as eager's at odd and even lengths, from a first call of either parity."""
     jf = thunder.jit(_shift_and_half, cache="symbolic values", fusion="always")
     for shape in (first, (3, 8, 4), (2, 5, 3), (2, 10, 3), (2, 11, 3)):
