@@ -72,9 +72,6 @@ def _binary(fn, sym):
 # back or a factor divided out again gives base itself: `(T + 1) - 1` is T, `((B * T) * 64) //
 # 64` is B * T (a slice's, a view's sizes; else expressions grow layer by layer, and a size
 # equal to a symbol is not read as that symbol)
-_OFFSET, _FACTOR = "_offset", "_factor"
-
-
 def _noted(result, base, sym, k, reflected=False):
     if isinstance(result, SymInt) and type(k) is int and isinstance(base, SymInt):
         if sym == "+" or sym == "-" and not reflected:
@@ -86,7 +83,7 @@ def _noted(result, base, sym, k, reflected=False):
 
 def _folded(x, sym, k):
     """x sym k for an int k where x is base + j or base * j: in terms of base, else None."""
-    offset, factor = getattr(x, _OFFSET, None), getattr(x, _FACTOR, None)
+    offset, factor = getattr(x, "_offset", None), getattr(x, "_factor", None)
     if offset is not None and sym in ("+", "-"):
         base, j = offset
         total = j + (k if sym == "+" else -k)
@@ -122,13 +119,13 @@ class _Symbolic:
         return _make(abs(value), f"abs({self.expr})")
 
     def __floor__(self):
-        return _int_of(self) or SymInt(math.floor(self.plain()), f"math.floor({self.expr})")
+        return _int_or(self, lambda: SymInt(math.floor(self.plain()), f"math.floor({self.expr})"))
 
     def __ceil__(self):
-        return _int_of(self) or SymInt(math.ceil(self.plain()), f"math.ceil({self.expr})")
+        return _int_or(self, lambda: SymInt(math.ceil(self.plain()), f"math.ceil({self.expr})"))
 
     def __trunc__(self):
-        return _int_of(self) or SymInt(math.trunc(self.plain()), f"int({self.expr})")
+        return _int_or(self, lambda: SymInt(math.trunc(self.plain()), f"int({self.expr})"))
 
     def __reduce__(self):  # a copy or a pickle is the plain number
         return self.value_type, (self.plain(),)
@@ -142,12 +139,18 @@ class _Symbolic:
     def __round__(self, ndigits=None):
         if ndigits is not None:
             return round(self.plain(), ndigits)
-        return _int_of(self) or SymInt(round(self.plain()), f"round({self.expr})")
+        return _int_or(self, lambda: SymInt(round(self.plain()), f"round({self.expr})"))
 
 
 def _int_of(v):
     """The SymInt whose float v is (float(T): its floor, ceil, int and round are T), else None."""
     return v if isinstance(v, SymInt) else getattr(v, "_int", None)
+
+
+def _int_or(v, made):
+    """_int_of(v), else made() (compared with None: a SymInt's truth is a recorded decision)."""
+    found = _int_of(v)
+    return found if found is not None else made()
 
 
 def _ordering(op):
